@@ -1,0 +1,614 @@
+// Operations of the gpuc dialect: core ops (what fusion and codegen understand)
+// and composite ops (with hand-written gradients, decomposed before fusion).
+#ifndef GPUC_DIALECT_GPUC_GPUCOPS_TD
+#define GPUC_DIALECT_GPUC_GPUCOPS_TD
+
+include "gpuc/Dialect/Gpuc/GpucDialect.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/Properties.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Types and enums
+//===----------------------------------------------------------------------===//
+
+def Gpuc_FloatType : AnyTypeOf<[F32, F16, BF16]>;
+def Gpuc_IndexElementType : AnyTypeOf<[I64, I32]>;
+def Gpuc_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
+def Gpuc_NumericTensor : StaticShapeTensorOf<[F32, F16, BF16, I64, I32]>;
+def Gpuc_IndexTensor : StaticShapeTensorOf<[I64, I32]>;
+def Gpuc_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Gpuc_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I64, I32, I1]>;
+def Gpuc_ScalarFloatTensor : 0DTensorOf<[F32, F16, BF16]>;
+
+def Gpuc_ComparePredicate : I32EnumAttr<"ComparePredicate",
+    "elementwise comparison predicate", [
+      I32EnumAttrCase<"eq", 0>, I32EnumAttrCase<"ne", 1>,
+      I32EnumAttrCase<"lt", 2>, I32EnumAttrCase<"le", 3>,
+      I32EnumAttrCase<"gt", 4>, I32EnumAttrCase<"ge", 5>]> {
+  let cppNamespace = "::mlir::gpuc";
+}
+
+def Gpuc_Reduction : I32EnumAttr<"Reduction",
+    "how a loss combines its per-sample values", [
+      I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"sum", 1>,
+      I32EnumAttrCase<"mean", 2>]> {
+  let cppNamespace = "::mlir::gpuc";
+}
+
+class Gpuc_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Gpuc_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Module-level parameters
+//===----------------------------------------------------------------------===//
+
+def Gpuc_ParameterOp : Gpuc_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "a named model parameter or buffer with its initial value";
+  let description = [{
+    Declares a persistent tensor of the model. `trainable` marks weights that
+    receive gradients; without it the tensor is a buffer (batch-norm running
+    statistics) that the step may overwrite through a `gpuc.update` result.
+    The initial value usually is a `dense_resource` blob imported from the
+    model's initializers.
+
+    ```mlir
+    gpuc.parameter @fc1.weight trainable : tensor<256x784xf32> = dense_resource<fc1.weight>
+    gpuc.parameter @bn.running_mean : tensor<16xf32> = dense<0.0>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<Gpuc_Tensor>:$type,
+                       ElementsAttr:$initial_value,
+                       UnitAttr:$trainable);
+  let assemblyFormat = [{
+    $sym_name (`trainable` $trainable^)? `:` $type `=` $initial_value attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+def Gpuc_ConstantOp : Gpuc_Op<"constant", [ConstantLike, Pure,
+    AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant tensor";
+  let description = [{
+    ```mlir
+    %0 = gpuc.constant dense<[1, 784]> : tensor<2xi64>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Gpuc_Tensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise core ops. Operands always have one type: broadcasting is made
+// explicit with gpuc.broadcast by the frontends.
+//===----------------------------------------------------------------------===//
+
+class Gpuc_UnaryOp<string mnemonic, Type tensorType, string doc>
+    : Gpuc_Op<mnemonic, [Pure, Elementwise, SameOperandsAndResultType]> {
+  let summary = "elementwise " # doc;
+  let description = [{
+    Applies }] # doc # [{ to every element.
+
+    ```mlir
+    %1 = gpuc.}] # mnemonic # [{ %0 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins tensorType:$input);
+  let results = (outs tensorType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Gpuc_NegOp : Gpuc_UnaryOp<"neg", Gpuc_NumericTensor, "negation"> {
+  let hasFolder = 1;
+}
+def Gpuc_AbsOp : Gpuc_UnaryOp<"abs", Gpuc_NumericTensor, "absolute value">;
+def Gpuc_ExpOp : Gpuc_UnaryOp<"exp", Gpuc_FloatTensor, "exp(x)">;
+def Gpuc_LogOp : Gpuc_UnaryOp<"log", Gpuc_FloatTensor, "natural logarithm">;
+def Gpuc_SqrtOp : Gpuc_UnaryOp<"sqrt", Gpuc_FloatTensor, "square root">;
+def Gpuc_RsqrtOp : Gpuc_UnaryOp<"rsqrt", Gpuc_FloatTensor, "1/sqrt(x)">;
+def Gpuc_ReciprocalOp : Gpuc_UnaryOp<"reciprocal", Gpuc_FloatTensor, "1/x">;
+def Gpuc_TanhOp : Gpuc_UnaryOp<"tanh", Gpuc_FloatTensor, "hyperbolic tangent">;
+def Gpuc_ErfOp : Gpuc_UnaryOp<"erf", Gpuc_FloatTensor, "error function">;
+def Gpuc_SigmoidOp : Gpuc_UnaryOp<"sigmoid", Gpuc_FloatTensor, "1/(1+exp(-x))">;
+def Gpuc_ReluOp : Gpuc_UnaryOp<"relu", Gpuc_FloatTensor, "max(x, 0)">;
+
+class Gpuc_BinaryOp<string mnemonic, Type tensorType, string doc>
+    : Gpuc_Op<mnemonic, [Pure, Elementwise, SameOperandsAndResultType]> {
+  let summary = "elementwise " # doc;
+  let description = [{
+    Computes }] # doc # [{ element by element on two tensors of the same
+    type. Integer operands are allowed so that shape arithmetic folds.
+
+    ```mlir
+    %2 = gpuc.}] # mnemonic # [{ %0, %1 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins tensorType:$lhs, tensorType:$rhs);
+  let results = (outs tensorType:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+  let hasFolder = 1;
+}
+
+def Gpuc_AddOp : Gpuc_BinaryOp<"add", Gpuc_NumericTensor, "lhs + rhs">;
+def Gpuc_SubOp : Gpuc_BinaryOp<"sub", Gpuc_NumericTensor, "lhs - rhs">;
+def Gpuc_MulOp : Gpuc_BinaryOp<"mul", Gpuc_NumericTensor, "lhs * rhs">;
+def Gpuc_DivOp : Gpuc_BinaryOp<"div", Gpuc_NumericTensor,
+    "lhs / rhs (integer division truncates toward zero)">;
+def Gpuc_PowOp : Gpuc_BinaryOp<"pow", Gpuc_FloatTensor, "lhs ** rhs">;
+def Gpuc_MaxOp : Gpuc_BinaryOp<"max", Gpuc_NumericTensor, "max(lhs, rhs)">;
+def Gpuc_MinOp : Gpuc_BinaryOp<"min", Gpuc_NumericTensor, "min(lhs, rhs)">;
+
+def Gpuc_CompareOp : Gpuc_Op<"compare", [Pure, Elementwise,
+    AllTypesMatch<["lhs", "rhs"]>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "elementwise comparison producing i1";
+  let description = [{
+    ```mlir
+    %m = gpuc.compare lt, %a, %b : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_ComparePredicate:$predicate,
+                       Gpuc_Tensor:$lhs, Gpuc_Tensor:$rhs);
+  let results = (outs Gpuc_BoolTensor:$result);
+  let assemblyFormat = "$predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs)";
+  let hasFolder = 1;
+}
+
+def Gpuc_SelectOp : Gpuc_Op<"select", [Pure, Elementwise,
+    AllTypesMatch<["on_true", "on_false", "result"]>]> {
+  let summary = "elementwise choice: cond ? on_true : on_false";
+  let description = [{
+    ```mlir
+    %r = gpuc.select %m, %a, %b : tensor<4xi1>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_BoolTensor:$cond, Gpuc_Tensor:$on_true,
+                       Gpuc_Tensor:$on_false);
+  let results = (outs Gpuc_Tensor:$result);
+  let assemblyFormat = [{
+    $cond `,` $on_true `,` $on_false attr-dict `:` type($cond) `,` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Gpuc_CastOp : Gpuc_Op<"cast", [Pure, Elementwise]> {
+  let summary = "elementwise conversion of the element type";
+  let description = [{
+    Float to integer truncates toward zero; to i1 means "is not zero".
+
+    ```mlir
+    %h = gpuc.cast %x : tensor<4xf32> to tensor<4xf16>
+    ```
+  }];
+  let arguments = (ins Gpuc_Tensor:$input);
+  let results = (outs Gpuc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Gpuc_ReduceOp<string mnemonic, Type tensorType, string doc>
+    : Gpuc_Op<mnemonic, [Pure, SameOperandsAndResultElementType]> {
+  let summary = doc # " over the given axes";
+  let description = [{
+    Reduces `input` over `axes` (sorted, unique, non-negative). With
+    `keep_dims` the reduced axes stay as size 1, otherwise they are dropped.
+
+    ```mlir
+    %s = gpuc.}] # mnemonic # [{ %x axes = [1] keep_dims : tensor<4x8xf32> -> tensor<4x1xf32>
+    ```
+  }];
+  let arguments = (ins tensorType:$input, ArrayProp<I64Prop>:$axes,
+                       UnitProp:$keep_dims);
+  let results = (outs tensorType:$result);
+  let assemblyFormat = [{
+    $input `axes` `=` $axes (`keep_dims` $keep_dims^)? attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_ReduceSumOp : Gpuc_ReduceOp<"reduce_sum", Gpuc_NumericTensor, "sum">;
+def Gpuc_ReduceMaxOp : Gpuc_ReduceOp<"reduce_max", Gpuc_NumericTensor, "maximum">;
+def Gpuc_ReduceMeanOp : Gpuc_ReduceOp<"reduce_mean", Gpuc_FloatTensor, "mean">;
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Gpuc_ReshapeOp : Gpuc_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "reinterpret a tensor with another shape of the same size";
+  let description = [{
+    ```mlir
+    %f = gpuc.reshape %x : tensor<8x1x28x28xf32> -> tensor<8x784xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_Tensor:$input);
+  let results = (outs Gpuc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Gpuc_TransposeOp : Gpuc_Op<"transpose", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "permute the axes of a tensor";
+  let description = [{
+    Result axis `i` is input axis `perm[i]`.
+
+    ```mlir
+    %t = gpuc.transpose %x perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_Tensor:$input, ArrayProp<I64Prop>:$perm);
+  let results = (outs Gpuc_Tensor:$result);
+  let assemblyFormat = [{
+    $input `perm` `=` $perm attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Gpuc_BroadcastOp : Gpuc_Op<"broadcast", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "numpy-style broadcast to a larger shape";
+  let description = [{
+    Shapes are aligned at the right; every input dimension must equal the
+    result's or be 1, and missing leading dimensions are added.
+
+    ```mlir
+    %b = gpuc.broadcast %bias : tensor<10xf32> -> tensor<32x10xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_Tensor:$input);
+  let results = (outs Gpuc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Gpuc_SliceOp : Gpuc_Op<"slice", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "a strided window of a tensor";
+  let description = [{
+    For every axis, takes `starts[i], starts[i] + strides[i], ...` below
+    `limits[i]`; all values are static and in range, strides positive.
+
+    ```mlir
+    %s = gpuc.slice %x starts = [0, 2] limits = [4, 8] strides = [1, 2]
+           : tensor<4x8xf32> -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_Tensor:$input, ArrayProp<I64Prop>:$starts,
+                       ArrayProp<I64Prop>:$limits, ArrayProp<I64Prop>:$strides);
+  let results = (outs Gpuc_Tensor:$result);
+  let assemblyFormat = [{
+    $input `starts` `=` $starts `limits` `=` $limits `strides` `=` $strides
+    attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Gpuc_ConcatOp : Gpuc_Op<"concat", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "join tensors along one axis";
+  let description = [{
+    ```mlir
+    %c = gpuc.concat %a, %b axis = 0 : (tensor<2xi64>, tensor<1xi64>) -> tensor<3xi64>
+    ```
+  }];
+  let arguments = (ins Variadic<Gpuc_Tensor>:$inputs, I64Prop:$axis);
+  let results = (outs Gpuc_Tensor:$result);
+  let assemblyFormat = [{
+    $inputs `axis` `=` $axis attr-dict `:` `(` type($inputs) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Gpuc_GatherOp : Gpuc_Op<"gather", [Pure]> {
+  let summary = "take slices of data along an axis by index";
+  let description = [{
+    `result[i0..ia-1, j..., ia+1...] = data[i0..ia-1, indices[j...], ia+1...]`.
+    Indices in `[-n, n)` are valid (negative ones count from the end, as in
+    ONNX); others are an error at run time.
+
+    ```mlir
+    %e = gpuc.gather %table[%ids] axis = 0
+           : (tensor<100x16xf32>, tensor<4x8xi64>) -> tensor<4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_Tensor:$data, Gpuc_IndexTensor:$indices, I64Prop:$axis);
+  let results = (outs Gpuc_Tensor:$result);
+  let assemblyFormat = [{
+    $data `[` $indices `]` `axis` `=` $axis attr-dict `:`
+    `(` type($data) `,` type($indices) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and windows
+//===----------------------------------------------------------------------===//
+
+def Gpuc_MatmulOp : Gpuc_Op<"matmul", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "batched matrix product with optional transposes";
+  let description = [{
+    Both operands have the same rank (>= 2) and the same leading (batch)
+    dimensions; the last two are the matrix. `transpose_lhs`/`transpose_rhs`
+    swap those two dimensions of an operand before the product.
+
+    ```mlir
+    %y = gpuc.matmul %x, %w transpose_rhs
+           : (tensor<32x784xf32>, tensor<256x784xf32>) -> tensor<32x256xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$lhs, Gpuc_FloatTensor:$rhs,
+                       UnitProp:$transpose_lhs, UnitProp:$transpose_rhs);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_Conv2DOp : Gpuc_Op<"conv2d", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "2-D convolution, NCHW input, OIHW filter";
+  let description = [{
+    `pads` are `[top, left, bottom, right]`. With `groups = g` the input
+    channels split into g groups of `C/g`, the filter is `O x C/g x KH x KW`.
+    Bias is a separate broadcast add.
+
+    ```mlir
+    %y = gpuc.conv2d %x, %w strides = [1, 1] pads = [1, 1, 1, 1]
+           dilations = [1, 1] groups = 1
+           : (tensor<8x1x28x28xf32>, tensor<16x1x3x3xf32>) -> tensor<8x16x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$filter,
+                       ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
+                       ArrayProp<I64Prop>:$dilations, I64Prop:$groups);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $filter `strides` `=` $strides `pads` `=` $pads
+    `dilations` `=` $dilations `groups` `=` $groups attr-dict `:`
+    `(` type($input) `,` type($filter) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+class Gpuc_Pool2DOp<string mnemonic, string doc>
+    : Gpuc_Op<mnemonic, [Pure, SameOperandsAndResultElementType]> {
+  let summary = doc # " pooling over the two spatial axes of NCHW";
+  let arguments = (ins Gpuc_FloatTensor:$input, ArrayProp<I64Prop>:$kernel,
+                       ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Gpuc_MaxPool2DOp : Gpuc_Pool2DOp<"max_pool2d", "maximum"> {
+  let description = [{
+    Padding never wins the maximum. `pads` are `[top, left, bottom, right]`.
+
+    ```mlir
+    %p = gpuc.max_pool2d %x kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0]
+           : tensor<8x16x28x28xf32> -> tensor<8x16x14x14xf32>
+    ```
+  }];
+  let assemblyFormat = [{
+    $input `kernel` `=` $kernel `strides` `=` $strides `pads` `=` $pads
+    attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Gpuc_AvgPool2DOp : Gpuc_Pool2DOp<"avg_pool2d", "average"> {
+  let description = [{
+    Without `count_include_pad`, each window's sum is divided by the number of
+    its elements inside the input.
+
+    ```mlir
+    %p = gpuc.avg_pool2d %x kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0]
+           : tensor<8x16x28x28xf32> -> tensor<8x16x14x14xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, ArrayProp<I64Prop>:$kernel,
+                       ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
+                       UnitProp:$count_include_pad);
+  let assemblyFormat = [{
+    $input `kernel` `=` $kernel `strides` `=` $strides `pads` `=` $pads
+    (`count_include_pad` $count_include_pad^)?
+    attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Composite ops: decomposed into core ops before fusion; their gradients are
+// written by hand for accuracy.
+//===----------------------------------------------------------------------===//
+
+class Gpuc_AxisOp<string mnemonic, string doc>
+    : Gpuc_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = doc # " along one axis";
+  let description = [{
+    Numerically stable (the maximum is subtracted first).
+
+    ```mlir
+    %p = gpuc.}] # mnemonic # [{ %logits axis = 1 : tensor<32x10xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, I64Prop:$axis);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Gpuc_SoftmaxOp : Gpuc_AxisOp<"softmax", "softmax">;
+def Gpuc_LogSoftmaxOp : Gpuc_AxisOp<"log_softmax", "log(softmax)">;
+
+def Gpuc_GeluOp : Gpuc_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `x * 0.5 * (1 + erf(x / sqrt(2)))`, or with `tanh` the tanh approximation.
+
+    ```mlir
+    %g = gpuc.gelu %x : tensor<32x256xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, UnitProp:$tanh);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = "$input (`tanh` $tanh^)? attr-dict `:` type($result)";
+}
+
+def Gpuc_DropoutOp : Gpuc_Op<"dropout", [SameOperandsAndResultType]> {
+  let summary = "training-mode dropout (inverted scaling)";
+  let description = [{
+    Zeroes each element with probability `ratio` and scales the others by
+    `1 / (1 - ratio)`. The mask comes from the step's counter-based generator,
+    so it can be recomputed instead of stored.
+
+    ```mlir
+    %d = gpuc.dropout %x ratio = 1.000000e-01 : tensor<32x256xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, F64Attr:$ratio);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = "$input `ratio` `=` $ratio attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Gpuc_LayerNormOp : Gpuc_Op<"layer_norm", [Pure,
+    AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>]> {
+  let summary = "layer normalization over the trailing axes";
+  let description = [{
+    Normalizes over axes `axis..rank-1` (population variance), then applies
+    `scale` and `bias`, whose shape is those trailing dimensions.
+
+    ```mlir
+    %y = gpuc.layer_norm %x, %g, %b axis = 2 epsilon = 1.000000e-05
+           : tensor<4x16x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$scale,
+                       Gpuc_FloatTensor:$bias, I64Prop:$axis, F64Attr:$epsilon);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias `axis` `=` $axis `epsilon` `=` $epsilon
+    attr-dict `:` type($input) `,` type($scale)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_BatchNormTrainOp : Gpuc_Op<"batch_norm_train", [Pure,
+    AllTypesMatch<["input", "result"]>,
+    AllTypesMatch<["scale", "bias", "running_mean", "running_var",
+                   "new_running_mean", "new_running_var"]>]> {
+  let summary = "training-mode batch normalization over N, H, W";
+  let description = [{
+    Normalizes each channel (axis 1) with the batch's mean and population
+    variance, applies `scale` and `bias`, and returns the updated running
+    statistics with the ONNX convention:
+    `new = running * momentum + batch_stat * (1 - momentum)`
+    (PyTorch's `momentum=0.1` is ONNX's `0.9`).
+
+    ```mlir
+    %y, %m, %v = gpuc.batch_norm_train %x, %g, %b, %rm, %rv
+                   epsilon = 1.000000e-05 momentum = 9.000000e-01
+                   : tensor<8x16x28x28xf32>, tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$scale,
+                       Gpuc_FloatTensor:$bias, Gpuc_FloatTensor:$running_mean,
+                       Gpuc_FloatTensor:$running_var, F64Attr:$epsilon,
+                       F64Attr:$momentum);
+  let results = (outs Gpuc_FloatTensor:$result,
+                      Gpuc_FloatTensor:$new_running_mean,
+                      Gpuc_FloatTensor:$new_running_var);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias `,` $running_mean `,` $running_var
+    `epsilon` `=` $epsilon `momentum` `=` $momentum
+    attr-dict `:` type($input) `,` type($scale)
+  }];
+  let hasVerifier = 1;
+}
+
+class Gpuc_ClassLossOp<string mnemonic, string doc>
+    : Gpuc_Op<mnemonic, [Pure]> {
+  let summary = doc;
+  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_IndexTensor:$labels,
+                       Gpuc_Reduction:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $labels `reduction` `=` $reduction
+    (`ignore_index` `=` $ignore_index^)? attr-dict `:`
+    `(` type($input) `,` type($labels) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_CrossEntropyOp : Gpuc_ClassLossOp<"cross_entropy",
+    "softmax cross-entropy of logits against class labels"> {
+  let description = [{
+    `input` is `N x C` (or `N x C x d1...`), `labels` is `N` (or `N x d1...`).
+    The result is a scalar for `mean`/`sum`, the labels' shape for `none`.
+    Samples whose label equals `ignore_index` count for nothing (and not in the
+    mean's denominator).
+
+    ```mlir
+    %l = gpuc.cross_entropy %logits, %y reduction = mean
+           : (tensor<32x10xf32>, tensor<32xi64>) -> tensor<f32>
+    ```
+  }];
+}
+
+def Gpuc_NllLossOp : Gpuc_ClassLossOp<"nll_loss",
+    "negative log-likelihood of log-probabilities against class labels"> {
+  let description = [{
+    Like `gpuc.cross_entropy`, but `input` already holds log-probabilities.
+
+    ```mlir
+    %l = gpuc.nll_loss %logp, %y reduction = mean
+           : (tensor<32x10xf32>, tensor<32xi64>) -> tensor<f32>
+    ```
+  }];
+}
+
+def Gpuc_MseLossOp : Gpuc_Op<"mse_loss", [Pure]> {
+  let summary = "mean squared error";
+  let description = [{
+    ```mlir
+    %l = gpuc.mse_loss %pred, %target reduction = mean
+           : (tensor<32x1xf32>, tensor<32x1xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$target,
+                       Gpuc_Reduction:$reduction);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $target `reduction` `=` $reduction attr-dict `:`
+    `(` type($input) `,` type($target) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // GPUC_DIALECT_GPUC_GPUCOPS_TD

@@ -1,0 +1,89 @@
+//===- GpucDialect.cpp - the gpuc dialect and its attribute checks --------===//
+#include "gpuc/Dialect/Gpuc/GpucDialect.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+#include "gpuc/Dialect/Gpuc/GpucOpsDialect.cpp.inc"
+
+void GpucDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "gpuc/Dialect/Gpuc/GpucOps.cpp.inc"
+      >();
+}
+
+Operation *GpucDialect::materializeConstant(OpBuilder &builder,
+                                            Attribute value, Type type,
+                                            Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return ConstantOp::create(builder, loc, elements);
+}
+
+/// Checks that `attr` names a gpuc.parameter of the module holding `op` whose
+/// type is `type`.
+static LogicalResult verifyParameterRef(Operation *op, Attribute attr,
+                                        Type type, StringRef what) {
+  auto ref = dyn_cast<FlatSymbolRefAttr>(attr);
+  if (!ref)
+    return op->emitError() << "'" << what
+                           << "' must be a symbol reference to a gpuc.parameter";
+  auto module = op->getParentOfType<ModuleOp>();
+  auto param = module ? SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+                            module, ref.getAttr())
+                      : ParameterOp();
+  if (!param)
+    return op->emitError() << "'" << what << "' refers to " << ref
+                           << ", which is not a gpuc.parameter of this module";
+  if (param.getType() != type)
+    return op->emitError() << "'" << what << "' " << ref << " has type "
+                           << param.getType() << " but the value has type "
+                           << type;
+  return success();
+}
+
+LogicalResult GpucDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned regionIndex,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  auto func = dyn_cast<func::FuncOp>(op);
+  if (!func)
+    return op->emitError() << "'" << attr.getName()
+                           << "' is only meaningful on func.func arguments";
+  Type type = func.getArgument(argIndex).getType();
+  if (attr.getName() == kParamAttrName)
+    return verifyParameterRef(op, attr.getValue(), type, kParamAttrName);
+  if (attr.getName() == kInputAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << kInputAttrName << "' must be a string";
+    return success();
+  }
+  return op->emitError() << "unknown gpuc argument attribute '"
+                         << attr.getName() << "'";
+}
+
+LogicalResult GpucDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned regionIndex,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  auto func = dyn_cast<func::FuncOp>(op);
+  if (!func)
+    return op->emitError() << "'" << attr.getName()
+                           << "' is only meaningful on func.func results";
+  Type type = func.getResultTypes()[resultIndex];
+  if (attr.getName() == kUpdateAttrName)
+    return verifyParameterRef(op, attr.getValue(), type, kUpdateAttrName);
+  if (attr.getName() == kOutputAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << kOutputAttrName << "' must be a string";
+    return success();
+  }
+  return op->emitError() << "unknown gpuc result attribute '" << attr.getName()
+                         << "'";
+}

@@ -1,0 +1,290 @@
+//===- GpucOps.cpp - verifiers and type inference of gpuc ops -------------===//
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/ShapeInference.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+#include "gpuc/Dialect/Gpuc/GpucEnums.cpp.inc"
+
+static ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+/// Checks the result shape of `op` against what the operands imply.
+static LogicalResult verifyResultShape(Operation *op, FailureOr<Shape> expected,
+                                       Value result) {
+  if (failed(expected))
+    return failure();
+  if (shapeOf(result) != ArrayRef<int64_t>(*expected))
+    return op->emitOpError() << "result shape " << formatShape(shapeOf(result))
+                             << " does not match the expected "
+                             << formatShape(*expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ParameterOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParameterOp::verify() {
+  if (getInitialValue().getType() != getType())
+    return emitOpError() << "initial value has type "
+                         << getInitialValue().getType()
+                         << " but the parameter is " << getType();
+  if (getTrainable() &&
+      !isa<FloatType>(getTensorType().getElementType()))
+    return emitOpError() << "only floating-point parameters can be trainable";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult CompareOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location>, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  auto lhs = cast<RankedTensorType>(operands[0].getType());
+  inferredReturnTypes.push_back(
+      RankedTensorType::get(lhs.getShape(), IntegerType::get(context, 1)));
+  return success();
+}
+
+LogicalResult SelectOp::verify() {
+  if (shapeOf(getCond()) != shapeOf(getResult()))
+    return emitOpError() << "condition shape "
+                         << formatShape(shapeOf(getCond()))
+                         << " differs from the value shape "
+                         << formatShape(shapeOf(getResult()));
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  if (shapeOf(getInput()) != shapeOf(getResult()))
+    return emitOpError() << "changes the shape from "
+                         << formatShape(shapeOf(getInput())) << " to "
+                         << formatShape(shapeOf(getResult()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+template <typename ReduceOp>
+static LogicalResult verifyReduce(ReduceOp op) {
+  auto emitError = [&] { return op.emitOpError(); };
+  ArrayRef<int64_t> input = shapeOf(op.getInput());
+  if (failed(verifyAxes(op.getAxes(), input.size(), emitError)))
+    return failure();
+  return verifyResultShape(
+      op, inferReduceShape(input, op.getAxes(), op.getKeepDims()),
+      op.getResult());
+}
+
+LogicalResult ReduceSumOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMeanOp::verify() { return verifyReduce(*this); }
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  if (getNumElements(shapeOf(getInput())) !=
+      getNumElements(shapeOf(getResult())))
+    return emitOpError() << "cannot reshape "
+                         << formatShape(shapeOf(getInput())) << " ("
+                         << getNumElements(shapeOf(getInput()))
+                         << " elements) into "
+                         << formatShape(shapeOf(getResult())) << " ("
+                         << getNumElements(shapeOf(getResult()))
+                         << " elements)";
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  return verifyResultShape(
+      *this,
+      inferTransposeShape(shapeOf(getInput()), getPerm(),
+                          [&] { return emitOpError(); }),
+      getResult());
+}
+
+LogicalResult BroadcastOp::verify() {
+  if (!isBroadcastableTo(shapeOf(getInput()), shapeOf(getResult())))
+    return emitOpError() << "cannot broadcast "
+                         << formatShape(shapeOf(getInput())) << " to "
+                         << formatShape(shapeOf(getResult()));
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  return verifyResultShape(*this,
+                           inferSliceShape(shapeOf(getInput()), getStarts(),
+                                           getLimits(), getStrides(),
+                                           [&] { return emitOpError(); }),
+                           getResult());
+}
+
+LogicalResult ConcatOp::verify() {
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (Value in : getInputs())
+    shapes.push_back(shapeOf(in));
+  return verifyResultShape(
+      *this,
+      inferConcatShape(shapes, getAxis(), [&] { return emitOpError(); }),
+      getResult());
+}
+
+LogicalResult GatherOp::verify() {
+  if (getElementTypeOrSelf(getData().getType()) !=
+      getElementTypeOrSelf(getResult().getType()))
+    return emitOpError() << "result element type differs from the data's";
+  return verifyResultShape(*this,
+                           inferGatherShape(shapeOf(getData()),
+                                            shapeOf(getIndices()), getAxis(),
+                                            [&] { return emitOpError(); }),
+                           getResult());
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and windows
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::verify() {
+  return verifyResultShape(
+      *this,
+      inferMatmulShape(shapeOf(getLhs()), shapeOf(getRhs()), getTransposeLhs(),
+                       getTransposeRhs(), [&] { return emitOpError(); }),
+      getResult());
+}
+
+LogicalResult Conv2DOp::verify() {
+  return verifyResultShape(
+      *this,
+      inferConv2DShape(shapeOf(getInput()), shapeOf(getFilter()), getStrides(),
+                       getPads(), getDilations(), getGroups(),
+                       [&] { return emitOpError(); }),
+      getResult());
+}
+
+template <typename PoolOp>
+static LogicalResult verifyPool(PoolOp op) {
+  return verifyResultShape(
+      op,
+      inferPool2DShape(shapeOf(op.getInput()), op.getKernel(), op.getStrides(),
+                       op.getPads(), [&] { return op.emitOpError(); }),
+      op.getResult());
+}
+
+LogicalResult MaxPool2DOp::verify() { return verifyPool(*this); }
+LogicalResult AvgPool2DOp::verify() { return verifyPool(*this); }
+
+//===----------------------------------------------------------------------===//
+// Composites
+//===----------------------------------------------------------------------===//
+
+template <typename AxisOp>
+static LogicalResult verifyAxisOp(AxisOp op) {
+  int64_t rank = shapeOf(op.getInput()).size();
+  if (op.getAxis() < 0 || op.getAxis() >= rank)
+    return op.emitOpError() << "axis " << op.getAxis()
+                            << " is out of range for rank " << rank;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() { return verifyAxisOp(*this); }
+LogicalResult LogSoftmaxOp::verify() { return verifyAxisOp(*this); }
+
+LogicalResult DropoutOp::verify() {
+  double ratio = getRatio().convertToDouble();
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return emitOpError() << "ratio " << ratio << " must be in [0, 1)";
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyAxisOp(*this)))
+    return failure();
+  ArrayRef<int64_t> normalized = shapeOf(getInput()).drop_front(getAxis());
+  if (shapeOf(getScale()) != normalized)
+    return emitOpError() << "scale and bias must have the normalized shape "
+                         << formatShape(normalized) << ", got "
+                         << formatShape(shapeOf(getScale()));
+  if (getEpsilon().convertToDouble() <= 0.0)
+    return emitOpError() << "epsilon must be positive";
+  return success();
+}
+
+LogicalResult BatchNormTrainOp::verify() {
+  ArrayRef<int64_t> input = shapeOf(getInput());
+  if (input.size() < 2)
+    return emitOpError() << "input must have a channel axis (rank >= 2)";
+  ArrayRef<int64_t> scale = shapeOf(getScale());
+  if (scale.size() != 1 || scale[0] != input[1])
+    return emitOpError() << "scale, bias and statistics must have shape "
+                         << input[1] << " (the channel count), got "
+                         << formatShape(scale);
+  if (getEpsilon().convertToDouble() <= 0.0)
+    return emitOpError() << "epsilon must be positive";
+  double momentum = getMomentum().convertToDouble();
+  if (!(momentum >= 0.0 && momentum <= 1.0))
+    return emitOpError() << "momentum must be in [0, 1]";
+  return success();
+}
+
+/// Loss results are scalars unless the reduction is `none`, when they have
+/// `perSampleShape`.
+static LogicalResult verifyLossResult(Operation *op, Reduction reduction,
+                                      ArrayRef<int64_t> perSampleShape,
+                                      Value result) {
+  Shape expected;
+  if (reduction == Reduction::none)
+    expected.assign(perSampleShape.begin(), perSampleShape.end());
+  return verifyResultShape(op, expected, result);
+}
+
+template <typename LossOp>
+static LogicalResult verifyClassLoss(LossOp op) {
+  ArrayRef<int64_t> input = shapeOf(op.getInput());
+  ArrayRef<int64_t> labels = shapeOf(op.getLabels());
+  if (input.size() < 2)
+    return op.emitOpError() << "input must be N x C (x d1...), got "
+                            << formatShape(input);
+  Shape expectedLabels = {input[0]};
+  expectedLabels.append(input.begin() + 2, input.end());
+  if (labels != ArrayRef<int64_t>(expectedLabels))
+    return op.emitOpError() << "labels must have shape "
+                            << formatShape(expectedLabels) << ", got "
+                            << formatShape(labels);
+  if (getElementTypeOrSelf(op.getResult().getType()) !=
+      getElementTypeOrSelf(op.getInput().getType()))
+    return op.emitOpError() << "result element type differs from the input's";
+  return verifyLossResult(op, op.getReduction(), expectedLabels,
+                          op.getResult());
+}
+
+LogicalResult CrossEntropyOp::verify() { return verifyClassLoss(*this); }
+LogicalResult NllLossOp::verify() { return verifyClassLoss(*this); }
+
+LogicalResult MseLossOp::verify() {
+  if (getInput().getType() != getTarget().getType())
+    return emitOpError() << "input and target types differ: "
+                         << getInput().getType() << " vs "
+                         << getTarget().getType();
+  if (getElementTypeOrSelf(getResult().getType()) !=
+      getElementTypeOrSelf(getInput().getType()))
+    return emitOpError() << "result element type differs from the input's";
+  return verifyLossResult(*this, getReduction(), shapeOf(getInput()),
+                          getResult());
+}
+
+#define GET_OP_CLASSES
+#include "gpuc/Dialect/Gpuc/GpucOps.cpp.inc"

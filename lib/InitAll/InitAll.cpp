@@ -1,0 +1,13 @@
+//===- InitAll.cpp - register gpuc's dialects and passes ------------------===//
+#include "gpuc/InitAll.h"
+#include "gpuc/Dialect/Gpuc/GpucDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+void gpuc::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<mlir::gpuc::GpucDialect, mlir::func::FuncDialect>();
+}
+
+void gpuc::registerAllPasses() { mlir::registerTransformsPasses(); }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package gpuc needs to build and test. Idempotent and quiet
+# when everything is already there.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build ccache g++ pkg-config
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
+  libgtest-dev
+  libopenblas-dev nlohmann-json3-dev
+  dataset-fashion-mnist
+  python3-numpy python3-onnx
+)
+# Optional: PyTorch, for exporting the examples and the parity tests. Large, so
+# GPUC_SKIP_TORCH=1 leaves it out (the tests that need it then skip).
+if [[ "${GPUC_SKIP_TORCH:-0}" != 1 ]]; then
+  packages+=(python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) != 0 ]]; then sudo="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q >/dev/null
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
