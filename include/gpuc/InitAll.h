@@ -10,14 +10,14 @@ namespace mlir {
 class DialectRegistry;
 } // namespace mlir
 
-namespace gpuc {
+namespace mlir::gpuc {
 
 /// The dialects that gpuc's IR is made of.
-void registerAllDialects(mlir::DialectRegistry &registry);
+void registerAllDialects(DialectRegistry &registry);
 
 /// gpuc's passes and the upstream ones its pipelines use (canonicalize, CSE).
 void registerAllPasses();
 
-} // namespace gpuc
+} // namespace mlir::gpuc
 
 #endif // GPUC_INITALL_H

@@ -6,8 +6,8 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
-void gpuc::registerAllDialects(mlir::DialectRegistry &registry) {
+void mlir::gpuc::registerAllDialects(DialectRegistry &registry) {
   registry.insert<mlir::gpuc::GpucDialect, mlir::func::FuncDialect>();
 }
 
-void gpuc::registerAllPasses() { mlir::registerTransformsPasses(); }
+void mlir::gpuc::registerAllPasses() { mlir::registerTransformsPasses(); }

@@ -6,8 +6,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  gpuc::registerAllDialects(registry);
-  gpuc::registerAllPasses();
+  mlir::gpuc::registerAllDialects(registry);
+  mlir::gpuc::registerAllPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "gpuc optimizer driver\n", registry));
 }

@@ -355,6 +355,12 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   });
 }
 
+OpFoldResult PadOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
 OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   if (getInputs().size() == 1)
     return getInputs().front();

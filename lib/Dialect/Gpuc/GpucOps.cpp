@@ -133,6 +133,14 @@ LogicalResult SliceOp::verify() {
                            getResult());
 }
 
+LogicalResult PadOp::verify() {
+  return verifyResultShape(*this,
+                           inferPadShape(shapeOf(getInput()), getLow(),
+                                         getHigh(),
+                                         [&] { return emitOpError(); }),
+                           getResult());
+}
+
 LogicalResult ConcatOp::verify() {
   SmallVector<ArrayRef<int64_t>> shapes;
   for (Value in : getInputs())

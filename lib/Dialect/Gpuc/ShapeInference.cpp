@@ -121,6 +121,22 @@ FailureOr<Shape> mlir::gpuc::inferSliceShape(ArrayRef<int64_t> input,
   return result;
 }
 
+FailureOr<Shape> mlir::gpuc::inferPadShape(ArrayRef<int64_t> input,
+                                           ArrayRef<int64_t> low,
+                                           ArrayRef<int64_t> high,
+                                           EmitErrorFn emitError) {
+  if (low.size() != input.size() || high.size() != input.size())
+    return emitError() << "low and high pads need one entry per axis ("
+                       << input.size() << ")";
+  Shape result;
+  for (size_t i = 0; i < input.size(); ++i) {
+    if (low[i] < 0 || high[i] < 0)
+      return emitError() << "pads must be non-negative";
+    result.push_back(input[i] + low[i] + high[i]);
+  }
+  return result;
+}
+
 FailureOr<Shape> mlir::gpuc::inferConcatShape(ArrayRef<ArrayRef<int64_t>> inputs,
                                               int64_t axis,
                                               EmitErrorFn emitError) {

@@ -346,6 +346,28 @@ def Gpuc_GatherOp : Gpuc_Op<"gather", [Pure]> {
   let hasFolder = 1;
 }
 
+def Gpuc_PadOp : Gpuc_Op<"pad", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "pad a tensor with a constant";
+  let description = [{
+    Adds `low[i]` elements before and `high[i]` after axis `i`, all set to
+    `value`. Pads are static and non-negative.
+
+    ```mlir
+    %p = gpuc.pad %x low = [0, 0, 1, 1] high = [0, 0, 1, 1] value = 0.000000e+00
+           : tensor<8x1x28x28xf32> -> tensor<8x1x30x30xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_Tensor:$input, ArrayProp<I64Prop>:$low,
+                       ArrayProp<I64Prop>:$high, F64Attr:$value);
+  let results = (outs Gpuc_Tensor:$result);
+  let assemblyFormat = [{
+    $input `low` `=` $low `high` `=` $high `value` `=` $value
+    attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Contractions and windows
 //===----------------------------------------------------------------------===//

@@ -43,6 +43,9 @@ FailureOr<Shape> inferSliceShape(ArrayRef<int64_t> input,
                                  ArrayRef<int64_t> strides,
                                  EmitErrorFn emitError);
 
+FailureOr<Shape> inferPadShape(ArrayRef<int64_t> input, ArrayRef<int64_t> low,
+                               ArrayRef<int64_t> high, EmitErrorFn emitError);
+
 FailureOr<Shape> inferConcatShape(ArrayRef<ArrayRef<int64_t>> inputs,
                                   int64_t axis, EmitErrorFn emitError);
 

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Exports gpuc's example models to ONNX in training mode with a dynamic batch.
+
+Run with Debian's interpreter, which sees python3-torch:
+    /usr/bin/python3 examples/export_models.py [--out examples]
+
+The weights come from a fixed seed, so the files are reproducible for a given
+PyTorch version.
+"""
+import argparse
+import os
+
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    """784-256-128-10 with ReLU, dropout and GELU (exported as Erf)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.1),
+            nn.Linear(256, 128), nn.GELU(),
+            nn.Linear(128, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class CNN(nn.Module):
+    """Two conv/batch-norm blocks, max and average pooling, two linear layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+            nn.AvgPool2d(2))
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
+            nn.Linear(128, 10))
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+class TransformerBlock(nn.Module):
+    """Token + position embedding, one pre-LayerNorm block, a vocabulary head."""
+
+    def __init__(self, vocab=64, seq=16, dim=32, heads=4, hidden=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(seq, dim) * 0.02)
+        self.ln1 = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, dropout=0.0,
+                                          batch_first=True)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(),
+                                 nn.Linear(hidden, dim))
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        x = self.tok(tokens) + self.pos
+        h = self.ln1(x)
+        a, _ = self.attn(h, h, h, need_weights=False)
+        x = x + a
+        x = x + self.mlp(self.ln2(x))
+        return self.head(self.ln_f(x))
+
+
+def export(model, example, path, input_name, opset):
+    model.train()
+    torch.onnx.export(
+        model, (example,), path,
+        input_names=[input_name], output_names=["logits"],
+        dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},
+        opset_version=opset,
+        training=torch.onnx.TrainingMode.TRAINING,
+        do_constant_folding=False)
+    print(f"wrote {path} (opset {opset})")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    export(MLP(), torch.randn(2, 1, 28, 28),
+           os.path.join(args.out, "mlp.onnx"), "image", 17)
+    export(CNN(), torch.randn(2, 1, 28, 28),
+           os.path.join(args.out, "cnn.onnx"), "image", 17)
+    # Opset 14 keeps LayerNorm decomposed (ReduceMean/Sub/Pow/Sqrt/Div), the form
+    # most PyTorch exports have.
+    export(TransformerBlock(), torch.randint(0, 64, (2, 16)),
+           os.path.join(args.out, "transformer.onnx"), "tokens", 14)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1675 @@
+//===- OnnxImporter.cpp - ONNX graphs into the gpuc dialect ---------------===//
+//
+// One handler per ONNX op, keyed by op type and by the schema versions
+// ("since version") whose semantics it implements. Shapes are static: every
+// result type comes from gpuc's own shape inference and is cross-checked
+// against ONNX's. Ops are built with createOrFold, so shape arithmetic
+// (Shape -> Gather -> Concat -> Reshape) folds to constants as it is imported.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Frontend/OnnxImporter.h"
+#include "OnnxModelLoader.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/ShapeInference.h"
+#include "gpuc/Frontend/TensorBuilder.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cmath>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+
+namespace {
+
+/// The highest default-domain opset that libonnx 1.12 defines.
+constexpr int kMaxOpset = 17;
+
+/// One ONNX node being imported.
+struct Node {
+  const onnx::NodeProto &proto;
+  std::string name;
+  int sinceVersion;
+  Location loc;
+  SmallVector<Value> inputs;
+
+  Value in(unsigned i) const { return i < inputs.size() ? inputs[i] : Value(); }
+  const onnx::AttributeProto *attr(StringRef attrName) const {
+    for (const auto &a : proto.attribute())
+      if (a.name() == attrName)
+        return &a;
+    return nullptr;
+  }
+  int64_t getInt(StringRef attrName, int64_t dflt) const {
+    const auto *a = attr(attrName);
+    return a ? a->i() : dflt;
+  }
+  double getFloat(StringRef attrName, double dflt) const {
+    const auto *a = attr(attrName);
+    return a ? a->f() : dflt;
+  }
+  std::string getString(StringRef attrName, StringRef dflt) const {
+    const auto *a = attr(attrName);
+    return a ? a->s() : dflt.str();
+  }
+  std::optional<Shape> getInts(StringRef attrName) const {
+    const auto *a = attr(attrName);
+    if (!a)
+      return std::nullopt;
+    return Shape(a->ints().begin(), a->ints().end());
+  }
+};
+
+class OnnxImporter;
+using Handler = LogicalResult (OnnxImporter::*)(Node &);
+
+struct OpRule {
+  Handler handler;
+  /// The schema versions whose semantics the handler implements.
+  SmallVector<int> sinceVersions;
+};
+
+class OnnxImporter {
+public:
+  OnnxImporter(MLIRContext *context, StringRef path,
+               const onnx::ModelProto &model)
+      : context(context), builder(context), tensors(builder), path(path.str()),
+        model(model) {}
+
+  OwningOpRef<ModuleOp> run();
+
+  static const llvm::StringMap<OpRule> &rules();
+
+private:
+  //===--- diagnostics -----------------------------------------------------===//
+  Location fileLoc() {
+    return FileLineColLoc::get(context, path, /*line=*/0, /*column=*/0);
+  }
+  InFlightDiagnostic modelError() { return emitError(fileLoc()); }
+  InFlightDiagnostic nodeError(const Node &node) {
+    return emitError(node.loc)
+           << "node '" << node.name << "' (" << node.proto.op_type()
+           << ", opset " << opset << "): ";
+  }
+
+  //===--- types and values ------------------------------------------------===//
+  FailureOr<Type> convertElementType(int32_t onnxType,
+                                     function_ref<InFlightDiagnostic()> emit);
+  FailureOr<DenseElementsAttr> convertTensor(const onnx::TensorProto &tensor,
+                                             RankedTensorType type,
+                                             function_ref<InFlightDiagnostic()>);
+  FailureOr<std::string> readTensorBytes(const onnx::TensorProto &tensor,
+                                         RankedTensorType type,
+                                         function_ref<InFlightDiagnostic()>);
+  FailureOr<RankedTensorType>
+  convertTensorType(const onnx::TensorProto &tensor,
+                    function_ref<InFlightDiagnostic()> emit);
+
+  static RankedTensorType typeOf(Value v) { return TensorBuilder::typeOf(v); }
+  static ArrayRef<int64_t> shapeOf(Value v) { return TensorBuilder::shapeOf(v); }
+  static RankedTensorType withShape(Value v, ArrayRef<int64_t> shape) {
+    return TensorBuilder::withShape(v, shape);
+  }
+  Value constantF(Location loc, Type elementType, double value) {
+    return tensors.scalar(loc, elementType, value);
+  }
+  Value splatLike(Location loc, Value like, double value) {
+    return tensors.splatLike(loc, like, value);
+  }
+  Value broadcastTo(Location loc, Value v, ArrayRef<int64_t> shape) {
+    return tensors.broadcastTo(loc, v, shape);
+  }
+  Value reshape(Location loc, Value v, ArrayRef<int64_t> shape) {
+    return tensors.reshape(loc, v, shape);
+  }
+  FailureOr<SmallVector<Value>> broadcastAll(Node &node,
+                                             ArrayRef<Value> operands) {
+    return tensors.broadcastAll(node.loc, operands,
+                                [&] { return nodeError(node); });
+  }
+  /// The value as integers if it is a compile-time constant.
+  std::optional<Shape> getConstantInts(Value v);
+  std::optional<double> getConstantFloat(Value v);
+  FailureOr<Shape> requireConstantInts(Node &node, unsigned input,
+                                       StringRef what);
+  /// Normalizes each axis against `rank`, reporting errors at the node.
+  FailureOr<Shape> normalizeAxes(Node &node, ArrayRef<int64_t> axes,
+                                 int64_t rank);
+
+  void setOutput(Node &node, unsigned i, Value v) {
+    if (static_cast<int>(i) < node.proto.output_size() &&
+        !node.proto.output(i).empty())
+      values[node.proto.output(i)] = v;
+  }
+
+  LogicalResult importNode(const onnx::NodeProto &proto, int index);
+  LogicalResult checkAgainstOnnxShape(Node &node, unsigned i, Value v);
+
+  //===--- handlers ----------------------------------------------------------===//
+  template <typename OpTy> LogicalResult importUnary(Node &node);
+  template <typename OpTy> LogicalResult importBinary(Node &node);
+  template <typename OpTy> LogicalResult importVariadic(Node &node);
+  template <ComparePredicate P> LogicalResult importCompare(Node &node);
+  template <typename OpTy> LogicalResult importReduceAttrAxes(Node &node);
+  LogicalResult importReduce(Node &node, Value input,
+                             std::optional<Shape> axes, bool keepDims,
+                             bool noopWithEmptyAxes,
+                             function_ref<Value(Type, Value, Shape, bool)> make);
+  LogicalResult importIdentity(Node &node);
+  LogicalResult importPow(Node &node);
+  LogicalResult importWhere(Node &node);
+  LogicalResult importCast(Node &node);
+  LogicalResult importConstant(Node &node);
+  LogicalResult importConstantOfShape(Node &node);
+  LogicalResult importShape(Node &node);
+  LogicalResult importGather(Node &node);
+  LogicalResult importReshape(Node &node);
+  LogicalResult importFlatten(Node &node);
+  LogicalResult importTranspose(Node &node);
+  LogicalResult importUnsqueeze(Node &node);
+  LogicalResult importSqueeze(Node &node);
+  LogicalResult importSlice(Node &node);
+  LogicalResult importConcat(Node &node);
+  LogicalResult importExpand(Node &node);
+  LogicalResult importPad(Node &node);
+  LogicalResult importMatMul(Node &node);
+  LogicalResult importGemm(Node &node);
+  LogicalResult importConv(Node &node);
+  LogicalResult importMaxPool(Node &node);
+  LogicalResult importAveragePool(Node &node);
+  LogicalResult importGlobalAveragePool(Node &node);
+  LogicalResult importBatchNormalization(Node &node);
+  LogicalResult importLayerNormalization(Node &node);
+  LogicalResult importDropout(Node &node);
+  template <typename OpTy> LogicalResult importSoftmaxLike(Node &node);
+  LogicalResult importReduceSum(Node &node);
+  template <typename OpTy> LogicalResult importClassLoss(Node &node);
+
+  /// Window geometry shared by Conv and the pools: pads after auto_pad and
+  /// ceil_mode are applied.
+  FailureOr<Shape> windowPads(Node &node, ArrayRef<int64_t> inputShape,
+                              ArrayRef<int64_t> kernel,
+                              ArrayRef<int64_t> strides,
+                              ArrayRef<int64_t> dilations, bool ceilMode);
+
+  MLIRContext *context;
+  OpBuilder builder;
+  TensorBuilder tensors;
+  std::string path;
+  const onnx::ModelProto &model;
+  int opset = 0;
+  llvm::StringMap<Value> values;
+  /// Shapes and element types that ONNX shape inference found, by value name.
+  llvm::StringMap<const onnx::TypeProto *> onnxTypes;
+  /// Names used by later nodes or as graph outputs.
+  std::set<std::string> usedNames;
+  /// Which parameter (by symbol name) a function argument holds.
+  DenseMap<Value, ParameterOp> paramOfArg;
+  /// Buffers written back by the step, in order of first write.
+  SmallVector<std::pair<ParameterOp, Value>> updates;
+  ModuleOp module;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Tensors and types
+//===----------------------------------------------------------------------===//
+
+FailureOr<Type>
+OnnxImporter::convertElementType(int32_t onnxType,
+                                 function_ref<InFlightDiagnostic()> emit) {
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT:
+    return Type(Float32Type::get(context));
+  case onnx::TensorProto::FLOAT16:
+    return Type(Float16Type::get(context));
+  case onnx::TensorProto::BFLOAT16:
+    return Type(BFloat16Type::get(context));
+  case onnx::TensorProto::INT64:
+    return Type(IntegerType::get(context, 64));
+  case onnx::TensorProto::INT32:
+    return Type(IntegerType::get(context, 32));
+  case onnx::TensorProto::BOOL:
+    return Type(IntegerType::get(context, 1));
+  default:
+    break;
+  }
+  const auto *descriptor = onnx::TensorProto::DataType_descriptor();
+  const auto *value = descriptor->FindValueByNumber(onnxType);
+  return emit() << "element type "
+                << (value ? value->name() : std::to_string(onnxType))
+                << " is not supported (gpuc supports FLOAT, FLOAT16, "
+                   "BFLOAT16, INT64, INT32 and BOOL)";
+}
+
+FailureOr<RankedTensorType>
+OnnxImporter::convertTensorType(const onnx::TensorProto &tensor,
+                                function_ref<InFlightDiagnostic()> emit) {
+  FailureOr<Type> elementType = convertElementType(tensor.data_type(), emit);
+  if (failed(elementType))
+    return failure();
+  Shape shape(tensor.dims().begin(), tensor.dims().end());
+  if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+    return emit() << "tensor '" << tensor.name() << "' has a negative dimension";
+  return RankedTensorType::get(shape, *elementType);
+}
+
+/// The tensor's contents in MLIR's dense layout (little-endian, one byte per
+/// i1), from raw_data, the typed fields, or external data.
+FailureOr<std::string>
+OnnxImporter::readTensorBytes(const onnx::TensorProto &tensor,
+                              RankedTensorType type,
+                              function_ref<InFlightDiagnostic()> emit) {
+  int64_t n = type.getNumElements();
+  Type et = type.getElementType();
+  size_t width = et.isInteger(1) ? 1 : et.getIntOrFloatBitWidth() / 8;
+  std::string bytes;
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &entry : tensor.external_data()) {
+      if (entry.key() == "location")
+        location = entry.value();
+      else if (entry.key() == "offset")
+        offset = std::stoll(entry.value());
+      else if (entry.key() == "length")
+        length = std::stoll(entry.value());
+    }
+    SmallString<256> file(llvm::sys::path::parent_path(path));
+    llvm::sys::path::append(file, location);
+    auto buffer = llvm::MemoryBuffer::getFile(file);
+    if (!buffer)
+      return emit() << "cannot read external data '" << file
+                    << "' of tensor '" << tensor.name() << "'";
+    StringRef all = (*buffer)->getBuffer();
+    if (length < 0)
+      length = all.size() - offset;
+    if (offset < 0 || offset + length > static_cast<int64_t>(all.size()))
+      return emit() << "external data of tensor '" << tensor.name()
+                    << "' lies outside '" << file << "'";
+    bytes = all.substr(offset, length).str();
+  } else if (tensor.has_raw_data()) {
+    bytes = tensor.raw_data();
+  } else {
+    auto append = [&](const auto &field, size_t elemBytes) {
+      for (auto v : field) {
+        uint64_t bits = 0;
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, float>)
+          std::memcpy(&bits, &v, 4);
+        else
+          bits = static_cast<uint64_t>(v);
+        bytes.append(reinterpret_cast<const char *>(&bits), elemBytes);
+      }
+    };
+    switch (tensor.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      append(tensor.float_data(), 4);
+      break;
+    case onnx::TensorProto::INT64:
+      append(tensor.int64_data(), 8);
+      break;
+    case onnx::TensorProto::INT32:
+      append(tensor.int32_data(), 4);
+      break;
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16:
+      append(tensor.int32_data(), 2);
+      break;
+    case onnx::TensorProto::BOOL:
+      append(tensor.int32_data(), 1);
+      break;
+    default:
+      break;
+    }
+  }
+  if (bytes.size() != static_cast<size_t>(n) * width)
+    return emit() << "tensor '" << tensor.name() << "' holds " << bytes.size()
+                  << " bytes of data but its type " << type << " needs "
+                  << n * width;
+  return bytes;
+}
+
+FailureOr<DenseElementsAttr>
+OnnxImporter::convertTensor(const onnx::TensorProto &tensor,
+                            RankedTensorType type,
+                            function_ref<InFlightDiagnostic()> emit) {
+  FailureOr<std::string> bytes = readTensorBytes(tensor, type, emit);
+  if (failed(bytes))
+    return failure();
+  if (type.getElementType().isInteger(1)) {
+    SmallVector<bool> bits;
+    for (char c : *bytes)
+      bits.push_back(c != 0);
+    return DenseElementsAttr::get(type, bits);
+  }
+  return DenseElementsAttr::getFromRawBuffer(
+      type, ArrayRef<char>(bytes->data(), bytes->size()));
+}
+
+std::optional<Shape> OnnxImporter::getConstantInts(Value v) {
+  DenseIntElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr)))
+    return std::nullopt;
+  Shape result;
+  for (const APInt &i : attr.getValues<APInt>())
+    result.push_back(i.getBitWidth() == 1 ? i.getZExtValue()
+                                          : i.getSExtValue());
+  return result;
+}
+
+std::optional<double> OnnxImporter::getConstantFloat(Value v) {
+  DenseElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr)) || attr.getNumElements() != 1)
+    return std::nullopt;
+  Attribute element = attr.getValues<Attribute>()[0];
+  if (auto f = dyn_cast<FloatAttr>(element))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast<IntegerAttr>(element))
+    return static_cast<double>(i.getValue().getSExtValue());
+  return std::nullopt;
+}
+
+FailureOr<Shape> OnnxImporter::requireConstantInts(Node &node, unsigned input,
+                                                   StringRef what) {
+  std::optional<Shape> ints = getConstantInts(node.in(input));
+  if (!ints)
+    return nodeError(node) << what << " (input " << input << ", '"
+                           << node.proto.input(input)
+                           << "') must be a compile-time constant; gpuc "
+                              "compiles static shapes";
+  return *ints;
+}
+
+FailureOr<Shape> OnnxImporter::normalizeAxes(Node &node,
+                                             ArrayRef<int64_t> axes,
+                                             int64_t rank) {
+  Shape result;
+  for (int64_t axis : axes) {
+    FailureOr<int64_t> a =
+        gpuc::normalizeAxis(axis, rank, [&] { return nodeError(node); });
+    if (failed(a))
+      return failure();
+    result.push_back(*a);
+  }
+  llvm::sort(result);
+  if (std::adjacent_find(result.begin(), result.end()) != result.end())
+    return nodeError(node) << "repeated axis";
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnnxImporter::importIdentity(Node &node) {
+  setOutput(node, 0, node.in(0));
+  return success();
+}
+
+template <typename OpTy> LogicalResult OnnxImporter::importUnary(Node &node) {
+  Value x = node.in(0);
+  setOutput(node, 0, builder.createOrFold<OpTy>(node.loc, x.getType(), x));
+  return success();
+}
+
+template <typename OpTy> LogicalResult OnnxImporter::importBinary(Node &node) {
+  if (typeOf(node.in(0)).getElementType() !=
+      typeOf(node.in(1)).getElementType())
+    return nodeError(node) << "operand element types differ";
+  auto operands = broadcastAll(node, {node.in(0), node.in(1)});
+  if (failed(operands))
+    return failure();
+  Value a = (*operands)[0], b = (*operands)[1];
+  setOutput(node, 0, builder.createOrFold<OpTy>(node.loc, a.getType(), a, b));
+  return success();
+}
+
+template <typename OpTy>
+LogicalResult OnnxImporter::importVariadic(Node &node) {
+  auto operands = broadcastAll(node, node.inputs);
+  if (failed(operands))
+    return failure();
+  Value acc = operands->front();
+  for (Value v : llvm::drop_begin(*operands))
+    acc = builder.createOrFold<OpTy>(node.loc, acc.getType(), acc, v);
+  setOutput(node, 0, acc);
+  return success();
+}
+
+template <ComparePredicate P>
+LogicalResult OnnxImporter::importCompare(Node &node) {
+  auto operands = broadcastAll(node, {node.in(0), node.in(1)});
+  if (failed(operands))
+    return failure();
+  setOutput(node, 0,
+            builder.createOrFold<CompareOp>(node.loc, P, (*operands)[0],
+                                            (*operands)[1]));
+  return success();
+}
+
+LogicalResult OnnxImporter::importPow(Node &node) {
+  Value base = node.in(0), exponent = node.in(1);
+  if (typeOf(exponent).getElementType() != typeOf(base).getElementType())
+    exponent = builder.createOrFold<CastOp>(
+        node.loc,
+        RankedTensorType::get(shapeOf(exponent),
+                              typeOf(base).getElementType()),
+        exponent);
+  auto operands = broadcastAll(node, {base, exponent});
+  if (failed(operands))
+    return failure();
+  setOutput(node, 0,
+            builder.createOrFold<PowOp>(node.loc, (*operands)[0].getType(),
+                                        (*operands)[0], (*operands)[1]));
+  return success();
+}
+
+LogicalResult OnnxImporter::importWhere(Node &node) {
+  auto operands = broadcastAll(node, node.inputs);
+  if (failed(operands))
+    return failure();
+  Value onTrue = (*operands)[1];
+  setOutput(node, 0,
+            builder.createOrFold<SelectOp>(node.loc, onTrue.getType(),
+                                           (*operands)[0], onTrue,
+                                           (*operands)[2]));
+  return success();
+}
+
+LogicalResult OnnxImporter::importCast(Node &node) {
+  FailureOr<Type> to = convertElementType(node.getInt("to", 0),
+                                          [&] { return nodeError(node); });
+  if (failed(to))
+    return failure();
+  Value x = node.in(0);
+  setOutput(node, 0,
+            builder.createOrFold<CastOp>(
+                node.loc, RankedTensorType::get(shapeOf(x), *to), x));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and shapes
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnnxImporter::importConstant(Node &node) {
+  auto emit = [&] { return nodeError(node); };
+  DenseElementsAttr value;
+  Type f32 = Float32Type::get(context), i64 = IntegerType::get(context, 64);
+  if (const auto *a = node.attr("value")) {
+    FailureOr<RankedTensorType> type = convertTensorType(a->t(), emit);
+    if (failed(type))
+      return failure();
+    FailureOr<DenseElementsAttr> attr = convertTensor(a->t(), *type, emit);
+    if (failed(attr))
+      return failure();
+    value = *attr;
+  } else if (const auto *a = node.attr("value_float")) {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, f32),
+                                   FloatAttr::get(f32, a->f()));
+  } else if (const auto *a = node.attr("value_floats")) {
+    SmallVector<float> fs(a->floats().begin(), a->floats().end());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({static_cast<int64_t>(fs.size())}, f32),
+        ArrayRef<float>(fs));
+  } else if (const auto *a = node.attr("value_int")) {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, i64),
+                                   IntegerAttr::get(i64, a->i()));
+  } else if (const auto *a = node.attr("value_ints")) {
+    Shape is(a->ints().begin(), a->ints().end());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({static_cast<int64_t>(is.size())}, i64),
+        ArrayRef<int64_t>(is));
+  } else {
+    return nodeError(node) << "only tensor, float(s) and int(s) constants are "
+                              "supported (not sparse or string ones)";
+  }
+  setOutput(node, 0, ConstantOp::create(builder, node.loc, value));
+  return success();
+}
+
+LogicalResult OnnxImporter::importConstantOfShape(Node &node) {
+  FailureOr<Shape> shape = requireConstantInts(node, 0, "the shape");
+  if (failed(shape))
+    return failure();
+  auto emit = [&] { return nodeError(node); };
+  Type elementType = Float32Type::get(context);
+  Attribute element = FloatAttr::get(elementType, 0.0);
+  if (const auto *a = node.attr("value")) {
+    FailureOr<RankedTensorType> type = convertTensorType(a->t(), emit);
+    if (failed(type))
+      return failure();
+    FailureOr<DenseElementsAttr> attr = convertTensor(a->t(), *type, emit);
+    if (failed(attr) || attr->getNumElements() != 1)
+      return failure();
+    elementType = type->getElementType();
+    element = attr->getValues<Attribute>()[0];
+  }
+  setOutput(node, 0,
+            ConstantOp::create(builder, node.loc,
+                               DenseElementsAttr::get(
+                                   RankedTensorType::get(*shape, elementType),
+                                   element)));
+  return success();
+}
+
+LogicalResult OnnxImporter::importShape(Node &node) {
+  ArrayRef<int64_t> shape = shapeOf(node.in(0));
+  int64_t rank = shape.size();
+  auto clampIndex = [&](int64_t i) {
+    if (i < 0)
+      i += rank;
+    return std::clamp<int64_t>(i, 0, rank);
+  };
+  int64_t start = clampIndex(node.getInt("start", 0));
+  int64_t end = clampIndex(node.getInt("end", rank));
+  Shape dims(shape.begin() + start, shape.begin() + std::max(start, end));
+  auto type = RankedTensorType::get({static_cast<int64_t>(dims.size())},
+                                    IntegerType::get(context, 64));
+  setOutput(node, 0,
+            ConstantOp::create(builder, node.loc,
+                               DenseElementsAttr::get(type, ArrayRef(dims))));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnnxImporter::importGather(Node &node) {
+  Value data = node.in(0), indices = node.in(1);
+  FailureOr<int64_t> axis =
+      gpuc::normalizeAxis(node.getInt("axis", 0), shapeOf(data).size(),
+                          [&] { return nodeError(node); });
+  if (failed(axis))
+    return failure();
+  FailureOr<Shape> shape =
+      inferGatherShape(shapeOf(data), shapeOf(indices), *axis,
+                       [&] { return nodeError(node); });
+  if (failed(shape))
+    return failure();
+  setOutput(node, 0,
+            builder.createOrFold<GatherOp>(node.loc, withShape(data, *shape),
+                                           data, indices, *axis));
+  return success();
+}
+
+LogicalResult OnnxImporter::importReshape(Node &node) {
+  Value x = node.in(0);
+  FailureOr<Shape> requested = requireConstantInts(node, 1, "the shape");
+  if (failed(requested))
+    return failure();
+  bool allowZero = node.getInt("allowzero", 0) != 0;
+  Shape shape = *requested;
+  int64_t inferred = -1, known = 1;
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (d == 0 && !allowZero) {
+      if (i >= shapeOf(x).size())
+        return nodeError(node) << "shape entry " << i
+                               << " is 0 (copy) but the input has rank "
+                               << shapeOf(x).size();
+      d = shapeOf(x)[i];
+    }
+    if (d == -1) {
+      if (inferred >= 0)
+        return nodeError(node) << "more than one -1 in the shape";
+      inferred = i;
+      continue;
+    }
+    if (d < 0)
+      return nodeError(node) << "invalid dimension " << d << " in the shape";
+    known *= d;
+  }
+  int64_t total = getNumElements(shapeOf(x));
+  if (inferred >= 0) {
+    if (known == 0 || total % known != 0)
+      return nodeError(node) << "cannot reshape " << formatShape(shapeOf(x))
+                             << " into [" << llvm::join(llvm::map_range(*requested, [](int64_t d) { return std::to_string(d); }), ", ") << "]";
+    shape[inferred] = total / known;
+  } else if (known != total) {
+    return nodeError(node) << "cannot reshape " << formatShape(shapeOf(x))
+                           << " (" << total << " elements) into "
+                           << formatShape(shape) << " (" << known
+                           << " elements)";
+  }
+  setOutput(node, 0, reshape(node.loc, x, shape));
+  return success();
+}
+
+LogicalResult OnnxImporter::importFlatten(Node &node) {
+  Value x = node.in(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t rank = shape.size();
+  int64_t axis = node.getInt("axis", 1);
+  if (axis < -rank || axis > rank)
+    return nodeError(node) << "axis " << axis << " is out of range for rank "
+                           << rank;
+  if (axis < 0)
+    axis += rank;
+  Shape result = {getNumElements(shape.take_front(axis)),
+                  getNumElements(shape.drop_front(axis))};
+  setOutput(node, 0, reshape(node.loc, x, result));
+  return success();
+}
+
+LogicalResult OnnxImporter::importTranspose(Node &node) {
+  Value x = node.in(0);
+  int64_t rank = shapeOf(x).size();
+  Shape perm;
+  if (std::optional<Shape> given = node.getInts("perm"))
+    perm = *given;
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  FailureOr<Shape> shape = inferTransposeShape(
+      shapeOf(x), perm, [&] { return nodeError(node); });
+  if (failed(shape))
+    return failure();
+  setOutput(node, 0,
+            builder.createOrFold<TransposeOp>(node.loc, withShape(x, *shape),
+                                              x, perm));
+  return success();
+}
+
+LogicalResult OnnxImporter::importUnsqueeze(Node &node) {
+  Value x = node.in(0);
+  Shape axes;
+  if (node.sinceVersion >= 13) {
+    FailureOr<Shape> given = requireConstantInts(node, 1, "the axes");
+    if (failed(given))
+      return failure();
+    axes = *given;
+  } else {
+    axes = node.getInts("axes").value_or(Shape());
+  }
+  int64_t outRank = shapeOf(x).size() + axes.size();
+  FailureOr<Shape> normalized = normalizeAxes(node, axes, outRank);
+  if (failed(normalized))
+    return failure();
+  Shape shape;
+  auto in = shapeOf(x).begin();
+  for (int64_t i = 0; i < outRank; ++i)
+    shape.push_back(llvm::is_contained(*normalized, i) ? 1 : *in++);
+  setOutput(node, 0, reshape(node.loc, x, shape));
+  return success();
+}
+
+LogicalResult OnnxImporter::importSqueeze(Node &node) {
+  Value x = node.in(0);
+  ArrayRef<int64_t> inShape = shapeOf(x);
+  std::optional<Shape> axes;
+  if (node.sinceVersion >= 13) {
+    if (node.in(1)) {
+      FailureOr<Shape> given = requireConstantInts(node, 1, "the axes");
+      if (failed(given))
+        return failure();
+      axes = *given;
+    }
+  } else {
+    axes = node.getInts("axes");
+  }
+  Shape squeezed;
+  if (axes) {
+    FailureOr<Shape> normalized = normalizeAxes(node, *axes, inShape.size());
+    if (failed(normalized))
+      return failure();
+    squeezed = *normalized;
+    for (int64_t a : squeezed)
+      if (inShape[a] != 1)
+        return nodeError(node) << "cannot squeeze axis " << a << " of size "
+                               << inShape[a];
+  } else {
+    for (auto [i, d] : llvm::enumerate(inShape))
+      if (d == 1)
+        squeezed.push_back(i);
+  }
+  Shape shape;
+  for (auto [i, d] : llvm::enumerate(inShape))
+    if (!llvm::is_contained(squeezed, static_cast<int64_t>(i)))
+      shape.push_back(d);
+  setOutput(node, 0, reshape(node.loc, x, shape));
+  return success();
+}
+
+LogicalResult OnnxImporter::importSlice(Node &node) {
+  Value x = node.in(0);
+  ArrayRef<int64_t> inShape = shapeOf(x);
+  int64_t rank = inShape.size();
+  FailureOr<Shape> starts = requireConstantInts(node, 1, "starts");
+  FailureOr<Shape> ends = requireConstantInts(node, 2, "ends");
+  if (failed(starts) || failed(ends))
+    return failure();
+  Shape axes, steps;
+  if (node.in(3)) {
+    FailureOr<Shape> given = requireConstantInts(node, 3, "axes");
+    if (failed(given))
+      return failure();
+    axes = *given;
+  } else {
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, starts->size()));
+  }
+  if (node.in(4)) {
+    FailureOr<Shape> given = requireConstantInts(node, 4, "steps");
+    if (failed(given))
+      return failure();
+    steps = *given;
+  } else {
+    steps.assign(starts->size(), 1);
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size())
+    return nodeError(node) << "starts, ends, axes and steps differ in length";
+
+  Shape sliceStarts(rank, 0), sliceLimits(inShape), sliceSteps(rank, 1);
+  // Axes with a negative step are taken with a gather of explicit indices.
+  SmallVector<std::pair<int64_t, Shape>> reversed;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    FailureOr<int64_t> axis = gpuc::normalizeAxis(
+        axes[k], rank, [&] { return nodeError(node); });
+    if (failed(axis))
+      return failure();
+    int64_t dim = inShape[*axis], step = steps[k];
+    if (step == 0)
+      return nodeError(node) << "slice step must not be 0";
+    int64_t start = (*starts)[k], end = (*ends)[k];
+    if (start < 0)
+      start += dim;
+    if (end < 0)
+      end += dim;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      sliceStarts[*axis] = start;
+      sliceLimits[*axis] = std::max(start, end);
+      sliceSteps[*axis] = step;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      Shape indices;
+      for (int64_t i = start; i > end; i += step)
+        indices.push_back(i);
+      reversed.push_back({*axis, indices});
+    }
+  }
+  FailureOr<Shape> shape =
+      inferSliceShape(inShape, sliceStarts, sliceLimits, sliceSteps,
+                      [&] { return nodeError(node); });
+  if (failed(shape))
+    return failure();
+  Value result = builder.createOrFold<SliceOp>(
+      node.loc, withShape(x, *shape), x, sliceStarts, sliceLimits, sliceSteps);
+  for (auto &[axis, indices] : reversed) {
+    auto indexType = RankedTensorType::get(
+        {static_cast<int64_t>(indices.size())}, IntegerType::get(context, 64));
+    Value idx = ConstantOp::create(
+        builder, node.loc, DenseElementsAttr::get(indexType, ArrayRef(indices)));
+    Shape gathered(shapeOf(result));
+    gathered[axis] = indices.size();
+    result = builder.createOrFold<GatherOp>(
+        node.loc, withShape(result, gathered), result, idx, axis);
+  }
+  setOutput(node, 0, result);
+  return success();
+}
+
+LogicalResult OnnxImporter::importConcat(Node &node) {
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (Value v : node.inputs)
+    shapes.push_back(shapeOf(v));
+  FailureOr<int64_t> axis =
+      gpuc::normalizeAxis(node.getInt("axis", 0), shapes.front().size(),
+                          [&] { return nodeError(node); });
+  if (failed(axis))
+    return failure();
+  FailureOr<Shape> shape =
+      inferConcatShape(shapes, *axis, [&] { return nodeError(node); });
+  if (failed(shape))
+    return failure();
+  setOutput(node, 0,
+            builder.createOrFold<ConcatOp>(node.loc,
+                                           withShape(node.in(0), *shape),
+                                           node.inputs, *axis));
+  return success();
+}
+
+LogicalResult OnnxImporter::importExpand(Node &node) {
+  Value x = node.in(0);
+  FailureOr<Shape> requested = requireConstantInts(node, 1, "the shape");
+  if (failed(requested))
+    return failure();
+  FailureOr<Shape> shape = inferBroadcastShape(
+      shapeOf(x), *requested, [&] { return nodeError(node); });
+  if (failed(shape))
+    return failure();
+  setOutput(node, 0, broadcastTo(node.loc, x, *shape));
+  return success();
+}
+
+LogicalResult OnnxImporter::importPad(Node &node) {
+  Value x = node.in(0);
+  std::string mode = node.getString("mode", "constant");
+  if (mode != "constant")
+    return nodeError(node) << "only mode 'constant' is supported, not '"
+                           << mode << "'";
+  FailureOr<Shape> pads = requireConstantInts(node, 1, "the pads");
+  if (failed(pads))
+    return failure();
+  int64_t rank = shapeOf(x).size();
+  if (static_cast<int64_t>(pads->size()) != 2 * rank)
+    return nodeError(node) << "needs " << 2 * rank << " pads, got "
+                           << pads->size();
+  if (llvm::any_of(*pads, [](int64_t p) { return p < 0; }))
+    return nodeError(node) << "negative pads (cropping) are not supported";
+  double value = 0.0;
+  if (node.in(2)) {
+    std::optional<double> given = getConstantFloat(node.in(2));
+    if (!given)
+      return nodeError(node) << "the constant value must be a compile-time "
+                                "constant";
+    value = *given;
+  }
+  Shape low(pads->begin(), pads->begin() + rank);
+  Shape high(pads->begin() + rank, pads->end());
+  FailureOr<Shape> shape =
+      inferPadShape(shapeOf(x), low, high, [&] { return nodeError(node); });
+  if (failed(shape))
+    return failure();
+  setOutput(node, 0,
+            builder.createOrFold<PadOp>(node.loc, withShape(x, *shape), x, low,
+                                        high, builder.getF64FloatAttr(value)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and windows
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnnxImporter::importMatMul(Node &node) {
+  Value a = node.in(0), b = node.in(1);
+  Location loc = node.loc;
+  bool vectorA = shapeOf(a).size() == 1, vectorB = shapeOf(b).size() == 1;
+  if (vectorA)
+    a = reshape(loc, a, {1, shapeOf(a)[0]});
+  if (vectorB)
+    b = reshape(loc, b, {shapeOf(b)[0], 1});
+  ArrayRef<int64_t> sa = shapeOf(a), sb = shapeOf(b);
+  if (sa.empty() || sb.empty())
+    return nodeError(node) << "MatMul operands must not be scalars";
+  int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+  if (sb[sb.size() - 2] != k)
+    return nodeError(node) << "contracting dimensions differ: "
+                           << formatShape(shapeOf(node.in(0))) << " x "
+                           << formatShape(shapeOf(node.in(1)));
+  Value product;
+  Shape resultShape;
+  if (sb.size() == 2 && sa.size() > 2) {
+    // A weight shared by all batch entries: one 2-D GEMM over the folded
+    // batch instead of a broadcast copy of the weight.
+    Shape batch(sa.drop_back(2));
+    Value flat = reshape(loc, a, {getNumElements(batch) * m, k});
+    Value prod2d = builder.createOrFold<MatmulOp>(
+        loc, withShape(a, {getNumElements(batch) * m, n}), flat, b, false,
+        false);
+    resultShape = batch;
+    resultShape.append({m, n});
+    product = reshape(loc, prod2d, resultShape);
+  } else {
+    FailureOr<Shape> batch =
+        inferBroadcastShape(sa.drop_back(2), sb.drop_back(2),
+                            [&] { return nodeError(node); });
+    if (failed(batch))
+      return failure();
+    Shape fullA = *batch, fullB = *batch;
+    fullA.append({m, k});
+    fullB.append({k, n});
+    a = broadcastTo(loc, a, fullA);
+    b = broadcastTo(loc, b, fullB);
+    resultShape = *batch;
+    resultShape.append({m, n});
+    product = builder.createOrFold<MatmulOp>(loc, withShape(a, resultShape), a,
+                                             b, false, false);
+  }
+  // Drop the dimensions that numpy semantics added for 1-D operands.
+  Shape finalShape(resultShape);
+  if (vectorB)
+    finalShape.pop_back();
+  if (vectorA)
+    finalShape.erase(finalShape.end() - (vectorB ? 1 : 2));
+  setOutput(node, 0, reshape(loc, product, finalShape));
+  return success();
+}
+
+LogicalResult OnnxImporter::importGemm(Node &node) {
+  Value a = node.in(0), b = node.in(1), c = node.in(2);
+  bool transA = node.getInt("transA", 0), transB = node.getInt("transB", 0);
+  double alpha = node.getFloat("alpha", 1.0), beta = node.getFloat("beta", 1.0);
+  FailureOr<Shape> shape = inferMatmulShape(shapeOf(a), shapeOf(b), transA,
+                                            transB,
+                                            [&] { return nodeError(node); });
+  if (failed(shape))
+    return failure();
+  Value y = builder.createOrFold<MatmulOp>(node.loc, withShape(a, *shape), a,
+                                           b, transA, transB);
+  Type et = typeOf(a).getElementType();
+  if (alpha != 1.0)
+    y = builder.createOrFold<MulOp>(
+        node.loc, y.getType(), y,
+        broadcastTo(node.loc, constantF(node.loc, et, alpha), *shape));
+  if (c && beta != 0.0) {
+    if (!isBroadcastableTo(shapeOf(c), *shape))
+      return nodeError(node) << "C of shape " << formatShape(shapeOf(c))
+                             << " does not broadcast to the product's "
+                             << formatShape(*shape);
+    Value bias = broadcastTo(node.loc, c, *shape);
+    if (beta != 1.0)
+      bias = builder.createOrFold<MulOp>(
+          node.loc, bias.getType(), bias,
+          broadcastTo(node.loc, constantF(node.loc, et, beta), *shape));
+    y = builder.createOrFold<AddOp>(node.loc, y.getType(), y, bias);
+  }
+  setOutput(node, 0, y);
+  return success();
+}
+
+FailureOr<Shape> OnnxImporter::windowPads(Node &node,
+                                          ArrayRef<int64_t> inputShape,
+                                          ArrayRef<int64_t> kernel,
+                                          ArrayRef<int64_t> strides,
+                                          ArrayRef<int64_t> dilations,
+                                          bool ceilMode) {
+  std::string autoPad = node.getString("auto_pad", "NOTSET");
+  Shape pads = node.getInts("pads").value_or(Shape(4, 0));
+  if (pads.size() != 4)
+    return nodeError(node) << "expects 4 pads for a 2-D window, got "
+                           << pads.size();
+  if (autoPad == "VALID") {
+    pads.assign(4, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (int i = 0; i < 2; ++i) {
+      int64_t in = inputShape[2 + i];
+      int64_t out = (in + strides[i] - 1) / strides[i];
+      int64_t span = dilations[i] * (kernel[i] - 1) + 1;
+      int64_t total = std::max<int64_t>((out - 1) * strides[i] + span - in, 0);
+      int64_t small = total / 2, large = total - small;
+      pads[i] = autoPad == "SAME_UPPER" ? small : large;
+      pads[2 + i] = autoPad == "SAME_UPPER" ? large : small;
+    }
+  } else if (autoPad != "NOTSET") {
+    return nodeError(node) << "unknown auto_pad '" << autoPad << "'";
+  }
+  if (ceilMode) {
+    // Extra padding at the end turns the floor of the output size into the
+    // ceiling; it never changes a maximum or an average that excludes padding.
+    for (int i = 0; i < 2; ++i) {
+      int64_t span = dilations[i] * (kernel[i] - 1) + 1;
+      int64_t padded = inputShape[2 + i] + pads[i] + pads[2 + i];
+      int64_t rem = (padded - span) % strides[i];
+      if (padded >= span && rem != 0) {
+        int64_t out = (padded - span + strides[i] - 1) / strides[i] + 1;
+        // PyTorch and ONNX drop a last window that starts in the padding.
+        if ((out - 1) * strides[i] >= inputShape[2 + i] + pads[i])
+          continue;
+        pads[2 + i] += strides[i] - rem;
+      }
+    }
+  }
+  return pads;
+}
+
+LogicalResult OnnxImporter::importConv(Node &node) {
+  Value x = node.in(0), w = node.in(1), bias = node.in(2);
+  if (shapeOf(x).size() != 4 || shapeOf(w).size() != 4)
+    return nodeError(node) << "only 2-D convolution (4-D input and filter) is "
+                              "supported, got input "
+                           << formatShape(shapeOf(x));
+  Shape kernel(shapeOf(w).drop_front(2));
+  if (auto given = node.getInts("kernel_shape"); given && *given != kernel)
+    return nodeError(node) << "kernel_shape does not match the filter's shape";
+  Shape strides = node.getInts("strides").value_or(Shape{1, 1});
+  Shape dilations = node.getInts("dilations").value_or(Shape{1, 1});
+  int64_t groups = node.getInt("group", 1);
+  if (strides.size() != 2 || dilations.size() != 2)
+    return nodeError(node) << "expects 2 strides and 2 dilations";
+  FailureOr<Shape> pads =
+      windowPads(node, shapeOf(x), kernel, strides, dilations, false);
+  if (failed(pads))
+    return failure();
+  FailureOr<Shape> shape =
+      inferConv2DShape(shapeOf(x), shapeOf(w), strides, *pads, dilations,
+                       groups, [&] { return nodeError(node); });
+  if (failed(shape))
+    return failure();
+  Value y = builder.createOrFold<Conv2DOp>(node.loc, withShape(x, *shape), x,
+                                           w, strides, *pads, dilations,
+                                           groups);
+  if (bias) {
+    if (shapeOf(bias) != ArrayRef<int64_t>{(*shape)[1]})
+      return nodeError(node) << "bias must have shape " << (*shape)[1];
+    Value b = reshape(node.loc, bias, {1, (*shape)[1], 1, 1});
+    y = builder.createOrFold<AddOp>(node.loc, y.getType(), y,
+                                    broadcastTo(node.loc, b, *shape));
+  }
+  setOutput(node, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::importMaxPool(Node &node) {
+  Value x = node.in(0);
+  if (shapeOf(x).size() != 4)
+    return nodeError(node) << "only 2-D pooling (4-D input) is supported";
+  if (usedNames.count(node.proto.output_size() > 1 ? node.proto.output(1) : ""))
+    return nodeError(node) << "the Indices output is not supported";
+  if (node.getInt("storage_order", 0) != 0)
+    return nodeError(node) << "storage_order 1 is not supported";
+  Shape kernel = node.getInts("kernel_shape").value_or(Shape());
+  Shape strides = node.getInts("strides").value_or(Shape{1, 1});
+  Shape dilations = node.getInts("dilations").value_or(Shape{1, 1});
+  if (kernel.size() != 2 || strides.size() != 2)
+    return nodeError(node) << "expects a 2-D kernel_shape and strides";
+  if (dilations != Shape{1, 1})
+    return nodeError(node) << "dilated pooling is not supported";
+  FailureOr<Shape> pads = windowPads(node, shapeOf(x), kernel, strides,
+                                     dilations, node.getInt("ceil_mode", 0));
+  if (failed(pads))
+    return failure();
+  FailureOr<Shape> shape = inferPool2DShape(shapeOf(x), kernel, strides, *pads,
+                                            [&] { return nodeError(node); });
+  if (failed(shape))
+    return failure();
+  setOutput(node, 0,
+            builder.createOrFold<MaxPool2DOp>(node.loc, withShape(x, *shape),
+                                              x, kernel, strides, *pads));
+  return success();
+}
+
+LogicalResult OnnxImporter::importAveragePool(Node &node) {
+  Value x = node.in(0);
+  if (shapeOf(x).size() != 4)
+    return nodeError(node) << "only 2-D pooling (4-D input) is supported";
+  Shape kernel = node.getInts("kernel_shape").value_or(Shape());
+  Shape strides = node.getInts("strides").value_or(Shape{1, 1});
+  if (kernel.size() != 2 || strides.size() != 2)
+    return nodeError(node) << "expects a 2-D kernel_shape and strides";
+  bool countPad = node.getInt("count_include_pad", 0);
+  bool ceilMode = node.getInt("ceil_mode", 0);
+  if (ceilMode && countPad)
+    return nodeError(node) << "ceil_mode together with count_include_pad is "
+                              "not supported";
+  FailureOr<Shape> pads =
+      windowPads(node, shapeOf(x), kernel, strides, {1, 1}, ceilMode);
+  if (failed(pads))
+    return failure();
+  FailureOr<Shape> shape = inferPool2DShape(shapeOf(x), kernel, strides, *pads,
+                                            [&] { return nodeError(node); });
+  if (failed(shape))
+    return failure();
+  setOutput(node, 0,
+            builder.createOrFold<AvgPool2DOp>(node.loc, withShape(x, *shape),
+                                              x, kernel, strides, *pads,
+                                              countPad));
+  return success();
+}
+
+LogicalResult OnnxImporter::importGlobalAveragePool(Node &node) {
+  Value x = node.in(0);
+  int64_t rank = shapeOf(x).size();
+  if (rank < 3)
+    return nodeError(node) << "input must be N x C x spatial...";
+  Shape axes = llvm::to_vector(llvm::seq<int64_t>(2, rank));
+  Shape shape = inferReduceShape(shapeOf(x), axes, true);
+  setOutput(node, 0,
+            builder.createOrFold<ReduceMeanOp>(node.loc, withShape(x, shape), x,
+                                               axes, true));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnnxImporter::importReduce(
+    Node &node, Value input, std::optional<Shape> axes, bool keepDims,
+    bool noopWithEmptyAxes,
+    function_ref<Value(Type, Value, Shape, bool)> make) {
+  int64_t rank = shapeOf(input).size();
+  if (!axes || axes->empty()) {
+    if (noopWithEmptyAxes) {
+      setOutput(node, 0, input);
+      return success();
+    }
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  }
+  FailureOr<Shape> normalized = normalizeAxes(node, *axes, rank);
+  if (failed(normalized))
+    return failure();
+  Shape shape = inferReduceShape(shapeOf(input), *normalized, keepDims);
+  setOutput(node, 0,
+            make(withShape(input, shape), input, *normalized, keepDims));
+  return success();
+}
+
+template <typename OpTy>
+LogicalResult OnnxImporter::importReduceAttrAxes(Node &node) {
+  return importReduce(node, node.in(0), node.getInts("axes"),
+                      node.getInt("keepdims", 1), false,
+                      [&](Type t, Value in, Shape axes, bool keep) {
+                        return builder.createOrFold<OpTy>(node.loc, t, in,
+                                                          axes, keep);
+                      });
+}
+
+LogicalResult OnnxImporter::importReduceSum(Node &node) {
+  if (node.sinceVersion < 13)
+    return importReduceAttrAxes<ReduceSumOp>(node);
+  std::optional<Shape> axes;
+  if (node.in(1)) {
+    FailureOr<Shape> given = requireConstantInts(node, 1, "the axes");
+    if (failed(given))
+      return failure();
+    axes = *given;
+  }
+  return importReduce(node, node.in(0), axes, node.getInt("keepdims", 1),
+                      node.getInt("noop_with_empty_axes", 0),
+                      [&](Type t, Value in, Shape axes, bool keep) {
+                        return builder.createOrFold<ReduceSumOp>(
+                            node.loc, t, in, axes, keep);
+                      });
+}
+
+//===----------------------------------------------------------------------===//
+// Composites
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+LogicalResult OnnxImporter::importSoftmaxLike(Node &node) {
+  Value x = node.in(0);
+  FailureOr<int64_t> axis =
+      gpuc::normalizeAxis(node.getInt("axis", -1), shapeOf(x).size(),
+                          [&] { return nodeError(node); });
+  if (failed(axis))
+    return failure();
+  setOutput(node, 0, OpTy::create(builder, node.loc, x, *axis));
+  return success();
+}
+
+LogicalResult OnnxImporter::importLayerNormalization(Node &node) {
+  Value x = node.in(0), scale = node.in(1), bias = node.in(2);
+  for (unsigned i = 1; i < 3; ++i)
+    if (static_cast<int>(i) < node.proto.output_size() &&
+        usedNames.count(node.proto.output(i)))
+      return nodeError(node) << "the Mean and InvStdDev outputs are not "
+                                "supported";
+  FailureOr<int64_t> axis =
+      gpuc::normalizeAxis(node.getInt("axis", -1), shapeOf(x).size(),
+                          [&] { return nodeError(node); });
+  if (failed(axis))
+    return failure();
+  Shape normalized(shapeOf(x).drop_front(*axis));
+  if (!isBroadcastableTo(shapeOf(scale), normalized))
+    return nodeError(node) << "Scale of shape " << formatShape(shapeOf(scale))
+                           << " does not broadcast to the normalized shape "
+                           << formatShape(normalized);
+  scale = broadcastTo(node.loc, scale, normalized);
+  if (!bias)
+    bias = splatLike(node.loc, scale, 0.0);
+  else if (!isBroadcastableTo(shapeOf(bias), normalized))
+    return nodeError(node) << "B does not broadcast to the normalized shape";
+  bias = broadcastTo(node.loc, bias, normalized);
+  setOutput(node, 0,
+            LayerNormOp::create(
+                builder, node.loc, x, scale, bias, *axis,
+                builder.getF64FloatAttr(node.getFloat("epsilon", 1e-5))));
+  return success();
+}
+
+LogicalResult OnnxImporter::importBatchNormalization(Node &node) {
+  Value x = node.in(0), scale = node.in(1), bias = node.in(2),
+        mean = node.in(3), var = node.in(4);
+  double epsilon = node.getFloat("epsilon", 1e-5);
+  double momentum = node.getFloat("momentum", 0.9);
+  bool training = node.sinceVersion >= 14 && node.getInt("training_mode", 0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  if (shape.size() < 2)
+    return nodeError(node) << "input must have a channel axis";
+  if (!training) {
+    // Inference: y = (x - mean) / sqrt(var + eps) * scale + bias, per channel.
+    Shape channelShape(shape.size(), 1);
+    channelShape[1] = shape[1];
+    auto perChannel = [&](Value v) {
+      return broadcastTo(node.loc, reshape(node.loc, v, channelShape), shape);
+    };
+    Location loc = node.loc;
+    Value eps = broadcastTo(
+        loc, constantF(loc, typeOf(var).getElementType(), epsilon),
+        shapeOf(var));
+    Value invStd = builder.createOrFold<RsqrtOp>(
+        loc, var.getType(),
+        builder.createOrFold<AddOp>(loc, var.getType(), var, eps));
+    Value centered =
+        builder.createOrFold<SubOp>(loc, x.getType(), x, perChannel(mean));
+    Value y = builder.createOrFold<MulOp>(loc, x.getType(), centered,
+                                          perChannel(invStd));
+    y = builder.createOrFold<MulOp>(loc, x.getType(), y, perChannel(scale));
+    y = builder.createOrFold<AddOp>(loc, x.getType(), y, perChannel(bias));
+    setOutput(node, 0, y);
+    return success();
+  }
+  auto op = BatchNormTrainOp::create(builder, node.loc, x, scale, bias, mean,
+                                     var, builder.getF64FloatAttr(epsilon),
+                                     builder.getF64FloatAttr(momentum));
+  setOutput(node, 0, op.getResult());
+  setOutput(node, 1, op.getNewRunningMean());
+  setOutput(node, 2, op.getNewRunningVar());
+  // Running statistics held in the model's initializers are state of the
+  // step: written back every step, never trained.
+  for (auto [stat, updated] :
+       {std::pair{mean, op.getNewRunningMean()}, {var, op.getNewRunningVar()}}) {
+    ParameterOp param = paramOfArg.lookup(stat);
+    if (!param)
+      continue;
+    param.setTrainable(false);
+    updates.push_back({param, updated});
+  }
+  return success();
+}
+
+LogicalResult OnnxImporter::importDropout(Node &node) {
+  Value x = node.in(0);
+  double ratio = 0.5;
+  if (node.in(1)) {
+    std::optional<double> given = getConstantFloat(node.in(1));
+    if (!given)
+      return nodeError(node) << "the ratio must be a compile-time constant";
+    ratio = *given;
+  }
+  bool training = false;
+  if (node.in(2)) {
+    std::optional<double> given = getConstantFloat(node.in(2));
+    if (!given)
+      return nodeError(node)
+             << "training_mode must be a compile-time constant";
+    training = *given != 0.0;
+  }
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return nodeError(node) << "ratio " << ratio << " must be in [0, 1)";
+  bool maskUsed =
+      node.proto.output_size() > 1 && usedNames.count(node.proto.output(1));
+  if (!training || ratio == 0.0) {
+    setOutput(node, 0, x);
+    if (maskUsed)
+      setOutput(node, 1,
+                ConstantOp::create(
+                    builder, node.loc,
+                    DenseElementsAttr::get(
+                        RankedTensorType::get(shapeOf(x),
+                                              IntegerType::get(context, 1)),
+                        true)));
+    return success();
+  }
+  if (maskUsed)
+    return nodeError(node) << "the mask output of training-mode Dropout is not "
+                              "supported (gpuc recomputes masks instead)";
+  setOutput(node, 0,
+            DropoutOp::create(builder, node.loc, x,
+                              builder.getF64FloatAttr(ratio)));
+  return success();
+}
+
+template <typename OpTy>
+LogicalResult OnnxImporter::importClassLoss(Node &node) {
+  Value input = node.in(0), labels = node.in(1);
+  if (node.in(2))
+    return nodeError(node) << "class weights are not supported";
+  std::string reductionName = node.getString("reduction", "mean");
+  std::optional<Reduction> reduction = symbolizeReduction(reductionName);
+  if (!reduction)
+    return nodeError(node) << "unknown reduction '" << reductionName << "'";
+  IntegerAttr ignoreIndex;
+  if (node.attr("ignore_index"))
+    ignoreIndex = builder.getI64IntegerAttr(node.getInt("ignore_index", 0));
+  ArrayRef<int64_t> shape = shapeOf(input);
+  if (shape.size() < 2)
+    return nodeError(node) << "input must be N x C (x d1...), got "
+                           << formatShape(shape);
+  Shape resultShape;
+  if (*reduction == Reduction::none) {
+    resultShape.push_back(shape[0]);
+    resultShape.append(shape.begin() + 2, shape.end());
+  }
+  Value loss = OpTy::create(builder, node.loc, withShape(input, resultShape),
+                            input, labels, *reduction, ignoreIndex);
+  setOutput(node, 0, loss);
+  if (node.proto.output_size() > 1 && usedNames.count(node.proto.output(1))) {
+    if constexpr (std::is_same_v<OpTy, CrossEntropyOp>)
+      setOutput(node, 1, LogSoftmaxOp::create(builder, node.loc, input, 1));
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The op table
+//===----------------------------------------------------------------------===//
+
+const llvm::StringMap<OpRule> &OnnxImporter::rules() {
+  using I = OnnxImporter;
+  static const llvm::StringMap<OpRule> table = {
+      {"Abs", {&I::importUnary<AbsOp>, {6, 13}}},
+      {"Add", {&I::importBinary<AddOp>, {7, 13, 14}}},
+      {"AveragePool", {&I::importAveragePool, {7, 10, 11}}},
+      {"BatchNormalization", {&I::importBatchNormalization, {9, 14, 15}}},
+      {"Cast", {&I::importCast, {6, 9, 13}}},
+      {"Concat", {&I::importConcat, {4, 11, 13}}},
+      {"Constant", {&I::importConstant, {1, 9, 11, 12, 13}}},
+      {"ConstantOfShape", {&I::importConstantOfShape, {9}}},
+      {"Conv", {&I::importConv, {1, 11}}},
+      {"Div", {&I::importBinary<DivOp>, {7, 13, 14}}},
+      {"Dropout", {&I::importDropout, {12, 13}}},
+      {"Equal", {&I::importCompare<ComparePredicate::eq>, {11, 13}}},
+      {"Erf", {&I::importUnary<ErfOp>, {9, 13}}},
+      {"Exp", {&I::importUnary<ExpOp>, {6, 13}}},
+      {"Expand", {&I::importExpand, {8, 13}}},
+      {"Flatten", {&I::importFlatten, {1, 9, 11, 13}}},
+      {"Gather", {&I::importGather, {1, 11, 13}}},
+      {"Gemm", {&I::importGemm, {11, 13}}},
+      {"GlobalAveragePool", {&I::importGlobalAveragePool, {1}}},
+      {"Greater", {&I::importCompare<ComparePredicate::gt>, {9, 13}}},
+      {"GreaterOrEqual", {&I::importCompare<ComparePredicate::ge>, {12, 16}}},
+      {"Identity", {&I::importIdentity, {1, 13, 14, 16}}},
+      {"LayerNormalization", {&I::importLayerNormalization, {17}}},
+      {"Less", {&I::importCompare<ComparePredicate::lt>, {9, 13}}},
+      {"LessOrEqual", {&I::importCompare<ComparePredicate::le>, {12, 16}}},
+      {"Log", {&I::importUnary<LogOp>, {6, 13}}},
+      {"LogSoftmax", {&I::importSoftmaxLike<LogSoftmaxOp>, {13}}},
+      {"MatMul", {&I::importMatMul, {9, 13}}},
+      {"Max", {&I::importVariadic<MaxOp>, {12, 13}}},
+      {"MaxPool", {&I::importMaxPool, {8, 10, 11, 12}}},
+      {"Min", {&I::importVariadic<MinOp>, {12, 13}}},
+      {"Mul", {&I::importBinary<MulOp>, {7, 13, 14}}},
+      {"Neg", {&I::importUnary<NegOp>, {6, 13}}},
+      {"NegativeLogLikelihoodLoss", {&I::importClassLoss<NllLossOp>, {12, 13}}},
+      {"Pad", {&I::importPad, {11, 13}}},
+      {"Pow", {&I::importPow, {12, 13, 15}}},
+      {"Reciprocal", {&I::importUnary<ReciprocalOp>, {6, 13}}},
+      {"ReduceMax", {&I::importReduceAttrAxes<ReduceMaxOp>, {11, 12, 13}}},
+      {"ReduceMean", {&I::importReduceAttrAxes<ReduceMeanOp>, {11, 13}}},
+      {"ReduceSum", {&I::importReduceSum, {11, 13}}},
+      {"Relu", {&I::importUnary<ReluOp>, {6, 13, 14}}},
+      {"Reshape", {&I::importReshape, {5, 13, 14}}},
+      {"Shape", {&I::importShape, {1, 13, 15}}},
+      {"Sigmoid", {&I::importUnary<SigmoidOp>, {6, 13}}},
+      {"Slice", {&I::importSlice, {10, 11, 13}}},
+      {"Softmax", {&I::importSoftmaxLike<SoftmaxOp>, {13}}},
+      {"SoftmaxCrossEntropyLoss",
+       {&I::importClassLoss<CrossEntropyOp>, {12, 13}}},
+      {"Sqrt", {&I::importUnary<SqrtOp>, {6, 13}}},
+      {"Squeeze", {&I::importSqueeze, {1, 11, 13}}},
+      {"Sub", {&I::importBinary<SubOp>, {7, 13, 14}}},
+      {"Sum", {&I::importVariadic<AddOp>, {8, 13}}},
+      {"Tanh", {&I::importUnary<TanhOp>, {6, 13}}},
+      {"Transpose", {&I::importTranspose, {1, 13}}},
+      {"Unsqueeze", {&I::importUnsqueeze, {1, 11, 13}}},
+      {"Where", {&I::importWhere, {9, 16}}},
+  };
+  return table;
+}
+
+//===----------------------------------------------------------------------===//
+// The graph
+//===----------------------------------------------------------------------===//
+
+/// "4x8" or "?x8" from an ONNX type, for messages.
+static std::string formatOnnxShape(const onnx::TypeProto &type) {
+  std::string s;
+  for (const auto &d : type.tensor_type().shape().dim()) {
+    if (!s.empty())
+      s += "x";
+    s += d.has_dim_value() ? std::to_string(d.dim_value()) : "?";
+  }
+  return s.empty() ? "scalar" : s;
+}
+
+LogicalResult OnnxImporter::checkAgainstOnnxShape(Node &node, unsigned i,
+                                                  Value v) {
+  const onnx::TypeProto *type = onnxTypes.lookup(node.proto.output(i));
+  if (!type || !type->has_tensor_type() || !type->tensor_type().has_shape())
+    return success();
+  const auto &dims = type->tensor_type().shape().dim();
+  ArrayRef<int64_t> ours = shapeOf(v);
+  bool differs = dims.size() != static_cast<int>(ours.size());
+  for (int d = 0; !differs && d < dims.size(); ++d)
+    differs = dims[d].has_dim_value() && dims[d].dim_value() != ours[d];
+  if (!differs)
+    return success();
+  return nodeError(node) << "gpuc computes shape " << formatShape(ours)
+                         << " for output '" << node.proto.output(i)
+                         << "' but ONNX shape inference says "
+                         << formatOnnxShape(*type)
+                         << " (a gpuc bug: please report it with the model)";
+}
+
+LogicalResult OnnxImporter::importNode(const onnx::NodeProto &proto,
+                                       int index) {
+  std::string name = proto.name().empty()
+                         ? proto.op_type() + "_" + std::to_string(index)
+                         : proto.name();
+  Location loc = NameLoc::get(StringAttr::get(context, name), fileLoc());
+  Node node{proto, name, gpuc::getOnnxSinceVersion(proto.op_type(), opset),
+            loc, {}};
+  if (!proto.domain().empty() && proto.domain() != "ai.onnx")
+    return nodeError(node) << "ops of domain '" << proto.domain()
+                           << "' are not supported (only the default ONNX "
+                              "domain is)";
+  auto rule = rules().find(proto.op_type());
+  if (rule == rules().end()) {
+    std::vector<std::string> ops = gpuc::getSupportedOnnxOps();
+    return nodeError(node) << "ONNX op '" << proto.op_type()
+                           << "' is not supported by gpuc; supported ops: "
+                           << llvm::join(ops, ", ");
+  }
+  if (!llvm::is_contained(rule->second.sinceVersions, node.sinceVersion)) {
+    auto versions = llvm::map_range(rule->second.sinceVersions,
+                                    [](int v) { return std::to_string(v); });
+    return nodeError(node) << "version " << node.sinceVersion << " of "
+                           << proto.op_type()
+                           << " is not supported (gpuc implements versions "
+                           << llvm::join(versions, ", ")
+                           << "); re-export the model with opset 13 to 17";
+  }
+  for (const std::string &input : proto.input()) {
+    if (input.empty()) {
+      node.inputs.push_back(Value());
+      continue;
+    }
+    Value v = values.lookup(input);
+    if (!v)
+      return nodeError(node) << "input '" << input << "' is not defined";
+    node.inputs.push_back(v);
+  }
+  if (failed((this->*rule->second.handler)(node)))
+    return failure();
+  for (int i = 0; i < proto.output_size(); ++i) {
+    const std::string &output = proto.output(i);
+    if (output.empty())
+      continue;
+    Value v = values.lookup(output);
+    if (!v) {
+      if (usedNames.count(output))
+        return nodeError(node) << "output " << i << " ('" << output
+                               << "') is not supported";
+      continue;
+    }
+    if (failed(checkAgainstOnnxShape(node, i, v)))
+      return failure();
+  }
+  return success();
+}
+
+OwningOpRef<ModuleOp> OnnxImporter::run() {
+  for (const auto &entry : model.opset_import())
+    if (entry.domain().empty() || entry.domain() == "ai.onnx")
+      opset = entry.version();
+  if (opset == 0 || opset > kMaxOpset) {
+    modelError() << "the model imports default-domain opset " << opset
+                 << "; gpuc supports opsets up to " << kMaxOpset
+                 << " (re-export with opset_version between 13 and 17)";
+    return nullptr;
+  }
+  const onnx::GraphProto &graph = model.graph();
+  for (const auto &info : graph.value_info())
+    onnxTypes[info.name()] = &info.type();
+  for (const auto &info : graph.output())
+    onnxTypes[info.name()] = &info.type();
+  for (const auto &node : graph.node())
+    for (const auto &input : node.input())
+      usedNames.insert(input);
+  for (const auto &output : graph.output())
+    usedNames.insert(output.name());
+
+  module = ModuleOp::create(fileLoc());
+  builder.setInsertionPointToEnd(module.getBody());
+
+  // Graph inputs first, then one argument per parameter.
+  std::set<std::string> initializerNames;
+  for (const auto &init : graph.initializer())
+    initializerNames.insert(init.name());
+  SmallVector<Type> argTypes;
+  SmallVector<NamedAttribute> argAttrs;
+  SmallVector<std::string> argNames;
+  SmallVector<DictionaryAttr> argAttrDicts;
+  for (const auto &input : graph.input()) {
+    if (initializerNames.count(input.name()))
+      continue;
+    auto emit = [&] {
+      return modelError() << "graph input '" << input.name() << "': ";
+    };
+    FailureOr<Type> elementType =
+        convertElementType(input.type().tensor_type().elem_type(), emit);
+    if (failed(elementType))
+      return nullptr;
+    Shape shape;
+    for (const auto &d : input.type().tensor_type().shape().dim())
+      shape.push_back(d.dim_value());
+    argTypes.push_back(RankedTensorType::get(shape, *elementType));
+    argNames.push_back(input.name());
+    argAttrDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+        GpucDialect::kInputAttrName, builder.getStringAttr(input.name()))));
+  }
+  // Float initializers of rank >= 1 are parameters (arguments of the step);
+  // everything else (shape vectors, scalars) is a constant.
+  SmallVector<std::pair<std::string, DenseElementsAttr>> constants;
+  SmallVector<ParameterOp> params;
+  for (const auto &init : graph.initializer()) {
+    auto emit = [&] {
+      return modelError() << "initializer '" << init.name() << "': ";
+    };
+    FailureOr<RankedTensorType> type = convertTensorType(init, emit);
+    if (failed(type))
+      return nullptr;
+    if (!isa<FloatType>(type->getElementType()) || type->getRank() == 0) {
+      FailureOr<DenseElementsAttr> value = convertTensor(init, *type, emit);
+      if (failed(value))
+        return nullptr;
+      constants.push_back({init.name(), *value});
+      continue;
+    }
+    FailureOr<std::string> bytes = readTensorBytes(init, *type, emit);
+    if (failed(bytes))
+      return nullptr;
+    ParameterOp param = createParameter(
+        builder, NameLoc::get(builder.getStringAttr(init.name()), fileLoc()),
+        init.name(), *type, ArrayRef<char>(bytes->data(), bytes->size()),
+        /*trainable=*/true);
+    params.push_back(param);
+    argTypes.push_back(*type);
+    argNames.push_back(init.name());
+    argAttrDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+        GpucDialect::kParamAttrName, FlatSymbolRefAttr::get(param))));
+  }
+
+  auto func = func::FuncOp::create(
+      builder, fileLoc(), "forward", builder.getFunctionType(argTypes, {}));
+  func.setAllArgAttrs(argAttrDicts);
+  Block *entry = func.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  for (auto [i, name] : llvm::enumerate(argNames))
+    values[name] = entry->getArgument(i);
+  size_t firstParam = argNames.size() - params.size();
+  for (auto [i, param] : llvm::enumerate(params))
+    paramOfArg[entry->getArgument(firstParam + i)] = param;
+  for (auto &[name, value] : constants)
+    values[name] = ConstantOp::create(
+        builder, NameLoc::get(builder.getStringAttr(name), fileLoc()), value);
+
+  for (auto [index, node] : llvm::enumerate(graph.node()))
+    if (failed(importNode(node, index)))
+      return nullptr;
+
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+  for (const auto &output : graph.output()) {
+    Value v = values.lookup(output.name());
+    if (!v) {
+      modelError() << "graph output '" << output.name()
+                   << "' is not produced by any node";
+      return nullptr;
+    }
+    results.push_back(v);
+    resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+        GpucDialect::kOutputAttrName, builder.getStringAttr(output.name()))));
+  }
+  for (auto &[param, value] : updates) {
+    results.push_back(value);
+    resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+        GpucDialect::kUpdateAttrName, FlatSymbolRefAttr::get(param))));
+  }
+  func::ReturnOp::create(builder, fileLoc(), results);
+  func.setFunctionType(
+      builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  func.setAllResultAttrs(resultAttrs);
+
+  if (failed(verify(module))) {
+    module->erase();
+    return nullptr;
+  }
+  return OwningOpRef<ModuleOp>(module);
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+std::vector<std::string> mlir::gpuc::getSupportedOnnxOps() {
+  std::vector<std::string> ops;
+  for (const auto &entry : OnnxImporter::rules())
+    ops.push_back(entry.getKey().str());
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+OwningOpRef<ModuleOp> mlir::gpuc::importOnnxFile(StringRef path,
+                                           MLIRContext *context,
+                                           const OnnxImportOptions &options) {
+  context->loadDialect<GpucDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  std::string error;
+  if (!gpuc::loadOnnxModel(path.str(), options, model, error)) {
+    emitError(FileLineColLoc::get(context, path, 0, 0)) << error;
+    return nullptr;
+  }
+  return OnnxImporter(context, path, model).run();
+}

@@ -1,0 +1,236 @@
+//===- OnnxModelLoader.cpp - read, bind, check and infer ONNX models ------===//
+#include "OnnxModelLoader.h"
+
+#include "onnx/checker.h"
+#include "onnx/defs/parser.h"
+#include "onnx/defs/schema.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace mlir::gpuc {
+namespace {
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool readModel(const std::string &path, onnx::ModelProto &model,
+               std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open the file";
+    return false;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string bytes = buffer.str();
+  if (bytes.empty()) {
+    error = "the file is empty";
+    return false;
+  }
+  size_t first = bytes.find_first_not_of(" \t\r\n");
+  bool isText = endsWith(path, ".onnxtxt") ||
+                (first != std::string::npos && bytes[first] == '<');
+  if (isText) {
+    onnx::Common::Status status =
+        onnx::OnnxParser::Parse(model, bytes.c_str());
+    if (!status.IsOK()) {
+      error = "not valid ONNX text syntax: " + status.ErrorMessage();
+      return false;
+    }
+    return true;
+  }
+  if (!model.ParseFromString(bytes)) {
+    error = "not a valid ONNX protobuf (truncated or corrupt file?)";
+    return false;
+  }
+  if (model.graph().node_size() == 0 && model.graph().output_size() == 0) {
+    error = "the file parses as protobuf but holds no ONNX graph";
+    return false;
+  }
+  return true;
+}
+
+/// Gives every input a static shape; symbolic dimensions are bound through
+/// --batch (dimension 0) or --input-shape, and each bound symbol is replaced
+/// wherever it appears in the graph's outputs.
+bool bindInputShapes(onnx::GraphProto &graph, const OnnxImportOptions &options,
+                     std::string &error) {
+  std::set<std::string> initializers;
+  for (const auto &init : graph.initializer())
+    initializers.insert(init.name());
+  std::map<std::string, int64_t> symbols;
+  std::set<std::string> seen;
+  for (auto &input : *graph.mutable_input()) {
+    if (initializers.count(input.name()))
+      continue;
+    seen.insert(input.name());
+    if (!input.type().has_tensor_type()) {
+      error = "graph input '" + input.name() +
+              "' is not a tensor; gpuc only imports tensor inputs";
+      return false;
+    }
+    auto *tensorType = input.mutable_type()->mutable_tensor_type();
+    auto fixed = options.inputShapes.find(input.name());
+    if (fixed != options.inputShapes.end()) {
+      const std::vector<int64_t> &dims = fixed->second;
+      if (tensorType->has_shape() &&
+          tensorType->shape().dim_size() != static_cast<int>(dims.size())) {
+        error = "--input-shape gives " + std::to_string(dims.size()) +
+                " dimensions for input '" + input.name() + "' of rank " +
+                std::to_string(tensorType->shape().dim_size());
+        return false;
+      }
+      auto *shape = tensorType->mutable_shape();
+      for (size_t i = 0; i < dims.size(); ++i) {
+        if (static_cast<int>(i) < shape->dim_size()) {
+          auto &dim = *shape->mutable_dim(i);
+          if (dim.has_dim_param())
+            symbols[dim.dim_param()] = dims[i];
+          else if (dim.has_dim_value() && dim.dim_value() != dims[i]) {
+            error = "--input-shape for '" + input.name() + "' sets dimension " +
+                    std::to_string(i) + " to " + std::to_string(dims[i]) +
+                    " but the model fixes it to " +
+                    std::to_string(dim.dim_value());
+            return false;
+          }
+          dim.set_dim_value(dims[i]);
+        } else {
+          shape->add_dim()->set_dim_value(dims[i]);
+        }
+      }
+      continue;
+    }
+    if (!tensorType->has_shape()) {
+      error = "graph input '" + input.name() +
+              "' has no shape; give it with --input-shape " + input.name() +
+              "=D0xD1x...";
+      return false;
+    }
+    auto *shape = tensorType->mutable_shape();
+    for (int i = 0; i < shape->dim_size(); ++i) {
+      auto &dim = *shape->mutable_dim(i);
+      if (dim.has_dim_value() && dim.dim_value() > 0)
+        continue;
+      std::string symbol = dim.has_dim_param() ? dim.dim_param() : "";
+      auto bound = symbols.find(symbol);
+      if (!symbol.empty() && bound != symbols.end()) {
+        dim.set_dim_value(bound->second);
+      } else if (i == 0 && options.batch) {
+        if (!symbol.empty())
+          symbols[symbol] = *options.batch;
+        dim.set_dim_value(*options.batch);
+      } else {
+        error = "graph input '" + input.name() + "' dimension " +
+                std::to_string(i) +
+                (symbol.empty() ? "" : " ('" + symbol + "')") +
+                " is symbolic; bind it with --batch N (dimension 0) or "
+                "--input-shape " +
+                input.name() + "=D0xD1x...";
+        return false;
+      }
+    }
+  }
+  for (const auto &entry : options.inputShapes) {
+    if (!seen.count(entry.first)) {
+      error = "--input-shape names '" + entry.first +
+              "', which is not an input of the graph";
+      return false;
+    }
+  }
+  // Inner value_info shapes are only hints; shape inference recomputes them.
+  graph.clear_value_info();
+  for (auto &output : *graph.mutable_output()) {
+    if (!output.type().has_tensor_type() ||
+        !output.type().tensor_type().has_shape())
+      continue;
+    auto *shape = output.mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (auto &dim : *shape->mutable_dim()) {
+      if (!dim.has_dim_param())
+        continue;
+      auto bound = symbols.find(dim.dim_param());
+      if (bound != symbols.end())
+        dim.set_dim_value(bound->second);
+      else
+        dim.clear_dim_param();
+    }
+  }
+  return true;
+}
+
+/// Turns the named graph inputs into initializers holding the given values.
+bool substituteConstantInputs(onnx::GraphProto &graph,
+                              const OnnxImportOptions &options,
+                              std::string &error) {
+  for (const auto &[name, bytes] : options.constantInputs) {
+    onnx::TensorProto tensor;
+    if (!tensor.ParseFromString(bytes)) {
+      error = "the value given for input '" + name +
+              "' is not a serialized TensorProto";
+      return false;
+    }
+    tensor.set_name(name);
+    bool found = false;
+    auto *inputs = graph.mutable_input();
+    for (int i = 0; i < inputs->size(); ++i) {
+      if (inputs->Get(i).name() == name) {
+        inputs->DeleteSubrange(i, 1);
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      error = "constant input '" + name + "' is not an input of the graph";
+      return false;
+    }
+    *graph.add_initializer() = tensor;
+  }
+  return true;
+}
+
+} // namespace
+
+bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
+                   onnx::ModelProto &model, std::string &error) {
+  try {
+    if (!readModel(path, model, error))
+      return false;
+    if (!substituteConstantInputs(*model.mutable_graph(), options, error))
+      return false;
+    try {
+      onnx::checker::check_model(model);
+    } catch (const std::exception &e) {
+      error = std::string("the ONNX checker rejects the model: ") + e.what();
+      return false;
+    }
+    if (!bindInputShapes(*model.mutable_graph(), options, error))
+      return false;
+    try {
+      onnx::ShapeInferenceOptions inference(/*check_type_val=*/true,
+                                            /*strict_mode_val=*/1,
+                                            /*data_prop_val=*/true);
+      onnx::shape_inference::InferShapes(
+          model, onnx::OpSchemaRegistry::Instance(), inference);
+    } catch (const std::exception &e) {
+      error = std::string("ONNX shape inference fails: ") + e.what();
+      return false;
+    }
+    return true;
+  } catch (const std::exception &e) {
+    error = std::string("cannot read the model: ") + e.what();
+    return false;
+  }
+}
+
+int getOnnxSinceVersion(const std::string &opType, int opset) {
+  const onnx::OpSchema *schema =
+      onnx::OpSchemaRegistry::Schema(opType, opset, "");
+  return schema ? schema->since_version() : -1;
+}
+
+} // namespace mlir::gpuc

@@ -1,0 +1,31 @@
+//===- OnnxModelLoader.h - read, bind, check and infer ONNX models -*- C++ -*-===//
+//
+// The part of the importer that calls into libonnx, which reports errors with
+// C++ exceptions; it is compiled with -fexceptions and turns every exception
+// into a plain message.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_LIB_FRONTEND_ONNXMODELLOADER_H
+#define GPUC_LIB_FRONTEND_ONNXMODELLOADER_H
+
+#include "gpuc/Frontend/OnnxImporter.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <string>
+
+namespace mlir::gpuc {
+
+/// Reads the model at `path`, binds its symbolic input dimensions, substitutes
+/// constant inputs, runs the ONNX checker and strict shape inference. On
+/// failure returns false and sets `error`.
+bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
+                   onnx::ModelProto &model, std::string &error);
+
+/// The version of the schema an op of `opset` resolves to, or -1 if ONNX does
+/// not know the op.
+int getOnnxSinceVersion(const std::string &opType, int opset);
+
+} // namespace mlir::gpuc
+
+#endif // GPUC_LIB_FRONTEND_ONNXMODELLOADER_H
