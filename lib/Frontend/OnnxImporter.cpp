@@ -1209,16 +1209,37 @@ LogicalResult OnnxImporter::importSoftmaxLike(Node &node) {
 
 LogicalResult OnnxImporter::importLayerNormalization(Node &node) {
   Value x = node.in(0), scale = node.in(1), bias = node.in(2);
-  for (unsigned i = 1; i < 3; ++i)
-    if (static_cast<int>(i) < node.proto.output_size() &&
-        usedNames.count(node.proto.output(i)))
-      return nodeError(node) << "the Mean and InvStdDev outputs are not "
-                                "supported";
   FailureOr<int64_t> axis =
       gpuc::normalizeAxis(node.getInt("axis", -1), shapeOf(x).size(),
                           [&] { return nodeError(node); });
   if (failed(axis))
     return failure();
+  double epsilon = node.getFloat("epsilon", 1e-5);
+  auto outputUsed = [&](int i) {
+    return node.proto.output_size() > i && usedNames.count(node.proto.output(i));
+  };
+  if (outputUsed(1) || outputUsed(2)) {
+    // The saved statistics, as core ops: mean and 1/sqrt(var + eps) over the
+    // normalized axes, kept as size-1 dimensions.
+    Location loc = node.loc;
+    Shape axes = llvm::to_vector(llvm::seq<int64_t>(*axis, shapeOf(x).size()));
+    Shape statShape = inferReduceShape(shapeOf(x), axes, true);
+    Value mean = ReduceMeanOp::create(builder, loc, withShape(x, statShape), x,
+                                      axes, true);
+    Value centered = builder.createOrFold<SubOp>(
+        loc, x.getType(), x, broadcastTo(loc, mean, shapeOf(x)));
+    Value squared =
+        builder.createOrFold<MulOp>(loc, x.getType(), centered, centered);
+    Value var = ReduceMeanOp::create(builder, loc, withShape(x, statShape),
+                                     squared, axes, true);
+    Value eps = broadcastTo(
+        loc, constantF(loc, typeOf(x).getElementType(), epsilon), statShape);
+    Value invStd = builder.createOrFold<RsqrtOp>(
+        loc, var.getType(),
+        builder.createOrFold<AddOp>(loc, var.getType(), var, eps));
+    setOutput(node, 1, mean);
+    setOutput(node, 2, invStd);
+  }
   Shape normalized(shapeOf(x).drop_front(*axis));
   if (!isBroadcastableTo(shapeOf(scale), normalized))
     return nodeError(node) << "Scale of shape " << formatShape(shapeOf(scale))
@@ -1231,9 +1252,8 @@ LogicalResult OnnxImporter::importLayerNormalization(Node &node) {
     return nodeError(node) << "B does not broadcast to the normalized shape";
   bias = broadcastTo(node.loc, bias, normalized);
   setOutput(node, 0,
-            LayerNormOp::create(
-                builder, node.loc, x, scale, bias, *axis,
-                builder.getF64FloatAttr(node.getFloat("epsilon", 1e-5))));
+            LayerNormOp::create(builder, node.loc, x, scale, bias, *axis,
+                                builder.getF64FloatAttr(epsilon)));
   return success();
 }
 

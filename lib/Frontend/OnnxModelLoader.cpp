@@ -115,7 +115,7 @@ bool bindInputShapes(onnx::GraphProto &graph, const OnnxImportOptions &options,
     auto *shape = tensorType->mutable_shape();
     for (int i = 0; i < shape->dim_size(); ++i) {
       auto &dim = *shape->mutable_dim(i);
-      if (dim.has_dim_value() && dim.dim_value() > 0)
+      if (dim.has_dim_value())
         continue;
       std::string symbol = dim.has_dim_param() ? dim.dim_param() : "";
       auto bound = symbols.find(symbol);

@@ -150,7 +150,7 @@ def Gpuc_SubOp : Gpuc_BinaryOp<"sub", Gpuc_NumericTensor, "lhs - rhs">;
 def Gpuc_MulOp : Gpuc_BinaryOp<"mul", Gpuc_NumericTensor, "lhs * rhs">;
 def Gpuc_DivOp : Gpuc_BinaryOp<"div", Gpuc_NumericTensor,
     "lhs / rhs (integer division truncates toward zero)">;
-def Gpuc_PowOp : Gpuc_BinaryOp<"pow", Gpuc_FloatTensor, "lhs ** rhs">;
+def Gpuc_PowOp : Gpuc_BinaryOp<"pow", Gpuc_NumericTensor, "lhs ** rhs">;
 def Gpuc_MaxOp : Gpuc_BinaryOp<"max", Gpuc_NumericTensor, "max(lhs, rhs)">;
 def Gpuc_MinOp : Gpuc_BinaryOp<"min", Gpuc_NumericTensor, "min(lhs, rhs)">;
 

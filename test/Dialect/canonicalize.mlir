@@ -1,0 +1,46 @@
+// RUN: gpuc-opt %s -split-input-file -canonicalize | FileCheck %s
+
+// Shape arithmetic on constants folds away.
+// CHECK-LABEL: func.func @shape_chain
+// CHECK: %[[C:.+]] = gpuc.constant dense<[8, 2]> : tensor<2xi64>
+// CHECK-NEXT: return %[[C]]
+func.func @shape_chain() -> tensor<2xi64> {
+  %s = gpuc.constant dense<[8, 16, 4]> : tensor<3xi64>
+  %i = gpuc.constant dense<[0]> : tensor<1xi64>
+  %n = gpuc.gather %s[%i] axis = 0 : (tensor<3xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %k = gpuc.constant dense<[-1]> : tensor<1xi64>
+  %c = gpuc.concat %n, %k axis = 0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %m1 = gpuc.constant dense<-1> : tensor<2xi64>
+  %isneg = gpuc.compare eq, %c, %m1 : tensor<2xi64>
+  %two = gpuc.constant dense<2> : tensor<2xi64>
+  %r = gpuc.select %isneg, %two, %c : tensor<2xi1>, tensor<2xi64>
+  return %r : tensor<2xi64>
+}
+
+// -----
+
+// Identities and compositions of data movement.
+// CHECK-LABEL: func.func @movement
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x3x4xf32>
+// CHECK: %[[R:.+]] = gpuc.reshape %[[X]] : tensor<2x3x4xf32> -> tensor<24xf32>
+// CHECK-NEXT: return %[[X]], %[[R]]
+func.func @movement(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<24xf32>) {
+  %t = gpuc.transpose %x perm = [1, 2, 0] : tensor<2x3x4xf32> -> tensor<3x4x2xf32>
+  %u = gpuc.transpose %t perm = [2, 0, 1] : tensor<3x4x2xf32> -> tensor<2x3x4xf32>
+  %b = gpuc.broadcast %u : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  %r1 = gpuc.reshape %b : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %r2 = gpuc.reshape %r1 : tensor<6x4xf32> -> tensor<24xf32>
+  return %b, %r2 : tensor<2x3x4xf32>, tensor<24xf32>
+}
+
+// -----
+
+// Large tensors are never duplicated into constants; division by zero is kept.
+// CHECK-LABEL: func.func @no_fold
+// CHECK: gpuc.div
+func.func @no_fold() -> tensor<2xi64> {
+  %a = gpuc.constant dense<[4, 5]> : tensor<2xi64>
+  %z = gpuc.constant dense<[1, 0]> : tensor<2xi64>
+  %d = gpuc.div %a, %z : tensor<2xi64>
+  return %d : tensor<2xi64>
+}

@@ -1,0 +1,195 @@
+// RUN: gpuc-opt %s -split-input-file -verify-diagnostics
+
+func.func @add_shapes(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "gpuc.add"(%a, %b) : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @dynamic(%a: tensor<?x3xf32>) {
+  // expected-error @+1 {{must be statically shaped tensor}}
+  %0 = gpuc.relu %a : tensor<?x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_axes(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{axes must be sorted and unique}}
+  %0 = gpuc.reduce_sum %a axes = [1, 0] : tensor<2x3xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @reduce_result(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{result shape 3 does not match the expected 2}}
+  %0 = gpuc.reduce_mean %a axes = [1] : tensor<2x3xf32> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_size(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{cannot reshape 2x3 (6 elements) into 7 (7 elements)}}
+  %0 = gpuc.reshape %a : tensor<2x3xf32> -> tensor<7xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_perm(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{perm is not a permutation of 0..1}}
+  %0 = gpuc.transpose %a perm = [0, 0] : tensor<2x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{cannot broadcast 2x3 to 4x3}}
+  %0 = gpuc.broadcast %a : tensor<2x3xf32> -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_range(%a: tensor<4xf32>) {
+  // expected-error @+1 {{slice [2, 5) of axis 0 is outside 0..4}}
+  %0 = gpuc.slice %a starts = [2] limits = [5] strides = [1] : tensor<4xf32> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @concat(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) {
+  // expected-error @+1 {{inputs differ in dimension 1}}
+  %0 = gpuc.concat %a, %b axis = 1 : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+func.func @gather(%a: tensor<5x3xf32>, %i: tensor<2xi64>) {
+  // expected-error @+1 {{result shape 2x5 does not match the expected 2x3}}
+  %0 = gpuc.gather %a[%i] axis = 0 : (tensor<5x3xf32>, tensor<2xi64>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{contracting dimensions differ: 3 vs 4}}
+  %0 = gpuc.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+1 {{filter expects 2 input channels, input has 3}}
+  %0 = gpuc.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<1x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @pool(%x: tensor<1x3x8x8xf32>) {
+  // expected-error @+1 {{padding must be smaller than the kernel}}
+  %0 = gpuc.max_pool2d %x kernel = [2, 2] strides = [2, 2] pads = [2, 2, 2, 2] : tensor<1x3x8x8xf32> -> tensor<1x3x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @pad(%x: tensor<3xf32>) {
+  // expected-error @+1 {{result shape 6 does not match the expected 5}}
+  %0 = gpuc.pad %x low = [1] high = [1] value = 0.0 : tensor<3xf32> -> tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_axis(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{axis 2 is out of range for rank 2}}
+  %0 = gpuc.softmax %x axis = 2 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @dropout(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{ratio 1 must be in [0, 1)}}
+  %0 = gpuc.dropout %x ratio = 1.0 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm(%x: tensor<2x3xf32>, %g: tensor<2xf32>) {
+  // expected-error @+1 {{scale and bias must have the normalized shape 3, got 2}}
+  %0 = gpuc.layer_norm %x, %g, %g axis = 1 epsilon = 1.0e-5 : tensor<2x3xf32>, tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @batch_norm(%x: tensor<2x3x4x4xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{must have shape 3 (the channel count), got 4}}
+  %y, %m, %v = gpuc.batch_norm_train %x, %g, %g, %g, %g epsilon = 1.0e-5 momentum = 0.9 : tensor<2x3x4x4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @labels(%x: tensor<2x3xf32>, %l: tensor<3xi64>) {
+  // expected-error @+1 {{labels must have shape 2, got 3}}
+  %0 = gpuc.cross_entropy %x, %l reduction = mean : (tensor<2x3xf32>, tensor<3xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @loss_result(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{result shape 2x3 does not match the expected scalar}}
+  %0 = gpuc.mse_loss %x, %x reduction = mean : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @cast(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{changes the shape from 2x3 to 6}}
+  %0 = gpuc.cast %x : tensor<2x3xf32> to tensor<6xf16>
+  return
+}
+
+// -----
+
+func.func @select(%c: tensor<3xi1>, %x: tensor<2x3xf32>) {
+  // expected-error @+1 {{condition shape 3 differs from the value shape 2x3}}
+  %0 = gpuc.select %c, %x, %x : tensor<3xi1>, tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{initial value has type 'tensor<3xf32>' but the parameter is 'tensor<4xf32>'}}
+gpuc.parameter @p : tensor<4xf32> = dense<0.0> : tensor<3xf32>
+
+// -----
+
+gpuc.parameter @q : tensor<4xf32> = dense<0.0> : tensor<4xf32>
+// expected-error @+1 {{'gpuc.param' @q has type 'tensor<4xf32>' but the value has type 'tensor<3xf32>'}}
+func.func @param_type(%x: tensor<3xf32> {gpuc.param = @q}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'gpuc.param' refers to @missing, which is not a gpuc.parameter of this module}}
+func.func @param_missing(%x: tensor<3xf32> {gpuc.param = @missing}) {
+  return
+}

@@ -1,0 +1,81 @@
+// RUN: gpuc-opt %s | gpuc-opt | FileCheck %s
+// Round trip of the custom assembly of every gpuc op.
+
+gpuc.parameter @w trainable : tensor<4x8xf32> = dense<5.000000e-01> : tensor<4x8xf32>
+gpuc.parameter @rm : tensor<3xf32> = dense<0.000000e+00> : tensor<3xf32>
+// CHECK: gpuc.parameter @w trainable : tensor<4x8xf32> = dense<5.000000e-01> : tensor<4x8xf32>
+// CHECK: gpuc.parameter @rm : tensor<3xf32>
+
+// CHECK-LABEL: func.func @core
+func.func @core(%x: tensor<2x8xf32> {gpuc.input = "x"}, %w: tensor<4x8xf32> {gpuc.param = @w}, %i: tensor<2xi64>) -> (tensor<2x4xf32> {gpuc.output = "y"}) {
+  // CHECK: gpuc.matmul %{{.+}}, %{{.+}} transpose_rhs : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %0 = gpuc.matmul %x, %w transpose_rhs : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  // CHECK: gpuc.relu
+  %1 = gpuc.relu %0 : tensor<2x4xf32>
+  // CHECK: gpuc.reduce_sum %{{.+}} axes = [1] keep_dims : tensor<2x4xf32> -> tensor<2x1xf32>
+  %2 = gpuc.reduce_sum %1 axes = [1] keep_dims : tensor<2x4xf32> -> tensor<2x1xf32>
+  // CHECK: gpuc.broadcast %{{.+}} : tensor<2x1xf32> -> tensor<2x4xf32>
+  %3 = gpuc.broadcast %2 : tensor<2x1xf32> -> tensor<2x4xf32>
+  // CHECK: gpuc.compare lt, %{{.+}}, %{{.+}} : tensor<2x4xf32>
+  %4 = gpuc.compare lt, %1, %3 : tensor<2x4xf32>
+  // CHECK: gpuc.select %{{.+}}, %{{.+}}, %{{.+}} : tensor<2x4xi1>, tensor<2x4xf32>
+  %5 = gpuc.select %4, %1, %3 : tensor<2x4xi1>, tensor<2x4xf32>
+  // CHECK: gpuc.transpose %{{.+}} perm = [1, 0] : tensor<2x4xf32> -> tensor<4x2xf32>
+  %6 = gpuc.transpose %5 perm = [1, 0] : tensor<2x4xf32> -> tensor<4x2xf32>
+  // CHECK: gpuc.slice %{{.+}} starts = [0, 0] limits = [4, 2] strides = [2, 1] : tensor<4x2xf32> -> tensor<2x2xf32>
+  %7 = gpuc.slice %6 starts = [0, 0] limits = [4, 2] strides = [2, 1] : tensor<4x2xf32> -> tensor<2x2xf32>
+  // CHECK: gpuc.concat %{{.+}}, %{{.+}} axis = 1 : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
+  %8 = gpuc.concat %7, %7 axis = 1 : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
+  // CHECK: gpuc.gather %{{.+}}[%{{.+}}] axis = 0 : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+  %9 = gpuc.gather %8[%i] axis = 0 : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+  // CHECK: gpuc.cast %{{.+}} : tensor<2x4xf32> to tensor<2x4xf16>
+  %10 = gpuc.cast %9 : tensor<2x4xf32> to tensor<2x4xf16>
+  // CHECK: gpuc.pad %{{.+}} low = [0, 1] high = [0, 1] value = 0.000000e+00 : tensor<2x4xf16> -> tensor<2x6xf16>
+  %11 = gpuc.pad %10 low = [0, 1] high = [0, 1] value = 0.0 : tensor<2x4xf16> -> tensor<2x6xf16>
+  %12 = gpuc.add %9, %9 : tensor<2x4xf32>
+  %13 = gpuc.sub %12, %9 : tensor<2x4xf32>
+  %14 = gpuc.mul %13, %9 : tensor<2x4xf32>
+  %15 = gpuc.div %14, %9 : tensor<2x4xf32>
+  %16 = gpuc.pow %15, %9 : tensor<2x4xf32>
+  %17 = gpuc.max %16, %9 : tensor<2x4xf32>
+  %18 = gpuc.min %17, %9 : tensor<2x4xf32>
+  %19 = gpuc.exp %18 : tensor<2x4xf32>
+  %20 = gpuc.rsqrt %19 : tensor<2x4xf32>
+  // CHECK: gpuc.reshape %{{.+}} : tensor<2x4xf32> -> tensor<8xf32>
+  %21 = gpuc.reshape %20 : tensor<2x4xf32> -> tensor<8xf32>
+  return %20 : tensor<2x4xf32>
+}
+
+// CHECK-LABEL: func.func @windows
+func.func @windows(%x: tensor<2x1x8x8xf32>, %f: tensor<4x1x3x3xf32>) -> tensor<2x4x4x4xf32> {
+  // CHECK: gpuc.conv2d %{{.+}}, %{{.+}} strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1
+  %0 = gpuc.conv2d %x, %f strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x1x8x8xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: gpuc.max_pool2d %{{.+}} kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0]
+  %1 = gpuc.max_pool2d %0 kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x4x8x8xf32> -> tensor<2x4x4x4xf32>
+  // CHECK: gpuc.avg_pool2d %{{.+}} kernel = [3, 3] strides = [1, 1] pads = [1, 1, 1, 1] count_include_pad
+  %2 = gpuc.avg_pool2d %1 kernel = [3, 3] strides = [1, 1] pads = [1, 1, 1, 1] count_include_pad : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  return %2 : tensor<2x4x4x4xf32>
+}
+
+// CHECK-LABEL: func.func @composites
+func.func @composites(%x: tensor<2x3x4x4xf32>, %g: tensor<3xf32>, %rm: tensor<3xf32> {gpuc.param = @rm}, %l: tensor<2xi64>, %z: tensor<2x3xf32>) -> (tensor<f32>, tensor<3xf32> {gpuc.update = @rm}) {
+  // CHECK: gpuc.batch_norm_train %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} epsilon = 1.000000e-05 momentum = 9.000000e-01 : tensor<2x3x4x4xf32>, tensor<3xf32>
+  %y, %m, %v = gpuc.batch_norm_train %x, %g, %g, %rm, %g epsilon = 1.0e-5 momentum = 0.9 : tensor<2x3x4x4xf32>, tensor<3xf32>
+  // CHECK: gpuc.layer_norm %{{.+}}, %{{.+}}, %{{.+}} axis = 1 epsilon = 1.000000e-05 : tensor<2x3xf32>, tensor<3xf32>
+  %n = gpuc.layer_norm %z, %g, %g axis = 1 epsilon = 1.0e-5 : tensor<2x3xf32>, tensor<3xf32>
+  // CHECK: gpuc.gelu %{{.+}} tanh : tensor<2x3xf32>
+  %a = gpuc.gelu %n tanh : tensor<2x3xf32>
+  // CHECK: gpuc.dropout %{{.+}} ratio = 1.000000e-01 : tensor<2x3xf32>
+  %d = gpuc.dropout %a ratio = 0.1 : tensor<2x3xf32>
+  // CHECK: gpuc.softmax %{{.+}} axis = 1 : tensor<2x3xf32>
+  %s = gpuc.softmax %d axis = 1 : tensor<2x3xf32>
+  // CHECK: gpuc.log_softmax %{{.+}} axis = 1 : tensor<2x3xf32>
+  %ls = gpuc.log_softmax %s axis = 1 : tensor<2x3xf32>
+  // CHECK: gpuc.nll_loss %{{.+}}, %{{.+}} reduction = mean ignore_index = -100 : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
+  %nll = gpuc.nll_loss %ls, %l reduction = mean ignore_index = -100 : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
+  // CHECK: gpuc.cross_entropy %{{.+}}, %{{.+}} reduction = sum : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
+  %ce = gpuc.cross_entropy %z, %l reduction = sum : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
+  // CHECK: gpuc.mse_loss %{{.+}}, %{{.+}} reduction = mean : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
+  %mse = gpuc.mse_loss %z, %s reduction = mean : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
+  return %mse, %m : tensor<f32>, tensor<3xf32>
+}
