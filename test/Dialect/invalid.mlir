@@ -1,7 +1,7 @@
 // RUN: gpuc-opt %s -split-input-file -verify-diagnostics
 
 func.func @add_shapes(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
-  // expected-error @+1 {{requires the same type for all operands and results}}
+  // expected-error @+1 {{all non-scalar operands/results must have the same shape and base type}}
   %0 = "gpuc.add"(%a, %b) : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   return
 }
@@ -65,7 +65,7 @@ func.func @slice_range(%a: tensor<4xf32>) {
 // -----
 
 func.func @concat(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) {
-  // expected-error @+1 {{inputs differ in dimension 1}}
+  // expected-error @+1 {{inputs differ in dimension 0 (2x3 vs 3x3)}}
   %0 = gpuc.concat %a, %b axis = 1 : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>
   return
 }
@@ -121,7 +121,7 @@ func.func @softmax_axis(%x: tensor<2x3xf32>) {
 // -----
 
 func.func @dropout(%x: tensor<2x3xf32>) {
-  // expected-error @+1 {{ratio 1 must be in [0, 1)}}
+  // expected-error @+1 {{ratio 1.000000e+00 must be in [0, 1)}}
   %0 = gpuc.dropout %x ratio = 1.0 : tensor<2x3xf32>
   return
 }
@@ -161,7 +161,7 @@ func.func @loss_result(%x: tensor<2x3xf32>) {
 // -----
 
 func.func @cast(%x: tensor<2x3xf32>) {
-  // expected-error @+1 {{changes the shape from 2x3 to 6}}
+  // expected-error @+1 {{all non-scalar operands/results must have the same shape and base type}}
   %0 = gpuc.cast %x : tensor<2x3xf32> to tensor<6xf16>
   return
 }
@@ -169,7 +169,7 @@ func.func @cast(%x: tensor<2x3xf32>) {
 // -----
 
 func.func @select(%c: tensor<3xi1>, %x: tensor<2x3xf32>) {
-  // expected-error @+1 {{condition shape 3 differs from the value shape 2x3}}
+  // expected-error @+1 {{all non-scalar operands/results must have the same shape and base type}}
   %0 = gpuc.select %c, %x, %x : tensor<3xi1>, tensor<2x3xf32>
   return
 }

@@ -82,20 +82,4 @@ TEST_F(FoldTest, SelectAndCompareFold) {
   EXPECT_EQ(constantValues(picked), (std::vector<int64_t>{1, 4}));
 }
 
-TEST_F(FoldTest, TransposeOfTransposeComposes) {
-  auto argType = RankedTensorType::get({2, 3, 4}, builder.getF32Type());
-  auto func = ModuleOp::create(loc); // a scratch region for a block argument
-  Block *block = new Block();
-  func.getBodyRegion().push_back(block);
-  Value x = block->addArgument(argType, loc);
-  OpBuilder inner = OpBuilder::atBlockEnd(block);
-  auto t1 = RankedTensorType::get({3, 4, 2}, builder.getF32Type());
-  Value once = TransposeOp::create(inner, loc, t1, x, ArrayRef<int64_t>{1, 2, 0});
-  auto t2 = RankedTensorType::get({2, 3, 4}, builder.getF32Type());
-  Value twice = inner.createOrFold<TransposeOp>(loc, t2, once,
-                                                ArrayRef<int64_t>{2, 0, 1});
-  EXPECT_EQ(twice, x);
-  func->erase();
-}
-
 } // namespace
