@@ -5,6 +5,7 @@
 #include "mlir/IR/Location.h"
 #include "mlir/IR/MLIRContext.h"
 
+#include <functional>
 #include <gtest/gtest.h>
 
 using namespace mlir;
@@ -20,9 +21,11 @@ protected:
           return success();
         }) {}
 
-  EmitErrorFn emit() {
-    return [this] { return emitError(UnknownLoc::get(&context)); };
-  }
+  // A member, so the function_ref handed to the rules never dangles.
+  EmitErrorFn emit() { return emitter; }
+  std::function<InFlightDiagnostic()> emitter = [this] {
+    return emitError(UnknownLoc::get(&context));
+  };
 
   MLIRContext context;
   std::vector<std::string> messages;
