@@ -1,4 +1,5 @@
-//===- InitAll.h - register gpuc's dialects and passes -----------*- C++ -*-===//
+//===- InitAll.h - register gpuc's dialects and passes -----------*- C++
+//-*-===//
 //
 // The one registration helper every gpuc tool uses.
 //

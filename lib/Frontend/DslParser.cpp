@@ -145,7 +145,8 @@ public:
   OwningOpRef<ModuleOp> parse();
 
 private:
-  //===--- tokens and diagnostics ------------------------------------------===//
+  //===--- tokens and diagnostics
+  //------------------------------------------===//
   void advance() { tok = lexer.next(); }
   Location locOf(const char *pos) {
     auto [line, col] = sourceMgr.getLineAndColumn(SMLoc::getFromPointer(pos));
@@ -182,7 +183,8 @@ private:
   }
   FailureOr<double> parseNumber();
 
-  //===--- statements ------------------------------------------------------===//
+  //===--- statements
+  //------------------------------------------------------===//
   LogicalResult parseStatement();
   LogicalResult parseInput();
   LogicalResult parseParam();
@@ -191,7 +193,8 @@ private:
   FailureOr<RankedTensorType> parseType();
   FailureOr<std::string> parseInit(RankedTensorType type, StringRef name);
 
-  //===--- expressions -----------------------------------------------------===//
+  //===--- expressions
+  //-----------------------------------------------------===//
   FailureOr<Operand> parseExpr();
   FailureOr<Operand> parseTerm();
   FailureOr<Operand> parseUnary();
@@ -349,8 +352,8 @@ FailureOr<std::string> DslParser::parseInit(RankedTensorType type,
       v = args[0] + (args[1] - args[0]) * uniform01(state);
     else if (*kind == "normal") {
       double u1 = std::max(uniform01(state), 1e-300), u2 = uniform01(state);
-      v = args[0] + args[1] * std::sqrt(-2 * std::log(u1)) *
-                        std::cos(2 * M_PI * u2);
+      v = args[0] +
+          args[1] * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
     }
     data[i] = static_cast<float>(v);
   }
@@ -368,9 +371,9 @@ LogicalResult DslParser::parseInput() {
     return failure();
   if (values.count(*name))
     return error(nameLoc) << "'" << *name << "' is already defined";
-  values[*name] = addArgument(*type, builder.getNamedAttr(
-                                         GpucDialect::kInputAttrName,
-                                         builder.getStringAttr(*name)));
+  values[*name] =
+      addArgument(*type, builder.getNamedAttr(GpucDialect::kInputAttrName,
+                                              builder.getStringAttr(*name)));
   return success();
 }
 
@@ -397,9 +400,9 @@ LogicalResult DslParser::parseParam() {
       createParameter(builder, nameLoc, *name, *type,
                       ArrayRef<char>(bytes->data(), bytes->size()),
                       /*trainable=*/true);
-  Value arg = addArgument(*type, builder.getNamedAttr(
-                                     GpucDialect::kParamAttrName,
-                                     FlatSymbolRefAttr::get(param)));
+  Value arg =
+      addArgument(*type, builder.getNamedAttr(GpucDialect::kParamAttrName,
+                                              FlatSymbolRefAttr::get(param)));
   paramOfArg[arg] = param;
   values[*name] = arg;
   return success();
@@ -426,19 +429,22 @@ LogicalResult DslParser::parseAssignment() {
   Location nameLoc = loc();
   std::string name = tok.text.str();
   advance();
-  if (failed(expect('=', "after '" + name + "' (statements are 'input', "
-                                            "'param', 'output' or NAME = "
-                                            "expression)")))
+  if (failed(expect('=', "after '" + name +
+                             "' (statements are 'input', "
+                             "'param', 'output' or NAME = "
+                             "expression)")))
     return failure();
   if (values.count(name))
-    return error(nameLoc) << "'" << name << "' is already defined; values "
-                                            "are assigned once";
+    return error(nameLoc) << "'" << name
+                          << "' is already defined; values "
+                             "are assigned once";
   FailureOr<Operand> value = parseExpr();
   if (failed(value))
     return failure();
   if (!value->value)
-    return error(nameLoc) << "'" << name << "' is a bare number; only tensors "
-                                            "can be named";
+    return error(nameLoc) << "'" << name
+                          << "' is a bare number; only tensors "
+                             "can be named";
   values[name] = value->value;
   return success();
 }
@@ -472,8 +478,8 @@ FailureOr<Value> DslParser::materialize(const Operand &operand,
 FailureOr<Value> DslParser::tensorArg(const Operand &operand,
                                       StringRef callee) {
   if (!operand.value)
-    return error(operand.loc) << "'" << callee
-                              << "' expects a tensor here, not a number";
+    return error(operand.loc)
+           << "'" << callee << "' expects a tensor here, not a number";
   return operand.value;
 }
 
@@ -481,20 +487,24 @@ FailureOr<Operand> DslParser::binary(char op, Operand lhs, Operand rhs,
                                      Location l) {
   if (!lhs.value && !rhs.value) {
     double a = *lhs.number, b = *rhs.number;
-    double r = op == '+' ? a + b : op == '-' ? a - b : op == '*' ? a * b : a / b;
+    double r = op == '+'   ? a + b
+               : op == '-' ? a - b
+               : op == '*' ? a * b
+                           : a / b;
     return Operand{Value(), r, l};
   }
-  Type et = TensorBuilder::typeOf(lhs.value ? lhs.value : rhs.value)
-                .getElementType();
+  Type et =
+      TensorBuilder::typeOf(lhs.value ? lhs.value : rhs.value).getElementType();
   FailureOr<Value> a = materialize(lhs, et), b = materialize(rhs, et);
   if (failed(a) || failed(b))
     return failure();
   if (TensorBuilder::typeOf(*a).getElementType() !=
       TensorBuilder::typeOf(*b).getElementType())
-    return error(l) << "operands of '" << op << "' have different element "
+    return error(l) << "operands of '" << op
+                    << "' have different element "
                        "types";
-  auto operands =
-      tensors.broadcastAll(l, {*a, *b}, [&] { return error(l) << "'" << op << "': "; });
+  auto operands = tensors.broadcastAll(
+      l, {*a, *b}, [&] { return error(l) << "'" << op << "': "; });
   if (failed(operands))
     return failure();
   Value x = (*operands)[0], y = (*operands)[1];
@@ -682,21 +692,21 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
   };
   auto tensorAt = [&](size_t i) -> FailureOr<Value> {
     if (positionalLists[i])
-      return error(positional[i].loc) << "'" << callee
-                                      << "' expects a tensor here, not a list";
+      return error(positional[i].loc)
+             << "'" << callee << "' expects a tensor here, not a list";
     return tensorArg(positional[i], callee);
   };
   auto listAt = [&](size_t i) -> FailureOr<Shape> {
     if (!positionalLists[i])
-      return error(positional[i].loc) << "'" << callee
-                                      << "' expects a list [..] here";
+      return error(positional[i].loc)
+             << "'" << callee << "' expects a list [..] here";
     return *positionalLists[i];
   };
   auto finish = [&](Value v) -> FailureOr<Operand> {
     for (auto &[key, arg] : named)
       if (!consumed.count(key))
-        return error(arg.loc) << "'" << callee << "' has no argument '" << key
-                              << "'";
+        return error(arg.loc)
+               << "'" << callee << "' has no argument '" << key << "'";
     return Operand{v, std::nullopt, l};
   };
 
@@ -704,7 +714,8 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
   using UnaryBuilder = std::function<Value(Value)>;
   auto unary = [&](auto tag) -> UnaryBuilder {
     using OpTy = decltype(tag);
-    return [&](Value x) { return builder.createOrFold<OpTy>(l, x.getType(), x); };
+    return
+        [&](Value x) { return builder.createOrFold<OpTy>(l, x.getType(), x); };
   };
   std::map<std::string, UnaryBuilder> unaries = {
       {"relu", unary(ReluOp())},       {"tanh", unary(TanhOp())},
@@ -741,9 +752,8 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
         TensorBuilder::shapeOf(*a), TensorBuilder::shapeOf(*b), ta, tb, emit);
     if (failed(shape))
       return failure();
-    return finish(MatmulOp::create(builder, l,
-                                   TensorBuilder::withShape(*a, *shape), *a, *b,
-                                   ta, tb));
+    return finish(MatmulOp::create(
+        builder, l, TensorBuilder::withShape(*a, *shape), *a, *b, ta, tb));
   }
   if (callee == "flatten" || callee == "reshape") {
     if (failed(wantArgs(callee == "flatten" ? 1 : 2)))
@@ -769,8 +779,9 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
         if (d == -1 && inferred < 0)
           inferred = i;
         else if (d <= 0)
-          return emit() << "dimension " << d << " is invalid (one -1 may be "
-                                                "inferred)";
+          return emit() << "dimension " << d
+                        << " is invalid (one -1 may be "
+                           "inferred)";
         else
           known *= d;
       }
@@ -826,8 +837,8 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
     FailureOr<Value> x = tensorAt(0);
     if (failed(x))
       return failure();
-    FailureOr<int64_t> axis = normalizeAxis(
-        num("axis", -1), TensorBuilder::shapeOf(*x).size(), emit);
+    FailureOr<int64_t> axis =
+        normalizeAxis(num("axis", -1), TensorBuilder::shapeOf(*x).size(), emit);
     if (failed(axis))
       return failure();
     Value r = callee == "softmax"
@@ -841,12 +852,13 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
     FailureOr<Value> x = tensorAt(0), g = tensorAt(1), b = tensorAt(2);
     if (failed(x) || failed(g) || failed(b))
       return failure();
-    FailureOr<int64_t> axis = normalizeAxis(
-        num("axis", -1), TensorBuilder::shapeOf(*x).size(), emit);
+    FailureOr<int64_t> axis =
+        normalizeAxis(num("axis", -1), TensorBuilder::shapeOf(*x).size(), emit);
     if (failed(axis))
       return failure();
-    return finish(LayerNormOp::create(builder, l, *x, *g, *b, *axis,
-                                      builder.getF64FloatAttr(num("eps", 1e-5))));
+    return finish(
+        LayerNormOp::create(builder, l, *x, *g, *b, *axis,
+                            builder.getF64FloatAttr(num("eps", 1e-5))));
   }
   if (callee == "batch_norm") {
     if (failed(wantArgs(5)))
@@ -877,8 +889,8 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
     FailureOr<Value> x = tensorAt(0);
     if (failed(x))
       return failure();
-    return finish(DropoutOp::create(builder, l, *x,
-                                    builder.getF64FloatAttr(num("ratio", 0.5))));
+    return finish(DropoutOp::create(
+        builder, l, *x, builder.getF64FloatAttr(num("ratio", 0.5))));
   }
   if (callee == "conv2d") {
     if (failed(wantArgs(2)))
@@ -925,9 +937,9 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
     if (failed(table) || failed(idx))
       return failure();
     int64_t axis = num("axis", 0);
-    FailureOr<Shape> shape = inferGatherShape(
-        TensorBuilder::shapeOf(*table), TensorBuilder::shapeOf(*idx), axis,
-        emit);
+    FailureOr<Shape> shape =
+        inferGatherShape(TensorBuilder::shapeOf(*table),
+                         TensorBuilder::shapeOf(*idx), axis, emit);
     if (failed(shape))
       return failure();
     return finish(GatherOp::create(builder, l,
@@ -940,8 +952,8 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
     FailureOr<Value> x = tensorAt(0), y = tensorAt(1);
     if (failed(x) || failed(y))
       return failure();
-    auto scalarType = RankedTensorType::get(
-        {}, TensorBuilder::typeOf(*x).getElementType());
+    auto scalarType =
+        RankedTensorType::get({}, TensorBuilder::typeOf(*x).getElementType());
     Value r;
     if (callee == "mse")
       r = MseLossOp::create(builder, l, scalarType, *x, *y, Reduction::mean);
@@ -1008,8 +1020,8 @@ OwningOpRef<ModuleOp> DslParser::parse() {
         GpucDialect::kUpdateAttrName, FlatSymbolRefAttr::get(param))));
   }
   func::ReturnOp::create(builder, fileLoc, results);
-  func.setFunctionType(builder.getFunctionType(
-      body->getArgumentTypes(), ValueRange(results).getTypes()));
+  func.setFunctionType(builder.getFunctionType(body->getArgumentTypes(),
+                                               ValueRange(results).getTypes()));
   func.setAllArgAttrs(argAttrs);
   func.setAllResultAttrs(resultAttrs);
   if (failed(verify(module))) {

@@ -33,7 +33,6 @@
 using namespace mlir;
 using namespace mlir::gpuc;
 
-
 namespace {
 
 /// The highest default-domain opset that libonnx 1.12 defines.
@@ -95,7 +94,8 @@ public:
   static const llvm::StringMap<OpRule> &rules();
 
 private:
-  //===--- diagnostics -----------------------------------------------------===//
+  //===--- diagnostics
+  //-----------------------------------------------------===//
   Location fileLoc() {
     return FileLineColLoc::get(context, path, /*line=*/0, /*column=*/0);
   }
@@ -106,12 +106,13 @@ private:
            << ", opset " << opset << "): ";
   }
 
-  //===--- types and values ------------------------------------------------===//
+  //===--- types and values
+  //------------------------------------------------===//
   FailureOr<Type> convertElementType(int32_t onnxType,
                                      function_ref<InFlightDiagnostic()> emit);
-  FailureOr<DenseElementsAttr> convertTensor(const onnx::TensorProto &tensor,
-                                             RankedTensorType type,
-                                             function_ref<InFlightDiagnostic()>);
+  FailureOr<DenseElementsAttr>
+  convertTensor(const onnx::TensorProto &tensor, RankedTensorType type,
+                function_ref<InFlightDiagnostic()>);
   FailureOr<std::string> readTensorBytes(const onnx::TensorProto &tensor,
                                          RankedTensorType type,
                                          function_ref<InFlightDiagnostic()>);
@@ -120,7 +121,9 @@ private:
                     function_ref<InFlightDiagnostic()> emit);
 
   static RankedTensorType typeOf(Value v) { return TensorBuilder::typeOf(v); }
-  static ArrayRef<int64_t> shapeOf(Value v) { return TensorBuilder::shapeOf(v); }
+  static ArrayRef<int64_t> shapeOf(Value v) {
+    return TensorBuilder::shapeOf(v);
+  }
   static RankedTensorType withShape(Value v, ArrayRef<int64_t> shape) {
     return TensorBuilder::withShape(v, shape);
   }
@@ -159,16 +162,17 @@ private:
   LogicalResult importNode(const onnx::NodeProto &proto, int index);
   LogicalResult checkAgainstOnnxShape(Node &node, unsigned i, Value v);
 
-  //===--- handlers ----------------------------------------------------------===//
+  //===--- handlers
+  //----------------------------------------------------------===//
   template <typename OpTy> LogicalResult importUnary(Node &node);
   template <typename OpTy> LogicalResult importBinary(Node &node);
   template <typename OpTy> LogicalResult importVariadic(Node &node);
   template <ComparePredicate P> LogicalResult importCompare(Node &node);
   template <typename OpTy> LogicalResult importReduceAttrAxes(Node &node);
-  LogicalResult importReduce(Node &node, Value input,
-                             std::optional<Shape> axes, bool keepDims,
-                             bool noopWithEmptyAxes,
-                             function_ref<Value(Type, Value, Shape, bool)> make);
+  LogicalResult
+  importReduce(Node &node, Value input, std::optional<Shape> axes,
+               bool keepDims, bool noopWithEmptyAxes,
+               function_ref<Value(Type, Value, Shape, bool)> make);
   LogicalResult importIdentity(Node &node);
   LogicalResult importPow(Node &node);
   LogicalResult importWhere(Node &node);
@@ -265,7 +269,8 @@ OnnxImporter::convertTensorType(const onnx::TensorProto &tensor,
     return failure();
   Shape shape(tensor.dims().begin(), tensor.dims().end());
   if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
-    return emit() << "tensor '" << tensor.name() << "' has a negative dimension";
+    return emit() << "tensor '" << tensor.name()
+                  << "' has a negative dimension";
   return RankedTensorType::get(shape, *elementType);
 }
 
@@ -294,8 +299,8 @@ OnnxImporter::readTensorBytes(const onnx::TensorProto &tensor,
     llvm::sys::path::append(file, location);
     auto buffer = llvm::MemoryBuffer::getFile(file);
     if (!buffer)
-      return emit() << "cannot read external data '" << file
-                    << "' of tensor '" << tensor.name() << "'";
+      return emit() << "cannot read external data '" << file << "' of tensor '"
+                    << tensor.name() << "'";
     StringRef all = (*buffer)->getBuffer();
     if (length < 0)
       length = all.size() - offset;
@@ -395,8 +400,7 @@ FailureOr<Shape> OnnxImporter::requireConstantInts(Node &node, unsigned input,
   return *ints;
 }
 
-FailureOr<Shape> OnnxImporter::normalizeAxes(Node &node,
-                                             ArrayRef<int64_t> axes,
+FailureOr<Shape> OnnxImporter::normalizeAxes(Node &node, ArrayRef<int64_t> axes,
                                              int64_t rank) {
   Shape result;
   for (int64_t axis : axes) {
@@ -467,8 +471,7 @@ LogicalResult OnnxImporter::importPow(Node &node) {
   if (typeOf(exponent).getElementType() != typeOf(base).getElementType())
     exponent = builder.createOrFold<CastOp>(
         node.loc,
-        RankedTensorType::get(shapeOf(exponent),
-                              typeOf(base).getElementType()),
+        RankedTensorType::get(shapeOf(exponent), typeOf(base).getElementType()),
         exponent);
   auto operands = broadcastAll(node, {base, exponent});
   if (failed(operands))
@@ -492,8 +495,8 @@ LogicalResult OnnxImporter::importWhere(Node &node) {
 }
 
 LogicalResult OnnxImporter::importCast(Node &node) {
-  FailureOr<Type> to = convertElementType(node.getInt("to", 0),
-                                          [&] { return nodeError(node); });
+  FailureOr<Type> to =
+      convertElementType(node.getInt("to", 0), [&] { return nodeError(node); });
   if (failed(to))
     return failure();
   Value x = node.in(0);
@@ -561,10 +564,10 @@ LogicalResult OnnxImporter::importConstantOfShape(Node &node) {
     element = attr->getValues<Attribute>()[0];
   }
   setOutput(node, 0,
-            ConstantOp::create(builder, node.loc,
-                               DenseElementsAttr::get(
-                                   RankedTensorType::get(*shape, elementType),
-                                   element)));
+            ConstantOp::create(
+                builder, node.loc,
+                DenseElementsAttr::get(
+                    RankedTensorType::get(*shape, elementType), element)));
   return success();
 }
 
@@ -598,9 +601,8 @@ LogicalResult OnnxImporter::importGather(Node &node) {
                           [&] { return nodeError(node); });
   if (failed(axis))
     return failure();
-  FailureOr<Shape> shape =
-      inferGatherShape(shapeOf(data), shapeOf(indices), *axis,
-                       [&] { return nodeError(node); });
+  FailureOr<Shape> shape = inferGatherShape(
+      shapeOf(data), shapeOf(indices), *axis, [&] { return nodeError(node); });
   if (failed(shape))
     return failure();
   setOutput(node, 0,
@@ -620,9 +622,9 @@ LogicalResult OnnxImporter::importReshape(Node &node) {
   for (auto [i, d] : llvm::enumerate(shape)) {
     if (d == 0 && !allowZero) {
       if (i >= shapeOf(x).size())
-        return nodeError(node) << "shape entry " << i
-                               << " is 0 (copy) but the input has rank "
-                               << shapeOf(x).size();
+        return nodeError(node)
+               << "shape entry " << i << " is 0 (copy) but the input has rank "
+               << shapeOf(x).size();
       d = shapeOf(x)[i];
     }
     if (d == -1) {
@@ -638,8 +640,13 @@ LogicalResult OnnxImporter::importReshape(Node &node) {
   int64_t total = getNumElements(shapeOf(x));
   if (inferred >= 0) {
     if (known == 0 || total % known != 0)
-      return nodeError(node) << "cannot reshape " << formatShape(shapeOf(x))
-                             << " into [" << llvm::join(llvm::map_range(*requested, [](int64_t d) { return std::to_string(d); }), ", ") << "]";
+      return nodeError(node)
+             << "cannot reshape " << formatShape(shapeOf(x)) << " into ["
+             << llvm::join(llvm::map_range(
+                               *requested,
+                               [](int64_t d) { return std::to_string(d); }),
+                           ", ")
+             << "]";
     shape[inferred] = total / known;
   } else if (known != total) {
     return nodeError(node) << "cannot reshape " << formatShape(shapeOf(x))
@@ -676,13 +683,13 @@ LogicalResult OnnxImporter::importTranspose(Node &node) {
   else
     for (int64_t i = rank - 1; i >= 0; --i)
       perm.push_back(i);
-  FailureOr<Shape> shape = inferTransposeShape(
-      shapeOf(x), perm, [&] { return nodeError(node); });
+  FailureOr<Shape> shape =
+      inferTransposeShape(shapeOf(x), perm, [&] { return nodeError(node); });
   if (failed(shape))
     return failure();
   setOutput(node, 0,
-            builder.createOrFold<TransposeOp>(node.loc, withShape(x, *shape),
-                                              x, perm));
+            builder.createOrFold<TransposeOp>(node.loc, withShape(x, *shape), x,
+                                              perm));
   return success();
 }
 
@@ -731,8 +738,8 @@ LogicalResult OnnxImporter::importSqueeze(Node &node) {
     squeezed = *normalized;
     for (int64_t a : squeezed)
       if (inShape[a] != 1)
-        return nodeError(node) << "cannot squeeze axis " << a << " of size "
-                               << inShape[a];
+        return nodeError(node)
+               << "cannot squeeze axis " << a << " of size " << inShape[a];
   } else {
     for (auto [i, d] : llvm::enumerate(inShape))
       if (d == 1)
@@ -779,8 +786,8 @@ LogicalResult OnnxImporter::importSlice(Node &node) {
   // Axes with a negative step are taken with a gather of explicit indices.
   SmallVector<std::pair<int64_t, Shape>> reversed;
   for (size_t k = 0; k < axes.size(); ++k) {
-    FailureOr<int64_t> axis = gpuc::normalizeAxis(
-        axes[k], rank, [&] { return nodeError(node); });
+    FailureOr<int64_t> axis =
+        gpuc::normalizeAxis(axes[k], rank, [&] { return nodeError(node); });
     if (failed(axis))
       return failure();
     int64_t dim = inShape[*axis], step = steps[k];
@@ -817,7 +824,8 @@ LogicalResult OnnxImporter::importSlice(Node &node) {
     auto indexType = RankedTensorType::get(
         {static_cast<int64_t>(indices.size())}, IntegerType::get(context, 64));
     Value idx = ConstantOp::create(
-        builder, node.loc, DenseElementsAttr::get(indexType, ArrayRef(indices)));
+        builder, node.loc,
+        DenseElementsAttr::get(indexType, ArrayRef(indices)));
     Shape gathered(shapeOf(result));
     gathered[axis] = indices.size();
     result = builder.createOrFold<GatherOp>(
@@ -841,9 +849,8 @@ LogicalResult OnnxImporter::importConcat(Node &node) {
   if (failed(shape))
     return failure();
   setOutput(node, 0,
-            builder.createOrFold<ConcatOp>(node.loc,
-                                           withShape(node.in(0), *shape),
-                                           node.inputs, *axis));
+            builder.createOrFold<ConcatOp>(
+                node.loc, withShape(node.in(0), *shape), node.inputs, *axis));
   return success();
 }
 
@@ -852,8 +859,8 @@ LogicalResult OnnxImporter::importExpand(Node &node) {
   FailureOr<Shape> requested = requireConstantInts(node, 1, "the shape");
   if (failed(requested))
     return failure();
-  FailureOr<Shape> shape = inferBroadcastShape(
-      shapeOf(x), *requested, [&] { return nodeError(node); });
+  FailureOr<Shape> shape = inferBroadcastShape(shapeOf(x), *requested,
+                                               [&] { return nodeError(node); });
   if (failed(shape))
     return failure();
   setOutput(node, 0, broadcastTo(node.loc, x, *shape));
@@ -864,8 +871,8 @@ LogicalResult OnnxImporter::importPad(Node &node) {
   Value x = node.in(0);
   std::string mode = node.getString("mode", "constant");
   if (mode != "constant")
-    return nodeError(node) << "only mode 'constant' is supported, not '"
-                           << mode << "'";
+    return nodeError(node) << "only mode 'constant' is supported, not '" << mode
+                           << "'";
   FailureOr<Shape> pads = requireConstantInts(node, 1, "the pads");
   if (failed(pads))
     return failure();
@@ -929,9 +936,8 @@ LogicalResult OnnxImporter::importMatMul(Node &node) {
     resultShape.append({m, n});
     product = reshape(loc, prod2d, resultShape);
   } else {
-    FailureOr<Shape> batch =
-        inferBroadcastShape(sa.drop_back(2), sb.drop_back(2),
-                            [&] { return nodeError(node); });
+    FailureOr<Shape> batch = inferBroadcastShape(
+        sa.drop_back(2), sb.drop_back(2), [&] { return nodeError(node); });
     if (failed(batch))
       return failure();
     Shape fullA = *batch, fullB = *batch;
@@ -958,13 +964,12 @@ LogicalResult OnnxImporter::importGemm(Node &node) {
   Value a = node.in(0), b = node.in(1), c = node.in(2);
   bool transA = node.getInt("transA", 0), transB = node.getInt("transB", 0);
   double alpha = node.getFloat("alpha", 1.0), beta = node.getFloat("beta", 1.0);
-  FailureOr<Shape> shape = inferMatmulShape(shapeOf(a), shapeOf(b), transA,
-                                            transB,
-                                            [&] { return nodeError(node); });
+  FailureOr<Shape> shape = inferMatmulShape(
+      shapeOf(a), shapeOf(b), transA, transB, [&] { return nodeError(node); });
   if (failed(shape))
     return failure();
-  Value y = builder.createOrFold<MatmulOp>(node.loc, withShape(a, *shape), a,
-                                           b, transA, transB);
+  Value y = builder.createOrFold<MatmulOp>(node.loc, withShape(a, *shape), a, b,
+                                           transA, transB);
   Type et = typeOf(a).getElementType();
   if (alpha != 1.0)
     y = builder.createOrFold<MulOp>(
@@ -972,9 +977,9 @@ LogicalResult OnnxImporter::importGemm(Node &node) {
         broadcastTo(node.loc, constantF(node.loc, et, alpha), *shape));
   if (c && beta != 0.0) {
     if (!isBroadcastableTo(shapeOf(c), *shape))
-      return nodeError(node) << "C of shape " << formatShape(shapeOf(c))
-                             << " does not broadcast to the product's "
-                             << formatShape(*shape);
+      return nodeError(node)
+             << "C of shape " << formatShape(shapeOf(c))
+             << " does not broadcast to the product's " << formatShape(*shape);
     Value bias = broadcastTo(node.loc, c, *shape);
     if (beta != 1.0)
       bias = builder.createOrFold<MulOp>(
@@ -986,12 +991,10 @@ LogicalResult OnnxImporter::importGemm(Node &node) {
   return success();
 }
 
-FailureOr<Shape> OnnxImporter::windowPads(Node &node,
-                                          ArrayRef<int64_t> inputShape,
-                                          ArrayRef<int64_t> kernel,
-                                          ArrayRef<int64_t> strides,
-                                          ArrayRef<int64_t> dilations,
-                                          bool ceilMode) {
+FailureOr<Shape>
+OnnxImporter::windowPads(Node &node, ArrayRef<int64_t> inputShape,
+                         ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                         ArrayRef<int64_t> dilations, bool ceilMode) {
   std::string autoPad = node.getString("auto_pad", "NOTSET");
   Shape pads = node.getInts("pads").value_or(Shape(4, 0));
   if (pads.size() != 4)
@@ -1054,9 +1057,8 @@ LogicalResult OnnxImporter::importConv(Node &node) {
                        groups, [&] { return nodeError(node); });
   if (failed(shape))
     return failure();
-  Value y = builder.createOrFold<Conv2DOp>(node.loc, withShape(x, *shape), x,
-                                           w, strides, *pads, dilations,
-                                           groups);
+  Value y = builder.createOrFold<Conv2DOp>(node.loc, withShape(x, *shape), x, w,
+                                           strides, *pads, dilations, groups);
   if (bias) {
     if (shapeOf(bias) != ArrayRef<int64_t>{(*shape)[1]})
       return nodeError(node) << "bias must have shape " << (*shape)[1];
@@ -1092,8 +1094,8 @@ LogicalResult OnnxImporter::importMaxPool(Node &node) {
   if (failed(shape))
     return failure();
   setOutput(node, 0,
-            builder.createOrFold<MaxPool2DOp>(node.loc, withShape(x, *shape),
-                                              x, kernel, strides, *pads));
+            builder.createOrFold<MaxPool2DOp>(node.loc, withShape(x, *shape), x,
+                                              kernel, strides, *pads));
   return success();
 }
 
@@ -1119,8 +1121,8 @@ LogicalResult OnnxImporter::importAveragePool(Node &node) {
   if (failed(shape))
     return failure();
   setOutput(node, 0,
-            builder.createOrFold<AvgPool2DOp>(node.loc, withShape(x, *shape),
-                                              x, kernel, strides, *pads,
+            builder.createOrFold<AvgPool2DOp>(node.loc, withShape(x, *shape), x,
+                                              kernel, strides, *pads,
                                               countPad));
   return success();
 }
@@ -1142,10 +1144,10 @@ LogicalResult OnnxImporter::importGlobalAveragePool(Node &node) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-LogicalResult OnnxImporter::importReduce(
-    Node &node, Value input, std::optional<Shape> axes, bool keepDims,
-    bool noopWithEmptyAxes,
-    function_ref<Value(Type, Value, Shape, bool)> make) {
+LogicalResult
+OnnxImporter::importReduce(Node &node, Value input, std::optional<Shape> axes,
+                           bool keepDims, bool noopWithEmptyAxes,
+                           function_ref<Value(Type, Value, Shape, bool)> make) {
   int64_t rank = shapeOf(input).size();
   if (!axes || axes->empty()) {
     if (noopWithEmptyAxes) {
@@ -1165,12 +1167,11 @@ LogicalResult OnnxImporter::importReduce(
 
 template <typename OpTy>
 LogicalResult OnnxImporter::importReduceAttrAxes(Node &node) {
-  return importReduce(node, node.in(0), node.getInts("axes"),
-                      node.getInt("keepdims", 1), false,
-                      [&](Type t, Value in, Shape axes, bool keep) {
-                        return builder.createOrFold<OpTy>(node.loc, t, in,
-                                                          axes, keep);
-                      });
+  return importReduce(
+      node, node.in(0), node.getInts("axes"), node.getInt("keepdims", 1), false,
+      [&](Type t, Value in, Shape axes, bool keep) {
+        return builder.createOrFold<OpTy>(node.loc, t, in, axes, keep);
+      });
 }
 
 LogicalResult OnnxImporter::importReduceSum(Node &node) {
@@ -1216,7 +1217,8 @@ LogicalResult OnnxImporter::importLayerNormalization(Node &node) {
     return failure();
   double epsilon = node.getFloat("epsilon", 1e-5);
   auto outputUsed = [&](int i) {
-    return node.proto.output_size() > i && usedNames.count(node.proto.output(i));
+    return node.proto.output_size() > i &&
+           usedNames.count(node.proto.output(i));
   };
   if (outputUsed(1) || outputUsed(2)) {
     // The saved statistics, as core ops: mean and 1/sqrt(var + eps) over the
@@ -1274,9 +1276,9 @@ LogicalResult OnnxImporter::importBatchNormalization(Node &node) {
       return broadcastTo(node.loc, reshape(node.loc, v, channelShape), shape);
     };
     Location loc = node.loc;
-    Value eps = broadcastTo(
-        loc, constantF(loc, typeOf(var).getElementType(), epsilon),
-        shapeOf(var));
+    Value eps =
+        broadcastTo(loc, constantF(loc, typeOf(var).getElementType(), epsilon),
+                    shapeOf(var));
     Value invStd = builder.createOrFold<RsqrtOp>(
         loc, var.getType(),
         builder.createOrFold<AddOp>(loc, var.getType(), var, eps));
@@ -1297,8 +1299,8 @@ LogicalResult OnnxImporter::importBatchNormalization(Node &node) {
   setOutput(node, 2, op.getNewRunningVar());
   // Running statistics held in the model's initializers are state of the
   // step: written back every step, never trained.
-  for (auto [stat, updated] :
-       {std::pair{mean, op.getNewRunningMean()}, {var, op.getNewRunningVar()}}) {
+  for (auto [stat, updated] : {std::pair{mean, op.getNewRunningMean()},
+                               {var, op.getNewRunningVar()}}) {
     ParameterOp param = paramOfArg.lookup(stat);
     if (!param)
       continue;
@@ -1321,8 +1323,7 @@ LogicalResult OnnxImporter::importDropout(Node &node) {
   if (node.in(2)) {
     std::optional<double> given = getConstantFloat(node.in(2));
     if (!given)
-      return nodeError(node)
-             << "training_mode must be a compile-time constant";
+      return nodeError(node) << "training_mode must be a compile-time constant";
     training = *given != 0.0;
   }
   if (!(ratio >= 0.0 && ratio < 1.0))
@@ -1332,21 +1333,21 @@ LogicalResult OnnxImporter::importDropout(Node &node) {
   if (!training || ratio == 0.0) {
     setOutput(node, 0, x);
     if (maskUsed)
-      setOutput(node, 1,
-                ConstantOp::create(
-                    builder, node.loc,
-                    DenseElementsAttr::get(
-                        RankedTensorType::get(shapeOf(x),
-                                              IntegerType::get(context, 1)),
-                        true)));
+      setOutput(
+          node, 1,
+          ConstantOp::create(builder, node.loc,
+                             DenseElementsAttr::get(
+                                 RankedTensorType::get(
+                                     shapeOf(x), IntegerType::get(context, 1)),
+                                 true)));
     return success();
   }
   if (maskUsed)
     return nodeError(node) << "the mask output of training-mode Dropout is not "
                               "supported (gpuc recomputes masks instead)";
-  setOutput(node, 0,
-            DropoutOp::create(builder, node.loc, x,
-                              builder.getF64FloatAttr(ratio)));
+  setOutput(
+      node, 0,
+      DropoutOp::create(builder, node.loc, x, builder.getF64FloatAttr(ratio)));
   return success();
 }
 
@@ -1488,8 +1489,8 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &proto,
                          ? proto.op_type() + "_" + std::to_string(index)
                          : proto.name();
   Location loc = NameLoc::get(StringAttr::get(context, name), fileLoc());
-  Node node{proto, name, gpuc::getOnnxSinceVersion(proto.op_type(), opset),
-            loc, {}};
+  Node node{
+      proto, name, gpuc::getOnnxSinceVersion(proto.op_type(), opset), loc, {}};
   if (!proto.domain().empty() && proto.domain() != "ai.onnx")
     return nodeError(node) << "ops of domain '" << proto.domain()
                            << "' are not supported (only the default ONNX "
@@ -1529,8 +1530,8 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &proto,
     Value v = values.lookup(output);
     if (!v) {
       if (usedNames.count(output))
-        return nodeError(node) << "output " << i << " ('" << output
-                               << "') is not supported";
+        return nodeError(node)
+               << "output " << i << " ('" << output << "') is not supported";
       continue;
     }
     if (failed(checkAgainstOnnxShape(node, i, v)))
@@ -1621,8 +1622,8 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
         GpucDialect::kParamAttrName, FlatSymbolRefAttr::get(param))));
   }
 
-  auto func = func::FuncOp::create(
-      builder, fileLoc(), "forward", builder.getFunctionType(argTypes, {}));
+  auto func = func::FuncOp::create(builder, fileLoc(), "forward",
+                                   builder.getFunctionType(argTypes, {}));
   func.setAllArgAttrs(argAttrDicts);
   Block *entry = func.addEntryBlock();
   builder.setInsertionPointToStart(entry);
@@ -1681,9 +1682,9 @@ std::vector<std::string> mlir::gpuc::getSupportedOnnxOps() {
   return ops;
 }
 
-OwningOpRef<ModuleOp> mlir::gpuc::importOnnxFile(StringRef path,
-                                           MLIRContext *context,
-                                           const OnnxImportOptions &options) {
+OwningOpRef<ModuleOp>
+mlir::gpuc::importOnnxFile(StringRef path, MLIRContext *context,
+                           const OnnxImportOptions &options) {
   context->loadDialect<GpucDialect, func::FuncDialect>();
   onnx::ModelProto model;
   std::string error;

@@ -37,8 +37,7 @@ bool readModel(const std::string &path, onnx::ModelProto &model,
   bool isText = endsWith(path, ".onnxtxt") ||
                 (first != std::string::npos && bytes[first] == '<');
   if (isText) {
-    onnx::Common::Status status =
-        onnx::OnnxParser::Parse(model, bytes.c_str());
+    onnx::Common::Status status = onnx::OnnxParser::Parse(model, bytes.c_str());
     if (!status.IsOK()) {
       error = "not valid ONNX text syntax: " + status.ErrorMessage();
       return false;

@@ -55,8 +55,8 @@ protected:
 TEST_F(FoldTest, ShapeGatherConcatChainFolds) {
   // shape = [8, 16, 32]; concat(gather(shape, [0]), [-1]) -> [8, -1]
   Value shape = ints({8, 16, 32});
-  Value first = builder.createOrFold<GatherOp>(loc, i64Type(1), shape,
-                                               ints({0}), 0);
+  Value first =
+      builder.createOrFold<GatherOp>(loc, i64Type(1), shape, ints({0}), 0);
   Value joined = builder.createOrFold<ConcatOp>(
       loc, i64Type(2), ValueRange{first, ints({-1})}, 0);
   EXPECT_EQ(constantValues(joined), (std::vector<int64_t>{8, -1}));
@@ -75,8 +75,8 @@ TEST_F(FoldTest, IntegerArithmeticFolds) {
 
 TEST_F(FoldTest, SelectAndCompareFold) {
   Value a = ints({-1, 4}), minusOne = ints({-1, -1});
-  Value isMinusOne = builder.createOrFold<CompareOp>(
-      loc, ComparePredicate::eq, a, minusOne);
+  Value isMinusOne =
+      builder.createOrFold<CompareOp>(loc, ComparePredicate::eq, a, minusOne);
   Value picked = builder.createOrFold<SelectOp>(loc, i64Type(2), isMinusOne,
                                                 ints({1, 1}), a);
   EXPECT_EQ(constantValues(picked), (std::vector<int64_t>{1, 4}));

@@ -58,8 +58,8 @@ TEST_F(ShapeInferenceTest, ConvAndPool) {
   EXPECT_EQ(*grouped, (Shape{1, 8, 4, 4}));
   EXPECT_TRUE(failed(inferConv2DShape({1, 3, 8, 8}, {8, 2, 3, 3}, {1, 1},
                                       {0, 0, 0, 0}, {1, 1}, 1, emit())));
-  auto pool = inferPool2DShape({2, 4, 7, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1},
-                               emit());
+  auto pool =
+      inferPool2DShape({2, 4, 7, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1}, emit());
   ASSERT_TRUE(succeeded(pool));
   EXPECT_EQ(*pool, (Shape{2, 4, 4, 4}));
 }
@@ -68,8 +68,8 @@ TEST_F(ShapeInferenceTest, MatmulTransposesAndBatches) {
   auto shape = inferMatmulShape({4, 7, 3}, {4, 5, 3}, false, true, emit());
   ASSERT_TRUE(succeeded(shape));
   EXPECT_EQ(*shape, (Shape{4, 7, 5}));
-  EXPECT_TRUE(failed(inferMatmulShape({4, 7, 3}, {2, 3, 5}, false, false,
-                                      emit())));
+  EXPECT_TRUE(
+      failed(inferMatmulShape({4, 7, 3}, {2, 3, 5}, false, false, emit())));
 }
 
 TEST_F(ShapeInferenceTest, SliceGatherConcatReduce) {
@@ -80,9 +80,8 @@ TEST_F(ShapeInferenceTest, SliceGatherConcatReduce) {
   auto gather = inferGatherShape({100, 16}, {4, 8}, 0, emit());
   ASSERT_TRUE(succeeded(gather));
   EXPECT_EQ(*gather, (Shape{4, 8, 16}));
-  auto concat = inferConcatShape({ArrayRef<int64_t>{2, 3},
-                                  ArrayRef<int64_t>{2, 5}},
-                                 1, emit());
+  auto concat = inferConcatShape(
+      {ArrayRef<int64_t>{2, 3}, ArrayRef<int64_t>{2, 5}}, 1, emit());
   ASSERT_TRUE(succeeded(concat));
   EXPECT_EQ(*concat, (Shape{2, 8}));
   EXPECT_EQ(inferReduceShape({4, 5, 6}, {0, 2}, true), (Shape{1, 5, 1}));

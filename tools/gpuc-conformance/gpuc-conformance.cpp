@@ -27,12 +27,12 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> testRoot(cl::Positional,
-                                     cl::desc("<onnx node test directory>"),
-                                     cl::init("/usr/share/libonnx-testdata/data/node"));
-static cl::opt<std::string> filter("filter",
-                                   cl::desc("Only run tests whose name contains this"),
-                                   cl::init(""));
+static cl::opt<std::string>
+    testRoot(cl::Positional, cl::desc("<onnx node test directory>"),
+             cl::init("/usr/share/libonnx-testdata/data/node"));
+static cl::opt<std::string>
+    filter("filter", cl::desc("Only run tests whose name contains this"),
+           cl::init(""));
 
 static std::string readFile(const std::string &path) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
@@ -48,8 +48,8 @@ int main(int argc, char **argv) {
 
   std::vector<std::string> tests;
   std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(testRoot, ec), end; it != end && !ec;
-       it.increment(ec))
+  for (llvm::sys::fs::directory_iterator it(testRoot, ec), end;
+       it != end && !ec; it.increment(ec))
     if (llvm::sys::fs::exists(it->path() + "/model.onnx"))
       tests.push_back(it->path());
   if (ec || tests.empty()) {

@@ -26,9 +26,9 @@ namespace cl = llvm::cl;
 
 static cl::OptionCategory importCategory("gpuc import options");
 
-static cl::opt<std::string> inputFilename(cl::Positional,
-                                          cl::desc("<model.onnx|.onnxtxt|.gdsl>"),
-                                          cl::cat(importCategory));
+static cl::opt<std::string>
+    inputFilename(cl::Positional, cl::desc("<model.onnx|.onnxtxt|.gdsl>"),
+                  cl::cat(importCategory));
 static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                            cl::value_desc("file"),
                                            cl::init("-"),
@@ -84,8 +84,9 @@ static int runImport(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
-  cl::ParseCommandLineOptions(argc, argv, "gpuc import: read a model into "
-                                          "the gpuc dialect\n");
+  cl::ParseCommandLineOptions(argc, argv,
+                              "gpuc import: read a model into "
+                              "the gpuc dialect\n");
   if (inputFilename.empty()) {
     llvm::errs() << "gpuc import: no model given; usage: gpuc import "
                     "MODEL [--batch N] -o out.mlir\n";

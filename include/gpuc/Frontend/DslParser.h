@@ -1,4 +1,5 @@
-//===- DslParser.h - gpuc's small model language -----------------*- C++ -*-===//
+//===- DslParser.h - gpuc's small model language -----------------*- C++
+//-*-===//
 #ifndef GPUC_FRONTEND_DSLPARSER_H
 #define GPUC_FRONTEND_DSLPARSER_H
 

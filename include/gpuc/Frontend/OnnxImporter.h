@@ -1,4 +1,5 @@
-//===- OnnxImporter.h - ONNX models into the gpuc dialect --------*- C++ -*-===//
+//===- OnnxImporter.h - ONNX models into the gpuc dialect --------*- C++
+//-*-===//
 #ifndef GPUC_FRONTEND_ONNXIMPORTER_H
 #define GPUC_FRONTEND_ONNXIMPORTER_H
 

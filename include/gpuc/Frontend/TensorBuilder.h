@@ -1,4 +1,5 @@
-//===- TensorBuilder.h - op-building helpers shared by the frontends -*- C++ -*-===//
+//===- TensorBuilder.h - op-building helpers shared by the frontends -*- C++
+//-*-===//
 //
 // Both frontends build gpuc ops the same way: numpy broadcasting made explicit,
 // reshapes and constants created through createOrFold so that constant shape
@@ -34,9 +35,8 @@ public:
   Value broadcastTo(Location loc, Value v, ArrayRef<int64_t> shape);
   Value reshape(Location loc, Value v, ArrayRef<int64_t> shape);
   /// Broadcasts all operands to their common numpy shape.
-  FailureOr<SmallVector<Value>> broadcastAll(Location loc,
-                                             ArrayRef<Value> operands,
-                                             EmitErrorFn emitError);
+  FailureOr<SmallVector<Value>>
+  broadcastAll(Location loc, ArrayRef<Value> operands, EmitErrorFn emitError);
 
 private:
   OpBuilder &builder;

@@ -17,9 +17,8 @@ void GpucDialect::initialize() {
       >();
 }
 
-Operation *GpucDialect::materializeConstant(OpBuilder &builder,
-                                            Attribute value, Type type,
-                                            Location loc) {
+Operation *GpucDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                            Type type, Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)
     return nullptr;
@@ -32,8 +31,8 @@ static LogicalResult verifyParameterRef(Operation *op, Attribute attr,
                                         Type type, StringRef what) {
   auto ref = dyn_cast<FlatSymbolRefAttr>(attr);
   if (!ref)
-    return op->emitError() << "'" << what
-                           << "' must be a symbol reference to a gpuc.parameter";
+    return op->emitError()
+           << "'" << what << "' must be a symbol reference to a gpuc.parameter";
   auto module = op->getParentOfType<ModuleOp>();
   auto param = module ? SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
                             module, ref.getAttr())

@@ -76,10 +76,10 @@ moveElements(DenseElementsAttr source, RankedTensorType resultType,
 /// Applies a scalar function elementwise over constant operands of one shape.
 /// `intFn` returns nullopt where the operation is undefined (division by
 /// zero), which cancels the fold.
-static Attribute foldElementwise(
-    ArrayRef<Attribute> operands, RankedTensorType resultType,
-    function_ref<std::optional<APInt>(ArrayRef<APInt>)> intFn,
-    function_ref<double(ArrayRef<double>)> floatFn) {
+static Attribute
+foldElementwise(ArrayRef<Attribute> operands, RankedTensorType resultType,
+                function_ref<std::optional<APInt>(ArrayRef<APInt>)> intFn,
+                function_ref<double(ArrayRef<double>)> floatFn) {
   SmallVector<DenseElementsAttr> dense;
   for (Attribute a : operands) {
     DenseElementsAttr d = getFoldable(a);
@@ -116,9 +116,9 @@ static Attribute foldElementwise(
             cast<FloatAttr>(elementAt(d, i)).getValue().convertToDouble());
       double r = floatFn(args);
       if (auto intType = dyn_cast<IntegerType>(resultElementType))
-        out.push_back(IntegerAttr::get(
-            intType, APInt(intType.getWidth(), static_cast<int64_t>(r),
-                           /*isSigned=*/true)));
+        out.push_back(IntegerAttr::get(intType, APInt(intType.getWidth(),
+                                                      static_cast<int64_t>(r),
+                                                      /*isSigned=*/true)));
       else
         out.push_back(FloatAttr::get(resultElementType, r));
     }
@@ -174,8 +174,9 @@ OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
-  return foldElementwise(adaptor.getOperands(), getType(), nullptr,
-                         [](ArrayRef<double> a) { return std::pow(a[0], a[1]); });
+  return foldElementwise(
+      adaptor.getOperands(), getType(), nullptr,
+      [](ArrayRef<double> a) { return std::pow(a[0], a[1]); });
 }
 
 OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
@@ -257,8 +258,9 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   auto convert = [&](Attribute a) -> Attribute {
     double v;
     if (auto i = dyn_cast<IntegerAttr>(a))
-      v = i.getType().isInteger(1) ? static_cast<double>(i.getValue().getZExtValue())
-                                   : static_cast<double>(i.getValue().getSExtValue());
+      v = i.getType().isInteger(1)
+              ? static_cast<double>(i.getValue().getZExtValue())
+              : static_cast<double>(i.getValue().getSExtValue());
     else
       v = cast<FloatAttr>(a).getValue().convertToDouble();
     if (to.isInteger(1))

@@ -3,8 +3,8 @@
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
 
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 
 using namespace mlir;
 using namespace mlir::gpuc;
@@ -21,9 +21,9 @@ static LogicalResult verifyResultShape(Operation *op, FailureOr<Shape> expected,
   if (failed(expected))
     return failure();
   if (shapeOf(result) != ArrayRef<int64_t>(*expected))
-    return op->emitOpError() << "result shape " << formatShape(shapeOf(result))
-                             << " does not match the expected "
-                             << formatShape(*expected);
+    return op->emitOpError()
+           << "result shape " << formatShape(shapeOf(result))
+           << " does not match the expected " << formatShape(*expected);
   return success();
 }
 
@@ -36,8 +36,7 @@ LogicalResult ParameterOp::verify() {
     return emitOpError() << "initial value has type "
                          << getInitialValue().getType()
                          << " but the parameter is " << getType();
-  if (getTrainable() &&
-      !isa<FloatType>(getTensorType().getElementType()))
+  if (getTrainable() && !isa<FloatType>(getTensorType().getElementType()))
     return emitOpError() << "only floating-point parameters can be trainable";
   return success();
 }
@@ -46,10 +45,11 @@ LogicalResult ParameterOp::verify() {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-LogicalResult CompareOp::inferReturnTypes(
-    MLIRContext *context, std::optional<Location>, ValueRange operands,
-    DictionaryAttr, OpaqueProperties, RegionRange,
-    SmallVectorImpl<Type> &inferredReturnTypes) {
+LogicalResult
+CompareOp::inferReturnTypes(MLIRContext *context, std::optional<Location>,
+                            ValueRange operands, DictionaryAttr,
+                            OpaqueProperties, RegionRange,
+                            SmallVectorImpl<Type> &inferredReturnTypes) {
   auto lhs = cast<RankedTensorType>(operands[0].getType());
   inferredReturnTypes.push_back(
       RankedTensorType::get(lhs.getShape(), IntegerType::get(context, 1)));
@@ -77,8 +77,7 @@ LogicalResult CastOp::verify() {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-template <typename ReduceOp>
-static LogicalResult verifyReduce(ReduceOp op) {
+template <typename ReduceOp> static LogicalResult verifyReduce(ReduceOp op) {
   auto emitError = [&] { return op.emitOpError(); };
   ArrayRef<int64_t> input = shapeOf(op.getInput());
   if (failed(verifyAxes(op.getAxes(), input.size(), emitError)))
@@ -110,11 +109,10 @@ LogicalResult ReshapeOp::verify() {
 }
 
 LogicalResult TransposeOp::verify() {
-  return verifyResultShape(
-      *this,
-      inferTransposeShape(shapeOf(getInput()), getPerm(),
-                          [&] { return emitOpError(); }),
-      getResult());
+  return verifyResultShape(*this,
+                           inferTransposeShape(shapeOf(getInput()), getPerm(),
+                                               [&] { return emitOpError(); }),
+                           getResult());
 }
 
 LogicalResult BroadcastOp::verify() {
@@ -146,8 +144,7 @@ LogicalResult ConcatOp::verify() {
   for (Value in : getInputs())
     shapes.push_back(shapeOf(in));
   return verifyResultShape(
-      *this,
-      inferConcatShape(shapes, getAxis(), [&] { return emitOpError(); }),
+      *this, inferConcatShape(shapes, getAxis(), [&] { return emitOpError(); }),
       getResult());
 }
 
@@ -183,8 +180,7 @@ LogicalResult Conv2DOp::verify() {
       getResult());
 }
 
-template <typename PoolOp>
-static LogicalResult verifyPool(PoolOp op) {
+template <typename PoolOp> static LogicalResult verifyPool(PoolOp op) {
   return verifyResultShape(
       op,
       inferPool2DShape(shapeOf(op.getInput()), op.getKernel(), op.getStrides(),
@@ -199,12 +195,11 @@ LogicalResult AvgPool2DOp::verify() { return verifyPool(*this); }
 // Composites
 //===----------------------------------------------------------------------===//
 
-template <typename AxisOp>
-static LogicalResult verifyAxisOp(AxisOp op) {
+template <typename AxisOp> static LogicalResult verifyAxisOp(AxisOp op) {
   int64_t rank = shapeOf(op.getInput()).size();
   if (op.getAxis() < 0 || op.getAxis() >= rank)
-    return op.emitOpError() << "axis " << op.getAxis()
-                            << " is out of range for rank " << rank;
+    return op.emitOpError()
+           << "axis " << op.getAxis() << " is out of range for rank " << rank;
   return success();
 }
 
@@ -259,19 +254,18 @@ static LogicalResult verifyLossResult(Operation *op, Reduction reduction,
   return verifyResultShape(op, expected, result);
 }
 
-template <typename LossOp>
-static LogicalResult verifyClassLoss(LossOp op) {
+template <typename LossOp> static LogicalResult verifyClassLoss(LossOp op) {
   ArrayRef<int64_t> input = shapeOf(op.getInput());
   ArrayRef<int64_t> labels = shapeOf(op.getLabels());
   if (input.size() < 2)
-    return op.emitOpError() << "input must be N x C (x d1...), got "
-                            << formatShape(input);
+    return op.emitOpError()
+           << "input must be N x C (x d1...), got " << formatShape(input);
   Shape expectedLabels = {input[0]};
   expectedLabels.append(input.begin() + 2, input.end());
   if (labels != ArrayRef<int64_t>(expectedLabels))
-    return op.emitOpError() << "labels must have shape "
-                            << formatShape(expectedLabels) << ", got "
-                            << formatShape(labels);
+    return op.emitOpError()
+           << "labels must have shape " << formatShape(expectedLabels)
+           << ", got " << formatShape(labels);
   if (getElementTypeOrSelf(op.getResult().getType()) !=
       getElementTypeOrSelf(op.getInput().getType()))
     return op.emitOpError() << "result element type differs from the input's";

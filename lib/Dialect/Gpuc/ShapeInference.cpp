@@ -10,9 +10,8 @@ using namespace mlir::gpuc;
 std::string mlir::gpuc::formatShape(ArrayRef<int64_t> shape) {
   if (shape.empty())
     return "scalar";
-  return llvm::join(llvm::map_range(shape,
-                                    [](int64_t d) { return std::to_string(d); }),
-                    "x");
+  return llvm::join(
+      llvm::map_range(shape, [](int64_t d) { return std::to_string(d); }), "x");
 }
 
 int64_t mlir::gpuc::getNumElements(ArrayRef<int64_t> shape) {
@@ -137,9 +136,9 @@ FailureOr<Shape> mlir::gpuc::inferPadShape(ArrayRef<int64_t> input,
   return result;
 }
 
-FailureOr<Shape> mlir::gpuc::inferConcatShape(ArrayRef<ArrayRef<int64_t>> inputs,
-                                              int64_t axis,
-                                              EmitErrorFn emitError) {
+FailureOr<Shape>
+mlir::gpuc::inferConcatShape(ArrayRef<ArrayRef<int64_t>> inputs, int64_t axis,
+                             EmitErrorFn emitError) {
   if (inputs.empty())
     return emitError() << "needs at least one input";
   Shape result(inputs.front());
@@ -211,15 +210,16 @@ static FailureOr<int64_t> windowExtent(int64_t in, int64_t kernel,
   int64_t span = dilation * (kernel - 1) + 1;
   int64_t padded = in + padLo + padHi;
   if (padded < span)
-    return emitError() << "window of " << span << " does not fit in "
-                       << padded << " (input " << in << " plus padding)";
+    return emitError() << "window of " << span << " does not fit in " << padded
+                       << " (input " << in << " plus padding)";
   return (padded - span) / stride + 1;
 }
 
-FailureOr<Shape> mlir::gpuc::inferConv2DShape(
-    ArrayRef<int64_t> input, ArrayRef<int64_t> filter,
-    ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
-    ArrayRef<int64_t> dilations, int64_t groups, EmitErrorFn emitError) {
+FailureOr<Shape>
+mlir::gpuc::inferConv2DShape(ArrayRef<int64_t> input, ArrayRef<int64_t> filter,
+                             ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                             ArrayRef<int64_t> dilations, int64_t groups,
+                             EmitErrorFn emitError) {
   if (input.size() != 4 || filter.size() != 4)
     return emitError() << "input and filter must be rank 4 (NCHW, OIHW)";
   if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
@@ -255,8 +255,9 @@ FailureOr<Shape> mlir::gpuc::inferPool2DShape(ArrayRef<int64_t> input,
   for (int i = 0; i < 2; ++i) {
     if (pads[i] >= kernel[i] || pads[2 + i] >= kernel[i])
       return emitError() << "padding must be smaller than the kernel";
-    FailureOr<int64_t> extent = windowExtent(
-        input[2 + i], kernel[i], strides[i], pads[i], pads[2 + i], 1, emitError);
+    FailureOr<int64_t> extent =
+        windowExtent(input[2 + i], kernel[i], strides[i], pads[i], pads[2 + i],
+                     1, emitError);
     if (failed(extent))
       return failure();
     result[2 + i] = *extent;

@@ -1,4 +1,5 @@
-//===- GpucOps.h - operations of the gpuc dialect ----------------*- C++ -*-===//
+//===- GpucOps.h - operations of the gpuc dialect ----------------*- C++
+//-*-===//
 #ifndef GPUC_DIALECT_GPUC_GPUCOPS_H
 #define GPUC_DIALECT_GPUC_GPUCOPS_H
 

@@ -1,8 +1,9 @@
-//===- ShapeInference.h - result shapes of gpuc ops --------------*- C++ -*-===//
+//===- ShapeInference.h - result shapes of gpuc ops --------------*- C++
+//-*-===//
 //
-// The one place that knows how each op's result shape follows from its operands.
-// Op verifiers check results against it and the frontends build result types
-// with it, so the two can never disagree.
+// The one place that knows how each op's result shape follows from its
+// operands. Op verifiers check results against it and the frontends build
+// result types with it, so the two can never disagree.
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_DIALECT_GPUC_SHAPEINFERENCE_H
