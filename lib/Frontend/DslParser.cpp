@@ -21,7 +21,7 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/Frontend/DslParser.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
-#include "gpuc/Frontend/TensorBuilder.h"
+#include "gpuc/Dialect/Gpuc/TensorBuilder.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -227,6 +227,9 @@ private:
   DenseMap<Value, ParameterOp> paramOfArg;
   SmallVector<std::pair<std::string, Value>> outputs;
   SmallVector<std::pair<ParameterOp, Value>> updates;
+  /// The (seed, step) random key, added by the first dropout.
+  Value rngKey;
+  int64_t dropoutStreams = 0;
 };
 
 } // namespace
@@ -889,8 +892,16 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
     FailureOr<Value> x = tensorAt(0);
     if (failed(x))
       return failure();
-    return finish(DropoutOp::create(
-        builder, l, *x, builder.getF64FloatAttr(num("ratio", 0.5))));
+    double ratio = num("ratio", 0.5);
+    if (!(ratio >= 0.0 && ratio < 1.0))
+      return emitError(l) << "dropout ratio " << ratio << " must be in [0, 1)";
+    if (!rngKey)
+      rngKey = addArgument(
+          RankedTensorType::get({2}, builder.getI64Type()),
+          builder.getNamedAttr(GpucDialect::kRngAttrName, builder.getUnitAttr()));
+    return finish(DropoutOp::create(builder, l, x->getType(), *x, rngKey,
+                                    builder.getF64FloatAttr(ratio),
+                                    dropoutStreams++));
   }
   if (callee == "conv2d") {
     if (failed(wantArgs(2)))

@@ -11,7 +11,7 @@
 #include "OnnxModelLoader.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
-#include "gpuc/Frontend/TensorBuilder.h"
+#include "gpuc/Dialect/Gpuc/TensorBuilder.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -225,6 +225,10 @@ private:
   DenseMap<Value, ParameterOp> paramOfArg;
   /// Buffers written back by the step, in order of first write.
   SmallVector<std::pair<ParameterOp, Value>> updates;
+  /// The step's (seed, step) random key, an argument added by the first
+  /// training-mode Dropout; each Dropout gets its own stream.
+  Value rngKey;
+  int64_t dropoutStreams = 0;
   ModuleOp module;
 };
 
@@ -1345,9 +1349,13 @@ LogicalResult OnnxImporter::importDropout(Node &node) {
   if (maskUsed)
     return nodeError(node) << "the mask output of training-mode Dropout is not "
                               "supported (gpuc recomputes masks instead)";
-  setOutput(
-      node, 0,
-      DropoutOp::create(builder, node.loc, x, builder.getF64FloatAttr(ratio)));
+  if (!rngKey)
+    rngKey = builder.getInsertionBlock()->addArgument(
+        RankedTensorType::get({2}, builder.getI64Type()), node.loc);
+  setOutput(node, 0,
+            DropoutOp::create(builder, node.loc, x.getType(), x, rngKey,
+                              builder.getF64FloatAttr(ratio),
+                              dropoutStreams++));
   return success();
 }
 
@@ -1659,8 +1667,13 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
         GpucDialect::kUpdateAttrName, FlatSymbolRefAttr::get(param))));
   }
   func::ReturnOp::create(builder, fileLoc(), results);
-  func.setFunctionType(
-      builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  func.setFunctionType(builder.getFunctionType(
+      entry->getArgumentTypes(), ValueRange(results).getTypes()));
+  if (rngKey) {
+    argAttrDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+        GpucDialect::kRngAttrName, builder.getUnitAttr())));
+    func.setAllArgAttrs(argAttrDicts);
+  }
   func.setAllResultAttrs(resultAttrs);
 
   if (failed(verify(module))) {

@@ -120,9 +120,9 @@ func.func @softmax_axis(%x: tensor<2x3xf32>) {
 
 // -----
 
-func.func @dropout(%x: tensor<2x3xf32>) {
+func.func @dropout(%x: tensor<2x3xf32>, %key: tensor<2xi64>) {
   // expected-error @+1 {{ratio 1.000000e+00 must be in [0, 1)}}
-  %0 = gpuc.dropout %x ratio = 1.0 : tensor<2x3xf32>
+  %0 = gpuc.dropout %x, %key stream = 0 ratio = 1.0 : tensor<2x3xf32>
   return
 }
 
@@ -191,5 +191,83 @@ func.func @param_type(%x: tensor<3xf32> {gpuc.param = @q}) {
 
 // expected-error @+1 {{'gpuc.param' refers to @missing, which is not a gpuc.parameter of this module}}
 func.func @param_missing(%x: tensor<3xf32> {gpuc.param = @missing}) {
+  return
+}
+
+// -----
+
+func.func @dropout_stream(%x: tensor<2x3xf32>, %key: tensor<2xi64>) {
+  // expected-error @+1 {{stream must be non-negative}}
+  %0 = gpuc.dropout %x, %key stream = -1 ratio = 0.5 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_key(%x: tensor<2x3xf32>, %key: tensor<3xi64>) {
+  // expected-error @+1 {{operand #1 must be tensor<2xi64> holding (seed, step)}}
+  %0 = "gpuc.dropout"(%x, %key) <{ratio = 0.5 : f64, stream = 0 : i64}> : (tensor<2x3xf32>, tensor<3xi64>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'gpuc.rng' is a unit attribute on a tensor<2xi64> argument}}
+func.func @rng_arg(%key: tensor<3xi64> {gpuc.rng}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'gpuc.hyper' belongs on a scalar float argument}}
+func.func @hyper_arg(%lr: tensor<2xf32> {gpuc.hyper = "lr"}) {
+  return
+}
+
+// -----
+
+func.func @iota(%x: tensor<2xf32>) {
+  // expected-error @+1 {{dim 2 is out of range for rank 2}}
+  %0 = gpuc.iota dim = 2 : tensor<2x3xi64>
+  return
+}
+
+// -----
+
+func.func @scatter_add(%e: tensor<2x5x6xf32>, %ids: tensor<2x5xi64>) {
+  // expected-error @+1 {{updates shape 2x5x6 does not match the expected 2x5x7}}
+  %0 = gpuc.scatter_add %e, %ids axis = 0 : (tensor<2x5x6xf32>, tensor<2x5xi64>) -> tensor<10x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_backward_input(%dy: tensor<2x4x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+1 {{does not match the expected 2x4x7x7}}
+  %0 = gpuc.conv2d_backward_input %dy, %w strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_backward_filter(%x: tensor<2x3x8x8xf32>, %dy: tensor<2x4x8x8xf32>) {
+  // expected-error @+1 {{does not match the expected 2x4x6x6}}
+  %0 = gpuc.conv2d_backward_filter %x, %dy strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<2x3x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<4x3x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_backward(%x: tensor<2x3x8x8xf32>, %dy: tensor<2x3x3x3xf32>) {
+  // expected-error @+1 {{does not match the expected 2x3x4x4}}
+  %0 = gpuc.max_pool2d_backward %x, %dy kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x8x8xf32>, tensor<2x3x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @avg_pool_backward(%dy: tensor<2x3x3x3xf32>) {
+  // expected-error @+1 {{does not match the expected 2x3x4x4}}
+  %0 = gpuc.avg_pool2d_backward %dy kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x3x3xf32> -> tensor<2x3x8x8xf32>
   return
 }

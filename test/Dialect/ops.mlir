@@ -58,15 +58,15 @@ func.func @windows(%x: tensor<2x1x8x8xf32>, %f: tensor<4x1x3x3xf32>) -> tensor<2
 }
 
 // CHECK-LABEL: func.func @composites
-func.func @composites(%x: tensor<2x3x4x4xf32>, %g: tensor<3xf32>, %rm: tensor<3xf32> {gpuc.param = @rm}, %l: tensor<2xi64>, %z: tensor<2x3xf32>) -> (tensor<f32>, tensor<3xf32> {gpuc.update = @rm}) {
+func.func @composites(%x: tensor<2x3x4x4xf32>, %g: tensor<3xf32>, %rm: tensor<3xf32> {gpuc.param = @rm}, %l: tensor<2xi64>, %z: tensor<2x3xf32>, %key: tensor<2xi64> {gpuc.rng}) -> (tensor<f32>, tensor<3xf32> {gpuc.update = @rm}) {
   // CHECK: gpuc.batch_norm_train %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} epsilon = 1.000000e-05 momentum = 9.000000e-01 : tensor<2x3x4x4xf32>, tensor<3xf32>
   %y, %m, %v = gpuc.batch_norm_train %x, %g, %g, %rm, %g epsilon = 1.0e-5 momentum = 0.9 : tensor<2x3x4x4xf32>, tensor<3xf32>
   // CHECK: gpuc.layer_norm %{{.+}}, %{{.+}}, %{{.+}} axis = 1 epsilon = 1.000000e-05 : tensor<2x3xf32>, tensor<3xf32>
   %n = gpuc.layer_norm %z, %g, %g axis = 1 epsilon = 1.0e-5 : tensor<2x3xf32>, tensor<3xf32>
   // CHECK: gpuc.gelu %{{.+}} tanh : tensor<2x3xf32>
   %a = gpuc.gelu %n tanh : tensor<2x3xf32>
-  // CHECK: gpuc.dropout %{{.+}} ratio = 1.000000e-01 : tensor<2x3xf32>
-  %d = gpuc.dropout %a ratio = 0.1 : tensor<2x3xf32>
+  // CHECK: gpuc.dropout %{{.+}}, %{{.+}} stream = 3 ratio = 1.000000e-01 : tensor<2x3xf32>
+  %d = gpuc.dropout %a, %key stream = 3 ratio = 0.1 : tensor<2x3xf32>
   // CHECK: gpuc.softmax %{{.+}} axis = 1 : tensor<2x3xf32>
   %s = gpuc.softmax %d axis = 1 : tensor<2x3xf32>
   // CHECK: gpuc.log_softmax %{{.+}} axis = 1 : tensor<2x3xf32>
@@ -78,4 +78,21 @@ func.func @composites(%x: tensor<2x3x4x4xf32>, %g: tensor<3xf32>, %rm: tensor<3x
   // CHECK: gpuc.mse_loss %{{.+}}, %{{.+}} reduction = mean : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
   %mse = gpuc.mse_loss %z, %s reduction = mean : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
   return %mse, %m : tensor<f32>, tensor<3xf32>
+}
+
+// CHECK-LABEL: func.func @gradient_ops
+func.func @gradient_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %dy: tensor<2x4x8x8xf32>, %dp: tensor<2x3x4x4xf32>, %e: tensor<2x5x6xf32>, %ids: tensor<2x5xi64>) -> (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<10x6xf32>, tensor<2x10xi64>) {
+  // CHECK: gpuc.conv2d_backward_input %{{.+}}, %{{.+}} strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  %0 = gpuc.conv2d_backward_input %dy, %w strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: gpuc.conv2d_backward_filter %{{.+}}, %{{.+}} strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x3x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<4x3x3x3xf32>
+  %1 = gpuc.conv2d_backward_filter %x, %dy strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x3x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<4x3x3x3xf32>
+  // CHECK: gpuc.max_pool2d_backward %{{.+}}, %{{.+}} kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x8x8xf32>, tensor<2x3x4x4xf32>
+  %2 = gpuc.max_pool2d_backward %x, %dp kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x8x8xf32>, tensor<2x3x4x4xf32>
+  // CHECK: gpuc.avg_pool2d_backward %{{.+}} kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] count_include_pad : tensor<2x3x4x4xf32> -> tensor<2x3x8x8xf32>
+  %3 = gpuc.avg_pool2d_backward %dp kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] count_include_pad : tensor<2x3x4x4xf32> -> tensor<2x3x8x8xf32>
+  // CHECK: gpuc.scatter_add %{{.+}}, %{{.+}} axis = 0 : (tensor<2x5x6xf32>, tensor<2x5xi64>) -> tensor<10x6xf32>
+  %4 = gpuc.scatter_add %e, %ids axis = 0 : (tensor<2x5x6xf32>, tensor<2x5xi64>) -> tensor<10x6xf32>
+  // CHECK: gpuc.iota dim = 1 : tensor<2x10xi64>
+  %5 = gpuc.iota dim = 1 : tensor<2x10xi64>
+  return %0, %1, %2, %3, %4, %5 : tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<10x6xf32>, tensor<2x10xi64>
 }

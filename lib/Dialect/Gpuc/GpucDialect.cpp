@@ -63,6 +63,28 @@ LogicalResult GpucDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitError() << "'" << kInputAttrName << "' must be a string";
     return success();
   }
+  if (attr.getName() == kRngAttrName) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!isa<UnitAttr>(attr.getValue()) || !tensor ||
+        tensor.getShape() != ArrayRef<int64_t>{2} ||
+        !tensor.getElementType().isInteger(64))
+      return op->emitError() << "'" << kRngAttrName
+                             << "' is a unit attribute on a tensor<2xi64> "
+                                "argument";
+    return success();
+  }
+  if (attr.getName() == kHyperAttrName || attr.getName() == kDefaultAttrName) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || tensor.getRank() != 0 ||
+        !isa<FloatType>(tensor.getElementType()))
+      return op->emitError() << "'" << attr.getName().getValue()
+                             << "' belongs on a scalar float argument";
+    if (attr.getName() == kHyperAttrName && !isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << kHyperAttrName << "' must be a string";
+    if (attr.getName() == kDefaultAttrName && !isa<FloatAttr>(attr.getValue()))
+      return op->emitError() << "'" << kDefaultAttrName << "' must be a float";
+    return success();
+  }
   return op->emitError() << "unknown gpuc argument attribute '"
                          << attr.getName() << "'";
 }
@@ -76,8 +98,9 @@ LogicalResult GpucDialect::verifyRegionResultAttribute(Operation *op,
     return op->emitError() << "'" << attr.getName()
                            << "' is only meaningful on func.func results";
   Type type = func.getResultTypes()[resultIndex];
-  if (attr.getName() == kUpdateAttrName)
-    return verifyParameterRef(op, attr.getValue(), type, kUpdateAttrName);
+  if (attr.getName() == kUpdateAttrName || attr.getName() == kGradAttrName)
+    return verifyParameterRef(op, attr.getValue(), type,
+                              attr.getName().getValue());
   if (attr.getName() == kOutputAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError() << "'" << kOutputAttrName << "' must be a string";

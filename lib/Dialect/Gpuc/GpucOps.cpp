@@ -10,6 +10,7 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 #include "gpuc/Dialect/Gpuc/GpucEnums.cpp.inc"
+#include "gpuc/Dialect/Gpuc/GpucInterfaces.cpp.inc"
 
 static ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
@@ -192,6 +193,71 @@ LogicalResult MaxPool2DOp::verify() { return verifyPool(*this); }
 LogicalResult AvgPool2DOp::verify() { return verifyPool(*this); }
 
 //===----------------------------------------------------------------------===//
+// Gradient helpers
+//===----------------------------------------------------------------------===//
+
+LogicalResult IotaOp::verify() {
+  int64_t rank = shapeOf(getResult()).size();
+  if (getDim() < 0 || getDim() >= rank)
+    return emitOpError() << "dim " << getDim() << " is out of range for rank "
+                         << rank;
+  return success();
+}
+
+LogicalResult ScatterAddOp::verify() {
+  if (getElementTypeOrSelf(getUpdates().getType()) !=
+      getElementTypeOrSelf(getResult().getType()))
+    return emitOpError() << "result element type differs from the updates'";
+  // The updates are what gather would take out of a result-shaped tensor.
+  FailureOr<Shape> expected =
+      inferGatherShape(shapeOf(getResult()), shapeOf(getIndices()), getAxis(),
+                       [&] { return emitOpError(); });
+  if (failed(expected))
+    return failure();
+  if (shapeOf(getUpdates()) != ArrayRef<int64_t>(*expected))
+    return emitOpError() << "updates shape "
+                         << formatShape(shapeOf(getUpdates()))
+                         << " does not match the expected "
+                         << formatShape(*expected)
+                         << " (what gather would take from the result)";
+  return success();
+}
+
+LogicalResult Conv2DBackwardInputOp::verify() {
+  return verifyResultShape(
+      *this,
+      inferConv2DShape(shapeOf(getResult()), shapeOf(getFilter()), getStrides(),
+                       getPads(), getDilations(), getGroups(),
+                       [&] { return emitOpError(); }),
+      getGradOutput());
+}
+
+LogicalResult Conv2DBackwardFilterOp::verify() {
+  return verifyResultShape(
+      *this,
+      inferConv2DShape(shapeOf(getInput()), shapeOf(getResult()), getStrides(),
+                       getPads(), getDilations(), getGroups(),
+                       [&] { return emitOpError(); }),
+      getGradOutput());
+}
+
+LogicalResult MaxPool2DBackwardOp::verify() {
+  return verifyResultShape(
+      *this,
+      inferPool2DShape(shapeOf(getInput()), getKernel(), getStrides(),
+                       getPads(), [&] { return emitOpError(); }),
+      getGradOutput());
+}
+
+LogicalResult AvgPool2DBackwardOp::verify() {
+  return verifyResultShape(
+      *this,
+      inferPool2DShape(shapeOf(getResult()), getKernel(), getStrides(),
+                       getPads(), [&] { return emitOpError(); }),
+      getGradOutput());
+}
+
+//===----------------------------------------------------------------------===//
 // Composites
 //===----------------------------------------------------------------------===//
 
@@ -210,6 +276,8 @@ LogicalResult DropoutOp::verify() {
   double ratio = getRatio().convertToDouble();
   if (!(ratio >= 0.0 && ratio < 1.0))
     return emitOpError() << "ratio " << ratio << " must be in [0, 1)";
+  if (getStream() < 0)
+    return emitOpError() << "stream must be non-negative";
   return success();
 }
 

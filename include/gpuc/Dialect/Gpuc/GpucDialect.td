@@ -22,8 +22,12 @@ def Gpuc_Dialect : Dialect {
     Model parameters live in module-level `gpuc.parameter` symbols; the function
     arguments that receive them carry `gpuc.param = @name`, graph inputs carry
     `gpuc.input = "name"`, and results carry `gpuc.output = "name"` or, for state
-    written back by the step (batch-norm running statistics),
-    `gpuc.update = @name`.
+    written back by the step (batch-norm running statistics, trained weights,
+    optimizer state), `gpuc.update = @name`. A training step also has
+    `gpuc.rng` (the tensor<2xi64> (seed, step) key of its random numbers),
+    `gpuc.hyper = "lr"` with `gpuc.default = 1.0e-3 : f64` (runtime scalar
+    hyperparameters) and, before the optimizer is attached, results
+    `gpuc.grad = @name`.
   }];
   let hasConstantMaterializer = 1;
   let hasRegionArgAttrVerify = 1;
@@ -33,6 +37,14 @@ def Gpuc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kInputAttrName = "gpuc.input";
     static constexpr ::llvm::StringLiteral kOutputAttrName = "gpuc.output";
     static constexpr ::llvm::StringLiteral kUpdateAttrName = "gpuc.update";
+    /// The (seed, step) key of the step's random numbers (dropout).
+    static constexpr ::llvm::StringLiteral kRngAttrName = "gpuc.rng";
+    /// A runtime hyperparameter of the step (learning rate, ...), a scalar.
+    static constexpr ::llvm::StringLiteral kHyperAttrName = "gpuc.hyper";
+    /// The gradient of the loss with respect to a trainable parameter.
+    static constexpr ::llvm::StringLiteral kGradAttrName = "gpuc.grad";
+    /// The value a hyperparameter takes when the runtime is not told one.
+    static constexpr ::llvm::StringLiteral kDefaultAttrName = "gpuc.default";
   }];
 }
 

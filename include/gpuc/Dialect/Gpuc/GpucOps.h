@@ -15,6 +15,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "gpuc/Dialect/Gpuc/GpucEnums.h.inc"
+#include "gpuc/Dialect/Gpuc/GpucInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "gpuc/Dialect/Gpuc/GpucOps.h.inc"

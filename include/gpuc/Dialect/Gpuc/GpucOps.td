@@ -4,6 +4,7 @@
 #define GPUC_DIALECT_GPUC_GPUCOPS_TD
 
 include "gpuc/Dialect/Gpuc/GpucDialect.td"
+include "gpuc/Dialect/Gpuc/GpucInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/OpBase.td"
@@ -24,6 +25,12 @@ def Gpuc_IndexTensor : StaticShapeTensorOf<[I64, I32]>;
 def Gpuc_BoolTensor : StaticShapeTensorOf<[I1]>;
 def Gpuc_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I64, I32, I1]>;
 def Gpuc_ScalarFloatTensor : 0DTensorOf<[F32, F16, BF16]>;
+def Gpuc_RngKey : RankedTensorOf<[I64],
+    [CPred<"::llvm::cast<::mlir::RankedTensorType>($_self).getShape() == "
+           "::llvm::ArrayRef<int64_t>{2}">], "tensor<2xi64> holding (seed, step)"> {
+  let builderCall =
+      "::mlir::RankedTensorType::get({2}, $_builder.getIntegerType(64))";
+}
 
 def Gpuc_ComparePredicate : I32EnumAttr<"ComparePredicate",
     "elementwise comparison predicate", [
@@ -100,7 +107,7 @@ def Gpuc_ConstantOp : Gpuc_Op<"constant", [ConstantLike, Pure,
 //===----------------------------------------------------------------------===//
 
 class Gpuc_UnaryOp<string mnemonic, Type tensorType, string doc>
-    : Gpuc_Op<mnemonic, [Pure, Elementwise, SameOperandsAndResultType]> {
+    : Gpuc_Op<mnemonic, [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, Elementwise, SameOperandsAndResultType]> {
   let summary = "elementwise " # doc;
   let description = [{
     Applies }] # doc # [{ to every element.
@@ -129,7 +136,7 @@ def Gpuc_SigmoidOp : Gpuc_UnaryOp<"sigmoid", Gpuc_FloatTensor, "1/(1+exp(-x))">;
 def Gpuc_ReluOp : Gpuc_UnaryOp<"relu", Gpuc_FloatTensor, "max(x, 0)">;
 
 class Gpuc_BinaryOp<string mnemonic, Type tensorType, string doc>
-    : Gpuc_Op<mnemonic, [Pure, Elementwise, SameOperandsAndResultType]> {
+    : Gpuc_Op<mnemonic, [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, Elementwise, SameOperandsAndResultType]> {
   let summary = "elementwise " # doc;
   let description = [{
     Computes }] # doc # [{ element by element on two tensors of the same
@@ -170,7 +177,7 @@ def Gpuc_CompareOp : Gpuc_Op<"compare", [Pure, Elementwise,
   let hasFolder = 1;
 }
 
-def Gpuc_SelectOp : Gpuc_Op<"select", [Pure, Elementwise,
+def Gpuc_SelectOp : Gpuc_Op<"select", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, Elementwise,
     AllTypesMatch<["on_true", "on_false", "result"]>]> {
   let summary = "elementwise choice: cond ? on_true : on_false";
   let description = [{
@@ -188,7 +195,7 @@ def Gpuc_SelectOp : Gpuc_Op<"select", [Pure, Elementwise,
   let hasFolder = 1;
 }
 
-def Gpuc_CastOp : Gpuc_Op<"cast", [Pure, Elementwise]> {
+def Gpuc_CastOp : Gpuc_Op<"cast", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, Elementwise]> {
   let summary = "elementwise conversion of the element type";
   let description = [{
     Float to integer truncates toward zero; to i1 means "is not zero".
@@ -209,7 +216,7 @@ def Gpuc_CastOp : Gpuc_Op<"cast", [Pure, Elementwise]> {
 //===----------------------------------------------------------------------===//
 
 class Gpuc_ReduceOp<string mnemonic, Type tensorType, string doc>
-    : Gpuc_Op<mnemonic, [Pure, SameOperandsAndResultElementType]> {
+    : Gpuc_Op<mnemonic, [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = doc # " over the given axes";
   let description = [{
     Reduces `input` over `axes` (sorted, unique, non-negative). With
@@ -237,7 +244,7 @@ def Gpuc_ReduceMeanOp : Gpuc_ReduceOp<"reduce_mean", Gpuc_FloatTensor, "mean">;
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Gpuc_ReshapeOp : Gpuc_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
+def Gpuc_ReshapeOp : Gpuc_Op<"reshape", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = "reinterpret a tensor with another shape of the same size";
   let description = [{
     ```mlir
@@ -251,7 +258,7 @@ def Gpuc_ReshapeOp : Gpuc_Op<"reshape", [Pure, SameOperandsAndResultElementType]
   let hasFolder = 1;
 }
 
-def Gpuc_TransposeOp : Gpuc_Op<"transpose", [Pure, SameOperandsAndResultElementType]> {
+def Gpuc_TransposeOp : Gpuc_Op<"transpose", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = "permute the axes of a tensor";
   let description = [{
     Result axis `i` is input axis `perm[i]`.
@@ -269,7 +276,7 @@ def Gpuc_TransposeOp : Gpuc_Op<"transpose", [Pure, SameOperandsAndResultElementT
   let hasFolder = 1;
 }
 
-def Gpuc_BroadcastOp : Gpuc_Op<"broadcast", [Pure, SameOperandsAndResultElementType]> {
+def Gpuc_BroadcastOp : Gpuc_Op<"broadcast", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = "numpy-style broadcast to a larger shape";
   let description = [{
     Shapes are aligned at the right; every input dimension must equal the
@@ -286,7 +293,7 @@ def Gpuc_BroadcastOp : Gpuc_Op<"broadcast", [Pure, SameOperandsAndResultElementT
   let hasFolder = 1;
 }
 
-def Gpuc_SliceOp : Gpuc_Op<"slice", [Pure, SameOperandsAndResultElementType]> {
+def Gpuc_SliceOp : Gpuc_Op<"slice", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = "a strided window of a tensor";
   let description = [{
     For every axis, takes `starts[i], starts[i] + strides[i], ...` below
@@ -308,7 +315,7 @@ def Gpuc_SliceOp : Gpuc_Op<"slice", [Pure, SameOperandsAndResultElementType]> {
   let hasFolder = 1;
 }
 
-def Gpuc_ConcatOp : Gpuc_Op<"concat", [Pure, SameOperandsAndResultElementType]> {
+def Gpuc_ConcatOp : Gpuc_Op<"concat", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = "join tensors along one axis";
   let description = [{
     ```mlir
@@ -324,7 +331,7 @@ def Gpuc_ConcatOp : Gpuc_Op<"concat", [Pure, SameOperandsAndResultElementType]> 
   let hasFolder = 1;
 }
 
-def Gpuc_GatherOp : Gpuc_Op<"gather", [Pure]> {
+def Gpuc_GatherOp : Gpuc_Op<"gather", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure]> {
   let summary = "take slices of data along an axis by index";
   let description = [{
     `result[i0..ia-1, j..., ia+1...] = data[i0..ia-1, indices[j...], ia+1...]`.
@@ -346,7 +353,7 @@ def Gpuc_GatherOp : Gpuc_Op<"gather", [Pure]> {
   let hasFolder = 1;
 }
 
-def Gpuc_PadOp : Gpuc_Op<"pad", [Pure, SameOperandsAndResultElementType]> {
+def Gpuc_PadOp : Gpuc_Op<"pad", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = "pad a tensor with a constant";
   let description = [{
     Adds `low[i]` elements before and `high[i]` after axis `i`, all set to
@@ -372,7 +379,7 @@ def Gpuc_PadOp : Gpuc_Op<"pad", [Pure, SameOperandsAndResultElementType]> {
 // Contractions and windows
 //===----------------------------------------------------------------------===//
 
-def Gpuc_MatmulOp : Gpuc_Op<"matmul", [Pure, SameOperandsAndResultElementType]> {
+def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = "batched matrix product with optional transposes";
   let description = [{
     Both operands have the same rank (>= 2) and the same leading (batch)
@@ -394,7 +401,7 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [Pure, SameOperandsAndResultElementType]> 
   let hasVerifier = 1;
 }
 
-def Gpuc_Conv2DOp : Gpuc_Op<"conv2d", [Pure, SameOperandsAndResultElementType]> {
+def Gpuc_Conv2DOp : Gpuc_Op<"conv2d", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = "2-D convolution, NCHW input, OIHW filter";
   let description = [{
     `pads` are `[top, left, bottom, right]`. With `groups = g` the input
@@ -420,7 +427,7 @@ def Gpuc_Conv2DOp : Gpuc_Op<"conv2d", [Pure, SameOperandsAndResultElementType]> 
 }
 
 class Gpuc_Pool2DOp<string mnemonic, string doc>
-    : Gpuc_Op<mnemonic, [Pure, SameOperandsAndResultElementType]> {
+    : Gpuc_Op<mnemonic, [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = doc # " pooling over the two spatial axes of NCHW";
   let arguments = (ins Gpuc_FloatTensor:$input, ArrayProp<I64Prop>:$kernel,
                        ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads);
@@ -464,12 +471,155 @@ def Gpuc_AvgPool2DOp : Gpuc_Pool2DOp<"avg_pool2d", "average"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Core ops that gradients need: index generation, scatter, and the backward
+// data/filter products of convolution and pooling (library calls on GPU).
+//===----------------------------------------------------------------------===//
+
+def Gpuc_IotaOp : Gpuc_Op<"iota", [Pure]> {
+  let summary = "the index along one dimension";
+  let description = [{
+    Every element holds its own index along `dim`. With a compare, it builds
+    one-hot masks.
+
+    ```mlir
+    %i = gpuc.iota dim = 1 : tensor<32x10xi64>
+    ```
+  }];
+  let arguments = (ins I64Prop:$dim);
+  let results = (outs Gpuc_NumericTensor:$result);
+  let assemblyFormat = "`dim` `=` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Gpuc_ScatterAddOp : Gpuc_Op<"scatter_add", [Pure,
+    DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>]> {
+  let summary = "the adjoint of gather: sums updates into the rows they came from";
+  let description = [{
+    Starts from zeros of the result type and adds each slice of `updates` at
+    the position along `axis` named by `indices` (negative indices count from
+    the end, as in gather). `updates` has the shape gather would produce from
+    a result-shaped tensor. This is the gradient of an embedding lookup.
+
+    ```mlir
+    %g = gpuc.scatter_add %dy, %ids axis = 0
+           : (tensor<4x16x32xf32>, tensor<4x16xi64>) -> tensor<100x32xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$updates, Gpuc_IndexTensor:$indices,
+                       I64Prop:$axis);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $updates `,` $indices `axis` `=` $axis attr-dict `:`
+    `(` type($updates) `,` type($indices) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_Conv2DBackwardInputOp : Gpuc_Op<"conv2d_backward_input", [Pure,
+    SameOperandsAndResultElementType]> {
+  let summary = "gradient of conv2d with respect to its input";
+  let description = [{
+    The transposed convolution of the output gradient with the filter; the
+    result type is the forward input's. Attributes are the forward op's.
+
+    ```mlir
+    %dx = gpuc.conv2d_backward_input %dy, %w strides = [1, 1] pads = [1, 1, 1, 1]
+            dilations = [1, 1] groups = 1
+            : (tensor<8x16x28x28xf32>, tensor<16x1x3x3xf32>) -> tensor<8x1x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$grad_output, Gpuc_FloatTensor:$filter,
+                       ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
+                       ArrayProp<I64Prop>:$dilations, I64Prop:$groups);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad_output `,` $filter `strides` `=` $strides `pads` `=` $pads
+    `dilations` `=` $dilations `groups` `=` $groups attr-dict `:`
+    `(` type($grad_output) `,` type($filter) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_Conv2DBackwardFilterOp : Gpuc_Op<"conv2d_backward_filter", [Pure,
+    SameOperandsAndResultElementType]> {
+  let summary = "gradient of conv2d with respect to its filter";
+  let description = [{
+    Correlates the forward input with the output gradient; the result type is
+    the filter's. Attributes are the forward op's.
+
+    ```mlir
+    %dw = gpuc.conv2d_backward_filter %x, %dy strides = [1, 1] pads = [1, 1, 1, 1]
+            dilations = [1, 1] groups = 1
+            : (tensor<8x1x28x28xf32>, tensor<8x16x28x28xf32>) -> tensor<16x1x3x3xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$grad_output,
+                       ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
+                       ArrayProp<I64Prop>:$dilations, I64Prop:$groups);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad_output `strides` `=` $strides `pads` `=` $pads
+    `dilations` `=` $dilations `groups` `=` $groups attr-dict `:`
+    `(` type($input) `,` type($grad_output) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_MaxPool2DBackwardOp : Gpuc_Op<"max_pool2d_backward", [Pure,
+    SameOperandsAndResultElementType, AllTypesMatch<["input", "result"]>]> {
+  let summary = "gradient of max_pool2d";
+  let description = [{
+    Routes each window's output gradient to the first position of its maximum
+    in `input` (the forward input), as PyTorch does.
+
+    ```mlir
+    %dx = gpuc.max_pool2d_backward %x, %dy kernel = [2, 2] strides = [2, 2]
+            pads = [0, 0, 0, 0] : tensor<8x16x28x28xf32>, tensor<8x16x14x14xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$grad_output,
+                       ArrayProp<I64Prop>:$kernel, ArrayProp<I64Prop>:$strides,
+                       ArrayProp<I64Prop>:$pads);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad_output `kernel` `=` $kernel `strides` `=` $strides
+    `pads` `=` $pads attr-dict `:` type($input) `,` type($grad_output)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_AvgPool2DBackwardOp : Gpuc_Op<"avg_pool2d_backward", [Pure,
+    SameOperandsAndResultElementType]> {
+  let summary = "gradient of avg_pool2d";
+  let description = [{
+    Spreads each window's output gradient evenly over the window (divided by
+    the same count the forward op used); the result type is the forward
+    input's.
+
+    ```mlir
+    %dx = gpuc.avg_pool2d_backward %dy kernel = [2, 2] strides = [2, 2]
+            pads = [0, 0, 0, 0] : tensor<8x16x14x14xf32> -> tensor<8x16x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$grad_output, ArrayProp<I64Prop>:$kernel,
+                       ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
+                       UnitProp:$count_include_pad);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad_output `kernel` `=` $kernel `strides` `=` $strides `pads` `=` $pads
+    (`count_include_pad` $count_include_pad^)?
+    attr-dict `:` type($grad_output) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Composite ops: decomposed into core ops before fusion; their gradients are
 // written by hand for accuracy.
 //===----------------------------------------------------------------------===//
 
 class Gpuc_AxisOp<string mnemonic, string doc>
-    : Gpuc_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Gpuc_Op<mnemonic, [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = doc # " along one axis";
   let description = [{
     Numerically stable (the maximum is subtracted first).
@@ -487,7 +637,7 @@ class Gpuc_AxisOp<string mnemonic, string doc>
 def Gpuc_SoftmaxOp : Gpuc_AxisOp<"softmax", "softmax">;
 def Gpuc_LogSoftmaxOp : Gpuc_AxisOp<"log_softmax", "log(softmax)">;
 
-def Gpuc_GeluOp : Gpuc_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType]> {
+def Gpuc_GeluOp : Gpuc_Op<"gelu", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, Elementwise, SameOperandsAndResultType]> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `x * 0.5 * (1 + erf(x / sqrt(2)))`, or with `tanh` the tanh approximation.
@@ -501,24 +651,32 @@ def Gpuc_GeluOp : Gpuc_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType]
   let assemblyFormat = "$input (`tanh` $tanh^)? attr-dict `:` type($result)";
 }
 
-def Gpuc_DropoutOp : Gpuc_Op<"dropout", [SameOperandsAndResultType]> {
+def Gpuc_DropoutOp : Gpuc_Op<"dropout", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure,
+    AllTypesMatch<["input", "result"]>]> {
   let summary = "training-mode dropout (inverted scaling)";
   let description = [{
     Zeroes each element with probability `ratio` and scales the others by
-    `1 / (1 - ratio)`. The mask comes from the step's counter-based generator,
-    so it can be recomputed instead of stored.
+    `1 / (1 - ratio)`. The mask comes from the counter-based Philox 4x32-10
+    generator keyed by `rng_key` = (seed, step) and counted by the element
+    index and this op's `stream`, so the same step recomputes the same mask
+    (remat needs that) and the gradient is the same dropout of the incoming
+    gradient.
 
     ```mlir
-    %d = gpuc.dropout %x ratio = 1.000000e-01 : tensor<32x256xf32>
+    %d = gpuc.dropout %x, %key stream = 0 ratio = 1.000000e-01 : tensor<32x256xf32>
     ```
   }];
-  let arguments = (ins Gpuc_FloatTensor:$input, F64Attr:$ratio);
+  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_RngKey:$rng_key,
+                       F64Attr:$ratio, I64Prop:$stream);
   let results = (outs Gpuc_FloatTensor:$result);
-  let assemblyFormat = "$input `ratio` `=` $ratio attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $input `,` $rng_key `stream` `=` $stream `ratio` `=` $ratio attr-dict
+    `:` type($result)
+  }];
   let hasVerifier = 1;
 }
 
-def Gpuc_LayerNormOp : Gpuc_Op<"layer_norm", [Pure,
+def Gpuc_LayerNormOp : Gpuc_Op<"layer_norm", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>]> {
   let summary = "layer normalization over the trailing axes";
   let description = [{
@@ -540,7 +698,7 @@ def Gpuc_LayerNormOp : Gpuc_Op<"layer_norm", [Pure,
   let hasVerifier = 1;
 }
 
-def Gpuc_BatchNormTrainOp : Gpuc_Op<"batch_norm_train", [Pure,
+def Gpuc_BatchNormTrainOp : Gpuc_Op<"batch_norm_train", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure,
     AllTypesMatch<["input", "result"]>,
     AllTypesMatch<["scale", "bias", "running_mean", "running_var",
                    "new_running_mean", "new_running_var"]>]> {
@@ -574,7 +732,7 @@ def Gpuc_BatchNormTrainOp : Gpuc_Op<"batch_norm_train", [Pure,
 }
 
 class Gpuc_ClassLossOp<string mnemonic, string doc>
-    : Gpuc_Op<mnemonic, [Pure]> {
+    : Gpuc_Op<mnemonic, [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure]> {
   let summary = doc;
   let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_IndexTensor:$labels,
                        Gpuc_Reduction:$reduction,
@@ -615,7 +773,7 @@ def Gpuc_NllLossOp : Gpuc_ClassLossOp<"nll_loss",
   }];
 }
 
-def Gpuc_MseLossOp : Gpuc_Op<"mse_loss", [Pure]> {
+def Gpuc_MseLossOp : Gpuc_Op<"mse_loss", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure]> {
   let summary = "mean squared error";
   let description = [{
     ```mlir

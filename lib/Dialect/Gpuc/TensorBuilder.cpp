@@ -1,5 +1,5 @@
 //===- TensorBuilder.cpp - op-building helpers shared by the frontends ----===//
-#include "gpuc/Frontend/TensorBuilder.h"
+#include "gpuc/Dialect/Gpuc/TensorBuilder.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 
 #include "mlir/IR/AsmState.h"

@@ -1,0 +1,827 @@
+//===- GpucGradients.cpp - the reverse-mode gradient rule of every op -----===//
+//
+// Each differentiable op builds the gradients of its operands out of core
+// ops (or the backward library ops of conv and pooling). Composite ops have
+// hand-written rules that recompute cheap statistics instead of differentiating
+// through their decomposition, which keeps them numerically stable.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/TensorBuilder.h"
+
+#include "mlir/IR/TypeUtilities.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+/// Elementwise arithmetic on same-typed tensors, for writing rules compactly.
+class GradBuilder : public TensorBuilder {
+public:
+  GradBuilder(OpBuilder &b, Location loc) : TensorBuilder(b), b(b), loc(loc) {}
+
+  Value add(Value x, Value y) { return AddOp::create(b, loc, x.getType(), x, y); }
+  Value sub(Value x, Value y) { return SubOp::create(b, loc, x.getType(), x, y); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, x.getType(), x, y); }
+  Value div(Value x, Value y) { return DivOp::create(b, loc, x.getType(), x, y); }
+  Value neg(Value x) { return NegOp::create(b, loc, x.getType(), x); }
+  Value exp(Value x) { return ExpOp::create(b, loc, x.getType(), x); }
+  Value scale(Value x, double c) { return mul(x, splat(x, c)); }
+  Value splat(Value like, double c) { return splatLike(loc, like, c); }
+  Value cmp(ComparePredicate p, Value x, Value y) {
+    return CompareOp::create(b, loc, p, x, y);
+  }
+  Value select(Value c, Value t, Value f) {
+    return SelectOp::create(b, loc, t.getType(), c, t, f);
+  }
+  /// `g` where `c` holds, zero elsewhere.
+  Value where(Value c, Value g) { return select(c, g, splat(g, 0.0)); }
+  Value castTo(Value x, Type elementType) {
+    return CastOp::create(
+        b, loc, RankedTensorType::get(shapeOf(x), elementType), x);
+  }
+  Value sum(Value x, ArrayRef<int64_t> axes, bool keepDims) {
+    if (axes.empty())
+      return x;
+    Shape shape = inferReduceShape(shapeOf(x), axes, keepDims);
+    return ReduceSumOp::create(b, loc, withShape(x, shape), x, axes, keepDims);
+  }
+  Value mean(Value x, ArrayRef<int64_t> axes) {
+    Shape shape = inferReduceShape(shapeOf(x), axes, /*keepDims=*/true);
+    return ReduceMeanOp::create(b, loc, withShape(x, shape), x, axes, true);
+  }
+  /// Broadcasts `v`, a keep-dims reduction result, back to `shape`.
+  Value expand(Value v, ArrayRef<int64_t> shape) {
+    return broadcastTo(loc, v, shape);
+  }
+  /// Sums `g` (shaped like a broadcast's result) back to `shape`, the shape of
+  /// the broadcast's input.
+  Value sumToShape(Value g, ArrayRef<int64_t> shape) {
+    ArrayRef<int64_t> full = shapeOf(g);
+    int64_t lead = full.size() - shape.size();
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0; i < (int64_t)full.size(); ++i)
+      if (i < lead || (shape[i - lead] == 1 && full[i] != 1))
+        axes.push_back(i);
+    return reshape(loc, sum(g, axes, /*keepDims=*/false), shape);
+  }
+  /// A per-channel vector (shape [C]) viewed so that it broadcasts along axis
+  /// 1 of a rank-`rank` tensor.
+  Value channelView(Value v, int64_t rank) {
+    Shape shape(rank, 1);
+    shape[1] = shapeOf(v)[0];
+    return reshape(loc, v, shape);
+  }
+
+  OpBuilder &b;
+  Location loc;
+};
+
+bool isFloatTensor(Value v) {
+  return isa<FloatType>(getElementTypeOrSelf(v.getType()));
+}
+
+SmallVector<int64_t> range(int64_t begin, int64_t end) {
+  SmallVector<int64_t> r(end - begin);
+  std::iota(r.begin(), r.end(), begin);
+  return r;
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Unary
+//===----------------------------------------------------------------------===//
+
+/// Defines the rule of a unary op as `dx = f(g, x, y)`.
+#define GPUC_UNARY_GRADIENT(OpTy, expr)                                        \
+  LogicalResult OpTy::buildGradients(OpBuilder &builder,                       \
+                                     ArrayRef<Value> resultGrads,              \
+                                     ArrayRef<bool> wanted,                    \
+                                     SmallVectorImpl<Value> &operandGrads) {   \
+    operandGrads.assign(1, Value());                                           \
+    Value g = resultGrads[0], x = getInput(), y = getResult();                 \
+    (void)x;                                                                   \
+    (void)y;                                                                   \
+    if (!g || !wanted[0] || !isFloatTensor(x))                                 \
+      return success();                                                        \
+    GradBuilder B(builder, getLoc());                                          \
+    operandGrads[0] = (expr);                                                  \
+    return success();                                                          \
+  }
+
+GPUC_UNARY_GRADIENT(NegOp, B.neg(g))
+GPUC_UNARY_GRADIENT(AbsOp,
+                    B.add(B.where(B.cmp(ComparePredicate::gt, x, B.splat(x, 0)),
+                                  g),
+                          B.where(B.cmp(ComparePredicate::lt, x, B.splat(x, 0)),
+                                  B.neg(g))))
+GPUC_UNARY_GRADIENT(ExpOp, B.mul(g, y))
+GPUC_UNARY_GRADIENT(LogOp, B.div(g, x))
+GPUC_UNARY_GRADIENT(SqrtOp, B.div(B.scale(g, 0.5), y))
+GPUC_UNARY_GRADIENT(RsqrtOp, B.mul(B.scale(g, -0.5), B.mul(y, B.mul(y, y))))
+GPUC_UNARY_GRADIENT(ReciprocalOp, B.neg(B.mul(g, B.mul(y, y))))
+GPUC_UNARY_GRADIENT(TanhOp, B.mul(g, B.sub(B.splat(y, 1), B.mul(y, y))))
+GPUC_UNARY_GRADIENT(ErfOp, B.mul(B.scale(g, 2.0 / std::sqrt(M_PI)),
+                                 B.exp(B.neg(B.mul(x, x)))))
+GPUC_UNARY_GRADIENT(SigmoidOp, B.mul(g, B.mul(y, B.sub(B.splat(y, 1), y))))
+GPUC_UNARY_GRADIENT(ReluOp,
+                    B.where(B.cmp(ComparePredicate::gt, x, B.splat(x, 0)), g))
+#undef GPUC_UNARY_GRADIENT
+
+LogicalResult GeluOp::buildGradients(OpBuilder &builder,
+                                     ArrayRef<Value> resultGrads,
+                                     ArrayRef<bool> wanted,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  Value g = resultGrads[0], x = getInput();
+  if (!g || !wanted[0])
+    return success();
+  GradBuilder B(builder, getLoc());
+  Value one = B.splat(x, 1.0);
+  Value derivative;
+  if (getTanh()) {
+    // u = sqrt(2/pi) (x + c x^3); y = x/2 (1 + tanh u)
+    const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    Value x2 = B.mul(x, x);
+    Value u = B.scale(B.add(x, B.scale(B.mul(x2, x), c)), k);
+    Value t = TanhOp::create(builder, getLoc(), x.getType(), u);
+    Value du = B.scale(B.add(one, B.scale(x2, 3 * c)), k);
+    derivative = B.add(B.scale(B.add(one, t), 0.5),
+                       B.mul(B.scale(x, 0.5),
+                             B.mul(B.sub(one, B.mul(t, t)), du)));
+  } else {
+    // Phi(x) + x phi(x)
+    Value cdf = B.scale(
+        B.add(one, ErfOp::create(builder, getLoc(), x.getType(),
+                                 B.scale(x, M_SQRT1_2))),
+        0.5);
+    Value pdf = B.scale(B.exp(B.scale(B.mul(x, x), -0.5)),
+                        1.0 / std::sqrt(2.0 * M_PI));
+    derivative = B.add(cdf, B.mul(x, pdf));
+  }
+  operandGrads[0] = B.mul(g, derivative);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Binary, select, cast
+//===----------------------------------------------------------------------===//
+
+
+LogicalResult AddOp::buildGradients(OpBuilder &builder,
+                                    ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  if (!resultGrads[0] || !isFloatTensor(getLhs()))
+    return success();
+  operandGrads[0] = wanted[0] ? resultGrads[0] : Value();
+  operandGrads[1] = wanted[1] ? resultGrads[0] : Value();
+  return success();
+}
+
+LogicalResult SubOp::buildGradients(OpBuilder &builder,
+                                    ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  Value g = resultGrads[0];
+  if (!g || !isFloatTensor(getLhs()))
+    return success();
+  GradBuilder B(builder, getLoc());
+  if (wanted[0])
+    operandGrads[0] = g;
+  if (wanted[1])
+    operandGrads[1] = B.neg(g);
+  return success();
+}
+
+LogicalResult MulOp::buildGradients(OpBuilder &builder,
+                                    ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  Value g = resultGrads[0];
+  if (!g || !isFloatTensor(getLhs()))
+    return success();
+  GradBuilder B(builder, getLoc());
+  if (wanted[0])
+    operandGrads[0] = B.mul(g, getRhs());
+  if (wanted[1])
+    operandGrads[1] = B.mul(g, getLhs());
+  return success();
+}
+
+LogicalResult DivOp::buildGradients(OpBuilder &builder,
+                                    ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  Value g = resultGrads[0];
+  if (!g || !isFloatTensor(getLhs()))
+    return success();
+  GradBuilder B(builder, getLoc());
+  Value gOverRhs = B.div(g, getRhs());
+  if (wanted[0])
+    operandGrads[0] = gOverRhs;
+  if (wanted[1])
+    operandGrads[1] = B.neg(B.mul(gOverRhs, getResult()));
+  return success();
+}
+
+LogicalResult PowOp::buildGradients(OpBuilder &builder,
+                                    ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  Value g = resultGrads[0];
+  if (!g || !isFloatTensor(getLhs()))
+    return success();
+  GradBuilder B(builder, getLoc());
+  Value a = getLhs(), e = getRhs();
+  if (wanted[0]) {
+    Value powMinusOne =
+        PowOp::create(builder, getLoc(), a.getType(), a,
+                      B.sub(e, B.splat(e, 1.0)));
+    operandGrads[0] = B.mul(g, B.mul(e, powMinusOne));
+  }
+  if (wanted[1])
+    operandGrads[1] = B.mul(
+        g, B.mul(getResult(), LogOp::create(builder, getLoc(), a.getType(), a)));
+  return success();
+}
+
+/// max/min: the gradient goes to the winner; a tie splits it in half, as in
+/// PyTorch.
+template <typename OpTy>
+static LogicalResult extremumGradient(OpTy op, OpBuilder &builder,
+                                      ArrayRef<Value> resultGrads,
+                                      ArrayRef<bool> wanted,
+                                      SmallVectorImpl<Value> &operandGrads,
+                                      ComparePredicate lhsWins) {
+  operandGrads.assign(2, Value());
+  Value g = resultGrads[0];
+  if (!g || !isFloatTensor(op.getLhs()))
+    return success();
+  GradBuilder B(builder, op.getLoc());
+  Value a = op.getLhs(), c = op.getRhs();
+  Value half = B.where(B.cmp(ComparePredicate::eq, a, c), B.scale(g, 0.5));
+  if (wanted[0])
+    operandGrads[0] = B.add(B.where(B.cmp(lhsWins, a, c), g), half);
+  if (wanted[1])
+    operandGrads[1] = B.add(B.where(B.cmp(lhsWins, c, a), g), half);
+  return success();
+}
+
+LogicalResult MaxOp::buildGradients(OpBuilder &builder,
+                                    ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  return extremumGradient(*this, builder, resultGrads, wanted, operandGrads,
+                          ComparePredicate::gt);
+}
+
+LogicalResult MinOp::buildGradients(OpBuilder &builder,
+                                    ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  return extremumGradient(*this, builder, resultGrads, wanted, operandGrads,
+                          ComparePredicate::lt);
+}
+
+LogicalResult SelectOp::buildGradients(OpBuilder &builder,
+                                       ArrayRef<Value> resultGrads,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(3, Value());
+  Value g = resultGrads[0];
+  if (!g || !isFloatTensor(getOnTrue()))
+    return success();
+  GradBuilder B(builder, getLoc());
+  Value zero = B.splat(g, 0.0);
+  if (wanted[1])
+    operandGrads[1] = B.select(getCond(), g, zero);
+  if (wanted[2])
+    operandGrads[2] = B.select(getCond(), zero, g);
+  return success();
+}
+
+LogicalResult CastOp::buildGradients(OpBuilder &builder,
+                                     ArrayRef<Value> resultGrads,
+                                     ArrayRef<bool> wanted,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  Value g = resultGrads[0];
+  if (!g || !wanted[0] || !isFloatTensor(getInput()) ||
+      !isFloatTensor(getResult()))
+    return success();
+  GradBuilder B(builder, getLoc());
+  operandGrads[0] = B.castTo(g, getElementTypeOrSelf(getInput().getType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// The reduction result (or its gradient) broadcast back to the input shape.
+template <typename OpTy>
+static Value expandReduced(GradBuilder &B, OpTy op, Value v) {
+  ArrayRef<int64_t> input = TensorBuilder::shapeOf(op.getInput());
+  Shape kept = inferReduceShape(input, op.getAxes(), /*keepDims=*/true);
+  return B.expand(B.reshape(B.loc, v, kept), input);
+}
+
+LogicalResult ReduceSumOp::buildGradients(OpBuilder &builder,
+                                          ArrayRef<Value> resultGrads,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
+    return success();
+  GradBuilder B(builder, getLoc());
+  operandGrads[0] = expandReduced(B, *this, resultGrads[0]);
+  return success();
+}
+
+LogicalResult ReduceMeanOp::buildGradients(
+    OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,
+    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  if (!resultGrads[0] || !wanted[0])
+    return success();
+  GradBuilder B(builder, getLoc());
+  ArrayRef<int64_t> input = TensorBuilder::shapeOf(getInput());
+  int64_t count = 1;
+  for (int64_t axis : getAxes())
+    count *= input[axis];
+  operandGrads[0] =
+      B.scale(expandReduced(B, *this, resultGrads[0]), 1.0 / count);
+  return success();
+}
+
+LogicalResult ReduceMaxOp::buildGradients(OpBuilder &builder,
+                                          ArrayRef<Value> resultGrads,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  Value x = getInput();
+  if (!resultGrads[0] || !wanted[0] || !isFloatTensor(x))
+    return success();
+  GradBuilder B(builder, getLoc());
+  // Ties share the gradient evenly, as PyTorch's amax does.
+  Value isMax = B.castTo(
+      B.cmp(ComparePredicate::eq, x, expandReduced(B, *this, getResult())),
+      getElementTypeOrSelf(x.getType()));
+  Value ties = B.expand(B.sum(isMax, getAxes(), /*keepDims=*/true),
+                        TensorBuilder::shapeOf(x));
+  operandGrads[0] =
+      B.div(B.mul(expandReduced(B, *this, resultGrads[0]), isMax), ties);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::buildGradients(OpBuilder &builder,
+                                        ArrayRef<Value> resultGrads,
+                                        ArrayRef<bool> wanted,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
+    return success();
+  GradBuilder B(builder, getLoc());
+  operandGrads[0] =
+      B.reshape(getLoc(), resultGrads[0], TensorBuilder::shapeOf(getInput()));
+  return success();
+}
+
+LogicalResult TransposeOp::buildGradients(OpBuilder &builder,
+                                          ArrayRef<Value> resultGrads,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
+    return success();
+  ArrayRef<int64_t> perm = getPerm();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = i;
+  operandGrads[0] = TransposeOp::create(builder, getLoc(),
+                                        getInput().getType(), resultGrads[0],
+                                        inverse);
+  return success();
+}
+
+LogicalResult BroadcastOp::buildGradients(OpBuilder &builder,
+                                          ArrayRef<Value> resultGrads,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
+    return success();
+  GradBuilder B(builder, getLoc());
+  operandGrads[0] =
+      B.sumToShape(resultGrads[0], TensorBuilder::shapeOf(getInput()));
+  return success();
+}
+
+LogicalResult SliceOp::buildGradients(OpBuilder &builder,
+                                      ArrayRef<Value> resultGrads,
+                                      ArrayRef<bool> wanted,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
+    return success();
+  if (llvm::any_of(getStrides(), [](int64_t s) { return s != 1; }))
+    return emitOpError() << "the gradient of a strided slice is not supported "
+                            "yet; slice with stride 1 or reshape instead";
+  ArrayRef<int64_t> input = TensorBuilder::shapeOf(getInput());
+  ArrayRef<int64_t> result = TensorBuilder::shapeOf(getResult());
+  SmallVector<int64_t> low(getStarts()), high;
+  for (auto [i, dim] : llvm::enumerate(input))
+    high.push_back(dim - low[i] - result[i]);
+  operandGrads[0] = PadOp::create(builder, getLoc(), getInput().getType(),
+                                  resultGrads[0], low, high,
+                                  builder.getF64FloatAttr(0.0));
+  return success();
+}
+
+LogicalResult PadOp::buildGradients(OpBuilder &builder,
+                                    ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> wanted,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
+    return success();
+  ArrayRef<int64_t> input = TensorBuilder::shapeOf(getInput());
+  SmallVector<int64_t> starts, limits, strides(input.size(), 1);
+  for (auto [i, dim] : llvm::enumerate(input)) {
+    if (getLow()[i] < 0 || getHigh()[i] < 0)
+      return emitOpError() << "the gradient of a cropping (negative) pad is "
+                              "not supported yet";
+    starts.push_back(getLow()[i]);
+    limits.push_back(getLow()[i] + dim);
+  }
+  operandGrads[0] = SliceOp::create(builder, getLoc(), getInput().getType(),
+                                    resultGrads[0], starts, limits, strides);
+  return success();
+}
+
+LogicalResult ConcatOp::buildGradients(OpBuilder &builder,
+                                       ArrayRef<Value> resultGrads,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(getInputs().size(), Value());
+  Value g = resultGrads[0];
+  if (!g || !isFloatTensor(getResult()))
+    return success();
+  ArrayRef<int64_t> full = TensorBuilder::shapeOf(g);
+  int64_t offset = 0, axis = getAxis();
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    int64_t size = TensorBuilder::shapeOf(input)[axis];
+    if (wanted[i]) {
+      SmallVector<int64_t> starts(full.size(), 0), limits(full),
+          strides(full.size(), 1);
+      starts[axis] = offset;
+      limits[axis] = offset + size;
+      operandGrads[i] = SliceOp::create(builder, getLoc(), input.getType(), g,
+                                        starts, limits, strides);
+    }
+    offset += size;
+  }
+  return success();
+}
+
+LogicalResult GatherOp::buildGradients(OpBuilder &builder,
+                                       ArrayRef<Value> resultGrads,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getData()))
+    return success();
+  operandGrads[0] =
+      ScatterAddOp::create(builder, getLoc(), getData().getType(),
+                           resultGrads[0], getIndices(), getAxis());
+  return success();
+}
+
+LogicalResult ScatterAddOp::buildGradients(
+    OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,
+    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  if (!resultGrads[0] || !wanted[0])
+    return success();
+  operandGrads[0] =
+      GatherOp::create(builder, getLoc(), getUpdates().getType(),
+                       resultGrads[0], getIndices(), getAxis());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and windows
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::buildGradients(OpBuilder &builder,
+                                       ArrayRef<Value> resultGrads,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  Value g = resultGrads[0];
+  if (!g)
+    return success();
+  Value a = getLhs(), b = getRhs();
+  bool ta = getTransposeLhs(), tb = getTransposeRhs();
+  auto matmul = [&](Value x, Value y, bool tx, bool ty, Type type) -> Value {
+    return MatmulOp::create(builder, getLoc(), type, x, y, tx, ty);
+  };
+  // With C = op(A) op(B): dop(A) = G op(B)^T and dop(B) = op(A)^T G, written
+  // so that the stored operands are used without explicit transposes.
+  if (wanted[0])
+    operandGrads[0] = !ta ? matmul(g, b, false, !tb, a.getType())
+                          : (tb ? matmul(b, g, true, true, a.getType())
+                                : matmul(b, g, false, true, a.getType()));
+  if (wanted[1])
+    operandGrads[1] = !tb ? matmul(a, g, !ta, false, b.getType())
+                          : (ta ? matmul(g, a, true, true, b.getType())
+                                : matmul(g, a, true, false, b.getType()));
+  return success();
+}
+
+LogicalResult Conv2DOp::buildGradients(OpBuilder &builder,
+                                       ArrayRef<Value> resultGrads,
+                                       ArrayRef<bool> wanted,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  Value g = resultGrads[0];
+  if (!g)
+    return success();
+  if (wanted[0])
+    operandGrads[0] = Conv2DBackwardInputOp::create(
+        builder, getLoc(), getInput().getType(), g, getFilter(), getStrides(),
+        getPads(), getDilations(), getGroups());
+  if (wanted[1])
+    operandGrads[1] = Conv2DBackwardFilterOp::create(
+        builder, getLoc(), getFilter().getType(), getInput(), g, getStrides(),
+        getPads(), getDilations(), getGroups());
+  return success();
+}
+
+LogicalResult MaxPool2DOp::buildGradients(OpBuilder &builder,
+                                          ArrayRef<Value> resultGrads,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  if (!resultGrads[0] || !wanted[0])
+    return success();
+  operandGrads[0] = MaxPool2DBackwardOp::create(
+      builder, getLoc(), getInput().getType(), getInput(), resultGrads[0],
+      getKernel(), getStrides(), getPads());
+  return success();
+}
+
+LogicalResult AvgPool2DOp::buildGradients(OpBuilder &builder,
+                                          ArrayRef<Value> resultGrads,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  if (!resultGrads[0] || !wanted[0])
+    return success();
+  operandGrads[0] = AvgPool2DBackwardOp::create(
+      builder, getLoc(), getInput().getType(), resultGrads[0], getKernel(),
+      getStrides(), getPads(), getCountIncludePad());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Composites
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::buildGradients(OpBuilder &builder,
+                                        ArrayRef<Value> resultGrads,
+                                        ArrayRef<bool> wanted,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  Value g = resultGrads[0], y = getResult();
+  if (!g || !wanted[0])
+    return success();
+  GradBuilder B(builder, getLoc());
+  // dx = y (g - sum(g y))
+  Value dot = B.expand(B.sum(B.mul(g, y), {getAxis()}, true),
+                       TensorBuilder::shapeOf(y));
+  operandGrads[0] = B.mul(y, B.sub(g, dot));
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::buildGradients(
+    OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,
+    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  Value g = resultGrads[0], y = getResult();
+  if (!g || !wanted[0])
+    return success();
+  GradBuilder B(builder, getLoc());
+  // dx = g - softmax(x) sum(g)
+  Value total =
+      B.expand(B.sum(g, {getAxis()}, true), TensorBuilder::shapeOf(y));
+  operandGrads[0] = B.sub(g, B.mul(B.exp(y), total));
+  return success();
+}
+
+LogicalResult DropoutOp::buildGradients(OpBuilder &builder,
+                                        ArrayRef<Value> resultGrads,
+                                        ArrayRef<bool> wanted,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  if (!resultGrads[0] || !wanted[0])
+    return success();
+  // Dropout is linear in its input with a mask that depends only on the key
+  // and the stream, so its gradient is the same dropout of the gradient.
+  operandGrads[0] =
+      DropoutOp::create(builder, getLoc(), getType(), resultGrads[0],
+                        getRngKey(), getRatio(), getStream());
+  return success();
+}
+
+namespace {
+/// Normalization statistics recomputed in the backward pass, and the rule
+/// `dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat))` shared by layer
+/// and batch normalization (population variance in both).
+struct Normalized {
+  Value xhat, rstd;
+};
+
+Normalized normalize(GradBuilder &B, Value x, ArrayRef<int64_t> axes,
+                     double epsilon) {
+  ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
+  Value centered = B.sub(x, B.expand(B.mean(x, axes), shape));
+  Value var = B.mean(B.mul(centered, centered), axes);
+  Value rstd = RsqrtOp::create(B.b, B.loc, var.getType(),
+                               B.add(var, B.splat(var, epsilon)));
+  rstd = B.expand(rstd, shape);
+  return {B.mul(centered, rstd), rstd};
+}
+
+Value normalizationInputGrad(GradBuilder &B, const Normalized &n, Value dxhat,
+                             ArrayRef<int64_t> axes) {
+  ArrayRef<int64_t> shape = TensorBuilder::shapeOf(dxhat);
+  Value meanD = B.expand(B.mean(dxhat, axes), shape);
+  Value meanDX = B.expand(B.mean(B.mul(dxhat, n.xhat), axes), shape);
+  return B.mul(n.rstd, B.sub(B.sub(dxhat, meanD), B.mul(n.xhat, meanDX)));
+}
+} // namespace
+
+LogicalResult LayerNormOp::buildGradients(OpBuilder &builder,
+                                          ArrayRef<Value> resultGrads,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(3, Value());
+  Value g = resultGrads[0], x = getInput();
+  if (!g)
+    return success();
+  GradBuilder B(builder, getLoc());
+  int64_t rank = TensorBuilder::shapeOf(x).size();
+  SmallVector<int64_t> normAxes = range(getAxis(), rank);
+  SmallVector<int64_t> leadAxes = range(0, getAxis());
+  Normalized n = normalize(B, x, normAxes, getEpsilon().convertToDouble());
+  ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
+  if (wanted[0])
+    operandGrads[0] = normalizationInputGrad(
+        B, n, B.mul(g, B.expand(getScale(), shape)), normAxes);
+  if (wanted[1])
+    operandGrads[1] = B.sum(B.mul(g, n.xhat), leadAxes, false);
+  if (wanted[2])
+    operandGrads[2] = B.sum(g, leadAxes, false);
+  return success();
+}
+
+LogicalResult BatchNormTrainOp::buildGradients(
+    OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,
+    SmallVectorImpl<Value> &operandGrads) {
+  // The running statistics are state, not part of the loss: only the
+  // normalized result carries a gradient.
+  operandGrads.assign(5, Value());
+  Value g = resultGrads[0], x = getInput();
+  if (!g)
+    return success();
+  GradBuilder B(builder, getLoc());
+  int64_t rank = TensorBuilder::shapeOf(x).size();
+  SmallVector<int64_t> axes = {0};
+  for (int64_t i = 2; i < rank; ++i)
+    axes.push_back(i);
+  Normalized n = normalize(B, x, axes, getEpsilon().convertToDouble());
+  ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
+  if (wanted[0])
+    operandGrads[0] = normalizationInputGrad(
+        B, n, B.mul(g, B.expand(B.channelView(getScale(), rank), shape)),
+        axes);
+  if (wanted[1])
+    operandGrads[1] = B.sum(B.mul(g, n.xhat), axes, false);
+  if (wanted[2])
+    operandGrads[2] = B.sum(g, axes, false);
+  return success();
+}
+
+/// The per-sample weight of a class loss's gradient (shaped like the labels):
+/// the incoming gradient, divided by the count of counted samples for `mean`,
+/// zero where the label is `ignore_index`.
+template <typename OpTy>
+static Value classLossSampleWeight(GradBuilder &B, OpTy op, Value g) {
+  Value labels = op.getLabels();
+  ArrayRef<int64_t> labelShape = TensorBuilder::shapeOf(labels);
+  Type floatType = getElementTypeOrSelf(op.getInput().getType());
+  Value valid;
+  if (std::optional<int64_t> ignore = op.getIgnoreIndex())
+    valid = B.castTo(
+        B.cmp(ComparePredicate::ne, labels, B.splatLike(B.loc, labels, *ignore)),
+        floatType);
+  Value weight = op.getReduction() == Reduction::none
+                     ? g
+                     : B.broadcastTo(B.loc, g, labelShape);
+  if (op.getReduction() == Reduction::mean) {
+    Value count;
+    if (valid) {
+      SmallVector<int64_t> all = range(0, labelShape.size());
+      count = B.broadcastTo(B.loc, B.sum(valid, all, false), labelShape);
+    } else {
+      count = B.splat(weight, (double)getNumElements(labelShape));
+    }
+    weight = B.div(weight, count);
+  }
+  if (valid)
+    weight = B.mul(weight, valid);
+  // View it along the class axis of the input.
+  Shape withClass(labelShape);
+  withClass.insert(withClass.begin() + 1, 1);
+  return B.expand(B.reshape(B.loc, weight, withClass),
+                  TensorBuilder::shapeOf(op.getInput()));
+}
+
+/// One-hot of the labels along axis 1 of the input, as the input's type.
+template <typename OpTy> static Value oneHot(GradBuilder &B, OpTy op) {
+  Value labels = op.getLabels();
+  ArrayRef<int64_t> inputShape = TensorBuilder::shapeOf(op.getInput());
+  Shape withClass(TensorBuilder::shapeOf(labels));
+  withClass.insert(withClass.begin() + 1, 1);
+  Value expanded =
+      B.expand(B.reshape(B.loc, labels, withClass), inputShape);
+  Value classes = IotaOp::create(B.b, B.loc, expanded.getType(), 1);
+  return B.castTo(B.cmp(ComparePredicate::eq, classes, expanded),
+                  getElementTypeOrSelf(op.getInput().getType()));
+}
+
+LogicalResult CrossEntropyOp::buildGradients(
+    OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,
+    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  if (!resultGrads[0] || !wanted[0])
+    return success();
+  GradBuilder B(builder, getLoc());
+  Value x = getInput();
+  Value probs = SoftmaxOp::create(builder, getLoc(), x.getType(), x, 1);
+  operandGrads[0] = B.mul(B.sub(probs, oneHot(B, *this)),
+                          classLossSampleWeight(B, *this, resultGrads[0]));
+  return success();
+}
+
+LogicalResult NllLossOp::buildGradients(OpBuilder &builder,
+                                        ArrayRef<Value> resultGrads,
+                                        ArrayRef<bool> wanted,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  if (!resultGrads[0] || !wanted[0])
+    return success();
+  GradBuilder B(builder, getLoc());
+  operandGrads[0] = B.neg(
+      B.mul(oneHot(B, *this), classLossSampleWeight(B, *this, resultGrads[0])));
+  return success();
+}
+
+LogicalResult MseLossOp::buildGradients(OpBuilder &builder,
+                                        ArrayRef<Value> resultGrads,
+                                        ArrayRef<bool> wanted,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  Value g = resultGrads[0];
+  if (!g)
+    return success();
+  GradBuilder B(builder, getLoc());
+  Value x = getInput();
+  ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
+  Value weight = getReduction() == Reduction::none
+                     ? g
+                     : B.broadcastTo(getLoc(), g, shape);
+  double factor = 2.0;
+  if (getReduction() == Reduction::mean)
+    factor /= getNumElements(shape);
+  Value d = B.mul(B.scale(B.sub(x, getTarget()), factor), weight);
+  if (wanted[0])
+    operandGrads[0] = d;
+  if (wanted[1])
+    operandGrads[1] = B.neg(d);
+  return success();
+}
