@@ -8,6 +8,7 @@
 #include "gpuc/Frontend/DslParser.h"
 #include "gpuc/Frontend/OnnxImporter.h"
 #include "gpuc/InitAll.h"
+#include "gpuc/Transforms/Passes.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -24,11 +25,19 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+namespace mlir::gpuc {
+/// `gpuc run`, in RunCommand.cpp; its options are in `runCategory`.
+int runInterpreterCommand(StringRef modulePath);
+extern cl::OptionCategory runCategory;
+} // namespace mlir::gpuc
+
 static cl::OptionCategory importCategory("gpuc import options");
 
 static cl::opt<std::string>
-    inputFilename(cl::Positional, cl::desc("<model.onnx|.onnxtxt|.gdsl>"),
-                  cl::cat(importCategory));
+    inputFilename(cl::Positional,
+                  cl::desc("<model.onnx|.onnxtxt|.gdsl> (import) or "
+                           "<module.mlir> (run)"),
+                  cl::cat(importCategory), cl::cat(gpuc::runCategory));
 static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                            cl::value_desc("file"),
                                            cl::init("-"),
@@ -48,11 +57,58 @@ static cl::opt<bool> noSimplify(
     cl::desc("Print the module as imported, before canonicalize and CSE"),
     cl::init(false), cl::cat(importCategory));
 
+static cl::OptionCategory trainCategory(
+    "gpuc import training options (build @train_step)");
+static cl::opt<bool>
+    train("train",
+          cl::desc("Build @train_step: loss, gradients and optimizer update"),
+          cl::init(false), cl::cat(trainCategory));
+static cl::opt<std::string>
+    lossKind("loss",
+             cl::desc("Add a loss on --target when the model has none: "
+                      "cross_entropy or mse"),
+             cl::value_desc("kind"), cl::init(""), cl::cat(trainCategory));
+static cl::opt<std::string> lossTarget(
+    "target", cl::desc("The output the added loss is computed on"),
+    cl::value_desc("output"), cl::init(""), cl::cat(trainCategory));
+static cl::opt<std::string>
+    labelsName("labels",
+               cl::desc("Name of the new input holding labels/targets"),
+               cl::value_desc("name"), cl::init("label"),
+               cl::cat(trainCategory));
+static cl::opt<std::string>
+    optimizerKind("optimizer", cl::desc("sgd, adam or adamw"),
+                  cl::value_desc("kind"), cl::init("sgd"),
+                  cl::cat(trainCategory));
+static cl::opt<double> learningRate(
+    "lr", cl::desc("Default learning rate (sgd 0.01, adam/adamw 0.001)"),
+    cl::init(-1.0), cl::cat(trainCategory));
+static cl::opt<double> momentumValue("momentum",
+                                     cl::desc("Default SGD momentum (0.9)"),
+                                     cl::init(0.9), cl::cat(trainCategory));
+static cl::opt<double> dampeningValue("dampening",
+                                      cl::desc("Default SGD dampening (0)"),
+                                      cl::init(0.0), cl::cat(trainCategory));
+static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"),
+                              cl::init(false), cl::cat(trainCategory));
+static cl::opt<double> weightDecay(
+    "weight-decay", cl::desc("Default weight decay (sgd/adam 0, adamw 0.01)"),
+    cl::init(-1.0), cl::cat(trainCategory));
+static cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (0.9)"),
+                             cl::init(0.9), cl::cat(trainCategory));
+static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (0.999)"),
+                             cl::init(0.999), cl::cat(trainCategory));
+static cl::opt<double> adamEpsilon("epsilon", cl::desc("Adam epsilon (1e-8)"),
+                                   cl::init(1e-8), cl::cat(trainCategory));
+
 static const char *const kUsage =
     "gpuc: an ahead-of-time compiler for neural-network training\n\n"
     "USAGE: gpuc <command> [options]\n\n"
     "COMMANDS:\n"
-    "  import   read an ONNX or DSL model into the gpuc dialect\n\n"
+    "  import   read an ONNX or DSL model into the gpuc dialect (--train\n"
+    "           builds the training step)\n"
+    "  run      run a function of a .mlir module in the reference\n"
+    "           interpreter on .npy inputs\n\n"
     "Run 'gpuc <command> --help' for the options of a command.\n";
 
 /// Parses "name=2x3x4".
@@ -84,12 +140,32 @@ static int runImport(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
+  // The run command's options mean nothing here.
+  for (auto &entry : cl::getRegisteredOptions())
+    if (llvm::is_contained(entry.second->Categories, &gpuc::runCategory) &&
+        entry.second != &inputFilename)
+      entry.second->setHiddenFlag(cl::Hidden);
   cl::ParseCommandLineOptions(argc, argv,
                               "gpuc import: read a model into "
                               "the gpuc dialect\n");
   if (inputFilename.empty()) {
     llvm::errs() << "gpuc import: no model given; usage: gpuc import "
                     "MODEL [--batch N] -o out.mlir\n";
+    return 1;
+  }
+  if (train && noSimplify) {
+    llvm::errs() << "gpuc import: --train and --no-simplify do not go "
+                    "together\n";
+    return 1;
+  }
+  if (!train && (!lossKind.empty() || !lossTarget.empty())) {
+    llvm::errs() << "gpuc import: --loss and --target only apply with "
+                    "--train\n";
+    return 1;
+  }
+  if (!lossKind.empty() && lossTarget.empty()) {
+    llvm::errs() << "gpuc import: --loss needs --target OUTPUT, the output "
+                    "the loss is computed on\n";
     return 1;
   }
   if (batchSize < 0) {
@@ -126,6 +202,25 @@ static int runImport(int argc, char **argv) {
       return 1;
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
+    if (train) {
+      if (!lossKind.empty())
+        pm.addPass(gpuc::createGpucAttachLoss(
+            gpuc::GpucAttachLossOptions{lossKind, lossTarget, labelsName}));
+      pm.addPass(gpuc::createGpucAutodiff());
+      gpuc::GpucOptimizerOptions opt;
+      opt.kind = optimizerKind;
+      opt.lr = learningRate;
+      opt.momentum = momentumValue;
+      opt.dampening = dampeningValue;
+      opt.nesterov = nesterov;
+      opt.weightDecay = weightDecay;
+      opt.beta1 = beta1;
+      opt.beta2 = beta2;
+      opt.epsilon = adamEpsilon;
+      pm.addPass(gpuc::createGpucOptimizer(opt));
+      pm.addPass(createCanonicalizerPass());
+      pm.addPass(createCSEPass());
+    }
     if (failed(pm.run(*module)))
       return 1;
   }
@@ -142,6 +237,24 @@ static int runImport(int argc, char **argv) {
   return 0;
 }
 
+static int runRun(int argc, char **argv) {
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  cl::HideUnrelatedOptions({&gpuc::runCategory});
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "gpuc run: run a function of a gpuc module in the reference "
+      "interpreter\n\n  gpuc run step.mlir --input image=x.npy "
+      "[--param-dir DIR] --output-dir OUT\n");
+  if (inputFilename.empty()) {
+    llvm::errs() << "gpuc run: no module given; usage: gpuc run "
+                    "module.mlir [--func NAME] [--input name=file.npy] "
+                    "--output-dir DIR\n";
+    return 1;
+  }
+  return gpuc::runInterpreterCommand(inputFilename);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   if (argc < 2 || StringRef(argv[1]) == "--help" ||
@@ -155,7 +268,9 @@ int main(int argc, char **argv) {
   argv[1] = program.data();
   if (command == "import")
     return runImport(argc - 1, argv + 1);
+  if (command == "run")
+    return runRun(argc - 1, argv + 1);
   llvm::errs() << "gpuc: unknown command '" << command
-               << "'; the commands are: import (see gpuc --help)\n";
+               << "'; the commands are: import, run (see gpuc --help)\n";
   return 1;
 }

@@ -1,0 +1,50 @@
+//===- Signature.h - the roles of step arguments and results -----*- C++ -*-===//
+//
+// Arguments and results of gpuc functions carry their role as attributes
+// (gpuc.input, gpuc.param, gpuc.rng, gpuc.hyper; gpuc.output, gpuc.update,
+// gpuc.grad). The passes, the interpreter CLI and later the planner all find
+// and extend signatures through these helpers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_DIALECT_GPUC_SIGNATURE_H
+#define GPUC_DIALECT_GPUC_SIGNATURE_H
+
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <optional>
+
+namespace mlir::gpuc {
+
+/// The argument whose `attrName` attribute equals `value` (any value when
+/// `value` is null).
+std::optional<unsigned> findArgument(func::FuncOp func, StringRef attrName,
+                                     Attribute value = {});
+/// The result whose `attrName` attribute equals `value` (any value when null).
+std::optional<unsigned> findResult(func::FuncOp func, StringRef attrName,
+                                   Attribute value = {});
+
+/// The gpuc.parameter an argument holds (gpuc.param), or null.
+ParameterOp getArgumentParameter(func::FuncOp func, unsigned index);
+
+/// Appends an argument with one role attribute.
+BlockArgument appendArgument(func::FuncOp func, Type type,
+                             NamedAttribute role, Location loc);
+
+/// Appends results (with one role attribute each) to the function's single
+/// return.
+void appendResults(func::FuncOp func, ArrayRef<Value> values,
+                   ArrayRef<NamedAttribute> roles);
+
+/// Removes the results at `indices` from the function and its return.
+void eraseResults(func::FuncOp func, ArrayRef<unsigned> indices);
+
+/// A human-readable name of an argument's role, for messages and file names:
+/// the input name, the parameter symbol, "rng", or the hyperparameter name.
+std::string describeArgument(func::FuncOp func, unsigned index);
+std::string describeResult(func::FuncOp func, unsigned index);
+
+} // namespace mlir::gpuc
+
+#endif // GPUC_DIALECT_GPUC_SIGNATURE_H

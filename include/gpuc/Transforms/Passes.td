@@ -1,0 +1,76 @@
+// The passes of gpuc, in pipeline order.
+#ifndef GPUC_TRANSFORMS_PASSES_TD
+#define GPUC_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+//===----------------------------------------------------------------------===//
+// Training: loss, gradients, optimizer
+//===----------------------------------------------------------------------===//
+
+def GpucAttachLoss : Pass<"gpuc-attach-loss", "::mlir::ModuleOp"> {
+  let summary = "add a loss on a named output of @forward";
+  let description = [{
+    For models exported without their loss. Adds `cross_entropy` (class
+    labels, a new i64 input) or `mse` (a target shaped like the output, a new
+    float input) on the output named `target`, with mean reduction, and makes
+    it the result `gpuc.output = "loss"` of `@forward`. A model that already
+    returns a `loss` output is refused: its loss is already there.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"cross_entropy\"",
+           "cross_entropy or mse">,
+    Option<"target", "target", "std::string", "\"\"",
+           "the name of the output the loss is computed on">,
+    Option<"labels", "labels", "std::string", "\"label\"",
+           "the name of the new input holding labels or targets">,
+  ];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
+def GpucAutodiff : Pass<"gpuc-autodiff", "::mlir::ModuleOp"> {
+  let summary = "reverse-mode differentiation of @forward into @train_step";
+  let description = [{
+    Clones `@forward` into `@train_step` and appends, for every trainable
+    parameter, the gradient of the scalar output `loss` with respect to it
+    (result attribute `gpuc.grad = @param`). Each op contributes its own
+    gradient rule (GradientOpInterface); only values on a path from a
+    trainable parameter to the loss are differentiated, so labels, indices
+    and the RNG key need no rule. `@forward` stays for evaluation.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"loss\"",
+           "the name of the scalar output to differentiate">,
+  ];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
+def GpucOptimizer : Pass<"gpuc-optimizer", "::mlir::ModuleOp"> {
+  let summary = "turn the gradients of @train_step into an optimizer update";
+  let description = [{
+    Replaces each `gpuc.grad = @p` result by the updated parameter
+    (`gpuc.update = @p`) computed in the step by SGD (momentum, dampening,
+    Nesterov, weight decay), Adam or AdamW, exactly as PyTorch defines them.
+    Optimizer state (momentum buffers, moments, the step counter) becomes
+    module-level `gpuc.parameter`s read and written by the step; learning
+    rate and the other hyperparameters are scalar step arguments
+    (`gpuc.hyper`) with the given defaults, so a schedule changes them
+    without recompiling.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", "\"sgd\"", "sgd, adam or adamw">,
+    Option<"lr", "lr", "double", "-1.0",
+           "default learning rate (sgd 0.01, adam/adamw 0.001)">,
+    Option<"momentum", "momentum", "double", "0.9", "SGD momentum">,
+    Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
+    Option<"weightDecay", "weight-decay", "double", "-1.0",
+           "default weight decay (sgd/adam 0, adamw 0.01)">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
+    Option<"epsilon", "epsilon", "double", "1e-8", "Adam epsilon">,
+  ];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
+#endif // GPUC_TRANSFORMS_PASSES_TD

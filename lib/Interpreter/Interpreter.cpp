@@ -1,0 +1,964 @@
+//===- Interpreter.cpp - the reference semantics of the gpuc dialect ------===//
+//
+// One small function per op family, plain loops, double accumulation. Clarity
+// beats speed here: this file is what "correct" means for every other
+// implementation of an op.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Interpreter/Interpreter.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/runtime/Philox.h"
+
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+//===----------------------------------------------------------------------===//
+// HostTensor
+//===----------------------------------------------------------------------===//
+
+HostTensor::HostTensor(ArrayRef<int64_t> shape, Type elementType, double fill)
+    : shape(shape), elementType(elementType) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  data.assign(n, fill);
+}
+
+double mlir::gpuc::roundToType(double value, Type elementType) {
+  if (elementType.isF32())
+    return (double)(float)value;
+  if (auto floatType = dyn_cast<FloatType>(elementType)) {
+    if (floatType.getWidth() == 64)
+      return value;
+    bool losesInfo;
+    llvm::APFloat f(value);
+    f.convert(floatType.getFloatSemantics(), llvm::APFloat::rmNearestTiesToEven,
+              &losesInfo);
+    f.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
+              &losesInfo);
+    return f.convertToDouble();
+  }
+  if (elementType.isInteger(1))
+    return value != 0.0 ? 1.0 : 0.0;
+  if (elementType.isInteger(32))
+    return std::isfinite(value) ? (double)(int32_t)(int64_t)std::trunc(value)
+                                : 0.0;
+  return std::isfinite(value) ? (double)(int64_t)std::trunc(value) : 0.0;
+}
+
+/// Reads element `i` of raw little-endian storage of `type`.
+static double readRaw(const char *bytes, int64_t i, Type type) {
+  if (type.isF32()) {
+    float v;
+    std::memcpy(&v, bytes + 4 * i, 4);
+    return v;
+  }
+  if (type.isF64()) {
+    double v;
+    std::memcpy(&v, bytes + 8 * i, 8);
+    return v;
+  }
+  if (type.isF16() || type.isBF16()) {
+    uint16_t v;
+    std::memcpy(&v, bytes + 2 * i, 2);
+    llvm::APFloat f(cast<FloatType>(type).getFloatSemantics(),
+                    llvm::APInt(16, v));
+    bool losesInfo;
+    f.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
+              &losesInfo);
+    return f.convertToDouble();
+  }
+  if (type.isInteger(64)) {
+    int64_t v;
+    std::memcpy(&v, bytes + 8 * i, 8);
+    return (double)v;
+  }
+  if (type.isInteger(32)) {
+    int32_t v;
+    std::memcpy(&v, bytes + 4 * i, 4);
+    return v;
+  }
+  return bytes[i] ? 1.0 : 0.0; // i1 is stored as one byte
+}
+
+HostTensor HostTensor::fromAttr(ElementsAttr attr) {
+  auto type = cast<ShapedType>(attr.getType());
+  HostTensor t(type.getShape(), type.getElementType());
+  Type et = type.getElementType();
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    ArrayRef<char> bytes = blob ? blob->getData() : ArrayRef<char>();
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.data[i] = readRaw(bytes.data(), i, et);
+    return t;
+  }
+  auto dense = cast<DenseElementsAttr>(attr);
+  if (isa<FloatType>(et)) {
+    int64_t i = 0;
+    for (const llvm::APFloat &v : dense.getValues<llvm::APFloat>()) {
+      llvm::APFloat d = v;
+      bool losesInfo;
+      d.convert(llvm::APFloat::IEEEdouble(),
+                llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+      t.data[i++] = d.convertToDouble();
+    }
+  } else {
+    int64_t i = 0;
+    for (const llvm::APInt &v : dense.getValues<llvm::APInt>())
+      t.data[i++] = et.isInteger(1) ? (double)v.getZExtValue()
+                                    : (double)v.getSExtValue();
+  }
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// Index helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+using Index = SmallVector<int64_t, 6>;
+
+Index stridesOf(ArrayRef<int64_t> shape) {
+  Index strides(shape.size(), 1);
+  for (int64_t i = (int64_t)shape.size() - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+void unravel(int64_t flat, ArrayRef<int64_t> shape, Index &index) {
+  index.resize(shape.size());
+  for (int64_t i = (int64_t)shape.size() - 1; i >= 0; --i) {
+    index[i] = shape[i] ? flat % shape[i] : 0;
+    flat = shape[i] ? flat / shape[i] : 0;
+  }
+}
+
+int64_t ravel(ArrayRef<int64_t> index, ArrayRef<int64_t> strides) {
+  int64_t flat = 0;
+  for (auto [i, s] : llvm::zip(index, strides))
+    flat += i * s;
+  return flat;
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+Type elementTypeOf(Value v) { return getElementTypeOrSelf(v.getType()); }
+
+/// The outer x axis x inner decomposition of a shape around `axis`.
+struct AxisView {
+  int64_t outer = 1, size = 1, inner = 1;
+  AxisView(ArrayRef<int64_t> shape, int64_t axis) {
+    for (int64_t i = 0; i < axis; ++i)
+      outer *= shape[i];
+    size = shape[axis];
+    for (int64_t i = axis + 1; i < (int64_t)shape.size(); ++i)
+      inner *= shape[i];
+  }
+  int64_t at(int64_t o, int64_t k, int64_t i) const {
+    return (o * size + k) * inner + i;
+  }
+};
+
+/// Calls `visit(outIndex, inIndex, weightIndex)` for every term of a 2-D
+/// convolution: the one loop nest that forward, backward-input and
+/// backward-filter all share.
+void forEachConvTerm(ArrayRef<int64_t> x, ArrayRef<int64_t> w,
+                     ArrayRef<int64_t> y, ArrayRef<int64_t> strides,
+                     ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                     int64_t groups,
+                     function_ref<void(int64_t, int64_t, int64_t)> visit) {
+  int64_t n = x[0], c = x[1], ih = x[2], iw = x[3];
+  int64_t o = w[0], cg = w[1], kh = w[2], kw = w[3];
+  int64_t oh = y[2], ow = y[3];
+  int64_t og = o / groups;
+  (void)c;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oc = 0; oc < o; ++oc) {
+      int64_t g = oc / og;
+      for (int64_t yy = 0; yy < oh; ++yy)
+        for (int64_t xx = 0; xx < ow; ++xx) {
+          int64_t out = ((b * o + oc) * oh + yy) * ow + xx;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t ky = 0; ky < kh; ++ky) {
+              int64_t iy = yy * strides[0] - pads[0] + ky * dilations[0];
+              if (iy < 0 || iy >= ih)
+                continue;
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                int64_t ix = xx * strides[1] - pads[1] + kx * dilations[1];
+                if (ix < 0 || ix >= iw)
+                  continue;
+                int64_t in =
+                    ((b * x[1] + g * cg + ci) * ih + iy) * iw + ix;
+                int64_t wt = ((oc * cg + ci) * kh + ky) * kw + kx;
+                visit(out, in, wt);
+              }
+            }
+        }
+    }
+}
+
+/// Calls `visit(outIndex, inIndex)` for the in-bounds positions of each
+/// pooling window, and `window(outIndex, count)` after each window with the
+/// number of its positions inside the input.
+void forEachPoolTerm(ArrayRef<int64_t> x, ArrayRef<int64_t> y,
+                     ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                     ArrayRef<int64_t> pads,
+                     function_ref<void(int64_t, int64_t)> visit,
+                     function_ref<void(int64_t, int64_t)> window) {
+  int64_t planes = x[0] * x[1], ih = x[2], iw = x[3], oh = y[2], ow = y[3];
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t yy = 0; yy < oh; ++yy)
+      for (int64_t xx = 0; xx < ow; ++xx) {
+        int64_t out = (p * oh + yy) * ow + xx, count = 0;
+        for (int64_t ky = 0; ky < kernel[0]; ++ky) {
+          int64_t iy = yy * strides[0] - pads[0] + ky;
+          if (iy < 0 || iy >= ih)
+            continue;
+          for (int64_t kx = 0; kx < kernel[1]; ++kx) {
+            int64_t ix = xx * strides[1] - pads[1] + kx;
+            if (ix < 0 || ix >= iw)
+              continue;
+            visit(out, (p * ih + iy) * iw + ix);
+            ++count;
+          }
+        }
+        window(out, count);
+      }
+}
+
+/// The number of positions of a pooling window counted with the padding.
+int64_t paddedWindowCount(int64_t yy, int64_t xx, ArrayRef<int64_t> x,
+                          ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                          ArrayRef<int64_t> pads) {
+  auto extent = [&](int64_t o, int64_t axis) {
+    int64_t start = o * strides[axis] - pads[axis];
+    int64_t end = std::min(start + kernel[axis], x[axis + 2] + pads[axis + 2]);
+    return end - start;
+  };
+  return extent(yy, 0) * extent(xx, 1);
+}
+
+class Interpreter {
+public:
+  explicit Interpreter(const InterpreterOptions &options) : options(options) {}
+
+  FailureOr<std::vector<HostTensor>> run(func::FuncOp func,
+                                         ArrayRef<HostTensor> args);
+
+private:
+  LogicalResult execute(Operation *op);
+  const HostTensor &get(Value v) { return values.find(v)->second; }
+  void set(Value v, HostTensor t) {
+    if (options.roundToElementType)
+      for (double &d : t.data)
+        d = roundToType(d, t.elementType);
+    values[v] = std::move(t);
+  }
+  HostTensor like(Value result, double fill = 0.0) {
+    return HostTensor(shapeOf(result), elementTypeOf(result), fill);
+  }
+
+  LogicalResult unary(Operation *op, function_ref<double(double)> fn);
+  LogicalResult binary(Operation *op, function_ref<double(double, double)> fn);
+  template <typename OpTy> LogicalResult reduce(OpTy op);
+  template <typename OpTy> LogicalResult classLoss(OpTy op, bool logits);
+
+  const InterpreterOptions &options;
+  DenseMap<Value, HostTensor> values;
+};
+} // namespace
+
+LogicalResult Interpreter::unary(Operation *op,
+                                 function_ref<double(double)> fn) {
+  const HostTensor &x = get(op->getOperand(0));
+  HostTensor y = like(op->getResult(0));
+  for (int64_t i = 0; i < y.numElements(); ++i)
+    y.data[i] = fn(x.data[i]);
+  set(op->getResult(0), std::move(y));
+  return success();
+}
+
+LogicalResult Interpreter::binary(Operation *op,
+                                  function_ref<double(double, double)> fn) {
+  const HostTensor &a = get(op->getOperand(0));
+  const HostTensor &b = get(op->getOperand(1));
+  HostTensor y = like(op->getResult(0));
+  for (int64_t i = 0; i < y.numElements(); ++i)
+    y.data[i] = fn(a.data[i], b.data[i]);
+  set(op->getResult(0), std::move(y));
+  return success();
+}
+
+template <typename OpTy> LogicalResult Interpreter::reduce(OpTy op) {
+  const HostTensor &x = get(op.getInput());
+  ArrayRef<int64_t> axes = op.getAxes();
+  SmallVector<bool> reduced(x.shape.size(), false);
+  for (int64_t a : axes)
+    reduced[a] = true;
+  // The result index of an input element, as if keep_dims were set.
+  Index keptShape(x.shape);
+  for (int64_t a : axes)
+    keptShape[a] = 1;
+  Index keptStrides = stridesOf(keptShape);
+  bool isMax = isa<ReduceMaxOp>(op);
+  HostTensor y = like(op.getResult(),
+                      isMax ? -std::numeric_limits<double>::infinity() : 0.0);
+  Index index;
+  for (int64_t i = 0; i < x.numElements(); ++i) {
+    unravel(i, x.shape, index);
+    for (auto [d, r] : llvm::enumerate(reduced))
+      if (r)
+        index[d] = 0;
+    int64_t out = ravel(index, keptStrides);
+    if (isMax)
+      y.data[out] = std::isnan(x.data[i]) || std::isnan(y.data[out])
+                        ? std::numeric_limits<double>::quiet_NaN()
+                        : std::max(y.data[out], x.data[i]);
+    else
+      y.data[out] += x.data[i];
+  }
+  if (isa<ReduceMeanOp>(op)) {
+    int64_t count = x.numElements() / std::max<int64_t>(1, y.numElements());
+    for (double &v : y.data)
+      v /= count;
+  }
+  set(op.getResult(), std::move(y));
+  return success();
+}
+
+/// cross_entropy (from logits) and nll_loss (from log-probabilities): class
+/// axis 1, labels shaped like the input without it.
+template <typename OpTy>
+LogicalResult Interpreter::classLoss(OpTy op, bool logits) {
+  const HostTensor &x = get(op.getInput());
+  const HostTensor &labels = get(op.getLabels());
+  AxisView view(x.shape, 1);
+  std::optional<int64_t> ignore = op.getIgnoreIndex();
+  HostTensor perSample(labels.shape, elementTypeOf(op.getInput()));
+  double total = 0.0;
+  int64_t counted = 0;
+  for (int64_t o = 0; o < view.outer; ++o)
+    for (int64_t in = 0; in < view.inner; ++in) {
+      int64_t s = o * view.inner + in;
+      int64_t label = (int64_t)labels.data[s];
+      if (ignore && label == *ignore)
+        continue;
+      if (label < 0 || label >= view.size)
+        return op.emitOpError() << "label " << label << " of sample " << s
+                                << " is outside [0, " << view.size << ")";
+      double loss;
+      if (logits) {
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t k = 0; k < view.size; ++k)
+          m = std::max(m, x.data[view.at(o, k, in)]);
+        double sum = 0.0;
+        for (int64_t k = 0; k < view.size; ++k)
+          sum += std::exp(x.data[view.at(o, k, in)] - m);
+        loss = m + std::log(sum) - x.data[view.at(o, label, in)];
+      } else {
+        loss = -x.data[view.at(o, label, in)];
+      }
+      perSample.data[s] = loss;
+      total += loss;
+      ++counted;
+    }
+  switch (op.getReduction()) {
+  case Reduction::none:
+    set(op.getResult(), std::move(perSample));
+    break;
+  case Reduction::sum:
+    set(op.getResult(), HostTensor({}, perSample.elementType, total));
+    break;
+  case Reduction::mean:
+    set(op.getResult(),
+        HostTensor({}, perSample.elementType,
+                   counted ? total / counted
+                           : std::numeric_limits<double>::quiet_NaN()));
+    break;
+  }
+  return success();
+}
+
+LogicalResult Interpreter::execute(Operation *op) {
+  using std::exp;
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](ConstantOp c) {
+        set(c.getResult(), HostTensor::fromAttr(c.getValue()));
+        return success();
+      })
+      // Unary
+      .Case([&](NegOp o) { return unary(o, [](double x) { return -x; }); })
+      .Case([&](AbsOp o) {
+        return unary(o, [](double x) { return std::fabs(x); });
+      })
+      .Case([&](ExpOp o) {
+        return unary(o, [](double x) { return std::exp(x); });
+      })
+      .Case([&](LogOp o) {
+        return unary(o, [](double x) { return std::log(x); });
+      })
+      .Case([&](SqrtOp o) {
+        return unary(o, [](double x) { return std::sqrt(x); });
+      })
+      .Case([&](RsqrtOp o) {
+        return unary(o, [](double x) { return 1.0 / std::sqrt(x); });
+      })
+      .Case([&](ReciprocalOp o) {
+        return unary(o, [](double x) { return 1.0 / x; });
+      })
+      .Case([&](TanhOp o) {
+        return unary(o, [](double x) { return std::tanh(x); });
+      })
+      .Case([&](ErfOp o) {
+        return unary(o, [](double x) { return std::erf(x); });
+      })
+      .Case([&](SigmoidOp o) {
+        return unary(o, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+      })
+      .Case([&](ReluOp o) {
+        return unary(o, [](double x) { return x > 0 ? x : 0.0; });
+      })
+      .Case([&](GeluOp o) {
+        if (o.getTanh())
+          return unary(o, [](double x) {
+            double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+            return 0.5 * x * (1.0 + std::tanh(u));
+          });
+        return unary(
+            o, [](double x) { return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2)); });
+      })
+      // Binary
+      .Case([&](AddOp o) {
+        return binary(o, [](double a, double b) { return a + b; });
+      })
+      .Case([&](SubOp o) {
+        return binary(o, [](double a, double b) { return a - b; });
+      })
+      .Case([&](MulOp o) {
+        return binary(o, [](double a, double b) { return a * b; });
+      })
+      .Case([&](DivOp o) {
+        if (!isa<FloatType>(elementTypeOf(o.getResult())))
+          return binary(o, [&](double a, double b) {
+            // Integer division truncates; a zero divisor gives 0 rather than
+            // undefined behaviour.
+            return b == 0 ? 0.0 : std::trunc(a / b);
+          });
+        return binary(o, [](double a, double b) { return a / b; });
+      })
+      .Case([&](PowOp o) {
+        return binary(o, [](double a, double b) { return std::pow(a, b); });
+      })
+      .Case([&](MaxOp o) {
+        return binary(o, [](double a, double b) {
+          return std::isnan(a) || std::isnan(b)
+                     ? std::numeric_limits<double>::quiet_NaN()
+                     : std::max(a, b);
+        });
+      })
+      .Case([&](MinOp o) {
+        return binary(o, [](double a, double b) {
+          return std::isnan(a) || std::isnan(b)
+                     ? std::numeric_limits<double>::quiet_NaN()
+                     : std::min(a, b);
+        });
+      })
+      .Case([&](CompareOp o) {
+        ComparePredicate p = o.getPredicate();
+        return binary(o, [p](double a, double b) -> double {
+          switch (p) {
+          case ComparePredicate::eq:
+            return a == b;
+          case ComparePredicate::ne:
+            return a != b;
+          case ComparePredicate::lt:
+            return a < b;
+          case ComparePredicate::le:
+            return a <= b;
+          case ComparePredicate::gt:
+            return a > b;
+          case ComparePredicate::ge:
+            return a >= b;
+          }
+          return 0.0;
+        });
+      })
+      .Case([&](SelectOp o) {
+        const HostTensor &c = get(o.getCond());
+        const HostTensor &t = get(o.getOnTrue());
+        const HostTensor &f = get(o.getOnFalse());
+        HostTensor y = like(o.getResult());
+        for (int64_t i = 0; i < y.numElements(); ++i)
+          y.data[i] = c.data[i] != 0 ? t.data[i] : f.data[i];
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](CastOp o) {
+        HostTensor y = get(o.getInput());
+        y.elementType = elementTypeOf(o.getResult());
+        // A cast always rounds, whatever the options: it is the op's meaning.
+        for (double &d : y.data)
+          d = roundToType(d, y.elementType);
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      // Reductions
+      .Case([&](ReduceSumOp o) { return reduce(o); })
+      .Case([&](ReduceMaxOp o) { return reduce(o); })
+      .Case([&](ReduceMeanOp o) { return reduce(o); })
+      // Data movement
+      .Case([&](ReshapeOp o) {
+        HostTensor y = get(o.getInput());
+        y.shape.assign(shapeOf(o.getResult()).begin(),
+                       shapeOf(o.getResult()).end());
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](TransposeOp o) {
+        const HostTensor &x = get(o.getInput());
+        HostTensor y = like(o.getResult());
+        Index inStrides = stridesOf(x.shape), index;
+        ArrayRef<int64_t> perm = o.getPerm();
+        for (int64_t i = 0; i < y.numElements(); ++i) {
+          unravel(i, y.shape, index);
+          int64_t in = 0;
+          for (auto [d, p] : llvm::enumerate(perm))
+            in += index[d] * inStrides[p];
+          y.data[i] = x.data[in];
+        }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](BroadcastOp o) {
+        const HostTensor &x = get(o.getInput());
+        HostTensor y = like(o.getResult());
+        Index inStrides = stridesOf(x.shape), index;
+        int64_t lead = y.shape.size() - x.shape.size();
+        for (int64_t i = 0; i < y.numElements(); ++i) {
+          unravel(i, y.shape, index);
+          int64_t in = 0;
+          for (int64_t d = 0; d < (int64_t)x.shape.size(); ++d)
+            if (x.shape[d] != 1)
+              in += index[d + lead] * inStrides[d];
+          y.data[i] = x.data[in];
+        }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](SliceOp o) {
+        const HostTensor &x = get(o.getInput());
+        HostTensor y = like(o.getResult());
+        Index inStrides = stridesOf(x.shape), index;
+        for (int64_t i = 0; i < y.numElements(); ++i) {
+          unravel(i, y.shape, index);
+          int64_t in = 0;
+          for (size_t d = 0; d < index.size(); ++d)
+            in += (o.getStarts()[d] + index[d] * o.getStrides()[d]) *
+                  inStrides[d];
+          y.data[i] = x.data[in];
+        }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](PadOp o) {
+        const HostTensor &x = get(o.getInput());
+        HostTensor y = like(o.getResult(), o.getValue().convertToDouble());
+        Index outStrides = stridesOf(y.shape), index;
+        for (int64_t i = 0; i < x.numElements(); ++i) {
+          unravel(i, x.shape, index);
+          bool inside = true;
+          for (size_t d = 0; d < index.size(); ++d) {
+            index[d] += o.getLow()[d];
+            inside &= index[d] >= 0 && index[d] < y.shape[d];
+          }
+          if (inside)
+            y.data[ravel(index, outStrides)] = x.data[i];
+        }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](ConcatOp o) {
+        HostTensor y = like(o.getResult());
+        AxisView out(y.shape, o.getAxis());
+        int64_t offset = 0;
+        for (Value input : o.getInputs()) {
+          const HostTensor &x = get(input);
+          AxisView in(x.shape, o.getAxis());
+          for (int64_t a = 0; a < in.outer; ++a)
+            for (int64_t k = 0; k < in.size; ++k)
+              for (int64_t b = 0; b < in.inner; ++b)
+                y.data[out.at(a, offset + k, b)] = x.data[in.at(a, k, b)];
+          offset += in.size;
+        }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](GatherOp o) -> LogicalResult {
+        const HostTensor &x = get(o.getData());
+        const HostTensor &indices = get(o.getIndices());
+        AxisView in(x.shape, o.getAxis());
+        HostTensor y = like(o.getResult());
+        int64_t n = indices.numElements();
+        for (int64_t a = 0; a < in.outer; ++a)
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t k = (int64_t)indices.data[j];
+            if (k < 0)
+              k += in.size;
+            if (k < 0 || k >= in.size)
+              return o.emitOpError() << "index " << (int64_t)indices.data[j]
+                                     << " is outside [-" << in.size << ", "
+                                     << in.size << ")";
+            for (int64_t b = 0; b < in.inner; ++b)
+              y.data[(a * n + j) * in.inner + b] = x.data[in.at(a, k, b)];
+          }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](ScatterAddOp o) -> LogicalResult {
+        const HostTensor &u = get(o.getUpdates());
+        const HostTensor &indices = get(o.getIndices());
+        HostTensor y = like(o.getResult());
+        AxisView out(y.shape, o.getAxis());
+        int64_t n = indices.numElements();
+        for (int64_t a = 0; a < out.outer; ++a)
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t k = (int64_t)indices.data[j];
+            if (k < 0)
+              k += out.size;
+            if (k < 0 || k >= out.size)
+              return o.emitOpError() << "index " << (int64_t)indices.data[j]
+                                     << " is outside [-" << out.size << ", "
+                                     << out.size << ")";
+            for (int64_t b = 0; b < out.inner; ++b)
+              y.data[out.at(a, k, b)] += u.data[(a * n + j) * out.inner + b];
+          }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](IotaOp o) {
+        HostTensor y = like(o.getResult());
+        Index index;
+        for (int64_t i = 0; i < y.numElements(); ++i) {
+          unravel(i, y.shape, index);
+          y.data[i] = index[o.getDim()];
+        }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      // Contractions and windows
+      .Case([&](MatmulOp o) {
+        const HostTensor &a = get(o.getLhs());
+        const HostTensor &b = get(o.getRhs());
+        HostTensor y = like(o.getResult());
+        size_t r = y.shape.size();
+        int64_t m = y.shape[r - 2], n = y.shape[r - 1];
+        int64_t k = o.getTransposeLhs() ? a.shape[r - 2] : a.shape[r - 1];
+        int64_t batches = y.numElements() / (m * n);
+        bool ta = o.getTransposeLhs(), tb = o.getTransposeRhs();
+        for (int64_t p = 0; p < batches; ++p) {
+          const double *pa = a.data.data() + p * m * k;
+          const double *pb = b.data.data() + p * k * n;
+          double *py = y.data.data() + p * m * n;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double acc = 0.0;
+              for (int64_t l = 0; l < k; ++l)
+                acc += (ta ? pa[l * m + i] : pa[i * k + l]) *
+                       (tb ? pb[j * k + l] : pb[l * n + j]);
+              py[i * n + j] = acc;
+            }
+        }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](Conv2DOp o) {
+        const HostTensor &x = get(o.getInput());
+        const HostTensor &w = get(o.getFilter());
+        HostTensor y = like(o.getResult());
+        forEachConvTerm(x.shape, w.shape, y.shape, o.getStrides(), o.getPads(),
+                        o.getDilations(), o.getGroups(),
+                        [&](int64_t out, int64_t in, int64_t wt) {
+                          y.data[out] += x.data[in] * w.data[wt];
+                        });
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](Conv2DBackwardInputOp o) {
+        const HostTensor &dy = get(o.getGradOutput());
+        const HostTensor &w = get(o.getFilter());
+        HostTensor dx = like(o.getResult());
+        forEachConvTerm(dx.shape, w.shape, dy.shape, o.getStrides(),
+                        o.getPads(), o.getDilations(), o.getGroups(),
+                        [&](int64_t out, int64_t in, int64_t wt) {
+                          dx.data[in] += dy.data[out] * w.data[wt];
+                        });
+        set(o.getResult(), std::move(dx));
+        return success();
+      })
+      .Case([&](Conv2DBackwardFilterOp o) {
+        const HostTensor &x = get(o.getInput());
+        const HostTensor &dy = get(o.getGradOutput());
+        HostTensor dw = like(o.getResult());
+        forEachConvTerm(x.shape, dw.shape, dy.shape, o.getStrides(),
+                        o.getPads(), o.getDilations(), o.getGroups(),
+                        [&](int64_t out, int64_t in, int64_t wt) {
+                          dw.data[wt] += x.data[in] * dy.data[out];
+                        });
+        set(o.getResult(), std::move(dw));
+        return success();
+      })
+      .Case([&](MaxPool2DOp o) {
+        const HostTensor &x = get(o.getInput());
+        HostTensor y =
+            like(o.getResult(), -std::numeric_limits<double>::infinity());
+        forEachPoolTerm(
+            x.shape, y.shape, o.getKernel(), o.getStrides(), o.getPads(),
+            [&](int64_t out, int64_t in) {
+              y.data[out] = std::max(y.data[out], x.data[in]);
+            },
+            [](int64_t, int64_t) {});
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](MaxPool2DBackwardOp o) {
+        const HostTensor &x = get(o.getInput());
+        const HostTensor &dy = get(o.getGradOutput());
+        HostTensor dx = like(o.getResult());
+        int64_t best = -1;
+        forEachPoolTerm(
+            x.shape, dy.shape, o.getKernel(), o.getStrides(), o.getPads(),
+            [&](int64_t, int64_t in) {
+              if (best < 0 || x.data[in] > x.data[best])
+                best = in;
+            },
+            [&](int64_t out, int64_t) {
+              if (best >= 0)
+                dx.data[best] += dy.data[out];
+              best = -1;
+            });
+        set(o.getResult(), std::move(dx));
+        return success();
+      })
+      .Case([&](AvgPool2DOp o) {
+        const HostTensor &x = get(o.getInput());
+        HostTensor y = like(o.getResult());
+        int64_t oh = y.shape[2], ow = y.shape[3];
+        forEachPoolTerm(
+            x.shape, y.shape, o.getKernel(), o.getStrides(), o.getPads(),
+            [&](int64_t out, int64_t in) { y.data[out] += x.data[in]; },
+            [&](int64_t out, int64_t count) {
+              if (o.getCountIncludePad())
+                count = paddedWindowCount((out / ow) % oh, out % ow, x.shape,
+                                          o.getKernel(), o.getStrides(),
+                                          o.getPads());
+              y.data[out] /= std::max<int64_t>(count, 1);
+            });
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](AvgPool2DBackwardOp o) {
+        const HostTensor &dy = get(o.getGradOutput());
+        HostTensor dx = like(o.getResult());
+        int64_t oh = dy.shape[2], ow = dy.shape[3];
+        SmallVector<int64_t> window;
+        forEachPoolTerm(
+            dx.shape, dy.shape, o.getKernel(), o.getStrides(), o.getPads(),
+            [&](int64_t, int64_t in) { window.push_back(in); },
+            [&](int64_t out, int64_t count) {
+              if (o.getCountIncludePad())
+                count = paddedWindowCount((out / ow) % oh, out % ow, dx.shape,
+                                          o.getKernel(), o.getStrides(),
+                                          o.getPads());
+              for (int64_t in : window)
+                dx.data[in] += dy.data[out] / std::max<int64_t>(count, 1);
+              window.clear();
+            });
+        set(o.getResult(), std::move(dx));
+        return success();
+      })
+      // Composites
+      .Case([&](SoftmaxOp o) {
+        const HostTensor &x = get(o.getInput());
+        HostTensor y = like(o.getResult());
+        AxisView v(x.shape, o.getAxis());
+        for (int64_t a = 0; a < v.outer; ++a)
+          for (int64_t b = 0; b < v.inner; ++b) {
+            double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
+            for (int64_t k = 0; k < v.size; ++k)
+              m = std::max(m, x.data[v.at(a, k, b)]);
+            for (int64_t k = 0; k < v.size; ++k)
+              sum += std::exp(x.data[v.at(a, k, b)] - m);
+            for (int64_t k = 0; k < v.size; ++k)
+              y.data[v.at(a, k, b)] = std::exp(x.data[v.at(a, k, b)] - m) / sum;
+          }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](LogSoftmaxOp o) {
+        const HostTensor &x = get(o.getInput());
+        HostTensor y = like(o.getResult());
+        AxisView v(x.shape, o.getAxis());
+        for (int64_t a = 0; a < v.outer; ++a)
+          for (int64_t b = 0; b < v.inner; ++b) {
+            double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
+            for (int64_t k = 0; k < v.size; ++k)
+              m = std::max(m, x.data[v.at(a, k, b)]);
+            for (int64_t k = 0; k < v.size; ++k)
+              sum += std::exp(x.data[v.at(a, k, b)] - m);
+            for (int64_t k = 0; k < v.size; ++k)
+              y.data[v.at(a, k, b)] = x.data[v.at(a, k, b)] - m - std::log(sum);
+          }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](DropoutOp o) {
+        const HostTensor &x = get(o.getInput());
+        const HostTensor &key = get(o.getRngKey());
+        double ratio = o.getRatio().convertToDouble();
+        auto seed = (uint64_t)(int64_t)key.data[0];
+        auto step = (uint64_t)(int64_t)key.data[1];
+        HostTensor y = like(o.getResult());
+        for (int64_t i = 0; i < y.numElements(); ++i)
+          if (::gpuc::dropoutKeeps(seed, step, o.getStream(), i, (float)ratio))
+            y.data[i] = x.data[i] / (1.0 - ratio);
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](LayerNormOp o) {
+        const HostTensor &x = get(o.getInput());
+        const HostTensor &scale = get(o.getScale());
+        const HostTensor &bias = get(o.getBias());
+        HostTensor y = like(o.getResult());
+        int64_t m = scale.numElements(), rows = x.numElements() / m;
+        double eps = o.getEpsilon().convertToDouble();
+        for (int64_t r = 0; r < rows; ++r) {
+          const double *px = x.data.data() + r * m;
+          double mean = 0.0, var = 0.0;
+          for (int64_t j = 0; j < m; ++j)
+            mean += px[j];
+          mean /= m;
+          for (int64_t j = 0; j < m; ++j)
+            var += (px[j] - mean) * (px[j] - mean);
+          var /= m;
+          double rstd = 1.0 / std::sqrt(var + eps);
+          for (int64_t j = 0; j < m; ++j)
+            y.data[r * m + j] =
+                (px[j] - mean) * rstd * scale.data[j] + bias.data[j];
+        }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](BatchNormTrainOp o) {
+        const HostTensor &x = get(o.getInput());
+        const HostTensor &scale = get(o.getScale());
+        const HostTensor &bias = get(o.getBias());
+        const HostTensor &runMean = get(o.getRunningMean());
+        const HostTensor &runVar = get(o.getRunningVar());
+        AxisView v(x.shape, 1);
+        double eps = o.getEpsilon().convertToDouble();
+        double momentum = o.getMomentum().convertToDouble();
+        HostTensor y = like(o.getResult());
+        HostTensor newMean = like(o.getNewRunningMean());
+        HostTensor newVar = like(o.getNewRunningVar());
+        int64_t count = v.outer * v.inner;
+        for (int64_t c = 0; c < v.size; ++c) {
+          double mean = 0.0, var = 0.0;
+          for (int64_t a = 0; a < v.outer; ++a)
+            for (int64_t b = 0; b < v.inner; ++b)
+              mean += x.data[v.at(a, c, b)];
+          mean /= count;
+          for (int64_t a = 0; a < v.outer; ++a)
+            for (int64_t b = 0; b < v.inner; ++b) {
+              double d = x.data[v.at(a, c, b)] - mean;
+              var += d * d;
+            }
+          var /= count;
+          double rstd = 1.0 / std::sqrt(var + eps);
+          for (int64_t a = 0; a < v.outer; ++a)
+            for (int64_t b = 0; b < v.inner; ++b) {
+              int64_t i = v.at(a, c, b);
+              y.data[i] = (x.data[i] - mean) * rstd * scale.data[c] +
+                          bias.data[c];
+            }
+          // The running variance is unbiased, as in PyTorch and ONNX.
+          double unbiased = count > 1 ? var * count / (count - 1) : var;
+          newMean.data[c] = runMean.data[c] * momentum + mean * (1 - momentum);
+          newVar.data[c] = runVar.data[c] * momentum + unbiased * (1 - momentum);
+        }
+        set(o.getResult(), std::move(y));
+        set(o.getNewRunningMean(), std::move(newMean));
+        set(o.getNewRunningVar(), std::move(newVar));
+        return success();
+      })
+      .Case([&](CrossEntropyOp o) { return classLoss(o, /*logits=*/true); })
+      .Case([&](NllLossOp o) { return classLoss(o, /*logits=*/false); })
+      .Case([&](MseLossOp o) {
+        const HostTensor &x = get(o.getInput());
+        const HostTensor &t = get(o.getTarget());
+        HostTensor perElement = like(o.getInput());
+        double total = 0.0;
+        for (int64_t i = 0; i < x.numElements(); ++i) {
+          double d = x.data[i] - t.data[i];
+          perElement.data[i] = d * d;
+          total += d * d;
+        }
+        Type et = perElement.elementType;
+        if (o.getReduction() == Reduction::none)
+          set(o.getResult(), std::move(perElement));
+        else
+          set(o.getResult(),
+              HostTensor({}, et,
+                         o.getReduction() == Reduction::sum
+                             ? total
+                             : total / std::max<int64_t>(1, x.numElements())));
+        return success();
+      })
+      .Default([&](Operation *other) {
+        return other->emitOpError()
+               << "is not supported by the gpuc interpreter";
+      });
+}
+
+FailureOr<std::vector<HostTensor>>
+Interpreter::run(func::FuncOp func, ArrayRef<HostTensor> args) {
+  Block &body = func.getBody().front();
+  if (args.size() != body.getNumArguments())
+    return func.emitError() << "@" << func.getSymName() << " takes "
+                            << body.getNumArguments() << " arguments, got "
+                            << args.size();
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    if (args[i].getType() != arg.getType())
+      return func.emitError()
+             << "argument " << i << " of @" << func.getSymName() << " is "
+             << arg.getType() << ", got " << args[i].getType();
+    values[arg] = args[i];
+  }
+  for (Operation &op : body) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      std::vector<HostTensor> results;
+      for (Value v : ret.getOperands())
+        results.push_back(get(v));
+      return results;
+    }
+    if (failed(execute(&op)))
+      return failure();
+  }
+  return func.emitError() << "@" << func.getSymName() << " has no return";
+}
+
+FailureOr<std::vector<HostTensor>>
+mlir::gpuc::interpret(func::FuncOp func, ArrayRef<HostTensor> args,
+                      const InterpreterOptions &options) {
+  return Interpreter(options).run(func, args);
+}

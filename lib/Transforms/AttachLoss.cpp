@@ -1,0 +1,103 @@
+//===- AttachLoss.cpp - add a loss on a named output of @forward ----------===//
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/Signature.h"
+#include "gpuc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#define DEBUG_TYPE "gpuc-attach-loss"
+
+namespace mlir::gpuc {
+#define GEN_PASS_DEF_GPUCATTACHLOSS
+#include "gpuc/Transforms/Passes.h.inc"
+} // namespace mlir::gpuc
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+struct AttachLoss : gpuc::impl::GpucAttachLossBase<AttachLoss> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto func = module.lookupSymbol<func::FuncOp>("forward");
+    if (!func) {
+      module.emitError() << "gpuc-attach-loss: the module has no @forward";
+      return signalPassFailure();
+    }
+    MLIRContext *ctx = &getContext();
+    auto named = [&](StringRef s) { return StringAttr::get(ctx, s); };
+    if (findResult(func, GpucDialect::kOutputAttrName, named("loss"))) {
+      func.emitError() << "the model already returns an output named 'loss'; "
+                          "train it without --loss";
+      return signalPassFailure();
+    }
+    if (target.empty()) {
+      func.emitError() << "no --target given: name the output the loss is "
+                          "computed on (outputs: "
+                       << outputNames(func) << ")";
+      return signalPassFailure();
+    }
+    std::optional<unsigned> index =
+        findResult(func, GpucDialect::kOutputAttrName, named(target));
+    if (!index) {
+      func.emitError() << "the model has no output named '" << target
+                       << "' (outputs: " << outputNames(func) << ")";
+      return signalPassFailure();
+    }
+    if (findArgument(func, GpucDialect::kInputAttrName, named(labels))) {
+      func.emitError() << "the model already has an input named '" << labels
+                       << "'; choose another name for the labels";
+      return signalPassFailure();
+    }
+    Value output =
+        func.getBody().front().getTerminator()->getOperand(*index);
+    auto type = cast<RankedTensorType>(output.getType());
+    OpBuilder builder(func.getBody().front().getTerminator());
+    Location loc = NameLoc::get(named("loss"), func.getLoc());
+    Value lossValue;
+    if (loss == "cross_entropy") {
+      if (type.getRank() < 2) {
+        func.emitError() << "cross_entropy needs an output of rank >= 2 "
+                            "(batch x classes), but '"
+                         << target << "' is " << type;
+        return signalPassFailure();
+      }
+      SmallVector<int64_t> labelShape(type.getShape());
+      labelShape.erase(labelShape.begin() + 1);
+      Value labelArg = appendArgument(
+          func, RankedTensorType::get(labelShape, builder.getI64Type()),
+          builder.getNamedAttr(GpucDialect::kInputAttrName, named(labels)),
+          loc);
+      lossValue = CrossEntropyOp::create(
+          builder, loc, RankedTensorType::get({}, type.getElementType()),
+          output, labelArg, Reduction::mean, IntegerAttr());
+    } else if (loss == "mse") {
+      Value targetArg = appendArgument(
+          func, type,
+          builder.getNamedAttr(GpucDialect::kInputAttrName, named(labels)),
+          loc);
+      lossValue = MseLossOp::create(
+          builder, loc, RankedTensorType::get({}, type.getElementType()),
+          output, targetArg, Reduction::mean);
+    } else {
+      func.emitError() << "unknown loss '" << loss
+                       << "'; the losses are cross_entropy and mse";
+      return signalPassFailure();
+    }
+    appendResults(func, {lossValue},
+                  {builder.getNamedAttr(GpucDialect::kOutputAttrName,
+                                        named("loss"))});
+  }
+
+  static std::string outputNames(func::FuncOp func) {
+    std::string names;
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto s = func.getResultAttrOfType<StringAttr>(
+              i, GpucDialect::kOutputAttrName))
+        names += (names.empty() ? "" : ", ") + s.str();
+    return names.empty() ? "none" : names;
+  }
+};
+} // namespace

@@ -1,0 +1,234 @@
+//===- Optimizer.cpp - the optimizer update inside @train_step ------------===//
+//
+// SGD, Adam and AdamW as PyTorch 1.13 defines them (torch.optim, single-tensor
+// path), written as core elementwise ops on each parameter. Hyperparameters
+// are scalar step arguments; state lives in module-level parameters.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/Signature.h"
+#include "gpuc/Dialect/Gpuc/TensorBuilder.h"
+#include "gpuc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#define DEBUG_TYPE "gpuc-optimizer"
+
+namespace mlir::gpuc {
+#define GEN_PASS_DEF_GPUCOPTIMIZER
+#include "gpuc/Transforms/Passes.h.inc"
+} // namespace mlir::gpuc
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!func) {
+      module.emitError() << "gpuc-optimizer: the module has no @train_step "
+                            "(run gpuc-autodiff first)";
+      return signalPassFailure();
+    }
+    if (kind != "sgd" && kind != "adam" && kind != "adamw") {
+      func.emitError() << "unknown optimizer '" << kind
+                       << "'; the optimizers are sgd, adam and adamw";
+      return signalPassFailure();
+    }
+    if (findResult(func, GpucDialect::kUpdateAttrName) &&
+        module.lookupSymbol("optimizer.step")) {
+      func.emitError() << "@train_step already has an optimizer";
+      return signalPassFailure();
+    }
+    OpBuilder stepBuilder(func.getBody().front().getTerminator());
+    builder = &stepBuilder;
+    loc = NameLoc::get(builder->getStringAttr("optimizer"), func.getLoc());
+
+    // The step counter (PyTorch's per-parameter `step`, shared here).
+    Value count = stateArgument(module, "optimizer.step",
+                                RankedTensorType::get({}, builder->getI64Type()));
+    Value one = ConstantOp::create(
+        *builder, loc,
+        DenseElementsAttr::get(cast<RankedTensorType>(count.getType()),
+                               builder->getI64IntegerAttr(1)));
+    Value newCount =
+        AddOp::create(*builder, loc, count.getType(), count, one);
+
+    auto ret = func.getBody().front().getTerminator();
+    SmallVector<unsigned> gradResults;
+    SmallVector<Value> newValues;
+    SmallVector<NamedAttribute> roles;
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(
+          i, GpucDialect::kGradAttrName);
+      if (!ref)
+        continue;
+      gradResults.push_back(i);
+      std::optional<unsigned> argIndex =
+          findArgument(func, GpucDialect::kParamAttrName, ref);
+      if (!argIndex) {
+        func.emitError() << "gradient of " << ref
+                         << " has no parameter argument";
+        return signalPassFailure();
+      }
+      auto param = module.lookupSymbol<ParameterOp>(ref.getAttr());
+      Value p = func.getArgument(*argIndex), g = ret->getOperand(i);
+      SmallVector<std::pair<ParameterOp, Value>> updates;
+      Value updated = kind == "sgd"
+                          ? sgd(module, param, p, g, count, updates)
+                          : adam(module, param, p, g, newCount, updates);
+      newValues.push_back(updated);
+      roles.push_back(builder->getNamedAttr(GpucDialect::kUpdateAttrName,
+                                            FlatSymbolRefAttr::get(param)));
+      for (auto [state, value] : updates) {
+        newValues.push_back(value);
+        roles.push_back(builder->getNamedAttr(
+            GpucDialect::kUpdateAttrName, FlatSymbolRefAttr::get(state)));
+      }
+    }
+    if (gradResults.empty()) {
+      func.emitError() << "@train_step has no gradients to apply";
+      return signalPassFailure();
+    }
+    newValues.push_back(newCount);
+    roles.push_back(builder->getNamedAttr(
+        GpucDialect::kUpdateAttrName,
+        FlatSymbolRefAttr::get(builder->getContext(), "optimizer.step")));
+    appendResults(func, newValues, roles);
+    eraseResults(func, gradResults);
+  }
+
+  /// A scalar f32 hyperparameter argument, created once.
+  Value hyper(StringRef name, double defaultValue) {
+    auto nameAttr = builder->getStringAttr(name);
+    if (auto i = findArgument(func, GpucDialect::kHyperAttrName, nameAttr))
+      return func.getArgument(*i);
+    BlockArgument arg = appendArgument(
+        func, RankedTensorType::get({}, builder->getF32Type()),
+        builder->getNamedAttr(GpucDialect::kHyperAttrName, nameAttr), loc);
+    func.setArgAttr(arg.getArgNumber(), GpucDialect::kDefaultAttrName,
+                    builder->getF64FloatAttr(defaultValue));
+    return arg;
+  }
+
+  /// A zero-initialized, non-trainable parameter holding optimizer state,
+  /// and the step argument that receives it.
+  Value stateArgument(ModuleOp module, StringRef name, RankedTensorType type) {
+    auto param = module.lookupSymbol<ParameterOp>(name);
+    if (!param) {
+      OpBuilder moduleBuilder(module.getBodyRegion());
+      moduleBuilder.setInsertionPoint(func);
+      Attribute zero = isa<FloatType>(type.getElementType())
+                           ? Attribute(FloatAttr::get(type.getElementType(), 0))
+                           : Attribute(IntegerAttr::get(type.getElementType(), 0));
+      param = ParameterOp::create(moduleBuilder, loc, name, type,
+                                  DenseElementsAttr::get(type, zero),
+                                  /*trainable=*/false);
+    }
+    auto ref = FlatSymbolRefAttr::get(param);
+    if (auto i = findArgument(func, GpucDialect::kParamAttrName, ref))
+      return func.getArgument(*i);
+    return appendArgument(
+        func, type, builder->getNamedAttr(GpucDialect::kParamAttrName, ref),
+        loc);
+  }
+
+  Value broadcastLike(Value scalar, Value like) {
+    Value converted = scalar;
+    Type et = getElementTypeOrSelf(like.getType());
+    if (getElementTypeOrSelf(scalar.getType()) != et)
+      converted = CastOp::create(*builder, loc, RankedTensorType::get({}, et),
+                                 scalar);
+    return TensorBuilder(*builder).broadcastTo(
+        loc, converted, cast<RankedTensorType>(like.getType()).getShape());
+  }
+  Value add(Value a, Value b) { return AddOp::create(*builder, loc, a.getType(), a, b); }
+  Value sub(Value a, Value b) { return SubOp::create(*builder, loc, a.getType(), a, b); }
+  Value mul(Value a, Value b) { return MulOp::create(*builder, loc, a.getType(), a, b); }
+  Value div(Value a, Value b) { return DivOp::create(*builder, loc, a.getType(), a, b); }
+  Value scalarConst(double v) {
+    return TensorBuilder(*builder).scalar(loc, builder->getF32Type(), v);
+  }
+
+  double defaultLr() const { return lr >= 0 ? lr : (kind == "sgd" ? 0.01 : 1e-3); }
+  double defaultWeightDecay() const {
+    return weightDecay >= 0 ? weightDecay : (kind == "adamw" ? 0.01 : 0.0);
+  }
+
+  /// torch.optim.SGD: d = g + wd p; buf = d on the first step, else
+  /// momentum buf + (1 - dampening) d; d = nesterov ? d + momentum buf : buf;
+  /// p -= lr d.
+  Value sgd(ModuleOp module, ParameterOp param, Value p, Value g, Value count,
+            SmallVectorImpl<std::pair<ParameterOp, Value>> &updates) {
+    Value lrV = broadcastLike(hyper("lr", defaultLr()), p);
+    Value wd = broadcastLike(hyper("weight_decay", defaultWeightDecay()), p);
+    Value mom = broadcastLike(hyper("momentum", momentum), p);
+    Value damp = broadcastLike(hyper("dampening", dampening), p);
+    Value d = add(g, mul(wd, p));
+    std::string name = (param.getSymName() + ".momentum_buffer").str();
+    Value buf =
+        stateArgument(module, name, cast<RankedTensorType>(p.getType()));
+    Value oneP = TensorBuilder(*builder).splatLike(loc, p, 1.0);
+    Value later = add(mul(mom, buf), mul(sub(oneP, damp), d));
+    Value zero = TensorBuilder(*builder).splatLike(loc, count, 0.0);
+    Value first = broadcastLike(
+        CompareOp::create(*builder, loc, ComparePredicate::eq, count, zero), p);
+    Value newBuf = SelectOp::create(*builder, loc, p.getType(), first, d, later);
+    updates.push_back({module.lookupSymbol<ParameterOp>(name), newBuf});
+    Value direction = nesterov ? add(d, mul(mom, newBuf)) : newBuf;
+    return sub(p, mul(lrV, direction));
+  }
+
+  /// torch.optim.Adam / AdamW with t = step + 1:
+  /// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+  /// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps),
+  /// with weight decay added to g (Adam) or applied as p *= 1 - lr wd (AdamW).
+  Value adam(ModuleOp module, ParameterOp param, Value p, Value g,
+             Value newCount,
+             SmallVectorImpl<std::pair<ParameterOp, Value>> &updates) {
+    Value lrS = hyper("lr", defaultLr());
+    Value wdS = hyper("weight_decay", defaultWeightDecay());
+    Value b1S = hyper("beta1", beta1), b2S = hyper("beta2", beta2);
+    Value epsS = hyper("epsilon", epsilon);
+    // Scalar bias corrections, computed once per parameter (CSE merges them).
+    Value t = CastOp::create(*builder, loc,
+                             RankedTensorType::get({}, builder->getF32Type()),
+                             newCount);
+    Value oneS = scalarConst(1.0);
+    Value bc1 = sub(oneS, PowOp::create(*builder, loc, b1S.getType(), b1S, t));
+    Value bc2 = sub(oneS, PowOp::create(*builder, loc, b2S.getType(), b2S, t));
+    Value stepSize = div(lrS, bc1);
+    Value bc2Sqrt = SqrtOp::create(*builder, loc, bc2.getType(), bc2);
+
+    Value one = TensorBuilder(*builder).splatLike(loc, p, 1.0);
+    Value b1 = broadcastLike(b1S, p), b2 = broadcastLike(b2S, p);
+    Value wd = broadcastLike(wdS, p);
+    Value base = p;
+    if (kind == "adamw")
+      base = mul(p, sub(one, mul(broadcastLike(lrS, p), wd)));
+    else
+      g = add(g, mul(wd, p));
+    auto type = cast<RankedTensorType>(p.getType());
+    std::string mName = (param.getSymName() + ".exp_avg").str();
+    std::string vName = (param.getSymName() + ".exp_avg_sq").str();
+    Value m = stateArgument(module, mName, type);
+    Value v = stateArgument(module, vName, type);
+    Value newM = add(mul(b1, m), mul(sub(one, b1), g));
+    Value newV = add(mul(b2, v), mul(sub(one, b2), mul(g, g)));
+    updates.push_back({module.lookupSymbol<ParameterOp>(mName), newM});
+    updates.push_back({module.lookupSymbol<ParameterOp>(vName), newV});
+    Value denom = add(div(SqrtOp::create(*builder, loc, type, newV),
+                          broadcastLike(bc2Sqrt, p)),
+                      broadcastLike(epsS, p));
+    return sub(base, mul(broadcastLike(stepSize, p), div(newM, denom)));
+  }
+
+  func::FuncOp func;
+  OpBuilder *builder = nullptr;
+  LocationAttr loc;
+};
+} // namespace
