@@ -17,11 +17,11 @@ from torch import nn
 class MLP(nn.Module):
     """784-256-128-10 with ReLU, dropout and GELU (exported as Erf)."""
 
-    def __init__(self):
+    def __init__(self, dropout=0.1):
         super().__init__()
         self.net = nn.Sequential(
             nn.Flatten(),
-            nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.1),
+            nn.Linear(784, 256), nn.ReLU(), nn.Dropout(dropout),
             nn.Linear(256, 128), nn.GELU(),
             nn.Linear(128, 10))
 

@@ -15,6 +15,7 @@ config.test_exec_root = os.path.join(config.gpuc_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%gpuc_src", config.gpuc_src_root))
+config.substitutions.append(("%gpuc_bin", os.path.join(config.gpuc_tools_dir, "gpuc")))
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
@@ -29,3 +30,21 @@ onnx_node_tests = "/usr/share/libonnx-testdata/data/node"
 if os.path.isdir(onnx_node_tests):
     config.available_features.add("onnx-testdata")
     config.substitutions.append(("%onnx_node_tests", onnx_node_tests))
+
+# Debian's python3-torch and python3-onnx are importable from /usr/bin/python3
+# (the python3 first on PATH may be another interpreter).
+import subprocess
+system_python = "/usr/bin/python3"
+config.substitutions.append(("%system_python", system_python))
+try:
+    has_torch = subprocess.run(
+        [system_python, "-c", "import torch, onnx, numpy"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+except OSError:
+    has_torch = False
+if has_torch:
+    config.available_features.add("torch")
+else:
+    lit_config.note("python3-torch/python3-onnx not importable from "
+                    "/usr/bin/python3: the PyTorch parity tests are skipped "
+                    "(scripts/install-deps.sh installs them)")

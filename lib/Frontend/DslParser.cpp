@@ -876,7 +876,8 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
     auto op = BatchNormTrainOp::create(
         builder, l, args[0], args[1], args[2], args[3], args[4],
         builder.getF64FloatAttr(num("eps", 1e-5)),
-        builder.getF64FloatAttr(num("momentum", 0.9)));
+        builder.getF64FloatAttr(num("momentum", 0.9)),
+        /*unbiased_running_var=*/true);
     for (auto [stat, updated] : {std::pair{args[3], op.getNewRunningMean()},
                                  {args[4], op.getNewRunningVar()}}) {
       if (ParameterOp param = paramOfArg.lookup(stat)) {

@@ -1295,9 +1295,14 @@ LogicalResult OnnxImporter::importBatchNormalization(Node &node) {
     setOutput(node, 0, y);
     return success();
   }
+  // PyTorch keeps the unbiased variance in its running statistics while ONNX
+  // specifies the population one; a model exported by PyTorch trains as it
+  // did there.
+  bool unbiased = model.producer_name() == "pytorch";
   auto op = BatchNormTrainOp::create(builder, node.loc, x, scale, bias, mean,
                                      var, builder.getF64FloatAttr(epsilon),
-                                     builder.getF64FloatAttr(momentum));
+                                     builder.getF64FloatAttr(momentum),
+                                     unbiased);
   setOutput(node, 0, op.getResult());
   setOutput(node, 1, op.getNewRunningMean());
   setOutput(node, 2, op.getNewRunningVar());

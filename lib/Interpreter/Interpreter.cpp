@@ -891,10 +891,11 @@ LogicalResult Interpreter::execute(Operation *op) {
               y.data[i] = (x.data[i] - mean) * rstd * scale.data[c] +
                           bias.data[c];
             }
-          // The running variance is unbiased, as in PyTorch and ONNX.
-          double unbiased = count > 1 ? var * count / (count - 1) : var;
+          double batchVar = o.getUnbiasedRunningVar() && count > 1
+                                ? var * count / (count - 1)
+                                : var;
           newMean.data[c] = runMean.data[c] * momentum + mean * (1 - momentum);
-          newVar.data[c] = runVar.data[c] * momentum + unbiased * (1 - momentum);
+          newVar.data[c] = runVar.data[c] * momentum + batchVar * (1 - momentum);
         }
         set(o.getResult(), std::move(y));
         set(o.getNewRunningMean(), std::move(newMean));

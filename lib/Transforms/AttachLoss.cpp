@@ -64,8 +64,30 @@ struct AttachLoss : gpuc::impl::GpucAttachLossBase<AttachLoss> {
                          << target << "' is " << type;
         return signalPassFailure();
       }
+      int64_t rank = type.getRank();
+      int64_t axis = classAxis < 0 ? classAxis + rank : classAxis;
+      if (axis < 1 || axis >= rank) {
+        func.emitError() << "class axis " << classAxis << " of '" << target
+                         << "' (" << type
+                         << ") must be a non-batch axis (1.." << rank - 1
+                         << " or negative)";
+        return signalPassFailure();
+      }
       SmallVector<int64_t> labelShape(type.getShape());
-      labelShape.erase(labelShape.begin() + 1);
+      labelShape.erase(labelShape.begin() + axis);
+      if (axis != 1) {
+        // Move the classes to axis 1, where cross_entropy expects them.
+        SmallVector<int64_t> perm = {0, axis};
+        for (int64_t i = 1; i < rank; ++i)
+          if (i != axis)
+            perm.push_back(i);
+        SmallVector<int64_t> shape;
+        for (int64_t p : perm)
+          shape.push_back(type.getDimSize(p));
+        output = TransposeOp::create(
+            builder, loc, RankedTensorType::get(shape, type.getElementType()),
+            output, perm);
+      }
       Value labelArg = appendArgument(
           func, RankedTensorType::get(labelShape, builder.getI64Type()),
           builder.getNamedAttr(GpucDialect::kInputAttrName, named(labels)),

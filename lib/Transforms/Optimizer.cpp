@@ -175,8 +175,9 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     Value oneP = TensorBuilder(*builder).splatLike(loc, p, 1.0);
     Value later = add(mul(mom, buf), mul(sub(oneP, damp), d));
     Value zero = TensorBuilder(*builder).splatLike(loc, count, 0.0);
-    Value first = broadcastLike(
-        CompareOp::create(*builder, loc, ComparePredicate::eq, count, zero), p);
+    Value first = TensorBuilder(*builder).broadcastTo(
+        loc, CompareOp::create(*builder, loc, ComparePredicate::eq, count, zero),
+        cast<RankedTensorType>(p.getType()).getShape());
     Value newBuf = SelectOp::create(*builder, loc, p.getType(), first, d, later);
     updates.push_back({module.lookupSymbol<ParameterOp>(name), newBuf});
     Value direction = nesterov ? add(d, mul(mom, newBuf)) : newBuf;

@@ -76,6 +76,11 @@ static cl::opt<std::string>
                cl::desc("Name of the new input holding labels/targets"),
                cl::value_desc("name"), cl::init("label"),
                cl::cat(trainCategory));
+static cl::opt<int64_t> classAxis(
+    "class-axis",
+    cl::desc("cross_entropy: the output axis holding the classes (default 1; "
+             "-1 for the last, as language models have)"),
+    cl::init(1), cl::cat(trainCategory));
 static cl::opt<std::string>
     optimizerKind("optimizer", cl::desc("sgd, adam or adamw"),
                   cl::value_desc("kind"), cl::init("sgd"),
@@ -205,7 +210,8 @@ static int runImport(int argc, char **argv) {
     if (train) {
       if (!lossKind.empty())
         pm.addPass(gpuc::createGpucAttachLoss(
-            gpuc::GpucAttachLossOptions{lossKind, lossTarget, labelsName}));
+            gpuc::GpucAttachLossOptions{lossKind, lossTarget, labelsName,
+                                        classAxis}));
       pm.addPass(gpuc::createGpucAutodiff());
       gpuc::GpucOptimizerOptions opt;
       opt.kind = optimizerKind;

@@ -12,7 +12,8 @@ def GpucAttachLoss : Pass<"gpuc-attach-loss", "::mlir::ModuleOp"> {
   let summary = "add a loss on a named output of @forward";
   let description = [{
     For models exported without their loss. Adds `cross_entropy` (class
-    labels, a new i64 input) or `mse` (a target shaped like the output, a new
+    labels, a new i64 input; the class axis is moved to position 1 when it
+    is elsewhere) or `mse` (a target shaped like the output, a new
     float input) on the output named `target`, with mean reduction, and makes
     it the result `gpuc.output = "loss"` of `@forward`. A model that already
     returns a `loss` output is refused: its loss is already there.
@@ -24,6 +25,10 @@ def GpucAttachLoss : Pass<"gpuc-attach-loss", "::mlir::ModuleOp"> {
            "the name of the output the loss is computed on">,
     Option<"labels", "labels", "std::string", "\"label\"",
            "the name of the new input holding labels or targets">,
+    Option<"classAxis", "class-axis", "int64_t", "1",
+           "cross_entropy: the axis of the output holding the classes (1 as "
+           "in ONNX and PyTorch's NCd layout; -1 for the last, as language "
+           "models have)">,
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }

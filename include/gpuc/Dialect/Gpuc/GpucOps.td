@@ -708,7 +708,10 @@ def Gpuc_BatchNormTrainOp : Gpuc_Op<"batch_norm_train", [DeclareOpInterfaceMetho
     variance, applies `scale` and `bias`, and returns the updated running
     statistics with the ONNX convention:
     `new = running * momentum + batch_stat * (1 - momentum)`
-    (PyTorch's `momentum=0.1` is ONNX's `0.9`).
+    (PyTorch's `momentum=0.1` is ONNX's `0.9`). `batch_stat` for the variance
+    is the population variance as ONNX defines it, or with
+    `unbiased_running_var` the unbiased one that PyTorch keeps (models
+    exported by PyTorch get it, so they train as they did there).
 
     ```mlir
     %y, %m, %v = gpuc.batch_norm_train %x, %g, %b, %rm, %rv
@@ -719,13 +722,14 @@ def Gpuc_BatchNormTrainOp : Gpuc_Op<"batch_norm_train", [DeclareOpInterfaceMetho
   let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$scale,
                        Gpuc_FloatTensor:$bias, Gpuc_FloatTensor:$running_mean,
                        Gpuc_FloatTensor:$running_var, F64Attr:$epsilon,
-                       F64Attr:$momentum);
+                       F64Attr:$momentum, UnitProp:$unbiased_running_var);
   let results = (outs Gpuc_FloatTensor:$result,
                       Gpuc_FloatTensor:$new_running_mean,
                       Gpuc_FloatTensor:$new_running_var);
   let assemblyFormat = [{
     $input `,` $scale `,` $bias `,` $running_mean `,` $running_var
     `epsilon` `=` $epsilon `momentum` `=` $momentum
+    (`unbiased_running_var` $unbiased_running_var^)?
     attr-dict `:` type($input) `,` type($scale)
   }];
   let hasVerifier = 1;

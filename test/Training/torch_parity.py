@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Trains gpuc's example models in gpuc (through the reference interpreter)
+and in PyTorch from the same ONNX initializers and the same batches, and
+compares the losses step by step and the final weights.
+
+    /usr/bin/python3 test/Training/torch_parity.py --gpuc build/bin/gpuc \
+        [--models mlp,cnn,transformer] [--optimizers sgd,adamw] [--steps 20]
+
+Exits non-zero if any relative difference exceeds --tolerance (1e-4). Loss
+difference: |l_gpuc - l_torch| / |l_torch|. Weight difference, per tensor:
+||w_gpuc - w_torch|| / ||w_torch||.
+
+Elements whose gradient is zero in exact arithmetic (a conv bias followed by
+batch norm, the key bias of attention) get gradients of pure rounding noise,
+~1e-9, in both implementations; Adam divides that noise by its own magnitude
+and takes full steps in random directions, so no two implementations agree on
+them. Elements whose PyTorch gradient is nonzero but never exceeds 1e-7 in
+magnitude are therefore left out of the weight comparison, and their count is
+printed. (Exactly zero gradients, as of dead ReLU units, are compared.)
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+from export_models import CNN, MLP, TransformerBlock, export  # noqa: E402
+
+BATCH = {"mlp": 8, "cnn": 4, "transformer": 4}
+OPTIMIZERS = {
+    "sgd": (["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"],
+            lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
+    "adamw": (["--optimizer", "adamw", "--lr", "0.001", "--weight-decay",
+               "0.01"],
+              lambda p: torch.optim.AdamW(p, lr=0.001, weight_decay=0.01)),
+}
+
+
+def make_model(name):
+    torch.manual_seed(0)
+    if name == "mlp":
+        return MLP(dropout=0.0), "image", 17
+    if name == "cnn":
+        return CNN(), "image", 17
+    return TransformerBlock(), "tokens", 14
+
+
+def batches(name, steps):
+    rng = np.random.RandomState(1)
+    for _ in range(steps):
+        b = BATCH[name]
+        if name == "transformer":
+            yield (rng.randint(0, 64, (b, 16)).astype(np.int64),
+                   rng.randint(0, 64, (b, 16)).astype(np.int64))
+        else:
+            yield (rng.randn(b, 1, 28, 28).astype(np.float32),
+                   rng.randint(0, 10, b).astype(np.int64))
+
+
+def run_one(gpuc, name, opt_name, steps, workdir):
+    model, input_name, opset = make_model(name)
+    path = os.path.join(workdir, f"{name}.onnx")
+    export(model, torch.zeros((2, 16), dtype=torch.int64)
+           if name == "transformer" else torch.randn(2, 1, 28, 28),
+           path, input_name, opset)
+    # Start PyTorch from exactly the ONNX initializers (tracing in training
+    # mode may have touched batch-norm statistics).
+    inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
+             for t in onnx.load(path).graph.initializer}
+    state = model.state_dict()
+    for key in state:
+        if key in inits:
+            state[key] = inits[key]
+    missing = [n for n, _ in model.named_parameters() if n not in inits]
+    if missing:
+        raise SystemExit(f"{name}: parameters missing from the ONNX file: "
+                         f"{missing}")
+    model.load_state_dict(state)
+    model.train()
+
+    flags, make_opt = OPTIMIZERS[opt_name]
+    step_mlir = os.path.join(workdir, f"{name}.{opt_name}.mlir")
+    cmd = [gpuc, "import", path, "--batch", str(BATCH[name]), "--train",
+           "--loss", "cross_entropy", "--target", "logits",
+           "-o", step_mlir] + flags
+    if name == "transformer":
+        cmd += ["--class-axis", "-1"]
+    subprocess.run(cmd, check=True)
+    state_dir = os.path.join(workdir, f"{name}.{opt_name}.state")
+    os.makedirs(state_dir, exist_ok=True)
+
+    opt = make_opt(model.parameters())
+    max_grad = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
+    loss_fn = torch.nn.CrossEntropyLoss()
+    worst_loss = 0.0
+    for step, (x, y) in enumerate(batches(name, steps)):
+        xp, yp = os.path.join(workdir, "x.npy"), os.path.join(workdir, "y.npy")
+        np.save(xp, x)
+        np.save(yp, y)
+        subprocess.run([gpuc, "run", step_mlir, "--input",
+                        f"{input_name}={xp}", "--input", f"label={yp}",
+                        "--param-dir", state_dir, "--output-dir", state_dir,
+                        "--step", str(step)], check=True)
+        gpuc_loss = float(np.load(os.path.join(state_dir, "loss.npy")))
+        opt.zero_grad()
+        out = model(torch.from_numpy(x))
+        if name == "transformer":
+            out = out.permute(0, 2, 1)
+        loss = loss_fn(out, torch.from_numpy(y))
+        loss.backward()
+        for n, p in model.named_parameters():
+            max_grad[n] = torch.maximum(max_grad[n], p.grad.abs())
+        opt.step()
+        rel = abs(gpuc_loss - loss.item()) / abs(loss.item())
+        worst_loss = max(worst_loss, rel)
+    worst_weight, worst_name, excluded = 0.0, "", 0
+    for pname, p in model.named_parameters():
+        mine = np.load(os.path.join(state_dir, pname + ".npy"))
+        ref = p.detach().numpy()
+        g = max_grad[pname].numpy()
+        live = (g > 1e-7) | (g == 0)
+        excluded += int((~live).sum())
+        mine, ref = mine[live], ref[live]
+        if ref.size == 0:
+            continue
+        rel = np.linalg.norm(mine - ref) / max(np.linalg.norm(ref), 1e-30)
+        if rel > worst_weight:
+            worst_weight, worst_name = rel, pname
+    return worst_loss, worst_weight, worst_name, loss.item(), excluded
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpuc", required=True)
+    parser.add_argument("--models", default="mlp,cnn,transformer")
+    parser.add_argument("--optimizers", default="sgd,adamw")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--tolerance", type=float, default=1e-4)
+    args = parser.parse_args()
+    failed = False
+    with tempfile.TemporaryDirectory() as workdir:
+        for name in args.models.split(","):
+            for opt_name in args.optimizers.split(","):
+                wl, ww, wn, final, excluded = run_one(args.gpuc, name, opt_name,
+                                            args.steps, workdir)
+                ok = wl <= args.tolerance and ww <= args.tolerance
+                failed |= not ok
+                print(f"{'PASS' if ok else 'FAIL'} {name} {opt_name} "
+                      f"{args.steps} steps: final loss {final:.6f}, max loss "
+                      f"rel diff {wl:.2e}, max weight rel diff {ww:.2e} "
+                      f"({wn}); {excluded} zero-gradient elements not "
+                      f"compared", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

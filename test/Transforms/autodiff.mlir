@@ -1,0 +1,92 @@
+// RUN: gpuc-opt %s --gpuc-autodiff -split-input-file -verify-diagnostics | FileCheck %s
+
+// A linear layer, ReLU and cross-entropy: gradients for the parameters only
+// (none for the input x or the labels), each op adding its own rule.
+
+gpuc.parameter @w trainable : tensor<3x4xf32> = dense<0.5> : tensor<3x4xf32>
+gpuc.parameter @b trainable : tensor<3xf32> = dense<0.0> : tensor<3xf32>
+func.func @forward(%x: tensor<2x4xf32> {gpuc.input = "x"}, %w: tensor<3x4xf32> {gpuc.param = @w}, %b: tensor<3xf32> {gpuc.param = @b}, %l: tensor<2xi64> {gpuc.input = "label"}) -> (tensor<2x3xf32> {gpuc.output = "logits"}, tensor<f32> {gpuc.output = "loss"}) {
+  %0 = gpuc.matmul %x, %w transpose_rhs : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
+  %1 = gpuc.broadcast %b : tensor<3xf32> -> tensor<2x3xf32>
+  %2 = gpuc.add %0, %1 : tensor<2x3xf32>
+  %3 = gpuc.relu %2 : tensor<2x3xf32>
+  %4 = gpuc.cross_entropy %3, %l reduction = mean : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
+  return %3, %4 : tensor<2x3xf32>, tensor<f32>
+}
+
+// CHECK-LABEL: func.func @forward
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x4xf32> {gpuc.input = "x"}
+// CHECK-SAME: %[[L:[a-z0-9]+]]: tensor<2xi64> {gpuc.input = "label"}
+// CHECK-SAME: -> (tensor<2x3xf32> {gpuc.output = "logits"}, tensor<f32> {gpuc.output = "loss"}, tensor<3x4xf32> {gpuc.grad = @w}, tensor<3xf32> {gpuc.grad = @b})
+// CHECK: %[[PRE:.+]] = gpuc.add
+// CHECK: %[[ACT:.+]] = gpuc.relu %[[PRE]]
+// CHECK: %[[LOSS:.+]] = gpuc.cross_entropy %[[ACT]], %[[L]]
+// Cross-entropy: (softmax - one_hot(labels)) / N.
+// CHECK: %[[P:.+]] = gpuc.softmax %[[ACT]] axis = 1
+// CHECK: %[[CLASSES:.+]] = gpuc.iota dim = 1 : tensor<2x3xi64>
+// CHECK: %[[HOT:.+]] = gpuc.compare eq, %[[CLASSES]]
+// CHECK: %[[HOTF:.+]] = gpuc.cast %[[HOT]]
+// CHECK: %[[DIFF:.+]] = gpuc.sub %[[P]], %[[HOTF]]
+// CHECK: %[[DLOGITS:.+]] = gpuc.mul %[[DIFF]]
+// ReLU passes the gradient where its input is positive.
+// CHECK: %[[POS:.+]] = gpuc.compare gt, %[[PRE]]
+// CHECK: %[[DPRE:.+]] = gpuc.select %[[POS]], %[[DLOGITS]]
+// Broadcast: summed back over the batch. Matmul: only the weight's product.
+// CHECK: %[[DB:.+]] = gpuc.reduce_sum %[[DPRE]] axes = [0] : tensor<2x3xf32> -> tensor<3xf32>
+// CHECK: %[[DW:.+]] = gpuc.matmul %[[DPRE]], %[[X]] transpose_lhs : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<3x4xf32>
+// CHECK-NOT: gpuc.matmul
+// CHECK: return %[[ACT]], %[[LOSS]], %[[DW]], %[[DB]]
+
+// -----
+
+// Dropout's gradient is the same dropout (same key and stream) of the
+// incoming gradient; a parameter that does not reach the loss gets zeros.
+gpuc.parameter @a trainable : tensor<4xf32> = dense<1.0> : tensor<4xf32>
+// expected-warning @+1 {{parameter @unused does not affect the loss; its gradient is zero}}
+gpuc.parameter @unused trainable : tensor<2xf32> = dense<1.0> : tensor<2xf32>
+func.func @forward(%a: tensor<4xf32> {gpuc.param = @a}, %u: tensor<2xf32> {gpuc.param = @unused}, %key: tensor<2xi64> {gpuc.rng}) -> (tensor<f32> {gpuc.output = "loss"}) {
+  %d = gpuc.dropout %a, %key stream = 7 ratio = 0.25 : tensor<4xf32>
+  %s = gpuc.reduce_sum %d axes = [0] : tensor<4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[KEY:[a-z0-9]+]]: tensor<2xi64> {gpuc.rng}
+// The seed gradient folds through reshape and broadcast to a constant.
+// CHECK: %[[G:.+]] = gpuc.constant dense<1.000000e+00> : tensor<4xf32>
+// CHECK: %[[DA:.+]] = gpuc.dropout %[[G]], %[[KEY]] stream = 7 ratio = 2.500000e-01
+// CHECK: %[[ZERO:.+]] = gpuc.constant dense<0.000000e+00> : tensor<2xf32>
+// CHECK: return %{{.+}}, %[[DA]], %[[ZERO]]
+
+// -----
+
+gpuc.parameter @a trainable : tensor<4xf32> = dense<1.0> : tensor<4xf32>
+// expected-error @+1 {{no scalar output named 'loss' to differentiate}}
+func.func @forward(%a: tensor<4xf32> {gpuc.param = @a}) -> (tensor<4xf32> {gpuc.output = "y"}) {
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// A step function has a zero derivative almost everywhere: the parameter
+// gets a zero gradient and a warning, not an error.
+// expected-warning @+1 {{parameter @a does not affect the loss}}
+gpuc.parameter @a trainable : tensor<4xf32> = dense<1.0> : tensor<4xf32>
+func.func @forward(%a: tensor<4xf32> {gpuc.param = @a}) -> (tensor<f32> {gpuc.output = "loss"}) {
+  %z = gpuc.constant dense<0.0> : tensor<4xf32>
+  %c = gpuc.compare gt, %a, %z : tensor<4xf32>
+  %f = gpuc.cast %c : tensor<4xi1> to tensor<4xf32>
+  %s = gpuc.reduce_sum %f axes = [0] : tensor<4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// Backward ops have no gradient rule of their own (no second derivatives).
+gpuc.parameter @w trainable : tensor<1x1x1x1xf32> = dense<1.0> : tensor<1x1x1x1xf32>
+func.func @forward(%x: tensor<1x1x2x2xf32> {gpuc.input = "x"}, %w: tensor<1x1x1x1xf32> {gpuc.param = @w}) -> (tensor<f32> {gpuc.output = "loss"}) {
+  // expected-error @+1 {{'gpuc.conv2d_backward_input' op is not differentiable, but the loss depends on a trainable parameter through it}}
+  %d = gpuc.conv2d_backward_input %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<1x1x2x2xf32>, tensor<1x1x1x1xf32>) -> tensor<1x1x2x2xf32>
+  %s = gpuc.reduce_sum %d axes = [0, 1, 2, 3] : tensor<1x1x2x2xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
