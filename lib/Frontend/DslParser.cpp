@@ -897,9 +897,9 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
     if (!(ratio >= 0.0 && ratio < 1.0))
       return emitError(l) << "dropout ratio " << ratio << " must be in [0, 1)";
     if (!rngKey)
-      rngKey = addArgument(
-          RankedTensorType::get({2}, builder.getI64Type()),
-          builder.getNamedAttr(GpucDialect::kRngAttrName, builder.getUnitAttr()));
+      rngKey = addArgument(RankedTensorType::get({2}, builder.getI64Type()),
+                           builder.getNamedAttr(GpucDialect::kRngAttrName,
+                                                builder.getUnitAttr()));
     return finish(DropoutOp::create(builder, l, x->getType(), *x, rngKey,
                                     builder.getF64FloatAttr(ratio),
                                     dropoutStreams++));

@@ -1299,10 +1299,10 @@ LogicalResult OnnxImporter::importBatchNormalization(Node &node) {
   // specifies the population one; a model exported by PyTorch trains as it
   // did there.
   bool unbiased = model.producer_name() == "pytorch";
-  auto op = BatchNormTrainOp::create(builder, node.loc, x, scale, bias, mean,
-                                     var, builder.getF64FloatAttr(epsilon),
-                                     builder.getF64FloatAttr(momentum),
-                                     unbiased);
+  auto op =
+      BatchNormTrainOp::create(builder, node.loc, x, scale, bias, mean, var,
+                               builder.getF64FloatAttr(epsilon),
+                               builder.getF64FloatAttr(momentum), unbiased);
   setOutput(node, 0, op.getResult());
   setOutput(node, 1, op.getNewRunningMean());
   setOutput(node, 2, op.getNewRunningVar());
@@ -1672,8 +1672,8 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
         GpucDialect::kUpdateAttrName, FlatSymbolRefAttr::get(param))));
   }
   func::ReturnOp::create(builder, fileLoc(), results);
-  func.setFunctionType(builder.getFunctionType(
-      entry->getArgumentTypes(), ValueRange(results).getTypes()));
+  func.setFunctionType(builder.getFunctionType(entry->getArgumentTypes(),
+                                               ValueRange(results).getTypes()));
   if (rngKey) {
     argAttrDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
         GpucDialect::kRngAttrName, builder.getUnitAttr())));

@@ -108,15 +108,15 @@ HostTensor HostTensor::fromAttr(ElementsAttr attr) {
     for (const llvm::APFloat &v : dense.getValues<llvm::APFloat>()) {
       llvm::APFloat d = v;
       bool losesInfo;
-      d.convert(llvm::APFloat::IEEEdouble(),
-                llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+      d.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
+                &losesInfo);
       t.data[i++] = d.convertToDouble();
     }
   } else {
     int64_t i = 0;
     for (const llvm::APInt &v : dense.getValues<llvm::APInt>())
-      t.data[i++] = et.isInteger(1) ? (double)v.getZExtValue()
-                                    : (double)v.getSExtValue();
+      t.data[i++] =
+          et.isInteger(1) ? (double)v.getZExtValue() : (double)v.getSExtValue();
   }
   return t;
 }
@@ -198,8 +198,7 @@ void forEachConvTerm(ArrayRef<int64_t> x, ArrayRef<int64_t> w,
                 int64_t ix = xx * strides[1] - pads[1] + kx * dilations[1];
                 if (ix < 0 || ix >= iw)
                   continue;
-                int64_t in =
-                    ((b * x[1] + g * cg + ci) * ih + iy) * iw + ix;
+                int64_t in = ((b * x[1] + g * cg + ci) * ih + iy) * iw + ix;
                 int64_t wt = ((oc * cg + ci) * kh + ky) * kw + kx;
                 visit(out, in, wt);
               }
@@ -435,8 +434,9 @@ LogicalResult Interpreter::execute(Operation *op) {
             double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
             return 0.5 * x * (1.0 + std::tanh(u));
           });
-        return unary(
-            o, [](double x) { return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2)); });
+        return unary(o, [](double x) {
+          return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2));
+        });
       })
       // Binary
       .Case([&](AddOp o) {
@@ -616,9 +616,9 @@ LogicalResult Interpreter::execute(Operation *op) {
             if (k < 0)
               k += in.size;
             if (k < 0 || k >= in.size)
-              return o.emitOpError() << "index " << (int64_t)indices.data[j]
-                                     << " is outside [-" << in.size << ", "
-                                     << in.size << ")";
+              return o.emitOpError()
+                     << "index " << (int64_t)indices.data[j] << " is outside [-"
+                     << in.size << ", " << in.size << ")";
             for (int64_t b = 0; b < in.inner; ++b)
               y.data[(a * n + j) * in.inner + b] = x.data[in.at(a, k, b)];
           }
@@ -637,9 +637,9 @@ LogicalResult Interpreter::execute(Operation *op) {
             if (k < 0)
               k += out.size;
             if (k < 0 || k >= out.size)
-              return o.emitOpError() << "index " << (int64_t)indices.data[j]
-                                     << " is outside [-" << out.size << ", "
-                                     << out.size << ")";
+              return o.emitOpError()
+                     << "index " << (int64_t)indices.data[j] << " is outside [-"
+                     << out.size << ", " << out.size << ")";
             for (int64_t b = 0; b < out.inner; ++b)
               y.data[out.at(a, k, b)] += u.data[(a * n + j) * out.inner + b];
           }
@@ -888,14 +888,15 @@ LogicalResult Interpreter::execute(Operation *op) {
           for (int64_t a = 0; a < v.outer; ++a)
             for (int64_t b = 0; b < v.inner; ++b) {
               int64_t i = v.at(a, c, b);
-              y.data[i] = (x.data[i] - mean) * rstd * scale.data[c] +
-                          bias.data[c];
+              y.data[i] =
+                  (x.data[i] - mean) * rstd * scale.data[c] + bias.data[c];
             }
           double batchVar = o.getUnbiasedRunningVar() && count > 1
                                 ? var * count / (count - 1)
                                 : var;
           newMean.data[c] = runMean.data[c] * momentum + mean * (1 - momentum);
-          newVar.data[c] = runVar.data[c] * momentum + batchVar * (1 - momentum);
+          newVar.data[c] =
+              runVar.data[c] * momentum + batchVar * (1 - momentum);
         }
         set(o.getResult(), std::move(y));
         set(o.getNewRunningMean(), std::move(newMean));
@@ -931,13 +932,13 @@ LogicalResult Interpreter::execute(Operation *op) {
       });
 }
 
-FailureOr<std::vector<HostTensor>>
-Interpreter::run(func::FuncOp func, ArrayRef<HostTensor> args) {
+FailureOr<std::vector<HostTensor>> Interpreter::run(func::FuncOp func,
+                                                    ArrayRef<HostTensor> args) {
   Block &body = func.getBody().front();
   if (args.size() != body.getNumArguments())
-    return func.emitError() << "@" << func.getSymName() << " takes "
-                            << body.getNumArguments() << " arguments, got "
-                            << args.size();
+    return func.emitError()
+           << "@" << func.getSymName() << " takes " << body.getNumArguments()
+           << " arguments, got " << args.size();
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
     if (args[i].getType() != arg.getType())
       return func.emitError()

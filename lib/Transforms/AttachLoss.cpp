@@ -51,8 +51,7 @@ struct AttachLoss : gpuc::impl::GpucAttachLossBase<AttachLoss> {
                        << "'; choose another name for the labels";
       return signalPassFailure();
     }
-    Value output =
-        func.getBody().front().getTerminator()->getOperand(*index);
+    Value output = func.getBody().front().getTerminator()->getOperand(*index);
     auto type = cast<RankedTensorType>(output.getType());
     OpBuilder builder(func.getBody().front().getTerminator());
     Location loc = NameLoc::get(named("loss"), func.getLoc());
@@ -68,9 +67,8 @@ struct AttachLoss : gpuc::impl::GpucAttachLossBase<AttachLoss> {
       int64_t axis = classAxis < 0 ? classAxis + rank : classAxis;
       if (axis < 1 || axis >= rank) {
         func.emitError() << "class axis " << classAxis << " of '" << target
-                         << "' (" << type
-                         << ") must be a non-batch axis (1.." << rank - 1
-                         << " or negative)";
+                         << "' (" << type << ") must be a non-batch axis (1.."
+                         << rank - 1 << " or negative)";
         return signalPassFailure();
       }
       SmallVector<int64_t> labelShape(type.getShape());
@@ -108,9 +106,9 @@ struct AttachLoss : gpuc::impl::GpucAttachLossBase<AttachLoss> {
                        << "'; the losses are cross_entropy and mse";
       return signalPassFailure();
     }
-    appendResults(func, {lossValue},
-                  {builder.getNamedAttr(GpucDialect::kOutputAttrName,
-                                        named("loss"))});
+    appendResults(
+        func, {lossValue},
+        {builder.getNamedAttr(GpucDialect::kOutputAttrName, named("loss"))});
   }
 
   static std::string outputNames(func::FuncOp func) {

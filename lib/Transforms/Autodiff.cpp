@@ -74,8 +74,8 @@ struct Autodiff : gpuc::impl::GpucAutodiffBase<Autodiff> {
     Value lossValue = ret->getOperand(*lossIndex);
     auto lossType = cast<RankedTensorType>(lossValue.getType());
     if (lossType.getRank() != 0 || !isa<FloatType>(lossType.getElementType()))
-      return func.emitError() << "the loss must be a float scalar, got "
-                              << lossType;
+      return func.emitError()
+             << "the loss must be a float scalar, got " << lossType;
 
     // Activity analysis: differentiate only values that depend on a
     // trainable parameter and that the loss depends on.
@@ -125,8 +125,8 @@ struct Autodiff : gpuc::impl::GpucAutodiffBase<Autodiff> {
                << "is not differentiable, but the loss depends on a "
                   "trainable parameter through it";
       SmallVector<Value> operandGrads;
-      if (failed(rule.buildGradients(builder, resultGrads, wanted,
-                                     operandGrads)))
+      if (failed(
+              rule.buildGradients(builder, resultGrads, wanted, operandGrads)))
         return failure();
       for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
         if (!g || !active(operand))

@@ -49,14 +49,14 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     loc = NameLoc::get(builder->getStringAttr("optimizer"), func.getLoc());
 
     // The step counter (PyTorch's per-parameter `step`, shared here).
-    Value count = stateArgument(module, "optimizer.step",
-                                RankedTensorType::get({}, builder->getI64Type()));
+    Value count =
+        stateArgument(module, "optimizer.step",
+                      RankedTensorType::get({}, builder->getI64Type()));
     Value one = ConstantOp::create(
         *builder, loc,
         DenseElementsAttr::get(cast<RankedTensorType>(count.getType()),
                                builder->getI64IntegerAttr(1)));
-    Value newCount =
-        AddOp::create(*builder, loc, count.getType(), count, one);
+    Value newCount = AddOp::create(*builder, loc, count.getType(), count, one);
 
     auto ret = func.getBody().front().getTerminator();
     SmallVector<unsigned> gradResults;
@@ -86,8 +86,8 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
                                             FlatSymbolRefAttr::get(param)));
       for (auto [state, value] : updates) {
         newValues.push_back(value);
-        roles.push_back(builder->getNamedAttr(
-            GpucDialect::kUpdateAttrName, FlatSymbolRefAttr::get(state)));
+        roles.push_back(builder->getNamedAttr(GpucDialect::kUpdateAttrName,
+                                              FlatSymbolRefAttr::get(state)));
       }
     }
     if (gradResults.empty()) {
@@ -122,9 +122,10 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     if (!param) {
       OpBuilder moduleBuilder(module.getBodyRegion());
       moduleBuilder.setInsertionPoint(func);
-      Attribute zero = isa<FloatType>(type.getElementType())
-                           ? Attribute(FloatAttr::get(type.getElementType(), 0))
-                           : Attribute(IntegerAttr::get(type.getElementType(), 0));
+      Attribute zero =
+          isa<FloatType>(type.getElementType())
+              ? Attribute(FloatAttr::get(type.getElementType(), 0))
+              : Attribute(IntegerAttr::get(type.getElementType(), 0));
       param = ParameterOp::create(moduleBuilder, loc, name, type,
                                   DenseElementsAttr::get(type, zero),
                                   /*trainable=*/false);
@@ -141,20 +142,30 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     Value converted = scalar;
     Type et = getElementTypeOrSelf(like.getType());
     if (getElementTypeOrSelf(scalar.getType()) != et)
-      converted = CastOp::create(*builder, loc, RankedTensorType::get({}, et),
-                                 scalar);
+      converted =
+          CastOp::create(*builder, loc, RankedTensorType::get({}, et), scalar);
     return TensorBuilder(*builder).broadcastTo(
         loc, converted, cast<RankedTensorType>(like.getType()).getShape());
   }
-  Value add(Value a, Value b) { return AddOp::create(*builder, loc, a.getType(), a, b); }
-  Value sub(Value a, Value b) { return SubOp::create(*builder, loc, a.getType(), a, b); }
-  Value mul(Value a, Value b) { return MulOp::create(*builder, loc, a.getType(), a, b); }
-  Value div(Value a, Value b) { return DivOp::create(*builder, loc, a.getType(), a, b); }
+  Value add(Value a, Value b) {
+    return AddOp::create(*builder, loc, a.getType(), a, b);
+  }
+  Value sub(Value a, Value b) {
+    return SubOp::create(*builder, loc, a.getType(), a, b);
+  }
+  Value mul(Value a, Value b) {
+    return MulOp::create(*builder, loc, a.getType(), a, b);
+  }
+  Value div(Value a, Value b) {
+    return DivOp::create(*builder, loc, a.getType(), a, b);
+  }
   Value scalarConst(double v) {
     return TensorBuilder(*builder).scalar(loc, builder->getF32Type(), v);
   }
 
-  double defaultLr() const { return lr >= 0 ? lr : (kind == "sgd" ? 0.01 : 1e-3); }
+  double defaultLr() const {
+    return lr >= 0 ? lr : (kind == "sgd" ? 0.01 : 1e-3);
+  }
   double defaultWeightDecay() const {
     return weightDecay >= 0 ? weightDecay : (kind == "adamw" ? 0.01 : 0.0);
   }
@@ -176,9 +187,11 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     Value later = add(mul(mom, buf), mul(sub(oneP, damp), d));
     Value zero = TensorBuilder(*builder).splatLike(loc, count, 0.0);
     Value first = TensorBuilder(*builder).broadcastTo(
-        loc, CompareOp::create(*builder, loc, ComparePredicate::eq, count, zero),
+        loc,
+        CompareOp::create(*builder, loc, ComparePredicate::eq, count, zero),
         cast<RankedTensorType>(p.getType()).getShape());
-    Value newBuf = SelectOp::create(*builder, loc, p.getType(), first, d, later);
+    Value newBuf =
+        SelectOp::create(*builder, loc, p.getType(), first, d, later);
     updates.push_back({module.lookupSymbol<ParameterOp>(name), newBuf});
     Value direction = nesterov ? add(d, mul(mom, newBuf)) : newBuf;
     return sub(p, mul(lrV, direction));

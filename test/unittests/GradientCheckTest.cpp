@@ -39,8 +39,10 @@ protected:
   /// Parses `source`, projects the output `y` of @forward to a loss, and
   /// compares autodiff gradients with finite differences for every trainable
   /// parameter. Integer arguments are filled with (7 i + 3) mod `indexBound`.
-  void check(StringRef source, int64_t indexBound = 1, double tolerance = 1e-6) {
-    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  void check(StringRef source, int64_t indexBound = 1,
+             double tolerance = 1e-6) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(source, &context);
     ASSERT_TRUE(module);
     auto forward = module->lookupSymbol<func::FuncOp>("forward");
     ASSERT_TRUE(forward);
@@ -115,8 +117,7 @@ protected:
     for (float &w : weights)
       w = uniform(rng);
     Value w = ConstantOp::create(
-        builder, loc,
-        DenseElementsAttr::get(type, ArrayRef<float>(weights)));
+        builder, loc, DenseElementsAttr::get(type, ArrayRef<float>(weights)));
     Value prod = MulOp::create(builder, loc, type, y, w);
     SmallVector<int64_t> axes;
     for (int64_t i = 0; i < type.getRank(); ++i)

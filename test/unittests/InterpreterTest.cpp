@@ -1,6 +1,6 @@
 //===- InterpreterTest.cpp - hand-computed results and the Philox KAT -----===//
-#include "gpuc/InitAll.h"
 #include "gpuc/Interpreter/Interpreter.h"
+#include "gpuc/InitAll.h"
 #include "gpuc/runtime/Philox.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -43,8 +43,8 @@ TEST(Philox, DropoutRateAndDeterminism) {
               ::gpuc::philoxUniform(1, 2, 3, i));
   int differs = 0;
   for (int i = 0; i < 100; ++i)
-    differs += ::gpuc::philoxUniform(1, 2, 3, i) !=
-               ::gpuc::philoxUniform(1, 3, 3, i);
+    differs +=
+        ::gpuc::philoxUniform(1, 2, 3, i) != ::gpuc::philoxUniform(1, 3, 3, i);
   EXPECT_GT(differs, 90) << "another step must give another mask";
 }
 
@@ -74,12 +74,13 @@ protected:
 };
 
 TEST_F(InterpreterTest, MatmulTransposed) {
-  auto r = run(R"mlir(
+  auto r =
+      run(R"mlir(
 func.func @f(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<2x2xf32> {
   %0 = gpuc.matmul %a, %b transpose_rhs : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x2xf32>
   return %0 : tensor<2x2xf32>
 })mlir",
-               {f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({2, 3}, {1, 0, 1, 0, 1, 0})});
+          {f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({2, 3}, {1, 0, 1, 0, 1, 0})});
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].data, (std::vector<double>{4, 2, 10, 5}));
 }

@@ -98,8 +98,8 @@ static bool readTensorValues(const std::string &bytes, std::vector<double> &out,
                           : llvm::APFloat::BFloat(),
                       llvm::APInt(16, bits));
       bool losesInfo;
-      f.convert(llvm::APFloat::IEEEdouble(),
-                llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+      f.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
+                &losesInfo);
       out[i] = f.convertToDouble();
       break;
     }
@@ -177,9 +177,9 @@ static std::string runNumerics(ModuleOp module, const std::string &dir,
     for (int out = 0; out < model.graph().output_size(); ++out) {
       std::vector<double> want;
       std::vector<int64_t> shape;
-      if (!readTensorValues(readFile(setDir + "/output_" +
-                                     std::to_string(out) + ".pb"),
-                            want, shape))
+      if (!readTensorValues(
+              readFile(setDir + "/output_" + std::to_string(out) + ".pb"), want,
+              shape))
         return "cannot read output " + std::to_string(out);
       const gpuc::HostTensor &got = (*results)[out];
       if ((int64_t)want.size() != got.numElements())
@@ -192,8 +192,7 @@ static std::string runNumerics(ModuleOp module, const std::string &dir,
                     std::fabs(g - w) <= 1e-7 + 1e-3 * std::fabs(w);
         if (!same)
           return "output " + std::to_string(out) + "[" + std::to_string(k) +
-                 "] = " + std::to_string(g) + ", expected " +
-                 std::to_string(w);
+                 "] = " + std::to_string(g) + ", expected " + std::to_string(w);
       }
     }
   }

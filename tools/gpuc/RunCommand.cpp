@@ -79,7 +79,8 @@ static FailureOr<HostTensor> toTensor(const ::gpuc::NpyArray &array,
     std::string shape;
     for (int64_t d : array.shape)
       shape += std::to_string(d) + "x";
-    error = what + " has shape " + (shape.empty() ? "()" : shape.substr(0, shape.size() - 1)) +
+    error = what + " has shape " +
+            (shape.empty() ? "()" : shape.substr(0, shape.size() - 1)) +
             " but the function expects " + formatShape(type.getShape());
     return failure();
   }
@@ -146,14 +147,13 @@ int mlir::gpuc::runInterpreterCommand(StringRef modulePath) {
     if (func.getArgAttr(i, GpucDialect::kInputAttrName)) {
       auto it = inputs.find(role);
       if (it == inputs.end())
-        return fail("@" + name + " needs input '" + role +
-                    "': pass --input " + role + "=FILE.npy");
+        return fail("@" + name + " needs input '" + role + "': pass --input " +
+                    role + "=FILE.npy");
       ::gpuc::NpyArray array;
       if (!::gpuc::readNpy(it->second, array, error))
         return fail(error);
-      FailureOr<HostTensor> t =
-          toTensor(array, type, "input '" + role + "' (" + it->second + ")",
-                   error);
+      FailureOr<HostTensor> t = toTensor(
+          array, type, "input '" + role + "' (" + it->second + ")", error);
       if (failed(t))
         return fail(error);
       args.push_back(std::move(*t));

@@ -57,8 +57,8 @@ static cl::opt<bool> noSimplify(
     cl::desc("Print the module as imported, before canonicalize and CSE"),
     cl::init(false), cl::cat(importCategory));
 
-static cl::OptionCategory trainCategory(
-    "gpuc import training options (build @train_step)");
+static cl::OptionCategory
+    trainCategory("gpuc import training options (build @train_step)");
 static cl::opt<bool>
     train("train",
           cl::desc("Build @train_step: loss, gradients and optimizer update"),
@@ -68,26 +68,26 @@ static cl::opt<std::string>
              cl::desc("Add a loss on --target when the model has none: "
                       "cross_entropy or mse"),
              cl::value_desc("kind"), cl::init(""), cl::cat(trainCategory));
-static cl::opt<std::string> lossTarget(
-    "target", cl::desc("The output the added loss is computed on"),
-    cl::value_desc("output"), cl::init(""), cl::cat(trainCategory));
 static cl::opt<std::string>
-    labelsName("labels",
-               cl::desc("Name of the new input holding labels/targets"),
-               cl::value_desc("name"), cl::init("label"),
-               cl::cat(trainCategory));
+    lossTarget("target", cl::desc("The output the added loss is computed on"),
+               cl::value_desc("output"), cl::init(""), cl::cat(trainCategory));
+static cl::opt<std::string> labelsName(
+    "labels", cl::desc("Name of the new input holding labels/targets"),
+    cl::value_desc("name"), cl::init("label"), cl::cat(trainCategory));
 static cl::opt<int64_t> classAxis(
     "class-axis",
     cl::desc("cross_entropy: the output axis holding the classes (default 1; "
              "-1 for the last, as language models have)"),
     cl::init(1), cl::cat(trainCategory));
-static cl::opt<std::string>
-    optimizerKind("optimizer", cl::desc("sgd, adam or adamw"),
-                  cl::value_desc("kind"), cl::init("sgd"),
-                  cl::cat(trainCategory));
-static cl::opt<double> learningRate(
-    "lr", cl::desc("Default learning rate (sgd 0.01, adam/adamw 0.001)"),
-    cl::init(-1.0), cl::cat(trainCategory));
+static cl::opt<std::string> optimizerKind("optimizer",
+                                          cl::desc("sgd, adam or adamw"),
+                                          cl::value_desc("kind"),
+                                          cl::init("sgd"),
+                                          cl::cat(trainCategory));
+static cl::opt<double>
+    learningRate("lr",
+                 cl::desc("Default learning rate (sgd 0.01, adam/adamw 0.001)"),
+                 cl::init(-1.0), cl::cat(trainCategory));
 static cl::opt<double> momentumValue("momentum",
                                      cl::desc("Default SGD momentum (0.9)"),
                                      cl::init(0.9), cl::cat(trainCategory));
@@ -96,9 +96,10 @@ static cl::opt<double> dampeningValue("dampening",
                                       cl::init(0.0), cl::cat(trainCategory));
 static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"),
                               cl::init(false), cl::cat(trainCategory));
-static cl::opt<double> weightDecay(
-    "weight-decay", cl::desc("Default weight decay (sgd/adam 0, adamw 0.01)"),
-    cl::init(-1.0), cl::cat(trainCategory));
+static cl::opt<double>
+    weightDecay("weight-decay",
+                cl::desc("Default weight decay (sgd/adam 0, adamw 0.01)"),
+                cl::init(-1.0), cl::cat(trainCategory));
 static cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (0.9)"),
                              cl::init(0.9), cl::cat(trainCategory));
 static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (0.999)"),
@@ -209,9 +210,8 @@ static int runImport(int argc, char **argv) {
     pm.addPass(createCSEPass());
     if (train) {
       if (!lossKind.empty())
-        pm.addPass(gpuc::createGpucAttachLoss(
-            gpuc::GpucAttachLossOptions{lossKind, lossTarget, labelsName,
-                                        classAxis}));
+        pm.addPass(gpuc::createGpucAttachLoss(gpuc::GpucAttachLossOptions{
+            lossKind, lossTarget, labelsName, classAxis}));
       pm.addPass(gpuc::createGpucAutodiff());
       gpuc::GpucOptimizerOptions opt;
       opt.kind = optimizerKind;

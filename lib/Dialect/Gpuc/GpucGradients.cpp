@@ -23,10 +23,18 @@ class GradBuilder : public TensorBuilder {
 public:
   GradBuilder(OpBuilder &b, Location loc) : TensorBuilder(b), b(b), loc(loc) {}
 
-  Value add(Value x, Value y) { return AddOp::create(b, loc, x.getType(), x, y); }
-  Value sub(Value x, Value y) { return SubOp::create(b, loc, x.getType(), x, y); }
-  Value mul(Value x, Value y) { return MulOp::create(b, loc, x.getType(), x, y); }
-  Value div(Value x, Value y) { return DivOp::create(b, loc, x.getType(), x, y); }
+  Value add(Value x, Value y) {
+    return AddOp::create(b, loc, x.getType(), x, y);
+  }
+  Value sub(Value x, Value y) {
+    return SubOp::create(b, loc, x.getType(), x, y);
+  }
+  Value mul(Value x, Value y) {
+    return MulOp::create(b, loc, x.getType(), x, y);
+  }
+  Value div(Value x, Value y) {
+    return DivOp::create(b, loc, x.getType(), x, y);
+  }
   Value neg(Value x) { return NegOp::create(b, loc, x.getType(), x); }
   Value exp(Value x) { return ExpOp::create(b, loc, x.getType(), x); }
   Value scale(Value x, double c) { return mul(x, splat(x, c)); }
@@ -40,8 +48,8 @@ public:
   /// `g` where `c` holds, zero elsewhere.
   Value where(Value c, Value g) { return select(c, g, splat(g, 0.0)); }
   Value castTo(Value x, Type elementType) {
-    return CastOp::create(
-        b, loc, RankedTensorType::get(shapeOf(x), elementType), x);
+    return CastOp::create(b, loc,
+                          RankedTensorType::get(shapeOf(x), elementType), x);
   }
   Value sum(Value x, ArrayRef<int64_t> axes, bool keepDims) {
     if (axes.empty())
@@ -97,10 +105,9 @@ SmallVector<int64_t> range(int64_t begin, int64_t end) {
 
 /// Defines the rule of a unary op as `dx = f(g, x, y)`.
 #define GPUC_UNARY_GRADIENT(OpTy, expr)                                        \
-  LogicalResult OpTy::buildGradients(OpBuilder &builder,                       \
-                                     ArrayRef<Value> resultGrads,              \
-                                     ArrayRef<bool> wanted,                    \
-                                     SmallVectorImpl<Value> &operandGrads) {   \
+  LogicalResult OpTy::buildGradients(                                          \
+      OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,  \
+      SmallVectorImpl<Value> &operandGrads) {                                  \
     operandGrads.assign(1, Value());                                           \
     Value g = resultGrads[0], x = getInput(), y = getResult();                 \
     (void)x;                                                                   \
@@ -113,11 +120,10 @@ SmallVector<int64_t> range(int64_t begin, int64_t end) {
   }
 
 GPUC_UNARY_GRADIENT(NegOp, B.neg(g))
-GPUC_UNARY_GRADIENT(AbsOp,
-                    B.add(B.where(B.cmp(ComparePredicate::gt, x, B.splat(x, 0)),
-                                  g),
-                          B.where(B.cmp(ComparePredicate::lt, x, B.splat(x, 0)),
-                                  B.neg(g))))
+GPUC_UNARY_GRADIENT(
+    AbsOp,
+    B.add(B.where(B.cmp(ComparePredicate::gt, x, B.splat(x, 0)), g),
+          B.where(B.cmp(ComparePredicate::lt, x, B.splat(x, 0)), B.neg(g))))
 GPUC_UNARY_GRADIENT(ExpOp, B.mul(g, y))
 GPUC_UNARY_GRADIENT(LogOp, B.div(g, x))
 GPUC_UNARY_GRADIENT(SqrtOp, B.div(B.scale(g, 0.5), y))
@@ -149,17 +155,16 @@ LogicalResult GeluOp::buildGradients(OpBuilder &builder,
     Value u = B.scale(B.add(x, B.scale(B.mul(x2, x), c)), k);
     Value t = TanhOp::create(builder, getLoc(), x.getType(), u);
     Value du = B.scale(B.add(one, B.scale(x2, 3 * c)), k);
-    derivative = B.add(B.scale(B.add(one, t), 0.5),
-                       B.mul(B.scale(x, 0.5),
-                             B.mul(B.sub(one, B.mul(t, t)), du)));
+    derivative =
+        B.add(B.scale(B.add(one, t), 0.5),
+              B.mul(B.scale(x, 0.5), B.mul(B.sub(one, B.mul(t, t)), du)));
   } else {
     // Phi(x) + x phi(x)
-    Value cdf = B.scale(
-        B.add(one, ErfOp::create(builder, getLoc(), x.getType(),
-                                 B.scale(x, M_SQRT1_2))),
-        0.5);
-    Value pdf = B.scale(B.exp(B.scale(B.mul(x, x), -0.5)),
-                        1.0 / std::sqrt(2.0 * M_PI));
+    Value cdf = B.scale(B.add(one, ErfOp::create(builder, getLoc(), x.getType(),
+                                                 B.scale(x, M_SQRT1_2))),
+                        0.5);
+    Value pdf =
+        B.scale(B.exp(B.scale(B.mul(x, x), -0.5)), 1.0 / std::sqrt(2.0 * M_PI));
     derivative = B.add(cdf, B.mul(x, pdf));
   }
   operandGrads[0] = B.mul(g, derivative);
@@ -169,7 +174,6 @@ LogicalResult GeluOp::buildGradients(OpBuilder &builder,
 //===----------------------------------------------------------------------===//
 // Binary, select, cast
 //===----------------------------------------------------------------------===//
-
 
 LogicalResult AddOp::buildGradients(OpBuilder &builder,
                                     ArrayRef<Value> resultGrads,
@@ -243,25 +247,24 @@ LogicalResult PowOp::buildGradients(OpBuilder &builder,
   GradBuilder B(builder, getLoc());
   Value a = getLhs(), e = getRhs();
   if (wanted[0]) {
-    Value powMinusOne =
-        PowOp::create(builder, getLoc(), a.getType(), a,
-                      B.sub(e, B.splat(e, 1.0)));
+    Value powMinusOne = PowOp::create(builder, getLoc(), a.getType(), a,
+                                      B.sub(e, B.splat(e, 1.0)));
     operandGrads[0] = B.mul(g, B.mul(e, powMinusOne));
   }
   if (wanted[1])
-    operandGrads[1] = B.mul(
-        g, B.mul(getResult(), LogOp::create(builder, getLoc(), a.getType(), a)));
+    operandGrads[1] =
+        B.mul(g, B.mul(getResult(),
+                       LogOp::create(builder, getLoc(), a.getType(), a)));
   return success();
 }
 
 /// max/min: the gradient goes to the winner; a tie splits it in half, as in
 /// PyTorch.
 template <typename OpTy>
-static LogicalResult extremumGradient(OpTy op, OpBuilder &builder,
-                                      ArrayRef<Value> resultGrads,
-                                      ArrayRef<bool> wanted,
-                                      SmallVectorImpl<Value> &operandGrads,
-                                      ComparePredicate lhsWins) {
+static LogicalResult
+extremumGradient(OpTy op, OpBuilder &builder, ArrayRef<Value> resultGrads,
+                 ArrayRef<bool> wanted, SmallVectorImpl<Value> &operandGrads,
+                 ComparePredicate lhsWins) {
   operandGrads.assign(2, Value());
   Value g = resultGrads[0];
   if (!g || !isFloatTensor(op.getLhs()))
@@ -335,10 +338,10 @@ static Value expandReduced(GradBuilder &B, OpTy op, Value v) {
   return B.expand(B.reshape(B.loc, v, kept), input);
 }
 
-LogicalResult ReduceSumOp::buildGradients(OpBuilder &builder,
-                                          ArrayRef<Value> resultGrads,
-                                          ArrayRef<bool> wanted,
-                                          SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+ReduceSumOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                            ArrayRef<bool> wanted,
+                            SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
     return success();
@@ -347,9 +350,10 @@ LogicalResult ReduceSumOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
-LogicalResult ReduceMeanOp::buildGradients(
-    OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,
-    SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+ReduceMeanOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                             ArrayRef<bool> wanted,
+                             SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0])
     return success();
@@ -363,10 +367,10 @@ LogicalResult ReduceMeanOp::buildGradients(
   return success();
 }
 
-LogicalResult ReduceMaxOp::buildGradients(OpBuilder &builder,
-                                          ArrayRef<Value> resultGrads,
-                                          ArrayRef<bool> wanted,
-                                          SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+ReduceMaxOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                            ArrayRef<bool> wanted,
+                            SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(1, Value());
   Value x = getInput();
   if (!resultGrads[0] || !wanted[0] || !isFloatTensor(x))
@@ -400,10 +404,10 @@ LogicalResult ReshapeOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
-LogicalResult TransposeOp::buildGradients(OpBuilder &builder,
-                                          ArrayRef<Value> resultGrads,
-                                          ArrayRef<bool> wanted,
-                                          SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+TransposeOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                            ArrayRef<bool> wanted,
+                            SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
     return success();
@@ -411,16 +415,15 @@ LogicalResult TransposeOp::buildGradients(OpBuilder &builder,
   SmallVector<int64_t> inverse(perm.size());
   for (auto [i, p] : llvm::enumerate(perm))
     inverse[p] = i;
-  operandGrads[0] = TransposeOp::create(builder, getLoc(),
-                                        getInput().getType(), resultGrads[0],
-                                        inverse);
+  operandGrads[0] = TransposeOp::create(builder, getLoc(), getInput().getType(),
+                                        resultGrads[0], inverse);
   return success();
 }
 
-LogicalResult BroadcastOp::buildGradients(OpBuilder &builder,
-                                          ArrayRef<Value> resultGrads,
-                                          ArrayRef<bool> wanted,
-                                          SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+BroadcastOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                            ArrayRef<bool> wanted,
+                            SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
     return success();
@@ -445,9 +448,9 @@ LogicalResult SliceOp::buildGradients(OpBuilder &builder,
   SmallVector<int64_t> low(getStarts()), high;
   for (auto [i, dim] : llvm::enumerate(input))
     high.push_back(dim - low[i] - result[i]);
-  operandGrads[0] = PadOp::create(builder, getLoc(), getInput().getType(),
-                                  resultGrads[0], low, high,
-                                  builder.getF64FloatAttr(0.0));
+  operandGrads[0] =
+      PadOp::create(builder, getLoc(), getInput().getType(), resultGrads[0],
+                    low, high, builder.getF64FloatAttr(0.0));
   return success();
 }
 
@@ -510,15 +513,15 @@ LogicalResult GatherOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
-LogicalResult ScatterAddOp::buildGradients(
-    OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,
-    SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+ScatterAddOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                             ArrayRef<bool> wanted,
+                             SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(2, Value());
   if (!resultGrads[0] || !wanted[0])
     return success();
-  operandGrads[0] =
-      GatherOp::create(builder, getLoc(), getUpdates().getType(),
-                       resultGrads[0], getIndices(), getAxis());
+  operandGrads[0] = GatherOp::create(builder, getLoc(), getUpdates().getType(),
+                                     resultGrads[0], getIndices(), getAxis());
   return success();
 }
 
@@ -571,10 +574,10 @@ LogicalResult Conv2DOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
-LogicalResult MaxPool2DOp::buildGradients(OpBuilder &builder,
-                                          ArrayRef<Value> resultGrads,
-                                          ArrayRef<bool> wanted,
-                                          SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+MaxPool2DOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                            ArrayRef<bool> wanted,
+                            SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0])
     return success();
@@ -584,10 +587,10 @@ LogicalResult MaxPool2DOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
-LogicalResult AvgPool2DOp::buildGradients(OpBuilder &builder,
-                                          ArrayRef<Value> resultGrads,
-                                          ArrayRef<bool> wanted,
-                                          SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+AvgPool2DOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                            ArrayRef<bool> wanted,
+                            SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0])
     return success();
@@ -617,9 +620,10 @@ LogicalResult SoftmaxOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
-LogicalResult LogSoftmaxOp::buildGradients(
-    OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,
-    SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+LogSoftmaxOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                             ArrayRef<bool> wanted,
+                             SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(1, Value());
   Value g = resultGrads[0], y = getResult();
   if (!g || !wanted[0])
@@ -675,10 +679,10 @@ Value normalizationInputGrad(GradBuilder &B, const Normalized &n, Value dxhat,
 }
 } // namespace
 
-LogicalResult LayerNormOp::buildGradients(OpBuilder &builder,
-                                          ArrayRef<Value> resultGrads,
-                                          ArrayRef<bool> wanted,
-                                          SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+LayerNormOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                            ArrayRef<bool> wanted,
+                            SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(3, Value());
   Value g = resultGrads[0], x = getInput();
   if (!g)
@@ -717,8 +721,7 @@ LogicalResult BatchNormTrainOp::buildGradients(
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
   if (wanted[0])
     operandGrads[0] = normalizationInputGrad(
-        B, n, B.mul(g, B.expand(B.channelView(getScale(), rank), shape)),
-        axes);
+        B, n, B.mul(g, B.expand(B.channelView(getScale(), rank), shape)), axes);
   if (wanted[1])
     operandGrads[1] = B.sum(B.mul(g, n.xhat), axes, false);
   if (wanted[2])
@@ -736,9 +739,9 @@ static Value classLossSampleWeight(GradBuilder &B, OpTy op, Value g) {
   Type floatType = getElementTypeOrSelf(op.getInput().getType());
   Value valid;
   if (std::optional<int64_t> ignore = op.getIgnoreIndex())
-    valid = B.castTo(
-        B.cmp(ComparePredicate::ne, labels, B.splatLike(B.loc, labels, *ignore)),
-        floatType);
+    valid = B.castTo(B.cmp(ComparePredicate::ne, labels,
+                           B.splatLike(B.loc, labels, *ignore)),
+                     floatType);
   Value weight = op.getReduction() == Reduction::none
                      ? g
                      : B.broadcastTo(B.loc, g, labelShape);
@@ -767,16 +770,16 @@ template <typename OpTy> static Value oneHot(GradBuilder &B, OpTy op) {
   ArrayRef<int64_t> inputShape = TensorBuilder::shapeOf(op.getInput());
   Shape withClass(TensorBuilder::shapeOf(labels));
   withClass.insert(withClass.begin() + 1, 1);
-  Value expanded =
-      B.expand(B.reshape(B.loc, labels, withClass), inputShape);
+  Value expanded = B.expand(B.reshape(B.loc, labels, withClass), inputShape);
   Value classes = IotaOp::create(B.b, B.loc, expanded.getType(), 1);
   return B.castTo(B.cmp(ComparePredicate::eq, classes, expanded),
                   getElementTypeOrSelf(op.getInput().getType()));
 }
 
-LogicalResult CrossEntropyOp::buildGradients(
-    OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,
-    SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+CrossEntropyOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                               ArrayRef<bool> wanted,
+                               SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(2, Value());
   if (!resultGrads[0] || !wanted[0])
     return success();
@@ -812,9 +815,8 @@ LogicalResult MseLossOp::buildGradients(OpBuilder &builder,
   GradBuilder B(builder, getLoc());
   Value x = getInput();
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
-  Value weight = getReduction() == Reduction::none
-                     ? g
-                     : B.broadcastTo(getLoc(), g, shape);
+  Value weight =
+      getReduction() == Reduction::none ? g : B.broadcastTo(getLoc(), g, shape);
   double factor = 2.0;
   if (getReduction() == Reduction::mean)
     factor /= getNumElements(shape);

@@ -242,19 +242,19 @@ LogicalResult Conv2DBackwardFilterOp::verify() {
 }
 
 LogicalResult MaxPool2DBackwardOp::verify() {
-  return verifyResultShape(
-      *this,
-      inferPool2DShape(shapeOf(getInput()), getKernel(), getStrides(),
-                       getPads(), [&] { return emitOpError(); }),
-      getGradOutput());
+  return verifyResultShape(*this,
+                           inferPool2DShape(shapeOf(getInput()), getKernel(),
+                                            getStrides(), getPads(),
+                                            [&] { return emitOpError(); }),
+                           getGradOutput());
 }
 
 LogicalResult AvgPool2DBackwardOp::verify() {
-  return verifyResultShape(
-      *this,
-      inferPool2DShape(shapeOf(getResult()), getKernel(), getStrides(),
-                       getPads(), [&] { return emitOpError(); }),
-      getGradOutput());
+  return verifyResultShape(*this,
+                           inferPool2DShape(shapeOf(getResult()), getKernel(),
+                                            getStrides(), getPads(),
+                                            [&] { return emitOpError(); }),
+                           getGradOutput());
 }
 
 //===----------------------------------------------------------------------===//

@@ -16,9 +16,8 @@ std::optional<unsigned> mlir::gpuc::findArgument(func::FuncOp func,
   return std::nullopt;
 }
 
-std::optional<unsigned> mlir::gpuc::findResult(func::FuncOp func,
-                                               StringRef attrName,
-                                               Attribute value) {
+std::optional<unsigned>
+mlir::gpuc::findResult(func::FuncOp func, StringRef attrName, Attribute value) {
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
     if (Attribute a = func.getResultAttr(i, attrName))
       if (!value || a == value)
@@ -28,8 +27,8 @@ std::optional<unsigned> mlir::gpuc::findResult(func::FuncOp func,
 
 ParameterOp mlir::gpuc::getArgumentParameter(func::FuncOp func,
                                              unsigned index) {
-  auto ref =
-      func.getArgAttrOfType<FlatSymbolRefAttr>(index, GpucDialect::kParamAttrName);
+  auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
+      index, GpucDialect::kParamAttrName);
   if (!ref)
     return {};
   return SymbolTable::lookupNearestSymbolFrom<ParameterOp>(func, ref.getAttr());
@@ -70,11 +69,11 @@ void mlir::gpuc::eraseResults(func::FuncOp func, ArrayRef<unsigned> indices) {
 }
 
 std::string mlir::gpuc::describeArgument(func::FuncOp func, unsigned index) {
-  if (auto s = func.getArgAttrOfType<StringAttr>(index,
-                                                 GpucDialect::kInputAttrName))
+  if (auto s =
+          func.getArgAttrOfType<StringAttr>(index, GpucDialect::kInputAttrName))
     return s.str();
-  if (auto s = func.getArgAttrOfType<StringAttr>(index,
-                                                 GpucDialect::kHyperAttrName))
+  if (auto s =
+          func.getArgAttrOfType<StringAttr>(index, GpucDialect::kHyperAttrName))
     return s.str();
   if (auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
           index, GpucDialect::kParamAttrName))

@@ -1,4 +1,5 @@
-//===- Signature.h - the roles of step arguments and results -----*- C++ -*-===//
+//===- Signature.h - the roles of step arguments and results -----*- C++
+//-*-===//
 //
 // Arguments and results of gpuc functions carry their role as attributes
 // (gpuc.input, gpuc.param, gpuc.rng, gpuc.hyper; gpuc.output, gpuc.update,
@@ -29,8 +30,8 @@ std::optional<unsigned> findResult(func::FuncOp func, StringRef attrName,
 ParameterOp getArgumentParameter(func::FuncOp func, unsigned index);
 
 /// Appends an argument with one role attribute.
-BlockArgument appendArgument(func::FuncOp func, Type type,
-                             NamedAttribute role, Location loc);
+BlockArgument appendArgument(func::FuncOp func, Type type, NamedAttribute role,
+                             Location loc);
 
 /// Appends results (with one role attribute each) to the function's single
 /// return.

@@ -32,8 +32,7 @@ GPUC_HOST_DEVICE inline void philox4x32_10(const philox_u32 counter[4],
                                            philox_u32 out[4]) {
   const philox_u32 kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
   const philox_u32 kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  philox_u32 c0 = counter[0], c1 = counter[1], c2 = counter[2],
-             c3 = counter[3];
+  philox_u32 c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3];
   philox_u32 k0 = key[0], k1 = key[1];
   for (int round = 0; round < 10; ++round) {
     philox_u64 p0 = (philox_u64)kMul0 * c0;
