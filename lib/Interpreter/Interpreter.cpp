@@ -170,6 +170,18 @@ struct AxisView {
   }
 };
 
+/// log(sum_k exp(x[a, k, b])) along the view's axis, stable (max first): the
+/// one normalizer softmax, log_softmax and cross_entropy share.
+double logSumExp(const std::vector<double> &x, const AxisView &v, int64_t a,
+                 int64_t b) {
+  double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
+  for (int64_t k = 0; k < v.size; ++k)
+    m = std::max(m, x[v.at(a, k, b)]);
+  for (int64_t k = 0; k < v.size; ++k)
+    sum += std::exp(x[v.at(a, k, b)] - m);
+  return m + std::log(sum);
+}
+
 /// Calls `visit(outIndex, inIndex, weightIndex)` for every term of a 2-D
 /// convolution: the one loop nest that forward, backward-input and
 /// backward-filter all share.
@@ -272,6 +284,7 @@ private:
   LogicalResult binary(Operation *op, function_ref<double(double, double)> fn);
   template <typename OpTy> LogicalResult reduce(OpTy op);
   template <typename OpTy> LogicalResult classLoss(OpTy op, bool logits);
+  template <typename OpTy> LogicalResult softmax(OpTy op, bool log);
 
   const InterpreterOptions &options;
   DenseMap<Value, HostTensor> values;
@@ -336,6 +349,22 @@ template <typename OpTy> LogicalResult Interpreter::reduce(OpTy op) {
   return success();
 }
 
+template <typename OpTy> LogicalResult Interpreter::softmax(OpTy op, bool log) {
+  const HostTensor &x = get(op.getInput());
+  HostTensor y = like(op.getResult());
+  AxisView v(x.shape, op.getAxis());
+  for (int64_t a = 0; a < v.outer; ++a)
+    for (int64_t b = 0; b < v.inner; ++b) {
+      double lse = logSumExp(x.data, v, a, b);
+      for (int64_t k = 0; k < v.size; ++k) {
+        int64_t i = v.at(a, k, b);
+        y.data[i] = log ? x.data[i] - lse : std::exp(x.data[i] - lse);
+      }
+    }
+  set(op.getResult(), std::move(y));
+  return success();
+}
+
 /// cross_entropy (from logits) and nll_loss (from log-probabilities): class
 /// axis 1, labels shaped like the input without it.
 template <typename OpTy>
@@ -358,13 +387,7 @@ LogicalResult Interpreter::classLoss(OpTy op, bool logits) {
                                 << " is outside [0, " << view.size << ")";
       double loss;
       if (logits) {
-        double m = -std::numeric_limits<double>::infinity();
-        for (int64_t k = 0; k < view.size; ++k)
-          m = std::max(m, x.data[view.at(o, k, in)]);
-        double sum = 0.0;
-        for (int64_t k = 0; k < view.size; ++k)
-          sum += std::exp(x.data[view.at(o, k, in)] - m);
-        loss = m + std::log(sum) - x.data[view.at(o, label, in)];
+        loss = logSumExp(x.data, view, o, in) - x.data[view.at(o, label, in)];
       } else {
         loss = -x.data[view.at(o, label, in)];
       }
@@ -788,40 +811,8 @@ LogicalResult Interpreter::execute(Operation *op) {
         return success();
       })
       // Composites
-      .Case([&](SoftmaxOp o) {
-        const HostTensor &x = get(o.getInput());
-        HostTensor y = like(o.getResult());
-        AxisView v(x.shape, o.getAxis());
-        for (int64_t a = 0; a < v.outer; ++a)
-          for (int64_t b = 0; b < v.inner; ++b) {
-            double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
-            for (int64_t k = 0; k < v.size; ++k)
-              m = std::max(m, x.data[v.at(a, k, b)]);
-            for (int64_t k = 0; k < v.size; ++k)
-              sum += std::exp(x.data[v.at(a, k, b)] - m);
-            for (int64_t k = 0; k < v.size; ++k)
-              y.data[v.at(a, k, b)] = std::exp(x.data[v.at(a, k, b)] - m) / sum;
-          }
-        set(o.getResult(), std::move(y));
-        return success();
-      })
-      .Case([&](LogSoftmaxOp o) {
-        const HostTensor &x = get(o.getInput());
-        HostTensor y = like(o.getResult());
-        AxisView v(x.shape, o.getAxis());
-        for (int64_t a = 0; a < v.outer; ++a)
-          for (int64_t b = 0; b < v.inner; ++b) {
-            double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
-            for (int64_t k = 0; k < v.size; ++k)
-              m = std::max(m, x.data[v.at(a, k, b)]);
-            for (int64_t k = 0; k < v.size; ++k)
-              sum += std::exp(x.data[v.at(a, k, b)] - m);
-            for (int64_t k = 0; k < v.size; ++k)
-              y.data[v.at(a, k, b)] = x.data[v.at(a, k, b)] - m - std::log(sum);
-          }
-        set(o.getResult(), std::move(y));
-        return success();
-      })
+      .Case([&](SoftmaxOp o) { return softmax(o, /*log=*/false); })
+      .Case([&](LogSoftmaxOp o) { return softmax(o, /*log=*/true); })
       .Case([&](DropoutOp o) {
         const HostTensor &x = get(o.getInput());
         const HostTensor &key = get(o.getRngKey());
