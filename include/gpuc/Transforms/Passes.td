@@ -78,4 +78,49 @@ def GpucOptimizer : Pass<"gpuc-optimizer", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Evaluation
+//===----------------------------------------------------------------------===//
+
+def GpucEvalFunction : Pass<"gpuc-eval-function", "::mlir::ModuleOp"> {
+  let summary = "clone @forward into @eval, the inference-mode forward";
+  let description = [{
+    `@eval` computes the model's outputs as a trained model is used: dropout
+    is the identity, batch normalization uses the running statistics, and no
+    state is written (the running-statistics results are dropped). Arguments
+    that become unused (the RNG key) are removed. Run it before the loss is
+    attached, so `@eval` returns the model's own outputs.
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Towards kernels
+//===----------------------------------------------------------------------===//
+
+def GpucDecompose : Pass<"gpuc-decompose", "::mlir::ModuleOp"> {
+  let summary = "rewrite composite ops as core ops";
+  let description = [{
+    softmax, log_softmax, layer_norm, batch_norm_train, cross_entropy,
+    nll_loss and mse_loss become reductions and elementwise core ops (max
+    subtracted before exp; population variance as the composites define it),
+    which is what fusion and codegen understand. gelu and dropout stay: they
+    are elementwise, and codegen computes them directly.
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
+def GpucFormKernels : Pass<"gpuc-form-kernels", "::mlir::ModuleOp"> {
+  let summary = "wrap every remaining computing op into its own gpuc.fusion";
+  let description = [{
+    Each core op that codegen emits as a generated kernel is wrapped into a
+    single-op `gpuc.fusion`; scalar and splat constants it uses are cloned
+    into the region instead of becoming inputs. Library calls (matmul,
+    conv2d and its backward ops), reshapes (aliases of their input's buffer)
+    and constants stay outside. Ops already inside a fusion are left alone,
+    so this pass completes whatever grouping `gpuc-fuse` did.
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 #endif // GPUC_TRANSFORMS_PASSES_TD

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
-#include "gpuc/Dialect/Gpuc/TensorBuilder.h"
+#include "gpuc/Dialect/Gpuc/ExprBuilder.h"
 
 #include "mlir/IR/TypeUtilities.h"
 
@@ -17,87 +17,10 @@
 using namespace mlir;
 using namespace mlir::gpuc;
 
-namespace {
-/// Elementwise arithmetic on same-typed tensors, for writing rules compactly.
-class GradBuilder : public TensorBuilder {
-public:
-  GradBuilder(OpBuilder &b, Location loc) : TensorBuilder(b), b(b), loc(loc) {}
-
-  Value add(Value x, Value y) {
-    return AddOp::create(b, loc, x.getType(), x, y);
-  }
-  Value sub(Value x, Value y) {
-    return SubOp::create(b, loc, x.getType(), x, y);
-  }
-  Value mul(Value x, Value y) {
-    return MulOp::create(b, loc, x.getType(), x, y);
-  }
-  Value div(Value x, Value y) {
-    return DivOp::create(b, loc, x.getType(), x, y);
-  }
-  Value neg(Value x) { return NegOp::create(b, loc, x.getType(), x); }
-  Value exp(Value x) { return ExpOp::create(b, loc, x.getType(), x); }
-  Value scale(Value x, double c) { return mul(x, splat(x, c)); }
-  Value splat(Value like, double c) { return splatLike(loc, like, c); }
-  Value cmp(ComparePredicate p, Value x, Value y) {
-    return CompareOp::create(b, loc, p, x, y);
-  }
-  Value select(Value c, Value t, Value f) {
-    return SelectOp::create(b, loc, t.getType(), c, t, f);
-  }
-  /// `g` where `c` holds, zero elsewhere.
-  Value where(Value c, Value g) { return select(c, g, splat(g, 0.0)); }
-  Value castTo(Value x, Type elementType) {
-    return CastOp::create(b, loc,
-                          RankedTensorType::get(shapeOf(x), elementType), x);
-  }
-  Value sum(Value x, ArrayRef<int64_t> axes, bool keepDims) {
-    if (axes.empty())
-      return x;
-    Shape shape = inferReduceShape(shapeOf(x), axes, keepDims);
-    return ReduceSumOp::create(b, loc, withShape(x, shape), x, axes, keepDims);
-  }
-  Value mean(Value x, ArrayRef<int64_t> axes) {
-    Shape shape = inferReduceShape(shapeOf(x), axes, /*keepDims=*/true);
-    return ReduceMeanOp::create(b, loc, withShape(x, shape), x, axes, true);
-  }
-  /// Broadcasts `v`, a keep-dims reduction result, back to `shape`.
-  Value expand(Value v, ArrayRef<int64_t> shape) {
-    return broadcastTo(loc, v, shape);
-  }
-  /// Sums `g` (shaped like a broadcast's result) back to `shape`, the shape of
-  /// the broadcast's input.
-  Value sumToShape(Value g, ArrayRef<int64_t> shape) {
-    ArrayRef<int64_t> full = shapeOf(g);
-    int64_t lead = full.size() - shape.size();
-    SmallVector<int64_t> axes;
-    for (int64_t i = 0; i < (int64_t)full.size(); ++i)
-      if (i < lead || (shape[i - lead] == 1 && full[i] != 1))
-        axes.push_back(i);
-    return reshape(loc, sum(g, axes, /*keepDims=*/false), shape);
-  }
-  /// A per-channel vector (shape [C]) viewed so that it broadcasts along axis
-  /// 1 of a rank-`rank` tensor.
-  Value channelView(Value v, int64_t rank) {
-    Shape shape(rank, 1);
-    shape[1] = shapeOf(v)[0];
-    return reshape(loc, v, shape);
-  }
-
-  OpBuilder &b;
-  Location loc;
-};
-
-bool isFloatTensor(Value v) {
+static bool isFloatTensor(Value v) {
   return isa<FloatType>(getElementTypeOrSelf(v.getType()));
 }
 
-SmallVector<int64_t> range(int64_t begin, int64_t end) {
-  SmallVector<int64_t> r(end - begin);
-  std::iota(r.begin(), r.end(), begin);
-  return r;
-}
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // Unary
@@ -114,7 +37,7 @@ SmallVector<int64_t> range(int64_t begin, int64_t end) {
     (void)y;                                                                   \
     if (!g || !wanted[0] || !isFloatTensor(x))                                 \
       return success();                                                        \
-    GradBuilder B(builder, getLoc());                                          \
+    ExprBuilder B(builder, getLoc());                                          \
     operandGrads[0] = (expr);                                                  \
     return success();                                                          \
   }
@@ -145,7 +68,7 @@ LogicalResult GeluOp::buildGradients(OpBuilder &builder,
   Value g = resultGrads[0], x = getInput();
   if (!g || !wanted[0])
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   Value one = B.splat(x, 1.0);
   Value derivative;
   if (getTanh()) {
@@ -195,7 +118,7 @@ LogicalResult SubOp::buildGradients(OpBuilder &builder,
   Value g = resultGrads[0];
   if (!g || !isFloatTensor(getLhs()))
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   if (wanted[0])
     operandGrads[0] = g;
   if (wanted[1])
@@ -211,7 +134,7 @@ LogicalResult MulOp::buildGradients(OpBuilder &builder,
   Value g = resultGrads[0];
   if (!g || !isFloatTensor(getLhs()))
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   if (wanted[0])
     operandGrads[0] = B.mul(g, getRhs());
   if (wanted[1])
@@ -227,7 +150,7 @@ LogicalResult DivOp::buildGradients(OpBuilder &builder,
   Value g = resultGrads[0];
   if (!g || !isFloatTensor(getLhs()))
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   Value gOverRhs = B.div(g, getRhs());
   if (wanted[0])
     operandGrads[0] = gOverRhs;
@@ -244,7 +167,7 @@ LogicalResult PowOp::buildGradients(OpBuilder &builder,
   Value g = resultGrads[0];
   if (!g || !isFloatTensor(getLhs()))
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   Value a = getLhs(), e = getRhs();
   if (wanted[0]) {
     Value powMinusOne = PowOp::create(builder, getLoc(), a.getType(), a,
@@ -269,7 +192,7 @@ extremumGradient(OpTy op, OpBuilder &builder, ArrayRef<Value> resultGrads,
   Value g = resultGrads[0];
   if (!g || !isFloatTensor(op.getLhs()))
     return success();
-  GradBuilder B(builder, op.getLoc());
+  ExprBuilder B(builder, op.getLoc());
   Value a = op.getLhs(), c = op.getRhs();
   Value half = B.where(B.cmp(ComparePredicate::eq, a, c), B.scale(g, 0.5));
   if (wanted[0])
@@ -303,7 +226,7 @@ LogicalResult SelectOp::buildGradients(OpBuilder &builder,
   Value g = resultGrads[0];
   if (!g || !isFloatTensor(getOnTrue()))
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   Value zero = B.splat(g, 0.0);
   if (wanted[1])
     operandGrads[1] = B.select(getCond(), g, zero);
@@ -321,7 +244,7 @@ LogicalResult CastOp::buildGradients(OpBuilder &builder,
   if (!g || !wanted[0] || !isFloatTensor(getInput()) ||
       !isFloatTensor(getResult()))
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   operandGrads[0] = B.castTo(g, getElementTypeOrSelf(getInput().getType()));
   return success();
 }
@@ -332,7 +255,7 @@ LogicalResult CastOp::buildGradients(OpBuilder &builder,
 
 /// The reduction result (or its gradient) broadcast back to the input shape.
 template <typename OpTy>
-static Value expandReduced(GradBuilder &B, OpTy op, Value v) {
+static Value expandReduced(ExprBuilder &B, OpTy op, Value v) {
   ArrayRef<int64_t> input = TensorBuilder::shapeOf(op.getInput());
   Shape kept = inferReduceShape(input, op.getAxes(), /*keepDims=*/true);
   return B.expand(B.reshape(B.loc, v, kept), input);
@@ -345,7 +268,7 @@ ReduceSumOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   operandGrads[0] = expandReduced(B, *this, resultGrads[0]);
   return success();
 }
@@ -357,7 +280,7 @@ ReduceMeanOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0])
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   ArrayRef<int64_t> input = TensorBuilder::shapeOf(getInput());
   int64_t count = 1;
   for (int64_t axis : getAxes())
@@ -375,7 +298,7 @@ ReduceMaxOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
   Value x = getInput();
   if (!resultGrads[0] || !wanted[0] || !isFloatTensor(x))
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   // Ties share the gradient evenly, as PyTorch's amax does.
   Value isMax = B.castTo(
       B.cmp(ComparePredicate::eq, x, expandReduced(B, *this, getResult())),
@@ -398,7 +321,7 @@ LogicalResult ReshapeOp::buildGradients(OpBuilder &builder,
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   operandGrads[0] =
       B.reshape(getLoc(), resultGrads[0], TensorBuilder::shapeOf(getInput()));
   return success();
@@ -427,7 +350,7 @@ BroadcastOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   operandGrads[0] =
       B.sumToShape(resultGrads[0], TensorBuilder::shapeOf(getInput()));
   return success();
@@ -612,7 +535,7 @@ LogicalResult SoftmaxOp::buildGradients(OpBuilder &builder,
   Value g = resultGrads[0], y = getResult();
   if (!g || !wanted[0])
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   // dx = y (g - sum(g y))
   Value dot = B.expand(B.sum(B.mul(g, y), {getAxis()}, true),
                        TensorBuilder::shapeOf(y));
@@ -628,7 +551,7 @@ LogSoftmaxOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
   Value g = resultGrads[0], y = getResult();
   if (!g || !wanted[0])
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   // dx = g - softmax(x) sum(g)
   Value total =
       B.expand(B.sum(g, {getAxis()}, true), TensorBuilder::shapeOf(y));
@@ -652,25 +575,7 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &builder,
 }
 
 namespace {
-/// Normalization statistics recomputed in the backward pass, and the rule
-/// `dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat))` shared by layer
-/// and batch normalization (population variance in both).
-struct Normalized {
-  Value xhat, rstd;
-};
-
-Normalized normalize(GradBuilder &B, Value x, ArrayRef<int64_t> axes,
-                     double epsilon) {
-  ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
-  Value centered = B.sub(x, B.expand(B.mean(x, axes), shape));
-  Value var = B.mean(B.mul(centered, centered), axes);
-  Value rstd = RsqrtOp::create(B.b, B.loc, var.getType(),
-                               B.add(var, B.splat(var, epsilon)));
-  rstd = B.expand(rstd, shape);
-  return {B.mul(centered, rstd), rstd};
-}
-
-Value normalizationInputGrad(GradBuilder &B, const Normalized &n, Value dxhat,
+Value normalizationInputGrad(ExprBuilder &B, const Normalized &n, Value dxhat,
                              ArrayRef<int64_t> axes) {
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(dxhat);
   Value meanD = B.expand(B.mean(dxhat, axes), shape);
@@ -687,10 +592,10 @@ LayerNormOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
   Value g = resultGrads[0], x = getInput();
   if (!g)
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   int64_t rank = TensorBuilder::shapeOf(x).size();
-  SmallVector<int64_t> normAxes = range(getAxis(), rank);
-  SmallVector<int64_t> leadAxes = range(0, getAxis());
+  SmallVector<int64_t> normAxes = axisRange(getAxis(), rank);
+  SmallVector<int64_t> leadAxes = axisRange(0, getAxis());
   Normalized n = normalize(B, x, normAxes, getEpsilon().convertToDouble());
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
   if (wanted[0])
@@ -712,7 +617,7 @@ LogicalResult BatchNormTrainOp::buildGradients(
   Value g = resultGrads[0], x = getInput();
   if (!g)
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   int64_t rank = TensorBuilder::shapeOf(x).size();
   SmallVector<int64_t> axes = {0};
   for (int64_t i = 2; i < rank; ++i)
@@ -733,7 +638,7 @@ LogicalResult BatchNormTrainOp::buildGradients(
 /// the incoming gradient, divided by the count of counted samples for `mean`,
 /// zero where the label is `ignore_index`.
 template <typename OpTy>
-static Value classLossSampleWeight(GradBuilder &B, OpTy op, Value g) {
+static Value classLossSampleWeight(ExprBuilder &B, OpTy op, Value g) {
   Value labels = op.getLabels();
   ArrayRef<int64_t> labelShape = TensorBuilder::shapeOf(labels);
   Type floatType = getElementTypeOrSelf(op.getInput().getType());
@@ -748,7 +653,7 @@ static Value classLossSampleWeight(GradBuilder &B, OpTy op, Value g) {
   if (op.getReduction() == Reduction::mean) {
     Value count;
     if (valid) {
-      SmallVector<int64_t> all = range(0, labelShape.size());
+      SmallVector<int64_t> all = axisRange(0, labelShape.size());
       count = B.broadcastTo(B.loc, B.sum(valid, all, false), labelShape);
     } else {
       count = B.splat(weight, (double)getNumElements(labelShape));
@@ -764,18 +669,6 @@ static Value classLossSampleWeight(GradBuilder &B, OpTy op, Value g) {
                   TensorBuilder::shapeOf(op.getInput()));
 }
 
-/// One-hot of the labels along axis 1 of the input, as the input's type.
-template <typename OpTy> static Value oneHot(GradBuilder &B, OpTy op) {
-  Value labels = op.getLabels();
-  ArrayRef<int64_t> inputShape = TensorBuilder::shapeOf(op.getInput());
-  Shape withClass(TensorBuilder::shapeOf(labels));
-  withClass.insert(withClass.begin() + 1, 1);
-  Value expanded = B.expand(B.reshape(B.loc, labels, withClass), inputShape);
-  Value classes = IotaOp::create(B.b, B.loc, expanded.getType(), 1);
-  return B.castTo(B.cmp(ComparePredicate::eq, classes, expanded),
-                  getElementTypeOrSelf(op.getInput().getType()));
-}
-
 LogicalResult
 CrossEntropyOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
                                ArrayRef<bool> wanted,
@@ -783,10 +676,10 @@ CrossEntropyOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
   operandGrads.assign(2, Value());
   if (!resultGrads[0] || !wanted[0])
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   Value x = getInput();
   Value probs = SoftmaxOp::create(builder, getLoc(), x.getType(), x, 1);
-  operandGrads[0] = B.mul(B.sub(probs, oneHot(B, *this)),
+  operandGrads[0] = B.mul(B.sub(probs, B.oneHot(getInput(), getLabels())),
                           classLossSampleWeight(B, *this, resultGrads[0]));
   return success();
 }
@@ -798,9 +691,9 @@ LogicalResult NllLossOp::buildGradients(OpBuilder &builder,
   operandGrads.assign(2, Value());
   if (!resultGrads[0] || !wanted[0])
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   operandGrads[0] = B.neg(
-      B.mul(oneHot(B, *this), classLossSampleWeight(B, *this, resultGrads[0])));
+      B.mul(B.oneHot(getInput(), getLabels()), classLossSampleWeight(B, *this, resultGrads[0])));
   return success();
 }
 
@@ -812,7 +705,7 @@ LogicalResult MseLossOp::buildGradients(OpBuilder &builder,
   Value g = resultGrads[0];
   if (!g)
     return success();
-  GradBuilder B(builder, getLoc());
+  ExprBuilder B(builder, getLoc());
   Value x = getInput();
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
   Value weight =

@@ -356,5 +356,47 @@ LogicalResult MseLossOp::verify() {
                           getResult());
 }
 
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+void FusionOp::build(OpBuilder &builder, OperationState &state,
+                     TypeRange resultTypes, ValueRange inputs) {
+  state.addOperands(inputs);
+  state.addTypes(resultTypes);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value input : inputs)
+    block->addArgument(input.getType(), input.getLoc());
+}
+
+LogicalResult FusionOp::verify() {
+  Block &block = getBodyBlock();
+  if (block.getNumArguments() != getInputs().size())
+    return emitOpError() << "has " << getInputs().size() << " inputs but its "
+                         << "body takes " << block.getNumArguments()
+                         << " arguments";
+  for (auto [i, input, arg] :
+       llvm::enumerate(getInputs(), block.getArguments()))
+    if (input.getType() != arg.getType())
+      return emitOpError() << "input #" << i << " has type " << input.getType()
+                           << " but the body argument has " << arg.getType();
+  if (getResults().empty())
+    return emitOpError() << "writes nothing: a kernel must yield a value";
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().getTypes() != getResults().getTypes())
+    return emitOpError() << "yields " << yield.getValues().size()
+                         << " values whose types differ from its results";
+  for (Operation &op : block.without_terminator())
+    if (isa<MatmulOp, Conv2DOp, Conv2DBackwardInputOp, Conv2DBackwardFilterOp,
+            FusionOp>(op) ||
+        op.getDialect() != getOperation()->getDialect())
+      return op.emitOpError()
+             << "cannot be part of a generated kernel (library calls and "
+                "non-gpuc ops run outside gpuc.fusion)";
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "gpuc/Dialect/Gpuc/GpucOps.cpp.inc"

@@ -12,6 +12,7 @@ include "mlir/IR/Properties.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Types and enums
@@ -793,6 +794,53 @@ def Gpuc_MseLossOp : Gpuc_Op<"mse_loss", [DeclareOpInterfaceMethods<Gpuc_Gradien
     `(` type($input) `,` type($target) `)` `->` type($result)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels: a group of core ops that codegen emits as one kernel
+//===----------------------------------------------------------------------===//
+
+def Gpuc_FusionOp : Gpuc_Op<"fusion", [IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">, RecursiveMemoryEffects]> {
+  let summary = "core ops that run as one generated kernel";
+  let description = [{
+    The body is one kernel: its block arguments are the buffers the kernel
+    reads (the operands, in order), the values it yields are the buffers it
+    writes. Isolated from above, so the kernel's inputs are exactly its
+    operands; scalar constants are cloned inside. Codegen picks the kernel's
+    shape from what it yields: elementwise over the shape of the results, or
+    one block per element of a reduction's result.
+
+    ```mlir
+    %r = gpuc.fusion (%x, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %c: tensor<4x8xf32>):
+      %s = gpuc.add %a, %c : tensor<4x8xf32>
+      %t = gpuc.relu %s : tensor<4x8xf32>
+      gpuc.yield %t : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Gpuc_Tensor>:$inputs);
+  let results = (outs Variadic<Gpuc_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::mlir::TypeRange":$resultTypes,
+                                 "::mlir::ValueRange":$inputs)>];
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+  }];
+}
+
+def Gpuc_YieldOp : Gpuc_Op<"yield", [Pure, Terminator,
+    HasParent<"FusionOp">]> {
+  let summary = "the values a kernel writes";
+  let arguments = (ins Variadic<Gpuc_Tensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, {}); }]>];
 }
 
 #endif // GPUC_DIALECT_GPUC_GPUCOPS_TD

@@ -1,0 +1,38 @@
+//===- OpKinds.h - how the step program treats each op ----------*- C++ -*-===//
+//
+// Kernel formation, fusion and codegen must agree on which ops are library
+// calls, which are mere aliases of a buffer, which constants live inside a
+// kernel, and which ops a generated kernel computes. This is that agreement.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_DIALECT_GPUC_OPKINDS_H
+#define GPUC_DIALECT_GPUC_OPKINDS_H
+
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+
+namespace mlir::gpuc {
+
+/// GEMMs and convolutions: calls into BLAS/oneDNN (CPU) or cuBLASLt/cuDNN.
+bool isLibraryCall(Operation *op);
+
+/// Ops whose result is their operand's buffer viewed differently (reshape).
+bool isAlias(Operation *op);
+
+/// A constant whose elements are all equal: kernels use it as a literal
+/// instead of reading a buffer.
+bool isInlinableConstant(Value value);
+
+/// Ops computed element by element from the same position of their operands
+/// (after explicit broadcasting), dropout included: its mask is a function
+/// of the element's index.
+bool isPointwise(Operation *op);
+
+/// Ops that a generated kernel computes (outside any fusion so far): every
+/// gpuc op except parameters, constants, aliases, library calls and
+/// fusions themselves.
+bool needsKernel(Operation *op);
+
+} // namespace mlir::gpuc
+
+#endif // GPUC_DIALECT_GPUC_OPKINDS_H

@@ -1,0 +1,95 @@
+//===- FormKernels.cpp - one gpuc.fusion per remaining computing op -------===//
+//
+// Codegen emits one kernel per gpuc.fusion. Whatever gpuc-fuse did not group
+// gets a fusion of its own here, so after this pass every op of a step is a
+// fusion, a library call, a reshape (an alias) or a constant.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/OpKinds.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::gpuc {
+#define GEN_PASS_DEF_GPUCFORMKERNELS
+#include "gpuc/Transforms/Passes.h.inc"
+} // namespace mlir::gpuc
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
+  void runOnOperation() override {
+    SmallVector<Operation *> ops, broadcasts;
+    getOperation().walk([&](func::FuncOp func) {
+      for (Operation &op : func.getBody().front())
+        if (isa<BroadcastOp>(op))
+          broadcasts.push_back(&op);
+        else if (needsKernel(&op))
+          ops.push_back(&op);
+    });
+    for (Operation *op : ops)
+      wrapInFusion(op);
+    // A broadcast is an index mapping: the kernels that read it recompute it
+    // from its input. Only broadcasts read elsewhere (by a library call or as
+    // a result) are materialized.
+    for (Operation *op : broadcasts) {
+      if (op->use_empty())
+        op->erase();
+      else
+        wrapInFusion(op);
+    }
+  }
+
+  /// Operands that a pointwise kernel computes itself instead of reading.
+  static bool isRecomputed(Operation *user, Value operand) {
+    if (isInlinableConstant(operand))
+      return true;
+    return isPointwise(user) && operand.getDefiningOp<BroadcastOp>();
+  }
+
+  static void wrapInFusion(Operation *op) {
+    // Splat constants and broadcasts are cloned into the kernel; other
+    // operands (and the inputs of cloned broadcasts) are read.
+    SmallVector<Value> inputs;
+    auto addInput = [&](Value v) {
+      if (!llvm::is_contained(inputs, v))
+        inputs.push_back(v);
+    };
+    for (Value operand : op->getOperands()) {
+      if (!isRecomputed(op, operand))
+        addInput(operand);
+      else if (auto broadcast = operand.getDefiningOp<BroadcastOp>();
+               broadcast && !isInlinableConstant(broadcast.getInput()))
+        addInput(broadcast.getInput());
+    }
+    OpBuilder builder(op);
+    auto fusion = FusionOp::create(builder, op->getLoc(), op->getResultTypes(),
+                                   inputs);
+    Block &body = fusion.getBodyBlock();
+    IRMapping mapping;
+    for (auto [input, arg] : llvm::zip(inputs, body.getArguments()))
+      mapping.map(input, arg);
+    builder.setInsertionPointToStart(&body);
+    auto cloneInto = [&](Value v) {
+      if (!mapping.contains(v))
+        mapping.map(v, builder.clone(*v.getDefiningOp(), mapping)->getResult(0));
+    };
+    for (Value operand : op->getOperands()) {
+      if (!isRecomputed(op, operand))
+        continue;
+      if (auto broadcast = operand.getDefiningOp<BroadcastOp>();
+          broadcast && isInlinableConstant(broadcast.getInput()))
+        cloneInto(broadcast.getInput());
+      cloneInto(operand);
+    }
+    Operation *inner = builder.clone(*op, mapping);
+    YieldOp::create(builder, op->getLoc(), inner->getResults());
+    op->replaceAllUsesWith(fusion.getResults());
+    op->erase();
+  }
+};
+} // namespace
