@@ -1,0 +1,44 @@
+//===- StepProgram.h - a module's steps as kernels, calls and copies -*- C++ -*-===//
+//
+// After gpuc-form-kernels, @train_step and @eval are sequences of fusions,
+// library calls, reshapes and constants over static shapes. Lowering them
+// gives the step program: every value gets a buffer (persistent: parameters,
+// optimizer state, constants; transient: offsets in one arena, reused once a
+// value is dead), every fusion a generated kernel, every matmul/conv a
+// library call, every parameter update a copy into the parameter.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_CODEGEN_STEPPROGRAM_H
+#define GPUC_CODEGEN_STEPPROGRAM_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mlir::gpuc {
+
+/// A persistent tensor's initial contents (parameters, state, constants).
+struct InitialTensor {
+  std::string name;
+  std::string dtype; // safetensors spelling: F32, I64, I32, BOOL
+  std::vector<int64_t> shape;
+  std::vector<char> bytes;
+};
+
+struct StepProgram {
+  /// plan.json: buffers, arena size, kernels, and each function's steps.
+  nlohmann::json plan;
+  /// kernels.cu: every kernel, plus the CPU launch table under GPUC_CPU.
+  std::string kernelSource;
+  std::vector<InitialTensor> initialTensors;
+};
+
+/// Lowers @train_step and @eval (those present) of `module`. Errors name the
+/// op that cannot be lowered.
+FailureOr<StepProgram> buildStepProgram(ModuleOp module);
+
+} // namespace mlir::gpuc
+
+#endif // GPUC_CODEGEN_STEPPROGRAM_H

@@ -1,0 +1,746 @@
+//===- KernelEmitter.cpp - a gpuc.fusion as one CUDA C++ kernel -----------===//
+//
+// Values are computed "at an index": `at(v, idx)` emits the statements that
+// compute element `idx` (a C++ expression of v's linear index) of `v` and
+// returns the register that holds it. Kernel inputs are loads; ops inside the
+// region translate the index to their operands' (broadcast, transpose,
+// slice, gather, windows...) and combine the operands' registers. Results are
+// memoized per (value, index) within a C++ scope, so a value read twice at
+// the same position is computed once.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Codegen/KernelEmitter.h"
+#include "gpuc/Dialect/Gpuc/OpKinds.h"
+#include "gpuc/Dialect/Gpuc/ShapeInference.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <map>
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+StringRef mlir::gpuc::storageCType(Type elementType) {
+  if (elementType.isF32())
+    return "float";
+  if (elementType.isInteger(64))
+    return "int64_t";
+  if (elementType.isInteger(32))
+    return "int32_t";
+  if (elementType.isInteger(1))
+    return "bool";
+  return "";
+}
+
+namespace {
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+Type elementOf(Value v) { return getElementTypeOrSelf(v.getType()); }
+bool isFloat(Value v) { return isa<FloatType>(elementOf(v)); }
+
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+std::string literal(double value, Type type) {
+  if (isa<FloatType>(type)) {
+    if (std::isnan(value))
+      return "NAN";
+    if (std::isinf(value))
+      return value > 0 ? "INFINITY" : "(-INFINITY)";
+    return llvm::formatv("{0:e9}f", value).str();
+  }
+  if (type.isInteger(1))
+    return value != 0 ? "true" : "false";
+  return llvm::formatv("(({0}){1}LL)", storageCType(type), (int64_t)value)
+      .str();
+}
+
+class Emitter {
+public:
+  explicit Emitter(FusionOp fusion) : fusion(fusion) {}
+  FailureOr<EmittedKernel> run(StringRef name);
+
+private:
+  using Key = std::pair<void *, std::string>;
+
+  void line(const Twine &text) {
+    body += std::string(2 * depth, ' ') + text.str() + "\n";
+  }
+  std::string fresh(StringRef prefix) {
+    return (prefix + Twine(next++)).str();
+  }
+  void open(const Twine &header) {
+    line(header + " {");
+    ++depth;
+    scopes.emplace_back();
+  }
+  void close() {
+    for (const Key &key : scopes.back())
+      memo.erase(key);
+    scopes.pop_back();
+    --depth;
+    line("}");
+  }
+  void remember(Value v, const std::string &idx, const std::string &reg) {
+    Key key{v.getAsOpaquePointer(), idx};
+    memo[key] = reg;
+    scopes.back().push_back(key);
+  }
+  /// Declares a register holding `expr` and returns its name.
+  std::string define(Value v, const std::string &expr) {
+    std::string reg = fresh("v");
+    line(llvm::formatv("const {0} {1} = {2};", storageCType(elementOf(v)), reg,
+                       expr));
+    return reg;
+  }
+  /// Declares an index register.
+  std::string index(const std::string &expr) {
+    std::string reg = fresh("i");
+    line(llvm::formatv("const int64_t {0} = {1};", reg, expr));
+    return reg;
+  }
+  /// The coordinates of linear index `idx` in `shape`.
+  SmallVector<std::string> unravel(const std::string &idx,
+                                   ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> strides = stridesOf(shape);
+    SmallVector<std::string> coords;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1) {
+        coords.push_back("0");
+        continue;
+      }
+      std::string e = strides[d] == 1
+                          ? idx
+                          : llvm::formatv("({0} / {1}LL)", idx, strides[d]).str();
+      if (d > 0)
+        e = llvm::formatv("({0} % {1}LL)", e, shape[d]).str();
+      coords.push_back(index(e));
+    }
+    return coords;
+  }
+  std::string ravel(ArrayRef<std::string> coords, ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> strides = stridesOf(shape);
+    std::string e;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1 || coords[d] == "0")
+        continue;
+      if (!e.empty())
+        e += " + ";
+      e += strides[d] == 1 ? coords[d]
+                           : llvm::formatv("{0} * {1}LL", coords[d], strides[d])
+                                 .str();
+    }
+    return e.empty() ? "0" : "(" + e + ")";
+  }
+
+  FailureOr<std::string> at(Value v, const std::string &idx);
+  FailureOr<std::string> compute(Operation *op, Value v,
+                                 const std::string &idx);
+  FailureOr<std::string> pool(Operation *op, Value v, const std::string &idx);
+  FailureOr<std::string> poolBackward(Operation *op, Value v,
+                                      const std::string &idx);
+  LogicalResult storeResults(const std::string &idx);
+
+  FusionOp fusion;
+  std::string body;
+  int depth = 1;
+  unsigned next = 0;
+  std::map<Key, std::string> memo;
+  std::vector<std::vector<Key>> scopes{1};
+};
+
+FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
+  auto it = memo.find({v.getAsOpaquePointer(), idx});
+  if (it != memo.end())
+    return it->second;
+  std::string reg;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    reg = define(v, llvm::formatv("in{0}[{1}]", arg.getArgNumber(), idx).str());
+  } else {
+    FailureOr<std::string> computed = compute(v.getDefiningOp(), v, idx);
+    if (failed(computed))
+      return failure();
+    reg = *computed;
+  }
+  remember(v, idx, reg);
+  return reg;
+}
+
+FailureOr<std::string> Emitter::compute(Operation *op, Value v,
+                                        const std::string &idx) {
+  auto operand = [&](unsigned i) { return at(op->getOperand(i), idx); };
+  auto unary = [&](auto format) -> FailureOr<std::string> {
+    FailureOr<std::string> x = operand(0);
+    if (failed(x))
+      return failure();
+    return define(v, format(*x));
+  };
+  auto binary = [&](auto format) -> FailureOr<std::string> {
+    FailureOr<std::string> a = operand(0), b = operand(1);
+    if (failed(a) || failed(b))
+      return failure();
+    return define(v, format(*a, *b));
+  };
+  auto fmt = [](const char *pattern) {
+    return [pattern](const std::string &x) {
+      return llvm::formatv(pattern, x).str();
+    };
+  };
+  auto fmt2 = [](const char *pattern) {
+    return [pattern](const std::string &a, const std::string &b) {
+      return llvm::formatv(pattern, a, b).str();
+    };
+  };
+  bool floating = isFloat(v);
+  ArrayRef<int64_t> shape = shapeOf(v);
+
+  return llvm::TypeSwitch<Operation *, FailureOr<std::string>>(op)
+      .Case([&](ConstantOp c) -> FailureOr<std::string> {
+        auto dense = cast<DenseElementsAttr>(c.getValue());
+        Type type = elementOf(v);
+        double value =
+            isa<FloatType>(type)
+                ? dense.getSplatValue<APFloat>().convertToDouble()
+                : (double)dense.getSplatValue<APInt>().getSExtValue();
+        if (type.isInteger(1))
+          value = dense.getSplatValue<bool>();
+        return literal(value, type);
+      })
+      .Case([&](NegOp) { return unary(fmt("(-{0})")); })
+      .Case([&](AbsOp) {
+        return unary(floating ? fmt("fabsf({0})") : fmt("({0} < 0 ? -{0} : {0})"));
+      })
+      .Case([&](ExpOp) { return unary(fmt("expf({0})")); })
+      .Case([&](LogOp) { return unary(fmt("logf({0})")); })
+      .Case([&](SqrtOp) { return unary(fmt("sqrtf({0})")); })
+      .Case([&](RsqrtOp) { return unary(fmt("rsqrtf({0})")); })
+      .Case([&](ReciprocalOp) { return unary(fmt("(1.0f / {0})")); })
+      .Case([&](TanhOp) { return unary(fmt("tanhf({0})")); })
+      .Case([&](ErfOp) { return unary(fmt("erff({0})")); })
+      .Case([&](SigmoidOp) {
+        return unary(fmt("(1.0f / (1.0f + expf(-{0})))"));
+      })
+      .Case([&](ReluOp) { return unary(fmt("({0} > 0.0f ? {0} : 0.0f)")); })
+      .Case([&](GeluOp g) {
+        return unary(g.getTanh()
+                         ? fmt("(0.5f * {0} * (1.0f + tanhf(0.7978845608f * "
+                               "({0} + 0.044715f * {0} * {0} * {0}))))")
+                         : fmt("(0.5f * {0} * (1.0f + erff({0} * "
+                               "0.70710678118f)))"));
+      })
+      .Case([&](AddOp) { return binary(fmt2("({0} + {1})")); })
+      .Case([&](SubOp) { return binary(fmt2("({0} - {1})")); })
+      .Case([&](MulOp) { return binary(fmt2("({0} * {1})")); })
+      .Case([&](DivOp) {
+        return binary(floating ? fmt2("({0} / {1})")
+                               : fmt2("gpuc::divInt({0}, {1})"));
+      })
+      .Case([&](PowOp) {
+        return binary(floating ? fmt2("powf({0}, {1})")
+                               : fmt2("(decltype({0}))pow((double){0}, "
+                                      "(double){1})"));
+      })
+      .Case([&](MaxOp) {
+        return binary(floating ? fmt2("gpuc::maxNaN({0}, {1})")
+                               : fmt2("gpuc::maxInt({0}, {1})"));
+      })
+      .Case([&](MinOp) {
+        return binary(floating ? fmt2("gpuc::minNaN({0}, {1})")
+                               : fmt2("gpuc::minInt({0}, {1})"));
+      })
+      .Case([&](CompareOp c) {
+        const char *symbol = "==";
+        switch (c.getPredicate()) {
+        case ComparePredicate::eq: symbol = "=="; break;
+        case ComparePredicate::ne: symbol = "!="; break;
+        case ComparePredicate::lt: symbol = "<"; break;
+        case ComparePredicate::le: symbol = "<="; break;
+        case ComparePredicate::gt: symbol = ">"; break;
+        case ComparePredicate::ge: symbol = ">="; break;
+        }
+        return binary([&](const std::string &a, const std::string &b) {
+          return llvm::formatv("({0} {1} {2})", a, symbol, b).str();
+        });
+      })
+      .Case([&](SelectOp) -> FailureOr<std::string> {
+        FailureOr<std::string> c = operand(0), t = operand(1), f = operand(2);
+        if (failed(c) || failed(t) || failed(f))
+          return failure();
+        return define(v, llvm::formatv("({0} ? {1} : {2})", *c, *t, *f));
+      })
+      .Case([&](CastOp) {
+        if (elementOf(v).isInteger(1))
+          return unary(fmt("({0} != 0)"));
+        std::string type = storageCType(elementOf(v)).str();
+        return unary([type](const std::string &x) {
+          return "(" + type + ")(" + x + ")";
+        });
+      })
+      .Case([&](DropoutOp d) -> FailureOr<std::string> {
+        FailureOr<std::string> x = operand(0);
+        FailureOr<std::string> seed = at(d.getRngKey(), "0");
+        FailureOr<std::string> step = at(d.getRngKey(), "1");
+        if (failed(x) || failed(seed) || failed(step))
+          return failure();
+        double ratio = d.getRatio().convertToDouble();
+        return define(
+            v, llvm::formatv("(gpuc::dropoutKeeps((unsigned long long){0}, "
+                             "(unsigned long long){1}, {2}ULL, (unsigned long "
+                             "long)({3}), {4}) ? {5} * {6} : 0.0f)",
+                             *seed, *step, d.getStream(), idx,
+                             literal(ratio, Float32Type::get(op->getContext())),
+                             *x,
+                             literal(1.0 / (1.0 - ratio),
+                                     Float32Type::get(op->getContext())))
+                   .str());
+      })
+      .Case([&](ReshapeOp r) { return at(r.getInput(), idx); })
+      .Case([&](BroadcastOp b) -> FailureOr<std::string> {
+        ArrayRef<int64_t> in = shapeOf(b.getInput());
+        SmallVector<std::string> coords = unravel(idx, shape);
+        int64_t lead = shape.size() - in.size();
+        SmallVector<std::string> inCoords;
+        for (size_t d = 0; d < in.size(); ++d)
+          inCoords.push_back(in[d] == 1 ? "0" : coords[d + lead]);
+        return at(b.getInput(), index(ravel(inCoords, in)));
+      })
+      .Case([&](TransposeOp t) -> FailureOr<std::string> {
+        ArrayRef<int64_t> in = shapeOf(t.getInput());
+        SmallVector<std::string> coords = unravel(idx, shape);
+        SmallVector<std::string> inCoords(in.size());
+        for (auto [d, p] : llvm::enumerate(t.getPerm()))
+          inCoords[p] = coords[d];
+        return at(t.getInput(), index(ravel(inCoords, in)));
+      })
+      .Case([&](SliceOp s) -> FailureOr<std::string> {
+        ArrayRef<int64_t> in = shapeOf(s.getInput());
+        SmallVector<std::string> coords = unravel(idx, shape);
+        SmallVector<std::string> inCoords;
+        for (size_t d = 0; d < in.size(); ++d)
+          inCoords.push_back(index(llvm::formatv(
+              "{0}LL + {1} * {2}LL", s.getStarts()[d], coords[d],
+              s.getStrides()[d])));
+        return at(s.getInput(), index(ravel(inCoords, in)));
+      })
+      .Case([&](PadOp p) -> FailureOr<std::string> {
+        ArrayRef<int64_t> in = shapeOf(p.getInput());
+        SmallVector<std::string> coords = unravel(idx, shape);
+        SmallVector<std::string> inCoords;
+        std::string inside = "true";
+        for (size_t d = 0; d < in.size(); ++d) {
+          std::string c = index(
+              llvm::formatv("{0} - {1}LL", coords[d], p.getLow()[d]).str());
+          inside += llvm::formatv(" && {0} >= 0 && {0} < {1}LL", c, in[d]);
+          inCoords.push_back(c);
+        }
+        std::string reg = fresh("v");
+        line(llvm::formatv("{0} {1} = {2};", storageCType(elementOf(v)), reg,
+                           literal(p.getValue().convertToDouble(),
+                                   elementOf(v))));
+        open("if (" + inside + ")");
+        FailureOr<std::string> x = at(p.getInput(), index(ravel(inCoords, in)));
+        if (failed(x))
+          return failure();
+        line(reg + " = " + *x + ";");
+        close();
+        return reg;
+      })
+      .Case([&](ConcatOp c) -> FailureOr<std::string> {
+        int64_t axis = c.getAxis();
+        SmallVector<std::string> coords = unravel(idx, shape);
+        std::string reg = fresh("v");
+        line(llvm::formatv("{0} {1};", storageCType(elementOf(v)), reg));
+        int64_t offset = 0;
+        for (auto [k, input] : llvm::enumerate(c.getInputs())) {
+          ArrayRef<int64_t> in = shapeOf(input);
+          int64_t end = offset + in[axis];
+          bool last = k + 1 == c.getInputs().size();
+          open(k == 0 ? llvm::formatv("if ({0} < {1}LL)", coords[axis], end).str()
+                      : last ? std::string("else")
+                             : llvm::formatv("else if ({0} < {1}LL)",
+                                             coords[axis], end)
+                                   .str());
+          SmallVector<std::string> inCoords(coords);
+          inCoords[axis] = index(
+              llvm::formatv("{0} - {1}LL", coords[axis], offset).str());
+          FailureOr<std::string> x = at(input, index(ravel(inCoords, in)));
+          if (failed(x))
+            return failure();
+          line(reg + " = " + *x + ";");
+          close();
+          offset = end;
+        }
+        return reg;
+      })
+      .Case([&](GatherOp g) -> FailureOr<std::string> {
+        ArrayRef<int64_t> data = shapeOf(g.getData());
+        int64_t axis = g.getAxis();
+        int64_t inner = 1;
+        for (size_t d = axis + 1; d < data.size(); ++d)
+          inner *= data[d];
+        int64_t n = getNumElements(shapeOf(g.getIndices()));
+        std::string outer = index(
+            llvm::formatv("{0} / {1}LL", idx, n * inner).str());
+        std::string j =
+            index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, inner, n).str());
+        std::string b = index(llvm::formatv("{0} % {1}LL", idx, inner).str());
+        FailureOr<std::string> k = at(g.getIndices(), j);
+        if (failed(k))
+          return failure();
+        std::string wrapped = index(llvm::formatv(
+            "gpuc::wrapIndex((int64_t){0}, {1}LL)", *k, data[axis]));
+        return at(g.getData(),
+                  index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}",
+                                      outer, data[axis], wrapped, inner, b)));
+      })
+      .Case([&](IotaOp i) -> FailureOr<std::string> {
+        SmallVector<std::string> coords = unravel(idx, shape);
+        return define(v, "(" + storageCType(elementOf(v)).str() + ")" +
+                             coords[i.getDim()]);
+      })
+      .Case([&](ScatterAddOp s) -> FailureOr<std::string> {
+        int64_t axis = s.getAxis();
+        int64_t inner = 1;
+        for (size_t d = axis + 1; d < shape.size(); ++d)
+          inner *= shape[d];
+        int64_t n = getNumElements(shapeOf(s.getIndices()));
+        std::string a = index(
+            llvm::formatv("{0} / {1}LL", idx, shape[axis] * inner).str());
+        std::string k = index(
+            llvm::formatv("({0} / {1}LL) % {2}LL", idx, inner, shape[axis]));
+        std::string b = index(llvm::formatv("{0} % {1}LL", idx, inner).str());
+        std::string acc = fresh("acc");
+        line("gpuc::Accumulator " + acc + " = 0;");
+        std::string j = fresh("j");
+        open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", j, n));
+        FailureOr<std::string> target = at(s.getIndices(), j);
+        if (failed(target))
+          return failure();
+        open(llvm::formatv("if (gpuc::wrapIndex((int64_t){0}, {1}LL) == {2})",
+                           *target, shape[axis], k));
+        FailureOr<std::string> u = at(
+            s.getUpdates(),
+            index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", a, n, j,
+                                inner, b)));
+        if (failed(u))
+          return failure();
+        line(acc + " += " + *u + ";");
+        close();
+        close();
+        return define(v, "(float)" + acc);
+      })
+      .Case<MaxPool2DOp, AvgPool2DOp>(
+          [&](Operation *p) { return pool(p, v, idx); })
+      .Case<MaxPool2DBackwardOp, AvgPool2DBackwardOp>(
+          [&](Operation *p) { return poolBackward(p, v, idx); })
+      .Default([&](Operation *other) -> FailureOr<std::string> {
+        return other->emitOpError()
+               << "has no code generation inside a kernel at this position "
+                  "(a reduction must be the kernel's only one, and library "
+                  "calls run outside kernels)";
+      });
+}
+
+/// The window geometry shared by the pooling ops and their gradients.
+struct Window {
+  ArrayRef<int64_t> kernel, strides, pads;
+  bool countIncludePad = false;
+};
+
+Window windowOf(Operation *op) {
+  if (auto p = dyn_cast<MaxPool2DOp>(op))
+    return {p.getKernel(), p.getStrides(), p.getPads()};
+  if (auto p = dyn_cast<AvgPool2DOp>(op))
+    return {p.getKernel(), p.getStrides(), p.getPads(), p.getCountIncludePad()};
+  if (auto p = dyn_cast<MaxPool2DBackwardOp>(op))
+    return {p.getKernel(), p.getStrides(), p.getPads()};
+  auto p = cast<AvgPool2DBackwardOp>(op);
+  return {p.getKernel(), p.getStrides(), p.getPads(), p.getCountIncludePad()};
+}
+
+FailureOr<std::string> Emitter::pool(Operation *op, Value v,
+                                     const std::string &idx) {
+  Window w = windowOf(op);
+  Value input = op->getOperand(0);
+  ArrayRef<int64_t> in = shapeOf(input), out = shapeOf(v);
+  bool isMax = isa<MaxPool2DOp>(op);
+  std::string p = index(llvm::formatv("{0} / {1}LL", idx, out[2] * out[3]));
+  std::string oy = index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, out[3], out[2]));
+  std::string ox = index(llvm::formatv("{0} % {1}LL", idx, out[3]));
+  std::string acc = fresh("acc"), count = fresh("count");
+  line(llvm::formatv("gpuc::Accumulator {0} = {1};", acc,
+                     isMax ? "-INFINITY" : "0"));
+  line(llvm::formatv("int64_t {0} = 0;", count));
+  std::string ky = fresh("ky"), kx = fresh("kx");
+  open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", ky, w.kernel[0]));
+  std::string iy = index(llvm::formatv("{0} * {1}LL - {2}LL + {3}", oy, w.strides[0], w.pads[0], ky));
+  line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", iy, in[2]));
+  open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", kx, w.kernel[1]));
+  std::string ix = index(llvm::formatv("{0} * {1}LL - {2}LL + {3}", ox, w.strides[1], w.pads[1], kx));
+  line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", ix, in[3]));
+  FailureOr<std::string> x = at(
+      input, index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", p, in[2],
+                                 iy, in[3], ix)));
+  if (failed(x))
+    return failure();
+  if (isMax)
+    line(llvm::formatv("{0} = {1} > {0} ? (gpuc::Accumulator){1} : {0};", acc, *x));
+  else
+    line(llvm::formatv("{0} += {1};", acc, *x));
+  line(llvm::formatv("++{0};", count));
+  close();
+  close();
+  if (isMax)
+    return define(v, "(float)" + acc);
+  std::string divisor = count;
+  if (w.countIncludePad)
+    divisor = index(llvm::formatv(
+        "((gpuc::minInt({0} * {1}LL - {2}LL + {3}LL, {4}LL) - ({0} * {1}LL - "
+        "{2}LL)) * (gpuc::minInt({5} * {6}LL - {7}LL + {8}LL, {9}LL) - ({5} * "
+        "{6}LL - {7}LL)))",
+        oy, w.strides[0], w.pads[0], w.kernel[0], in[2] + w.pads[2], ox,
+        w.strides[1], w.pads[1], w.kernel[1], in[3] + w.pads[3]));
+  return define(v, llvm::formatv("(float)({0} / (gpuc::Accumulator)({1} > 0 ? "
+                                 "{1} : 1))",
+                                 acc, divisor)
+                       .str());
+}
+
+FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
+                                             const std::string &idx) {
+  // dx at (p, h, w) gathers the gradient of every window that contains it:
+  // windows oy in [ceil((h + pad - k + 1) / s), floor((h + pad) / s)].
+  Window w = windowOf(op);
+  bool isMax = isa<MaxPool2DBackwardOp>(op);
+  Value input = isMax ? op->getOperand(0) : Value();
+  Value dy = op->getOperand(isMax ? 1 : 0);
+  ArrayRef<int64_t> in = shapeOf(v), out = shapeOf(dy);
+  std::string p = index(llvm::formatv("{0} / {1}LL", idx, in[2] * in[3]));
+  std::string h = index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, in[3], in[2]));
+  std::string x = index(llvm::formatv("{0} % {1}LL", idx, in[3]));
+  std::string acc = fresh("acc");
+  line("gpuc::Accumulator " + acc + " = 0;");
+  auto range = [&](const std::string &c, int axis, std::string &lo,
+                   std::string &hi) {
+    int64_t k = w.kernel[axis], s = w.strides[axis], pad = w.pads[axis];
+    // Smallest o with o*s - pad + k - 1 >= c, largest with o*s - pad <= c.
+    lo = index(llvm::formatv(
+        "gpuc::maxInt<int64_t>(0, ({0} + {1}LL - {2}LL + {3}LL) / {3}LL)", c,
+        pad, k - 1, s));
+    hi = index(llvm::formatv(
+        "gpuc::minInt<int64_t>({0}LL - 1, ({1} + {2}LL) / {3}LL)", out[2 + axis],
+        c, pad, s));
+  };
+  std::string loY, hiY, loX, hiX;
+  range(h, 0, loY, hiY);
+  range(x, 1, loX, hiX);
+  std::string oy = fresh("oy"), ox = fresh("ox");
+  open(llvm::formatv("for (int64_t {0} = {1}; {0} <= {2}; ++{0})", oy, loY, hiY));
+  open(llvm::formatv("for (int64_t {0} = {1}; {0} <= {2}; ++{0})", ox, loX, hiX));
+  std::string top = index(llvm::formatv("{0} * {1}LL - {2}LL", oy, w.strides[0], w.pads[0]));
+  std::string left = index(llvm::formatv("{0} * {1}LL - {2}LL", ox, w.strides[1], w.pads[1]));
+  FailureOr<std::string> g = at(
+      dy, index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", p, out[2],
+                              oy, out[3], ox)));
+  if (failed(g))
+    return failure();
+  if (isMax) {
+    // The window's first maximum (in scan order) receives its gradient.
+    std::string best = fresh("best"), bestAt = fresh("bestAt");
+    line(llvm::formatv("float {0} = -INFINITY; int64_t {1} = -1;", best, bestAt));
+    std::string ky = fresh("ky"), kx = fresh("kx");
+    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", ky, w.kernel[0]));
+    std::string iy = index(top + " + " + ky);
+    line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", iy, in[2]));
+    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", kx, w.kernel[1]));
+    std::string ix = index(left + " + " + kx);
+    line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", ix, in[3]));
+    std::string pos = index(llvm::formatv("{0} * {1}LL + {2}", iy, in[3], ix));
+    FailureOr<std::string> xv = at(
+        input, index(llvm::formatv("{0} * {1}LL + {2}", p, in[2] * in[3], pos)));
+    if (failed(xv))
+      return failure();
+    line(llvm::formatv("if ({1} < 0 || {0} > {2}) {{ {2} = {0}; {1} = {3}; }",
+                       *xv, bestAt, best, pos));
+    close();
+    close();
+    line(llvm::formatv("if ({0} == {1} * {2}LL + {3}) {4} += {5};", bestAt, h,
+                       in[3], x, acc, *g));
+  } else {
+    std::string count;
+    if (w.countIncludePad) {
+      count = index(llvm::formatv(
+          "(gpuc::minInt<int64_t>({0} + {1}LL, {2}LL) - {0}) * "
+          "(gpuc::minInt<int64_t>({3} + {4}LL, {5}LL) - {3})",
+          top, w.kernel[0], in[2] + w.pads[2], left, w.kernel[1],
+          in[3] + w.pads[3]));
+    } else {
+      count = index(llvm::formatv(
+          "(gpuc::minInt<int64_t>({0} + {1}LL, {2}LL) - gpuc::maxInt<int64_t>({0}, 0)) * "
+          "(gpuc::minInt<int64_t>({3} + {4}LL, {5}LL) - gpuc::maxInt<int64_t>({3}, 0))",
+          top, w.kernel[0], in[2], left, w.kernel[1], in[3]));
+    }
+    line(llvm::formatv("{0} += {1} / (gpuc::Accumulator)({2} > 0 ? {2} : 1);",
+                       acc, *g, count));
+  }
+  close();
+  close();
+  return define(v, "(float)" + acc);
+}
+
+LogicalResult Emitter::storeResults(const std::string &idx) {
+  auto yield = cast<YieldOp>(fusion.getBodyBlock().getTerminator());
+  for (auto [k, value] : llvm::enumerate(yield.getValues())) {
+    FailureOr<std::string> reg = at(value, idx);
+    if (failed(reg))
+      return failure();
+    line(llvm::formatv("out{0}[{1}] = {2};", k, idx, *reg));
+  }
+  return success();
+}
+
+FailureOr<EmittedKernel> Emitter::run(StringRef name) {
+  Block &block = fusion.getBodyBlock();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  SmallVector<Operation *> reductions;
+  for (Operation &op : block.without_terminator())
+    if (isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op))
+      reductions.push_back(&op);
+  if (reductions.size() > 1)
+    return fusion.emitOpError()
+           << "has " << reductions.size()
+           << " reductions; a kernel computes at most one";
+
+  // Every value written must share one iteration space.
+  ArrayRef<int64_t> space = shapeOf(yield.getValues()[0]);
+  if (!reductions.empty())
+    space = shapeOf(reductions[0]->getResult(0));
+  for (Value value : yield.getValues())
+    if (shapeOf(value) != space)
+      return fusion.emitOpError()
+             << "writes values of different shapes; a kernel has one "
+                "iteration space";
+
+  EmittedKernel kernel;
+  kernel.name = name.str();
+  int64_t elements = getNumElements(space);
+  if (reductions.empty()) {
+    kernel.grid = std::max<int64_t>(1, (elements + kPointwiseTile - 1) /
+                                           kPointwiseTile);
+    line(llvm::formatv("const int64_t begin = (int64_t)blockIdx.x * {0}LL;",
+                       kPointwiseTile));
+    line(llvm::formatv("const int64_t end = begin + {0}LL < {1}LL ? begin + "
+                       "{0}LL : {1}LL;",
+                       kPointwiseTile, elements));
+    open("for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)");
+    if (failed(storeResults("i")))
+      return failure();
+    close();
+  } else {
+    Operation *reduce = reductions[0];
+    Value input = reduce->getOperand(0);
+    ArrayRef<int64_t> in = shapeOf(input);
+    SmallVector<int64_t> reduced;
+    if (auto r = dyn_cast<ReduceSumOp>(reduce))
+      reduced.assign(r.getAxes().begin(), r.getAxes().end());
+    else if (auto r = dyn_cast<ReduceMaxOp>(reduce))
+      reduced.assign(r.getAxes().begin(), r.getAxes().end());
+    else
+      reduced.assign(cast<ReduceMeanOp>(reduce).getAxes().begin(),
+                     cast<ReduceMeanOp>(reduce).getAxes().end());
+    SmallVector<int64_t> keptShape, reducedShape;
+    for (size_t d = 0; d < in.size(); ++d)
+      (llvm::is_contained(reduced, (int64_t)d) ? reducedShape : keptShape)
+          .push_back(in[d]);
+    int64_t count = getNumElements(reducedShape);
+    kernel.grid = std::max<int64_t>(1, elements);
+    bool isMax = isa<ReduceMaxOp>(reduce);
+    line("const int64_t o = blockIdx.x;");
+    SmallVector<std::string> kept = unravel("o", keptShape);
+    line(llvm::formatv("gpuc::Accumulator acc = {0};", isMax ? "-INFINITY" : "0"));
+    open(llvm::formatv("for (int64_t r = threadIdx.x; r < {0}LL; r += blockDim.x)",
+                       count));
+    SmallVector<std::string> rcoords = unravel("r", reducedShape);
+    SmallVector<std::string> coords;
+    size_t nk = 0, nr = 0;
+    for (size_t d = 0; d < in.size(); ++d)
+      coords.push_back(llvm::is_contained(reduced, (int64_t)d) ? rcoords[nr++]
+                                                               : kept[nk++]);
+    FailureOr<std::string> x = at(input, index(ravel(coords, in)));
+    if (failed(x))
+      return failure();
+    if (isMax)
+      line(llvm::formatv("acc = ({0} > acc || {0} != {0}) ? "
+                         "(gpuc::Accumulator){0} : acc;",
+                         *x));
+    else
+      line(llvm::formatv("acc += {0};", *x));
+    close();
+    line(isMax ? "acc = gpuc::blockReduceMax(acc);"
+               : "acc = gpuc::blockReduceSum(acc);");
+    open("if (threadIdx.x == 0)");
+    Value result = reduce->getResult(0);
+    std::string type = storageCType(elementOf(result)).str();
+    std::string value = isa<ReduceMeanOp>(reduce)
+                            ? llvm::formatv("({0})(acc / {1}.0)", type, count).str()
+                            : llvm::formatv("({0})acc", type).str();
+    line(llvm::formatv("const {0} red = {1};", type, value));
+    remember(result, "o", "red");
+    if (failed(storeResults("o")))
+      return failure();
+    close();
+  }
+
+  // The signature: inputs, then outputs.
+  std::string params, casts;
+  unsigned arg = 0;
+  for (auto [k, input] : llvm::enumerate(block.getArguments())) {
+    StringRef type = storageCType(elementOf(input));
+    if (type.empty())
+      return fusion.emitOpError()
+             << "reads " << input.getType()
+             << ", which code generation cannot store yet (f16/bf16 come with "
+                "mixed precision)";
+    params += llvm::formatv("{0}const {1} *__restrict__ in{2}",
+                            params.empty() ? "" : ", ", type, k);
+    casts += llvm::formatv("{0}(const {1} *)args[{2}]", arg ? ", " : "", type,
+                           arg);
+    ++arg;
+  }
+  for (auto [k, output] : llvm::enumerate(yield.getValues())) {
+    StringRef type = storageCType(elementOf(output));
+    if (type.empty())
+      return fusion.emitOpError() << "writes " << output.getType()
+                                  << ", which code generation cannot store yet";
+    params += llvm::formatv("{0}{1} *__restrict__ out{2}",
+                            params.empty() ? "" : ", ", type, k);
+    casts += llvm::formatv("{0}({1} *)args[{2}]", arg ? ", " : "", type, arg);
+    ++arg;
+  }
+  kernel.source = llvm::formatv("extern \"C\" __global__ void "
+                                "__launch_bounds__(256) {0}({1}) {{\n{2}}\n",
+                                name, params, body)
+                      .str();
+  kernel.cpuLauncher =
+      llvm::formatv("static void gpuc_cpu_{0}(void *const *args) {{\n"
+                    "  gpuc::cpuLaunch({1}LL, [&] {{ {0}({2}); });\n}\n",
+                    name, kernel.grid, casts)
+          .str();
+  return kernel;
+}
+} // namespace
+
+FailureOr<EmittedKernel> mlir::gpuc::emitKernel(FusionOp fusion,
+                                                StringRef name) {
+  return Emitter(fusion).run(name);
+}

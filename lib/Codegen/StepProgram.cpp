@@ -1,0 +1,426 @@
+//===- StepProgram.cpp - a module's steps as kernels, calls and copies ----===//
+#include "gpuc/Codegen/StepProgram.h"
+#include "gpuc/Codegen/KernelEmitter.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/OpKinds.h"
+#include "gpuc/Dialect/Gpuc/ShapeInference.h"
+#include "gpuc/Interpreter/Interpreter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace mlir::gpuc;
+using json = nlohmann::json;
+
+namespace {
+constexpr int64_t kAlignment = 64;
+
+std::string dtypeOf(Type type) {
+  if (type.isF32())
+    return "F32";
+  if (type.isInteger(64))
+    return "I64";
+  if (type.isInteger(32))
+    return "I32";
+  if (type.isInteger(1))
+    return "BOOL";
+  return "";
+}
+
+int64_t elementBytes(Type type) {
+  if (type.isInteger(1))
+    return 1;
+  return type.getIntOrFloatBitWidth() / 8;
+}
+
+struct Buffer {
+  std::string name;
+  std::string kind; // param, state, constant, input, hyper, rng, transient
+  RankedTensorType type;
+  int64_t bytes = 0;
+  int64_t offset = -1; // transient only
+  json extra = json::object();
+};
+
+/// First-fit allocation of transient buffers in one arena.
+class Arena {
+public:
+  int64_t allocate(int64_t bytes) {
+    bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    for (auto it = free.begin(); it != free.end(); ++it) {
+      if (it->second < bytes)
+        continue;
+      int64_t offset = it->first;
+      int64_t rest = it->second - bytes;
+      free.erase(it);
+      if (rest > 0)
+        free[offset + bytes] = rest;
+      return offset;
+    }
+    int64_t offset = top;
+    top += bytes;
+    peak = std::max(peak, top);
+    return offset;
+  }
+  void release(int64_t offset, int64_t bytes) {
+    bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    auto [it, inserted] = free.emplace(offset, bytes);
+    (void)inserted;
+    // Merge with the neighbours.
+    auto next = std::next(it);
+    if (next != free.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free.erase(next);
+    }
+    if (it != free.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free.erase(it);
+        it = prev;
+      }
+    }
+    // The free block at the top shrinks the arena.
+    if (it->first + it->second == top) {
+      top = it->first;
+      free.erase(it);
+    }
+  }
+  int64_t peakBytes() const { return peak; }
+
+private:
+  std::map<int64_t, int64_t> free;
+  int64_t top = 0, peak = 0;
+};
+
+class Lowering {
+public:
+  explicit Lowering(ModuleOp module) : module(module) {}
+  FailureOr<StepProgram> run();
+
+private:
+  int persistent(StringRef name, StringRef kind, RankedTensorType type);
+  int transient(Value value);
+  LogicalResult lowerFunction(func::FuncOp func, Arena &arena);
+  FailureOr<json> libraryCall(Operation *op);
+  LogicalResult initialValue(StringRef name, ElementsAttr attr);
+
+  ModuleOp module;
+  std::vector<Buffer> buffers;
+  llvm::StringMap<int> persistentByName;
+  DenseMap<Value, int> bufferOf;
+  StepProgram program;
+  std::string kernels, launchers, table;
+  llvm::StringMap<std::string> kernelByBody;
+  json kernelList = json::array();
+  unsigned kernelCount = 0;
+  unsigned constantCount = 0;
+};
+
+int Lowering::persistent(StringRef name, StringRef kind,
+                         RankedTensorType type) {
+  auto it = persistentByName.find(name);
+  if (it != persistentByName.end())
+    return it->second;
+  Buffer b;
+  b.name = name.str();
+  b.kind = kind.str();
+  b.type = type;
+  b.bytes = type.getNumElements() * elementBytes(type.getElementType());
+  buffers.push_back(b);
+  persistentByName[name] = buffers.size() - 1;
+  return buffers.size() - 1;
+}
+
+int Lowering::transient(Value value) {
+  Buffer b;
+  b.kind = "transient";
+  b.type = cast<RankedTensorType>(value.getType());
+  b.bytes = b.type.getNumElements() * elementBytes(b.type.getElementType());
+  b.name = llvm::formatv("t{0}", buffers.size()).str();
+  buffers.push_back(b);
+  return buffers.size() - 1;
+}
+
+LogicalResult Lowering::initialValue(StringRef name, ElementsAttr attr) {
+  HostTensor tensor = HostTensor::fromAttr(attr);
+  InitialTensor init;
+  init.name = name.str();
+  init.dtype = dtypeOf(tensor.elementType);
+  init.shape.assign(tensor.shape.begin(), tensor.shape.end());
+  int64_t size = elementBytes(tensor.elementType);
+  init.bytes.resize(tensor.numElements() * size);
+  for (int64_t i = 0; i < tensor.numElements(); ++i) {
+    char *at = init.bytes.data() + i * size;
+    double d = tensor.data[i];
+    if (tensor.elementType.isF32()) {
+      float f = (float)d;
+      memcpy(at, &f, 4);
+    } else if (tensor.elementType.isInteger(64)) {
+      int64_t v = (int64_t)d;
+      memcpy(at, &v, 8);
+    } else if (tensor.elementType.isInteger(32)) {
+      int32_t v = (int32_t)d;
+      memcpy(at, &v, 4);
+    } else {
+      *at = d != 0;
+    }
+  }
+  program.initialTensors.push_back(std::move(init));
+  return success();
+}
+
+json shapeJson(ArrayRef<int64_t> shape) { return json(std::vector<int64_t>(shape.begin(), shape.end())); }
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+FailureOr<json> Lowering::libraryCall(Operation *op) {
+  json step;
+  auto buf = [&](Value v) { return bufferOf.lookup(v); };
+  if (auto mm = dyn_cast<MatmulOp>(op)) {
+    ArrayRef<int64_t> a = shapeOf(mm.getLhs()), b = shapeOf(mm.getRhs()),
+                      c = shapeOf(mm.getResult());
+    size_t r = c.size();
+    int64_t m = c[r - 2], n = c[r - 1];
+    int64_t k = mm.getTransposeLhs() ? a[a.size() - 2] : a[a.size() - 1];
+    int64_t batch = getNumElements(c) / (m * n);
+    step = {{"op", "gemm"},
+            {"a", buf(mm.getLhs())},
+            {"b", buf(mm.getRhs())},
+            {"c", buf(mm.getResult())},
+            {"batch", batch},
+            {"m", m},
+            {"n", n},
+            {"k", k},
+            {"trans_a", mm.getTransposeLhs()},
+            {"trans_b", mm.getTransposeRhs()},
+            {"stride_a", getNumElements(a) == m * k ? 0 : m * k},
+            {"stride_b", getNumElements(b) == k * n ? 0 : k * n}};
+    return step;
+  }
+  auto conv = [&](StringRef name, Value x, Value w, Value y,
+                  ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                  ArrayRef<int64_t> dilations, int64_t groups) {
+    return json{{"op", name.str()},
+                {"x", buf(x)},
+                {"w", buf(w)},
+                {"y", buf(y)},
+                {"x_shape", shapeJson(shapeOf(x))},
+                {"w_shape", shapeJson(shapeOf(w))},
+                {"y_shape", shapeJson(shapeOf(y))},
+                {"strides", shapeJson(strides)},
+                {"pads", shapeJson(pads)},
+                {"dilations", shapeJson(dilations)},
+                {"groups", groups}};
+  };
+  if (auto c = dyn_cast<Conv2DOp>(op))
+    return conv("conv2d", c.getInput(), c.getFilter(), c.getResult(),
+                c.getStrides(), c.getPads(), c.getDilations(), c.getGroups());
+  if (auto c = dyn_cast<Conv2DBackwardInputOp>(op))
+    return conv("conv2d_backward_input", c.getResult(), c.getFilter(),
+                c.getGradOutput(), c.getStrides(), c.getPads(),
+                c.getDilations(), c.getGroups());
+  if (auto c = dyn_cast<Conv2DBackwardFilterOp>(op))
+    return conv("conv2d_backward_filter", c.getInput(), c.getResult(),
+                c.getGradOutput(), c.getStrides(), c.getPads(),
+                c.getDilations(), c.getGroups());
+  return op->emitOpError() << "is not a library call";
+}
+
+LogicalResult Lowering::lowerFunction(func::FuncOp func, Arena &arena) {
+  json steps = json::array(), inputs = json::object(), outputs = json::object();
+  bufferOf.clear();
+
+  // Arguments: persistent buffers shared by every function.
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
+            i, GpucDialect::kParamAttrName)) {
+      auto param = module.lookupSymbol<ParameterOp>(ref.getAttr());
+      bool isNew = !persistentByName.count(ref.getValue());
+      int id = persistent(ref.getValue(),
+                          param.getTrainable() ? "param" : "state", type);
+      if (isNew && failed(initialValue(ref.getValue(), param.getInitialValue())))
+        return failure();
+      bufferOf[arg] = id;
+    } else if (auto name = func.getArgAttrOfType<StringAttr>(
+                   i, GpucDialect::kInputAttrName)) {
+      bufferOf[arg] = persistent("input." + name.str(), "input", type);
+      inputs[name.str()] = bufferOf[arg];
+    } else if (auto name = func.getArgAttrOfType<StringAttr>(
+                   i, GpucDialect::kHyperAttrName)) {
+      int id = persistent("hyper." + name.str(), "hyper", type);
+      if (auto d = func.getArgAttrOfType<FloatAttr>(
+              i, GpucDialect::kDefaultAttrName))
+        buffers[id].extra["default"] = d.getValueAsDouble();
+      bufferOf[arg] = id;
+    } else if (func.getArgAttr(i, GpucDialect::kRngAttrName)) {
+      bufferOf[arg] = persistent("rng", "rng", type);
+    } else {
+      return func.emitError() << "argument #" << i
+                              << " has no role (gpuc.param, gpuc.input, "
+                                 "gpuc.hyper or gpuc.rng)";
+    }
+  }
+
+  // Liveness: the position of each value's last use (aliases extend their
+  // root's).
+  Block &body = func.getBody().front();
+  DenseMap<Value, Value> rootOf;
+  auto root = [&](Value v) {
+    auto it = rootOf.find(v);
+    return it == rootOf.end() ? v : it->second;
+  };
+  DenseMap<Value, unsigned> lastUse;
+  unsigned position = 0;
+  for (Operation &op : body) {
+    if (isAlias(&op))
+      rootOf[op.getResult(0)] = root(op.getOperand(0));
+    for (Value operand : op.getOperands())
+      lastUse[root(operand)] = position;
+    ++position;
+  }
+
+  position = 0;
+  SmallVector<std::pair<unsigned, int>> live; // (last use, buffer)
+  auto define = [&](Value v) {
+    int id = transient(v);
+    buffers[id].offset = arena.allocate(buffers[id].bytes);
+    bufferOf[v] = id;
+    live.push_back({lastUse.lookup(v), id});
+  };
+  for (Operation &op : body) {
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      if (!op.use_empty()) {
+        std::string name = llvm::formatv("const.{0}", constantCount++).str();
+        int id = persistent(name, "constant",
+                            cast<RankedTensorType>(constant.getType()));
+        if (failed(initialValue(name, constant.getValue())))
+          return failure();
+        bufferOf[constant.getResult()] = id;
+      }
+    } else if (isAlias(&op)) {
+      bufferOf[op.getResult(0)] = bufferOf.lookup(op.getOperand(0));
+    } else if (auto fusion = dyn_cast<FusionOp>(op)) {
+      for (Value result : fusion.getResults())
+        define(result);
+      std::string name = llvm::formatv("k{0}", kernelCount).str();
+      FailureOr<EmittedKernel> kernel = emitKernel(fusion, name);
+      if (failed(kernel))
+        return failure();
+      // Identical kernels (same body, same shapes) are emitted once.
+      std::string key = kernel->source.substr(kernel->source.find('('));
+      auto [it, inserted] = kernelByBody.try_emplace(key, name);
+      if (inserted) {
+        ++kernelCount;
+        kernels += kernel->source + "\n";
+        launchers += kernel->cpuLauncher;
+        table += llvm::formatv("    {{\"{0}\", &gpuc_cpu_{0}},\n", name);
+        kernelList.push_back({{"name", name}, {"grid", kernel->grid},
+                              {"block", 256}});
+      }
+      json args = json::array();
+      for (Value input : fusion.getInputs())
+        args.push_back(bufferOf.lookup(input));
+      for (Value result : fusion.getResults())
+        args.push_back(bufferOf.lookup(result));
+      steps.push_back({{"op", "kernel"}, {"kernel", it->second}, {"args", args},
+                       {"grid", kernel->grid}});
+    } else if (isLibraryCall(&op)) {
+      for (Value result : op.getResults())
+        define(result);
+      FailureOr<json> step = libraryCall(&op);
+      if (failed(step))
+        return failure();
+      steps.push_back(*step);
+    } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+        int src = bufferOf.lookup(value);
+        if (auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(
+                i, GpucDialect::kUpdateAttrName)) {
+          int dst = persistentByName.lookup(ref.getValue());
+          if (dst != src)
+            steps.push_back({{"op", "copy"}, {"src", src}, {"dst", dst},
+                             {"bytes", buffers[dst].bytes}});
+        } else if (auto name = func.getResultAttrOfType<StringAttr>(
+                       i, GpucDialect::kOutputAttrName)) {
+          outputs[name.str()] = src;
+        }
+      }
+    } else {
+      return op.emitOpError()
+             << "cannot be lowered to the step program (run gpuc-decompose "
+                "and gpuc-form-kernels first)";
+    }
+    // Buffers whose last use was this op are free for the next ones.
+    for (auto it = live.begin(); it != live.end();) {
+      if (it->first > position) {
+        ++it;
+        continue;
+      }
+      arena.release(buffers[it->second].offset, buffers[it->second].bytes);
+      it = live.erase(it);
+    }
+    ++position;
+  }
+  program.plan["functions"][func.getSymName().str()] = {
+      {"inputs", inputs}, {"outputs", outputs}, {"steps", steps}};
+  return success();
+}
+
+FailureOr<StepProgram> Lowering::run() {
+  bool any = false;
+  int64_t arenaBytes = 0;
+  for (StringRef name : {"train_step", "eval"}) {
+    auto func = module.lookupSymbol<func::FuncOp>(name);
+    if (!func)
+      continue;
+    any = true;
+    // Each function starts from an empty arena: they never run together.
+    Arena own;
+    if (failed(lowerFunction(func, own)))
+      return failure();
+    arenaBytes = std::max(arenaBytes, own.peakBytes());
+  }
+  if (!any)
+    return module.emitError()
+           << "the module has neither @train_step nor @eval to compile";
+
+  json list = json::array();
+  for (auto [id, b] : llvm::enumerate(buffers)) {
+    json entry = {{"id", id},
+                  {"name", b.name},
+                  {"kind", b.kind},
+                  {"dtype", dtypeOf(b.type.getElementType())},
+                  {"shape", shapeJson(b.type.getShape())},
+                  {"bytes", b.bytes}};
+    if (b.offset >= 0)
+      entry["offset"] = b.offset;
+    entry.update(b.extra);
+    list.push_back(entry);
+  }
+  program.plan["version"] = 1;
+  program.plan["buffers"] = list;
+  program.plan["arena_bytes"] = arenaBytes;
+  program.plan["kernels"] = kernelList;
+  program.kernelSource =
+      "// Generated by gpuc: one kernel per gpuc.fusion of the step program.\n"
+      "#include \"gpuc/runtime/device/Kernel.h\"\n\n" +
+      kernels +
+      "#ifdef GPUC_CPU\n" + launchers +
+      "\nextern \"C\" const gpuc::CpuKernel gpuc_cpu_kernels[] = {\n" + table +
+      "    {nullptr, nullptr}};\n#endif\n";
+  return std::move(program);
+}
+} // namespace
+
+FailureOr<StepProgram> mlir::gpuc::buildStepProgram(ModuleOp module) {
+  return Lowering(module).run();
+}

@@ -1,0 +1,55 @@
+//===- CpuShim.h - CUDA builtins for the CPU target -----------------------===//
+//
+// A block is one CPU thread (blockDim is the constant 1, so a block's
+// strided loop is a plain loop the host compiler vectorizes); the blocks of
+// a launch are an OpenMP parallel loop. Included by Kernel.h under GPUC_CPU.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_RUNTIME_DEVICE_CPUSHIM_H
+#define GPUC_RUNTIME_DEVICE_CPUSHIM_H
+
+#include <cmath>
+#include <cstdint>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(threads)
+
+namespace gpuc {
+struct CpuDim3 {
+  int64_t x, y, z;
+};
+/// The block this CPU thread is running.
+inline thread_local CpuDim3 cpuBlockIdx = {0, 0, 0};
+inline thread_local CpuDim3 cpuGridDim = {1, 1, 1};
+constexpr CpuDim3 cpuThreadIdx = {0, 0, 0};
+constexpr CpuDim3 cpuBlockDim = {1, 1, 1};
+
+/// Runs `block` for every block index of a grid of `grid` blocks.
+template <typename Block> void cpuLaunch(int64_t grid, Block block) {
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < grid; ++b) {
+    cpuBlockIdx.x = b;
+    cpuGridDim.x = grid;
+    block();
+  }
+}
+/// An entry of the table kernels.cu exports on the CPU target: the runtime
+/// finds a plan's kernels by name here.
+struct CpuKernel {
+  const char *name;
+  void (*launch)(void *const *args);
+};
+} // namespace gpuc
+
+#define blockIdx (::gpuc::cpuBlockIdx)
+#define gridDim (::gpuc::cpuGridDim)
+#define threadIdx (::gpuc::cpuThreadIdx)
+#define blockDim (::gpuc::cpuBlockDim)
+
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+// erff, expf, ... come from <math.h> through <cmath>.
+
+#endif // GPUC_RUNTIME_DEVICE_CPUSHIM_H

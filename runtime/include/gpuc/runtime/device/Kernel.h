@@ -1,0 +1,104 @@
+//===- Kernel.h - what generated kernels include, on GPU and CPU ----------===//
+//
+// kernels.cu starts with `#include "gpuc/runtime/device/Kernel.h"`. Under
+// NVRTC it is CUDA; compiled by the host compiler (GPUC_CPU), CpuShim.h first
+// defines the CUDA builtins for one thread per block and OpenMP launches the
+// blocks. Generated code uses only what is declared here: no raw
+// __syncthreads or shuffles, so both targets share every kernel's text.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_RUNTIME_DEVICE_KERNEL_H
+#define GPUC_RUNTIME_DEVICE_KERNEL_H
+
+#ifdef GPUC_CPU
+#include "gpuc/runtime/device/CpuShim.h"
+#else
+typedef long long int64_t;
+typedef int int32_t;
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+#endif
+
+#include "gpuc/runtime/Philox.h"
+
+namespace gpuc {
+
+/// Threads per block of every generated kernel on the GPU.
+constexpr int kBlockThreads = 256;
+
+#ifdef GPUC_CPU
+/// One thread per block: a block's partial result is already the result.
+/// The CPU accumulates reductions in double: its single thread adds every
+/// element in sequence, where the GPU's tree over 256 threads keeps the
+/// float error small.
+typedef double Accumulator;
+__device__ __forceinline__ Accumulator blockReduceSum(Accumulator v) {
+  return v;
+}
+__device__ __forceinline__ Accumulator blockReduceMax(Accumulator v) {
+  return v;
+}
+#else
+typedef float Accumulator;
+template <typename Op>
+__device__ __forceinline__ float blockReduce(float v, Op op) {
+  __shared__ float partial[32];
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0)
+    partial[warp] = v;
+  __syncthreads();
+  int warps = (blockDim.x + 31) >> 5;
+  v = threadIdx.x < warps ? partial[threadIdx.x] : partial[0];
+  if (warp == 0)
+    for (int offset = 16; offset > 0; offset >>= 1)
+      v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  if (threadIdx.x == 0)
+    partial[0] = v;
+  __syncthreads();
+  v = partial[0];
+  __syncthreads();
+  return v;
+}
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+__device__ __forceinline__ float blockReduceSum(float v) {
+  return blockReduce(v, SumOp());
+}
+__device__ __forceinline__ float blockReduceMax(float v) {
+  return blockReduce(v, MaxOp());
+}
+#endif
+
+/// max/min that propagate NaN, as the interpreter does (fmaxf would drop it).
+__device__ __forceinline__ float maxNaN(float a, float b) {
+  return (a != a || b != b) ? NAN : (a > b ? a : b);
+}
+__device__ __forceinline__ float minNaN(float a, float b) {
+  return (a != a || b != b) ? NAN : (a < b ? a : b);
+}
+template <typename T> __device__ __forceinline__ T maxInt(T a, T b) {
+  return a > b ? a : b;
+}
+template <typename T> __device__ __forceinline__ T minInt(T a, T b) {
+  return a < b ? a : b;
+}
+/// Integer division as the interpreter defines it: truncating, 0 for /0.
+template <typename T> __device__ __forceinline__ T divInt(T a, T b) {
+  return b == 0 ? T(0) : a / b;
+}
+/// An index into an axis of `size`, negative counting from the end. Indices
+/// outside the axis are clamped (the trainer checks its data before a step).
+__device__ __forceinline__ int64_t wrapIndex(int64_t k, int64_t size) {
+  k = k < 0 ? k + size : k;
+  return k < 0 ? 0 : (k >= size ? size - 1 : k);
+}
+
+} // namespace gpuc
+
+#endif // GPUC_RUNTIME_DEVICE_KERNEL_H
