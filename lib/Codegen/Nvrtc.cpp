@@ -29,8 +29,8 @@ bool mlir::gpuc::compileWithNvrtc(const std::string &source,
   std::string archOption = "--gpu-architecture=" + arch;
   std::string include = "-I" + runtimeIncludeDir;
   const char *options[] = {archOption.c_str(), include.c_str(), "-std=c++17",
-                           "--use_fast_math=false", "-default-device"};
-  nvrtcResult result = nvrtcCompileProgram(program, 5, options);
+                           "-default-device"};
+  nvrtcResult result = nvrtcCompileProgram(program, 4, options);
   size_t logSize = 0;
   nvrtcGetProgramLogSize(program, &logSize);
   std::string log(logSize, '\0');

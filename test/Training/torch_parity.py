@@ -88,7 +88,7 @@ def run_one(gpuc, name, opt_name, steps, workdir):
     flags, make_opt = OPTIMIZERS[opt_name]
     step_mlir = os.path.join(workdir, f"{name}.{opt_name}.mlir")
     cmd = [gpuc, "import", path, "--batch", str(BATCH[name]), "--train",
-           "--loss", "cross_entropy", "--target", "logits",
+           "--loss", "cross_entropy", "--loss-output", "logits",
            "-o", step_mlir] + flags
     if name == "transformer":
         cmd += ["--class-axis", "-1"]

@@ -7,10 +7,14 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/Frontend/DslParser.h"
 #include "gpuc/Frontend/OnnxImporter.h"
+#include "Commands.h"
+#include "gpuc/Codegen/Nvrtc.h"
 #include "gpuc/InitAll.h"
 #include "gpuc/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -18,9 +22,13 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <nlohmann/json.hpp>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -69,7 +77,8 @@ static cl::opt<std::string>
                       "cross_entropy or mse"),
              cl::value_desc("kind"), cl::init(""), cl::cat(trainCategory));
 static cl::opt<std::string>
-    lossTarget("target", cl::desc("The output the added loss is computed on"),
+    lossTarget("loss-output",
+               cl::desc("The model output the added loss is computed on"),
                cl::value_desc("output"), cl::init(""), cl::cat(trainCategory));
 static cl::opt<std::string> labelsName(
     "labels", cl::desc("Name of the new input holding labels/targets"),
@@ -107,12 +116,30 @@ static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (0.999)"),
 static cl::opt<double> adamEpsilon("epsilon", cl::desc("Adam epsilon (1e-8)"),
                                    cl::init(1e-8), cl::cat(trainCategory));
 
+static cl::OptionCategory compileCategory("gpuc compile options");
+static cl::opt<std::string> codegenTarget(
+    "target",
+    cl::desc("compile: cpu (the trainer), cuda (NVRTC cubin + PTX for "
+             "sm_80 and sm_90) or all (default: all when NVRTC is available)"),
+    cl::value_desc("cpu|cuda|all"), cl::init(""), cl::cat(compileCategory));
+static cl::opt<std::string>
+    dumpDir("dump-dir",
+            cl::desc("compile: write the IR after every pass (NN-pass.mlir), "
+                     "the kernel source and the plan into DIR"),
+            cl::value_desc("DIR"), cl::init(""), cl::cat(compileCategory));
+static cl::opt<std::string> hostCompiler(
+    "cxx", cl::desc("compile: the host C++ compiler for the CPU target "
+                    "(default $CXX, else c++)"),
+    cl::value_desc("path"), cl::init(""), cl::cat(compileCategory));
+
 static const char *const kUsage =
     "gpuc: an ahead-of-time compiler for neural-network training\n\n"
     "USAGE: gpuc <command> [options]\n\n"
     "COMMANDS:\n"
     "  import   read an ONNX or DSL model into the gpuc dialect (--train\n"
     "           builds the training step)\n"
+    "  compile  build the training step and emit the trainer: plan.json,\n"
+    "           kernels.cu, cubins, and out/train\n"
     "  run      run a function of a .mlir module in the reference\n"
     "           interpreter on .npy inputs\n\n"
     "Run 'gpuc <command> --help' for the options of a command.\n";
@@ -142,6 +169,39 @@ static LogicalResult parseInputShape(StringRef spec,
   return success();
 }
 
+/// attach-loss (when --loss), autodiff, optimizer: what --train adds.
+static void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
+  if (!lossKind.empty())
+    pm.addPass(gpuc::createGpucAttachLoss(gpuc::GpucAttachLossOptions{
+        lossKind, lossOutput.str(), labelsName, classAxis}));
+  pm.addPass(gpuc::createGpucAutodiff());
+  gpuc::GpucOptimizerOptions opt;
+  opt.kind = optimizerKind;
+  opt.lr = learningRate;
+  opt.momentum = momentumValue;
+  opt.dampening = dampeningValue;
+  opt.nesterov = nesterov;
+  opt.weightDecay = weightDecay;
+  opt.beta1 = beta1;
+  opt.beta2 = beta2;
+  opt.epsilon = adamEpsilon;
+  pm.addPass(gpuc::createGpucOptimizer(opt));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+/// Reads the model named on the command line (ONNX or DSL).
+static OwningOpRef<ModuleOp> importModel(MLIRContext &context,
+                                         llvm::SourceMgr &sourceMgr,
+                                         const gpuc::OnnxImportOptions &options) {
+  if (StringRef(inputFilename).ends_with(".gdsl")) {
+    gpuc::DslOptions dslOptions;
+    dslOptions.batch = options.batch;
+    return gpuc::parseDslFile(inputFilename, &context, sourceMgr, dslOptions);
+  }
+  return gpuc::importOnnxFile(inputFilename, &context, options);
+}
+
 static int runImport(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
@@ -165,12 +225,12 @@ static int runImport(int argc, char **argv) {
     return 1;
   }
   if (!train && (!lossKind.empty() || !lossTarget.empty())) {
-    llvm::errs() << "gpuc import: --loss and --target only apply with "
+    llvm::errs() << "gpuc import: --loss and --loss-output only apply with "
                     "--train\n";
     return 1;
   }
   if (!lossKind.empty() && lossTarget.empty()) {
-    llvm::errs() << "gpuc import: --loss needs --target OUTPUT, the output "
+    llvm::errs() << "gpuc import: --loss needs --loss-output OUTPUT, the output "
                     "the loss is computed on\n";
     return 1;
   }
@@ -191,14 +251,7 @@ static int runImport(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
 
-  OwningOpRef<ModuleOp> module;
-  if (StringRef(inputFilename).ends_with(".gdsl")) {
-    gpuc::DslOptions dslOptions;
-    dslOptions.batch = options.batch;
-    module = gpuc::parseDslFile(inputFilename, &context, sourceMgr, dslOptions);
-  } else {
-    module = gpuc::importOnnxFile(inputFilename, &context, options);
-  }
+  OwningOpRef<ModuleOp> module = importModel(context, sourceMgr, options);
   if (!module)
     return 1;
 
@@ -208,25 +261,8 @@ static int runImport(int argc, char **argv) {
       return 1;
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
-    if (train) {
-      if (!lossKind.empty())
-        pm.addPass(gpuc::createGpucAttachLoss(gpuc::GpucAttachLossOptions{
-            lossKind, lossTarget, labelsName, classAxis}));
-      pm.addPass(gpuc::createGpucAutodiff());
-      gpuc::GpucOptimizerOptions opt;
-      opt.kind = optimizerKind;
-      opt.lr = learningRate;
-      opt.momentum = momentumValue;
-      opt.dampening = dampeningValue;
-      opt.nesterov = nesterov;
-      opt.weightDecay = weightDecay;
-      opt.beta1 = beta1;
-      opt.beta2 = beta2;
-      opt.epsilon = adamEpsilon;
-      pm.addPass(gpuc::createGpucOptimizer(opt));
-      pm.addPass(createCanonicalizerPass());
-      pm.addPass(createCSEPass());
-    }
+    if (train)
+      addTrainingPasses(pm, lossTarget);
     if (failed(pm.run(*module)))
       return 1;
   }
@@ -241,6 +277,160 @@ static int runImport(int argc, char **argv) {
   output->os() << "\n";
   output->keep();
   return 0;
+}
+
+namespace {
+/// Writes the module after every pass, numbered, for --dump-dir.
+class DumpAfterEachPass : public PassInstrumentation {
+public:
+  DumpAfterEachPass(std::string dir, ModuleOp module)
+      : dir(std::move(dir)), module(module) {}
+  void runAfterPass(Pass *pass, Operation *) override {
+    std::string name = llvm::formatv("{0}/{1:D2}-{2}.mlir", dir, ++count,
+                                     pass->getArgument().empty()
+                                         ? pass->getName()
+                                         : pass->getArgument())
+                           .str();
+    std::error_code ec;
+    llvm::raw_fd_ostream out(name, ec);
+    if (!ec)
+      module.print(out);
+  }
+
+private:
+  std::string dir;
+  ModuleOp module;
+  unsigned count = 0;
+};
+
+/// The names of @forward's outputs.
+SmallVector<std::string> forwardOutputs(ModuleOp module) {
+  SmallVector<std::string> names;
+  if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+    for (unsigned i = 0; i < forward.getNumResults(); ++i)
+      if (auto name = forward.getResultAttrOfType<StringAttr>(
+              i, gpuc::GpucDialect::kOutputAttrName))
+        names.push_back(name.str());
+  return names;
+}
+} // namespace
+
+static int runCompile(int argc, char **argv) {
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  cl::HideUnrelatedOptions(
+      {&importCategory, &trainCategory, &compileCategory});
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "gpuc compile: build the training step of a model and emit its "
+      "trainer\n\n  gpuc compile model.onnx --batch 128 -o out/ "
+      "[--optimizer adam --lr 0.001] && out/train --data DIR\n");
+  if (inputFilename.empty() || outputFilename == "-") {
+    llvm::errs() << "gpuc compile: usage: gpuc compile MODEL --batch N -o "
+                    "OUTDIR [--loss cross_entropy --loss-output NAME] "
+                    "[--optimizer sgd|adam|adamw --lr LR] [--target cpu|cuda|all]\n";
+    return 1;
+  }
+  if (batchSize <= 0) {
+    llvm::errs() << "gpuc compile: --batch N is required (the step's shapes "
+                    "are static)\n";
+    return 1;
+  }
+  gpuc::ArtifactOptions artifact;
+  std::string target = codegenTarget;
+  if (target.empty())
+    target = gpuc::nvrtcAvailable() ? "all" : "cpu";
+  if (target != "cpu" && target != "cuda" && target != "all") {
+    llvm::errs() << "gpuc compile: --target must be cpu, cuda or all, not '"
+                 << target << "'\n";
+    return 1;
+  }
+  artifact.cpu = target != "cuda";
+  artifact.cuda = target != "cpu";
+  if (artifact.cuda && !gpuc::nvrtcAvailable()) {
+    llvm::errs() << "gpuc compile: --target " << target
+                 << " needs NVRTC, which this gpuc was built without (install "
+                    "the CUDA toolkit under /usr/local/cuda and rebuild)\n";
+    return 1;
+  }
+  artifact.outputDir = outputFilename;
+  artifact.modelPath = inputFilename;
+  artifact.cxx = !hostCompiler.empty() ? hostCompiler.getValue()
+                 : getenv("CXX")       ? getenv("CXX")
+                                       : "c++";
+  artifact.dumpDir = dumpDir;
+  if (!dumpDir.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir.getValue())) {
+      llvm::errs() << "gpuc compile: cannot create " << dumpDir << ": "
+                   << ec.message() << "\n";
+      return 1;
+    }
+
+  gpuc::OnnxImportOptions options;
+  options.batch = batchSize;
+  for (const std::string &spec : inputShapes)
+    if (failed(parseInputShape(spec, options)))
+      return 1;
+  DialectRegistry registry;
+  gpuc::registerAllDialects(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = importModel(context, sourceMgr, options);
+  if (!module)
+    return 1;
+
+  // The loss: the model's own "loss" output, else --loss (default
+  // cross_entropy) on --loss-output (default: the model's only output).
+  SmallVector<std::string> outputs = forwardOutputs(*module);
+  std::string lossOutput = lossTarget;
+  if (!llvm::is_contained(outputs, "loss")) {
+    if (lossKind.empty())
+      lossKind = "cross_entropy";
+    if (lossOutput.empty()) {
+      if (outputs.size() != 1) {
+        llvm::errs() << "gpuc compile: the model has " << outputs.size()
+                     << " outputs (" << llvm::join(outputs, ", ")
+                     << "); name the one to train with --loss-output\n";
+        return 1;
+      }
+      lossOutput = outputs[0];
+    }
+  }
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  if (!dumpDir.empty())
+    pm.addInstrumentation(
+        std::make_unique<DumpAfterEachPass>(dumpDir.getValue(), *module));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(gpuc::createGpucEvalFunction());
+  addTrainingPasses(pm, lossOutput);
+  pm.addPass(gpuc::createGpucDecompose());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(gpuc::createGpucFormKernels());
+  if (failed(pm.run(*module)))
+    return 1;
+
+  // What the trainer feeds and reads.
+  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  std::string dataInput;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i)
+    if (auto name = step.getArgAttrOfType<StringAttr>(
+            i, gpuc::GpucDialect::kInputAttrName))
+      if (name.getValue() != labelsName && dataInput.empty())
+        dataInput = name.str();
+  artifact.trainer = {{"data_input", dataInput},
+                      {"label_input", labelsName.getValue()},
+                      {"loss_output", "loss"},
+                      {"eval_output", lossOutput.empty() ? std::string("")
+                                                         : lossOutput},
+                      {"batch", (int64_t)batchSize},
+                      {"optimizer", optimizerKind.getValue()}};
+  return gpuc::writeArtifact(*module, artifact);
 }
 
 static int runRun(int argc, char **argv) {
@@ -276,7 +466,9 @@ int main(int argc, char **argv) {
     return runImport(argc - 1, argv + 1);
   if (command == "run")
     return runRun(argc - 1, argv + 1);
+  if (command == "compile")
+    return runCompile(argc - 1, argv + 1);
   llvm::errs() << "gpuc: unknown command '" << command
-               << "'; the commands are: import, run (see gpuc --help)\n";
+               << "'; the commands are: import, compile, run (see gpuc --help)\n";
   return 1;
 }

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "gpuc/runtime/device/CpuKernelTable.h"
+
 #define __global__
 #define __device__
 #define __host__
@@ -36,12 +38,6 @@ template <typename Block> void cpuLaunch(int64_t grid, Block block) {
     block();
   }
 }
-/// An entry of the table kernels.cu exports on the CPU target: the runtime
-/// finds a plan's kernels by name here.
-struct CpuKernel {
-  const char *name;
-  void (*launch)(void *const *args);
-};
 } // namespace gpuc
 
 #define blockIdx (::gpuc::cpuBlockIdx)

@@ -1,0 +1,275 @@
+//===- CpuExecutor.cpp - the step program on the CPU ----------------------===//
+//
+// Generated kernels come from the table linked into the trainer; GEMMs go to
+// OpenBLAS; convolutions are im2col over the whole batch followed by one GEMM
+// per group (the col matrix is [C*kh*kw, N*OH*OW], so the GEMM is large even
+// for small images), and their gradients are the transposed products plus
+// col2im.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/runtime/Executor.h"
+#include "gpuc/runtime/device/CpuKernelTable.h"
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+namespace gpuc {
+namespace {
+
+struct ConvGeometry {
+  int64_t n, c, h, w;     // input
+  int64_t k, cg, kh, kw;  // filter: k outputs, cg inputs per group
+  int64_t oh, ow;         // output
+  int64_t sy, sx, py, px, dy, dx, groups;
+
+  int64_t rows() const { return c * kh * kw; }      // col rows, all groups
+  int64_t cols() const { return n * oh * ow; }      // col columns
+};
+
+ConvGeometry geometryOf(const nlohmann::json &s) {
+  auto x = s["x_shape"].get<std::vector<int64_t>>();
+  auto w = s["w_shape"].get<std::vector<int64_t>>();
+  auto y = s["y_shape"].get<std::vector<int64_t>>();
+  auto st = s["strides"].get<std::vector<int64_t>>();
+  auto p = s["pads"].get<std::vector<int64_t>>();
+  auto d = s["dilations"].get<std::vector<int64_t>>();
+  return {x[0], x[1], x[2], x[3], w[0], w[1], w[2], w[3], y[2], y[3],
+          st[0], st[1], p[0], p[1], d[0], d[1], s["groups"].get<int64_t>()};
+}
+
+/// col[(c*kh + ky)*kw + kx][(b*oh + oy)*ow + ox] = x[b][c][iy][ix] (0 outside).
+void im2col(const ConvGeometry &g, const float *x, float *col) {
+  int64_t plane = g.oh * g.ow;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t c = 0; c < g.c; ++c)
+    for (int64_t kk = 0; kk < g.kh * g.kw; ++kk) {
+      int64_t ky = kk / g.kw, kx = kk % g.kw;
+      float *row = col + ((c * g.kh * g.kw) + kk) * g.cols();
+      for (int64_t b = 0; b < g.n; ++b)
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          int64_t iy = oy * g.sy - g.py + ky * g.dy;
+          float *out = row + b * plane + oy * g.ow;
+          if (iy < 0 || iy >= g.h) {
+            memset(out, 0, g.ow * sizeof(float));
+            continue;
+          }
+          const float *in = x + ((b * g.c + c) * g.h + iy) * g.w;
+          for (int64_t ox = 0; ox < g.ow; ++ox) {
+            int64_t ix = ox * g.sx - g.px + kx * g.dx;
+            out[ox] = ix >= 0 && ix < g.w ? in[ix] : 0.0f;
+          }
+        }
+    }
+}
+
+/// The adjoint of im2col: dx[b][c][iy][ix] += col[...], dx zeroed first.
+/// Each channel is one task, so no two threads write the same element.
+void col2im(const ConvGeometry &g, const float *col, float *dx) {
+  int64_t plane = g.oh * g.ow;
+  memset(dx, 0, g.n * g.c * g.h * g.w * sizeof(float));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < g.c; ++c)
+    for (int64_t kk = 0; kk < g.kh * g.kw; ++kk) {
+      int64_t ky = kk / g.kw, kx = kk % g.kw;
+      const float *row = col + ((c * g.kh * g.kw) + kk) * g.cols();
+      for (int64_t b = 0; b < g.n; ++b)
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          int64_t iy = oy * g.sy - g.py + ky * g.dy;
+          if (iy < 0 || iy >= g.h)
+            continue;
+          const float *in = row + b * plane + oy * g.ow;
+          float *out = dx + ((b * g.c + c) * g.h + iy) * g.w;
+          for (int64_t ox = 0; ox < g.ow; ++ox) {
+            int64_t ix = ox * g.sx - g.px + kx * g.dx;
+            if (ix >= 0 && ix < g.w)
+              out[ix] += in[ox];
+          }
+        }
+    }
+}
+
+/// [K, N*P] (GEMM layout) <-> [N, K, P] (NCHW).
+void kpToNkp(const float *src, float *dst, int64_t n, int64_t k, int64_t p) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t c = 0; c < k; ++c)
+      memcpy(dst + (b * k + c) * p, src + c * n * p + b * p, p * sizeof(float));
+}
+void nkpToKp(const float *src, float *dst, int64_t n, int64_t k, int64_t p) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t c = 0; c < k; ++c)
+      memcpy(dst + c * n * p + b * p, src + (b * k + c) * p, p * sizeof(float));
+}
+
+class CpuDevice : public Device {
+public:
+  CpuDevice(const Plan &plan) : plan(plan) {}
+
+  bool init(const CpuKernel *table, std::string &error) {
+    for (const CpuKernel *k = table; k && k->name; ++k)
+      kernels[k->name] = k->launch;
+    arena = alloc(plan.arenaBytes);
+    for (const PlanBuffer &b : plan.buffers) {
+      if (b.persistent()) {
+        void *p = alloc(b.bytes);
+        memset(p, 0, b.bytes);
+        owned.push_back(p);
+        pointers.push_back(p);
+      } else {
+        pointers.push_back(static_cast<char *>(arena) + b.offset);
+      }
+    }
+    // Resolve every step once: a plan naming a kernel the binary lacks is
+    // an error before the first step, not in the middle of one.
+    for (auto &[name, function] : plan.json["functions"].items()) {
+      for (const auto &s : function["steps"]) {
+        if (s["op"] == "kernel" && !kernels.count(s["kernel"])) {
+          error = "plan.json step of " + name + " needs kernel " +
+                  s["kernel"].get<std::string>() +
+                  ", which this trainer was not built with; recompile";
+          return false;
+        }
+        if (s["op"] == "conv2d" || s["op"] == "conv2d_backward_input" ||
+            s["op"] == "conv2d_backward_filter") {
+          ConvGeometry g = geometryOf(s);
+          scratchFloats = std::max(scratchFloats, g.rows() * g.cols() +
+                                                      g.k * g.cols());
+        }
+      }
+    }
+    scratch = static_cast<float *>(alloc(scratchFloats * sizeof(float)));
+    return true;
+  }
+
+  ~CpuDevice() override {
+    free(arena);
+    free(scratch);
+    for (void *p : owned)
+      free(p);
+  }
+
+  void upload(int id, const void *src, size_t bytes) override {
+    memcpy(pointers[id], src, bytes);
+  }
+  void download(int id, void *dst, size_t bytes) override {
+    memcpy(dst, pointers[id], bytes);
+  }
+
+  bool run(const std::string &function, std::string &error) override {
+    if (!plan.json["functions"].contains(function)) {
+      error = "the plan has no function " + function;
+      return false;
+    }
+    std::vector<void *> args;
+    for (const auto &s : plan.json["functions"][function]["steps"]) {
+      const std::string &op = s["op"].get_ref<const std::string &>();
+      if (op == "kernel") {
+        args.clear();
+        for (int id : s["args"])
+          args.push_back(pointers[id]);
+        kernels[s["kernel"].get<std::string>()](args.data());
+      } else if (op == "gemm") {
+        gemm(s);
+      } else if (op == "copy") {
+        memcpy(pointers[s["dst"].get<int>()], pointers[s["src"].get<int>()],
+               s["bytes"].get<size_t>());
+      } else if (op == "conv2d") {
+        conv(s);
+      } else if (op == "conv2d_backward_input") {
+        convBackwardInput(s);
+      } else if (op == "conv2d_backward_filter") {
+        convBackwardFilter(s);
+      } else {
+        error = "unknown step '" + op + "' in plan.json";
+        return false;
+      }
+    }
+    return true;
+  }
+
+private:
+  static void *alloc(int64_t bytes) {
+    size_t size = ((size_t)std::max<int64_t>(bytes, 1) + 63) / 64 * 64;
+    return aligned_alloc(64, size);
+  }
+  float *f(const nlohmann::json &s, const char *key) {
+    return static_cast<float *>(pointers[s[key].get<int>()]);
+  }
+
+  void gemm(const nlohmann::json &s) {
+    int64_t batch = s["batch"], m = s["m"], n = s["n"], k = s["k"];
+    bool ta = s["trans_a"], tb = s["trans_b"];
+    int64_t strideA = s["stride_a"], strideB = s["stride_b"];
+    const float *a = f(s, "a"), *b = f(s, "b");
+    float *c = f(s, "c");
+    for (int64_t p = 0; p < batch; ++p)
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                  tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+                  a + p * strideA, ta ? m : k, b + p * strideB, tb ? k : n,
+                  0.0f, c + p * m * n, n);
+  }
+
+  void conv(const nlohmann::json &s) {
+    ConvGeometry g = geometryOf(s);
+    float *col = scratch, *out = scratch + g.rows() * g.cols();
+    im2col(g, f(s, "x"), col);
+    int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kg, g.cols(),
+                  rows, 1.0f, f(s, "w") + grp * kg * rows, rows,
+                  col + grp * rows * g.cols(), g.cols(), 0.0f,
+                  out + grp * kg * g.cols(), g.cols());
+    kpToNkp(out, f(s, "y"), g.n, g.k, g.oh * g.ow);
+  }
+
+  void convBackwardInput(const nlohmann::json &s) {
+    // dcol = W^T dY, then col2im.
+    ConvGeometry g = geometryOf(s);
+    float *col = scratch, *dy = scratch + g.rows() * g.cols();
+    nkpToKp(f(s, "y"), dy, g.n, g.k, g.oh * g.ow);
+    int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, g.cols(), kg,
+                  1.0f, f(s, "w") + grp * kg * rows, rows,
+                  dy + grp * kg * g.cols(), g.cols(), 0.0f,
+                  col + grp * rows * g.cols(), g.cols());
+    col2im(g, col, f(s, "x"));
+  }
+
+  void convBackwardFilter(const nlohmann::json &s) {
+    // dW = dY col^T.
+    ConvGeometry g = geometryOf(s);
+    float *col = scratch, *dy = scratch + g.rows() * g.cols();
+    im2col(g, f(s, "x"), col);
+    nkpToKp(f(s, "y"), dy, g.n, g.k, g.oh * g.ow);
+    int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kg, rows, g.cols(),
+                  1.0f, dy + grp * kg * g.cols(), g.cols(),
+                  col + grp * rows * g.cols(), g.cols(), 0.0f,
+                  f(s, "w") + grp * kg * rows, rows);
+  }
+
+  const Plan &plan;
+  std::map<std::string, void (*)(void *const *)> kernels;
+  void *arena = nullptr;
+  float *scratch = nullptr;
+  int64_t scratchFloats = 1;
+  std::vector<void *> owned, pointers;
+};
+} // namespace
+
+std::unique_ptr<Device> createCpuDevice(const Plan &plan,
+                                        const CpuKernel *table,
+                                        std::string &error) {
+  auto device = std::make_unique<CpuDevice>(plan);
+  if (!device->init(table, error))
+    return nullptr;
+  return device;
+}
+
+} // namespace gpuc

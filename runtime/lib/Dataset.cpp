@@ -1,0 +1,189 @@
+//===- Dataset.cpp - training data: IDX (MNIST family) and .npy -----------===//
+#include "gpuc/runtime/Dataset.h"
+#include "gpuc/runtime/Npy.h"
+
+#include <zlib.h>
+
+#include <cmath>
+#include <sys/stat.h>
+
+namespace gpuc {
+namespace {
+
+bool exists(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+/// Reads a whole file through zlib, which reads raw files unchanged.
+bool readMaybeGzip(const std::string &path, std::vector<unsigned char> &bytes,
+                   std::string &error) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (!file) {
+    error = "cannot open " + path;
+    return false;
+  }
+  bytes.clear();
+  unsigned char buffer[1 << 16];
+  int n;
+  while ((n = gzread(file, buffer, sizeof(buffer))) > 0)
+    bytes.insert(bytes.end(), buffer, buffer + n);
+  int status;
+  const char *message = gzerror(file, &status);
+  bool ok = n == 0 && status == Z_OK;
+  gzclose(file);
+  if (!ok) {
+    error = path + ": corrupt or truncated gzip data (" + message + ")";
+    return false;
+  }
+  return true;
+}
+
+uint32_t bigEndian(const unsigned char *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+         p[3];
+}
+
+/// An IDX file of unsigned bytes: magic 0x0000 08 <rank>, rank big-endian
+/// dimensions, then the data.
+bool readIdx(const std::string &path, std::vector<int64_t> &shape,
+             std::vector<unsigned char> &data, std::string &error) {
+  std::vector<unsigned char> bytes;
+  if (!readMaybeGzip(path, bytes, error))
+    return false;
+  if (bytes.size() < 4 || bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 0x08) {
+    error = path + ": not an IDX file of unsigned bytes (bad magic number)";
+    return false;
+  }
+  int rank = bytes[3];
+  if (rank < 1 || bytes.size() < 4 + 4 * (size_t)rank) {
+    error = path + ": IDX header truncated";
+    return false;
+  }
+  shape.clear();
+  size_t count = 1;
+  for (int d = 0; d < rank; ++d) {
+    shape.push_back(bigEndian(&bytes[4 + 4 * d]));
+    count *= shape.back();
+  }
+  size_t header = 4 + 4 * rank;
+  if (bytes.size() - header != count) {
+    error = path + ": holds " + std::to_string(bytes.size() - header) +
+            " data bytes where its header promises " + std::to_string(count) +
+            " (truncated or corrupt)";
+    return false;
+  }
+  data.assign(bytes.begin() + header, bytes.end());
+  return true;
+}
+
+std::string findIdx(const std::string &dir, const std::string &stem) {
+  for (const char *suffix : {"", ".gz"}) {
+    std::string path = dir + "/" + stem + suffix;
+    if (exists(path))
+      return path;
+  }
+  return "";
+}
+
+bool loadIdxSplit(const std::string &dir, const std::string &prefix,
+                  Split &split, std::string &error) {
+  std::string images = findIdx(dir, prefix + "-images-idx3-ubyte");
+  std::string labels = findIdx(dir, prefix + "-labels-idx1-ubyte");
+  if (images.empty() || labels.empty()) {
+    error = dir + ": missing " + prefix + "-images-idx3-ubyte[.gz] or " +
+            prefix + "-labels-idx1-ubyte[.gz]";
+    return false;
+  }
+  std::vector<int64_t> imageShape, labelShape;
+  std::vector<unsigned char> pixels, classes;
+  if (!readIdx(images, imageShape, pixels, error) ||
+      !readIdx(labels, labelShape, classes, error))
+    return false;
+  if (labelShape.size() != 1 || imageShape[0] != labelShape[0]) {
+    error = images + " has " + std::to_string(imageShape[0]) + " images but " +
+            labels + " has " + std::to_string(labelShape[0]) + " labels";
+    return false;
+  }
+  split.count = imageShape[0];
+  split.sampleShape.assign(imageShape.begin() + 1, imageShape.end());
+  split.sampleSize = split.count ? pixels.size() / split.count : 0;
+  split.samples.resize(pixels.size());
+  for (size_t i = 0; i < pixels.size(); ++i)
+    split.samples[i] = pixels[i] / 255.0f;
+  split.labels.assign(classes.begin(), classes.end());
+  return true;
+}
+
+bool loadNpySplit(const std::string &dir, const std::string &prefix,
+                  Split &split, std::string &error) {
+  NpyArray x, y;
+  if (!readNpy(dir + "/" + prefix + "_x.npy", x, error) ||
+      !readNpy(dir + "/" + prefix + "_y.npy", y, error))
+    return false;
+  if (x.shape.empty() || y.shape.size() != 1 || x.shape[0] != y.shape[0]) {
+    error = dir + "/" + prefix + "_x.npy and " + prefix +
+            "_y.npy disagree: x must be [N, ...] and y [N]";
+    return false;
+  }
+  if (y.dtype[1] == 'f') {
+    error = dir + "/" + prefix + "_y.npy: labels must be integers, not " +
+            y.dtype;
+    return false;
+  }
+  split.count = x.shape[0];
+  split.sampleShape.assign(x.shape.begin() + 1, x.shape.end());
+  split.sampleSize = split.count ? x.numElements() / split.count : 0;
+  bool bytes = x.dtype == "|u1";
+  split.samples.resize(x.numElements());
+  for (int64_t i = 0; i < x.numElements(); ++i)
+    split.samples[i] = bytes ? x.at(i) / 255.0 : x.at(i);
+  split.labels.resize(y.numElements());
+  for (int64_t i = 0; i < y.numElements(); ++i)
+    split.labels[i] = (int64_t)y.at(i);
+  return true;
+}
+} // namespace
+
+bool loadDataset(const std::string &dir, Dataset &data, std::string &error) {
+  if (!exists(dir)) {
+    error = "--data " + dir + ": no such directory";
+    return false;
+  }
+  if (exists(dir + "/train_x.npy")) {
+    data.format = "npy";
+    return loadNpySplit(dir, "train", data.train, error) &&
+           loadNpySplit(dir, "test", data.test, error);
+  }
+  data.format = "idx";
+  if (!loadIdxSplit(dir, "train", data.train, error) ||
+      !loadIdxSplit(dir, "t10k", data.test, error)) {
+    error += "\n  (--data expects the MNIST-family IDX files, e.g. "
+             "/usr/share/datasets/fashion-mnist, or train_x.npy, train_y.npy, "
+             "test_x.npy, test_y.npy)";
+    return false;
+  }
+  if (data.train.sampleSize != data.test.sampleSize) {
+    error = dir + ": train samples have " +
+            std::to_string(data.train.sampleSize) + " values, test samples " +
+            std::to_string(data.test.sampleSize);
+    return false;
+  }
+  return true;
+}
+
+void normalize(Dataset &data, double &mean, double &stddev) {
+  double sum = 0, squares = 0;
+  for (float v : data.train.samples) {
+    sum += v;
+    squares += (double)v * v;
+  }
+  double n = std::max<size_t>(data.train.samples.size(), 1);
+  mean = sum / n;
+  stddev = std::sqrt(std::max(squares / n - mean * mean, 1e-12));
+  for (Split *split : {&data.train, &data.test})
+    for (float &v : split->samples)
+      v = (float)((v - mean) / stddev);
+}
+
+} // namespace gpuc

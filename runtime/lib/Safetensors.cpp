@@ -1,0 +1,116 @@
+//===- Safetensors.cpp - checkpoints and initial weights ------------------===//
+//
+// Format: u64 little-endian header length, a JSON header mapping names to
+// {dtype, shape, data_offsets} (plus "__metadata__": string map), the data.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/runtime/Safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
+
+using json = nlohmann::json;
+
+namespace gpuc {
+
+bool writeSafetensors(const std::string &path,
+                      const std::vector<NamedTensor> &tensors,
+                      const std::map<std::string, std::string> &metadata,
+                      std::string &error) {
+  json header = json::object();
+  uint64_t offset = 0;
+  for (const NamedTensor &t : tensors) {
+    header[t.name] = {{"dtype", t.dtype},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.data.size()}}};
+    offset += t.data.size();
+  }
+  if (!metadata.empty())
+    header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  while (text.size() % 8)
+    text += ' ';
+  std::string tmp = path + ".tmp";
+  FILE *f = fopen(tmp.c_str(), "wb");
+  if (!f) {
+    error = "cannot write " + tmp;
+    return false;
+  }
+  uint64_t n = text.size();
+  bool ok = fwrite(&n, 8, 1, f) == 1 &&
+            fwrite(text.data(), 1, text.size(), f) == text.size();
+  for (const NamedTensor &t : tensors)
+    ok = ok && fwrite(t.data.data(), 1, t.data.size(), f) == t.data.size();
+  ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot write " + path + " (disk full or not writable?)";
+    remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool readSafetensors(const std::string &path, std::vector<NamedTensor> &tensors,
+                     std::map<std::string, std::string> &metadata,
+                     std::string &error) {
+  FILE *f = fopen(path.c_str(), "rb");
+  if (!f) {
+    error = "cannot open " + path;
+    return false;
+  }
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint64_t n = 0;
+  if (size < 8 || fread(&n, 8, 1, f) != 1 || n > (uint64_t)size - 8) {
+    fclose(f);
+    error = path + ": not a safetensors file (bad header length)";
+    return false;
+  }
+  std::string text(n, '\0');
+  std::vector<char> data(size - 8 - n);
+  bool ok = fread(text.data(), 1, n, f) == n &&
+            fread(data.data(), 1, data.size(), f) == data.size();
+  fclose(f);
+  if (!ok) {
+    error = path + ": truncated";
+    return false;
+  }
+  json header = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded() || !header.is_object()) {
+    error = path + ": the header is not JSON";
+    return false;
+  }
+  tensors.clear();
+  for (auto &[name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      for (auto &[k, v] : entry.items())
+        if (v.is_string())
+          metadata[k] = v.get<std::string>();
+      continue;
+    }
+    NamedTensor t;
+    t.name = name;
+    if (!entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets")) {
+      error = path + ": tensor '" + name + "' lacks dtype/shape/data_offsets";
+      return false;
+    }
+    t.dtype = entry["dtype"].get<std::string>();
+    t.shape = entry["shape"].get<std::vector<int64_t>>();
+    uint64_t begin = entry["data_offsets"][0], end = entry["data_offsets"][1];
+    if (begin > end || end > data.size()) {
+      error = path + ": tensor '" + name + "' lies outside the file (truncated?)";
+      return false;
+    }
+    t.data.assign(data.begin() + begin, data.begin() + end);
+    tensors.push_back(std::move(t));
+  }
+  return true;
+}
+
+} // namespace gpuc

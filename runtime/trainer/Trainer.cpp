@@ -1,0 +1,634 @@
+//===- Trainer.cpp - the generated trainer's main -------------------------===//
+//
+// `gpuc compile` links this with the model's kernels into out/train. It reads
+// plan.json and init.safetensors from its own directory, loads the data,
+// runs the step program epoch by epoch with a loader thread preparing the
+// next batch, evaluates on the test split, logs, checkpoints and resumes.
+//
+// Data order: epoch e visits the training samples in the permutation drawn
+// from (seed, e); the last partial batch of an epoch is dropped (as
+// PyTorch's drop_last=True), so every step sees a full batch. Evaluation
+// pads its last batch and counts only the real samples. The dropout key of
+// global step s is (seed, s). A run is therefore a function of the seed and
+// the step, which is what makes resume bit-exact.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/runtime/Dataset.h"
+#include "gpuc/runtime/Executor.h"
+#include "gpuc/runtime/Npy.h"
+#include "gpuc/runtime/Safetensors.h"
+#include "gpuc/runtime/device/CpuKernelTable.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits.h>
+#include <mutex>
+#include <random>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace gpuc;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::string data, checkpointDir, resume, exportOnnx, metrics;
+  std::string runStepInputs, outputDir;
+  int64_t epochs = 1, batchSize = 0, limitTrain = 0, benchSteps = 0;
+  int64_t evalEvery = 0, logEvery = 50, step = 0;
+  uint64_t seed = 0;
+  double lr = -1;
+  bool quiet = false;
+};
+
+[[noreturn]] void fail(const std::string &message) {
+  fprintf(stderr, "train: %s\n", message.c_str());
+  exit(1);
+}
+
+const char *kUsage =
+    "usage: train --data DIR [--epochs E] [--batch-size N] [--seed S]\n"
+    "             [--lr LR] [--eval-every STEPS] [--log-every STEPS]\n"
+    "             [--checkpoint-dir DIR] [--resume [FILE]]\n"
+    "             [--export-onnx trained.onnx] [--metrics metrics.jsonl]\n"
+    "             [--limit-train N] [--bench-steps N] [--quiet]\n"
+    "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step K]\n"
+    "  --data: MNIST-family IDX files (e.g. /usr/share/datasets/fashion-mnist)\n"
+    "          or train_x.npy, train_y.npy, test_x.npy, test_y.npy\n"
+    "  --run-step: one step of the step program on IN_DIR/<input>.npy,\n"
+    "          writing outputs and every parameter/state to OUT_DIR as .npy\n";
+
+Options parseOptions(int argc, char **argv) {
+  Options o;
+  auto value = [&](int &i) -> std::string {
+    if (i + 1 >= argc)
+      fail(std::string(argv[i]) + " needs a value\n" + kUsage);
+    return argv[++i];
+  };
+  auto integer = [&](int &i, int64_t min) {
+    std::string flag = argv[i], v = value(i);
+    char *end;
+    long long n = strtoll(v.c_str(), &end, 10);
+    if (*end || v.empty() || n < min)
+      fail(flag + " expects an integer >= " + std::to_string(min) + ", got '" +
+           v + "'");
+    return (int64_t)n;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--data") o.data = value(i);
+    else if (a == "--epochs") o.epochs = integer(i, 0);
+    else if (a == "--batch-size") o.batchSize = integer(i, 1);
+    else if (a == "--seed") o.seed = integer(i, 0);
+    else if (a == "--step") o.step = integer(i, 0);
+    else if (a == "--eval-every") o.evalEvery = integer(i, 0);
+    else if (a == "--log-every") o.logEvery = integer(i, 1);
+    else if (a == "--limit-train") o.limitTrain = integer(i, 1);
+    else if (a == "--bench-steps") o.benchSteps = integer(i, 1);
+    else if (a == "--checkpoint-dir") o.checkpointDir = value(i);
+    else if (a == "--resume") {
+      o.resume = (i + 1 < argc && argv[i + 1][0] != '-') ? value(i) : "auto";
+    } else if (a == "--export-onnx") o.exportOnnx = value(i);
+    else if (a == "--metrics") o.metrics = value(i);
+    else if (a == "--run-step") o.runStepInputs = value(i);
+    else if (a == "--output-dir") o.outputDir = value(i);
+    else if (a == "--quiet") o.quiet = true;
+    else if (a == "--lr") {
+      std::string v = value(i);
+      char *end;
+      o.lr = strtod(v.c_str(), &end);
+      if (*end || v.empty() || !(o.lr > 0))
+        fail("--lr expects a positive number, got '" + v + "'");
+    } else if (a == "--help" || a == "-h") {
+      printf("%s", kUsage);
+      exit(0);
+    } else {
+      fail("unknown option '" + a + "'\n" + kUsage);
+    }
+  }
+  return o;
+}
+
+std::string artifactDir() {
+  char path[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0)
+    return ".";
+  path[n] = 0;
+  std::string p(path);
+  return p.substr(0, p.rfind('/'));
+}
+
+
+/// The trainer's view of the compiled step.
+class Session {
+public:
+  Plan plan;
+  std::unique_ptr<Device> device;
+  int image = -1, label = -1, loss = -1, logits = -1, rng = -1, lr = -1;
+  std::string imageName, labelName;
+  int64_t batch = 0, classes = 0;
+
+  void open(const std::string &dir) {
+    std::string error;
+    if (!plan.load(dir + "/plan.json", error))
+      fail(error);
+    device = createCpuDevice(plan, gpuc_cpu_kernels, error);
+    if (!device)
+      fail(error);
+    const auto &t = plan.json["trainer"];
+    imageName = t.value("data_input", "");
+    labelName = t.value("label_input", "");
+    image = plan.functionBuffer("train_step", "inputs", imageName);
+    label = plan.functionBuffer("train_step", "inputs", labelName);
+    loss = plan.functionBuffer("train_step", "outputs", t.value("loss_output", "loss"));
+    logits = plan.functionBuffer("eval", "outputs", t.value("eval_output", ""));
+    if (const PlanBuffer *b = plan.find("rng"))
+      rng = b->id;
+    if (const PlanBuffer *b = plan.find("hyper.lr"))
+      lr = b->id;
+    if (image < 0 || loss < 0)
+      fail(dir + "/plan.json has no train_step with a data input and a loss");
+    batch = plan.buffers[image].shape[0];
+    if (logits >= 0 && plan.buffers[logits].shape.size() >= 2)
+      classes = plan.buffers[logits].shape[1];
+    // Initial weights, optimizer state and constants.
+    std::vector<NamedTensor> tensors;
+    std::map<std::string, std::string> metadata;
+    if (!readSafetensors(dir + "/init.safetensors", tensors, metadata, error))
+      fail(error);
+    restore(tensors, "init.safetensors");
+  }
+
+  /// Uploads named tensors into the persistent buffers of the same name.
+  void restore(const std::vector<NamedTensor> &tensors, const std::string &from) {
+    for (const NamedTensor &t : tensors) {
+      const PlanBuffer *b = plan.find(t.name);
+      if (!b)
+        continue;
+      if ((int64_t)t.data.size() != b->bytes || t.dtype != b->dtype)
+        fail(from + ": tensor " + t.name + " has " +
+             std::to_string(t.data.size()) + " bytes of " + t.dtype +
+             " but the model's buffer has " + std::to_string(b->bytes) +
+             " bytes of " + b->dtype + " (checkpoint of another model?)");
+      device->upload(b->id, t.data.data(), t.data.size());
+    }
+  }
+
+  /// Every parameter and state buffer (what a checkpoint holds).
+  std::vector<NamedTensor> snapshot() {
+    std::vector<NamedTensor> out;
+    for (const PlanBuffer &b : plan.buffers)
+      if (b.kind == "param" || b.kind == "state") {
+        NamedTensor t{b.name, b.dtype, b.shape, std::vector<char>(b.bytes)};
+        device->download(b.id, t.data.data(), b.bytes);
+        out.push_back(std::move(t));
+      }
+    return out;
+  }
+
+  void setStepScalars(uint64_t seed, int64_t step, double learningRate) {
+    if (rng >= 0) {
+      int64_t key[2] = {(int64_t)seed, step};
+      device->upload(rng, key, sizeof(key));
+    }
+    if (lr >= 0) {
+      const PlanBuffer &b = plan.buffers[lr];
+      float v = (float)(learningRate > 0 ? learningRate : b.defaultValue);
+      device->upload(lr, &v, sizeof(v));
+    }
+    // Other hyperparameters keep their compiled defaults.
+    for (const PlanBuffer &b : plan.buffers)
+      if (b.kind == "hyper" && b.id != lr && b.hasDefault) {
+        float v = (float)b.defaultValue;
+        device->upload(b.id, &v, sizeof(v));
+      }
+  }
+
+  void run(const char *function) {
+    std::string error;
+    if (!device->run(function, error))
+      fail(error);
+  }
+};
+
+/// A batch prepared by the loader thread.
+struct Batch {
+  std::vector<float> images;
+  std::vector<int64_t> labels;
+  int64_t step = -1;
+};
+
+/// Fills batches of the epoch's permutation on its own thread, one ahead of
+/// the step that consumes them.
+class Loader {
+public:
+  Loader(const Split &split, int64_t batch, int64_t count)
+      : split(split), batch(batch), count(count) {}
+  ~Loader() { stop(); }
+
+  void startEpoch(const std::vector<int64_t> &order, int64_t firstBatch,
+                  int64_t batches) {
+    stop();
+    this->order = order;
+    next = firstBatch;
+    end = firstBatch + batches;
+    done = false;
+    thread = std::thread([this] { produce(); });
+  }
+
+  Batch take() {
+    std::unique_lock<std::mutex> lock(mutex);
+    ready.wait(lock, [&] { return full; });
+    Batch b = std::move(slot);
+    full = false;
+    space.notify_one();
+    return b;
+  }
+
+private:
+  void produce() {
+    for (int64_t k = next; k < end; ++k) {
+      Batch b;
+      b.step = k;
+      b.images.resize(batch * split.sampleSize);
+      b.labels.resize(batch);
+      for (int64_t i = 0; i < batch; ++i) {
+        int64_t s = order[k * batch + i];
+        memcpy(&b.images[i * split.sampleSize],
+               &split.samples[s * split.sampleSize],
+               split.sampleSize * sizeof(float));
+        b.labels[i] = split.labels[s];
+      }
+      std::unique_lock<std::mutex> lock(mutex);
+      space.wait(lock, [&] { return !full || done; });
+      if (done)
+        return;
+      slot = std::move(b);
+      full = true;
+      ready.notify_one();
+    }
+  }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      done = true;
+      full = false;
+    }
+    space.notify_all();
+    if (thread.joinable())
+      thread.join();
+  }
+
+  const Split &split;
+  int64_t batch, count;
+  std::vector<int64_t> order;
+  int64_t next = 0, end = 0;
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable ready, space;
+  Batch slot;
+  bool full = false, done = false;
+};
+
+/// Epoch `epoch`'s visiting order of `n` samples: Fisher-Yates driven by a
+/// 64-bit Mersenne Twister seeded from (seed, epoch).
+std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i)
+    order[i] = i;
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + (uint64_t)epoch + 1);
+  for (int64_t i = n - 1; i > 0; --i) {
+    int64_t j = (int64_t)(rng() % (uint64_t)(i + 1));
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+/// Uploads `images` (floats) into the data input, converting to its type.
+void uploadImages(Session &s, const std::vector<float> &images) {
+  const PlanBuffer &b = s.plan.buffers[s.image];
+  if (b.dtype == "F32") {
+    s.device->upload(b.id, images.data(), b.bytes);
+  } else {
+    std::vector<int64_t> tokens(images.begin(), images.end());
+    s.device->upload(b.id, tokens.data(), b.bytes);
+  }
+}
+
+double evaluate(Session &s, const Split &test) {
+  if (s.logits < 0 || s.classes <= 0)
+    return -1;
+  int64_t B = s.batch, C = s.classes, correct = 0;
+  std::vector<float> images(B * test.sampleSize), logits(B * C);
+  for (int64_t first = 0; first < test.count; first += B) {
+    int64_t n = std::min(B, test.count - first);
+    std::fill(images.begin(), images.end(), 0.0f);
+    memcpy(images.data(), &test.samples[first * test.sampleSize],
+           n * test.sampleSize * sizeof(float));
+    uploadImages(s, images);
+    s.run("eval");
+    s.device->download(s.logits, logits.data(), B * C * sizeof(float));
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t best = 0;
+      for (int64_t c = 1; c < C; ++c)
+        if (logits[i * C + c] > logits[i * C + best])
+          best = c;
+      correct += best == test.labels[first + i];
+    }
+  }
+  return (double)correct / std::max<int64_t>(test.count, 1);
+}
+
+void checkData(const Session &s, const Dataset &data,
+               const std::string &dir) {
+  const PlanBuffer &in = s.plan.buffers[s.image];
+  int64_t perSample = in.numElements() / in.shape[0];
+  if (data.train.sampleSize != perSample)
+    fail(dir + ": samples have " + std::to_string(data.train.sampleSize) +
+         " values, but the model's input '" + s.imageName + "' takes " +
+         std::to_string(perSample) + " per sample");
+  if (s.label < 0 || s.plan.buffers[s.label].shape.size() != 1)
+    fail("the trainer feeds one class label per sample, but this model's "
+         "labels input is not [batch]; use --run-step to drive it");
+  for (const Split *split : {&data.train, &data.test})
+    for (int64_t i = 0; i < split->count; ++i)
+      if (split->labels[i] < 0 || (s.classes && split->labels[i] >= s.classes))
+        fail(dir + ": label " + std::to_string(split->labels[i]) +
+             " of sample " + std::to_string(i) + " is outside [0, " +
+             std::to_string(s.classes) + "), the model's classes");
+}
+
+std::string checkpointPath(const Options &o) {
+  return o.checkpointDir + "/checkpoint.safetensors";
+}
+
+void exportOnnx(Session &s, const std::string &dir, const std::string &path) {
+  std::string source = dir + "/model.onnx";
+  std::ifstream in(source, std::ios::binary);
+  if (!in)
+    fail("--export-onnx needs the ONNX model the trainer was compiled from, "
+         "but " + source + " is missing (models from the DSL have none)");
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&in))
+    fail(source + ": not a valid ONNX model");
+  int replaced = 0;
+  for (const NamedTensor &t : s.snapshot()) {
+    for (auto &init : *model.mutable_graph()->mutable_initializer()) {
+      if (init.name() != t.name)
+        continue;
+      if (init.data_type() != onnx::TensorProto::FLOAT || t.dtype != "F32")
+        continue;
+      init.clear_float_data();
+      init.set_raw_data(std::string(t.data.begin(), t.data.end()));
+      ++replaced;
+    }
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out || !model.SerializeToOstream(&out))
+      fail("cannot write " + path);
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0)
+    fail("cannot write " + path);
+  printf("exported %d trained tensors into %s\n", replaced, path.c_str());
+}
+
+int runStep(Session &s, const Options &o) {
+  // One step on given inputs: what tests compare with the interpreter.
+  if (o.outputDir.empty())
+    fail("--run-step needs --output-dir");
+  mkdir(o.outputDir.c_str(), 0755);
+  std::string error;
+  for (auto &[name, id] : s.plan.json["functions"]["train_step"]["inputs"].items()) {
+    NpyArray a;
+    std::string path = o.runStepInputs + "/" + name + ".npy";
+    if (!readNpy(path, a, error))
+      fail(error);
+    const PlanBuffer &b = s.plan.buffers[id.get<int>()];
+    if (a.numElements() != b.numElements())
+      fail(path + " has " + std::to_string(a.numElements()) +
+           " elements; the input takes " + std::to_string(b.numElements()));
+    std::vector<char> bytes(b.bytes);
+    for (int64_t i = 0; i < b.numElements(); ++i) {
+      if (b.dtype == "F32")
+        ((float *)bytes.data())[i] = (float)a.at(i);
+      else
+        ((int64_t *)bytes.data())[i] = (int64_t)a.at(i);
+    }
+    s.device->upload(b.id, bytes.data(), b.bytes);
+  }
+  s.setStepScalars(o.seed, o.step, o.lr);
+  s.run("train_step");
+  auto write = [&](const PlanBuffer &b, const std::string &name) {
+    std::vector<char> bytes(b.bytes);
+    s.device->download(b.id, bytes.data(), b.bytes);
+    std::vector<double> values(b.numElements());
+    for (int64_t i = 0; i < b.numElements(); ++i)
+      values[i] = b.dtype == "F32" ? ((float *)bytes.data())[i]
+                                   : (double)((int64_t *)bytes.data())[i];
+    NpyArray a = makeNpy(b.dtype == "F32" ? "<f4" : "<i8", b.shape, values);
+    if (!writeNpy(o.outputDir + "/" + name + ".npy", a, error))
+      fail(error);
+  };
+  for (auto &[name, id] : s.plan.json["functions"]["train_step"]["outputs"].items())
+    write(s.plan.buffers[id.get<int>()], name);
+  for (const PlanBuffer &b : s.plan.buffers)
+    if (b.kind == "param" || b.kind == "state")
+      write(b, b.name);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o = parseOptions(argc, argv);
+  std::string dir = artifactDir();
+  Session s;
+  s.open(dir);
+  if (o.batchSize && o.batchSize != s.batch)
+    fail("this trainer was compiled for batch " + std::to_string(s.batch) +
+         "; recompile with gpuc compile --batch " +
+         std::to_string(o.batchSize) + " to train with another");
+  if (!o.runStepInputs.empty())
+    return runStep(s, o);
+  if (o.data.empty())
+    fail(std::string("--data DIR is required\n") + kUsage);
+
+  Dataset data;
+  std::string error;
+  if (!loadDataset(o.data, data, error))
+    fail(error);
+  double mean = 0, stddev = 1;
+  if (s.plan.buffers[s.image].dtype == "F32")
+    normalize(data, mean, stddev);
+  checkData(s, data, o.data);
+  if (o.limitTrain && o.limitTrain < data.train.count)
+    data.train.count = o.limitTrain;
+
+  int64_t B = s.batch;
+  int64_t stepsPerEpoch = data.train.count / B;
+  if (stepsPerEpoch == 0)
+    fail("the training split has " + std::to_string(data.train.count) +
+         " samples, fewer than one batch of " + std::to_string(B));
+
+  FILE *metrics = nullptr;
+  if (!o.metrics.empty() && !(metrics = fopen(o.metrics.c_str(), "a")))
+    fail("cannot write --metrics " + o.metrics);
+
+  // Resume: parameters, optimizer state and the position in the data.
+  int64_t startStep = 0;
+  if (!o.resume.empty()) {
+    std::string path = o.resume == "auto" ? checkpointPath(o) : o.resume;
+    if (o.resume == "auto" && o.checkpointDir.empty())
+      fail("--resume without a file needs --checkpoint-dir");
+    std::vector<NamedTensor> tensors;
+    std::map<std::string, std::string> meta;
+    if (!readSafetensors(path, tensors, meta, error))
+      fail(error);
+    s.restore(tensors, path);
+    startStep = std::stoll(meta["step"]);
+    if (meta.count("seed") && std::stoull(meta["seed"]) != o.seed)
+      fail(path + " was written by a run with --seed " + meta["seed"] +
+           "; resume with the same seed to continue it exactly");
+    if (!o.quiet)
+      printf("resumed from %s at step %lld\n", path.c_str(),
+             (long long)startStep);
+  }
+  if (!o.checkpointDir.empty())
+    mkdir(o.checkpointDir.c_str(), 0755);
+
+  if (o.benchSteps) {
+    // Time the step alone on the first batches (data already resident).
+    Loader loader(data.train, B, data.train.count);
+    std::vector<int64_t> order = permutation(data.train.count, o.seed, 0);
+    Batch b;
+    b.images.assign(&data.train.samples[0], &data.train.samples[B * data.train.sampleSize]);
+    b.labels.assign(data.train.labels.begin(), data.train.labels.begin() + B);
+    uploadImages(s, b.images);
+    s.device->upload(s.label, b.labels.data(), B * sizeof(int64_t));
+    for (int i = 0; i < 3; ++i) {
+      s.setStepScalars(o.seed, i, o.lr);
+      s.run("train_step");
+    }
+    auto t0 = Clock::now();
+    for (int64_t i = 0; i < o.benchSteps; ++i) {
+      s.setStepScalars(o.seed, i, o.lr);
+      s.run("train_step");
+    }
+    double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    printf("{\"steps\": %lld, \"batch\": %lld, \"ms_per_step\": %.4f}\n",
+           (long long)o.benchSteps, (long long)B,
+           1000.0 * seconds / o.benchSteps);
+    return 0;
+  }
+
+  bool tty = isatty(fileno(stdout)) && !o.quiet;
+  if (!o.quiet)
+    printf("training %lld samples (%lld steps/epoch of %lld, last partial "
+           "batch dropped) for %lld epochs; data %s normalized with mean "
+           "%.4f std %.4f\n",
+           (long long)data.train.count, (long long)stepsPerEpoch, (long long)B,
+           (long long)o.epochs, data.format.c_str(), mean, stddev);
+  int64_t totalSteps = stepsPerEpoch * o.epochs;
+  Loader loader(data.train, B, data.train.count);
+  auto start = Clock::now();
+  int64_t stepsDone = 0;
+  double lossSum = 0;
+  int64_t lossCount = 0;
+  double lastAccuracy = -1;
+  for (int64_t step = startStep; step < totalSteps;) {
+    int64_t epoch = step / stepsPerEpoch, inEpoch = step % stepsPerEpoch;
+    loader.startEpoch(permutation(data.train.count, o.seed, epoch), inEpoch,
+                      stepsPerEpoch - inEpoch);
+    auto epochStart = Clock::now();
+    for (; inEpoch < stepsPerEpoch; ++inEpoch, ++step) {
+      Batch b = loader.take();
+      uploadImages(s, b.images);
+      s.device->upload(s.label, b.labels.data(), B * sizeof(int64_t));
+      s.setStepScalars(o.seed, step, o.lr);
+      s.run("train_step");
+      float loss;
+      s.device->download(s.loss, &loss, sizeof(loss));
+      if (!std::isfinite(loss))
+        fail("the loss became " + std::to_string(loss) + " at step " +
+             std::to_string(step) + "; lower --lr");
+      lossSum += loss;
+      ++lossCount;
+      ++stepsDone;
+      double elapsed =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      double rate = stepsDone * B / std::max(elapsed, 1e-9);
+      bool logPoint = (step + 1) % o.logEvery == 0 || inEpoch + 1 == stepsPerEpoch;
+      if (tty) {
+        double eta = (totalSteps - step - 1) * B / std::max(rate, 1e-9);
+        printf("\repoch %lld/%lld  step %lld/%lld  loss %.4f  %.0f samples/s  "
+               "ETA %02d:%02d   ",
+               (long long)epoch + 1, (long long)o.epochs,
+               (long long)inEpoch + 1, (long long)stepsPerEpoch, loss, rate,
+               (int)eta / 60, (int)eta % 60);
+        fflush(stdout);
+      }
+      if (logPoint) {
+        double mean = lossSum / lossCount;
+        if (!tty && !o.quiet)
+          printf("epoch %lld step %lld loss %.4f samples/s %.0f\n",
+                 (long long)epoch + 1, (long long)step + 1, mean, rate);
+        if (metrics)
+          fprintf(metrics,
+                  "{\"epoch\": %lld, \"step\": %lld, \"loss\": %.6f, "
+                  "\"samples_per_s\": %.1f}\n",
+                  (long long)epoch + 1, (long long)step + 1, mean, rate);
+        lossSum = 0;
+        lossCount = 0;
+      }
+      bool evalPoint = o.evalEvery && (step + 1) % o.evalEvery == 0 &&
+                       inEpoch + 1 != stepsPerEpoch;
+      if (evalPoint || inEpoch + 1 == stepsPerEpoch) {
+        lastAccuracy = evaluate(s, data.test);
+        double epochSeconds =
+            std::chrono::duration<double>(Clock::now() - epochStart).count();
+        if (tty)
+          printf("\n");
+        if (!o.quiet && lastAccuracy >= 0)
+          printf("epoch %lld step %lld test_accuracy %.4f (epoch time %.1f s)\n",
+                 (long long)epoch + 1, (long long)step + 1, lastAccuracy,
+                 epochSeconds);
+        if (metrics && lastAccuracy >= 0)
+          fprintf(metrics,
+                  "{\"epoch\": %lld, \"step\": %lld, \"test_accuracy\": %.6f, "
+                  "\"elapsed_s\": %.2f}\n",
+                  (long long)epoch + 1, (long long)step + 1, lastAccuracy,
+                  std::chrono::duration<double>(Clock::now() - start).count());
+        if (metrics)
+          fflush(metrics);
+      }
+    }
+    if (!o.checkpointDir.empty()) {
+      std::map<std::string, std::string> meta = {
+          {"step", std::to_string(step)},
+          {"epoch", std::to_string(step / stepsPerEpoch)},
+          {"seed", std::to_string(o.seed)}};
+      if (!writeSafetensors(checkpointPath(o), s.snapshot(), meta, error))
+        fail(error);
+    }
+  }
+  if (metrics)
+    fclose(metrics);
+  if (!o.quiet)
+    printf("done: %lld steps in %.1f s, final test_accuracy %.4f\n",
+           (long long)stepsDone,
+           std::chrono::duration<double>(Clock::now() - start).count(),
+           lastAccuracy);
+  if (!o.exportOnnx.empty())
+    exportOnnx(s, dir, o.exportOnnx);
+  return 0;
+}

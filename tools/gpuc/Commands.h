@@ -1,0 +1,30 @@
+//===- Commands.h - what the gpuc driver's command files share --*- C++ -*-===//
+#ifndef GPUC_TOOLS_GPUC_COMMANDS_H
+#define GPUC_TOOLS_GPUC_COMMANDS_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mlir::gpuc {
+
+struct ArtifactOptions {
+  std::string outputDir;
+  std::string modelPath;
+  bool cpu = true, cuda = false;
+  std::vector<std::string> archs = {"sm_80", "sm_90"};
+  std::string cxx;
+  /// What the trainer needs to know about the model (its data input, labels,
+  /// the output it evaluates).
+  nlohmann::json trainer;
+  std::string dumpDir;
+};
+
+/// `gpuc compile`'s back end: the step program, kernels, trainer.
+int writeArtifact(ModuleOp module, const ArtifactOptions &options);
+
+} // namespace mlir::gpuc
+
+#endif // GPUC_TOOLS_GPUC_COMMANDS_H

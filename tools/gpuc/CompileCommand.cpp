@@ -1,0 +1,157 @@
+//===- CompileCommand.cpp - `gpuc compile`: the trainer artifact ----------===//
+//
+// Writes into the output directory: plan.json (buffers, arena, steps),
+// kernels.cu (every kernel, one source for both targets), init.safetensors
+// (initial parameters, optimizer state, constants), model.onnx (for
+// --export-onnx), kernels.sm_XX.cubin/.ptx (CUDA target, NVRTC), and
+// kernels.cpu.o linked with the runtime's trainer into `train` (CPU target).
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Codegen/Nvrtc.h"
+#include "gpuc/Codegen/StepProgram.h"
+#include "Commands.h"
+#include "gpuc/runtime/Safetensors.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+
+using namespace mlir;
+
+namespace mlir::gpuc {
+
+static bool writeFile(const std::string &path, const std::string &text) {
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec);
+  if (ec) {
+    llvm::errs() << "gpuc compile: cannot write " << path << ": "
+                 << ec.message() << "\n";
+    return false;
+  }
+  out << text;
+  return true;
+}
+
+/// Runs a compiler command, its output kept in `log`.
+static bool runTool(ArrayRef<std::string> args, const std::string &log) {
+  std::string program = args[0];
+  if (auto found = llvm::sys::findProgramByName(program))
+    program = *found;
+  else {
+    llvm::errs() << "gpuc compile: cannot find the host compiler '" << args[0]
+                 << "' (set CXX or --cxx)\n";
+    return false;
+  }
+  SmallVector<StringRef> argv(args.begin(), args.end());
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log),
+                                          StringRef(log)};
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(program, argv, std::nullopt, redirects, 0,
+                                     0, &error);
+  if (rc != 0) {
+    llvm::errs() << "gpuc compile: '" << llvm::join(argv, " ")
+                 << "' failed; its output is in " << log << "\n";
+    auto buffer = llvm::MemoryBuffer::getFile(log);
+    if (buffer) {
+      StringRef text = (*buffer)->getBuffer();
+      llvm::errs() << text.substr(text.size() > 4000 ? text.size() - 4000 : 0);
+    }
+    return false;
+  }
+  return true;
+}
+
+int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
+  FailureOr<StepProgram> program = buildStepProgram(module);
+  if (failed(program))
+    return 1;
+  const std::string &dir = options.outputDir;
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+    llvm::errs() << "gpuc compile: cannot create " << dir << ": "
+                 << ec.message() << "\n";
+    return 1;
+  }
+  program->plan["trainer"] = options.trainer;
+  program->plan["model"] = llvm::sys::path::filename(options.modelPath).str();
+  if (!writeFile(dir + "/plan.json", program->plan.dump(1)) ||
+      !writeFile(dir + "/kernels.cu", program->kernelSource))
+    return 1;
+  if (!options.dumpDir.empty() &&
+      (!writeFile(options.dumpDir + "/kernels.cu", program->kernelSource) ||
+       !writeFile(options.dumpDir + "/plan.json", program->plan.dump(1))))
+    return 1;
+
+  std::vector<::gpuc::NamedTensor> tensors;
+  for (InitialTensor &t : program->initialTensors)
+    tensors.push_back({t.name, t.dtype, t.shape, std::move(t.bytes)});
+  std::string error;
+  if (!::gpuc::writeSafetensors(dir + "/init.safetensors", tensors, {},
+                                error)) {
+    llvm::errs() << "gpuc compile: " << error << "\n";
+    return 1;
+  }
+  if (StringRef(options.modelPath).ends_with(".onnx")) {
+    llvm::sys::fs::remove(dir + "/model.onnx");
+    if (std::error_code ec =
+            llvm::sys::fs::copy_file(options.modelPath, dir + "/model.onnx")) {
+      llvm::errs() << "gpuc compile: cannot copy the model: " << ec.message()
+                   << "\n";
+      return 1;
+    }
+  }
+
+  size_t kernelCount = program->plan["kernels"].size();
+  if (options.cuda) {
+    for (const std::string &arch : options.archs) {
+      GpuBinary binary;
+      if (!compileWithNvrtc(program->kernelSource, arch,
+                            GPUC_RUNTIME_INCLUDE_DIR, binary, error)) {
+        llvm::errs() << "gpuc compile: NVRTC could not compile kernels.cu for "
+                     << arch << ":\n"
+                     << error << "\n";
+        return 1;
+      }
+      if (!writeFile(dir + "/kernels." + arch + ".cubin", binary.cubin) ||
+          !writeFile(dir + "/kernels." + arch + ".ptx", binary.ptx))
+        return 1;
+    }
+  }
+  if (options.cpu) {
+    std::string object = dir + "/kernels.cpu.o", log = dir + "/build.log";
+    std::vector<std::string> compile = {
+        options.cxx, "-O3", "-march=native", "-fopenmp", "-std=c++17",
+        "-DGPUC_CPU", "-I", GPUC_RUNTIME_INCLUDE_DIR, "-x", "c++", "-c",
+        dir + "/kernels.cu", "-o", object};
+    if (!runTool(compile, log))
+      return 1;
+    std::vector<std::string> link = {options.cxx, object, GPUC_TRAINER_LIB,
+                                     GPUC_RUNTIME_LIB, "-fopenmp", "-o",
+                                     dir + "/train"};
+    SmallVector<StringRef> libs;
+    StringRef(GPUC_TRAINER_LINK_LIBS).split(libs, ' ', -1, false);
+    for (StringRef lib : libs)
+      link.push_back(lib.str());
+    if (!runTool(link, log))
+      return 1;
+  }
+  llvm::outs() << "gpuc compile: wrote " << dir << " (" << kernelCount
+               << " kernels, "
+               << program->plan["functions"]["train_step"]["steps"].size()
+               << " steps per training step, arena "
+               << program->plan["arena_bytes"].get<int64_t>() / (1 << 20)
+               << " MiB";
+  if (options.cuda)
+    llvm::outs() << "; cubin+PTX for " << llvm::join(options.archs, ", ");
+  if (options.cpu)
+    llvm::outs() << "; trainer " << dir << "/train";
+  llvm::outs() << ")\n";
+  return 0;
+}
+
+} // namespace mlir::gpuc
