@@ -48,3 +48,20 @@ else:
     lit_config.note("python3-torch/python3-onnx not importable from "
                     "/usr/bin/python3: the PyTorch parity tests are skipped "
                     "(scripts/install-deps.sh installs them)")
+try:
+    has_numpy = subprocess.run(
+        [system_python, "-c", "import numpy"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+except OSError:
+    has_numpy = False
+if has_numpy:
+    config.available_features.add("numpy")
+else:
+    lit_config.note("python3-numpy not importable from /usr/bin/python3: the "
+                    "generated-code parity tests are skipped "
+                    "(scripts/install-deps.sh installs it)")
+if os.path.isdir("/usr/share/datasets/fashion-mnist"):
+    config.available_features.add("fashion-mnist")
+else:
+    lit_config.note("/usr/share/datasets/fashion-mnist missing: the trainer "
+                    "tests are skipped (apt-get install dataset-fashion-mnist)")

@@ -535,7 +535,7 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
     int64_t k = w.kernel[axis], s = w.strides[axis], pad = w.pads[axis];
     // Smallest o with o*s - pad + k - 1 >= c, largest with o*s - pad <= c.
     lo = index(llvm::formatv(
-        "gpuc::maxInt<int64_t>(0, ({0} + {1}LL - {2}LL + {3}LL) / {3}LL)", c,
+        "gpuc::maxInt<int64_t>(0, ({0} + {1}LL - {2}LL + {3}LL - 1) / {3}LL)", c,
         pad, k - 1, s));
     hi = index(llvm::formatv(
         "gpuc::minInt<int64_t>({0}LL - 1, ({1} + {2}LL) / {3}LL)", out[2 + axis],

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Generated code against the reference interpreter, one training step.
+
+For each example model: `gpuc compile` (CPU target) and `gpuc import --train`
+with the same loss and optimizer; the same random batch, seed and step go
+through `out/train --run-step` and `gpuc run`; the loss, every updated
+parameter and every optimizer-state tensor must agree within
+|got - ref| <= RTOL * |ref| + ATOL.
+
+Kernels compute in float32 (the interpreter in double, rounded per op), and
+the CPU kernels sum reductions in double, so the step agrees to a few float32
+ulps; RTOL/ATOL leave room for a few thousand ulps of accumulated rounding.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+RTOL, ATOL = 1e-4, 1e-5
+MODELS = {
+    # name: (input name, input shape, input kind, labels shape, classes, extra)
+    "mlp": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
+    "cnn": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
+    "transformer": ("tokens", (4, 16), "tokens", (4, 16), 64,
+                    ["--class-axis", "-1"]),
+}
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("command failed: %s\n%s%s" % (" ".join(cmd), r.stdout,
+                                                r.stderr))
+    return r.stdout
+
+
+def check(args, name, optimizer, work):
+    input_name, shape, kind, label_shape, classes, extra = MODELS[name]
+    model = os.path.join(args.src, "examples", name + ".onnx")
+    out = os.path.join(work, name + "-" + optimizer)
+    common = ["--batch", "4", "--optimizer", optimizer] + extra
+    run([args.gpuc, "compile", model, "-o", out, "--target", "cpu"] + common)
+    step = os.path.join(work, name + "-" + optimizer + ".mlir")
+    run([args.gpuc, "import", model, "--train", "--loss", "cross_entropy",
+         "--loss-output", "logits", "-o", step] + common)
+
+    rng = np.random.default_rng(1)
+    inputs = os.path.join(work, name + "-inputs")
+    os.makedirs(inputs, exist_ok=True)
+    if kind == "float":
+        x = rng.standard_normal(shape).astype(np.float32)
+    else:
+        x = rng.integers(0, classes, size=shape).astype(np.int64)
+    y = rng.integers(0, classes, size=label_shape).astype(np.int64)
+    np.save(os.path.join(inputs, input_name + ".npy"), x)
+    np.save(os.path.join(inputs, "label.npy"), y)
+
+    ref, got = out + "/ref", out + "/got"
+    run([args.gpuc, "run", step, "--func", "train_step",
+         "--input", "%s=%s/%s.npy" % (input_name, inputs, input_name),
+         "--input", "label=%s/label.npy" % inputs,
+         "--seed", "7", "--step", "3", "--output-dir", ref])
+    run([os.path.join(out, "train"), "--run-step", inputs, "--output-dir", got,
+         "--seed", "7", "--step", "3"])
+
+    worst, worst_name, compared, failures, noisy = 0.0, "", 0, [], 0
+    for f in sorted(os.listdir(ref)):
+        r = np.load(os.path.join(ref, f)).astype(np.float64)
+        path = os.path.join(got, f)
+        if not os.path.exists(path):
+            failures.append("%s: missing from the generated step" % f)
+            continue
+        g = np.load(path).astype(np.float64)
+        if g.shape != r.shape:
+            failures.append("%s: shape %s vs %s" % (f, g.shape, r.shape))
+            continue
+        compared += 1
+        excess = np.abs(g - r) / (RTOL * np.abs(r) + ATOL)
+        # Adam divides the first moment by the root of the second, so a
+        # gradient that is zero in exact arithmetic but float noise (a bias
+        # before batch norm, the attention key bias) becomes a full-size
+        # step of random sign in any implementation. Those elements are
+        # counted, not compared.
+        base = f[:-4]
+        for suffix in (".exp_avg_sq", ".exp_avg"):
+            if base.endswith(suffix):
+                base = base[:-len(suffix)]
+        moment = os.path.join(ref, base + ".exp_avg.npy")
+        if os.path.exists(moment):
+            m = np.load(moment).astype(np.float64)
+            noise = np.abs(m) <= 1e-8  # |gradient| <= 1e-7 after one step
+            if noise.shape == excess.shape:
+                if f == base + ".npy":
+                    noisy += int((noise & (m != 0)).sum())
+                excess = np.where(noise, 0.0, excess)
+        e = float(excess.max()) if excess.size else 0.0
+        if e > worst:
+            worst, worst_name = e, f
+        if e > 1.0:
+            i = int(excess.argmax())
+            failures.append("%s: element %d is %r, the interpreter says %r" %
+                            (f, i, g.flat[i], r.flat[i]))
+    loss_ref = float(np.load(os.path.join(ref, "loss.npy")))
+    loss_got = float(np.load(os.path.join(got, "loss.npy")))
+    print("%-12s %-6s tensors %3d  loss %.7f vs %.7f  worst %.3f of the "
+          "tolerance (%s)%s  %s" % (
+              name, optimizer, compared, loss_got, loss_ref, worst,
+              worst_name,
+              "  [%d noise-gradient elements not compared]" % noisy
+              if noisy else "", "FAIL" if failures else "ok"))
+    for f in failures[:10]:
+        print("  " + f)
+    return not failures
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--gpuc", required=True)
+    p.add_argument("--src", required=True)
+    p.add_argument("--models", default="mlp,cnn,transformer")
+    p.add_argument("--optimizers", default="sgd,adamw")
+    args = p.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory() as work:
+        for name in args.models.split(","):
+            for optimizer in args.optimizers.split(","):
+                ok &= check(args, name, optimizer, work)
+    print("step parity: %s" % ("all agree" if ok else "MISMATCH"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
