@@ -42,6 +42,11 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
       else
         wrapInFusion(op);
     }
+    // Constants that only kernels read now live inside them.
+    getOperation().walk([&](ConstantOp constant) {
+      if (constant->use_empty() && isa<func::FuncOp>(constant->getParentOp()))
+        constant.erase();
+    });
   }
 
   /// Operands that a pointwise kernel computes itself instead of reading.

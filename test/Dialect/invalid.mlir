@@ -271,3 +271,50 @@ func.func @avg_pool_backward(%dy: tensor<2x3x3x3xf32>) {
   %0 = gpuc.avg_pool2d_backward %dy kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x3x3xf32> -> tensor<2x3x8x8xf32>
   return
 }
+
+// -----
+
+func.func @fusion_arg_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{input #0 has type 'tensor<4xf32>' but the body argument has 'tensor<8xf32>'}}
+  %r = gpuc.fusion(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<8xf32>):
+    %s = gpuc.slice %a starts = [0] limits = [4] strides = [1] : tensor<8xf32> -> tensor<4xf32>
+    gpuc.yield %s : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @fusion_yield_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{yields 1 values whose types differ from its results}}
+  %r = gpuc.fusion(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %c = gpuc.cast %a : tensor<4xf32> to tensor<4xi64>
+    gpuc.yield %c : tensor<4xi64>
+  }
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @fusion_library_call(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %r = gpuc.fusion(%x) : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%a: tensor<4x4xf32>):
+    // expected-error @+1 {{cannot be part of a generated kernel}}
+    %m = gpuc.matmul %a, %a : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    gpuc.yield %m : tensor<4x4xf32>
+  }
+  return %r : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @fusion_no_result(%x: tensor<4xf32>) {
+  // expected-error @+1 {{writes nothing: a kernel must yield a value}}
+  gpuc.fusion(%x) : (tensor<4xf32>) -> () {
+  ^bb0(%a: tensor<4xf32>):
+    gpuc.yield
+  }
+  return
+}

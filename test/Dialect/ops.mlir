@@ -96,3 +96,21 @@ func.func @gradient_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %dy: t
   %5 = gpuc.iota dim = 1 : tensor<2x10xi64>
   return %0, %1, %2, %3, %4, %5 : tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<10x6xf32>, tensor<2x10xi64>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @fusion
+// CHECK: %[[R:.+]]:2 = gpuc.fusion(%arg0, %arg1) : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+// CHECK-NEXT: ^bb0(%[[A:.+]]: tensor<4x8xf32>, %[[B:.+]]: tensor<8xf32>):
+// CHECK: gpuc.yield %{{.+}}, %{{.+}} : tensor<4x8xf32>, tensor<4x8xf32>
+// CHECK: return %[[R]]#0, %[[R]]#1
+func.func @fusion(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %r:2 = gpuc.fusion(%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
+    %bc = gpuc.broadcast %c : tensor<8xf32> -> tensor<4x8xf32>
+    %s = gpuc.add %a, %bc : tensor<4x8xf32>
+    %t = gpuc.relu %s : tensor<4x8xf32>
+    gpuc.yield %s, %t : tensor<4x8xf32>, tensor<4x8xf32>
+  }
+  return %r#0, %r#1 : tensor<4x8xf32>, tensor<4x8xf32>
+}
