@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Times one training step of gpuc's generated trainer against a PyTorch
+eager training step of the same model, batch, optimizer and thread count,
+in one run, and prints the ratio.
+
+    /usr/bin/python3 bench/step_vs_pytorch.py [--models mlp,cnn] [--batch 128]
+        [--threads N] [--steps 50]
+
+gpuc: `gpuc compile examples/<model>.onnx --batch B --optimizer adam` then
+`out/train --bench-steps N` (OMP_NUM_THREADS and OPENBLAS_NUM_THREADS = N;
+warm-up steps excluded; the batch is already in memory). PyTorch: the model
+class from examples/export_models.py with the weights of the same ONNX file,
+torch.optim.Adam, torch.set_num_threads(N), forward + cross-entropy +
+backward + step on a resident batch, same warm-up.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+import export_models  # noqa: E402
+
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def torch_model(name, onnx_path):
+    model = {"mlp": export_models.MLP, "cnn": export_models.CNN}[name]()
+    weights = {t.name: numpy_helper.to_array(t)
+               for t in onnx.load(onnx_path).graph.initializer}
+    state = model.state_dict()
+    for key in state:
+        if key in weights:
+            state[key] = torch.from_numpy(weights[key].copy())
+    model.load_state_dict(state)
+    return model
+
+
+def time_torch(name, onnx_path, batch, steps, warmup):
+    torch.manual_seed(0)
+    model = torch_model(name, onnx_path).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, 1, 28, 28)
+    y = torch.randint(0, 10, (batch,))
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+    for _ in range(warmup):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return 1000.0 * (time.perf_counter() - t0) / steps
+
+
+def time_gpuc(args, name, onnx_path, work, env):
+    out = os.path.join(work, name)
+    subprocess.run([args.gpuc, "compile", onnx_path, "--batch",
+                    str(args.batch), "--optimizer", "adam", "--lr", "0.001",
+                    "--target", "cpu", "-o", out], check=True,
+                   stdout=subprocess.DEVNULL, env=env)
+    r = subprocess.run([os.path.join(out, "train"), "--data", DATA,
+                        "--bench-steps", str(args.steps)],
+                       check=True, capture_output=True, text=True, env=env)
+    plan = json.load(open(os.path.join(out, "plan.json")))
+    steps = plan["functions"]["train_step"]["steps"]
+    kernels = sum(1 for s in steps if s["op"] == "kernel")
+    return json.loads(r.stdout.strip().splitlines()[-1])["ms_per_step"], \
+        kernels, len(steps)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--gpuc", default=os.path.join(ROOT, "build/bin/gpuc"))
+    p.add_argument("--models", default="mlp,cnn")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--steps", type=int, default=50)
+    args = p.parse_args()
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
+               OPENBLAS_NUM_THREADS=str(args.threads))
+    torch.set_num_threads(args.threads)
+    print("batch %d, Adam, %d threads, %d timed steps after 3 warm-up steps; "
+          "torch %s" % (args.batch, args.threads, args.steps,
+                        torch.__version__))
+    print("%-6s %14s %14s %8s %18s" % ("model", "gpuc ms/step",
+                                        "torch ms/step", "ratio",
+                                        "kernels/launches"))
+    with tempfile.TemporaryDirectory() as work:
+        for name in args.models.split(","):
+            onnx_path = os.path.join(ROOT, "examples", name + ".onnx")
+            g, kernels, launches = time_gpuc(args, name, onnx_path, work, env)
+            t = time_torch(name, onnx_path, args.batch, args.steps, 3)
+            print("%-6s %14.2f %14.2f %8.2f %18s" % (
+                name, g, t, g / t, "%d/%d" % (kernels, launches)))
+    print("ratio = gpuc / PyTorch eager step time (below 1: gpuc is faster)")
+
+
+if __name__ == "__main__":
+    main()
