@@ -76,9 +76,7 @@ private:
   void line(const Twine &text) {
     body += std::string(2 * depth, ' ') + text.str() + "\n";
   }
-  std::string fresh(StringRef prefix) {
-    return (prefix + Twine(next++)).str();
-  }
+  std::string fresh(StringRef prefix) { return (prefix + Twine(next++)).str(); }
   void open(const Twine &header) {
     line(header + " {");
     ++depth;
@@ -119,9 +117,10 @@ private:
         coords.push_back("0");
         continue;
       }
-      std::string e = strides[d] == 1
-                          ? idx
-                          : llvm::formatv("({0} / {1}LL)", idx, strides[d]).str();
+      std::string e =
+          strides[d] == 1
+              ? idx
+              : llvm::formatv("({0} / {1}LL)", idx, strides[d]).str();
       if (d > 0)
         e = llvm::formatv("({0} % {1}LL)", e, shape[d]).str();
       coords.push_back(index(e));
@@ -136,9 +135,9 @@ private:
         continue;
       if (!e.empty())
         e += " + ";
-      e += strides[d] == 1 ? coords[d]
-                           : llvm::formatv("{0} * {1}LL", coords[d], strides[d])
-                                 .str();
+      e += strides[d] == 1
+               ? coords[d]
+               : llvm::formatv("{0} * {1}LL", coords[d], strides[d]).str();
     }
     return e.empty() ? "0" : "(" + e + ")";
   }
@@ -218,7 +217,8 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
       })
       .Case([&](NegOp) { return unary(fmt("(-{0})")); })
       .Case([&](AbsOp) {
-        return unary(floating ? fmt("fabsf({0})") : fmt("({0} < 0 ? -{0} : {0})"));
+        return unary(floating ? fmt("fabsf({0})")
+                              : fmt("({0} < 0 ? -{0} : {0})"));
       })
       .Case([&](ExpOp) { return unary(fmt("expf({0})")); })
       .Case([&](LogOp) { return unary(fmt("logf({0})")); })
@@ -227,9 +227,8 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
       .Case([&](ReciprocalOp) { return unary(fmt("(1.0f / {0})")); })
       .Case([&](TanhOp) { return unary(fmt("tanhf({0})")); })
       .Case([&](ErfOp) { return unary(fmt("erff({0})")); })
-      .Case([&](SigmoidOp) {
-        return unary(fmt("(1.0f / (1.0f + expf(-{0})))"));
-      })
+      .Case(
+          [&](SigmoidOp) { return unary(fmt("(1.0f / (1.0f + expf(-{0})))")); })
       .Case([&](ReluOp) { return unary(fmt("({0} > 0.0f ? {0} : 0.0f)")); })
       .Case([&](GeluOp g) {
         return unary(g.getTanh()
@@ -261,12 +260,24 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
       .Case([&](CompareOp c) {
         const char *symbol = "==";
         switch (c.getPredicate()) {
-        case ComparePredicate::eq: symbol = "=="; break;
-        case ComparePredicate::ne: symbol = "!="; break;
-        case ComparePredicate::lt: symbol = "<"; break;
-        case ComparePredicate::le: symbol = "<="; break;
-        case ComparePredicate::gt: symbol = ">"; break;
-        case ComparePredicate::ge: symbol = ">="; break;
+        case ComparePredicate::eq:
+          symbol = "==";
+          break;
+        case ComparePredicate::ne:
+          symbol = "!=";
+          break;
+        case ComparePredicate::lt:
+          symbol = "<";
+          break;
+        case ComparePredicate::le:
+          symbol = "<=";
+          break;
+        case ComparePredicate::gt:
+          symbol = ">";
+          break;
+        case ComparePredicate::ge:
+          symbol = ">=";
+          break;
         }
         return binary([&](const std::string &a, const std::string &b) {
           return llvm::formatv("({0} {1} {2})", a, symbol, b).str();
@@ -327,9 +338,9 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         SmallVector<std::string> coords = unravel(idx, shape);
         SmallVector<std::string> inCoords;
         for (size_t d = 0; d < in.size(); ++d)
-          inCoords.push_back(index(llvm::formatv(
-              "{0}LL + {1} * {2}LL", s.getStarts()[d], coords[d],
-              s.getStrides()[d])));
+          inCoords.push_back(
+              index(llvm::formatv("{0}LL + {1} * {2}LL", s.getStarts()[d],
+                                  coords[d], s.getStrides()[d])));
         return at(s.getInput(), index(ravel(inCoords, in)));
       })
       .Case([&](PadOp p) -> FailureOr<std::string> {
@@ -344,9 +355,9 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
           inCoords.push_back(c);
         }
         std::string reg = fresh("v");
-        line(llvm::formatv("{0} {1} = {2};", storageCType(elementOf(v)), reg,
-                           literal(p.getValue().convertToDouble(),
-                                   elementOf(v))));
+        line(llvm::formatv(
+            "{0} {1} = {2};", storageCType(elementOf(v)), reg,
+            literal(p.getValue().convertToDouble(), elementOf(v))));
         open("if (" + inside + ")");
         FailureOr<std::string> x = at(p.getInput(), index(ravel(inCoords, in)));
         if (failed(x))
@@ -365,14 +376,15 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
           ArrayRef<int64_t> in = shapeOf(input);
           int64_t end = offset + in[axis];
           bool last = k + 1 == c.getInputs().size();
-          open(k == 0 ? llvm::formatv("if ({0} < {1}LL)", coords[axis], end).str()
-                      : last ? std::string("else")
-                             : llvm::formatv("else if ({0} < {1}LL)",
-                                             coords[axis], end)
-                                   .str());
+          open(k == 0
+                   ? llvm::formatv("if ({0} < {1}LL)", coords[axis], end).str()
+               : last
+                   ? std::string("else")
+                   : llvm::formatv("else if ({0} < {1}LL)", coords[axis], end)
+                         .str());
           SmallVector<std::string> inCoords(coords);
-          inCoords[axis] = index(
-              llvm::formatv("{0} - {1}LL", coords[axis], offset).str());
+          inCoords[axis] =
+              index(llvm::formatv("{0} - {1}LL", coords[axis], offset).str());
           FailureOr<std::string> x = at(input, index(ravel(inCoords, in)));
           if (failed(x))
             return failure();
@@ -389,8 +401,8 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         for (size_t d = axis + 1; d < data.size(); ++d)
           inner *= data[d];
         int64_t n = getNumElements(shapeOf(g.getIndices()));
-        std::string outer = index(
-            llvm::formatv("{0} / {1}LL", idx, n * inner).str());
+        std::string outer =
+            index(llvm::formatv("{0} / {1}LL", idx, n * inner).str());
         std::string j =
             index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, inner, n).str());
         std::string b = index(llvm::formatv("{0} % {1}LL", idx, inner).str());
@@ -414,8 +426,8 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         for (size_t d = axis + 1; d < shape.size(); ++d)
           inner *= shape[d];
         int64_t n = getNumElements(shapeOf(s.getIndices()));
-        std::string a = index(
-            llvm::formatv("{0} / {1}LL", idx, shape[axis] * inner).str());
+        std::string a =
+            index(llvm::formatv("{0} / {1}LL", idx, shape[axis] * inner).str());
         std::string k = index(
             llvm::formatv("({0} / {1}LL) % {2}LL", idx, inner, shape[axis]));
         std::string b = index(llvm::formatv("{0} % {1}LL", idx, inner).str());
@@ -428,10 +440,10 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
           return failure();
         open(llvm::formatv("if (gpuc::wrapIndex((int64_t){0}, {1}LL) == {2})",
                            *target, shape[axis], k));
-        FailureOr<std::string> u = at(
-            s.getUpdates(),
-            index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", a, n, j,
-                                inner, b)));
+        FailureOr<std::string> u =
+            at(s.getUpdates(),
+               index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", a, n, j,
+                                   inner, b)));
         if (failed(u))
           return failure();
         line(acc + " += " + *u + ";");
@@ -475,26 +487,32 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
   ArrayRef<int64_t> in = shapeOf(input), out = shapeOf(v);
   bool isMax = isa<MaxPool2DOp>(op);
   std::string p = index(llvm::formatv("{0} / {1}LL", idx, out[2] * out[3]));
-  std::string oy = index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, out[3], out[2]));
+  std::string oy =
+      index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, out[3], out[2]));
   std::string ox = index(llvm::formatv("{0} % {1}LL", idx, out[3]));
   std::string acc = fresh("acc"), count = fresh("count");
   line(llvm::formatv("gpuc::Accumulator {0} = {1};", acc,
                      isMax ? "-INFINITY" : "0"));
   line(llvm::formatv("int64_t {0} = 0;", count));
   std::string ky = fresh("ky"), kx = fresh("kx");
-  open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", ky, w.kernel[0]));
-  std::string iy = index(llvm::formatv("{0} * {1}LL - {2}LL + {3}", oy, w.strides[0], w.pads[0], ky));
+  open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", ky,
+                     w.kernel[0]));
+  std::string iy = index(llvm::formatv("{0} * {1}LL - {2}LL + {3}", oy,
+                                       w.strides[0], w.pads[0], ky));
   line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", iy, in[2]));
-  open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", kx, w.kernel[1]));
-  std::string ix = index(llvm::formatv("{0} * {1}LL - {2}LL + {3}", ox, w.strides[1], w.pads[1], kx));
+  open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", kx,
+                     w.kernel[1]));
+  std::string ix = index(llvm::formatv("{0} * {1}LL - {2}LL + {3}", ox,
+                                       w.strides[1], w.pads[1], kx));
   line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", ix, in[3]));
-  FailureOr<std::string> x = at(
-      input, index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", p, in[2],
-                                 iy, in[3], ix)));
+  FailureOr<std::string> x =
+      at(input, index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", p,
+                                    in[2], iy, in[3], ix)));
   if (failed(x))
     return failure();
   if (isMax)
-    line(llvm::formatv("{0} = {1} > {0} ? (gpuc::Accumulator){1} : {0};", acc, *x));
+    line(llvm::formatv("{0} = {1} > {0} ? (gpuc::Accumulator){1} : {0};", acc,
+                       *x));
   else
     line(llvm::formatv("{0} += {1};", acc, *x));
   line(llvm::formatv("++{0};", count));
@@ -526,7 +544,8 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
   Value dy = op->getOperand(isMax ? 1 : 0);
   ArrayRef<int64_t> in = shapeOf(v), out = shapeOf(dy);
   std::string p = index(llvm::formatv("{0} / {1}LL", idx, in[2] * in[3]));
-  std::string h = index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, in[3], in[2]));
+  std::string h =
+      index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, in[3], in[2]));
   std::string x = index(llvm::formatv("{0} % {1}LL", idx, in[3]));
   std::string acc = fresh("acc");
   line("gpuc::Accumulator " + acc + " = 0;");
@@ -535,39 +554,47 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
     int64_t k = w.kernel[axis], s = w.strides[axis], pad = w.pads[axis];
     // Smallest o with o*s - pad + k - 1 >= c, largest with o*s - pad <= c.
     lo = index(llvm::formatv(
-        "gpuc::maxInt<int64_t>(0, ({0} + {1}LL - {2}LL + {3}LL - 1) / {3}LL)", c,
-        pad, k - 1, s));
-    hi = index(llvm::formatv(
-        "gpuc::minInt<int64_t>({0}LL - 1, ({1} + {2}LL) / {3}LL)", out[2 + axis],
-        c, pad, s));
+        "gpuc::maxInt<int64_t>(0, ({0} + {1}LL - {2}LL + {3}LL - 1) / {3}LL)",
+        c, pad, k - 1, s));
+    hi = index(
+        llvm::formatv("gpuc::minInt<int64_t>({0}LL - 1, ({1} + {2}LL) / {3}LL)",
+                      out[2 + axis], c, pad, s));
   };
   std::string loY, hiY, loX, hiX;
   range(h, 0, loY, hiY);
   range(x, 1, loX, hiX);
   std::string oy = fresh("oy"), ox = fresh("ox");
-  open(llvm::formatv("for (int64_t {0} = {1}; {0} <= {2}; ++{0})", oy, loY, hiY));
-  open(llvm::formatv("for (int64_t {0} = {1}; {0} <= {2}; ++{0})", ox, loX, hiX));
-  std::string top = index(llvm::formatv("{0} * {1}LL - {2}LL", oy, w.strides[0], w.pads[0]));
-  std::string left = index(llvm::formatv("{0} * {1}LL - {2}LL", ox, w.strides[1], w.pads[1]));
-  FailureOr<std::string> g = at(
-      dy, index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", p, out[2],
-                              oy, out[3], ox)));
+  open(llvm::formatv("for (int64_t {0} = {1}; {0} <= {2}; ++{0})", oy, loY,
+                     hiY));
+  open(llvm::formatv("for (int64_t {0} = {1}; {0} <= {2}; ++{0})", ox, loX,
+                     hiX));
+  std::string top =
+      index(llvm::formatv("{0} * {1}LL - {2}LL", oy, w.strides[0], w.pads[0]));
+  std::string left =
+      index(llvm::formatv("{0} * {1}LL - {2}LL", ox, w.strides[1], w.pads[1]));
+  FailureOr<std::string> g =
+      at(dy, index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", p, out[2],
+                                 oy, out[3], ox)));
   if (failed(g))
     return failure();
   if (isMax) {
     // The window's first maximum (in scan order) receives its gradient.
     std::string best = fresh("best"), bestAt = fresh("bestAt");
-    line(llvm::formatv("float {0} = -INFINITY; int64_t {1} = -1;", best, bestAt));
+    line(llvm::formatv("float {0} = -INFINITY; int64_t {1} = -1;", best,
+                       bestAt));
     std::string ky = fresh("ky"), kx = fresh("kx");
-    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", ky, w.kernel[0]));
+    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", ky,
+                       w.kernel[0]));
     std::string iy = index(top + " + " + ky);
     line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", iy, in[2]));
-    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", kx, w.kernel[1]));
+    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", kx,
+                       w.kernel[1]));
     std::string ix = index(left + " + " + kx);
     line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", ix, in[3]));
     std::string pos = index(llvm::formatv("{0} * {1}LL + {2}", iy, in[3], ix));
-    FailureOr<std::string> xv = at(
-        input, index(llvm::formatv("{0} * {1}LL + {2}", p, in[2] * in[3], pos)));
+    FailureOr<std::string> xv =
+        at(input,
+           index(llvm::formatv("{0} * {1}LL + {2}", p, in[2] * in[3], pos)));
     if (failed(xv))
       return failure();
     line(llvm::formatv("if ({1} < 0 || {0} > {2}) {{ {2} = {0}; {1} = {3}; }",
@@ -579,16 +606,18 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
   } else {
     std::string count;
     if (w.countIncludePad) {
-      count = index(llvm::formatv(
-          "(gpuc::minInt<int64_t>({0} + {1}LL, {2}LL) - {0}) * "
-          "(gpuc::minInt<int64_t>({3} + {4}LL, {5}LL) - {3})",
-          top, w.kernel[0], in[2] + w.pads[2], left, w.kernel[1],
-          in[3] + w.pads[3]));
+      count = index(
+          llvm::formatv("(gpuc::minInt<int64_t>({0} + {1}LL, {2}LL) - {0}) * "
+                        "(gpuc::minInt<int64_t>({3} + {4}LL, {5}LL) - {3})",
+                        top, w.kernel[0], in[2] + w.pads[2], left, w.kernel[1],
+                        in[3] + w.pads[3]));
     } else {
-      count = index(llvm::formatv(
-          "(gpuc::minInt<int64_t>({0} + {1}LL, {2}LL) - gpuc::maxInt<int64_t>({0}, 0)) * "
-          "(gpuc::minInt<int64_t>({3} + {4}LL, {5}LL) - gpuc::maxInt<int64_t>({3}, 0))",
-          top, w.kernel[0], in[2], left, w.kernel[1], in[3]));
+      count = index(llvm::formatv("(gpuc::minInt<int64_t>({0} + {1}LL, {2}LL) "
+                                  "- gpuc::maxInt<int64_t>({0}, 0)) * "
+                                  "(gpuc::minInt<int64_t>({3} + {4}LL, {5}LL) "
+                                  "- gpuc::maxInt<int64_t>({3}, 0))",
+                                  top, w.kernel[0], in[2], left, w.kernel[1],
+                                  in[3]));
     }
     line(llvm::formatv("{0} += {1} / (gpuc::Accumulator)({2} > 0 ? {2} : 1);",
                        acc, *g, count));
@@ -617,9 +646,8 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     if (isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op))
       reductions.push_back(&op);
   if (reductions.size() > 1)
-    return fusion.emitOpError()
-           << "has " << reductions.size()
-           << " reductions; a kernel computes at most one";
+    return fusion.emitOpError() << "has " << reductions.size()
+                                << " reductions; a kernel computes at most one";
 
   // Every value written must share one iteration space.
   ArrayRef<int64_t> space = shapeOf(yield.getValues()[0]);
@@ -635,8 +663,8 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
   kernel.name = name.str();
   int64_t elements = getNumElements(space);
   if (reductions.empty()) {
-    kernel.grid = std::max<int64_t>(1, (elements + kPointwiseTile - 1) /
-                                           kPointwiseTile);
+    kernel.grid =
+        std::max<int64_t>(1, (elements + kPointwiseTile - 1) / kPointwiseTile);
     line(llvm::formatv("const int64_t begin = (int64_t)blockIdx.x * {0}LL;",
                        kPointwiseTile));
     line(llvm::formatv("const int64_t end = begin + {0}LL < {1}LL ? begin + "
@@ -667,9 +695,10 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     bool isMax = isa<ReduceMaxOp>(reduce);
     line("const int64_t o = blockIdx.x;");
     SmallVector<std::string> kept = unravel("o", keptShape);
-    line(llvm::formatv("gpuc::Accumulator acc = {0};", isMax ? "-INFINITY" : "0"));
-    open(llvm::formatv("for (int64_t r = threadIdx.x; r < {0}LL; r += blockDim.x)",
-                       count));
+    line(llvm::formatv("gpuc::Accumulator acc = {0};",
+                       isMax ? "-INFINITY" : "0"));
+    open(llvm::formatv(
+        "for (int64_t r = threadIdx.x; r < {0}LL; r += blockDim.x)", count));
     SmallVector<std::string> rcoords = unravel("r", reducedShape);
     SmallVector<std::string> coords;
     size_t nk = 0, nr = 0;
@@ -691,9 +720,10 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     open("if (threadIdx.x == 0)");
     Value result = reduce->getResult(0);
     std::string type = storageCType(elementOf(result)).str();
-    std::string value = isa<ReduceMeanOp>(reduce)
-                            ? llvm::formatv("({0})(acc / {1}.0)", type, count).str()
-                            : llvm::formatv("({0})acc", type).str();
+    std::string value =
+        isa<ReduceMeanOp>(reduce)
+            ? llvm::formatv("({0})(acc / {1}.0)", type, count).str()
+            : llvm::formatv("({0})acc", type).str();
     line(llvm::formatv("const {0} red = {1};", type, value));
     remember(result, "o", "red");
     if (failed(storeResults("o")))
@@ -713,8 +743,8 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                 "mixed precision)";
     params += llvm::formatv("{0}const {1} *__restrict__ in{2}",
                             params.empty() ? "" : ", ", type, k);
-    casts += llvm::formatv("{0}(const {1} *)args[{2}]", arg ? ", " : "", type,
-                           arg);
+    casts +=
+        llvm::formatv("{0}(const {1} *)args[{2}]", arg ? ", " : "", type, arg);
     ++arg;
   }
   for (auto [k, output] : llvm::enumerate(yield.getValues())) {

@@ -45,9 +45,10 @@ Value reduceLoss(ExprBuilder &B, Value losses, Value weights,
   Value total = B.sum(losses, all, false);
   if (reduction == Reduction::sum)
     return total;
-  Value count = weights ? B.sum(weights, all, false)
-                        : B.splat(total, (double)getNumElements(
-                                             TensorBuilder::shapeOf(losses)));
+  Value count =
+      weights ? B.sum(weights, all, false)
+              : B.splat(total,
+                        (double)getNumElements(TensorBuilder::shapeOf(losses)));
   return B.div(total, count);
 }
 
@@ -173,8 +174,8 @@ struct DecomposeMseLoss : OpRewritePattern<MseLossOp> {
                                 PatternRewriter &rewriter) const override {
     ExprBuilder B(rewriter, op.getLoc());
     Value d = B.sub(op.getInput(), op.getTarget());
-    rewriter.replaceOp(
-        op, reduceLoss(B, B.mul(d, d), Value(), op.getReduction()));
+    rewriter.replaceOp(op,
+                       reduceLoss(B, B.mul(d, d), Value(), op.getReduction()));
     return success();
   }
 };
@@ -189,8 +190,8 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
     // Only the composites change; folding the whole module is canonicalize's
     // job, and keeping other ops as they are keeps dumps comparable.
     config.enableFolding(false);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
   }
 };

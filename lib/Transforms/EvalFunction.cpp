@@ -34,9 +34,10 @@ Value batchNormInference(BatchNormTrainOp op) {
     return B.expand(B.channelView(v, rank), shape);
   };
   Value var = op.getRunningVar();
-  Value invStd = B.rsqrt(
-      B.add(var, B.splat(var, op.getEpsilon().convertToDouble())));
-  Value y = B.mul(B.sub(x, perChannel(op.getRunningMean())), perChannel(invStd));
+  Value invStd =
+      B.rsqrt(B.add(var, B.splat(var, op.getEpsilon().convertToDouble())));
+  Value y =
+      B.mul(B.sub(x, perChannel(op.getRunningMean())), perChannel(invStd));
   return B.add(B.mul(y, perChannel(op.getScale())), perChannel(op.getBias()));
 }
 
@@ -84,7 +85,8 @@ struct EvalFunction : gpuc::impl::GpucEvalFunctionBase<EvalFunction> {
     eraseDeadOps(eval);
     BitVector unused(eval.getNumArguments());
     for (BlockArgument arg : eval.getArguments())
-      if (arg.use_empty() && !eval.getArgAttr(arg.getArgNumber(), GpucDialect::kInputAttrName))
+      if (arg.use_empty() &&
+          !eval.getArgAttr(arg.getArgNumber(), GpucDialect::kInputAttrName))
         unused.set(arg.getArgNumber());
     if (failed(eval.eraseArguments(unused)))
       return signalPassFailure();

@@ -5,8 +5,8 @@
 // fusion, a library call, a reshape (an alias) or a constant.
 //
 //===----------------------------------------------------------------------===//
-#include "gpuc/Dialect/Gpuc/OpKinds.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/OpKinds.h"
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -72,8 +72,8 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
         addInput(broadcast.getInput());
     }
     OpBuilder builder(op);
-    auto fusion = FusionOp::create(builder, op->getLoc(), op->getResultTypes(),
-                                   inputs);
+    auto fusion =
+        FusionOp::create(builder, op->getLoc(), op->getResultTypes(), inputs);
     Block &body = fusion.getBodyBlock();
     IRMapping mapping;
     for (auto [input, arg] : llvm::zip(inputs, body.getArguments()))
@@ -81,7 +81,8 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
     builder.setInsertionPointToStart(&body);
     auto cloneInto = [&](Value v) {
       if (!mapping.contains(v))
-        mapping.map(v, builder.clone(*v.getDefiningOp(), mapping)->getResult(0));
+        mapping.map(v,
+                    builder.clone(*v.getDefiningOp(), mapping)->getResult(0));
     };
     for (Value operand : op->getOperands()) {
       if (!isRecomputed(op, operand))

@@ -20,13 +20,13 @@ namespace gpuc {
 namespace {
 
 struct ConvGeometry {
-  int64_t n, c, h, w;     // input
-  int64_t k, cg, kh, kw;  // filter: k outputs, cg inputs per group
-  int64_t oh, ow;         // output
+  int64_t n, c, h, w;    // input
+  int64_t k, cg, kh, kw; // filter: k outputs, cg inputs per group
+  int64_t oh, ow;        // output
   int64_t sy, sx, py, px, dy, dx, groups;
 
-  int64_t rows() const { return c * kh * kw; }      // col rows, all groups
-  int64_t cols() const { return n * oh * ow; }      // col columns
+  int64_t rows() const { return c * kh * kw; } // col rows, all groups
+  int64_t cols() const { return n * oh * ow; } // col columns
 };
 
 ConvGeometry geometryOf(const nlohmann::json &s) {
@@ -36,8 +36,23 @@ ConvGeometry geometryOf(const nlohmann::json &s) {
   auto st = s["strides"].get<std::vector<int64_t>>();
   auto p = s["pads"].get<std::vector<int64_t>>();
   auto d = s["dilations"].get<std::vector<int64_t>>();
-  return {x[0], x[1], x[2], x[3], w[0], w[1], w[2], w[3], y[2], y[3],
-          st[0], st[1], p[0], p[1], d[0], d[1], s["groups"].get<int64_t>()};
+  return {x[0],
+          x[1],
+          x[2],
+          x[3],
+          w[0],
+          w[1],
+          w[2],
+          w[3],
+          y[2],
+          y[3],
+          st[0],
+          st[1],
+          p[0],
+          p[1],
+          d[0],
+          d[1],
+          s["groups"].get<int64_t>()};
 }
 
 /// col[(c*kh + ky)*kw + kx][(b*oh + oy)*ow + ox] = x[b][c][iy][ix] (0 outside).
@@ -105,6 +120,20 @@ void nkpToKp(const float *src, float *dst, int64_t n, int64_t k, int64_t p) {
       memcpy(dst + c * n * p + b * p, src + (b * k + c) * p, p * sizeof(float));
 }
 
+/// A plan step with its buffers and library arguments resolved once, so a
+/// training step does no name lookups or JSON access.
+struct Step {
+  enum Kind { Kernel, Gemm, Copy, Conv, ConvBackwardInput, ConvBackwardFilter };
+  Kind kind;
+  void (*launch)(void *const *) = nullptr;
+  std::vector<void *> args;
+  nlohmann::json gemm;
+  ConvGeometry conv{};
+  float *x = nullptr, *w = nullptr, *y = nullptr;
+  void *src = nullptr, *dst = nullptr;
+  size_t bytes = 0;
+};
+
 class CpuDevice : public Device {
 public:
   CpuDevice(const Plan &plan) : plan(plan) {}
@@ -136,12 +165,50 @@ public:
         if (s["op"] == "conv2d" || s["op"] == "conv2d_backward_input" ||
             s["op"] == "conv2d_backward_filter") {
           ConvGeometry g = geometryOf(s);
-          scratchFloats = std::max(scratchFloats, g.rows() * g.cols() +
-                                                      g.k * g.cols());
+          scratchFloats =
+              std::max(scratchFloats, g.rows() * g.cols() + g.k * g.cols());
         }
       }
     }
     scratch = static_cast<float *>(alloc(scratchFloats * sizeof(float)));
+    for (auto &[name, function] : plan.json["functions"].items()) {
+      std::vector<Step> &steps = programs[name];
+      for (const auto &s : function["steps"]) {
+        Step step;
+        const std::string &op = s["op"].get_ref<const std::string &>();
+        if (op == "kernel") {
+          step.kind = Step::Kernel;
+          step.launch = kernels[s["kernel"].get<std::string>()];
+          for (int id : s["args"])
+            step.args.push_back(pointers[id]);
+        } else if (op == "gemm") {
+          step.kind = Step::Gemm;
+          step.gemm = s;
+          step.x = f(s, "a");
+          step.w = f(s, "b");
+          step.y = f(s, "c");
+        } else if (op == "copy") {
+          step.kind = Step::Copy;
+          step.src = pointers[s["src"].get<int>()];
+          step.dst = pointers[s["dst"].get<int>()];
+          step.bytes = s["bytes"].get<size_t>();
+        } else if (op == "conv2d" || op == "conv2d_backward_input" ||
+                   op == "conv2d_backward_filter") {
+          step.kind = op == "conv2d" ? Step::Conv
+                      : op == "conv2d_backward_input"
+                          ? Step::ConvBackwardInput
+                          : Step::ConvBackwardFilter;
+          step.conv = geometryOf(s);
+          step.x = f(s, "x");
+          step.w = f(s, "w");
+          step.y = f(s, "y");
+        } else {
+          error = "unknown step '" + op + "' in plan.json (recompile)";
+          return false;
+        }
+        steps.push_back(std::move(step));
+      }
+    }
     return true;
   }
 
@@ -160,32 +227,31 @@ public:
   }
 
   bool run(const std::string &function, std::string &error) override {
-    if (!plan.json["functions"].contains(function)) {
+    auto it = programs.find(function);
+    if (it == programs.end()) {
       error = "the plan has no function " + function;
       return false;
     }
-    std::vector<void *> args;
-    for (const auto &s : plan.json["functions"][function]["steps"]) {
-      const std::string &op = s["op"].get_ref<const std::string &>();
-      if (op == "kernel") {
-        args.clear();
-        for (int id : s["args"])
-          args.push_back(pointers[id]);
-        kernels[s["kernel"].get<std::string>()](args.data());
-      } else if (op == "gemm") {
-        gemm(s);
-      } else if (op == "copy") {
-        memcpy(pointers[s["dst"].get<int>()], pointers[s["src"].get<int>()],
-               s["bytes"].get<size_t>());
-      } else if (op == "conv2d") {
-        conv(s);
-      } else if (op == "conv2d_backward_input") {
-        convBackwardInput(s);
-      } else if (op == "conv2d_backward_filter") {
-        convBackwardFilter(s);
-      } else {
-        error = "unknown step '" + op + "' in plan.json";
-        return false;
+    for (const Step &step : it->second) {
+      switch (step.kind) {
+      case Step::Kernel:
+        step.launch(step.args.data());
+        break;
+      case Step::Gemm:
+        gemm(step);
+        break;
+      case Step::Copy:
+        memcpy(step.dst, step.src, step.bytes);
+        break;
+      case Step::Conv:
+        conv(step);
+        break;
+      case Step::ConvBackwardInput:
+        convBackwardInput(step);
+        break;
+      case Step::ConvBackwardFilter:
+        convBackwardFilter(step);
+        break;
       }
     }
     return true;
@@ -200,12 +266,13 @@ private:
     return static_cast<float *>(pointers[s[key].get<int>()]);
   }
 
-  void gemm(const nlohmann::json &s) {
+  void gemm(const Step &step) {
+    const nlohmann::json &s = step.gemm;
     int64_t batch = s["batch"], m = s["m"], n = s["n"], k = s["k"];
     bool ta = s["trans_a"], tb = s["trans_b"];
     int64_t strideA = s["stride_a"], strideB = s["stride_b"];
-    const float *a = f(s, "a"), *b = f(s, "b");
-    float *c = f(s, "c");
+    const float *a = step.x, *b = step.w;
+    float *c = step.y;
     for (int64_t p = 0; p < batch; ++p)
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
                   tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
@@ -213,45 +280,44 @@ private:
                   0.0f, c + p * m * n, n);
   }
 
-  void conv(const nlohmann::json &s) {
-    ConvGeometry g = geometryOf(s);
+  void conv(const Step &s) {
+    const ConvGeometry &g = s.conv;
     float *col = scratch, *out = scratch + g.rows() * g.cols();
-    im2col(g, f(s, "x"), col);
+    im2col(g, s.x, col);
     int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
     for (int64_t grp = 0; grp < g.groups; ++grp)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kg, g.cols(),
-                  rows, 1.0f, f(s, "w") + grp * kg * rows, rows,
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kg, g.cols(), rows,
+                  1.0f, s.w + grp * kg * rows, rows,
                   col + grp * rows * g.cols(), g.cols(), 0.0f,
                   out + grp * kg * g.cols(), g.cols());
-    kpToNkp(out, f(s, "y"), g.n, g.k, g.oh * g.ow);
+    kpToNkp(out, s.y, g.n, g.k, g.oh * g.ow);
   }
 
-  void convBackwardInput(const nlohmann::json &s) {
+  void convBackwardInput(const Step &s) {
     // dcol = W^T dY, then col2im.
-    ConvGeometry g = geometryOf(s);
+    const ConvGeometry &g = s.conv;
     float *col = scratch, *dy = scratch + g.rows() * g.cols();
-    nkpToKp(f(s, "y"), dy, g.n, g.k, g.oh * g.ow);
+    nkpToKp(s.y, dy, g.n, g.k, g.oh * g.ow);
     int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
     for (int64_t grp = 0; grp < g.groups; ++grp)
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, g.cols(), kg,
-                  1.0f, f(s, "w") + grp * kg * rows, rows,
-                  dy + grp * kg * g.cols(), g.cols(), 0.0f,
-                  col + grp * rows * g.cols(), g.cols());
-    col2im(g, col, f(s, "x"));
+                  1.0f, s.w + grp * kg * rows, rows, dy + grp * kg * g.cols(),
+                  g.cols(), 0.0f, col + grp * rows * g.cols(), g.cols());
+    col2im(g, col, s.x);
   }
 
-  void convBackwardFilter(const nlohmann::json &s) {
+  void convBackwardFilter(const Step &s) {
     // dW = dY col^T.
-    ConvGeometry g = geometryOf(s);
+    const ConvGeometry &g = s.conv;
     float *col = scratch, *dy = scratch + g.rows() * g.cols();
-    im2col(g, f(s, "x"), col);
-    nkpToKp(f(s, "y"), dy, g.n, g.k, g.oh * g.ow);
+    im2col(g, s.x, col);
+    nkpToKp(s.y, dy, g.n, g.k, g.oh * g.ow);
     int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
     for (int64_t grp = 0; grp < g.groups; ++grp)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kg, rows, g.cols(),
                   1.0f, dy + grp * kg * g.cols(), g.cols(),
                   col + grp * rows * g.cols(), g.cols(), 0.0f,
-                  f(s, "w") + grp * kg * rows, rows);
+                  s.w + grp * kg * rows, rows);
   }
 
   const Plan &plan;
@@ -260,12 +326,12 @@ private:
   float *scratch = nullptr;
   int64_t scratchFloats = 1;
   std::vector<void *> owned, pointers;
+  std::map<std::string, std::vector<Step>> programs;
 };
 } // namespace
 
-std::unique_ptr<Device> createCpuDevice(const Plan &plan,
-                                        const CpuKernel *table,
-                                        std::string &error) {
+std::unique_ptr<Device>
+createCpuDevice(const Plan &plan, const CpuKernel *table, std::string &error) {
   auto device = std::make_unique<CpuDevice>(plan);
   if (!device->init(table, error))
     return nullptr;

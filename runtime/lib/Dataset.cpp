@@ -127,8 +127,8 @@ bool loadNpySplit(const std::string &dir, const std::string &prefix,
     return false;
   }
   if (y.dtype[1] == 'f') {
-    error = dir + "/" + prefix + "_y.npy: labels must be integers, not " +
-            y.dtype;
+    error =
+        dir + "/" + prefix + "_y.npy: labels must be integers, not " + y.dtype;
     return false;
   }
   split.count = x.shape[0];

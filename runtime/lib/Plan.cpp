@@ -21,7 +21,8 @@ bool Plan::load(const std::string &path, std::string &error) {
     return false;
   }
   if (json.value("version", 0) != 1) {
-    error = path + ": plan version " + std::to_string(json.value("version", 0)) +
+    error = path + ": plan version " +
+            std::to_string(json.value("version", 0)) +
             " is not the 1 this runtime reads; recompile the model";
     return false;
   }

@@ -104,7 +104,8 @@ bool readSafetensors(const std::string &path, std::vector<NamedTensor> &tensors,
     t.shape = entry["shape"].get<std::vector<int64_t>>();
     uint64_t begin = entry["data_offsets"][0], end = entry["data_offsets"][1];
     if (begin > end || end > data.size()) {
-      error = path + ": tensor '" + name + "' lies outside the file (truncated?)";
+      error =
+          path + ": tensor '" + name + "' lies outside the file (truncated?)";
       return false;
     }
     t.data.assign(data.begin() + begin, data.begin() + end);

@@ -59,8 +59,10 @@ const char *kUsage =
     "             [--checkpoint-dir DIR] [--resume [FILE]]\n"
     "             [--export-onnx trained.onnx] [--metrics metrics.jsonl]\n"
     "             [--limit-train N] [--bench-steps N] [--quiet]\n"
-    "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step K]\n"
-    "  --data: MNIST-family IDX files (e.g. /usr/share/datasets/fashion-mnist)\n"
+    "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step "
+    "K]\n"
+    "  --data: MNIST-family IDX files (e.g. "
+    "/usr/share/datasets/fashion-mnist)\n"
     "          or train_x.npy, train_y.npy, test_x.npy, test_y.npy\n"
     "  --run-step: one step of the step program on IN_DIR/<input>.npy,\n"
     "          writing outputs and every parameter/state to OUT_DIR as .npy\n";
@@ -83,23 +85,38 @@ Options parseOptions(int argc, char **argv) {
   };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--data") o.data = value(i);
-    else if (a == "--epochs") o.epochs = integer(i, 0);
-    else if (a == "--batch-size") o.batchSize = integer(i, 1);
-    else if (a == "--seed") o.seed = integer(i, 0);
-    else if (a == "--step") o.step = integer(i, 0);
-    else if (a == "--eval-every") o.evalEvery = integer(i, 0);
-    else if (a == "--log-every") o.logEvery = integer(i, 1);
-    else if (a == "--limit-train") o.limitTrain = integer(i, 1);
-    else if (a == "--bench-steps") o.benchSteps = integer(i, 1);
-    else if (a == "--checkpoint-dir") o.checkpointDir = value(i);
+    if (a == "--data")
+      o.data = value(i);
+    else if (a == "--epochs")
+      o.epochs = integer(i, 0);
+    else if (a == "--batch-size")
+      o.batchSize = integer(i, 1);
+    else if (a == "--seed")
+      o.seed = integer(i, 0);
+    else if (a == "--step")
+      o.step = integer(i, 0);
+    else if (a == "--eval-every")
+      o.evalEvery = integer(i, 0);
+    else if (a == "--log-every")
+      o.logEvery = integer(i, 1);
+    else if (a == "--limit-train")
+      o.limitTrain = integer(i, 1);
+    else if (a == "--bench-steps")
+      o.benchSteps = integer(i, 1);
+    else if (a == "--checkpoint-dir")
+      o.checkpointDir = value(i);
     else if (a == "--resume") {
       o.resume = (i + 1 < argc && argv[i + 1][0] != '-') ? value(i) : "auto";
-    } else if (a == "--export-onnx") o.exportOnnx = value(i);
-    else if (a == "--metrics") o.metrics = value(i);
-    else if (a == "--run-step") o.runStepInputs = value(i);
-    else if (a == "--output-dir") o.outputDir = value(i);
-    else if (a == "--quiet") o.quiet = true;
+    } else if (a == "--export-onnx")
+      o.exportOnnx = value(i);
+    else if (a == "--metrics")
+      o.metrics = value(i);
+    else if (a == "--run-step")
+      o.runStepInputs = value(i);
+    else if (a == "--output-dir")
+      o.outputDir = value(i);
+    else if (a == "--quiet")
+      o.quiet = true;
     else if (a == "--lr") {
       std::string v = value(i);
       char *end;
@@ -126,7 +143,6 @@ std::string artifactDir() {
   return p.substr(0, p.rfind('/'));
 }
 
-
 /// The trainer's view of the compiled step.
 class Session {
 public:
@@ -148,7 +164,8 @@ public:
     labelName = t.value("label_input", "");
     image = plan.functionBuffer("train_step", "inputs", imageName);
     label = plan.functionBuffer("train_step", "inputs", labelName);
-    loss = plan.functionBuffer("train_step", "outputs", t.value("loss_output", "loss"));
+    loss = plan.functionBuffer("train_step", "outputs",
+                               t.value("loss_output", "loss"));
     logits = plan.functionBuffer("eval", "outputs", t.value("eval_output", ""));
     if (const PlanBuffer *b = plan.find("rng"))
       rng = b->id;
@@ -168,7 +185,8 @@ public:
   }
 
   /// Uploads named tensors into the persistent buffers of the same name.
-  void restore(const std::vector<NamedTensor> &tensors, const std::string &from) {
+  void restore(const std::vector<NamedTensor> &tensors,
+               const std::string &from) {
     for (const NamedTensor &t : tensors) {
       const PlanBuffer *b = plan.find(t.name);
       if (!b)
@@ -347,8 +365,7 @@ double evaluate(Session &s, const Split &test) {
   return (double)correct / std::max<int64_t>(test.count, 1);
 }
 
-void checkData(const Session &s, const Dataset &data,
-               const std::string &dir) {
+void checkData(const Session &s, const Dataset &data, const std::string &dir) {
   const PlanBuffer &in = s.plan.buffers[s.image];
   int64_t perSample = in.numElements() / in.shape[0];
   if (data.train.sampleSize != perSample)
@@ -375,7 +392,8 @@ void exportOnnx(Session &s, const std::string &dir, const std::string &path) {
   std::ifstream in(source, std::ios::binary);
   if (!in)
     fail("--export-onnx needs the ONNX model the trainer was compiled from, "
-         "but " + source + " is missing (models from the DSL have none)");
+         "but " +
+         source + " is missing (models from the DSL have none)");
   onnx::ModelProto model;
   if (!model.ParseFromIstream(&in))
     fail(source + ": not a valid ONNX model");
@@ -408,7 +426,8 @@ int runStep(Session &s, const Options &o) {
     fail("--run-step needs --output-dir");
   mkdir(o.outputDir.c_str(), 0755);
   std::string error;
-  for (auto &[name, id] : s.plan.json["functions"]["train_step"]["inputs"].items()) {
+  for (auto &[name, id] :
+       s.plan.json["functions"]["train_step"]["inputs"].items()) {
     NpyArray a;
     std::string path = o.runStepInputs + "/" + name + ".npy";
     if (!readNpy(path, a, error))
@@ -439,7 +458,8 @@ int runStep(Session &s, const Options &o) {
     if (!writeNpy(o.outputDir + "/" + name + ".npy", a, error))
       fail(error);
   };
-  for (auto &[name, id] : s.plan.json["functions"]["train_step"]["outputs"].items())
+  for (auto &[name, id] :
+       s.plan.json["functions"]["train_step"]["outputs"].items())
     write(s.plan.buffers[id.get<int>()], name);
   for (const PlanBuffer &b : s.plan.buffers)
     if (b.kind == "param" || b.kind == "state")
@@ -511,7 +531,8 @@ int main(int argc, char **argv) {
     Loader loader(data.train, B, data.train.count);
     std::vector<int64_t> order = permutation(data.train.count, o.seed, 0);
     Batch b;
-    b.images.assign(&data.train.samples[0], &data.train.samples[B * data.train.sampleSize]);
+    b.images.assign(&data.train.samples[0],
+                    &data.train.samples[B * data.train.sampleSize]);
     b.labels.assign(data.train.labels.begin(), data.train.labels.begin() + B);
     uploadImages(s, b.images);
     s.device->upload(s.label, b.labels.data(), B * sizeof(int64_t));
@@ -567,7 +588,8 @@ int main(int argc, char **argv) {
       double elapsed =
           std::chrono::duration<double>(Clock::now() - start).count();
       double rate = stepsDone * B / std::max(elapsed, 1e-9);
-      bool logPoint = (step + 1) % o.logEvery == 0 || inEpoch + 1 == stepsPerEpoch;
+      bool logPoint =
+          (step + 1) % o.logEvery == 0 || inEpoch + 1 == stepsPerEpoch;
       if (tty) {
         double eta = (totalSteps - step - 1) * B / std::max(rate, 1e-9);
         printf("\repoch %lld/%lld  step %lld/%lld  loss %.4f  %.0f samples/s  "
@@ -599,9 +621,10 @@ int main(int argc, char **argv) {
         if (tty)
           printf("\n");
         if (!o.quiet && lastAccuracy >= 0)
-          printf("epoch %lld step %lld test_accuracy %.4f (epoch time %.1f s)\n",
-                 (long long)epoch + 1, (long long)step + 1, lastAccuracy,
-                 epochSeconds);
+          printf(
+              "epoch %lld step %lld test_accuracy %.4f (epoch time %.1f s)\n",
+              (long long)epoch + 1, (long long)step + 1, lastAccuracy,
+              epochSeconds);
         if (metrics && lastAccuracy >= 0)
           fprintf(metrics,
                   "{\"epoch\": %lld, \"step\": %lld, \"test_accuracy\": %.6f, "

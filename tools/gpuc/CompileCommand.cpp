@@ -7,9 +7,9 @@
 // kernels.cpu.o linked with the runtime's trainer into `train` (CPU target).
 //
 //===----------------------------------------------------------------------===//
+#include "Commands.h"
 #include "gpuc/Codegen/Nvrtc.h"
 #include "gpuc/Codegen/StepProgram.h"
-#include "Commands.h"
 #include "gpuc/runtime/Safetensors.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -124,15 +124,25 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
   }
   if (options.cpu) {
     std::string object = dir + "/kernels.cpu.o", log = dir + "/build.log";
-    std::vector<std::string> compile = {
-        options.cxx, "-O3", "-march=native", "-fopenmp", "-std=c++17",
-        "-DGPUC_CPU", "-I", GPUC_RUNTIME_INCLUDE_DIR, "-x", "c++", "-c",
-        dir + "/kernels.cu", "-o", object};
+    std::vector<std::string> compile = {options.cxx,
+                                        "-O3",
+                                        "-march=native",
+                                        "-fopenmp",
+                                        "-std=c++17",
+                                        "-DGPUC_CPU",
+                                        "-I",
+                                        GPUC_RUNTIME_INCLUDE_DIR,
+                                        "-x",
+                                        "c++",
+                                        "-c",
+                                        dir + "/kernels.cu",
+                                        "-o",
+                                        object};
     if (!runTool(compile, log))
       return 1;
-    std::vector<std::string> link = {options.cxx, object, GPUC_TRAINER_LIB,
-                                     GPUC_RUNTIME_LIB, "-fopenmp", "-o",
-                                     dir + "/train"};
+    std::vector<std::string> link = {
+        options.cxx, object, GPUC_TRAINER_LIB, GPUC_RUNTIME_LIB,
+        "-fopenmp",  "-o",   dir + "/train"};
     SmallVector<StringRef> libs;
     StringRef(GPUC_TRAINER_LINK_LIBS).split(libs, ' ', -1, false);
     for (StringRef lib : libs)

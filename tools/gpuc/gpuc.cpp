@@ -5,18 +5,18 @@
 // (train, compile) extend the same driver.
 //
 //===----------------------------------------------------------------------===//
-#include "gpuc/Frontend/DslParser.h"
-#include "gpuc/Frontend/OnnxImporter.h"
 #include "Commands.h"
 #include "gpuc/Codegen/Nvrtc.h"
+#include "gpuc/Frontend/DslParser.h"
+#include "gpuc/Frontend/OnnxImporter.h"
 #include "gpuc/InitAll.h"
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
-#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
@@ -127,10 +127,12 @@ static cl::opt<std::string>
             cl::desc("compile: write the IR after every pass (NN-pass.mlir), "
                      "the kernel source and the plan into DIR"),
             cl::value_desc("DIR"), cl::init(""), cl::cat(compileCategory));
-static cl::opt<std::string> hostCompiler(
-    "cxx", cl::desc("compile: the host C++ compiler for the CPU target "
-                    "(default $CXX, else c++)"),
-    cl::value_desc("path"), cl::init(""), cl::cat(compileCategory));
+static cl::opt<std::string>
+    hostCompiler("cxx",
+                 cl::desc("compile: the host C++ compiler for the CPU target "
+                          "(default $CXX, else c++)"),
+                 cl::value_desc("path"), cl::init(""),
+                 cl::cat(compileCategory));
 
 static const char *const kUsage =
     "gpuc: an ahead-of-time compiler for neural-network training\n\n"
@@ -191,9 +193,9 @@ static void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
 }
 
 /// Reads the model named on the command line (ONNX or DSL).
-static OwningOpRef<ModuleOp> importModel(MLIRContext &context,
-                                         llvm::SourceMgr &sourceMgr,
-                                         const gpuc::OnnxImportOptions &options) {
+static OwningOpRef<ModuleOp>
+importModel(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+            const gpuc::OnnxImportOptions &options) {
   if (StringRef(inputFilename).ends_with(".gdsl")) {
     gpuc::DslOptions dslOptions;
     dslOptions.batch = options.batch;
@@ -230,8 +232,9 @@ static int runImport(int argc, char **argv) {
     return 1;
   }
   if (!lossKind.empty() && lossTarget.empty()) {
-    llvm::errs() << "gpuc import: --loss needs --loss-output OUTPUT, the output "
-                    "the loss is computed on\n";
+    llvm::errs()
+        << "gpuc import: --loss needs --loss-output OUTPUT, the output "
+           "the loss is computed on\n";
     return 1;
   }
   if (batchSize < 0) {
@@ -286,11 +289,11 @@ public:
   DumpAfterEachPass(std::string dir, ModuleOp module)
       : dir(std::move(dir)), module(module) {}
   void runAfterPass(Pass *pass, Operation *) override {
-    std::string name = llvm::formatv("{0}/{1:D2}-{2}.mlir", dir, ++count,
-                                     pass->getArgument().empty()
-                                         ? pass->getName()
-                                         : pass->getArgument())
-                           .str();
+    std::string name =
+        llvm::formatv("{0}/{1:D2}-{2}.mlir", dir, ++count,
+                      pass->getArgument().empty() ? pass->getName()
+                                                  : pass->getArgument())
+            .str();
     std::error_code ec;
     llvm::raw_fd_ostream out(name, ec);
     if (!ec)
@@ -318,17 +321,17 @@ SmallVector<std::string> forwardOutputs(ModuleOp module) {
 static int runCompile(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
-  cl::HideUnrelatedOptions(
-      {&importCategory, &trainCategory, &compileCategory});
+  cl::HideUnrelatedOptions({&importCategory, &trainCategory, &compileCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "gpuc compile: build the training step of a model and emit its "
       "trainer\n\n  gpuc compile model.onnx --batch 128 -o out/ "
       "[--optimizer adam --lr 0.001] && out/train --data DIR\n");
   if (inputFilename.empty() || outputFilename == "-") {
-    llvm::errs() << "gpuc compile: usage: gpuc compile MODEL --batch N -o "
-                    "OUTDIR [--loss cross_entropy --loss-output NAME] "
-                    "[--optimizer sgd|adam|adamw --lr LR] [--target cpu|cuda|all]\n";
+    llvm::errs()
+        << "gpuc compile: usage: gpuc compile MODEL --batch N -o "
+           "OUTDIR [--loss cross_entropy --loss-output NAME] "
+           "[--optimizer sgd|adam|adamw --lr LR] [--target cpu|cuda|all]\n";
     return 1;
   }
   if (batchSize <= 0) {
@@ -360,7 +363,8 @@ static int runCompile(int argc, char **argv) {
                                        : "c++";
   artifact.dumpDir = dumpDir;
   if (!dumpDir.empty())
-    if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir.getValue())) {
+    if (std::error_code ec =
+            llvm::sys::fs::create_directories(dumpDir.getValue())) {
       llvm::errs() << "gpuc compile: cannot create " << dumpDir << ": "
                    << ec.message() << "\n";
       return 1;
@@ -423,13 +427,13 @@ static int runCompile(int argc, char **argv) {
             i, gpuc::GpucDialect::kInputAttrName))
       if (name.getValue() != labelsName && dataInput.empty())
         dataInput = name.str();
-  artifact.trainer = {{"data_input", dataInput},
-                      {"label_input", labelsName.getValue()},
-                      {"loss_output", "loss"},
-                      {"eval_output", lossOutput.empty() ? std::string("")
-                                                         : lossOutput},
-                      {"batch", (int64_t)batchSize},
-                      {"optimizer", optimizerKind.getValue()}};
+  artifact.trainer = {
+      {"data_input", dataInput},
+      {"label_input", labelsName.getValue()},
+      {"loss_output", "loss"},
+      {"eval_output", lossOutput.empty() ? std::string("") : lossOutput},
+      {"batch", (int64_t)batchSize},
+      {"optimizer", optimizerKind.getValue()}};
   return gpuc::writeArtifact(*module, artifact);
 }
 
@@ -468,7 +472,8 @@ int main(int argc, char **argv) {
     return runRun(argc - 1, argv + 1);
   if (command == "compile")
     return runCompile(argc - 1, argv + 1);
-  llvm::errs() << "gpuc: unknown command '" << command
-               << "'; the commands are: import, compile, run (see gpuc --help)\n";
+  llvm::errs()
+      << "gpuc: unknown command '" << command
+      << "'; the commands are: import, compile, run (see gpuc --help)\n";
   return 1;
 }

@@ -1,4 +1,5 @@
-//===- StepProgram.h - a module's steps as kernels, calls and copies -*- C++ -*-===//
+//===- StepProgram.h - a module's steps as kernels, calls and copies -*- C++
+//-*-===//
 //
 // After gpuc-form-kernels, @train_step and @eval are sequences of fusions,
 // library calls, reshapes and constants over static shapes. Lowering them

@@ -6,8 +6,8 @@
 // through their decomposition, which keeps them numerically stable.
 //
 //===----------------------------------------------------------------------===//
-#include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/ExprBuilder.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
 
 #include "mlir/IR/TypeUtilities.h"
 
@@ -20,7 +20,6 @@ using namespace mlir::gpuc;
 static bool isFloatTensor(Value v) {
   return isa<FloatType>(getElementTypeOrSelf(v.getType()));
 }
-
 
 //===----------------------------------------------------------------------===//
 // Unary
@@ -692,8 +691,9 @@ LogicalResult NllLossOp::buildGradients(OpBuilder &builder,
   if (!resultGrads[0] || !wanted[0])
     return success();
   ExprBuilder B(builder, getLoc());
-  operandGrads[0] = B.neg(
-      B.mul(B.oneHot(getInput(), getLabels()), classLossSampleWeight(B, *this, resultGrads[0])));
+  operandGrads[0] =
+      B.neg(B.mul(B.oneHot(getInput(), getLabels()),
+                  classLossSampleWeight(B, *this, resultGrads[0])));
   return success();
 }
 

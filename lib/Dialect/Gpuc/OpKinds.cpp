@@ -29,7 +29,8 @@ bool mlir::gpuc::isPointwise(Operation *op) {
 }
 
 bool mlir::gpuc::needsKernel(Operation *op) {
-  if (!isa<GpucDialect>(op->getDialect()) || !isa<func::FuncOp>(op->getParentOp()))
+  if (!isa<GpucDialect>(op->getDialect()) ||
+      !isa<func::FuncOp>(op->getParentOp()))
     return false;
   return !isa<ParameterOp, ConstantOp, FusionOp, YieldOp>(op) &&
          !isLibraryCall(op) && !isAlias(op);

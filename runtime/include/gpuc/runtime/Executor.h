@@ -65,9 +65,8 @@ public:
 };
 
 /// A device that runs on this machine's CPU with the kernels of `table`.
-std::unique_ptr<Device> createCpuDevice(const Plan &plan,
-                                        const CpuKernel *table,
-                                        std::string &error);
+std::unique_ptr<Device>
+createCpuDevice(const Plan &plan, const CpuKernel *table, std::string &error);
 
 } // namespace gpuc
 
