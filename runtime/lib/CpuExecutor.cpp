@@ -12,6 +12,9 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -132,6 +135,8 @@ struct Step {
   float *x = nullptr, *w = nullptr, *y = nullptr;
   void *src = nullptr, *dst = nullptr;
   size_t bytes = 0;
+  std::string label;
+  mutable double seconds = 0;
 };
 
 class CpuDevice : public Device {
@@ -176,6 +181,7 @@ public:
       for (const auto &s : function["steps"]) {
         Step step;
         const std::string &op = s["op"].get_ref<const std::string &>();
+        step.label = op == "kernel" ? s["kernel"].get<std::string>() : op;
         if (op == "kernel") {
           step.kind = Step::Kernel;
           step.launch = kernels[s["kernel"].get<std::string>()];
@@ -213,6 +219,8 @@ public:
   }
 
   ~CpuDevice() override {
+    if (profile)
+      report();
     free(arena);
     free(scratch);
     for (void *p : owned)
@@ -233,6 +241,8 @@ public:
       return false;
     }
     for (const Step &step : it->second) {
+      auto start = profile ? std::chrono::steady_clock::now()
+                           : std::chrono::steady_clock::time_point();
       switch (step.kind) {
       case Step::Kernel:
         step.launch(step.args.data());
@@ -253,8 +263,30 @@ public:
         convBackwardFilter(step);
         break;
       }
+      if (profile)
+        step.seconds += std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
     }
     return true;
+  }
+
+  /// GPUC_PROFILE=1: the ten steps that took longest, at exit.
+  void report() {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (auto &[name, steps] : programs)
+      for (size_t i = 0; i < steps.size(); ++i) {
+        total += steps[i].seconds;
+        rows.push_back({steps[i].seconds, name + " step " + std::to_string(i) +
+                                              " (" + steps[i].label + ")"});
+      }
+    std::sort(rows.rbegin(), rows.rend());
+    fprintf(stderr, "gpuc profile: %.3f s in steps; the longest:\n", total);
+    for (size_t i = 0; i < rows.size() && i < 10; ++i)
+      fprintf(stderr, "  %8.3f s %5.1f%%  %s\n", rows[i].first,
+              100.0 * rows[i].first / std::max(total, 1e-12),
+              rows[i].second.c_str());
   }
 
 private:
@@ -327,6 +359,7 @@ private:
   int64_t scratchFloats = 1;
   std::vector<void *> owned, pointers;
   std::map<std::string, std::vector<Step>> programs;
+  bool profile = getenv("GPUC_PROFILE") != nullptr;
 };
 } // namespace
 
