@@ -282,7 +282,19 @@ public:
                                               " (" + steps[i].label + ")"});
       }
     std::sort(rows.rbegin(), rows.rend());
-    fprintf(stderr, "gpuc profile: %.3f s in steps; the longest:\n", total);
+    fprintf(stderr, "gpuc profile: %.3f s in steps; by kind:\n", total);
+    std::map<std::string, std::pair<double, int>> kinds;
+    for (auto &[name, steps] : programs)
+      for (const Step &step : steps) {
+        std::string kind = step.kind == Step::Kernel ? "kernel" : step.label;
+        kinds[name + " " + kind].first += step.seconds;
+        kinds[name + " " + kind].second += 1;
+      }
+    for (auto &[kind, entry] : kinds)
+      fprintf(stderr, "  %8.3f s %5.1f%%  %s (%d steps)\n", entry.first,
+              100.0 * entry.first / std::max(total, 1e-12), kind.c_str(),
+              entry.second);
+    fprintf(stderr, "the longest steps:\n");
     for (size_t i = 0; i < rows.size() && i < 10; ++i)
       fprintf(stderr, "  %8.3f s %5.1f%%  %s\n", rows[i].first,
               100.0 * rows[i].first / std::max(total, 1e-12),
