@@ -148,7 +148,7 @@ private:
   FailureOr<std::string> pool(Operation *op, Value v, const std::string &idx);
   FailureOr<std::string> poolBackward(Operation *op, Value v,
                                       const std::string &idx);
-  LogicalResult storeResults(const std::string &idx);
+  LogicalResult storeResults(ValueRange values, const std::string &idx);
 
   FusionOp fusion;
   std::string body;
@@ -156,12 +156,18 @@ private:
   unsigned next = 0;
   std::map<Key, std::string> memo;
   std::vector<std::vector<Key>> scopes{1};
+  /// In a row kernel, a reduction's result is one register per block,
+  /// whatever index of it is asked for.
+  DenseMap<void *, std::string> rowValues;
 };
 
 FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
   auto it = memo.find({v.getAsOpaquePointer(), idx});
   if (it != memo.end())
     return it->second;
+  auto row = rowValues.find(v.getAsOpaquePointer());
+  if (row != rowValues.end())
+    return row->second;
   std::string reg;
   if (auto arg = dyn_cast<BlockArgument>(v)) {
     reg = define(v, llvm::formatv("in{0}[{1}]", arg.getArgNumber(), idx).str());
@@ -627,15 +633,27 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
   return define(v, "(float)" + acc);
 }
 
-LogicalResult Emitter::storeResults(const std::string &idx) {
+LogicalResult Emitter::storeResults(ValueRange values, const std::string &idx) {
   auto yield = cast<YieldOp>(fusion.getBodyBlock().getTerminator());
-  for (auto [k, value] : llvm::enumerate(yield.getValues())) {
+  for (Value value : values) {
     FailureOr<std::string> reg = at(value, idx);
     if (failed(reg))
       return failure();
-    line(llvm::formatv("out{0}[{1}] = {2};", k, idx, *reg));
+    // A value yielded twice is written to each of its outputs.
+    for (auto [k, yielded] : llvm::enumerate(yield.getValues()))
+      if (yielded == value)
+        line(llvm::formatv("out{0}[{1}] = {2};", k, idx, *reg));
   }
   return success();
+}
+
+/// The axes a reduction reduces.
+SmallVector<int64_t> reducedAxes(Operation *reduce) {
+  if (auto r = dyn_cast<ReduceSumOp>(reduce))
+    return SmallVector<int64_t>(r.getAxes());
+  if (auto r = dyn_cast<ReduceMaxOp>(reduce))
+    return SmallVector<int64_t>(r.getAxes());
+  return SmallVector<int64_t>(cast<ReduceMeanOp>(reduce).getAxes());
 }
 
 FailureOr<EmittedKernel> Emitter::run(StringRef name) {
@@ -643,92 +661,120 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
   auto yield = cast<YieldOp>(block.getTerminator());
   SmallVector<Operation *> reductions;
   for (Operation &op : block.without_terminator())
-    if (isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op))
+    if (isReduction(&op))
       reductions.push_back(&op);
-  if (reductions.size() > 1)
-    return fusion.emitOpError() << "has " << reductions.size()
-                                << " reductions; a kernel computes at most one";
-
-  // Every value written must share one iteration space.
-  ArrayRef<int64_t> space = shapeOf(yield.getValues()[0]);
-  if (!reductions.empty())
-    space = shapeOf(reductions[0]->getResult(0));
-  for (Value value : yield.getValues())
-    if (shapeOf(value) != space)
-      return fusion.emitOpError()
-             << "writes values of different shapes; a kernel has one "
-                "iteration space";
 
   EmittedKernel kernel;
   kernel.name = name.str();
-  int64_t elements = getNumElements(space);
   if (reductions.empty()) {
-    kernel.grid =
-        std::max<int64_t>(1, (elements + kPointwiseTile - 1) / kPointwiseTile);
+    // Elementwise: every value written shares one iteration space.
+    int64_t elements = getNumElements(shapeOf(yield.getValues()[0]));
+    for (Value value : yield.getValues())
+      if (getNumElements(shapeOf(value)) != elements)
+        return fusion.emitOpError()
+               << "writes values of different sizes; an elementwise kernel "
+                  "has one iteration space";
+    kernel.grid = std::max<int64_t>(1, (elements + kPointwiseTile - 1) /
+                                           kPointwiseTile);
     line(llvm::formatv("const int64_t begin = (int64_t)blockIdx.x * {0}LL;",
                        kPointwiseTile));
     line(llvm::formatv("const int64_t end = begin + {0}LL < {1}LL ? begin + "
                        "{0}LL : {1}LL;",
                        kPointwiseTile, elements));
     open("for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)");
-    if (failed(storeResults("i")))
+    if (failed(storeResults(yield.getValues(), "i")))
       return failure();
     close();
   } else {
-    Operation *reduce = reductions[0];
-    Value input = reduce->getOperand(0);
-    ArrayRef<int64_t> in = shapeOf(input);
-    SmallVector<int64_t> reduced;
-    if (auto r = dyn_cast<ReduceSumOp>(reduce))
-      reduced.assign(r.getAxes().begin(), r.getAxes().end());
-    else if (auto r = dyn_cast<ReduceMaxOp>(reduce))
-      reduced.assign(r.getAxes().begin(), r.getAxes().end());
-    else
-      reduced.assign(cast<ReduceMeanOp>(reduce).getAxes().begin(),
-                     cast<ReduceMeanOp>(reduce).getAxes().end());
-    SmallVector<int64_t> keptShape, reducedShape;
-    for (size_t d = 0; d < in.size(); ++d)
-      (llvm::is_contained(reduced, (int64_t)d) ? reducedShape : keptShape)
-          .push_back(in[d]);
-    int64_t count = getNumElements(reducedShape);
-    kernel.grid = std::max<int64_t>(1, elements);
-    bool isMax = isa<ReduceMaxOp>(reduce);
+    // A row kernel: one block per element of the kept axes ("row"); every
+    // reduction reduces the same axes of the same shape. Each reduction is a
+    // pass over the row (threads stride, then a block reduction), after
+    // which its value is a register of the block; values written per row
+    // are stored by thread 0, values of the full shape in a last pass.
+    ArrayRef<int64_t> full = shapeOf(reductions[0]->getOperand(0));
+    SmallVector<int64_t> axes = reducedAxes(reductions[0]);
+    for (Operation *reduce : reductions)
+      if (shapeOf(reduce->getOperand(0)) != full ||
+          reducedAxes(reduce) != axes)
+        return reduce->emitOpError()
+               << "reduces other axes or another shape than the kernel's "
+                  "first reduction; a kernel's reductions share their rows";
+    SmallVector<int64_t> keptShape, rowShape;
+    for (size_t d = 0; d < full.size(); ++d)
+      (llvm::is_contained(axes, (int64_t)d) ? rowShape : keptShape)
+          .push_back(full[d]);
+    int64_t rows = getNumElements(keptShape);
+    int64_t rowLength = getNumElements(rowShape);
+    SmallVector<Value> perRow, perElement;
+    for (Value value : yield.getValues()) {
+      int64_t n = getNumElements(shapeOf(value));
+      if (n == rows)
+        perRow.push_back(value);
+      else if (shapeOf(value) == full)
+        perElement.push_back(value);
+      else
+        return fusion.emitOpError()
+               << "writes " << value.getType()
+               << ", neither one value per row nor the reduced shape";
+    }
+    kernel.grid = std::max<int64_t>(1, rows);
     line("const int64_t o = blockIdx.x;");
     SmallVector<std::string> kept = unravel("o", keptShape);
-    line(llvm::formatv("gpuc::Accumulator acc = {0};",
-                       isMax ? "-INFINITY" : "0"));
-    open(llvm::formatv(
-        "for (int64_t r = threadIdx.x; r < {0}LL; r += blockDim.x)", count));
-    SmallVector<std::string> rcoords = unravel("r", reducedShape);
-    SmallVector<std::string> coords;
-    size_t nk = 0, nr = 0;
-    for (size_t d = 0; d < in.size(); ++d)
-      coords.push_back(llvm::is_contained(reduced, (int64_t)d) ? rcoords[nr++]
-                                                               : kept[nk++]);
-    FailureOr<std::string> x = at(input, index(ravel(coords, in)));
-    if (failed(x))
-      return failure();
-    if (isMax)
-      line(llvm::formatv("acc = ({0} > acc || {0} != {0}) ? "
-                         "(gpuc::Accumulator){0} : acc;",
-                         *x));
-    else
-      line(llvm::formatv("acc += {0};", *x));
-    close();
-    line(isMax ? "acc = gpuc::blockReduceMax(acc);"
-               : "acc = gpuc::blockReduceSum(acc);");
-    open("if (threadIdx.x == 0)");
-    Value result = reduce->getResult(0);
-    std::string type = storageCType(elementOf(result)).str();
-    std::string value =
-        isa<ReduceMeanOp>(reduce)
-            ? llvm::formatv("({0})(acc / {1}.0)", type, count).str()
-            : llvm::formatv("({0})acc", type).str();
-    line(llvm::formatv("const {0} red = {1};", type, value));
-    remember(result, "o", "red");
-    if (failed(storeResults("o")))
-      return failure();
-    close();
+    auto fullIndex = [&](StringRef r) {
+      SmallVector<std::string> rcoords = unravel(r.str(), rowShape);
+      SmallVector<std::string> coords;
+      size_t nk = 0, nr = 0;
+      for (size_t d = 0; d < full.size(); ++d)
+        coords.push_back(llvm::is_contained(axes, (int64_t)d) ? rcoords[nr++]
+                                                              : kept[nk++]);
+      return index(ravel(coords, full));
+    };
+    for (Operation *reduce : reductions) {
+      bool isMax = isa<ReduceMaxOp>(reduce);
+      std::string acc = fresh("acc");
+      line(llvm::formatv("gpuc::Accumulator {0} = {1};", acc,
+                         isMax ? "-INFINITY" : "0"));
+      open(llvm::formatv(
+          "for (int64_t r = threadIdx.x; r < {0}LL; r += blockDim.x)",
+          rowLength));
+      FailureOr<std::string> x = at(reduce->getOperand(0), fullIndex("r"));
+      if (failed(x))
+        return failure();
+      if (isMax)
+        line(llvm::formatv("{0} = ({1} > {0} || {1} != {1}) ? "
+                           "(gpuc::Accumulator){1} : {0};",
+                           acc, *x));
+      else
+        line(llvm::formatv("{0} += {1};", acc, *x));
+      close();
+      line(llvm::formatv(isMax ? "{0} = gpuc::blockReduceMax({0});"
+                               : "{0} = gpuc::blockReduceSum({0});",
+                         acc));
+      Value result = reduce->getResult(0);
+      std::string type = storageCType(elementOf(result)).str();
+      std::string value =
+          isa<ReduceMeanOp>(reduce)
+              ? llvm::formatv("({0})({1} / {2}.0)", type, acc, rowLength).str()
+              : llvm::formatv("({0}){1}", type, acc).str();
+      std::string reg = fresh("red");
+      line(llvm::formatv("const {0} {1} = {2};", type, reg, value));
+      rowValues[result.getAsOpaquePointer()] = reg;
+    }
+    if (!perRow.empty()) {
+      open("if (threadIdx.x == 0)");
+      if (failed(storeResults(perRow, "o")))
+        return failure();
+      close();
+    }
+    if (!perElement.empty()) {
+      open(llvm::formatv(
+          "for (int64_t r = threadIdx.x; r < {0}LL; r += blockDim.x)",
+          rowLength));
+      std::string at = fullIndex("r");
+      if (failed(storeResults(perElement, at)))
+        return failure();
+      close();
+    }
   }
 
   // The signature: inputs, then outputs.

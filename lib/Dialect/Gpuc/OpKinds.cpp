@@ -28,6 +28,10 @@ bool mlir::gpuc::isPointwise(Operation *op) {
   return op->hasTrait<OpTrait::Elementwise>() || isa<DropoutOp>(op);
 }
 
+bool mlir::gpuc::isReduction(Operation *op) {
+  return isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op);
+}
+
 bool mlir::gpuc::needsKernel(Operation *op) {
   if (!isa<GpucDialect>(op->getDialect()) ||
       !isa<func::FuncOp>(op->getParentOp()))

@@ -28,6 +28,9 @@ bool isInlinableConstant(Value value);
 /// of the element's index.
 bool isPointwise(Operation *op);
 
+/// reduce_sum, reduce_max, reduce_mean.
+bool isReduction(Operation *op);
+
 /// Ops that a generated kernel computes (outside any fusion so far): every
 /// gpuc op except parameters, constants, aliases, library calls and
 /// fusions themselves.
