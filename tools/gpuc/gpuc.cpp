@@ -134,6 +134,11 @@ static cl::opt<std::string>
                  cl::value_desc("path"), cl::init(""),
                  cl::cat(compileCategory));
 
+static cl::opt<bool>
+    noFuse("no-fuse",
+           cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),
+           cl::init(false), cl::cat(compileCategory));
+
 static const char *const kUsage =
     "gpuc: an ahead-of-time compiler for neural-network training\n\n"
     "USAGE: gpuc <command> [options]\n\n"
@@ -416,6 +421,8 @@ static int runCompile(int argc, char **argv) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(gpuc::createGpucFormKernels());
+  if (!noFuse)
+    pm.addPass(gpuc::createGpucFuse());
   if (failed(pm.run(*module)))
     return 1;
 

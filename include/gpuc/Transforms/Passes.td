@@ -123,4 +123,28 @@ def GpucFormKernels : Pass<"gpuc-form-kernels", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucFuse : Pass<"gpuc-fuse", "::mlir::ModuleOp"> {
+  let summary = "merge kernels: producers into consumers, siblings together";
+  let description = [{
+    Works on the one-op `gpuc.fusion`s of gpuc-form-kernels and merges them
+    greedily, in program order, until nothing changes:
+    - a producer into its consumer when the merged region still has one
+      schedule: elementwise over one iteration space (pointwise chains), or
+      rows shared by all its reductions (pointwise producers into a
+      reduction, pointwise consumers of per-row or per-element values after
+      it, reductions over the same rows: decomposed softmax, layer norm,
+      batch norm and their gradients). A reshape between them moves inside.
+      A producer read by later kernels too stays one of the merged kernel's
+      results (multi-output), never recomputed;
+    - siblings: two elementwise kernels over the same number of elements
+      that read a common buffer and do not depend on each other.
+    Illegal, and tested: a merge that would recompute a produced value at
+    many positions (a window, gather or scatter reading it, a broadcast
+    expanding it outside a row kernel), move a kernel above a reader of its
+    producer (breaking a dependency), or need two different row shapes (a
+    grid-wide barrier).
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 #endif // GPUC_TRANSFORMS_PASSES_TD

@@ -1,0 +1,300 @@
+//===- Fuse.cpp - fewer, fatter kernels -----------------------------------===//
+//
+// Greedy merging of gpuc.fusion regions. A merge is legal when
+//  - the merged region has a schedule: the kernel emitter is the judge
+//    (elementwise over one space, or rows shared by every reduction), so the
+//    pass never forms a kernel codegen cannot emit;
+//  - it recomputes nothing expensive: a value computed inside the kernel is
+//    never read at many positions (windows, gathers, scatters, broadcasts
+//    that expand it, except per-row values of a row kernel);
+//  - it keeps every dependency: the producer's other readers all come after
+//    the consumer (the producer's results then stay outputs of the merged
+//    kernel, which runs where the consumer ran).
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Codegen/KernelEmitter.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/OpKinds.h"
+#include "gpuc/Dialect/Gpuc/ShapeInference.h"
+#include "gpuc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::gpuc {
+#define GEN_PASS_DEF_GPUCFUSE
+#include "gpuc/Transforms/Passes.h.inc"
+} // namespace mlir::gpuc
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+int64_t numElements(Value v) {
+  return getNumElements(cast<RankedTensorType>(v.getType()).getShape());
+}
+
+/// The number of rows of a row kernel, or 0 for an elementwise one.
+int64_t rowsOf(FusionOp fusion) {
+  for (Operation &op : fusion.getBodyBlock())
+    if (isReduction(&op))
+      return numElements(op.getResult(0));
+  return 0;
+}
+
+/// Whether a value computed inside `fusion` is read at many positions.
+bool recomputesWork(FusionOp fusion) {
+  int64_t rows = rowsOf(fusion);
+  for (Operation &op : fusion.getBodyBlock()) {
+    auto computed = [](Value v) { return !isa<BlockArgument>(v); };
+    if (isa<MaxPool2DOp, AvgPool2DOp, MaxPool2DBackwardOp, AvgPool2DBackwardOp,
+            ScatterAddOp>(op)) {
+      if (llvm::any_of(op.getOperands(), computed))
+        return true;
+    } else if (auto gather = dyn_cast<GatherOp>(op)) {
+      if (computed(gather.getData()))
+        return true;
+    } else if (auto broadcast = dyn_cast<BroadcastOp>(op)) {
+      Value in = broadcast.getInput();
+      if (computed(in) && !isInlinableConstant(in) &&
+          numElements(in) < numElements(broadcast.getResult()) &&
+          !(rows && numElements(in) == rows))
+        return true;
+    }
+  }
+  return false;
+}
+
+/// Whether codegen has a schedule for `fusion` (its diagnostics are
+/// swallowed: a failed check only means "do not merge").
+bool hasSchedule(FusionOp fusion) {
+  ScopedDiagnosticHandler quiet(fusion.getContext(),
+                                [](Diagnostic &) { return success(); });
+  return succeeded(emitKernel(fusion, "check"));
+}
+
+/// The merged kernel of `first` and `second` (`second` later in the block),
+/// placed at `second`. `second` reads `first`'s results directly or through
+/// a reshape; `first`'s results that anything else reads stay results.
+/// Returns null (and changes nothing) when the merge is not legal.
+FusionOp tryMerge(FusionOp first, FusionOp second) {
+  // Every other reader of `first` must run after `second`.
+  SmallVector<Value> keptResults;
+  SmallVector<Operation *> reshapesToErase;
+  for (Value result : first.getResults()) {
+    bool readElsewhere = false;
+    for (Operation *user : result.getUsers()) {
+      if (user == second.getOperation())
+        continue;
+      if (isAlias(user) && llvm::all_of(user->getUsers(), [&](Operation *u) {
+            return u == second.getOperation();
+          })) {
+        reshapesToErase.push_back(user);
+        continue;
+      }
+      if (user->getBlock() != second->getBlock() ||
+          !second->isBeforeInBlock(user))
+        return nullptr;
+      readElsewhere = true;
+    }
+    if (readElsewhere)
+      keptResults.push_back(result);
+  }
+
+  OpBuilder builder(second);
+  SmallVector<Value> inputs;
+  auto addInput = [&](Value v) {
+    if (!llvm::is_contained(inputs, v))
+      inputs.push_back(v);
+  };
+  auto producedByFirst = [&](Value v) -> std::optional<unsigned> {
+    if (v.getDefiningOp() == first.getOperation())
+      return cast<OpResult>(v).getResultNumber();
+    return std::nullopt;
+  };
+  auto throughReshape = [&](Value v) -> Operation * {
+    Operation *def = v.getDefiningOp();
+    if (def && isAlias(def) && producedByFirst(def->getOperand(0)))
+      return def;
+    return nullptr;
+  };
+  for (Value v : first.getInputs())
+    addInput(v);
+  for (Value v : second.getInputs())
+    if (!producedByFirst(v) && !throughReshape(v))
+      addInput(v);
+
+  SmallVector<Type> resultTypes(second.getResultTypes());
+  for (Value v : keptResults)
+    resultTypes.push_back(v.getType());
+  auto merged = FusionOp::create(builder, second.getLoc(), resultTypes, inputs);
+  Block &body = merged.getBodyBlock();
+  OpBuilder inner = OpBuilder::atBlockBegin(&body);
+  IRMapping mapping;
+  auto argFor = [&](Value outer) {
+    return body.getArgument(llvm::find(inputs, outer) - inputs.begin());
+  };
+  for (auto [outer, arg] :
+       llvm::zip(first.getInputs(), first.getBodyBlock().getArguments()))
+    mapping.map(arg, argFor(outer));
+  for (Operation &op : first.getBodyBlock().without_terminator())
+    inner.clone(op, mapping);
+  auto firstYield = cast<YieldOp>(first.getBodyBlock().getTerminator());
+  SmallVector<Value> firstValues;
+  for (Value v : firstYield.getValues())
+    firstValues.push_back(mapping.lookup(v));
+
+  IRMapping secondMapping;
+  for (auto [outer, arg] :
+       llvm::zip(second.getInputs(), second.getBodyBlock().getArguments())) {
+    if (std::optional<unsigned> k = producedByFirst(outer)) {
+      secondMapping.map(arg, firstValues[*k]);
+    } else if (Operation *reshape = throughReshape(outer)) {
+      unsigned k = *producedByFirst(reshape->getOperand(0));
+      Operation *copy = inner.clone(*reshape);
+      copy->setOperand(0, firstValues[k]);
+      secondMapping.map(arg, copy->getResult(0));
+    } else {
+      secondMapping.map(arg, argFor(outer));
+    }
+  }
+  for (Operation &op : second.getBodyBlock().without_terminator())
+    inner.clone(op, secondMapping);
+  SmallVector<Value> yielded;
+  for (Value v :
+       cast<YieldOp>(second.getBodyBlock().getTerminator()).getValues())
+    yielded.push_back(secondMapping.lookup(v));
+  for (Value v : keptResults)
+    yielded.push_back(firstValues[cast<OpResult>(v).getResultNumber()]);
+  YieldOp::create(inner, second.getLoc(), yielded);
+
+  if (recomputesWork(merged) || !hasSchedule(merged)) {
+    merged.erase();
+    return nullptr;
+  }
+  unsigned n = second.getNumResults();
+  second.replaceAllUsesWith(merged.getResults().take_front(n));
+  for (auto [k, v] : llvm::enumerate(keptResults))
+    v.replaceAllUsesWith(merged.getResult(n + k));
+  second.erase();
+  for (Operation *reshape : reshapesToErase)
+    if (reshape->use_empty())
+      reshape->erase();
+  first.erase();
+  return merged;
+}
+
+/// Merges `later` into `earlier` (siblings): `later`'s operands must all be
+/// defined before `earlier`, so the merged kernel can run where `earlier`
+/// did.
+FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later) {
+  if (rowsOf(earlier) || rowsOf(later))
+    return nullptr;
+  if (numElements(earlier.getResult(0)) != numElements(later.getResult(0)))
+    return nullptr;
+  for (Value v : later.getInputs()) {
+    Operation *def = v.getDefiningOp();
+    if (def && def->getBlock() == earlier->getBlock() &&
+        !def->isBeforeInBlock(earlier))
+      return nullptr;
+  }
+  OpBuilder builder(earlier);
+  SmallVector<Value> inputs(earlier.getInputs());
+  for (Value v : later.getInputs())
+    if (!llvm::is_contained(inputs, v))
+      inputs.push_back(v);
+  SmallVector<Type> types(earlier.getResultTypes());
+  llvm::append_range(types, later.getResultTypes());
+  auto merged = FusionOp::create(builder, earlier.getLoc(), types, inputs);
+  Block &body = merged.getBodyBlock();
+  OpBuilder inner = OpBuilder::atBlockBegin(&body);
+  SmallVector<Value> yielded;
+  for (FusionOp part : {earlier, later}) {
+    IRMapping mapping;
+    for (auto [outer, arg] :
+         llvm::zip(part.getInputs(), part.getBodyBlock().getArguments()))
+      mapping.map(arg,
+                  body.getArgument(llvm::find(inputs, outer) - inputs.begin()));
+    for (Operation &op : part.getBodyBlock().without_terminator())
+      inner.clone(op, mapping);
+    for (Value v :
+         cast<YieldOp>(part.getBodyBlock().getTerminator()).getValues())
+      yielded.push_back(mapping.lookup(v));
+  }
+  YieldOp::create(inner, earlier.getLoc(), yielded);
+  if (!hasSchedule(merged)) {
+    merged.erase();
+    return nullptr;
+  }
+  unsigned n = earlier.getNumResults();
+  earlier.replaceAllUsesWith(merged.getResults().take_front(n));
+  later.replaceAllUsesWith(merged.getResults().drop_front(n));
+  earlier.erase();
+  later.erase();
+  return merged;
+}
+
+/// The fusion that produces `v`, directly or through a reshape.
+FusionOp producerOf(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (def && isAlias(def))
+    def = def->getOperand(0).getDefiningOp();
+  return dyn_cast_or_null<FusionOp>(def);
+}
+
+bool fuseProducers(func::FuncOp func) {
+  bool changed = false;
+  for (bool again = true; again;) {
+    again = false;
+    for (Operation &op : func.getBody().front()) {
+      auto consumer = dyn_cast<FusionOp>(op);
+      if (!consumer)
+        continue;
+      for (Value input : consumer.getInputs()) {
+        FusionOp producer = producerOf(input);
+        if (!producer || producer->getBlock() != consumer->getBlock())
+          continue;
+        if (tryMerge(producer, consumer)) {
+          again = changed = true;
+          break;
+        }
+      }
+      if (again)
+        break;
+    }
+  }
+  return changed;
+}
+
+bool fuseSiblings(func::FuncOp func) {
+  bool changed = false;
+  for (bool again = true; again;) {
+    again = false;
+    SmallVector<FusionOp> kernels;
+    for (Operation &op : func.getBody().front())
+      if (auto f = dyn_cast<FusionOp>(op))
+        kernels.push_back(f);
+    for (size_t i = 0; i < kernels.size() && !again; ++i)
+      for (size_t j = i + 1; j < kernels.size() && !again; ++j) {
+        bool shareInput = llvm::any_of(kernels[j].getInputs(), [&](Value v) {
+          return llvm::is_contained(kernels[i].getInputs(), v);
+        });
+        if (shareInput && tryMergeSiblings(kernels[i], kernels[j]))
+          again = changed = true;
+      }
+  }
+  return changed;
+}
+
+struct Fuse : gpuc::impl::GpucFuseBase<Fuse> {
+  void runOnOperation() override {
+    getOperation().walk([&](func::FuncOp func) {
+      if (func.isExternal())
+        return;
+      while (fuseProducers(func) | fuseSiblings(func)) {
+      }
+    });
+  }
+};
+} // namespace
