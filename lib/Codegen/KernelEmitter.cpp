@@ -72,6 +72,7 @@ public:
 
 private:
   using Key = std::pair<void *, std::string>;
+  using CoordKey = std::pair<std::string, std::vector<int64_t>>;
 
   void line(const Twine &text) {
     body += std::string(2 * depth, ' ') + text.str() + "\n";
@@ -81,11 +82,15 @@ private:
     line(header + " {");
     ++depth;
     scopes.emplace_back();
+    coordScopes.emplace_back();
   }
   void close() {
     for (const Key &key : scopes.back())
       memo.erase(key);
     scopes.pop_back();
+    for (const CoordKey &key : coordScopes.back())
+      coordMemo.erase(key);
+    coordScopes.pop_back();
     --depth;
     line("}");
   }
@@ -110,6 +115,12 @@ private:
   /// The coordinates of linear index `idx` in `shape`.
   SmallVector<std::string> unravel(const std::string &idx,
                                    ArrayRef<int64_t> shape) {
+    // An index built from known coordinates, or already unravelled in this
+    // scope, gives its coordinates back without any division.
+    CoordKey key{idx, std::vector<int64_t>(shape.begin(), shape.end())};
+    auto known = coordMemo.find(key);
+    if (known != coordMemo.end())
+      return known->second;
     SmallVector<int64_t> strides = stridesOf(shape);
     SmallVector<std::string> coords;
     for (size_t d = 0; d < shape.size(); ++d) {
@@ -125,7 +136,19 @@ private:
         e = llvm::formatv("({0} % {1}LL)", e, shape[d]).str();
       coords.push_back(index(e));
     }
+    rememberCoords(key, coords);
     return coords;
+  }
+  void rememberCoords(const CoordKey &key, ArrayRef<std::string> coords) {
+    coordMemo[key] = SmallVector<std::string>(coords);
+    coordScopes.back().push_back(key);
+  }
+  /// An index register for `coords` in `shape`, whose coordinates are known.
+  std::string raveled(ArrayRef<std::string> coords, ArrayRef<int64_t> shape) {
+    std::string reg = index(ravel(coords, shape));
+    rememberCoords({reg, std::vector<int64_t>(shape.begin(), shape.end())},
+                   coords);
+    return reg;
   }
   std::string ravel(ArrayRef<std::string> coords, ArrayRef<int64_t> shape) {
     SmallVector<int64_t> strides = stridesOf(shape);
@@ -159,6 +182,8 @@ private:
   /// In a row kernel, a reduction's result is one register per block,
   /// whatever index of it is asked for.
   DenseMap<void *, std::string> rowValues;
+  std::map<CoordKey, SmallVector<std::string>> coordMemo;
+  std::vector<std::vector<CoordKey>> coordScopes{1};
 };
 
 FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
@@ -329,7 +354,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         SmallVector<std::string> inCoords;
         for (size_t d = 0; d < in.size(); ++d)
           inCoords.push_back(in[d] == 1 ? "0" : coords[d + lead]);
-        return at(b.getInput(), index(ravel(inCoords, in)));
+        return at(b.getInput(), raveled(inCoords, in));
       })
       .Case([&](TransposeOp t) -> FailureOr<std::string> {
         ArrayRef<int64_t> in = shapeOf(t.getInput());
@@ -337,7 +362,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         SmallVector<std::string> inCoords(in.size());
         for (auto [d, p] : llvm::enumerate(t.getPerm()))
           inCoords[p] = coords[d];
-        return at(t.getInput(), index(ravel(inCoords, in)));
+        return at(t.getInput(), raveled(inCoords, in));
       })
       .Case([&](SliceOp s) -> FailureOr<std::string> {
         ArrayRef<int64_t> in = shapeOf(s.getInput());
@@ -347,7 +372,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
           inCoords.push_back(
               index(llvm::formatv("{0}LL + {1} * {2}LL", s.getStarts()[d],
                                   coords[d], s.getStrides()[d])));
-        return at(s.getInput(), index(ravel(inCoords, in)));
+        return at(s.getInput(), raveled(inCoords, in));
       })
       .Case([&](PadOp p) -> FailureOr<std::string> {
         ArrayRef<int64_t> in = shapeOf(p.getInput());
@@ -365,7 +390,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
             "{0} {1} = {2};", storageCType(elementOf(v)), reg,
             literal(p.getValue().convertToDouble(), elementOf(v))));
         open("if (" + inside + ")");
-        FailureOr<std::string> x = at(p.getInput(), index(ravel(inCoords, in)));
+        FailureOr<std::string> x = at(p.getInput(), raveled(inCoords, in));
         if (failed(x))
           return failure();
         line(reg + " = " + *x + ";");
@@ -391,7 +416,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
           SmallVector<std::string> inCoords(coords);
           inCoords[axis] =
               index(llvm::formatv("{0} - {1}LL", coords[axis], offset).str());
-          FailureOr<std::string> x = at(input, index(ravel(inCoords, in)));
+          FailureOr<std::string> x = at(input, raveled(inCoords, in));
           if (failed(x))
             return failure();
           line(reg + " = " + *x + ";");
@@ -727,7 +752,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
       for (size_t d = 0; d < full.size(); ++d)
         coords.push_back(llvm::is_contained(axes, (int64_t)d) ? rcoords[nr++]
                                                               : kept[nk++]);
-      return index(ravel(coords, full));
+      return raveled(coords, full);
     };
     for (Operation *reduce : reductions) {
       bool isMax = isa<ReduceMaxOp>(reduce);

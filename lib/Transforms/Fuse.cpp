@@ -6,7 +6,9 @@
 //    pass never forms a kernel codegen cannot emit;
 //  - it recomputes nothing expensive: a value computed inside the kernel is
 //    never read at many positions (windows, gathers, scatters, broadcasts
-//    that expand it, except per-row values of a row kernel);
+//    that expand it, except per-row values of a row kernel), and a row
+//    kernel, which evaluates its region once per pass, holds no window,
+//    gather or scatter;
 //  - it keeps every dependency: the producer's other readers all come after
 //    the consumer (the producer's results then stay outputs of the merged
 //    kernel, which runs where the consumer ran).
@@ -50,10 +52,12 @@ bool recomputesWork(FusionOp fusion) {
     auto computed = [](Value v) { return !isa<BlockArgument>(v); };
     if (isa<MaxPool2DOp, AvgPool2DOp, MaxPool2DBackwardOp, AvgPool2DBackwardOp,
             ScatterAddOp>(op)) {
-      if (llvm::any_of(op.getOperands(), computed))
+      // A row kernel evaluates its region once per pass over the row: a
+      // window or scatter there would be redone per reduction.
+      if (rows || llvm::any_of(op.getOperands(), computed))
         return true;
     } else if (auto gather = dyn_cast<GatherOp>(op)) {
-      if (computed(gather.getData()))
+      if (rows || computed(gather.getData()))
         return true;
     } else if (auto broadcast = dyn_cast<BroadcastOp>(op)) {
       Value in = broadcast.getInput();
