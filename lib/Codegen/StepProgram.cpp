@@ -1,5 +1,6 @@
 //===- StepProgram.cpp - a module's steps as kernels, calls and copies ----===//
 #include "gpuc/Codegen/StepProgram.h"
+#include "gpuc/Codegen/Cost.h"
 #include "gpuc/Codegen/KernelEmitter.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
@@ -334,16 +335,34 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, Arena &arena) {
         args.push_back(bufferOf.lookup(input));
       for (Value result : fusion.getResults())
         args.push_back(bufferOf.lookup(result));
+      // What the report shows for this launch.
+      json ops = json::array();
+      int64_t flops = 0, bytesRead = 0, bytesWritten = 0;
+      for (Operation &inner : fusion.getBodyBlock().without_terminator()) {
+        if (isa<ConstantOp>(inner))
+          continue;
+        ops.push_back(inner.getName().stripDialect().str());
+        flops += flopsOf(&inner);
+      }
+      for (Value input : fusion.getInputs())
+        bytesRead += tensorBytes(input);
+      for (Value result : fusion.getResults())
+        bytesWritten += tensorBytes(result);
       steps.push_back({{"op", "kernel"},
                        {"kernel", it->second},
                        {"args", args},
-                       {"grid", kernel->grid}});
+                       {"grid", kernel->grid},
+                       {"ops", ops},
+                       {"flops", flops},
+                       {"bytes_read", bytesRead},
+                       {"bytes_written", bytesWritten}});
     } else if (isLibraryCall(&op)) {
       for (Value result : op.getResults())
         define(result);
       FailureOr<json> step = libraryCall(&op);
       if (failed(step))
         return failure();
+      (*step)["flops"] = flopsOf(&op);
       steps.push_back(*step);
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {

@@ -20,6 +20,10 @@ struct ArtifactOptions {
   /// the output it evaluates).
   nlohmann::json trainer;
   std::string dumpDir;
+  /// Print the per-kernel report (report.json is always written).
+  bool report = false;
+  /// unfusedCost() of @train_step before kernels were formed.
+  nlohmann::json unfused;
 };
 
 /// `gpuc compile`'s back end: the step program, kernels, trainer.

@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -67,6 +68,79 @@ static bool runTool(ArrayRef<std::string> args, const std::string &log) {
   return true;
 }
 
+/// report.json, and with --report the same on stdout.
+static bool writeReport(const nlohmann::json &plan,
+                        const ArtifactOptions &options) {
+  using json = nlohmann::json;
+  const json &steps = plan["functions"]["train_step"]["steps"];
+  json kernels = json::array();
+  int64_t launches = 0, library = 0, copies = 0, bytes = 0, flops = 0;
+  for (const json &s : steps) {
+    const std::string &op = s["op"].get_ref<const std::string &>();
+    if (op == "copy") {
+      ++copies;
+      continue;
+    }
+    flops += s.value("flops", (int64_t)0);
+    if (op != "kernel") {
+      ++library;
+      continue;
+    }
+    ++launches;
+    int64_t read = s["bytes_read"], written = s["bytes_written"];
+    bytes += read + written;
+    kernels.push_back({{"kernel", s["kernel"]},
+                       {"ops", s["ops"]},
+                       {"bytes_read", read},
+                       {"bytes_written", written},
+                       {"flops", s["flops"]}});
+  }
+  const json &unfused = options.unfused;
+  int64_t unfusedOps = unfused.value("ops", (int64_t)0);
+  int64_t unfusedBytes = unfused.value("bytes_non_gemm", (int64_t)0);
+  json report = {{"function", "train_step"},
+                 {"kernels", launches},
+                 {"library_calls", library},
+                 {"copies", copies},
+                 {"launches", launches + library},
+                 {"unfused_ops", unfusedOps},
+                 {"bytes_non_gemm", bytes},
+                 {"unfused_bytes_non_gemm", unfusedBytes},
+                 {"flops", flops},
+                 {"per_kernel", kernels}};
+  if (!writeFile(options.outputDir + "/report.json", report.dump(1)))
+    return false;
+  if (!options.report)
+    return true;
+  auto mib = [](int64_t b) { return b / 1048576.0; };
+  llvm::outs() << llvm::formatv("{0,-6} {1,5} {2,10} {3,10} {4,10}  ops\n",
+                                "kernel", "#ops", "read MiB", "write MiB",
+                                "MFLOP");
+  for (const json &k : kernels) {
+    std::string ops;
+    for (const json &o : k["ops"]) {
+      if (ops.size() > 70) {
+        ops += " ...";
+        break;
+      }
+      ops += (ops.empty() ? "" : " ") + o.get<std::string>();
+    }
+    llvm::outs() << llvm::formatv(
+        "{0,-6} {1,5} {2,10:f2} {3,10:f2} {4,10:f1}  {5}\n",
+        k["kernel"].get<std::string>(), k["ops"].size(),
+        mib(k["bytes_read"]), mib(k["bytes_written"]),
+        k["flops"].get<int64_t>() / 1e6, ops);
+  }
+  llvm::outs() << llvm::formatv(
+      "train_step: {0} kernels + {1} library calls = {2} launches (+{3} "
+      "copies) against {4} ops unfused ({5:f2}x); non-GEMM traffic {6:f1} MiB "
+      "against {7:f1} MiB unfused ({8:f2}x)\n",
+      launches, library, launches + library, copies, unfusedOps,
+      unfusedOps ? (double)(launches + library) / unfusedOps : 0.0, mib(bytes),
+      mib(unfusedBytes), unfusedBytes ? (double)bytes / unfusedBytes : 0.0);
+  return true;
+}
+
 int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
   FailureOr<StepProgram> program = buildStepProgram(module);
   if (failed(program))
@@ -107,6 +181,8 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
   }
 
   size_t kernelCount = program->plan["kernels"].size();
+  if (!writeReport(program->plan, options))
+    return 1;
   if (options.cuda) {
     for (const std::string &arch : options.archs) {
       GpuBinary binary;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
+#include "gpuc/Codegen/Cost.h"
 #include "gpuc/Codegen/Nvrtc.h"
 #include "gpuc/Frontend/DslParser.h"
 #include "gpuc/Frontend/OnnxImporter.h"
@@ -134,6 +135,12 @@ static cl::opt<std::string>
                  cl::value_desc("path"), cl::init(""),
                  cl::cat(compileCategory));
 
+static cl::opt<bool>
+    report("report",
+           cl::desc("compile: print each kernel of the training step (ops, "
+                    "bytes read and written, FLOPs) and the totals against "
+                    "one kernel per op; report.json is written either way"),
+           cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool>
     noFuse("no-fuse",
            cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),
@@ -291,11 +298,11 @@ namespace {
 /// Writes the module after every pass, numbered, for --dump-dir.
 class DumpAfterEachPass : public PassInstrumentation {
 public:
-  DumpAfterEachPass(std::string dir, ModuleOp module)
-      : dir(std::move(dir)), module(module) {}
+  DumpAfterEachPass(std::string dir, ModuleOp module, unsigned *count)
+      : dir(std::move(dir)), module(module), count(count) {}
   void runAfterPass(Pass *pass, Operation *) override {
     std::string name =
-        llvm::formatv("{0}/{1:D2}-{2}.mlir", dir, ++count,
+        llvm::formatv("{0}/{1:D2}-{2}.mlir", dir, ++*count,
                       pass->getArgument().empty() ? pass->getName()
                                                   : pass->getArgument())
             .str();
@@ -308,7 +315,7 @@ public:
 private:
   std::string dir;
   ModuleOp module;
-  unsigned count = 0;
+  unsigned *count;
 };
 
 /// The names of @forward's outputs.
@@ -407,12 +414,13 @@ static int runCompile(int argc, char **argv) {
     }
   }
 
+  unsigned passCount = 0;
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
   if (!dumpDir.empty())
-    pm.addInstrumentation(
-        std::make_unique<DumpAfterEachPass>(dumpDir.getValue(), *module));
+    pm.addInstrumentation(std::make_unique<DumpAfterEachPass>(
+        dumpDir.getValue(), *module, &passCount));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(gpuc::createGpucEvalFunction());
@@ -420,14 +428,26 @@ static int runCompile(int argc, char **argv) {
   pm.addPass(gpuc::createGpucDecompose());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  pm.addPass(gpuc::createGpucFormKernels());
-  if (!noFuse)
-    pm.addPass(gpuc::createGpucFuse());
   if (failed(pm.run(*module)))
+    return 1;
+  // The program one kernel per core op would run, for the report.
+  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  artifact.unfused = gpuc::unfusedCost(step);
+  artifact.report = report;
+
+  PassManager kernelPm(&context);
+  if (failed(applyPassManagerCLOptions(kernelPm)))
+    return 1;
+  if (!dumpDir.empty())
+    kernelPm.addInstrumentation(std::make_unique<DumpAfterEachPass>(
+        dumpDir.getValue(), *module, &passCount));
+  kernelPm.addPass(gpuc::createGpucFormKernels());
+  if (!noFuse)
+    kernelPm.addPass(gpuc::createGpucFuse());
+  if (failed(kernelPm.run(*module)))
     return 1;
 
   // What the trainer feeds and reads.
-  auto step = module->lookupSymbol<func::FuncOp>("train_step");
   std::string dataInput;
   for (unsigned i = 0; i < step.getNumArguments(); ++i)
     if (auto name = step.getArgAttrOfType<StringAttr>(

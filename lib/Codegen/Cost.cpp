@@ -1,0 +1,76 @@
+//===- Cost.cpp - bytes and FLOPs of ops and kernels ----------------------===//
+#include "gpuc/Codegen/Cost.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/OpKinds.h"
+#include "gpuc/Dialect/Gpuc/ShapeInference.h"
+
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+static int64_t elementsOf(Value v) {
+  return getNumElements(cast<RankedTensorType>(v.getType()).getShape());
+}
+
+int64_t mlir::gpuc::tensorBytes(Value value) {
+  Type type = getElementTypeOrSelf(value.getType());
+  int64_t size = type.isInteger(1) ? 1 : type.getIntOrFloatBitWidth() / 8;
+  return elementsOf(value) * size;
+}
+
+int64_t mlir::gpuc::flopsOf(Operation *op) {
+  if (auto mm = dyn_cast<MatmulOp>(op)) {
+    ArrayRef<int64_t> a = cast<RankedTensorType>(mm.getLhs().getType()).getShape();
+    int64_t k = mm.getTransposeLhs() ? a[a.size() - 2] : a.back();
+    return 2 * elementsOf(mm.getResult()) * k;
+  }
+  auto convFlops = [](Value out, Value filter) {
+    ArrayRef<int64_t> w = cast<RankedTensorType>(filter.getType()).getShape();
+    return 2 * elementsOf(out) * w[1] * w[2] * w[3];
+  };
+  if (auto c = dyn_cast<Conv2DOp>(op))
+    return convFlops(c.getResult(), c.getFilter());
+  if (auto c = dyn_cast<Conv2DBackwardInputOp>(op))
+    return convFlops(c.getGradOutput(), c.getFilter());
+  if (auto c = dyn_cast<Conv2DBackwardFilterOp>(op))
+    return convFlops(c.getGradOutput(), c.getResult());
+  if (isReduction(op))
+    return elementsOf(op->getOperand(0));
+  if (auto p = dyn_cast<MaxPool2DOp>(op))
+    return elementsOf(p.getResult()) * p.getKernel()[0] * p.getKernel()[1];
+  if (auto p = dyn_cast<AvgPool2DOp>(op))
+    return elementsOf(p.getResult()) * p.getKernel()[0] * p.getKernel()[1];
+  if (auto p = dyn_cast<MaxPool2DBackwardOp>(op))
+    return elementsOf(p.getGradOutput()) * p.getKernel()[0] * p.getKernel()[1];
+  if (auto p = dyn_cast<AvgPool2DBackwardOp>(op))
+    return elementsOf(p.getGradOutput()) * p.getKernel()[0] * p.getKernel()[1];
+  if (auto s = dyn_cast<ScatterAddOp>(op))
+    return elementsOf(s.getUpdates());
+  if (isPointwise(op))
+    return elementsOf(op->getResult(0));
+  return 0; // data movement
+}
+
+nlohmann::json mlir::gpuc::unfusedCost(func::FuncOp func) {
+  int64_t ops = 0, library = 0, bytes = 0, flops = 0;
+  for (Operation &op : func.getBody().front()) {
+    if (isa<ConstantOp, func::ReturnOp>(op) || isAlias(&op))
+      continue;
+    ++ops;
+    flops += flopsOf(&op);
+    if (isLibraryCall(&op)) {
+      ++library;
+      continue;
+    }
+    for (Value operand : op.getOperands())
+      if (!isInlinableConstant(operand))
+        bytes += tensorBytes(operand);
+    for (Value result : op.getResults())
+      bytes += tensorBytes(result);
+  }
+  return {{"ops", ops},
+          {"library_calls", library},
+          {"bytes_non_gemm", bytes},
+          {"flops", flops}};
+}
