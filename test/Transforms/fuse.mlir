@@ -1,0 +1,177 @@
+// RUN: gpuc-opt %s --gpuc-form-kernels --gpuc-fuse -split-input-file | FileCheck %s
+
+// A pointwise chain is one kernel.
+// CHECK-LABEL: func.func @chain
+// CHECK: gpuc.fusion(%arg0, %arg1)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: gpuc.add
+// CHECK-NEXT: gpuc.exp
+// CHECK-NEXT: gpuc.tanh
+// CHECK-NEXT: gpuc.yield
+// CHECK-NOT: gpuc.fusion
+func.func @chain(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %a = gpuc.add %x, %y : tensor<4x8xf32>
+  %e = gpuc.exp %a : tensor<4x8xf32>
+  %t = gpuc.tanh %e : tensor<4x8xf32>
+  return %t : tensor<4x8xf32>
+}
+
+// -----
+
+// Decomposed softmax: two reductions over the same rows and their pointwise
+// producers and consumers are one row kernel.
+// CHECK-LABEL: func.func @softmax
+// CHECK: gpuc.fusion(%arg0) : (tensor<4x10xf32>) -> tensor<4x10xf32>
+// CHECK: gpuc.reduce_max
+// CHECK: gpuc.exp
+// CHECK: gpuc.reduce_sum
+// CHECK: gpuc.div
+// CHECK-NOT: gpuc.fusion
+func.func @softmax(%x: tensor<4x10xf32>) -> tensor<4x10xf32> {
+  %m = gpuc.reduce_max %x axes = [1] keep_dims : tensor<4x10xf32> -> tensor<4x1xf32>
+  %mb = gpuc.broadcast %m : tensor<4x1xf32> -> tensor<4x10xf32>
+  %s = gpuc.sub %x, %mb : tensor<4x10xf32>
+  %e = gpuc.exp %s : tensor<4x10xf32>
+  %z = gpuc.reduce_sum %e axes = [1] keep_dims : tensor<4x10xf32> -> tensor<4x1xf32>
+  %zb = gpuc.broadcast %z : tensor<4x1xf32> -> tensor<4x10xf32>
+  %p = gpuc.div %e, %zb : tensor<4x10xf32>
+  return %p : tensor<4x10xf32>
+}
+
+// -----
+
+// LayerNorm as PyTorch exports it (ReduceMean, Sub, Pow, ReduceMean, Add,
+// Sqrt, Div, Mul, Add) is one kernel, found by structure, not by name.
+// CHECK-LABEL: func.func @layer_norm_as_exported
+// CHECK: gpuc.fusion(%arg0, %arg1, %arg2)
+// CHECK: gpuc.reduce_mean
+// CHECK: gpuc.pow
+// CHECK: gpuc.reduce_mean
+// CHECK: gpuc.sqrt
+// CHECK: gpuc.div
+// CHECK: gpuc.add
+// CHECK-NOT: gpuc.fusion
+func.func @layer_norm_as_exported(%x: tensor<4x16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>) -> tensor<4x16xf32> {
+  %mean = gpuc.reduce_mean %x axes = [1] keep_dims : tensor<4x16xf32> -> tensor<4x1xf32>
+  %mb = gpuc.broadcast %mean : tensor<4x1xf32> -> tensor<4x16xf32>
+  %d = gpuc.sub %x, %mb : tensor<4x16xf32>
+  %two = gpuc.constant dense<2.0> : tensor<4x16xf32>
+  %sq = gpuc.pow %d, %two : tensor<4x16xf32>
+  %var = gpuc.reduce_mean %sq axes = [1] keep_dims : tensor<4x16xf32> -> tensor<4x1xf32>
+  %eps = gpuc.constant dense<1.0e-05> : tensor<4x1xf32>
+  %ve = gpuc.add %var, %eps : tensor<4x1xf32>
+  %std = gpuc.sqrt %ve : tensor<4x1xf32>
+  %sb = gpuc.broadcast %std : tensor<4x1xf32> -> tensor<4x16xf32>
+  %n = gpuc.div %d, %sb : tensor<4x16xf32>
+  %gb = gpuc.broadcast %g : tensor<16xf32> -> tensor<4x16xf32>
+  %bb = gpuc.broadcast %b : tensor<16xf32> -> tensor<4x16xf32>
+  %y = gpuc.mul %n, %gb : tensor<4x16xf32>
+  %r = gpuc.add %y, %bb : tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
+}
+
+// -----
+
+// Horizontal: two kernels reading the same input become one with two results.
+// CHECK-LABEL: func.func @siblings
+// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg0)
+// CHECK: gpuc.exp
+// CHECK: gpuc.neg
+// CHECK: return %[[K]]#0, %[[K]]#1
+func.func @siblings(%x: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>) {
+  %e = gpuc.exp %x : tensor<64xf32>
+  %n = gpuc.neg %x : tensor<64xf32>
+  return %e, %n : tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// The bias and activation after a GEMM are one epilogue kernel.
+// CHECK-LABEL: func.func @bias_relu_epilogue
+// CHECK: %[[M:.+]] = gpuc.matmul
+// CHECK: gpuc.fusion(%[[M]], %arg2)
+// CHECK: gpuc.add
+// CHECK-NEXT: gpuc.relu
+// CHECK-NOT: gpuc.fusion
+func.func @bias_relu_epilogue(%a: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>) -> tensor<4x16xf32> {
+  %m = gpuc.matmul %a, %w transpose_rhs : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %bb = gpuc.broadcast %b : tensor<16xf32> -> tensor<4x16xf32>
+  %s = gpuc.add %m, %bb : tensor<4x16xf32>
+  %r = gpuc.relu %s : tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
+}
+
+// -----
+
+// A producer read after its consumer stays a result of the merged kernel
+// instead of being recomputed.
+// CHECK-LABEL: func.func @multi_output
+// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg0)
+// CHECK: %[[E:.+]] = gpuc.exp
+// CHECK: %[[N:.+]] = gpuc.neg %[[E]]
+// CHECK: gpuc.yield %[[N]], %[[E]]
+// CHECK: return %[[K]]#1, %[[K]]#0
+func.func @multi_output(%x: tensor<32xf32>) -> (tensor<32xf32>, tensor<32xf32>) {
+  %e = gpuc.exp %x : tensor<32xf32>
+  %n = gpuc.neg %e : tensor<32xf32>
+  return %e, %n : tensor<32xf32>, tensor<32xf32>
+}
+
+// -----
+
+// Must not fuse: the pool would recompute exp four times per output.
+// CHECK-LABEL: func.func @no_window_recompute
+// CHECK: %[[E:.+]] = gpuc.fusion(%arg0)
+// CHECK: gpuc.exp
+// CHECK: gpuc.fusion(%[[E]])
+// CHECK: gpuc.max_pool2d
+func.func @no_window_recompute(%x: tensor<1x2x8x8xf32>) -> tensor<1x2x4x4xf32> {
+  %e = gpuc.exp %x : tensor<1x2x8x8xf32>
+  %p = gpuc.max_pool2d %e kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<1x2x8x8xf32> -> tensor<1x2x4x4xf32>
+  return %p : tensor<1x2x4x4xf32>
+}
+
+// -----
+
+// Must not fuse: the second reduction needs every row of the first, a
+// grid-wide barrier inside one kernel.
+// CHECK-LABEL: func.func @no_grid_barrier
+// CHECK: %[[R:.+]] = gpuc.fusion(%arg0)
+// CHECK: gpuc.reduce_sum {{.*}} axes = [1]
+// CHECK: gpuc.fusion(%[[R]])
+// CHECK: gpuc.reduce_sum {{.*}} axes = [0]
+func.func @no_grid_barrier(%x: tensor<4x8xf32>) -> tensor<f32> {
+  %r = gpuc.reduce_sum %x axes = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  %t = gpuc.reduce_sum %r axes = [0] : tensor<4xf32> -> tensor<f32>
+  return %t : tensor<f32>
+}
+
+// -----
+
+// Must not fuse: exp feeds the GEMM that the consumer also reads, so the
+// merged kernel (at the consumer) would run after its own reader.
+// CHECK-LABEL: func.func @no_broken_dependency
+// CHECK: %[[E:.+]] = gpuc.fusion(%arg0)
+// CHECK: %[[M:.+]] = gpuc.matmul %[[E]], %arg1
+// CHECK: gpuc.fusion(%[[E]], %[[M]])
+func.func @no_broken_dependency(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %e = gpuc.exp %x : tensor<4x8xf32>
+  %m = gpuc.matmul %e, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %s = gpuc.add %e, %m : tensor<4x8xf32>
+  %t = gpuc.tanh %s : tensor<4x8xf32>
+  return %t : tensor<4x8xf32>
+}
+
+// -----
+
+// Must not fuse: the broadcast would recompute exp 64 times per element.
+// CHECK-LABEL: func.func @no_expanding_recompute
+// CHECK: %[[E:.+]] = gpuc.fusion(%arg1)
+// CHECK: gpuc.exp
+// CHECK: gpuc.fusion(%arg0, %[[E]])
+func.func @no_expanding_recompute(%x: tensor<64x32xf32>, %b: tensor<32xf32>) -> tensor<64x32xf32> {
+  %e = gpuc.exp %b : tensor<32xf32>
+  %eb = gpuc.broadcast %e : tensor<32xf32> -> tensor<64x32xf32>
+  %s = gpuc.add %x, %eb : tensor<64x32xf32>
+  return %s : tensor<64x32xf32>
+}
