@@ -692,24 +692,42 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
   EmittedKernel kernel;
   kernel.name = name.str();
   if (reductions.empty()) {
-    // Elementwise: every value written shares one iteration space.
-    int64_t elements = getNumElements(shapeOf(yield.getValues()[0]));
-    for (Value value : yield.getValues())
-      if (getNumElements(shapeOf(value)) != elements)
-        return fusion.emitOpError()
-               << "writes values of different sizes; an elementwise kernel "
-                  "has one iteration space";
-    kernel.grid = std::max<int64_t>(1, (elements + kPointwiseTile - 1) /
-                                           kPointwiseTile);
-    line(llvm::formatv("const int64_t begin = (int64_t)blockIdx.x * {0}LL;",
-                       kPointwiseTile));
-    line(llvm::formatv("const int64_t end = begin + {0}LL < {1}LL ? begin + "
-                       "{0}LL : {1}LL;",
-                       kPointwiseTile, elements));
-    open("for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)");
-    if (failed(storeResults(yield.getValues(), "i")))
-      return failure();
-    close();
+    // Elementwise. Values written with the same number of elements share an
+    // iteration space; several spaces (the updates of many parameters, a
+    // multi-tensor kernel) are segments of the grid, each block owning a
+    // tile of one segment.
+    SmallVector<std::pair<int64_t, SmallVector<Value>>> segments;
+    for (Value value : yield.getValues()) {
+      int64_t n = getNumElements(shapeOf(value));
+      auto it = llvm::find_if(segments, [&](auto &s) { return s.first == n; });
+      if (it == segments.end())
+        segments.push_back({n, {value}});
+      else
+        it->second.push_back(value);
+    }
+    int64_t base = 0;
+    for (auto &[elements, values] : segments) {
+      int64_t tiles =
+          std::max<int64_t>(1, (elements + kPointwiseTile - 1) / kPointwiseTile);
+      bool only = segments.size() == 1;
+      if (!only)
+        open(llvm::formatv("if (blockIdx.x >= {0}LL && blockIdx.x < {1}LL)",
+                           base, base + tiles));
+      line(llvm::formatv(
+          "const int64_t begin = ((int64_t)blockIdx.x - {0}LL) * {1}LL;", base,
+          kPointwiseTile));
+      line(llvm::formatv("const int64_t end = begin + {0}LL < {1}LL ? begin + "
+                         "{0}LL : {1}LL;",
+                         kPointwiseTile, elements));
+      open("for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)");
+      if (failed(storeResults(values, "i")))
+        return failure();
+      close();
+      if (!only)
+        close();
+      base += tiles;
+    }
+    kernel.grid = base;
   } else {
     // A row kernel: one block per element of the kept axes ("row"); every
     // reduction reduces the same axes of the same shape. Each reduction is a

@@ -189,32 +189,22 @@ FusionOp tryMerge(FusionOp first, FusionOp second) {
   return merged;
 }
 
-/// Merges `later` into `earlier` (siblings): `later`'s operands must all be
-/// defined before `earlier`, so the merged kernel can run where `earlier`
-/// did.
-FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later) {
-  if (rowsOf(earlier) || rowsOf(later))
-    return nullptr;
-  if (numElements(earlier.getResult(0)) != numElements(later.getResult(0)))
-    return nullptr;
-  for (Value v : later.getInputs()) {
-    Operation *def = v.getDefiningOp();
-    if (def && def->getBlock() == earlier->getBlock() &&
-        !def->isBeforeInBlock(earlier))
-      return nullptr;
-  }
-  OpBuilder builder(earlier);
-  SmallVector<Value> inputs(earlier.getInputs());
-  for (Value v : later.getInputs())
+/// One kernel computing both `a` and `b` (neither reads the other), built at
+/// `at`, which both kernels' operands must dominate and all their readers
+/// follow. Null when the merged region has no schedule.
+FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at) {
+  OpBuilder builder(at);
+  SmallVector<Value> inputs(a.getInputs());
+  for (Value v : b.getInputs())
     if (!llvm::is_contained(inputs, v))
       inputs.push_back(v);
-  SmallVector<Type> types(earlier.getResultTypes());
-  llvm::append_range(types, later.getResultTypes());
-  auto merged = FusionOp::create(builder, earlier.getLoc(), types, inputs);
+  SmallVector<Type> types(a.getResultTypes());
+  llvm::append_range(types, b.getResultTypes());
+  auto merged = FusionOp::create(builder, a.getLoc(), types, inputs);
   Block &body = merged.getBodyBlock();
   OpBuilder inner = OpBuilder::atBlockBegin(&body);
   SmallVector<Value> yielded;
-  for (FusionOp part : {earlier, later}) {
+  for (FusionOp part : {a, b}) {
     IRMapping mapping;
     for (auto [outer, arg] :
          llvm::zip(part.getInputs(), part.getBodyBlock().getArguments()))
@@ -226,17 +216,65 @@ FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later) {
          cast<YieldOp>(part.getBodyBlock().getTerminator()).getValues())
       yielded.push_back(mapping.lookup(v));
   }
-  YieldOp::create(inner, earlier.getLoc(), yielded);
+  YieldOp::create(inner, a.getLoc(), yielded);
   if (!hasSchedule(merged)) {
     merged.erase();
     return nullptr;
   }
-  unsigned n = earlier.getNumResults();
-  earlier.replaceAllUsesWith(merged.getResults().take_front(n));
-  later.replaceAllUsesWith(merged.getResults().drop_front(n));
-  earlier.erase();
-  later.erase();
+  unsigned n = a.getNumResults();
+  a.replaceAllUsesWith(merged.getResults().take_front(n));
+  b.replaceAllUsesWith(merged.getResults().drop_front(n));
+  a.erase();
+  b.erase();
   return merged;
+}
+
+/// Siblings: two elementwise kernels over the same number of elements that
+/// read a common buffer, merged where `earlier` runs (so `later`'s operands
+/// must all be defined before it).
+FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later) {
+  if (rowsOf(earlier) || rowsOf(later))
+    return nullptr;
+  if (numElements(earlier.getResult(0)) != numElements(later.getResult(0)))
+    return nullptr;
+  for (Value v : later.getInputs()) {
+    Operation *def = v.getDefiningOp();
+    if (def && def->getBlock() == earlier->getBlock() &&
+        !def->isBeforeInBlock(earlier))
+      return nullptr;
+  }
+  return mergeSideBySide(earlier, later, earlier);
+}
+
+/// Whether `fusion` only computes values the step returns (parameter and
+/// optimizer-state updates, typically): nothing in the step reads them.
+bool onlyReturned(FusionOp fusion) {
+  return !rowsOf(fusion) &&
+         llvm::all_of(fusion->getUsers(),
+                      [](Operation *user) { return isa<func::ReturnOp>(user); });
+}
+
+/// Multi-tensor: the kernels that only produce returned values (the
+/// optimizer update of every parameter) become one kernel with a segment per
+/// tensor size, run where the last of them ran.
+bool fuseReturnedUpdates(func::FuncOp func) {
+  SmallVector<FusionOp> updates;
+  for (Operation &op : func.getBody().front())
+    if (auto f = dyn_cast<FusionOp>(op); f && onlyReturned(f))
+      updates.push_back(f);
+  if (updates.size() < 2)
+    return false;
+  bool changed = false;
+  FusionOp group = updates[0];
+  for (size_t k = 1; k < updates.size(); ++k) {
+    if (FusionOp merged = mergeSideBySide(group, updates[k], updates[k])) {
+      group = merged;
+      changed = true;
+    } else {
+      group = updates[k];
+    }
+  }
+  return changed;
 }
 
 /// The fusion that produces `v`, directly or through a reshape.
@@ -298,6 +336,7 @@ struct Fuse : gpuc::impl::GpucFuseBase<Fuse> {
         return;
       while (fuseProducers(func) | fuseSiblings(func)) {
       }
+      fuseReturnedUpdates(func);
     });
   }
 };

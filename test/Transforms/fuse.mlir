@@ -175,3 +175,20 @@ func.func @no_expanding_recompute(%x: tensor<64x32xf32>, %b: tensor<32xf32>) -> 
   %s = gpuc.add %x, %eb : tensor<64x32xf32>
   return %s : tensor<64x32xf32>
 }
+
+// -----
+
+// Multi-tensor: the updates of differently sized parameters, which only the
+// step returns, are one kernel (a grid segment per size).
+// CHECK-LABEL: func.func @multi_tensor_update
+// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg0, %arg1, %arg2, %arg3) : (tensor<8xf32>, tensor<8xf32>, tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<8xf32>, tensor<4x3xf32>)
+// CHECK: return %[[K]]#0, %[[K]]#1
+func.func @multi_tensor_update(%w: tensor<8xf32>, %gw: tensor<8xf32>, %v: tensor<4x3xf32>, %gv: tensor<4x3xf32>) -> (tensor<8xf32>, tensor<4x3xf32>) {
+  %lr = gpuc.constant dense<0.1> : tensor<8xf32>
+  %sw = gpuc.mul %gw, %lr : tensor<8xf32>
+  %w2 = gpuc.sub %w, %sw : tensor<8xf32>
+  %lr2 = gpuc.constant dense<0.1> : tensor<4x3xf32>
+  %sv = gpuc.mul %gv, %lr2 : tensor<4x3xf32>
+  %v2 = gpuc.sub %v, %sv : tensor<4x3xf32>
+  return %w2, %v2 : tensor<8xf32>, tensor<4x3xf32>
+}

@@ -137,7 +137,10 @@ def GpucFuse : Pass<"gpuc-fuse", "::mlir::ModuleOp"> {
       A producer read by later kernels too stays one of the merged kernel's
       results (multi-output), never recomputed;
     - siblings: two elementwise kernels over the same number of elements
-      that read a common buffer and do not depend on each other.
+      that read a common buffer and do not depend on each other;
+    - multi-tensor: the kernels whose results only the step returns (the
+      optimizer update of every parameter and its state) become one kernel
+      with a grid segment per tensor size, placed where the last ran.
     Illegal, and tested: a merge that would recompute a produced value at
     many positions (a window, gather or scatter reading it, a broadcast
     expanding it outside a row kernel), move a kernel above a reader of its
