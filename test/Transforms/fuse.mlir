@@ -181,7 +181,7 @@ func.func @no_expanding_recompute(%x: tensor<64x32xf32>, %b: tensor<32xf32>) -> 
 // Multi-tensor: the updates of differently sized parameters, which only the
 // step returns, are one kernel (a grid segment per size).
 // CHECK-LABEL: func.func @multi_tensor_update
-// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg0, %arg1, %arg2, %arg3) : (tensor<8xf32>, tensor<8xf32>, tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<8xf32>, tensor<4x3xf32>)
+// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg1, %arg0, %arg3, %arg2) : (tensor<8xf32>, tensor<8xf32>, tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<8xf32>, tensor<4x3xf32>)
 // CHECK: return %[[K]]#0, %[[K]]#1
 func.func @multi_tensor_update(%w: tensor<8xf32>, %gw: tensor<8xf32>, %v: tensor<4x3xf32>, %gv: tensor<4x3xf32>) -> (tensor<8xf32>, tensor<4x3xf32>) {
   %lr = gpuc.constant dense<0.1> : tensor<8xf32>
