@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Times one training step of gpuc's generated trainer against a PyTorch
-eager training step of the same model, batch, optimizer and thread count,
-in one run, and prints the ratio.
+"""Times one training step of gpuc's generated trainer (fused, and with
+--no-fuse one kernel per op) against a PyTorch eager training step of the
+same model, batch, optimizer and thread count, in one run, and prints the
+ratios.
 
     /usr/bin/python3 bench/step_vs_pytorch.py [--models mlp,cnn] [--batch 128]
         [--threads N] [--steps 50]
@@ -66,20 +67,24 @@ def time_torch(name, onnx_path, batch, steps, warmup):
     return 1000.0 * (time.perf_counter() - t0) / steps
 
 
-def time_gpuc(args, name, onnx_path, work, env):
-    out = os.path.join(work, name)
+def time_gpuc(args, name, onnx_path, work, env, fuse):
+    out = os.path.join(work, name + ("" if fuse else "-unfused"))
     subprocess.run([args.gpuc, "compile", onnx_path, "--batch",
                     str(args.batch), "--optimizer", "adam", "--lr", "0.001",
-                    "--target", "cpu", "-o", out], check=True,
+                    "--target", "cpu", "-o", out] +
+                   ([] if fuse else ["--no-fuse"]), check=True,
                    stdout=subprocess.DEVNULL, env=env)
-    r = subprocess.run([os.path.join(out, "train"), "--data", DATA,
-                        "--bench-steps", str(args.steps)],
-                       check=True, capture_output=True, text=True, env=env)
+    times = []
+    for _ in range(args.repeats):
+        r = subprocess.run([os.path.join(out, "train"), "--data", DATA,
+                            "--bench-steps", str(args.steps)],
+                           check=True, capture_output=True, text=True, env=env)
+        times.append(json.loads(r.stdout.strip().splitlines()[-1])[
+            "ms_per_step"])
     plan = json.load(open(os.path.join(out, "plan.json")))
     steps = plan["functions"]["train_step"]["steps"]
     kernels = sum(1 for s in steps if s["op"] == "kernel")
-    return json.loads(r.stdout.strip().splitlines()[-1])["ms_per_step"], \
-        kernels, len(steps)
+    return min(times), kernels, len(steps)
 
 
 def main():
@@ -89,24 +94,31 @@ def main():
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--repeats", type=int, default=3,
+                   help="timings per side; the fastest is reported")
     args = p.parse_args()
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS=str(args.threads))
     torch.set_num_threads(args.threads)
-    print("batch %d, Adam, %d threads, %d timed steps after 3 warm-up steps; "
-          "torch %s" % (args.batch, args.threads, args.steps,
-                        torch.__version__))
-    print("%-6s %14s %14s %8s %18s" % ("model", "gpuc ms/step",
-                                        "torch ms/step", "ratio",
-                                        "kernels/launches"))
+    print("batch %d, Adam, %d threads, %d timed steps after 3 warm-up steps, "
+          "best of %d; torch %s" % (args.batch, args.threads, args.steps,
+                                    args.repeats, torch.__version__))
+    print("%-6s %-8s %12s %14s %8s %10s %6s" % (
+        "model", "gpuc", "gpuc ms", "PyTorch ms", "ratio", "kernels", "steps"))
     with tempfile.TemporaryDirectory() as work:
         for name in args.models.split(","):
             onnx_path = os.path.join(ROOT, "examples", name + ".onnx")
-            g, kernels, launches = time_gpuc(args, name, onnx_path, work, env)
-            t = time_torch(name, onnx_path, args.batch, args.steps, 3)
-            print("%-6s %14.2f %14.2f %8.2f %18s" % (
-                name, g, t, g / t, "%d/%d" % (kernels, launches)))
-    print("ratio = gpuc / PyTorch eager step time (below 1: gpuc is faster)")
+            unfused = time_gpuc(args, name, onnx_path, work, env, False)
+            fused = time_gpuc(args, name, onnx_path, work, env, True)
+            t = min(time_torch(name, onnx_path, args.batch, args.steps, 3)
+                    for _ in range(args.repeats))
+            for label, (g, kernels, steps) in (("unfused", unfused),
+                                               ("fused", fused)):
+                print("%-6s %-8s %12.2f %14.2f %8.2f %10d %6d" % (
+                    name, label, g, t, g / t, kernels, steps))
+    print("ratio = gpuc / PyTorch eager step time (below 1: gpuc is faster); "
+          "kernels = generated kernels per step, steps = all step-program "
+          "entries (kernels, GEMM/conv calls, update copies)")
 
 
 if __name__ == "__main__":
