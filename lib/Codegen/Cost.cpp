@@ -21,7 +21,8 @@ int64_t mlir::gpuc::tensorBytes(Value value) {
 
 int64_t mlir::gpuc::flopsOf(Operation *op) {
   if (auto mm = dyn_cast<MatmulOp>(op)) {
-    ArrayRef<int64_t> a = cast<RankedTensorType>(mm.getLhs().getType()).getShape();
+    ArrayRef<int64_t> a =
+        cast<RankedTensorType>(mm.getLhs().getType()).getShape();
     int64_t k = mm.getTransposeLhs() ? a[a.size() - 2] : a.back();
     return 2 * elementsOf(mm.getResult()) * k;
   }

@@ -707,8 +707,8 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     }
     int64_t base = 0;
     for (auto &[elements, values] : segments) {
-      int64_t tiles =
-          std::max<int64_t>(1, (elements + kPointwiseTile - 1) / kPointwiseTile);
+      int64_t tiles = std::max<int64_t>(1, (elements + kPointwiseTile - 1) /
+                                               kPointwiseTile);
       bool only = segments.size() == 1;
       if (!only)
         open(llvm::formatv("if (blockIdx.x >= {0}LL && blockIdx.x < {1}LL)",
@@ -737,8 +737,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     ArrayRef<int64_t> full = shapeOf(reductions[0]->getOperand(0));
     SmallVector<int64_t> axes = reducedAxes(reductions[0]);
     for (Operation *reduce : reductions)
-      if (shapeOf(reduce->getOperand(0)) != full ||
-          reducedAxes(reduce) != axes)
+      if (shapeOf(reduce->getOperand(0)) != full || reducedAxes(reduce) != axes)
         return reduce->emitOpError()
                << "reduces other axes or another shape than the kernel's "
                   "first reduction; a kernel's reductions share their rows";
@@ -761,16 +760,46 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                << ", neither one value per row nor the reduced shape";
     }
     kernel.grid = std::max<int64_t>(1, rows);
+    // Adjacent axes that are both kept or both reduced are one axis of the
+    // iteration (batch norm's [N, C, H, W] over {0, 2, 3} is [N, C, H*W]
+    // over {0, 2}), so an element's index costs one division less per
+    // merged axis; the original coordinates are derived from the merged
+    // ones (the host compiler drops those nobody reads).
+    struct Run {
+      bool reduced;
+      int64_t size;
+      SmallVector<int64_t> dims;
+    };
+    SmallVector<Run> runs;
+    for (size_t d = 0; d < full.size(); ++d) {
+      bool reduced = llvm::is_contained(axes, (int64_t)d);
+      if (runs.empty() || runs.back().reduced != reduced)
+        runs.push_back({reduced, 1, {}});
+      runs.back().size *= full[d];
+      runs.back().dims.push_back(full[d]);
+    }
+    SmallVector<int64_t> mergedFull, mergedKept, mergedRow;
+    for (const Run &run : runs) {
+      mergedFull.push_back(run.size);
+      (run.reduced ? mergedRow : mergedKept).push_back(run.size);
+    }
     line("const int64_t o = blockIdx.x;");
-    SmallVector<std::string> kept = unravel("o", keptShape);
+    SmallVector<std::string> kept = unravel("o", mergedKept);
     auto fullIndex = [&](StringRef r) {
-      SmallVector<std::string> rcoords = unravel(r.str(), rowShape);
-      SmallVector<std::string> coords;
+      SmallVector<std::string> rcoords = unravel(r.str(), mergedRow);
+      SmallVector<std::string> merged, coords;
       size_t nk = 0, nr = 0;
-      for (size_t d = 0; d < full.size(); ++d)
-        coords.push_back(llvm::is_contained(axes, (int64_t)d) ? rcoords[nr++]
-                                                              : kept[nk++]);
-      return raveled(coords, full);
+      for (const Run &run : runs) {
+        merged.push_back(run.reduced ? rcoords[nr++] : kept[nk++]);
+        if (run.dims.size() == 1)
+          coords.push_back(merged.back());
+        else
+          llvm::append_range(coords, unravel(merged.back(), run.dims));
+      }
+      std::string idx = raveled(merged, mergedFull);
+      rememberCoords({idx, std::vector<int64_t>(full.begin(), full.end())},
+                     coords);
+      return idx;
     };
     for (Operation *reduce : reductions) {
       bool isMax = isa<ReduceMaxOp>(reduce);

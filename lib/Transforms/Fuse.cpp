@@ -250,8 +250,9 @@ FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later) {
 /// optimizer-state updates, typically): nothing in the step reads them.
 bool onlyReturned(FusionOp fusion) {
   return !rowsOf(fusion) &&
-         llvm::all_of(fusion->getUsers(),
-                      [](Operation *user) { return isa<func::ReturnOp>(user); });
+         llvm::all_of(fusion->getUsers(), [](Operation *user) {
+           return isa<func::ReturnOp>(user);
+         });
 }
 
 /// Multi-tensor: the kernels that only produce returned values (the

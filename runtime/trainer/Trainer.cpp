@@ -613,6 +613,8 @@ int main(int argc, char **argv) {
         if (!tty && !o.quiet)
           printf("epoch %lld step %lld loss %.4f samples/s %.0f\n",
                  (long long)epoch + 1, (long long)step + 1, mean, rate);
+        // Plain lines go to logs and pipes: each is worth seeing at once.
+        fflush(stdout);
         if (metrics)
           fprintf(metrics,
                   "{\"epoch\": %lld, \"step\": %lld, \"loss\": %.6f, "
@@ -634,6 +636,7 @@ int main(int argc, char **argv) {
               "epoch %lld step %lld test_accuracy %.4f (epoch time %.1f s)\n",
               (long long)epoch + 1, (long long)step + 1, lastAccuracy,
               epochSeconds);
+        fflush(stdout);
         if (metrics && lastAccuracy >= 0)
           fprintf(metrics,
                   "{\"epoch\": %lld, \"step\": %lld, \"test_accuracy\": %.6f, "

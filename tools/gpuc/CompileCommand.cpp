@@ -127,9 +127,8 @@ static bool writeReport(const nlohmann::json &plan,
     }
     llvm::outs() << llvm::formatv(
         "{0,-6} {1,5} {2,10:f2} {3,10:f2} {4,10:f1}  {5}\n",
-        k["kernel"].get<std::string>(), k["ops"].size(),
-        mib(k["bytes_read"]), mib(k["bytes_written"]),
-        k["flops"].get<int64_t>() / 1e6, ops);
+        k["kernel"].get<std::string>(), k["ops"].size(), mib(k["bytes_read"]),
+        mib(k["bytes_written"]), k["flops"].get<int64_t>() / 1e6, ops);
   }
   llvm::outs() << llvm::formatv(
       "train_step: {0} kernels + {1} library calls = {2} launches (+{3} "
