@@ -13,10 +13,13 @@ static int64_t elementsOf(Value v) {
   return getNumElements(cast<RankedTensorType>(v.getType()).getShape());
 }
 
+int64_t mlir::gpuc::elementBytes(Type type) {
+  return type.isInteger(1) ? 1 : type.getIntOrFloatBitWidth() / 8;
+}
+
 int64_t mlir::gpuc::tensorBytes(Value value) {
-  Type type = getElementTypeOrSelf(value.getType());
-  int64_t size = type.isInteger(1) ? 1 : type.getIntOrFloatBitWidth() / 8;
-  return elementsOf(value) * size;
+  return elementsOf(value) *
+         elementBytes(getElementTypeOrSelf(value.getType()));
 }
 
 int64_t mlir::gpuc::flopsOf(Operation *op) {

@@ -33,12 +33,6 @@ std::string dtypeOf(Type type) {
   return "";
 }
 
-int64_t elementBytes(Type type) {
-  if (type.isInteger(1))
-    return 1;
-  return type.getIntOrFloatBitWidth() / 8;
-}
-
 struct Buffer {
   std::string name;
   std::string kind; // param, state, constant, input, hyper, rng, transient

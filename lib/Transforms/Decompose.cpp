@@ -150,20 +150,13 @@ struct DecomposeBatchNormTrain : OpRewritePattern<BatchNormTrainOp> {
   }
 };
 
-struct DecomposeCrossEntropy : OpRewritePattern<CrossEntropyOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(CrossEntropyOp op,
+/// cross_entropy (from logits) and nll_loss (from log-probabilities).
+template <typename OpTy, bool FromLogits>
+struct DecomposeClassLoss : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
-    rewriter.replaceOp(op, classLoss(rewriter, op, /*fromLogits=*/true));
-    return success();
-  }
-};
-
-struct DecomposeNllLoss : OpRewritePattern<NllLossOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(NllLossOp op,
-                                PatternRewriter &rewriter) const override {
-    rewriter.replaceOp(op, classLoss(rewriter, op, /*fromLogits=*/false));
+    rewriter.replaceOp(op, classLoss(rewriter, op, FromLogits));
     return success();
   }
 };
@@ -184,8 +177,10 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeSoftmax, DecomposeLogSoftmax, DecomposeLayerNorm,
-                 DecomposeBatchNormTrain, DecomposeCrossEntropy,
-                 DecomposeNllLoss, DecomposeMseLoss>(&getContext());
+                 DecomposeBatchNormTrain,
+                 DecomposeClassLoss<CrossEntropyOp, /*FromLogits=*/true>,
+                 DecomposeClassLoss<NllLossOp, /*FromLogits=*/false>,
+                 DecomposeMseLoss>(&getContext());
     GreedyRewriteConfig config;
     // Only the composites change; folding the whole module is canonicalize's
     // job, and keeping other ops as they are keeps dumps comparable.

@@ -183,6 +183,16 @@ static LogicalResult parseInputShape(StringRef spec,
   return success();
 }
 
+/// --batch and --input-shape as import options.
+static LogicalResult importOptions(gpuc::OnnxImportOptions &options) {
+  if (batchSize > 0)
+    options.batch = batchSize;
+  for (const std::string &spec : inputShapes)
+    if (failed(parseInputShape(spec, options)))
+      return failure();
+  return success();
+}
+
 /// attach-loss (when --loss), autodiff, optimizer: what --train adds.
 static void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   if (!lossKind.empty())
@@ -254,11 +264,8 @@ static int runImport(int argc, char **argv) {
     return 1;
   }
   gpuc::OnnxImportOptions options;
-  if (batchSize > 0)
-    options.batch = batchSize;
-  for (const std::string &spec : inputShapes)
-    if (failed(parseInputShape(spec, options)))
-      return 1;
+  if (failed(importOptions(options)))
+    return 1;
 
   DialectRegistry registry;
   gpuc::registerAllDialects(registry);
@@ -383,10 +390,8 @@ static int runCompile(int argc, char **argv) {
     }
 
   gpuc::OnnxImportOptions options;
-  options.batch = batchSize;
-  for (const std::string &spec : inputShapes)
-    if (failed(parseInputShape(spec, options)))
-      return 1;
+  if (failed(importOptions(options)))
+    return 1;
   DialectRegistry registry;
   gpuc::registerAllDialects(registry);
   MLIRContext context(registry);

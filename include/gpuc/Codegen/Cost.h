@@ -17,6 +17,8 @@
 
 namespace mlir::gpuc {
 
+/// Bytes an element of `type` takes in a buffer (i1 as one byte).
+int64_t elementBytes(Type type);
 int64_t tensorBytes(Value value);
 int64_t flopsOf(Operation *op);
 
