@@ -36,30 +36,30 @@ if os.path.isdir(onnx_node_tests):
 import subprocess
 system_python = "/usr/bin/python3"
 config.substitutions.append(("%system_python", system_python))
-try:
-    has_torch = subprocess.run(
-        [system_python, "-c", "import torch, onnx, numpy"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
-except OSError:
-    has_torch = False
-if has_torch:
-    config.available_features.add("torch")
-else:
-    lit_config.note("python3-torch/python3-onnx not importable from "
-                    "/usr/bin/python3: the PyTorch parity tests are skipped "
-                    "(scripts/install-deps.sh installs them)")
-try:
-    has_numpy = subprocess.run(
-        [system_python, "-c", "import numpy"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
-except OSError:
-    has_numpy = False
-if has_numpy:
-    config.available_features.add("numpy")
-else:
-    lit_config.note("python3-numpy not importable from /usr/bin/python3: the "
-                    "generated-code parity tests are skipped "
-                    "(scripts/install-deps.sh installs it)")
+
+
+def python_imports(modules):
+    """Whether /usr/bin/python3 imports all of `modules`."""
+    try:
+        return subprocess.run(
+            [system_python, "-c", "import " + ", ".join(modules)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL).returncode == 0
+    except OSError:
+        return False
+
+
+for feature, modules, skipped in (
+        ("torch", ["torch", "onnx", "numpy"],
+         "python3-torch/python3-onnx not importable from /usr/bin/python3: "
+         "the PyTorch parity tests are skipped"),
+        ("numpy", ["numpy"],
+         "python3-numpy not importable from /usr/bin/python3: the "
+         "generated-code parity tests are skipped")):
+    if python_imports(modules):
+        config.available_features.add(feature)
+    else:
+        lit_config.note(skipped + " (scripts/install-deps.sh installs them)")
 if os.path.isdir("/usr/share/datasets/fashion-mnist"):
     config.available_features.add("fashion-mnist")
 else:

@@ -183,6 +183,22 @@ static LogicalResult parseInputShape(StringRef spec,
   return success();
 }
 
+/// The context a command reads a model into, with diagnostics printed
+/// against the model's source.
+struct ModelSession {
+  DialectRegistry registry;
+  std::unique_ptr<MLIRContext> context;
+  llvm::SourceMgr sourceMgr;
+  std::unique_ptr<SourceMgrDiagnosticHandler> diagnostics;
+
+  ModelSession() {
+    gpuc::registerAllDialects(registry);
+    context = std::make_unique<MLIRContext>(registry);
+    diagnostics =
+        std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, context.get());
+  }
+};
+
 /// --batch and --input-shape as import options.
 static LogicalResult importOptions(gpuc::OnnxImportOptions &options) {
   if (batchSize > 0)
@@ -267,11 +283,9 @@ static int runImport(int argc, char **argv) {
   if (failed(importOptions(options)))
     return 1;
 
-  DialectRegistry registry;
-  gpuc::registerAllDialects(registry);
-  MLIRContext context(registry);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  ModelSession session;
+  MLIRContext &context = *session.context;
+  llvm::SourceMgr &sourceMgr = session.sourceMgr;
 
   OwningOpRef<ModuleOp> module = importModel(context, sourceMgr, options);
   if (!module)
@@ -392,11 +406,9 @@ static int runCompile(int argc, char **argv) {
   gpuc::OnnxImportOptions options;
   if (failed(importOptions(options)))
     return 1;
-  DialectRegistry registry;
-  gpuc::registerAllDialects(registry);
-  MLIRContext context(registry);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  ModelSession session;
+  MLIRContext &context = *session.context;
+  llvm::SourceMgr &sourceMgr = session.sourceMgr;
   OwningOpRef<ModuleOp> module = importModel(context, sourceMgr, options);
   if (!module)
     return 1;
