@@ -578,6 +578,52 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
   std::string h =
       index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, in[3], in[2]));
   std::string x = index(llvm::formatv("{0} % {1}LL", idx, in[3]));
+  // Windows that tile the input exactly (stride = kernel, no padding, the
+  // output covering every row and column): the one window holding (h, x)
+  // is known without a search and needs no bounds checks.
+  bool tiles = isMax && llvm::all_of(llvm::seq(0, 4),
+                                     [&](int i) { return w.pads[i] == 0; });
+  for (int a = 0; tiles && a < 2; ++a)
+    tiles =
+        w.strides[a] == w.kernel[a] && out[2 + a] * w.kernel[a] == in[2 + a];
+  if (tiles) {
+    std::string oy = index(llvm::formatv("{0} / {1}LL", h, w.kernel[0]));
+    std::string ox = index(llvm::formatv("{0} / {1}LL", x, w.kernel[1]));
+    std::string corner = index(
+        llvm::formatv("{0} * {1}LL + ({2} * {3}LL) * {4}LL + {5} * {6}LL", p,
+                      in[2] * in[3], oy, w.kernel[0], in[3], ox, w.kernel[1]));
+    FailureOr<std::string> first = at(input, corner);
+    if (failed(first))
+      return failure();
+    std::string best = fresh("best"), bestAt = fresh("bestAt");
+    line(llvm::formatv("float {0} = {1}; int64_t {2} = 0;", best, *first,
+                       bestAt));
+    std::string ky = fresh("ky"), kx = fresh("kx");
+    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", ky,
+                       w.kernel[0]));
+    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", kx,
+                       w.kernel[1]));
+    FailureOr<std::string> xv = at(
+        input,
+        index(llvm::formatv("{0} + {1} * {2}LL + {3}", corner, ky, in[3], kx)));
+    if (failed(xv))
+      return failure();
+    line(
+        llvm::formatv("if ({0} > {1}) {{ {1} = {0}; {2} = {3} * {4}LL + {5}; }",
+                      *xv, best, bestAt, ky, w.kernel[1], kx));
+    close();
+    close();
+    FailureOr<std::string> g =
+        at(dy, index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", p,
+                                   out[2], oy, out[3], ox)));
+    if (failed(g))
+      return failure();
+    return define(v, llvm::formatv("({0} == ({1} - {2} * {3}LL) * {4}LL + "
+                                   "({5} - {6} * {4}LL) ? {7} : 0.0f)",
+                                   bestAt, h, oy, w.kernel[0], w.kernel[1], x,
+                                   ox, *g)
+                         .str());
+  }
   std::string acc = fresh("acc");
   line("gpuc::Accumulator " + acc + " = 0;");
   auto range = [&](const std::string &c, int axis, std::string &lo,

@@ -26,7 +26,11 @@ MODELS = {
     "cnn": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
     "transformer": ("tokens", (4, 16), "tokens", (4, 16), 64,
                     ["--class-axis", "-1"]),
+    # Grouped strided conv, overlapping padded max pool, average pool
+    # counting its padding: the general window paths of the emitter.
+    "windows": ("image", (4, 2, 9, 9), "float", (4,), 5, []),
 }
+MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt"}
 
 
 def run(cmd):
@@ -39,7 +43,8 @@ def run(cmd):
 
 def check(args, name, optimizer, work):
     input_name, shape, kind, label_shape, classes, extra = MODELS[name]
-    model = os.path.join(args.src, "examples", name + ".onnx")
+    model = os.path.join(args.src, MODEL_FILES.get(
+        name, os.path.join("examples", name + ".onnx")))
     out = os.path.join(work, name + "-" + optimizer)
     common = ["--batch", "4", "--optimizer", optimizer] + extra
     run([args.gpuc, "compile", model, "-o", out, "--target", "cpu"] + common)
@@ -120,7 +125,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--gpuc", required=True)
     p.add_argument("--src", required=True)
-    p.add_argument("--models", default="mlp,cnn,transformer")
+    p.add_argument("--models", default="mlp,cnn,transformer,windows")
     p.add_argument("--optimizers", default="sgd,adamw")
     args = p.parse_args()
     ok = True
