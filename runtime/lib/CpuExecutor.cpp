@@ -130,7 +130,11 @@ struct Step {
   Kind kind;
   void (*launch)(void *const *) = nullptr;
   std::vector<void *> args;
-  nlohmann::json gemm;
+  /// A batch of row-major GEMMs C = op(A) op(B).
+  struct Gemm {
+    int64_t batch, m, n, k, strideA, strideB;
+    bool transA, transB;
+  } gemm{};
   ConvGeometry conv{};
   float *x = nullptr, *w = nullptr, *y = nullptr;
   void *src = nullptr, *dst = nullptr;
@@ -189,7 +193,9 @@ public:
             step.args.push_back(pointers[id]);
         } else if (op == "gemm") {
           step.kind = Step::Gemm;
-          step.gemm = s;
+          step.gemm = {s["batch"],   s["m"],        s["n"],
+                       s["k"],       s["stride_a"], s["stride_b"],
+                       s["trans_a"], s["trans_b"]};
           step.x = f(s, "a");
           step.w = f(s, "b");
           step.y = f(s, "c");
@@ -311,10 +317,7 @@ private:
   }
 
   void gemm(const Step &step) {
-    const nlohmann::json &s = step.gemm;
-    int64_t batch = s["batch"], m = s["m"], n = s["n"], k = s["k"];
-    bool ta = s["trans_a"], tb = s["trans_b"];
-    int64_t strideA = s["stride_a"], strideB = s["stride_b"];
+    auto [batch, m, n, k, strideA, strideB, ta, tb] = step.gemm;
     const float *a = step.x, *b = step.w;
     float *c = step.y;
     for (int64_t p = 0; p < batch; ++p)

@@ -213,6 +213,8 @@ NpyArray gpuc::makeNpy(const std::string &dtype,
     } else if (dtype == "<i4") {
       int32_t v = (int32_t)values[i];
       std::memcpy(p, &v, 4);
+    } else if (dtype == "|u1") {
+      *p = (char)(unsigned char)values[i];
     } else {
       *p = values[i] != 0;
     }

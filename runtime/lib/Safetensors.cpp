@@ -68,7 +68,8 @@ bool readSafetensors(const std::string &path, std::vector<NamedTensor> &tensors,
   uint64_t n = 0;
   if (size < 8 || fread(&n, 8, 1, f) != 1 || n > (uint64_t)size - 8) {
     fclose(f);
-    error = path + ": not a safetensors file (bad header length)";
+    error = path + ": truncated, or not a safetensors file (its header "
+                   "length is larger than the file)";
     return false;
   }
   std::string text(n, '\0');

@@ -176,6 +176,13 @@ public:
     batch = plan.buffers[image].shape[0];
     if (logits >= 0 && plan.buffers[logits].shape.size() >= 2)
       classes = plan.buffers[logits].shape[1];
+    // Hyperparameters other than the learning rate keep their compiled
+    // defaults; they are set once.
+    for (const PlanBuffer &b : plan.buffers)
+      if (b.kind == "hyper" && b.id != lr && b.hasDefault) {
+        float v = (float)b.defaultValue;
+        device->upload(b.id, &v, sizeof(v));
+      }
     // Initial weights, optimizer state and constants.
     std::vector<NamedTensor> tensors;
     std::map<std::string, std::string> metadata;
@@ -222,12 +229,6 @@ public:
       float v = (float)(learningRate > 0 ? learningRate : b.defaultValue);
       device->upload(lr, &v, sizeof(v));
     }
-    // Other hyperparameters keep their compiled defaults.
-    for (const PlanBuffer &b : plan.buffers)
-      if (b.kind == "hyper" && b.id != lr && b.hasDefault) {
-        float v = (float)b.defaultValue;
-        device->upload(b.id, &v, sizeof(v));
-      }
   }
 
   void run(const char *function) {
@@ -248,8 +249,7 @@ struct Batch {
 /// the step that consumes them.
 class Loader {
 public:
-  Loader(const Split &split, int64_t batch, int64_t count)
-      : split(split), batch(batch), count(count) {}
+  Loader(const Split &split, int64_t batch) : split(split), batch(batch) {}
   ~Loader() { stop(); }
 
   void startEpoch(const std::vector<int64_t> &order, int64_t firstBatch,
@@ -306,7 +306,7 @@ private:
   }
 
   const Split &split;
-  int64_t batch, count;
+  int64_t batch;
   std::vector<int64_t> order;
   int64_t next = 0, end = 0;
   std::thread thread;
@@ -491,6 +491,13 @@ int main(int argc, char **argv) {
     return runStep(s, o);
   if (o.data.empty())
     fail(std::string("--data DIR is required\n") + kUsage);
+  // Say it before training, not after hours of it.
+  if (!o.exportOnnx.empty() && !std::ifstream(dir + "/model.onnx"))
+    fail("--export-onnx needs the ONNX model the trainer was compiled from, "
+         "but " +
+         dir +
+         "/model.onnx is missing (models from the DSL have "
+         "none)");
 
   Dataset data;
   std::string error;
@@ -537,8 +544,6 @@ int main(int argc, char **argv) {
 
   if (o.benchSteps) {
     // Time the step alone on the first batches (data already resident).
-    Loader loader(data.train, B, data.train.count);
-    std::vector<int64_t> order = permutation(data.train.count, o.seed, 0);
     Batch b;
     b.images.assign(&data.train.samples[0],
                     &data.train.samples[B * data.train.sampleSize]);
@@ -569,7 +574,7 @@ int main(int argc, char **argv) {
            (long long)data.train.count, (long long)stepsPerEpoch, (long long)B,
            (long long)o.epochs, data.format.c_str(), mean, stddev);
   int64_t totalSteps = stepsPerEpoch * o.epochs;
-  Loader loader(data.train, B, data.train.count);
+  Loader loader(data.train, B);
   auto start = Clock::now();
   int64_t stepsDone = 0;
   double lossSum = 0;

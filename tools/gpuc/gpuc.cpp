@@ -197,6 +197,10 @@ struct ModelSession {
     diagnostics =
         std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, context.get());
   }
+
+  /// The model named on the command line, with --batch/--input-shape bound;
+  /// null after a diagnostic.
+  OwningOpRef<ModuleOp> load();
 };
 
 /// --batch and --input-shape as import options.
@@ -207,6 +211,19 @@ static LogicalResult importOptions(gpuc::OnnxImportOptions &options) {
     if (failed(parseInputShape(spec, options)))
       return failure();
   return success();
+}
+
+OwningOpRef<ModuleOp> ModelSession::load() {
+  gpuc::OnnxImportOptions options;
+  if (failed(importOptions(options)))
+    return nullptr;
+  if (StringRef(inputFilename).ends_with(".gdsl")) {
+    gpuc::DslOptions dslOptions;
+    dslOptions.batch = options.batch;
+    return gpuc::parseDslFile(inputFilename, context.get(), sourceMgr,
+                              dslOptions);
+  }
+  return gpuc::importOnnxFile(inputFilename, context.get(), options);
 }
 
 /// attach-loss (when --loss), autodiff, optimizer: what --train adds.
@@ -228,18 +245,6 @@ static void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   pm.addPass(gpuc::createGpucOptimizer(opt));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-}
-
-/// Reads the model named on the command line (ONNX or DSL).
-static OwningOpRef<ModuleOp>
-importModel(MLIRContext &context, llvm::SourceMgr &sourceMgr,
-            const gpuc::OnnxImportOptions &options) {
-  if (StringRef(inputFilename).ends_with(".gdsl")) {
-    gpuc::DslOptions dslOptions;
-    dslOptions.batch = options.batch;
-    return gpuc::parseDslFile(inputFilename, &context, sourceMgr, dslOptions);
-  }
-  return gpuc::importOnnxFile(inputFilename, &context, options);
 }
 
 static int runImport(int argc, char **argv) {
@@ -279,17 +284,11 @@ static int runImport(int argc, char **argv) {
     llvm::errs() << "gpuc import: --batch must be positive\n";
     return 1;
   }
-  gpuc::OnnxImportOptions options;
-  if (failed(importOptions(options)))
-    return 1;
-
   ModelSession session;
-  MLIRContext &context = *session.context;
-  llvm::SourceMgr &sourceMgr = session.sourceMgr;
-
-  OwningOpRef<ModuleOp> module = importModel(context, sourceMgr, options);
+  OwningOpRef<ModuleOp> module = session.load();
   if (!module)
     return 1;
+  MLIRContext &context = *session.context;
 
   if (!noSimplify) {
     PassManager pm(&context);
@@ -403,15 +402,11 @@ static int runCompile(int argc, char **argv) {
       return 1;
     }
 
-  gpuc::OnnxImportOptions options;
-  if (failed(importOptions(options)))
-    return 1;
   ModelSession session;
-  MLIRContext &context = *session.context;
-  llvm::SourceMgr &sourceMgr = session.sourceMgr;
-  OwningOpRef<ModuleOp> module = importModel(context, sourceMgr, options);
+  OwningOpRef<ModuleOp> module = session.load();
   if (!module)
     return 1;
+  MLIRContext &context = *session.context;
 
   // The loss: the model's own "loss" output, else --loss (default
   // cross_entropy) on --loss-output (default: the model's only output).

@@ -1,0 +1,133 @@
+//===- RuntimeTest.cpp - checkpoints, datasets and plans ------------------===//
+#include "gpuc/runtime/Dataset.h"
+#include "gpuc/runtime/Executor.h"
+#include "gpuc/runtime/Npy.h"
+#include "gpuc/runtime/Safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace gpuc;
+
+namespace {
+/// A fresh directory under /tmp for one test.
+std::string scratchDir(const std::string &name) {
+  std::string dir =
+      "/tmp/gpuc-runtime-test-" + std::to_string(getpid()) + "-" + name;
+  mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+void writeText(const std::string &path, const std::string &text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+TEST(Safetensors, RoundTripKeepsTensorsAndMetadata) {
+  std::string path = scratchDir("st") + "/c.safetensors";
+  std::vector<NamedTensor> tensors = {
+      {"w", "F32", {2, 2}, std::vector<char>(16, 3)},
+      {"optimizer.step", "I64", {}, std::vector<char>(8, 1)}};
+  std::string error;
+  ASSERT_TRUE(writeSafetensors(path, tensors, {{"step", "42"}}, error))
+      << error;
+  std::vector<NamedTensor> read;
+  std::map<std::string, std::string> meta;
+  ASSERT_TRUE(readSafetensors(path, read, meta, error)) << error;
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_EQ(meta["step"], "42");
+  for (const NamedTensor &t : read) {
+    const NamedTensor &want = t.name == "w" ? tensors[0] : tensors[1];
+    EXPECT_EQ(t.dtype, want.dtype);
+    EXPECT_EQ(t.shape, want.shape);
+    EXPECT_EQ(t.data, want.data);
+  }
+}
+
+TEST(Safetensors, TruncatedFileIsAnErrorNamingIt) {
+  std::string path = scratchDir("trunc") + "/c.safetensors";
+  std::string error;
+  ASSERT_TRUE(writeSafetensors(
+      path, {{"w", "F32", {64}, std::vector<char>(256, 1)}}, {}, error));
+  ASSERT_EQ(truncate(path.c_str(), 100), 0);
+  std::vector<NamedTensor> read;
+  std::map<std::string, std::string> meta;
+  EXPECT_FALSE(readSafetensors(path, read, meta, error));
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+}
+
+TEST(Dataset, NpyImagesAreScaledAndCounted) {
+  std::string dir = scratchDir("npy");
+  std::string error;
+  std::vector<double> pixels(3 * 4, 255.0), labels = {0, 1, 2};
+  ASSERT_TRUE(
+      writeNpy(dir + "/train_x.npy", makeNpy("|u1", {3, 2, 2}, pixels), error));
+  ASSERT_TRUE(
+      writeNpy(dir + "/train_y.npy", makeNpy("<i8", {3}, labels), error));
+  ASSERT_TRUE(
+      writeNpy(dir + "/test_x.npy", makeNpy("|u1", {3, 2, 2}, pixels), error));
+  ASSERT_TRUE(
+      writeNpy(dir + "/test_y.npy", makeNpy("<i8", {3}, labels), error));
+  Dataset data;
+  ASSERT_TRUE(loadDataset(dir, data, error)) << error;
+  EXPECT_EQ(data.format, "npy");
+  EXPECT_EQ(data.train.count, 3);
+  EXPECT_EQ(data.train.sampleSize, 4);
+  EXPECT_FLOAT_EQ(data.train.samples[0], 1.0f);
+  EXPECT_EQ(data.test.labels[2], 2);
+}
+
+TEST(Dataset, FloatLabelsAndMismatchedCountsAreRefused) {
+  std::string dir = scratchDir("badnpy");
+  std::string error;
+  ASSERT_TRUE(writeNpy(dir + "/train_x.npy",
+                       makeNpy("<f4", {3, 4}, std::vector<double>(12)), error));
+  ASSERT_TRUE(
+      writeNpy(dir + "/train_y.npy", makeNpy("<f4", {3}, {0, 1, 2}), error));
+  Dataset data;
+  EXPECT_FALSE(loadDataset(dir, data, error));
+  EXPECT_NE(error.find("labels must be integers"), std::string::npos) << error;
+  ASSERT_TRUE(
+      writeNpy(dir + "/train_y.npy", makeNpy("<i8", {2}, {0, 1}), error));
+  EXPECT_FALSE(loadDataset(dir, data, error));
+  EXPECT_NE(error.find("disagree"), std::string::npos) << error;
+}
+
+TEST(Dataset, NormalizationUsesTheTrainingSplit) {
+  Dataset data;
+  data.train.samples = {0.0f, 1.0f, 0.0f, 1.0f};
+  data.test.samples = {0.5f};
+  double mean, stddev;
+  normalize(data, mean, stddev);
+  EXPECT_DOUBLE_EQ(mean, 0.5);
+  EXPECT_DOUBLE_EQ(stddev, 0.5);
+  EXPECT_FLOAT_EQ(data.train.samples[1], 1.0f);
+  EXPECT_FLOAT_EQ(data.test.samples[0], 0.0f);
+}
+
+TEST(Plan, RefusesWhatIsNotAPlan) {
+  std::string dir = scratchDir("plan");
+  Plan plan;
+  std::string error;
+  EXPECT_FALSE(plan.load(dir + "/missing.json", error));
+  EXPECT_NE(error.find("cannot open"), std::string::npos) << error;
+  writeText(dir + "/bad.json", "{\"buffers\": ");
+  EXPECT_FALSE(plan.load(dir + "/bad.json", error));
+  EXPECT_NE(error.find("not a gpuc plan"), std::string::npos) << error;
+  writeText(dir + "/old.json",
+            R"({"version": 0, "buffers": [], "functions": {}})");
+  EXPECT_FALSE(plan.load(dir + "/old.json", error));
+  EXPECT_NE(error.find("recompile"), std::string::npos) << error;
+  writeText(dir + "/outside.json",
+            R"({"version": 1, "arena_bytes": 64, "functions": {},
+                "buffers": [{"id": 0, "name": "t0", "kind": "transient",
+                             "dtype": "F32", "shape": [32], "bytes": 128,
+                             "offset": 0}]})");
+  EXPECT_FALSE(plan.load(dir + "/outside.json", error));
+  EXPECT_NE(error.find("outside the arena"), std::string::npos) << error;
+}
+} // namespace
