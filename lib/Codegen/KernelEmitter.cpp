@@ -65,6 +65,12 @@ std::string literal(double value, Type type) {
       .str();
 }
 
+/// The window geometry shared by the pooling ops and their gradients.
+struct Window {
+  ArrayRef<int64_t> kernel, strides, pads;
+  bool countIncludePad = false;
+};
+
 class Emitter {
 public:
   explicit Emitter(FusionOp fusion) : fusion(fusion) {}
@@ -169,6 +175,8 @@ private:
   FailureOr<std::string> compute(Operation *op, Value v,
                                  const std::string &idx);
   FailureOr<std::string> pool(Operation *op, Value v, const std::string &idx);
+  std::string windowCount(const std::string &top, const std::string &left,
+                          const Window &w, ArrayRef<int64_t> in);
   FailureOr<std::string> poolBackward(Operation *op, Value v,
                                       const std::string &idx);
   LogicalResult storeResults(ValueRange values, const std::string &idx);
@@ -494,12 +502,6 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
       });
 }
 
-/// The window geometry shared by the pooling ops and their gradients.
-struct Window {
-  ArrayRef<int64_t> kernel, strides, pads;
-  bool countIncludePad = false;
-};
-
 Window windowOf(Operation *op) {
   if (auto p = dyn_cast<MaxPool2DOp>(op))
     return {p.getKernel(), p.getStrides(), p.getPads()};
@@ -509,6 +511,23 @@ Window windowOf(Operation *op) {
     return {p.getKernel(), p.getStrides(), p.getPads()};
   auto p = cast<AvgPool2DBackwardOp>(op);
   return {p.getKernel(), p.getStrides(), p.getPads(), p.getCountIncludePad()};
+}
+
+std::string Emitter::windowCount(const std::string &top,
+                                 const std::string &left, const Window &w,
+                                 ArrayRef<int64_t> in) {
+  // The positions of the window starting at (top, left) that count: inside
+  // the input, or inside the padded input with count_include_pad.
+  int64_t bottom = in[2] + (w.countIncludePad ? w.pads[2] : 0);
+  int64_t right = in[3] + (w.countIncludePad ? w.pads[3] : 0);
+  auto start = [&](const std::string &c) {
+    return w.countIncludePad ? c : "gpuc::maxInt<int64_t>(" + c + ", 0)";
+  };
+  return index(
+      llvm::formatv("(gpuc::minInt<int64_t>({0} + {1}LL, {2}LL) - {3}) * "
+                    "(gpuc::minInt<int64_t>({4} + {5}LL, {6}LL) - {7})",
+                    top, w.kernel[0], bottom, start(top), left, w.kernel[1],
+                    right, start(left)));
 }
 
 FailureOr<std::string> Emitter::pool(Operation *op, Value v,
@@ -521,20 +540,21 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
   std::string oy =
       index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, out[3], out[2]));
   std::string ox = index(llvm::formatv("{0} % {1}LL", idx, out[3]));
-  std::string acc = fresh("acc"), count = fresh("count");
+  std::string acc = fresh("acc");
   line(llvm::formatv("gpuc::Accumulator {0} = {1};", acc,
                      isMax ? "-INFINITY" : "0"));
-  line(llvm::formatv("int64_t {0} = 0;", count));
+  std::string top =
+      index(llvm::formatv("{0} * {1}LL - {2}LL", oy, w.strides[0], w.pads[0]));
+  std::string left =
+      index(llvm::formatv("{0} * {1}LL - {2}LL", ox, w.strides[1], w.pads[1]));
   std::string ky = fresh("ky"), kx = fresh("kx");
   open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", ky,
                      w.kernel[0]));
-  std::string iy = index(llvm::formatv("{0} * {1}LL - {2}LL + {3}", oy,
-                                       w.strides[0], w.pads[0], ky));
+  std::string iy = index(top + " + " + ky);
   line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", iy, in[2]));
   open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", kx,
                      w.kernel[1]));
-  std::string ix = index(llvm::formatv("{0} * {1}LL - {2}LL + {3}", ox,
-                                       w.strides[1], w.pads[1], kx));
+  std::string ix = index(left + " + " + kx);
   line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", ix, in[3]));
   FailureOr<std::string> x =
       at(input, index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", p,
@@ -546,19 +566,11 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
                        *x));
   else
     line(llvm::formatv("{0} += {1};", acc, *x));
-  line(llvm::formatv("++{0};", count));
   close();
   close();
   if (isMax)
     return define(v, "(float)" + acc);
-  std::string divisor = count;
-  if (w.countIncludePad)
-    divisor = index(llvm::formatv(
-        "((gpuc::minInt({0} * {1}LL - {2}LL + {3}LL, {4}LL) - ({0} * {1}LL - "
-        "{2}LL)) * (gpuc::minInt({5} * {6}LL - {7}LL + {8}LL, {9}LL) - ({5} * "
-        "{6}LL - {7}LL)))",
-        oy, w.strides[0], w.pads[0], w.kernel[0], in[2] + w.pads[2], ox,
-        w.strides[1], w.pads[1], w.kernel[1], in[3] + w.pads[3]));
+  std::string divisor = windowCount(top, left, w, in);
   return define(v, llvm::formatv("(float)({0} / (gpuc::Accumulator)({1} > 0 ? "
                                  "{1} : 1))",
                                  acc, divisor)
@@ -681,21 +693,7 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
     line(llvm::formatv("if ({0} == {1} * {2}LL + {3}) {4} += {5};", bestAt, h,
                        in[3], x, acc, *g));
   } else {
-    std::string count;
-    if (w.countIncludePad) {
-      count = index(
-          llvm::formatv("(gpuc::minInt<int64_t>({0} + {1}LL, {2}LL) - {0}) * "
-                        "(gpuc::minInt<int64_t>({3} + {4}LL, {5}LL) - {3})",
-                        top, w.kernel[0], in[2] + w.pads[2], left, w.kernel[1],
-                        in[3] + w.pads[3]));
-    } else {
-      count = index(llvm::formatv("(gpuc::minInt<int64_t>({0} + {1}LL, {2}LL) "
-                                  "- gpuc::maxInt<int64_t>({0}, 0)) * "
-                                  "(gpuc::minInt<int64_t>({3} + {4}LL, {5}LL) "
-                                  "- gpuc::maxInt<int64_t>({3}, 0))",
-                                  top, w.kernel[0], in[2], left, w.kernel[1],
-                                  in[3]));
-    }
+    std::string count = windowCount(top, left, w, in);
     line(llvm::formatv("{0} += {1} / (gpuc::Accumulator)({2} > 0 ? {2} : 1);",
                        acc, *g, count));
   }

@@ -26,8 +26,8 @@ MODELS = {
     "cnn": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
     "transformer": ("tokens", (4, 16), "tokens", (4, 16), 64,
                     ["--class-axis", "-1"]),
-    # Grouped strided conv, overlapping padded max pool, average pool
-    # counting its padding: the general window paths of the emitter.
+    # Grouped strided conv, overlapping padded max pool, average pools
+    # counting and not counting their padding: the general window paths.
     "windows": ("image", (4, 2, 9, 9), "float", (4,), 5, []),
 }
 MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt"}
