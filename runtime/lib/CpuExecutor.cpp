@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -233,12 +234,33 @@ public:
       free(p);
   }
 
+  std::string describe() const override {
+    return "cpu (generated kernels on OpenMP threads, OpenBLAS)";
+  }
+
   void upload(int id, const void *src, size_t bytes) override {
     memcpy(pointers[id], src, bytes);
   }
   void download(int id, void *dst, size_t bytes) override {
     memcpy(dst, pointers[id], bytes);
   }
+
+  // Steps have finished when run() returns: a read is at once a value.
+  uint64_t readLater(int id, size_t bytes) override {
+    std::vector<char> &value = reads[nextTicket];
+    value.resize(bytes);
+    memcpy(value.data(), pointers[id], bytes);
+    return nextTicket++;
+  }
+  bool ready(uint64_t) override { return true; }
+  void collect(uint64_t ticket, void *dst, size_t bytes) override {
+    auto it = reads.find(ticket);
+    if (it == reads.end())
+      return;
+    memcpy(dst, it->second.data(), std::min(bytes, it->second.size()));
+    reads.erase(it);
+  }
+  size_t readCapacity() const override { return SIZE_MAX; }
 
   bool run(const std::string &function, std::string &error) override {
     auto it = programs.find(function);
@@ -374,6 +396,8 @@ private:
   int64_t scratchFloats = 1;
   std::vector<void *> owned, pointers;
   std::map<std::string, std::vector<Step>> programs;
+  std::map<uint64_t, std::vector<char>> reads;
+  uint64_t nextTicket = 0;
   bool profile = getenv("GPUC_PROFILE") != nullptr;
 };
 } // namespace

@@ -21,8 +21,11 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -41,6 +44,8 @@ namespace {
 struct Options {
   std::string data, checkpointDir, resume, exportOnnx, metrics;
   std::string runStepInputs, outputDir;
+  std::string device = "auto";
+  bool graphs = true;
   int64_t epochs = 1, batchSize = 0, limitTrain = 0, benchSteps = 0;
   int64_t evalEvery = 0, logEvery = 50, step = 0;
   uint64_t seed = 0;
@@ -59,13 +64,19 @@ const char *kUsage =
     "             [--checkpoint-dir DIR] [--resume [FILE]]\n"
     "             [--export-onnx trained.onnx] [--metrics metrics.jsonl]\n"
     "             [--limit-train N] [--bench-steps N] [--quiet]\n"
+    "             [--device auto|cpu|cuda] [--no-graph]\n"
     "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step "
     "K]\n"
     "  --data: MNIST-family IDX files (e.g. "
     "/usr/share/datasets/fashion-mnist)\n"
     "          or train_x.npy, train_y.npy, test_x.npy, test_y.npy\n"
     "  --run-step: one step of the step program on IN_DIR/<input>.npy,\n"
-    "          writing outputs and every parameter/state to OUT_DIR as .npy\n";
+    "          writing outputs and every parameter/state to OUT_DIR as .npy\n"
+    "  --device: cuda runs the step on the GPU (one CUDA Graph launch per\n"
+    "          step), cpu on this machine's cores; auto (default) takes the\n"
+    "          GPU when the artifact has GPU kernels and a GPU is present\n"
+    "  --no-graph: on the GPU, launch kernel by kernel instead of replaying\n"
+    "          a CUDA Graph (to compare)\n";
 
 Options parseOptions(int argc, char **argv) {
   Options o;
@@ -117,6 +128,13 @@ Options parseOptions(int argc, char **argv) {
       o.outputDir = value(i);
     else if (a == "--quiet")
       o.quiet = true;
+    else if (a == "--no-graph")
+      o.graphs = false;
+    else if (a == "--device") {
+      o.device = value(i);
+      if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
+        fail("--device expects auto, cpu or cuda, got '" + o.device + "'");
+    }
     else if (a == "--lr") {
       std::string v = value(i);
       char *end;
@@ -152,13 +170,11 @@ public:
   std::string imageName, labelName;
   int64_t batch = 0, classes = 0;
 
-  void open(const std::string &dir) {
+  void open(const std::string &dir, const Options &o) {
     std::string error;
     if (!plan.load(dir + "/plan.json", error))
       fail(error);
-    device = createCpuDevice(plan, gpuc_cpu_kernels, error);
-    if (!device)
-      fail(error);
+    openDevice(dir, o);
     const auto &t = plan.json["trainer"];
     imageName = t.value("data_input", "");
     labelName = t.value("label_input", "");
@@ -189,6 +205,53 @@ public:
     if (!readSafetensors(dir + "/init.safetensors", tensors, metadata, error))
       fail(error);
     restore(tensors, "init.safetensors");
+  }
+
+  /// --device: cuda, cpu, or auto (the GPU when the artifact has GPU kernels
+  /// and one is present, else the CPU, saying why).
+  void openDevice(const std::string &dir, const Options &o) {
+    std::vector<std::string> targets = {"cpu"};
+    if (plan.json.contains("targets"))
+      targets = plan.json["targets"].get<std::vector<std::string>>();
+    bool hasCpu = std::count(targets.begin(), targets.end(), "cpu") > 0;
+    bool hasCuda = std::count(targets.begin(), targets.end(), "cuda") > 0;
+    std::string error, why;
+    if (o.device == "cuda" && !hasCuda)
+      fail("--device cuda: " + dir +
+           " has no GPU kernels; compile with gpuc compile --target cuda "
+           "(or all)");
+    if (o.device == "cpu" && !hasCpu)
+      fail("--device cpu: " + dir +
+           " was compiled with --target cuda and has no CPU kernels; "
+           "recompile with --target cpu (or all)");
+    if (o.device != "cpu" && hasCuda) {
+      CudaOptions options;
+      options.graphs = o.graphs;
+      device = loadCudaDevice(plan, dir, options, error);
+      if (!device && o.device == "cuda")
+        fail("--device cuda: " + error +
+             (hasCpu ? "; train on the CPU with --device cpu" : ""));
+      why = error;
+    } else if (o.device == "auto") {
+      why = "the artifact has no GPU kernels";
+    }
+    if (!device) {
+      if (!hasCpu)
+        fail("this artifact has GPU kernels only (gpuc compile --target "
+             "cuda) and the GPU cannot be used: " +
+             why + "; recompile with --target all to train on the CPU");
+      device = createCpuDevice(plan, gpuc_cpu_kernels, error);
+      if (!device)
+        fail(error);
+    }
+    std::string line = "device: " + device->describe();
+    if (o.device == "auto" && !why.empty())
+      line += " [no GPU: " + why + "]";
+    // Status goes to stderr when stdout carries results (--run-step,
+    // --bench-steps print JSON or nothing).
+    bool toStderr = !o.runStepInputs.empty() || o.benchSteps;
+    if (!o.quiet || toStderr)
+      fprintf(toStderr ? stderr : stdout, "%s\n", line.c_str());
   }
 
   /// Uploads named tensors into the persistent buffers of the same name.
@@ -314,6 +377,46 @@ private:
   std::condition_variable ready, space;
   Batch slot;
   bool full = false, done = false;
+};
+
+/// The loss of each step, read without stalling the device: a step's loss
+/// is a ticket, taken once it has arrived, and all of them at a log point
+/// (on the GPU the host then waits once per log interval, not per step).
+class LossReader {
+public:
+  LossReader(Device &device, int id) : device(device), id(id) {}
+
+  void submitted(int64_t step) {
+    pending.push_back({device.readLater(id, sizeof(float)), step});
+    if (pending.size() >= device.readCapacity())
+      take();
+  }
+  /// Takes the losses that have arrived; all of them when `wait`.
+  void drain(bool wait) {
+    while (!pending.empty() && (wait || device.ready(pending.front().first)))
+      take();
+  }
+  double sum = 0;
+  int64_t count = 0;
+  float last = NAN;
+
+private:
+  void take() {
+    auto [ticket, step] = pending.front();
+    pending.pop_front();
+    float loss;
+    device.collect(ticket, &loss, sizeof(loss));
+    if (!std::isfinite(loss))
+      fail("the loss became " + std::to_string(loss) + " at step " +
+           std::to_string(step) + "; lower --lr");
+    sum += loss;
+    ++count;
+    last = loss;
+  }
+
+  Device &device;
+  int id;
+  std::deque<std::pair<uint64_t, int64_t>> pending;
 };
 
 /// Epoch `epoch`'s visiting order of `n` samples: Fisher-Yates driven by a
@@ -467,6 +570,61 @@ int runStep(Session &s, const Options &o) {
   return 0;
 }
 
+/// --bench-steps: times the step alone on one resident batch (the first of
+/// --data; without --data, every input filled from a fixed pseudo-random
+/// sequence: floats in [-1, 1), integers in [0, 10), valid tokens and
+/// labels for every example model). Warm-up steps are excluded and the
+/// device is drained before the clock stops.
+int bench(Session &s, const Options &o, const Dataset *data) {
+  int64_t B = s.batch;
+  if (data) {
+    std::vector<float> images(&data->train.samples[0],
+                              &data->train.samples[B * data->train.sampleSize]);
+    std::vector<int64_t> labels(data->train.labels.begin(),
+                                data->train.labels.begin() + B);
+    uploadImages(s, images);
+    s.device->upload(s.label, labels.data(), B * sizeof(int64_t));
+  } else {
+    std::mt19937_64 rng(o.seed);
+    for (auto &[name, id] :
+         s.plan.json["functions"]["train_step"]["inputs"].items()) {
+      const PlanBuffer &b = s.plan.buffers[id.get<int>()];
+      std::vector<char> bytes(b.bytes);
+      for (int64_t i = 0; i < b.numElements(); ++i) {
+        if (b.dtype == "F32")
+          ((float *)bytes.data())[i] = (float)((rng() >> 40) * 0x1p-23 - 1.0);
+        else if (b.dtype == "I64")
+          ((int64_t *)bytes.data())[i] = (int64_t)(rng() % 10);
+        else if (b.dtype == "I32")
+          ((int32_t *)bytes.data())[i] = (int32_t)(rng() % 10);
+      }
+      s.device->upload(b.id, bytes.data(), b.bytes);
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    s.setStepScalars(o.seed, i, o.lr);
+    s.run("train_step");
+  }
+  s.device->synchronize();
+  Device::Counters before = s.device->counters();
+  auto t0 = Clock::now();
+  for (int64_t i = 0; i < o.benchSteps; ++i) {
+    s.setStepScalars(o.seed, i, o.lr);
+    s.run("train_step");
+  }
+  s.device->synchronize();
+  double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  Device::Counters after = s.device->counters();
+  printf("{\"steps\": %lld, \"batch\": %lld, \"ms_per_step\": %.4f, "
+         "\"graph_launches\": %lld, \"host_launches\": %lld}\n",
+         (long long)o.benchSteps, (long long)B, 1000.0 * seconds / o.benchSteps,
+         (long long)(after.graphLaunches["train_step"] -
+                     before.graphLaunches["train_step"]),
+         (long long)(after.hostLaunches["train_step"] -
+                     before.hostLaunches["train_step"]));
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -482,13 +640,15 @@ int main(int argc, char **argv) {
   Options o = parseOptions(argc, argv);
   std::string dir = artifactDir();
   Session s;
-  s.open(dir);
+  s.open(dir, o);
   if (o.batchSize && o.batchSize != s.batch)
     fail("this trainer was compiled for batch " + std::to_string(s.batch) +
          "; recompile with gpuc compile --batch " +
          std::to_string(o.batchSize) + " to train with another");
   if (!o.runStepInputs.empty())
     return runStep(s, o);
+  if (o.benchSteps && o.data.empty())
+    return bench(s, o, nullptr);
   if (o.data.empty())
     fail(std::string("--data DIR is required\n") + kUsage);
   // Say it before training, not after hours of it.
@@ -542,29 +702,8 @@ int main(int argc, char **argv) {
   if (!o.checkpointDir.empty())
     mkdir(o.checkpointDir.c_str(), 0755);
 
-  if (o.benchSteps) {
-    // Time the step alone on the first batches (data already resident).
-    Batch b;
-    b.images.assign(&data.train.samples[0],
-                    &data.train.samples[B * data.train.sampleSize]);
-    b.labels.assign(data.train.labels.begin(), data.train.labels.begin() + B);
-    uploadImages(s, b.images);
-    s.device->upload(s.label, b.labels.data(), B * sizeof(int64_t));
-    for (int i = 0; i < 3; ++i) {
-      s.setStepScalars(o.seed, i, o.lr);
-      s.run("train_step");
-    }
-    auto t0 = Clock::now();
-    for (int64_t i = 0; i < o.benchSteps; ++i) {
-      s.setStepScalars(o.seed, i, o.lr);
-      s.run("train_step");
-    }
-    double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    printf("{\"steps\": %lld, \"batch\": %lld, \"ms_per_step\": %.4f}\n",
-           (long long)o.benchSteps, (long long)B,
-           1000.0 * seconds / o.benchSteps);
-    return 0;
-  }
+  if (o.benchSteps)
+    return bench(s, o, &data);
 
   bool tty = isatty(fileno(stdout)) && !o.quiet;
   if (!o.quiet)
@@ -577,8 +716,7 @@ int main(int argc, char **argv) {
   Loader loader(data.train, B);
   auto start = Clock::now();
   int64_t stepsDone = 0;
-  double lossSum = 0;
-  int64_t lossCount = 0;
+  LossReader losses(*s.device, s.loss);
   double lastAccuracy = -1;
   for (int64_t step = startStep; step < totalSteps;) {
     int64_t epoch = step / stepsPerEpoch, inEpoch = step % stepsPerEpoch;
@@ -591,30 +729,29 @@ int main(int argc, char **argv) {
       s.device->upload(s.label, b.labels.data(), B * sizeof(int64_t));
       s.setStepScalars(o.seed, step, o.lr);
       s.run("train_step");
-      float loss;
-      s.device->download(s.loss, &loss, sizeof(loss));
-      if (!std::isfinite(loss))
-        fail("the loss became " + std::to_string(loss) + " at step " +
-             std::to_string(step) + "; lower --lr");
-      lossSum += loss;
-      ++lossCount;
+      losses.submitted(step);
       ++stepsDone;
       double elapsed =
           std::chrono::duration<double>(Clock::now() - start).count();
       double rate = stepsDone * B / std::max(elapsed, 1e-9);
       bool logPoint =
           (step + 1) % o.logEvery == 0 || inEpoch + 1 == stepsPerEpoch;
+      if (logPoint)
+        losses.drain(true);
+      else if (tty)
+        losses.drain(false);
       if (tty) {
         double eta = (totalSteps - step - 1) * B / std::max(rate, 1e-9);
         printf("\repoch %lld/%lld  step %lld/%lld  loss %.4f  %.0f samples/s  "
                "ETA %02d:%02d   ",
                (long long)epoch + 1, (long long)o.epochs,
-               (long long)inEpoch + 1, (long long)stepsPerEpoch, loss, rate,
+               (long long)inEpoch + 1, (long long)stepsPerEpoch, losses.last,
+               rate,
                (int)eta / 60, (int)eta % 60);
         fflush(stdout);
       }
       if (logPoint) {
-        double mean = lossSum / lossCount;
+        double mean = losses.sum / std::max<int64_t>(losses.count, 1);
         if (!tty && !o.quiet)
           printf("epoch %lld step %lld loss %.4f samples/s %.0f\n",
                  (long long)epoch + 1, (long long)step + 1, mean, rate);
@@ -622,11 +759,11 @@ int main(int argc, char **argv) {
         fflush(stdout);
         if (metrics)
           fprintf(metrics,
-                  "{\"epoch\": %lld, \"step\": %lld, \"loss\": %.6f, "
+                  "{\"epoch\": %lld, \"step\": %lld, \"loss\": %.9g, "
                   "\"samples_per_s\": %.1f}\n",
                   (long long)epoch + 1, (long long)step + 1, mean, rate);
-        lossSum = 0;
-        lossCount = 0;
+        losses.sum = 0;
+        losses.count = 0;
       }
       bool evalPoint = o.evalEvery && (step + 1) % o.evalEvery == 0 &&
                        inEpoch + 1 != stepsPerEpoch;
@@ -663,11 +800,21 @@ int main(int argc, char **argv) {
   }
   if (metrics)
     fclose(metrics);
-  if (!o.quiet)
+  s.device->synchronize();
+  if (!o.quiet) {
     printf("done: %lld steps in %.1f s, final test_accuracy %.4f\n",
            (long long)stepsDone,
            std::chrono::duration<double>(Clock::now() - start).count(),
            lastAccuracy);
+    Device::Counters c = s.device->counters();
+    if (!c.graphLaunches.empty() || !c.hostLaunches.empty())
+      printf("launches: train_step %lld graph launches for %lld steps, eval "
+             "%lld graph launches, %lld host launches\n",
+             (long long)c.graphLaunches["train_step"], (long long)stepsDone,
+             (long long)c.graphLaunches["eval"],
+             (long long)(c.hostLaunches["train_step"] +
+                         c.hostLaunches["eval"]));
+  }
   if (!o.exportOnnx.empty())
     exportOnnx(s, dir, o.exportOnnx);
   return 0;

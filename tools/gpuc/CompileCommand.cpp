@@ -151,6 +151,11 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
     return 1;
   }
   program->plan["trainer"] = options.trainer;
+  program->plan["targets"] = nlohmann::json::array();
+  if (options.cpu)
+    program->plan["targets"].push_back("cpu");
+  if (options.cuda)
+    program->plan["targets"].push_back("cuda");
   program->plan["model"] = llvm::sys::path::filename(options.modelPath).str();
   if (!writeFile(dir + "/plan.json", program->plan.dump(1)) ||
       !writeFile(dir + "/kernels.cu", program->kernelSource))
@@ -197,8 +202,39 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
         return 1;
     }
   }
-  if (options.cpu) {
+  if (options.cuda) {
+    // The trainer opens the CUDA device plugin from its own directory.
+#ifdef GPUC_CUDA_PLUGIN_LIB
+    llvm::sys::fs::remove(dir + "/libgpuc_cuda.so");
+    if (std::error_code ec = llvm::sys::fs::copy_file(
+            GPUC_CUDA_PLUGIN_LIB, dir + "/libgpuc_cuda.so")) {
+      llvm::errs() << "gpuc compile: cannot copy the CUDA device plugin: "
+                   << ec.message() << "\n";
+      return 1;
+    }
+    llvm::sys::fs::setPermissions(dir + "/libgpuc_cuda.so",
+                                  llvm::sys::fs::all_read |
+                                      llvm::sys::fs::all_exe |
+                                      llvm::sys::fs::owner_write);
+#else
+    llvm::errs() << "gpuc compile: warning: this gpuc was built without the "
+                    "CUDA device (cuDNN or the CUDA toolkit was missing at "
+                    "configure time): the cubins are written but the trainer "
+                    "cannot run them\n";
+#endif
+  }
+  // The trainer: with the CPU kernels for --target cpu|all; for --target
+  // cuda with an empty CPU kernel table (the plan says it has no CPU code).
+  {
     std::string object = dir + "/kernels.cpu.o", log = dir + "/build.log";
+    std::string source = dir + "/kernels.cu";
+    if (!options.cpu) {
+      source = dir + "/cpu-table.cu";
+      if (!writeFile(source, "#include \"gpuc/runtime/device/Kernel.h\"\n"
+                             "extern \"C\" const gpuc::CpuKernel "
+                             "gpuc_cpu_kernels[] = {{nullptr, nullptr}};\n"))
+        return 1;
+    }
     std::vector<std::string> compile = {options.cxx,
                                         "-O3",
                                         "-march=native",
@@ -210,20 +246,25 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
                                         "-x",
                                         "c++",
                                         "-c",
-                                        dir + "/kernels.cu",
+                                        source,
                                         "-o",
                                         object};
     if (!runTool(compile, log))
       return 1;
     std::vector<std::string> link = {
-        options.cxx, object, GPUC_TRAINER_LIB, GPUC_RUNTIME_LIB,
-        "-fopenmp",  "-o",   dir + "/train"};
+        options.cxx, object, GPUC_TRAINER_LIB,
+        options.cpu ? GPUC_CPU_DEVICE_LIB : GPUC_NO_CPU_DEVICE_LIB,
+        GPUC_RUNTIME_LIB, "-o", dir + "/train"};
     SmallVector<StringRef> libs;
     StringRef(GPUC_TRAINER_LINK_LIBS).split(libs, ' ', -1, false);
+    if (options.cpu)
+      StringRef(GPUC_CPU_DEVICE_LINK_LIBS).split(libs, ' ', -1, false);
     for (StringRef lib : libs)
       link.push_back(lib.str());
     if (!runTool(link, log))
       return 1;
+    if (!options.cpu)
+      llvm::sys::fs::remove(source);
   }
   llvm::outs() << "gpuc compile: wrote " << dir << " (" << kernelCount
                << " kernels, "
@@ -233,8 +274,7 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
                << " MiB";
   if (options.cuda)
     llvm::outs() << "; cubin+PTX for " << llvm::join(options.archs, ", ");
-  if (options.cpu)
-    llvm::outs() << "; trainer " << dir << "/train";
+  llvm::outs() << "; trainer " << dir << "/train";
   llvm::outs() << ")\n";
   return 0;
 }

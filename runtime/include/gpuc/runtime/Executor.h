@@ -4,8 +4,9 @@
 // kind, shape, and for transients its arena offset) and each function's
 // steps. A Device owns the memory and runs the steps; the CPU device calls
 // the generated kernels through the table linked into the trainer, OpenBLAS
-// for GEMMs and im2col + GEMM for convolutions. A CUDA device plugs in
-// behind the same interface (and replays the steps as one CUDA Graph).
+// for GEMMs and im2col + GEMM for convolutions. The CUDA device (a plugin
+// the trainer loads at run time, runtime/cuda/) replays each function as one
+// CUDA Graph and never makes the host wait for a step it just submitted.
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_RUNTIME_EXECUTOR_H
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,16 +59,63 @@ struct Plan {
 class Device {
 public:
   virtual ~Device() = default;
-  /// Host copies in and out of buffer `id`.
+  /// What runs the steps, for the trainer's first line ("cpu", "cuda: ...").
+  virtual std::string describe() const = 0;
+  /// Host copies in and out of buffer `id`. An upload is seen by every
+  /// later run(); a download waits for the runs submitted before it.
   virtual void upload(int id, const void *src, size_t bytes) = 0;
   virtual void download(int id, void *dst, size_t bytes) = 0;
-  /// Runs every step of `function` in order.
+  /// Submits every step of `function` in order. The CPU device runs them
+  /// before returning; the CUDA device queues them and returns at once.
   virtual bool run(const std::string &function, std::string &error) = 0;
+
+  /// Reads of a small buffer (the loss) that do not stall the queue:
+  /// readLater() takes the value `id` will have once the runs submitted so
+  /// far have finished and returns a ticket; ready() says whether that
+  /// value is there, collect() waits for it. At most readCapacity()
+  /// tickets may be outstanding.
+  virtual uint64_t readLater(int id, size_t bytes) = 0;
+  virtual bool ready(uint64_t ticket) = 0;
+  virtual void collect(uint64_t ticket, void *dst, size_t bytes) = 0;
+  virtual size_t readCapacity() const = 0;
+  /// Waits until everything submitted has finished.
+  virtual void synchronize() {}
+  /// Launch counts, for the trainer's summary: graph launches (CUDA Graph
+  /// replays) and individual kernel/library launches issued by the host.
+  /// Per function.
+  struct Counters {
+    std::map<std::string, int64_t> graphLaunches, hostLaunches;
+  };
+  virtual Counters counters() const { return {}; }
 };
 
 /// A device that runs on this machine's CPU with the kernels of `table`.
 std::unique_ptr<Device>
 createCpuDevice(const Plan &plan, const CpuKernel *table, std::string &error);
+
+/// How the CUDA device runs a function.
+struct CudaOptions {
+  /// Capture each function once into a CUDA Graph and replay it (default);
+  /// false launches kernel by kernel (to compare results and timings).
+  bool graphs = true;
+};
+
+/// The CUDA device from the plugin libgpuc_cuda.so beside the trainer (or
+/// $GPUC_CUDA_PLUGIN): the kernels of `artifactDir`'s cubin/PTX for the
+/// present GPU, cuBLASLt GEMMs and cuDNN convolutions. Null with `error`
+/// saying why (no plugin, no driver, no GPU, no binary for this GPU, out of
+/// memory). The trainer itself has no CUDA dependency.
+std::unique_ptr<Device> loadCudaDevice(const Plan &plan,
+                                       const std::string &artifactDir,
+                                       const CudaOptions &options,
+                                       std::string &error);
+
+/// The plugin's entry point (extern "C", looked up by loadCudaDevice).
+using CreateCudaDeviceFn = Device *(*)(const Plan &plan,
+                                       const std::string &artifactDir,
+                                       const CudaOptions &options,
+                                       std::string &error);
+constexpr const char *kCreateCudaDeviceSymbol = "gpuc_create_cuda_device";
 
 } // namespace gpuc
 
