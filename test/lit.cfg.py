@@ -70,3 +70,26 @@ if getattr(config, "gpuc_have_nvrtc", False):
 else:
     lit_config.note("gpuc was built without NVRTC (CUDA toolkit not found): "
                     "the CUDA-target compile tests are skipped")
+if getattr(config, "gpuc_have_cuda_device", False):
+    config.available_features.add("cuda-plugin")
+else:
+    lit_config.note("gpuc was built without the CUDA device plugin (CUDA "
+                    "toolkit or cuDNN not found): its tests are skipped")
+
+
+def has_gpu():
+    """Whether an NVIDIA GPU is usable here (nvidia-smi lists one)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                             text=True, timeout=30)
+        return out.returncode == 0 and "GPU " in out.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+if has_gpu() and "cuda-plugin" in config.available_features:
+    config.available_features.add("cuda-device")
+else:
+    lit_config.note("no NVIDIA GPU here: the tests that run the CUDA device "
+                    "are skipped (REQUIRES: cuda-device); scripts/gpu-bundle.sh "
+                    "builds what runs them on a GPU machine")

@@ -45,6 +45,7 @@ struct Options {
   std::string data, checkpointDir, resume, exportOnnx, metrics;
   std::string runStepInputs, outputDir;
   std::string device = "auto";
+  std::string artifact;
   bool graphs = true;
   int64_t epochs = 1, batchSize = 0, limitTrain = 0, benchSteps = 0;
   int64_t evalEvery = 0, logEvery = 50, step = 0;
@@ -64,7 +65,7 @@ const char *kUsage =
     "             [--checkpoint-dir DIR] [--resume [FILE]]\n"
     "             [--export-onnx trained.onnx] [--metrics metrics.jsonl]\n"
     "             [--limit-train N] [--bench-steps N] [--quiet]\n"
-    "             [--device auto|cpu|cuda] [--no-graph]\n"
+    "             [--device auto|cpu|cuda] [--no-graph] [--artifact DIR]\n"
     "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step "
     "K]\n"
     "  --data: MNIST-family IDX files (e.g. "
@@ -76,7 +77,9 @@ const char *kUsage =
     "          step), cpu on this machine's cores; auto (default) takes the\n"
     "          GPU when the artifact has GPU kernels and a GPU is present\n"
     "  --no-graph: on the GPU, launch kernel by kernel instead of replaying\n"
-    "          a CUDA Graph (to compare)\n";
+    "          a CUDA Graph (to compare)\n"
+    "  --artifact DIR: the compiled model in DIR instead of the trainer's\n"
+    "          own folder (GPU-only trainers, which hold no model code)\n";
 
 Options parseOptions(int argc, char **argv) {
   Options o;
@@ -128,6 +131,8 @@ Options parseOptions(int argc, char **argv) {
       o.outputDir = value(i);
     else if (a == "--quiet")
       o.quiet = true;
+    else if (a == "--artifact")
+      o.artifact = value(i);
     else if (a == "--no-graph")
       o.graphs = false;
     else if (a == "--device") {
@@ -232,8 +237,6 @@ public:
         fail("--device cuda: " + error +
              (hasCpu ? "; train on the CPU with --device cpu" : ""));
       why = error;
-    } else if (o.device == "auto") {
-      why = "the artifact has no GPU kernels";
     }
     if (!device) {
       if (!hasCpu)
@@ -639,6 +642,14 @@ int main(int argc, char **argv) {
   }
   Options o = parseOptions(argc, argv);
   std::string dir = artifactDir();
+  if (!o.artifact.empty()) {
+    // A trainer with CPU kernels holds one model's code; only a GPU-only
+    // trainer (its kernels come from the artifact's cubin) serves others.
+    if (gpuc_cpu_kernels[0].name)
+      fail("--artifact: this trainer holds the CPU kernels of its own model "
+           "and runs only the artifact beside it; use that artifact's train");
+    dir = o.artifact;
+  }
   Session s;
   s.open(dir, o);
   if (o.batchSize && o.batchSize != s.batch)

@@ -4,12 +4,8 @@
 For each example model: `gpuc compile` (CPU target) and `gpuc import --train`
 with the same loss and optimizer; the same random batch, seed and step go
 through `out/train --run-step` and `gpuc run`; the loss, every updated
-parameter and every optimizer-state tensor must agree within
-|got - ref| <= RTOL * |ref| + ATOL.
-
-Kernels compute in float32 (the interpreter in double, rounded per op), and
-the CPU kernels sum reductions in double, so the step agrees to a few float32
-ulps; RTOL/ATOL leave room for a few thousand ulps of accumulated rounding.
+parameter and every optimizer-state tensor must agree within the tolerance
+of stepcompare.py.
 """
 import argparse
 import os
@@ -19,7 +15,8 @@ import tempfile
 
 import numpy as np
 
-RTOL, ATOL = 1e-4, 1e-5
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stepcompare import compare_dirs  # noqa: E402
 MODELS = {
     # name: (input name, input shape, input kind, labels shape, classes, extra)
     "mlp": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
@@ -71,43 +68,7 @@ def check(args, name, optimizer, work):
     run([os.path.join(out, "train"), "--run-step", inputs, "--output-dir", got,
          "--seed", "7", "--step", "3"])
 
-    worst, worst_name, compared, failures, noisy = 0.0, "", 0, [], 0
-    for f in sorted(os.listdir(ref)):
-        r = np.load(os.path.join(ref, f)).astype(np.float64)
-        path = os.path.join(got, f)
-        if not os.path.exists(path):
-            failures.append("%s: missing from the generated step" % f)
-            continue
-        g = np.load(path).astype(np.float64)
-        if g.shape != r.shape:
-            failures.append("%s: shape %s vs %s" % (f, g.shape, r.shape))
-            continue
-        compared += 1
-        excess = np.abs(g - r) / (RTOL * np.abs(r) + ATOL)
-        # Adam divides the first moment by the root of the second, so a
-        # gradient that is zero in exact arithmetic but float noise (a bias
-        # before batch norm, the attention key bias) becomes a full-size
-        # step of random sign in any implementation. Those elements are
-        # counted, not compared.
-        base = f[:-4]
-        for suffix in (".exp_avg_sq", ".exp_avg"):
-            if base.endswith(suffix):
-                base = base[:-len(suffix)]
-        moment = os.path.join(ref, base + ".exp_avg.npy")
-        if os.path.exists(moment):
-            m = np.load(moment).astype(np.float64)
-            noise = np.abs(m) <= 1e-8  # |gradient| <= 1e-7 after one step
-            if noise.shape == excess.shape:
-                if f == base + ".npy":
-                    noisy += int((noise & (m != 0)).sum())
-                excess = np.where(noise, 0.0, excess)
-        e = float(excess.max()) if excess.size else 0.0
-        if e > worst:
-            worst, worst_name = e, f
-        if e > 1.0:
-            i = int(excess.argmax())
-            failures.append("%s: element %d is %r, the interpreter says %r" %
-                            (f, i, g.flat[i], r.flat[i]))
+    compared, worst, worst_name, noisy, failures = compare_dirs(ref, got)
     loss_ref = float(np.load(os.path.join(ref, "loss.npy")))
     loss_got = float(np.load(os.path.join(got, "loss.npy")))
     print("%-12s %-6s tensors %3d  loss %.7f vs %.7f  worst %.3f of the "

@@ -21,6 +21,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <fstream>
 
 using namespace mlir;
@@ -166,8 +167,16 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
     return 1;
 
   std::vector<::gpuc::NamedTensor> tensors;
-  for (InitialTensor &t : program->initialTensors)
+  // Every persistent buffer starts zeroed on every device, so all-zero
+  // initial values (optimizer moments, momentum buffers, the step counter)
+  // are left out: an Adam artifact's init.safetensors is then the size of
+  // its parameters, not three times it.
+  for (InitialTensor &t : program->initialTensors) {
+    if (std::all_of(t.bytes.begin(), t.bytes.end(),
+                    [](char c) { return c == 0; }))
+      continue;
     tensors.push_back({t.name, t.dtype, t.shape, std::move(t.bytes)});
+  }
   std::string error;
   if (!::gpuc::writeSafetensors(dir + "/init.safetensors", tensors, {},
                                 error)) {
@@ -263,8 +272,10 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
       link.push_back(lib.str());
     if (!runTool(link, log))
       return 1;
-    if (!options.cpu)
+    if (!options.cpu) {
       llvm::sys::fs::remove(source);
+      llvm::sys::fs::remove(object);
+    }
   }
   llvm::outs() << "gpuc compile: wrote " << dir << " (" << kernelCount
                << " kernels, "

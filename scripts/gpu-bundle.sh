@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Builds OUT_DIR: everything the GPU checks need on a machine that has an
+# NVIDIA GPU, the CUDA 13 libraries and PyTorch, but no MLIR, no gpuc build,
+# no Debian packages and no network. OUT_DIR/run.sh then does every GPU check
+# in one command and writes summary.json.
+#
+#   scripts/gpu-bundle.sh OUT_DIR
+#
+# What travels (and why it can):
+#   artifacts/  the example models compiled here with --target cuda: plan,
+#               sm_90 cubin (H100/H200; the sm_80 cubin and the PTX stay
+#               behind to fit), initial values. Identical files are stored
+#               once under blobs/ and linked.
+#   bin/        the trainer and its CUDA device plugin. A --target cuda
+#               trainer has no CPU device or model code, so one serves every
+#               artifact (--artifact DIR) and needs neither OpenMP nor
+#               OpenBLAS; the plugin finds cuBLASLt and cuDNN on that machine
+#               (run.sh points LD_LIBRARY_PATH at them).
+#   lib/        the few shared libraries the trainer links that such a machine
+#               may lack (protobuf and ONNX's protos for --export-onnx, zlib).
+#   parity/     per parity model: the inputs of one step and the CPU device's
+#               results for it (the same model compiled --target cpu here);
+#               Adam's second moment is left out (the first moment already
+#               carries the gradient), again to fit.
+#   data/       Fashion-MNIST (IDX, gzip), for the training runs.
+#   run.sh, gpu_check.py, stepcompare.py, export_models.py (PyTorch bench).
+#
+# Environment: GPUC (default build/bin/gpuc, built first when missing),
+# GPUC_BUNDLE_QUICK=1 leaves out the large-batch bench artifacts (tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+out=${1:?usage: scripts/gpu-bundle.sh OUT_DIR}
+gpuc=${GPUC:-$root/build/bin/gpuc}
+if [[ ! -x $gpuc ]]; then
+  scripts/build.sh >/dev/null
+fi
+data=/usr/share/datasets/fashion-mnist
+python=/usr/bin/python3
+for need in "$data/train-images-idx3-ubyte.gz" "$python"; do
+  [[ -e $need ]] || { echo "gpu-bundle: $need is missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
+done
+
+rm -rf "$out"
+mkdir -p "$out"/{artifacts,parity,lib,data,bin,blobs}
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+model_args() { # model -> compile flags
+  case $1 in
+    transformer) echo "$root/examples/transformer.onnx --class-axis -1" ;;
+    *) echo "$root/examples/$1.onnx" ;;
+  esac
+}
+
+# A GPU artifact, without what only the CPU or the compiler uses.
+gpu_artifact() { # name model batch optimizer
+  local dir=$out/artifacts/$1
+  # shellcheck disable=SC2046
+  "$gpuc" compile $(model_args "$2") --batch "$3" --optimizer "$4" --lr 0.001 \
+    --target cuda -o "$dir" >/dev/null
+  if [[ ! -e $out/bin/train ]]; then
+    mv "$dir/train" "$dir/libgpuc_cuda.so" "$out/bin/"
+  fi
+  rm -f "$dir/train" "$dir/libgpuc_cuda.so" "$dir/build.log" "$dir/model.onnx" \
+    "$dir"/kernels.sm_80.* "$dir/kernels.sm_90.ptx"
+  # One copy of identical initial values (the same model at several batches
+  # and optimizers).
+  local sum
+  sum=$(sha256sum "$dir/init.safetensors" | cut -c1-16)
+  [[ -e $out/blobs/$sum.safetensors ]] || mv "$dir/init.safetensors" "$out/blobs/$sum.safetensors"
+  rm -f "$dir/init.safetensors"
+  ln -s "../../blobs/$sum.safetensors" "$dir/init.safetensors"
+}
+
+# Parity: one step at batch 16 of each example with SGD and AdamW; the CPU
+# device's results are the reference.
+for model in mlp cnn transformer; do
+  for opt in sgd adamw; do
+    name=$model-$opt
+    gpu_artifact "parity-$name" "$model" 16 "$opt"
+    # shellcheck disable=SC2046
+    "$gpuc" compile $(model_args "$model") --batch 16 --optimizer "$opt" \
+      --lr 0.001 --target cpu -o "$work/$name" >/dev/null
+    mkdir -p "$out/parity/$name/in"
+    "$python" - "$model" "$out/parity/$name/in" <<'EOF'
+import sys
+import numpy as np
+model, folder = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(1)
+if model == "transformer":
+    np.save(folder + "/tokens.npy", rng.integers(0, 64, (16, 16)).astype(np.int64))
+    np.save(folder + "/label.npy", rng.integers(0, 64, (16, 16)).astype(np.int64))
+else:
+    np.save(folder + "/image.npy", rng.standard_normal((16, 1, 28, 28)).astype(np.float32))
+    np.save(folder + "/label.npy", rng.integers(0, 10, 16).astype(np.int64))
+EOF
+    "$work/$name/train" --run-step "$out/parity/$name/in" \
+      --output-dir "$out/parity/$name/ref" --seed 7 --step 3 --device cpu \
+      2>/dev/null
+    rm -f "$out/parity/$name/ref"/*.exp_avg_sq.npy
+  done
+done
+
+# Bench (AdamW) at the issue's batches; the batch-128 MLP and CNN also train.
+benches="mlp:128 cnn:128 transformer:32"
+if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
+  benches+=" mlp:1024 cnn:1024 transformer:256"
+fi
+for entry in $benches; do
+  gpu_artifact "bench-${entry%%:*}-${entry##*:}" "${entry%%:*}" "${entry##*:}" adamw
+done
+# The trained weights go back into the ONNX model (--export-onnx) once.
+cp "$root/examples/mlp.onnx" "$out/artifacts/bench-mlp-128/model.onnx"
+
+# Shared libraries the GPU-only trainer needs beyond glibc and libstdc++.
+ldd "$out/bin/train" | awk '/=> \//{print $3}' |
+  grep -E 'libonnx_proto|libprotobuf|libz\.so' | xargs -I{} cp -L {} "$out/lib/"
+cp "$data"/*.gz "$out/data/"
+cp "$root/scripts/gpu/run.sh" "$root/scripts/gpu/gpu_check.py" \
+  "$root/test/Codegen/stepcompare.py" "$root/examples/export_models.py" "$out/"
+chmod +x "$out/run.sh"
+git -C "$root" rev-parse HEAD >"$out/COMMIT" 2>/dev/null || echo unknown >"$out/COMMIT"
+
+size=$(du -sb "$out" | cut -f1)
+echo "gpu-bundle: wrote $out ($((size / 1048576)) MiB, $(ls "$out/artifacts" | wc -l) artifacts)"
+# What a device command carries: 64 MiB with the repository's own files.
+if ((size > 56 * 1048576)); then
+  echo "gpu-bundle: $out is over 56 MiB; it would not travel with the repository" >&2
+  exit 1
+fi

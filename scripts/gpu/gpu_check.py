@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""The GPU checks of a gpu-bundle; run through run.sh (which sets the library
+paths). Each phase writes summary-<phase>.json into --results and exits 1 when
+a check fails.
+
+checks  parity of one step with the CPU device (stepcompare.py tolerance);
+        CUDA Graph replay against kernel-by-kernel launches over 20 steps
+        (bit-identical losses); one graph launch per training step;
+        checkpoint and resume on the GPU (byte-identical); --export-onnx.
+train   MLP 15 epochs and CNN 6 epochs on Fashion-MNIST (>= 0.89 / >= 0.92).
+bench   gpuc (graph and --no-graph) against PyTorch eager, torch.compile and
+        torch.compile(mode="reduce-overhead"): same model, batch, AdamW
+        (lr 1e-3, weight decay 0.01; PyTorch's fused AdamW), FP32 on both
+        sides (TF32 off in PyTorch, as gpuc's cuBLASLt/cuDNN calls use FP32
+        math), resident batch, warm-up excluded; interleaved rounds, best of
+        each, load average printed.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+BATCHES = {"mlp": (128, 1024), "cnn": (128, 1024), "transformer": (32, 256)}
+
+
+def trainer(args, artifact, *flags, check=True):
+    cmd = [os.path.join(args.bundle, "bin", "train"), "--artifact",
+           os.path.join(args.bundle, "artifacts", artifact),
+           "--device", "cuda"] + [str(f) for f in flags]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    log = "$ %s\n%s%s\n" % (" ".join(cmd), r.stdout, r.stderr)
+    with open(os.path.join(args.results, "commands.log"), "a") as f:
+        f.write(log)
+    if check and r.returncode != 0:
+        raise RuntimeError("failed (%d): %s" % (r.returncode, log[-3000:]))
+    return r
+
+
+def data_dir(args):
+    return os.path.join(args.bundle, "data")
+
+
+def check_parity(args, results):
+    sys.path.insert(0, args.bundle)
+    from stepcompare import compare_dirs
+    ok = True
+    for name in sorted(os.listdir(os.path.join(args.bundle, "parity"))):
+        folder = os.path.join(args.bundle, "parity", name)
+        got = os.path.join(args.work, "parity-" + name)
+        entry = {"model": name}
+        try:
+            trainer(args, "parity-" + name, "--run-step",
+                    os.path.join(folder, "in"), "--output-dir", got,
+                    "--seed", 7, "--step", 3)
+            compared, worst, worst_name, noisy, failures = compare_dirs(
+                os.path.join(folder, "ref"), got)
+            entry.update(tensors=compared, worst_of_tolerance=worst,
+                         worst_tensor=worst_name, noise_elements=noisy,
+                         failures=failures[:10], ok=not failures)
+        except RuntimeError as e:
+            entry.update(ok=False, error=str(e))
+        ok &= entry["ok"]
+        print("parity %-18s %s" % (name, json.dumps(entry)))
+        results.setdefault("parity", []).append(entry)
+    return ok
+
+
+def losses_of(metrics):
+    out = []
+    with open(metrics) as f:
+        for line in f:
+            m = re.search(r'"loss": ([^,}]+)', line)
+            if m:
+                out.append(m.group(1))
+    return out
+
+
+def check_graph_replay(args, results):
+    ok = True
+    for model in ("mlp", "cnn"):
+        runs = {}
+        for mode, flags in (("graph", []), ("no_graph", ["--no-graph"])):
+            metrics = os.path.join(args.work, "%s-%s.jsonl" % (model, mode))
+            r = trainer(args, "bench-%s-128" % model, "--data", data_dir(args),
+                        "--limit-train", 20 * 128, "--epochs", 1,
+                        "--log-every", 1, "--metrics", metrics, *flags)
+            launches = re.search(
+                r"launches: train_step (\d+) graph launches for (\d+) steps",
+                r.stdout)
+            runs[mode] = {"losses": losses_of(metrics),
+                          "graph_launches": int(launches.group(1))
+                          if launches else None,
+                          "steps": int(launches.group(2))
+                          if launches else None,
+                          "device": r.stdout.splitlines()[0]}
+        same = runs["graph"]["losses"] == runs["no_graph"]["losses"] and \
+            len(runs["graph"]["losses"]) == 20
+        one_per_step = runs["graph"]["graph_launches"] == 20 == \
+            runs["graph"]["steps"] and runs["no_graph"]["graph_launches"] == 0
+        entry = {"model": model, "bit_identical_20_steps": same,
+                 "one_graph_launch_per_step": one_per_step,
+                 "graph": runs["graph"], "no_graph": runs["no_graph"]}
+        ok &= same and one_per_step
+        print("graph replay %s: losses identical %s, one launch per step %s"
+              % (model, same, one_per_step))
+        results.setdefault("graph_replay", []).append(entry)
+    return ok
+
+
+def check_resume_and_export(args, results):
+    work = args.work
+    common = ["--data", data_dir(args), "--limit-train", 10 * 128, "--quiet"]
+    trainer(args, "bench-mlp-128", *common, "--epochs", 2,
+            "--checkpoint-dir", os.path.join(work, "straight"))
+    trainer(args, "bench-mlp-128", *common, "--epochs", 1,
+            "--checkpoint-dir", os.path.join(work, "resumed"))
+    trainer(args, "bench-mlp-128", *common, "--epochs", 2,
+            "--checkpoint-dir", os.path.join(work, "resumed"), "--resume")
+    a = open(os.path.join(work, "straight", "checkpoint.safetensors"),
+             "rb").read()
+    b = open(os.path.join(work, "resumed", "checkpoint.safetensors"),
+             "rb").read()
+    exported = os.path.join(work, "trained.onnx")
+    trainer(args, "bench-mlp-128", *common, "--epochs", 1,
+            "--export-onnx", exported)
+    export_ok = os.path.getsize(exported) > 100000
+    try:
+        import onnx
+        onnx.checker.check_model(onnx.load(exported))
+    except ImportError:
+        pass
+    except Exception as e:  # noqa: BLE001 - report any checker failure
+        export_ok = False
+        print("export: %s" % e)
+    results["resume_byte_identical"] = a == b
+    results["export_onnx"] = export_ok
+    print("resume byte-identical: %s; export-onnx: %s" % (a == b, export_ok))
+    return a == b and export_ok
+
+
+def phase_checks(args, results):
+    ok = check_parity(args, results)
+    ok &= check_graph_replay(args, results)
+    ok &= check_resume_and_export(args, results)
+    return ok
+
+
+def phase_train(args, results):
+    ok = True
+    for model, epochs, target in (("mlp", 15, 0.89), ("cnn", 6, 0.92)):
+        metrics = os.path.join(args.results, "train-%s.jsonl" % model)
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        t0 = time.time()
+        r = trainer(args, "bench-%s-128" % model, "--data", data_dir(args),
+                    "--epochs", epochs, "--metrics", metrics)
+        seconds = time.time() - t0
+        m = re.search(r"final test_accuracy ([0-9.]+)", r.stdout)
+        accuracy = float(m.group(1)) if m else -1.0
+        launches = re.search(r"launches: .*", r.stdout)
+        entry = {"model": model, "epochs": epochs, "test_accuracy": accuracy,
+                 "target": target, "wall_s": round(seconds, 1),
+                 "launches": launches.group(0) if launches else None,
+                 "ok": accuracy >= target}
+        ok &= entry["ok"]
+        print("train %s: %s" % (model, json.dumps(entry)))
+        results.setdefault("train", []).append(entry)
+    return ok
+
+
+def torch_step(model_name, batch, mode):
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import export_models
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    cls = {"mlp": export_models.MLP, "cnn": export_models.CNN,
+           "transformer": export_models.TransformerBlock}[model_name]
+    model = cls().cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01,
+                            fused=True)
+    if model_name == "transformer":
+        x = torch.randint(0, 64, (batch, 16), device="cuda")
+        y = torch.randint(0, 64, (batch, 16), device="cuda")
+    else:
+        x = torch.randn(batch, 1, 28, 28, device="cuda")
+        y = torch.randint(0, 10, (batch,), device="cuda")
+    forward = model
+    if mode == "compile":
+        forward = torch.compile(model)
+    elif mode == "reduce-overhead":
+        forward = torch.compile(model, mode="reduce-overhead")
+
+    def step():
+        if mode == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()
+        opt.zero_grad(set_to_none=True)
+        out = forward(x)
+        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        loss.backward()
+        opt.step()
+
+    def timed(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        return 1000.0 * (time.perf_counter() - t0) / steps
+    timed(25)  # warm-up, compilation included
+    return timed
+
+
+def phase_bench(args, results):
+    import torch
+    steps, rounds = args.bench_steps, args.rounds
+    configs = [(m, b) for m, bs in BATCHES.items() for b in bs
+               if os.path.isdir(os.path.join(args.bundle, "artifacts",
+                                             "bench-%s-%d" % (m, b)))]
+    peers = {}
+    for model, batch in configs:
+        for mode in ("eager", "compile", "reduce-overhead"):
+            try:
+                peers[(model, batch, mode)] = torch_step(model, batch, mode)
+            except Exception as e:  # noqa: BLE001 - a peer that fails is reported
+                print("torch %s %s %d failed: %s" % (mode, model, batch, e))
+    best = {}
+
+    def keep(key, ms):
+        best[key] = min(best.get(key, float("inf")), ms)
+    for _ in range(rounds):
+        for model, batch in configs:
+            for mode, flags in (("gpuc", []), ("gpuc_no_graph", ["--no-graph"])):
+                r = trainer(args, "bench-%s-%d" % (model, batch),
+                            "--bench-steps", steps, *flags)
+                keep((model, batch, mode),
+                     json.loads(r.stdout.strip().splitlines()[-1])["ms_per_step"])
+            for mode in ("eager", "compile", "reduce-overhead"):
+                if (model, batch, mode) in peers:
+                    keep((model, batch, mode), peers[(model, batch, mode)](steps))
+    rows = []
+    print("\nload average %s; %s; torch %s; best of %d rounds of %d steps"
+          % (os.getloadavg(), torch.cuda.get_device_name(), torch.__version__,
+             rounds, steps))
+    print("| model | batch | gpuc ms | gpuc --no-graph ms | eager ms | "
+          "compile ms | reduce-overhead ms | gpuc/eager | gpuc/compile | "
+          "gpuc/reduce-overhead |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for model, batch in configs:
+        g = best.get((model, batch, "gpuc"))
+        row = {"model": model, "batch": batch}
+        for mode in ("gpuc", "gpuc_no_graph", "eager", "compile",
+                     "reduce-overhead"):
+            row[mode + "_ms"] = best.get((model, batch, mode))
+        ratio = {m: (g / row[m + "_ms"] if g and row[m + "_ms"] else None)
+                 for m in ("eager", "compile", "reduce-overhead")}
+        row["ratios"] = ratio
+
+        def f(v, p=3):
+            return "-" if v is None else ("%.*f" % (p, v))
+        print("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            model, batch, f(g), f(row["gpuc_no_graph_ms"]), f(row["eager_ms"]),
+            f(row["compile_ms"]), f(row["reduce-overhead_ms"]),
+            f(ratio["eager"], 2), f(ratio["compile"], 2),
+            f(ratio["reduce-overhead"], 2)))
+        rows.append(row)
+    results["bench"] = {"rows": rows, "load_average": os.getloadavg(),
+                        "gpu": torch.cuda.get_device_name(),
+                        "torch": torch.__version__}
+    return all(r["gpuc_ms"] for r in rows)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bundle", required=True)
+    p.add_argument("--results", required=True)
+    p.add_argument("--phase", default="all",
+                   choices=["checks", "train", "bench", "all"])
+    p.add_argument("--bench-steps", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    os.makedirs(args.results, exist_ok=True)
+    phases = ["checks", "train", "bench"] if args.phase == "all" \
+        else [args.phase]
+    all_ok = True
+    with tempfile.TemporaryDirectory() as work:
+        args.work = work
+        for phase in phases:
+            results = {"phase": phase, "commit": open(os.path.join(
+                args.bundle, "COMMIT")).read().strip()}
+            try:
+                ok = globals()["phase_" + phase](args, results)
+            except Exception as e:  # noqa: BLE001 - recorded in the summary
+                ok = False
+                results["error"] = str(e)
+                print("%s: %s" % (phase, e))
+            results["ok"] = bool(ok)
+            all_ok &= bool(ok)
+            with open(os.path.join(args.results, "summary-%s.json" % phase),
+                      "w") as f:
+                json.dump(results, f, indent=1)
+            print("phase %s: %s" % (phase, "ok" if ok else "FAILED"))
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

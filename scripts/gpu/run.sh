@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Every GPU check of a gpu-bundle (scripts/gpu-bundle.sh), on a machine with
+# an NVIDIA GPU, the CUDA 13 libraries and PyTorch:
+#
+#   ./run.sh [checks|train|bench|all]      (default: all)
+#
+# checks: one step of each parity model against the CPU device's results;
+#         20 steps from the CUDA Graph against 20 launched kernel by kernel
+#         (bit-identical losses); one graph launch per training step;
+#         checkpoint + resume on the GPU (byte-identical); --export-onnx.
+# train:  MLP 15 epochs (>= 0.89) and CNN 6 epochs (>= 0.92) on Fashion-MNIST.
+# bench:  step time against PyTorch eager, torch.compile and
+#         torch.compile(mode="reduce-overhead"), one interleaved run.
+# Results: summary-<phase>.json and logs in $OUT (when set) or ./results.
+set -uo pipefail
+bundle=$(cd "$(dirname "$0")" && pwd)
+results=${OUT:-$bundle/results}
+mkdir -p "$results"
+python=${PYTHON:-python3}
+
+# cuBLASLt and cuDNN: the toolkit's folders, else the NVIDIA wheels beside
+# PyTorch. The bundle's own lib/ holds protobuf and zlib for the trainer.
+libdirs=$bundle/lib
+for want in libcublasLt.so.13 libcudnn.so.9; do
+  found=""
+  site=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda-13*/lib64 \
+             /usr/local/cuda-13*/lib /usr/lib/x86_64-linux-gnu \
+             "$site"/nvidia/cublas/lib "$site"/nvidia/cudnn/lib "$site"/nvidia/*/lib; do
+    if [[ -e $dir/$want ]]; then found=$dir; break; fi
+  done
+  if [[ -z $found ]]; then
+    found=$(find / -name "$want" -not -path '/proc/*' 2>/dev/null | head -1 | xargs -r dirname)
+  fi
+  if [[ -n $found ]]; then
+    libdirs+=":$found"
+    echo "run.sh: $want in $found"
+  else
+    echo "run.sh: $want not found on this machine" >&2
+  fi
+done
+export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export GPUC_CUDA_PLUGIN=$bundle/bin/libgpuc_cuda.so
+
+nvidia-smi -L || echo "run.sh: nvidia-smi found no GPU" >&2
+phase=${1:-all}
+PYTHONUNBUFFERED=1 exec "$python" "$bundle/gpu_check.py" --bundle "$bundle" \
+  --results "$results" --phase "$phase"
