@@ -208,29 +208,32 @@ bool CudaDevice::loadModule(const std::string &dir, std::string &error) {
   cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                        device);
   int capability = major * 10 + minor;
-  // The artifact's architectures, from the files present.
-  std::vector<int> archs;
-  for (int arch = 50; arch <= 130; ++arch)
-    if (std::ifstream(dir + "/kernels.sm_" + std::to_string(arch) + ".ptx"))
-      archs.push_back(arch);
-  if (archs.empty()) {
+  // The artifact's architectures, from the files present (a bundle may
+  // carry only the cubin it needs).
+  auto present = [&](int arch, const char *suffix) {
+    return (bool)std::ifstream(dir + "/kernels.sm_" + std::to_string(arch) +
+                               suffix);
+  };
+  // A cubin runs on GPUs of its major architecture with an equal or higher
+  // minor; PTX is compiled by the driver for any newer GPU.
+  int cubin = -1, ptx = -1;
+  std::string available;
+  for (int arch = 50; arch <= 150; ++arch) {
+    bool hasCubin = present(arch, ".cubin"), hasPtx = present(arch, ".ptx");
+    if (hasCubin || hasPtx)
+      available += (available.empty() ? "sm_" : ", sm_") +
+                   std::to_string(arch) + (hasCubin ? "" : " (PTX only)");
+    if (hasCubin && arch / 10 == major && arch <= capability)
+      cubin = std::max(cubin, arch);
+    if (hasPtx && arch <= capability)
+      ptx = std::max(ptx, arch);
+  }
+  if (available.empty()) {
     error = dir +
             " has no kernels.sm_XX.cubin/.ptx: compile the model with "
             "gpuc compile --target cuda (or all)";
     return false;
   }
-  // A cubin runs on GPUs of its major architecture with an equal or higher
-  // minor; PTX is compiled by the driver for any newer GPU.
-  int cubin = -1, ptx = -1;
-  for (int arch : archs) {
-    if (arch / 10 == major && arch <= capability)
-      cubin = std::max(cubin, arch);
-    if (arch <= capability)
-      ptx = std::max(ptx, arch);
-  }
-  std::string available;
-  for (int arch : archs)
-    available += (available.empty() ? "sm_" : ", sm_") + std::to_string(arch);
   std::string file;
   std::string image;
   if (cubin >= 0) {

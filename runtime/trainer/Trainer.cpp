@@ -390,9 +390,11 @@ public:
   LossReader(Device &device, int id) : device(device), id(id) {}
 
   void submitted(int64_t step) {
-    pending.push_back({device.readLater(id, sizeof(float)), step});
+    // A ticket's slot is reused by the one `capacity` later: take the
+    // oldest first when all are out.
     if (pending.size() >= device.readCapacity())
       take();
+    pending.push_back({device.readLater(id, sizeof(float)), step});
   }
   /// Takes the losses that have arrived; all of them when `wait`.
   void drain(bool wait) {
