@@ -79,7 +79,7 @@ ConvShape convShapeOf(const nlohmann::json &s) {
   auto st = s["strides"].get<std::vector<int64_t>>();
   auto p = s["pads"].get<std::vector<int64_t>>();
   auto d = s["dilations"].get<std::vector<int64_t>>();
-  return {x[0], x[1], x[2], x[3], w[0], w[1], w[2], w[3], y[2],
+  return {x[0], x[1],  x[2],  x[3], w[0], w[1], w[2], w[3],       y[2],
           y[3], st[0], st[1], p[0], p[1], d[0], d[1], s["groups"]};
 }
 
@@ -229,9 +229,8 @@ bool CudaDevice::loadModule(const std::string &dir, std::string &error) {
       ptx = std::max(ptx, arch);
   }
   if (available.empty()) {
-    error = dir +
-            " has no kernels.sm_XX.cubin/.ptx: compile the model with "
-            "gpuc compile --target cuda (or all)";
+    error = dir + " has no kernels.sm_XX.cubin/.ptx: compile the model with "
+                  "gpuc compile --target cuda (or all)";
     return false;
   }
   std::string file;
@@ -246,8 +245,8 @@ bool CudaDevice::loadModule(const std::string &dir, std::string &error) {
   }
   if (image.empty()) {
     error = "no kernels for this GPU (compute capability " +
-            std::to_string(major) + "." + std::to_string(minor) + "): " +
-            dir + " has " + available +
+            std::to_string(major) + "." + std::to_string(minor) + "): " + dir +
+            " has " + available +
             "; recompile for an older architecture or update gpuc";
     return false;
   }
@@ -258,8 +257,8 @@ bool CudaDevice::loadModule(const std::string &dir, std::string &error) {
   void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
   CUresult result = cuModuleLoadDataEx(&module, image.data(), 2, keys, values);
   if (result != CUDA_SUCCESS) {
-    error = "cannot load " + dir + "/" + file + ": " +
-            describeResult(result) + (log[0] ? std::string("\n") + log : "");
+    error = "cannot load " + dir + "/" + file + ": " + describeResult(result) +
+            (log[0] ? std::string("\n") + log : "");
     return false;
   }
   char name[256] = {0};
@@ -301,9 +300,10 @@ bool CudaDevice::allocate(std::string &error) {
     auto mib = [](double b) { return std::to_string((int64_t)(b / 1048576)); };
     error = "out of GPU memory: the plan needs " + mib(total) + " MiB (arena " +
             mib(arena) + ", parameters/state/inputs " + mib(persistentBytes) +
-            ", library workspace " + mib(workspaceBytes) + ") and the GPU has " +
-            mib(freeBytes) + " MiB free of " + mib(totalBytes) +
-            "; compile with a smaller --batch (" + describeResult(result) + ")";
+            ", library workspace " + mib(workspaceBytes) +
+            ") and the GPU has " + mib(freeBytes) + " MiB free of " +
+            mib(totalBytes) + "; compile with a smaller --batch (" +
+            describeResult(result) + ")";
     return false;
   }
   CUdeviceptr at = memory + arena;
@@ -418,9 +418,9 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   cublasLtMatmulPreference_t preference;
   cublasLtMatmulPreferenceCreate(&preference);
   uint64_t limit = workspaceBytes;
-  cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit,
-      sizeof(limit));
+  cublasLtMatmulPreferenceSetAttribute(preference,
+                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                       &limit, sizeof(limit));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   st = cublasLtMatmulAlgoGetHeuristic(blas, step.gemmDesc, step.layoutA,
@@ -523,8 +523,8 @@ bool CudaDevice::resolveSteps(std::string &error) {
       step.label = op == "kernel" ? s["kernel"].get<std::string>() : op;
       if (op == "kernel") {
         step.kind = Step::Kernel;
-        CUresult result = cuModuleGetFunction(&step.function, module,
-                                              step.label.c_str());
+        CUresult result =
+            cuModuleGetFunction(&step.function, module, step.label.c_str());
         if (result != CUDA_SUCCESS) {
           error = "the GPU binary has no kernel " + step.label +
                   " that plan.json names (" + describeResult(result) +
@@ -583,8 +583,7 @@ void CudaDevice::bindPointers() {
 bool CudaDevice::init(const std::string &dir, std::string &error) {
   CUresult result = cuInit(0);
   if (result != CUDA_SUCCESS) {
-    error = "no usable NVIDIA GPU (cuInit: " + describeResult(result) +
-            ")";
+    error = "no usable NVIDIA GPU (cuInit: " + describeResult(result) + ")";
     return false;
   }
   int count = 0;
@@ -601,14 +600,14 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
     return false;
   if (!loadModule(dir, error))
     return false;
-  if (!check(cuStreamCreate(&compute, CU_STREAM_NON_BLOCKING),
-             "cuStreamCreate", error) ||
+  if (!check(cuStreamCreate(&compute, CU_STREAM_NON_BLOCKING), "cuStreamCreate",
+             error) ||
       !check(cuStreamCreate(&copies, CU_STREAM_NON_BLOCKING), "cuStreamCreate",
              error))
     return false;
   if (cublasStatus_t st = cublasLtCreate(&blas); st != CUBLAS_STATUS_SUCCESS) {
-    error = std::string("cublasLtCreate failed: ") +
-            cublasLtGetStatusString(st);
+    error =
+        std::string("cublasLtCreate failed: ") + cublasLtGetStatusString(st);
     return false;
   }
   if (cudnnStatus_t st = cudnnCreate(&dnn); st != CUDNN_STATUS_SUCCESS) {
@@ -711,8 +710,8 @@ uint64_t CudaDevice::readLater(int id, size_t bytes) {
   uint64_t ticket = nextTicket++;
   size_t slot = ticket % kReadSlots;
   bytes = std::min({bytes, kReadSlotBytes, (size_t)plan.buffers[id].bytes});
-  orDie(cuMemcpyDtoHAsync(readHost + slot * kReadSlotBytes, pointers[id],
-                          bytes, compute),
+  orDie(cuMemcpyDtoHAsync(readHost + slot * kReadSlotBytes, pointers[id], bytes,
+                          compute),
         "cuMemcpyDtoHAsync");
   orDie(cuEventRecord(readEvents[slot], compute), "cuEventRecord");
   return ticket;
@@ -734,11 +733,10 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
   static const float one = 1.0f, zero = 0.0f;
   switch (step.kind) {
   case Step::Kernel:
-    return check(cuLaunchKernel(step.function, step.grid, 1, 1, 256, 1, 1, 0,
-                                stream,
-                                const_cast<void **>(step.argPointers.data()),
-                                nullptr),
-                 "cuLaunchKernel", error);
+    return check(
+        cuLaunchKernel(step.function, step.grid, 1, 1, 256, 1, 1, 0, stream,
+                       const_cast<void **>(step.argPointers.data()), nullptr),
+        "cuLaunchKernel", error);
   case Step::Copy:
     return check(cuMemcpyDtoDAsync(step.p1, step.p0, step.bytes, stream),
                  "cuMemcpyDtoDAsync", error);
@@ -771,10 +769,10 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
          *ws = reinterpret_cast<void *>(workspace);
     cudnnStatus_t st;
     if (step.kind == Step::Conv)
-      st = cudnnConvolutionForward(
-          dnn, &one, step.xDesc, x, step.wDesc, w, step.convDesc,
-          (cudnnConvolutionFwdAlgo_t)step.convAlgo, ws, workspaceBytes, &zero,
-          step.yDesc, y);
+      st = cudnnConvolutionForward(dnn, &one, step.xDesc, x, step.wDesc, w,
+                                   step.convDesc,
+                                   (cudnnConvolutionFwdAlgo_t)step.convAlgo, ws,
+                                   workspaceBytes, &zero, step.yDesc, y);
     else if (step.kind == Step::ConvBackwardInput)
       st = cudnnConvolutionBackwardData(
           dnn, &one, step.wDesc, w, step.yDesc, y, step.convDesc,
@@ -845,8 +843,8 @@ bool CudaDevice::run(const std::string &function, std::string &error) {
     deviceVersion[slot][id] = version[id];
   }
   if (!check(cuEventRecord(copyDone[slot], copies), "cuEventRecord", error) ||
-      !check(cuStreamWaitEvent(compute, copyDone[slot], 0),
-             "cuStreamWaitEvent", error))
+      !check(cuStreamWaitEvent(compute, copyDone[slot], 0), "cuStreamWaitEvent",
+             error))
     return false;
   copyRecorded[slot] = true;
 
@@ -892,9 +890,9 @@ bool CudaDevice::run(const std::string &function, std::string &error) {
 } // namespace
 } // namespace gpuc
 
-extern "C" gpuc::Device *gpuc_create_cuda_device(
-    const gpuc::Plan &plan, const std::string &artifactDir,
-    const gpuc::CudaOptions &options, std::string &error) {
+extern "C" gpuc::Device *
+gpuc_create_cuda_device(const gpuc::Plan &plan, const std::string &artifactDir,
+                        const gpuc::CudaOptions &options, std::string &error) {
   auto device = std::make_unique<gpuc::CudaDevice>(plan, options);
   if (!device->init(artifactDir, error))
     return nullptr;

@@ -25,9 +25,9 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <deque>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <limits.h>
 #include <mutex>
@@ -139,8 +139,7 @@ Options parseOptions(int argc, char **argv) {
       o.device = value(i);
       if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
         fail("--device expects auto, cpu or cuda, got '" + o.device + "'");
-    }
-    else if (a == "--lr") {
+    } else if (a == "--lr") {
       std::string v = value(i);
       char *end;
       o.lr = strtod(v.c_str(), &end);
@@ -759,8 +758,7 @@ int main(int argc, char **argv) {
                "ETA %02d:%02d   ",
                (long long)epoch + 1, (long long)o.epochs,
                (long long)inEpoch + 1, (long long)stepsPerEpoch, losses.last,
-               rate,
-               (int)eta / 60, (int)eta % 60);
+               rate, (int)eta / 60, (int)eta % 60);
         fflush(stdout);
       }
       if (logPoint) {
@@ -821,12 +819,12 @@ int main(int argc, char **argv) {
            lastAccuracy);
     Device::Counters c = s.device->counters();
     if (!c.graphLaunches.empty() || !c.hostLaunches.empty())
-      printf("launches: train_step %lld graph launches for %lld steps, eval "
-             "%lld graph launches, %lld host launches\n",
-             (long long)c.graphLaunches["train_step"], (long long)stepsDone,
-             (long long)c.graphLaunches["eval"],
-             (long long)(c.hostLaunches["train_step"] +
-                         c.hostLaunches["eval"]));
+      printf(
+          "launches: train_step %lld graph launches for %lld steps, eval "
+          "%lld graph launches, %lld host launches\n",
+          (long long)c.graphLaunches["train_step"], (long long)stepsDone,
+          (long long)c.graphLaunches["eval"],
+          (long long)(c.hostLaunches["train_step"] + c.hostLaunches["eval"]));
   }
   if (!o.exportOnnx.empty())
     exportOnnx(s, dir, o.exportOnnx);

@@ -261,9 +261,13 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
     if (!runTool(compile, log))
       return 1;
     std::vector<std::string> link = {
-        options.cxx, object, GPUC_TRAINER_LIB,
+        options.cxx,
+        object,
+        GPUC_TRAINER_LIB,
         options.cpu ? GPUC_CPU_DEVICE_LIB : GPUC_NO_CPU_DEVICE_LIB,
-        GPUC_RUNTIME_LIB, "-o", dir + "/train"};
+        GPUC_RUNTIME_LIB,
+        "-o",
+        dir + "/train"};
     SmallVector<StringRef> libs;
     StringRef(GPUC_TRAINER_LINK_LIBS).split(libs, ' ', -1, false);
     if (options.cpu)
