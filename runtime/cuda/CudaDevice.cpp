@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/runtime/Executor.h"
+#include "gpuc/runtime/PlanSteps.h"
 
 #include <cublasLt.h>
 #include <cuda.h>
@@ -67,26 +68,9 @@ std::string readFile(const std::string &path) {
   return text.str();
 }
 
-struct ConvShape {
-  int64_t n, c, h, w, k, cg, kh, kw, oh, ow;
-  int64_t sy, sx, py, px, dy, dx, groups;
-};
-
-ConvShape convShapeOf(const nlohmann::json &s) {
-  auto x = s["x_shape"].get<std::vector<int64_t>>();
-  auto w = s["w_shape"].get<std::vector<int64_t>>();
-  auto y = s["y_shape"].get<std::vector<int64_t>>();
-  auto st = s["strides"].get<std::vector<int64_t>>();
-  auto p = s["pads"].get<std::vector<int64_t>>();
-  auto d = s["dilations"].get<std::vector<int64_t>>();
-  return {x[0], x[1],  x[2],  x[3], w[0], w[1], w[2], w[3],       y[2],
-          y[3], st[0], st[1], p[0], p[1], d[0], d[1], s["groups"]};
-}
-
 /// One plan step, resolved at load time.
 struct Step {
-  enum Kind { Kernel, Gemm, Copy, Conv, ConvBackwardInput, ConvBackwardFilter };
-  Kind kind = Kernel;
+  StepKind kind = StepKind::Kernel;
   std::string label;
   // Kernel.
   CUfunction function = nullptr;
@@ -436,7 +420,7 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
 
 bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
                              std::string &error) {
-  ConvShape g = convShapeOf(s);
+  ConvGeometry g = convGeometryOf(s);
   step.id0 = s["x"];
   step.id1 = s["w"];
   step.id2 = s["y"];
@@ -483,14 +467,14 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
   };
   size_t memory = 0;
   int count = 0;
-  if (step.kind == Step::Conv) {
+  if (step.kind == StepKind::Conv) {
     cudnnConvolutionFwdAlgoPerf_t perfs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     if ((st = cudnnGetConvolutionForwardAlgorithm_v7(
              dnn, step.xDesc, step.wDesc, step.convDesc, step.yDesc,
              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perfs)))
       return fail(st, "cudnnGetConvolutionForwardAlgorithm_v7");
     step.convAlgo = choose(perfs, count, memory);
-  } else if (step.kind == Step::ConvBackwardInput) {
+  } else if (step.kind == StepKind::ConvBackwardInput) {
     cudnnConvolutionBwdDataAlgoPerf_t
         perfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     if ((st = cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -521,8 +505,9 @@ bool CudaDevice::resolveSteps(std::string &error) {
       Step step;
       const std::string &op = s["op"].get_ref<const std::string &>();
       step.label = op == "kernel" ? s["kernel"].get<std::string>() : op;
-      if (op == "kernel") {
-        step.kind = Step::Kernel;
+      if (!stepKindOf(op, step.kind, error))
+        return false;
+      if (step.kind == StepKind::Kernel) {
         CUresult result =
             cuModuleGetFunction(&step.function, module, step.label.c_str());
         if (result != CUDA_SUCCESS) {
@@ -539,24 +524,14 @@ bool CudaDevice::resolveSteps(std::string &error) {
         }
         step.grid = (unsigned)grid;
         step.argIds = s["args"].get<std::vector<int>>();
-      } else if (op == "gemm") {
-        step.kind = Step::Gemm;
+      } else if (step.kind == StepKind::Gemm) {
         if (!prepareGemm(step, s, error))
           return false;
-      } else if (op == "copy") {
-        step.kind = Step::Copy;
+      } else if (step.kind == StepKind::Copy) {
         step.id0 = s["src"];
         step.id1 = s["dst"];
         step.bytes = s["bytes"].get<size_t>();
-      } else if (op == "conv2d" || op == "conv2d_backward_input" ||
-                 op == "conv2d_backward_filter") {
-        step.kind = op == "conv2d"                  ? Step::Conv
-                    : op == "conv2d_backward_input" ? Step::ConvBackwardInput
-                                                    : Step::ConvBackwardFilter;
-        if (!prepareConv(step, s, error))
-          return false;
-      } else {
-        error = "unknown step '" + op + "' in plan.json (recompile)";
+      } else if (!prepareConv(step, s, error)) {
         return false;
       }
       steps.push_back(std::move(step));
@@ -732,15 +707,15 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
                            std::string &error) {
   static const float one = 1.0f, zero = 0.0f;
   switch (step.kind) {
-  case Step::Kernel:
+  case StepKind::Kernel:
     return check(
         cuLaunchKernel(step.function, step.grid, 1, 1, 256, 1, 1, 0, stream,
                        const_cast<void **>(step.argPointers.data()), nullptr),
         "cuLaunchKernel", error);
-  case Step::Copy:
+  case StepKind::Copy:
     return check(cuMemcpyDtoDAsync(step.p1, step.p0, step.bytes, stream),
                  "cuMemcpyDtoDAsync", error);
-  case Step::Gemm:
+  case StepKind::Gemm:
     for (int64_t call = 0; call < step.calls; ++call) {
       CUdeviceptr a = step.p0 + call * step.callStrideA,
                   b = step.p1 + call * step.callStrideB,
@@ -760,20 +735,20 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
       }
     }
     return true;
-  case Step::Conv:
-  case Step::ConvBackwardInput:
-  case Step::ConvBackwardFilter: {
+  case StepKind::Conv:
+  case StepKind::ConvBackwardInput:
+  case StepKind::ConvBackwardFilter: {
     void *x = reinterpret_cast<void *>(step.p0),
          *w = reinterpret_cast<void *>(step.p1),
          *y = reinterpret_cast<void *>(step.p2),
          *ws = reinterpret_cast<void *>(workspace);
     cudnnStatus_t st;
-    if (step.kind == Step::Conv)
+    if (step.kind == StepKind::Conv)
       st = cudnnConvolutionForward(dnn, &one, step.xDesc, x, step.wDesc, w,
                                    step.convDesc,
                                    (cudnnConvolutionFwdAlgo_t)step.convAlgo, ws,
                                    workspaceBytes, &zero, step.yDesc, y);
-    else if (step.kind == Step::ConvBackwardInput)
+    else if (step.kind == StepKind::ConvBackwardInput)
       st = cudnnConvolutionBackwardData(
           dnn, &one, step.wDesc, w, step.yDesc, y, step.convDesc,
           (cudnnConvolutionBwdDataAlgo_t)step.convAlgo, ws, workspaceBytes,

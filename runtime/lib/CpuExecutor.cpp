@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/runtime/Executor.h"
+#include "gpuc/runtime/PlanSteps.h"
 #include "gpuc/runtime/device/CpuKernelTable.h"
 
 #include <cblas.h>
@@ -22,42 +23,6 @@
 
 namespace gpuc {
 namespace {
-
-struct ConvGeometry {
-  int64_t n, c, h, w;    // input
-  int64_t k, cg, kh, kw; // filter: k outputs, cg inputs per group
-  int64_t oh, ow;        // output
-  int64_t sy, sx, py, px, dy, dx, groups;
-
-  int64_t rows() const { return c * kh * kw; } // col rows, all groups
-  int64_t cols() const { return n * oh * ow; } // col columns
-};
-
-ConvGeometry geometryOf(const nlohmann::json &s) {
-  auto x = s["x_shape"].get<std::vector<int64_t>>();
-  auto w = s["w_shape"].get<std::vector<int64_t>>();
-  auto y = s["y_shape"].get<std::vector<int64_t>>();
-  auto st = s["strides"].get<std::vector<int64_t>>();
-  auto p = s["pads"].get<std::vector<int64_t>>();
-  auto d = s["dilations"].get<std::vector<int64_t>>();
-  return {x[0],
-          x[1],
-          x[2],
-          x[3],
-          w[0],
-          w[1],
-          w[2],
-          w[3],
-          y[2],
-          y[3],
-          st[0],
-          st[1],
-          p[0],
-          p[1],
-          d[0],
-          d[1],
-          s["groups"].get<int64_t>()};
-}
 
 /// col[(c*kh + ky)*kw + kx][(b*oh + oy)*ow + ox] = x[b][c][iy][ix] (0 outside).
 void im2col(const ConvGeometry &g, const float *x, float *col) {
@@ -127,8 +92,7 @@ void nkpToKp(const float *src, float *dst, int64_t n, int64_t k, int64_t p) {
 /// A plan step with its buffers and library arguments resolved once, so a
 /// training step does no name lookups or JSON access.
 struct Step {
-  enum Kind { Kernel, Gemm, Copy, Conv, ConvBackwardInput, ConvBackwardFilter };
-  Kind kind;
+  StepKind kind;
   void (*launch)(void *const *) = nullptr;
   std::vector<void *> args;
   /// A batch of row-major GEMMs C = op(A) op(B).
@@ -172,9 +136,9 @@ public:
                   ", which this trainer was not built with; recompile";
           return false;
         }
-        if (s["op"] == "conv2d" || s["op"] == "conv2d_backward_input" ||
-            s["op"] == "conv2d_backward_filter") {
-          ConvGeometry g = geometryOf(s);
+        StepKind kind;
+        if (stepKindOf(s["op"], kind, error) && isConvolution(kind)) {
+          ConvGeometry g = convGeometryOf(s);
           scratchFloats =
               std::max(scratchFloats, g.rows() * g.cols() + g.k * g.cols());
         }
@@ -187,37 +151,28 @@ public:
         Step step;
         const std::string &op = s["op"].get_ref<const std::string &>();
         step.label = op == "kernel" ? s["kernel"].get<std::string>() : op;
-        if (op == "kernel") {
-          step.kind = Step::Kernel;
+        if (!stepKindOf(op, step.kind, error))
+          return false;
+        if (step.kind == StepKind::Kernel) {
           step.launch = kernels[s["kernel"].get<std::string>()];
           for (int id : s["args"])
             step.args.push_back(pointers[id]);
-        } else if (op == "gemm") {
-          step.kind = Step::Gemm;
+        } else if (step.kind == StepKind::Gemm) {
           step.gemm = {s["batch"],   s["m"],        s["n"],
                        s["k"],       s["stride_a"], s["stride_b"],
                        s["trans_a"], s["trans_b"]};
           step.x = f(s, "a");
           step.w = f(s, "b");
           step.y = f(s, "c");
-        } else if (op == "copy") {
-          step.kind = Step::Copy;
+        } else if (step.kind == StepKind::Copy) {
           step.src = pointers[s["src"].get<int>()];
           step.dst = pointers[s["dst"].get<int>()];
           step.bytes = s["bytes"].get<size_t>();
-        } else if (op == "conv2d" || op == "conv2d_backward_input" ||
-                   op == "conv2d_backward_filter") {
-          step.kind = op == "conv2d" ? Step::Conv
-                      : op == "conv2d_backward_input"
-                          ? Step::ConvBackwardInput
-                          : Step::ConvBackwardFilter;
-          step.conv = geometryOf(s);
+        } else {
+          step.conv = convGeometryOf(s);
           step.x = f(s, "x");
           step.w = f(s, "w");
           step.y = f(s, "y");
-        } else {
-          error = "unknown step '" + op + "' in plan.json (recompile)";
-          return false;
         }
         steps.push_back(std::move(step));
       }
@@ -272,22 +227,22 @@ public:
       auto start = profile ? std::chrono::steady_clock::now()
                            : std::chrono::steady_clock::time_point();
       switch (step.kind) {
-      case Step::Kernel:
+      case StepKind::Kernel:
         step.launch(step.args.data());
         break;
-      case Step::Gemm:
+      case StepKind::Gemm:
         gemm(step);
         break;
-      case Step::Copy:
+      case StepKind::Copy:
         memcpy(step.dst, step.src, step.bytes);
         break;
-      case Step::Conv:
+      case StepKind::Conv:
         conv(step);
         break;
-      case Step::ConvBackwardInput:
+      case StepKind::ConvBackwardInput:
         convBackwardInput(step);
         break;
-      case Step::ConvBackwardFilter:
+      case StepKind::ConvBackwardFilter:
         convBackwardFilter(step);
         break;
       }
@@ -314,7 +269,8 @@ public:
     std::map<std::string, std::pair<double, int>> kinds;
     for (auto &[name, steps] : programs)
       for (const Step &step : steps) {
-        std::string kind = step.kind == Step::Kernel ? "kernel" : step.label;
+        std::string kind =
+            step.kind == StepKind::Kernel ? "kernel" : step.label;
         kinds[name + " " + kind].first += step.seconds;
         kinds[name + " " + kind].second += 1;
       }

@@ -1,0 +1,92 @@
+//===- PlanSteps.h - what every device reads from a plan step ---*- C++ -*-===//
+//
+// The step kinds of plan.json and the geometry of its convolution steps, read
+// the same way by the CPU device and the CUDA device plugin (header-only: the
+// plugin links no part of the runtime library).
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_RUNTIME_PLANSTEPS_H
+#define GPUC_RUNTIME_PLANSTEPS_H
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpuc {
+
+enum class StepKind {
+  Kernel,
+  Gemm,
+  Copy,
+  Conv,
+  ConvBackwardInput,
+  ConvBackwardFilter
+};
+
+/// The kind of plan step `op`; false (with `error` for the user) when this
+/// runtime does not know it.
+inline bool stepKindOf(const std::string &op, StepKind &kind,
+                       std::string &error) {
+  static const std::pair<const char *, StepKind> kinds[] = {
+      {"kernel", StepKind::Kernel},
+      {"gemm", StepKind::Gemm},
+      {"copy", StepKind::Copy},
+      {"conv2d", StepKind::Conv},
+      {"conv2d_backward_input", StepKind::ConvBackwardInput},
+      {"conv2d_backward_filter", StepKind::ConvBackwardFilter}};
+  for (auto &[name, k] : kinds)
+    if (op == name) {
+      kind = k;
+      return true;
+    }
+  error = "unknown step '" + op + "' in plan.json (recompile)";
+  return false;
+}
+
+inline bool isConvolution(StepKind kind) {
+  return kind == StepKind::Conv || kind == StepKind::ConvBackwardInput ||
+         kind == StepKind::ConvBackwardFilter;
+}
+
+/// A convolution step's shapes (NCHW input x, KCgHW filter w, output y).
+struct ConvGeometry {
+  int64_t n, c, h, w;    // input
+  int64_t k, cg, kh, kw; // filter: k outputs, cg inputs per group
+  int64_t oh, ow;        // output
+  int64_t sy, sx, py, px, dy, dx, groups;
+
+  int64_t rows() const { return c * kh * kw; } // im2col rows, all groups
+  int64_t cols() const { return n * oh * ow; } // im2col columns
+};
+
+inline ConvGeometry convGeometryOf(const nlohmann::json &s) {
+  auto x = s["x_shape"].get<std::vector<int64_t>>();
+  auto w = s["w_shape"].get<std::vector<int64_t>>();
+  auto y = s["y_shape"].get<std::vector<int64_t>>();
+  auto st = s["strides"].get<std::vector<int64_t>>();
+  auto p = s["pads"].get<std::vector<int64_t>>();
+  auto d = s["dilations"].get<std::vector<int64_t>>();
+  return {x[0],
+          x[1],
+          x[2],
+          x[3],
+          w[0],
+          w[1],
+          w[2],
+          w[3],
+          y[2],
+          y[3],
+          st[0],
+          st[1],
+          p[0],
+          p[1],
+          d[0],
+          d[1],
+          s["groups"].get<int64_t>()};
+}
+
+} // namespace gpuc
+
+#endif // GPUC_RUNTIME_PLANSTEPS_H
