@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Codegen/KernelEmitter.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
 
@@ -735,6 +736,14 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
 
   EmittedKernel kernel;
   kernel.name = name.str();
+  SmallVector<int64_t> inPlace(fusion.getNumResults(), -1);
+  if (auto attr = fusion->getAttrOfType<DenseI64ArrayAttr>(
+          GpucDialect::kInPlaceAttrName)) {
+    if (attr.size() != fusion.getNumResults())
+      return fusion.emitOpError() << "'" << GpucDialect::kInPlaceAttrName
+                                  << "' needs one entry per result";
+    inPlace.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
+  }
   if (reductions.empty()) {
     // Elementwise. Values written with the same number of elements share an
     // iteration space; several spaces (the updates of many parameters, a
@@ -764,6 +773,14 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                          "{0}LL : {1}LL;",
                          kPointwiseTile, elements));
       open("for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)");
+      // An operand overwritten in place is loaded before any result of its
+      // iteration space is stored (gpuc-plan-memory only picks operands read
+      // at the stored index, so these loads are all its reads).
+      for (int64_t input : inPlace)
+        if (input >= 0 &&
+            getNumElements(shapeOf(block.getArgument(input))) == elements &&
+            failed(at(block.getArgument(input), "i")))
+          return failure();
       if (failed(storeResults(values, "i")))
         return failure();
       close();
@@ -878,6 +895,11 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     }
     if (!perRow.empty()) {
       open("if (threadIdx.x == 0)");
+      for (int64_t input : inPlace)
+        if (input >= 0 &&
+            getNumElements(shapeOf(block.getArgument(input))) == rows &&
+            failed(at(block.getArgument(input), "o")))
+          return failure();
       if (failed(storeResults(perRow, "o")))
         return failure();
       close();
@@ -903,8 +925,12 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
              << "reads " << input.getType()
              << ", which code generation cannot store yet (f16/bf16 come with "
                 "mixed precision)";
-    params += llvm::formatv("{0}const {1} *__restrict__ in{2}",
-                            params.empty() ? "" : ", ", type, k);
+    // Pointers that alias (an output written over this input) drop
+    // __restrict__; every other pointer keeps it.
+    bool aliased = llvm::is_contained(inPlace, (int64_t)k);
+    params += llvm::formatv("{0}const {1} *{2}in{3}",
+                            params.empty() ? "" : ", ", type,
+                            aliased ? "" : "__restrict__ ", k);
     casts +=
         llvm::formatv("{0}(const {1} *)args[{2}]", arg ? ", " : "", type, arg);
     ++arg;
@@ -914,8 +940,8 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     if (type.empty())
       return fusion.emitOpError() << "writes " << output.getType()
                                   << ", which code generation cannot store yet";
-    params += llvm::formatv("{0}{1} *__restrict__ out{2}",
-                            params.empty() ? "" : ", ", type, k);
+    params += llvm::formatv("{0}{1} *{2}out{3}", params.empty() ? "" : ", ",
+                            type, inPlace[k] >= 0 ? "" : "__restrict__ ", k);
     casts += llvm::formatv("{0}({1} *)args[{2}]", arg ? ", " : "", type, arg);
     ++arg;
   }

@@ -2,6 +2,7 @@
 #include "gpuc/Codegen/StepProgram.h"
 #include "gpuc/Codegen/Cost.h"
 #include "gpuc/Codegen/KernelEmitter.h"
+#include "gpuc/Dialect/Gpuc/GpucAttributes.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
@@ -12,14 +13,12 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
-#include <map>
 
 using namespace mlir;
 using namespace mlir::gpuc;
 using json = nlohmann::json;
 
 namespace {
-constexpr int64_t kAlignment = 64;
 
 std::string dtypeOf(Type type) {
   if (type.isF32())
@@ -42,57 +41,6 @@ struct Buffer {
   json extra = json::object();
 };
 
-/// First-fit allocation of transient buffers in one arena.
-class Arena {
-public:
-  int64_t allocate(int64_t bytes) {
-    bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    for (auto it = free.begin(); it != free.end(); ++it) {
-      if (it->second < bytes)
-        continue;
-      int64_t offset = it->first;
-      int64_t rest = it->second - bytes;
-      free.erase(it);
-      if (rest > 0)
-        free[offset + bytes] = rest;
-      return offset;
-    }
-    int64_t offset = top;
-    top += bytes;
-    peak = std::max(peak, top);
-    return offset;
-  }
-  void release(int64_t offset, int64_t bytes) {
-    bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    auto [it, inserted] = free.emplace(offset, bytes);
-    (void)inserted;
-    // Merge with the neighbours.
-    auto next = std::next(it);
-    if (next != free.end() && it->first + it->second == next->first) {
-      it->second += next->second;
-      free.erase(next);
-    }
-    if (it != free.begin()) {
-      auto prev = std::prev(it);
-      if (prev->first + prev->second == it->first) {
-        prev->second += it->second;
-        free.erase(it);
-        it = prev;
-      }
-    }
-    // The free block at the top shrinks the arena.
-    if (it->first + it->second == top) {
-      top = it->first;
-      free.erase(it);
-    }
-  }
-  int64_t peakBytes() const { return peak; }
-
-private:
-  std::map<int64_t, int64_t> free;
-  int64_t top = 0, peak = 0;
-};
-
 class Lowering {
 public:
   explicit Lowering(ModuleOp module) : module(module) {}
@@ -101,7 +49,7 @@ public:
 private:
   int persistent(StringRef name, StringRef kind, RankedTensorType type);
   int transient(Value value);
-  LogicalResult lowerFunction(func::FuncOp func, Arena &arena);
+  LogicalResult lowerFunction(func::FuncOp func);
   FailureOr<json> libraryCall(Operation *op);
   LogicalResult initialValue(StringRef name, ElementsAttr attr);
 
@@ -230,7 +178,7 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
   return op->emitOpError() << "is not a library call";
 }
 
-LogicalResult Lowering::lowerFunction(func::FuncOp func, Arena &arena) {
+LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   json steps = json::array(), inputs = json::object(), outputs = json::object();
   bufferOf.clear();
 
@@ -244,6 +192,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, Arena &arena) {
       bool isNew = !persistentByName.count(ref.getValue());
       int id = persistent(ref.getValue(),
                           param.getTrainable() ? "param" : "state", type);
+      if (param->hasAttr(GpucDialect::kOptimizerStateAttrName))
+        buffers[id].extra["optimizer"] = true;
       if (isNew &&
           failed(initialValue(ref.getValue(), param.getInitialValue())))
         return failure();
@@ -268,32 +218,39 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, Arena &arena) {
     }
   }
 
-  // Liveness: the position of each value's last use (aliases extend their
-  // root's).
+  // Every result's place comes from the memory plan (gpuc-plan-memory).
   Block &body = func.getBody().front();
-  DenseMap<Value, Value> rootOf;
-  auto root = [&](Value v) {
-    auto it = rootOf.find(v);
-    return it == rootOf.end() ? v : it->second;
+  auto memory = func->getAttrOfType<DictionaryAttr>(GpucDialect::kMemoryAttrName);
+  if (!memory || !memory.getAs<IntegerAttr>("arena_peak"))
+    return func.emitError()
+           << "has no memory plan; run gpuc-plan-memory before lowering";
+  auto define = [&](Operation *op) -> LogicalResult {
+    auto slots = op->getAttrOfType<ArrayAttr>(GpucDialect::kSlotsAttrName);
+    if (!slots || slots.size() != op->getNumResults())
+      return op->emitOpError()
+             << "has no slot in the memory plan; run gpuc-plan-memory "
+                "before lowering";
+    for (auto [result, attr] : llvm::zip(op->getResults(), slots)) {
+      auto slot = cast<SlotAttr>(attr);
+      if (FlatSymbolRefAttr param = slot.getParam()) {
+        auto it = persistentByName.find(param.getValue());
+        if (it == persistentByName.end())
+          return op->emitOpError() << "is planned into " << param
+                                   << ", which is no argument of the step";
+        bufferOf[result] = it->second;
+        continue;
+      }
+      int id = transient(result);
+      buffers[id].offset = slot.getOffset();
+      bufferOf[result] = id;
+    }
+    return success();
   };
-  DenseMap<Value, unsigned> lastUse;
   unsigned position = 0;
-  for (Operation &op : body) {
-    if (isAlias(&op))
-      rootOf[op.getResult(0)] = root(op.getOperand(0));
-    for (Value operand : op.getOperands())
-      lastUse[root(operand)] = position;
-    ++position;
-  }
-
-  position = 0;
-  SmallVector<std::pair<unsigned, int>> live; // (last use, buffer)
-  auto define = [&](Value v) {
-    int id = transient(v);
-    buffers[id].offset = arena.allocate(buffers[id].bytes);
-    bufferOf[v] = id;
-    live.push_back({lastUse.lookup(v), id});
-  };
+  int forwardEnd = -1;
+  if (auto end = memory.getAs<IntegerAttr>("forward_end"))
+    forwardEnd = end.getInt();
+  int forwardSteps = -1;
   for (Operation &op : body) {
     if (auto constant = dyn_cast<ConstantOp>(op)) {
       if (!op.use_empty()) {
@@ -307,8 +264,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, Arena &arena) {
     } else if (isAlias(&op)) {
       bufferOf[op.getResult(0)] = bufferOf.lookup(op.getOperand(0));
     } else if (auto fusion = dyn_cast<FusionOp>(op)) {
-      for (Value result : fusion.getResults())
-        define(result);
+      if (failed(define(fusion)))
+        return failure();
       std::string name = llvm::formatv("k{0}", kernelCount).str();
       FailureOr<EmittedKernel> kernel = emitKernel(fusion, name);
       if (failed(kernel))
@@ -351,8 +308,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, Arena &arena) {
                        {"bytes_read", bytesRead},
                        {"bytes_written", bytesWritten}});
     } else if (isLibraryCall(&op)) {
-      for (Value result : op.getResults())
-        define(result);
+      if (failed(define(&op)))
+        return failure();
       FailureOr<json> step = libraryCall(&op);
       if (failed(step))
         return failure();
@@ -379,22 +336,20 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func, Arena &arena) {
              << "cannot be lowered to the step program (run gpuc-decompose "
                 "and gpuc-form-kernels first)";
     }
-    // Buffers whose last use was this op are free for the next ones.
-    for (auto it = live.begin(); it != live.end();) {
-      if (it->first > position) {
-        ++it;
-        continue;
-      }
-      arena.release(buffers[it->second].offset, buffers[it->second].bytes);
-      it = live.erase(it);
-    }
+    if ((int)position == forwardEnd)
+      forwardSteps = steps.size();
     ++position;
   }
-  program.plan["functions"][func.getSymName().str()] = {
-      {"inputs", inputs}, {"outputs", outputs}, {"steps", steps}};
+  json entry = {{"inputs", inputs}, {"outputs", outputs}, {"steps", steps}};
+  // Steps [0, forward_steps) are the forward pass (for the memory picture).
+  if (forwardSteps >= 0)
+    entry["forward_steps"] = forwardSteps;
+  for (StringRef key : {"arena_peak", "lower_bound", "kept_for_backward"})
+    if (auto value = memory.getAs<IntegerAttr>(key))
+      entry[key.str()] = value.getInt();
+  program.plan["functions"][func.getSymName().str()] = entry;
   return success();
 }
-
 FailureOr<StepProgram> Lowering::run() {
   bool any = false;
   int64_t arenaBytes = 0;
@@ -403,11 +358,12 @@ FailureOr<StepProgram> Lowering::run() {
     if (!func)
       continue;
     any = true;
-    // Each function starts from an empty arena: they never run together.
-    Arena own;
-    if (failed(lowerFunction(func, own)))
+    // Each function has an arena of its own: they never run together.
+    if (failed(lowerFunction(func)))
       return failure();
-    arenaBytes = std::max(arenaBytes, own.peakBytes());
+    arenaBytes = std::max(
+        arenaBytes,
+        program.plan["functions"][name.str()]["arena_peak"].get<int64_t>());
   }
   if (!any)
     return module.emitError()

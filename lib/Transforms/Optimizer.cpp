@@ -129,6 +129,8 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
       param = ParameterOp::create(moduleBuilder, loc, name, type,
                                   DenseElementsAttr::get(type, zero),
                                   /*trainable=*/false);
+      param->setAttr(GpucDialect::kOptimizerStateAttrName,
+                     moduleBuilder.getUnitAttr());
     }
     auto ref = FlatSymbolRefAttr::get(param);
     if (auto i = findArgument(func, GpucDialect::kParamAttrName, ref))

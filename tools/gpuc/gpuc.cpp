@@ -456,6 +456,7 @@ static int runCompile(int argc, char **argv) {
   kernelPm.addPass(gpuc::createGpucFormKernels());
   if (!noFuse)
     kernelPm.addPass(gpuc::createGpucFuse());
+  kernelPm.addPass(gpuc::createGpucPlanMemory());
   if (failed(kernelPm.run(*module)))
     return 1;
 

@@ -150,4 +150,54 @@ def GpucFuse : Pass<"gpuc-fuse", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+def GpucPlanMemory : Pass<"gpuc-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "give every buffer of the step a place: arena offsets, "
+                "in-place updates";
+  let description = [{
+    Runs on kernel-formed functions (fusions, library calls, reshapes,
+    constants: @train_step and @eval after gpuc-fuse); others are left
+    alone. Decides, in program order:
+    - in-place writes (`gpuc.in_place` on the fusion: per result, the
+      operand it overwrites, or -1): an update of a parameter or optimizer
+      state is written into that parameter when the step reads the old
+      value nowhere after the update kernel, so no copy ends the step; a
+      result of an elementwise kernel takes the buffer of an operand that
+      dies in that kernel. Both need the kernel to read the operand only at
+      the index it writes (see `canOverwrite`);
+    - arena offsets for all other results (`gpuc.slots`, one `#gpuc.slot`
+      per result): buffers are packed by several greedy orders (by size,
+      by lifetime, by size × lifetime, program order), each placing a
+      buffer at the lowest offset free over its lifetime; the smallest peak
+      wins.
+    The function gets `gpuc.memory = {arena_peak, lower_bound,
+    kept_for_backward, forward_end}`: the arena's bytes, the liveness lower
+    bound (the most bytes live at one program point, which no plan can go
+    below), the bytes of forward values still live when backward starts,
+    and the position of the last forward op. The plan is checked as
+    gpuc-verify-memory-plan does before the pass returns.
+  }];
+  let options = [
+    Option<"inPlace", "in-place", "bool", "true",
+           "write updates and dying operands in place">,
+  ];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
+def GpucVerifyMemoryPlan : Pass<"gpuc-verify-memory-plan", "::mlir::ModuleOp"> {
+  let summary = "check a memory plan: sizes, in-place legality, no overlap";
+  let description = [{
+    For every function with a `gpuc.memory` plan: each kernel and library
+    call has a `#gpuc.slot` of its result's size per result; each in-place
+    write overwrites an operand read only at the written index and dead
+    afterwards (a parameter: not read later in the step); arena slots end
+    below `arena_peak`; and no two buffers whose lifetimes overlap share a
+    byte. Errors name the op and the bytes.
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 #endif // GPUC_TRANSFORMS_PASSES_TD

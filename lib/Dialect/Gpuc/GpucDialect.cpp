@@ -1,20 +1,46 @@
 //===- GpucDialect.cpp - the gpuc dialect and its attribute checks --------===//
 #include "gpuc/Dialect/Gpuc/GpucDialect.h"
+#include "gpuc/Dialect/Gpuc/GpucAttributes.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::gpuc;
 
 #include "gpuc/Dialect/Gpuc/GpucOpsDialect.cpp.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "gpuc/Dialect/Gpuc/GpucAttributes.cpp.inc"
+
 void GpucDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "gpuc/Dialect/Gpuc/GpucOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "gpuc/Dialect/Gpuc/GpucAttributes.cpp.inc"
+      >();
+}
+
+LogicalResult SlotAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t offset, int64_t bytes,
+                               FlatSymbolRefAttr param) {
+  if (bytes <= 0)
+    return emitError() << "a slot holds a positive number of bytes, not "
+                       << bytes;
+  if (param && offset != -1)
+    return emitError() << "a slot in parameter " << param
+                       << " has no arena offset";
+  if (!param && (offset < 0 || offset % 64 != 0))
+    return emitError() << "an arena slot's offset is a multiple of 64 bytes, "
+                          "not "
+                       << offset;
+  return success();
 }
 
 Operation *GpucDialect::materializeConstant(OpBuilder &builder, Attribute value,

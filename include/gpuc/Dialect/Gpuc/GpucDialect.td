@@ -30,6 +30,7 @@ def Gpuc_Dialect : Dialect {
     `gpuc.grad = @name`.
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
@@ -45,6 +46,19 @@ def Gpuc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kGradAttrName = "gpuc.grad";
     /// The value a hyperparameter takes when the runtime is not told one.
     static constexpr ::llvm::StringLiteral kDefaultAttrName = "gpuc.default";
+    /// On a gpuc.parameter the optimizer created (moments, momentum
+    /// buffers, the step counter), to tell it from model state.
+    static constexpr ::llvm::StringLiteral kOptimizerStateAttrName =
+        "gpuc.optimizer_state";
+    /// The memory plan: on each kernel and library call, one #gpuc.slot
+    /// per result.
+    static constexpr ::llvm::StringLiteral kSlotsAttrName = "gpuc.slots";
+    /// On a fusion: per result, the operand whose buffer it overwrites in
+    /// place (-1: none).
+    static constexpr ::llvm::StringLiteral kInPlaceAttrName = "gpuc.in_place";
+    /// On a planned function: arena_peak, lower_bound (bytes) and what
+    /// the report shows of its memory.
+    static constexpr ::llvm::StringLiteral kMemoryAttrName = "gpuc.memory";
   }];
 }
 

@@ -1,0 +1,435 @@
+//===- MemoryPlan.cpp - liveness and packing of a step's buffers ----------===//
+#include "gpuc/Transforms/MemoryPlan.h"
+#include "gpuc/Codegen/Cost.h"
+#include "gpuc/Dialect/Gpuc/GpucAttributes.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/OpKinds.h"
+#include "gpuc/Dialect/Gpuc/ShapeInference.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+static int64_t elementsOf(Value v) {
+  return getNumElements(cast<RankedTensorType>(v.getType()).getShape());
+}
+
+bool mlir::gpuc::isPlannable(func::FuncOp func) {
+  if (func.isExternal())
+    return false;
+  for (Operation &op : func.getBody().front())
+    if (!isa<FusionOp, ConstantOp, func::ReturnOp>(op) &&
+        !isLibraryCall(&op) && !isAlias(&op))
+      return false;
+  return true;
+}
+
+bool mlir::gpuc::canOverwrite(FusionOp fusion, unsigned input,
+                              unsigned result) {
+  Block &block = fusion.getBodyBlock();
+  if (input >= block.getNumArguments() || result >= fusion.getNumResults())
+    return false;
+  BlockArgument arg = block.getArgument(input);
+  Value out = fusion.getResult(result);
+  int64_t n = elementsOf(arg);
+  if (tensorBytes(arg) != tensorBytes(out) || elementsOf(out) != n)
+    return false;
+  // A row kernel writes one value per row, from thread 0 once the row's
+  // reductions are done: it may overwrite an operand of one value per row.
+  for (Operation &op : block.without_terminator())
+    if (isReduction(&op) && elementsOf(op.getResult(0)) != n)
+      return false;
+  // Everything computed from the operand is computed at the index it was
+  // read at: pointwise ops over n elements, up to the yield.
+  SmallVector<Value> worklist{arg};
+  DenseSet<Operation *> seen;
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (isa<YieldOp>(user) || !seen.insert(user).second)
+        continue;
+      if (!isPointwise(user))
+        return false;
+      for (Value r : user->getResults()) {
+        if (elementsOf(r) != n)
+          return false;
+        worklist.push_back(r);
+      }
+    }
+  }
+  return true;
+}
+
+Value mlir::gpuc::aliasRoot(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isAlias(def))
+      break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
+
+namespace {
+ArrayRef<int64_t> inPlaceOf(Operation *op) {
+  if (auto attr =
+          op->getAttrOfType<DenseI64ArrayAttr>(GpucDialect::kInPlaceAttrName))
+    return attr.asArrayRef();
+  return {};
+}
+} // namespace
+
+StepLiveness mlir::gpuc::computeLiveness(func::FuncOp func) {
+  StepLiveness live;
+  Block &body = func.getBody().front();
+  unsigned pos = 0;
+  for (Operation &op : body) {
+    live.ops.push_back(&op);
+    for (Value operand : op.getOperands()) {
+      Value root = aliasRoot(operand);
+      auto it = live.bufferOf.find(root);
+      if (it != live.bufferOf.end())
+        live.buffers[it->second].end =
+            std::max(live.buffers[it->second].end, pos);
+      else if (isa<BlockArgument>(root))
+        live.lastArgUse[root] = pos;
+    }
+    if (isAlias(&op)) {
+      auto it = live.bufferOf.find(aliasRoot(op.getOperand(0)));
+      if (it != live.bufferOf.end())
+        live.bufferOf[op.getResult(0)] = it->second;
+    } else if (isa<FusionOp>(op) || isLibraryCall(&op)) {
+      ArrayRef<int64_t> inPlace = inPlaceOf(&op);
+      for (OpResult result : op.getResults()) {
+        int64_t input = result.getResultNumber() < inPlace.size()
+                            ? inPlace[result.getResultNumber()]
+                            : -1;
+        if (input >= 0 && input < op.getNumOperands()) {
+          Value root = aliasRoot(op.getOperand(input));
+          auto it = live.bufferOf.find(root);
+          if (it != live.bufferOf.end()) {
+            live.bufferOf[result] = it->second;
+            continue;
+          }
+          if (auto arg = dyn_cast<BlockArgument>(root)) {
+            if (auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
+                    arg.getArgNumber(), GpucDialect::kParamAttrName)) {
+              live.bufferOf[result] = live.buffers.size();
+              live.buffers.push_back(
+                  {result, tensorBytes(result), pos, pos, ref});
+              continue;
+            }
+          }
+        }
+        live.bufferOf[result] = live.buffers.size();
+        live.buffers.push_back({result, tensorBytes(result), pos, pos, {}});
+      }
+    }
+    ++pos;
+  }
+
+  // The forward pass: everything the loss depends on.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    auto name =
+        func.getResultAttrOfType<StringAttr>(i, GpucDialect::kOutputAttrName);
+    if (!name || name.getValue() != "loss")
+      continue;
+    DenseMap<Operation *, unsigned> position;
+    for (auto [p, op] : llvm::enumerate(live.ops))
+      position[op] = p;
+    SmallVector<Operation *> worklist;
+    DenseSet<Operation *> seen;
+    if (Operation *def = ret.getOperand(i).getDefiningOp())
+      worklist.push_back(def);
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (!seen.insert(op).second)
+        continue;
+      live.forwardEnd = std::max<int>(live.forwardEnd, position.lookup(op));
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          worklist.push_back(def);
+    }
+  }
+  return live;
+}
+
+int64_t StepLiveness::lowerBound() const {
+  SmallVector<int64_t> delta(ops.size() + 1, 0);
+  for (const LiveBuffer &b : buffers) {
+    if (b.param)
+      continue;
+    delta[b.start] += alignedBytes(b.bytes);
+    delta[b.end + 1] -= alignedBytes(b.bytes);
+  }
+  int64_t live = 0, peak = 0;
+  for (int64_t d : delta)
+    peak = std::max(peak, live += d);
+  return peak;
+}
+
+int64_t StepLiveness::keptForBackward() const {
+  if (forwardEnd < 0)
+    return 0;
+  Value loss;
+  if (auto ret = dyn_cast<func::ReturnOp>(ops.back())) {
+    auto func = ret->getParentOfType<func::FuncOp>();
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto name = func.getResultAttrOfType<StringAttr>(
+              i, GpucDialect::kOutputAttrName);
+          name && name.getValue() == "loss")
+        loss = aliasRoot(ret.getOperand(i));
+  }
+  auto lossBuffer = bufferOf.find(loss);
+  int64_t kept = 0;
+  for (auto [i, b] : llvm::enumerate(buffers)) {
+    if (b.param || b.start > (unsigned)forwardEnd ||
+        b.end <= (unsigned)forwardEnd)
+      continue;
+    if (lossBuffer != bufferOf.end() && lossBuffer->second == i)
+      continue;
+    kept += alignedBytes(b.bytes);
+  }
+  return kept;
+}
+
+int64_t mlir::gpuc::packArena(const StepLiveness &liveness,
+                              SmallVectorImpl<int64_t> &offsets) {
+  ArrayRef<LiveBuffer> buffers = liveness.buffers;
+  SmallVector<unsigned> arena;
+  for (auto [i, b] : llvm::enumerate(buffers))
+    if (!b.param)
+      arena.push_back(i);
+  auto size = [&](unsigned i) { return alignedBytes(buffers[i].bytes); };
+  auto length = [&](unsigned i) {
+    return (int64_t)(buffers[i].end - buffers[i].start + 1);
+  };
+  using Order = std::function<bool(unsigned, unsigned)>;
+  SmallVector<Order> orders = {
+      // The largest first: big blocks placed early leave small holes.
+      [&](unsigned a, unsigned b) {
+        return std::make_tuple(-size(a), buffers[a].start, a) <
+               std::make_tuple(-size(b), buffers[b].start, b);
+      },
+      // The longest-lived first: they pin the arena's shape.
+      [&](unsigned a, unsigned b) {
+        return std::make_tuple(-length(a), -size(a), a) <
+               std::make_tuple(-length(b), -size(b), b);
+      },
+      [&](unsigned a, unsigned b) {
+        return std::make_tuple(-size(a) * length(a), a) <
+               std::make_tuple(-size(b) * length(b), b);
+      },
+      // Program order: what a runtime allocator would do.
+      [&](unsigned a, unsigned b) {
+        return std::make_tuple(buffers[a].start, a) <
+               std::make_tuple(buffers[b].start, b);
+      },
+  };
+  // Greedy by breadth: the program points with the most bytes live first,
+  // and the buffers live there by size.
+  SmallVector<int64_t> liveAt(liveness.ops.size() + 1, 0);
+  for (unsigned i : arena)
+    for (unsigned p = buffers[i].start; p <= buffers[i].end; ++p)
+      liveAt[p] += size(i);
+  SmallVector<int64_t> breadth(buffers.size(), 0);
+  for (unsigned i : arena)
+    for (unsigned p = buffers[i].start; p <= buffers[i].end; ++p)
+      breadth[i] = std::max(breadth[i], liveAt[p]);
+  orders.push_back([&](unsigned a, unsigned b) {
+    return std::make_tuple(-breadth[a], -size(a), a) <
+           std::make_tuple(-breadth[b], -size(b), b);
+  });
+
+  int64_t best = -1;
+  SmallVector<int64_t> trial(buffers.size(), -1);
+  for (const Order &order : orders) {
+    SmallVector<unsigned> sequence = arena;
+    llvm::sort(sequence, order);
+    // First fit (the lowest gap that holds the buffer) and best fit (the
+    // tightest gap, else the top).
+    for (bool bestFit : {false, true}) {
+      SmallVector<unsigned> placed;
+      int64_t peak = 0;
+      std::fill(trial.begin(), trial.end(), -1);
+      for (unsigned i : sequence) {
+        SmallVector<std::pair<int64_t, int64_t>> busy;
+        for (unsigned j : placed)
+          if (buffers[j].start <= buffers[i].end &&
+              buffers[i].start <= buffers[j].end)
+            busy.push_back({trial[j], trial[j] + size(j)});
+        llvm::sort(busy);
+        int64_t offset = 0, chosen = -1, tightest = -1;
+        for (auto [begin, end] : busy) {
+          int64_t gap = begin - offset;
+          if (gap >= size(i)) {
+            if (!bestFit) {
+              chosen = offset;
+              break;
+            }
+            if (tightest < 0 || gap < tightest) {
+              tightest = gap;
+              chosen = offset;
+            }
+          }
+          offset = std::max(offset, end);
+        }
+        trial[i] = chosen >= 0 ? chosen : offset;
+        peak = std::max(peak, trial[i] + size(i));
+        placed.push_back(i);
+      }
+      if (best < 0 || peak < best) {
+        best = peak;
+        offsets.assign(trial.begin(), trial.end());
+      }
+    }
+  }
+  if (best < 0) {
+    offsets.assign(buffers.size(), -1);
+    best = 0;
+  }
+  return best;
+}
+
+LogicalResult mlir::gpuc::verifyMemoryPlan(func::FuncOp func) {
+  auto memory =
+      func->getAttrOfType<DictionaryAttr>(GpucDialect::kMemoryAttrName);
+  auto peakAttr =
+      memory ? memory.getAs<IntegerAttr>("arena_peak") : IntegerAttr();
+  if (!peakAttr)
+    return func.emitError() << "has no memory plan ('"
+                            << GpucDialect::kMemoryAttrName
+                            << "' with arena_peak; run gpuc-plan-memory)";
+  int64_t peak = peakAttr.getInt();
+  StepLiveness live = computeLiveness(func);
+  DenseMap<Operation *, unsigned> position;
+  for (auto [p, op] : llvm::enumerate(live.ops))
+    position[op] = p;
+
+  SmallVector<SlotAttr> slotOf(live.buffers.size());
+  for (auto [pos, op] : llvm::enumerate(live.ops)) {
+    if (!isa<FusionOp>(op) && !isLibraryCall(op))
+      continue;
+    auto slots = op->getAttrOfType<ArrayAttr>(GpucDialect::kSlotsAttrName);
+    if (!slots || slots.size() != op->getNumResults())
+      return op->emitOpError()
+             << "needs one #gpuc.slot per result in '"
+             << GpucDialect::kSlotsAttrName << "' (run gpuc-plan-memory)";
+    ArrayRef<int64_t> inPlace = inPlaceOf(op);
+    if (!inPlace.empty() &&
+        (!isa<FusionOp>(op) || inPlace.size() != op->getNumResults()))
+      return op->emitOpError()
+             << "'" << GpucDialect::kInPlaceAttrName
+             << "' needs one entry per result, on a fusion only";
+    for (OpResult result : op->getResults()) {
+      unsigned k = result.getResultNumber();
+      auto slot = dyn_cast<SlotAttr>(slots[k]);
+      if (!slot)
+        return op->emitOpError() << "slot #" << k << " is not a #gpuc.slot";
+      if (slot.getBytes() != tensorBytes(result))
+        return op->emitOpError()
+               << "result #" << k << " holds " << tensorBytes(result)
+               << " bytes but its slot " << slot.getBytes();
+      if (slot.isArena() && slot.getOffset() + slot.getBytes() > peak)
+        return op->emitOpError()
+               << "result #" << k << "'s slot ends at byte "
+               << slot.getOffset() + slot.getBytes()
+               << ", past the arena's peak of " << peak;
+      int64_t input = inPlace.empty() ? -1 : inPlace[k];
+      if (input < 0) {
+        if (!slot.isArena())
+          return op->emitOpError()
+                 << "result #" << k << " is written into " << slot.getParam()
+                 << " but overwrites no operand ('"
+                 << GpucDialect::kInPlaceAttrName << "')";
+        slotOf[live.bufferOf.lookup(result)] = slot;
+        continue;
+      }
+      auto fusion = cast<FusionOp>(op);
+      if (input >= op->getNumOperands() || !canOverwrite(fusion, input, k))
+        return op->emitOpError()
+               << "result #" << k << " cannot overwrite operand #" << input
+               << ": the kernel must be elementwise and read the operand "
+                  "only where it writes the result, at the same size";
+      Value root = aliasRoot(op->getOperand(input));
+      for (auto [j, other] : llvm::enumerate(op->getOperands()))
+        if ((int64_t)j != input && aliasRoot(other) == root)
+          return op->emitOpError()
+                 << "result #" << k << " overwrites operand #" << input
+                 << ", which the kernel also reads as operand #" << j;
+      for (auto [j, other] : llvm::enumerate(inPlace))
+        if (j != k && other == input)
+          return op->emitOpError()
+                 << "results #" << j << " and #" << k
+                 << " overwrite the same operand #" << input;
+      if (auto arg = dyn_cast<BlockArgument>(root)) {
+        auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
+            arg.getArgNumber(), GpucDialect::kParamAttrName);
+        if (!ref || slot.getParam() != ref)
+          return op->emitOpError()
+                 << "result #" << k << " overwrites an argument, so its slot "
+                 << "must name that argument's parameter"
+                 << (ref ? " " : " (it has none)") << ref;
+        if (live.lastArgUse.lookup(arg) > pos)
+          return op->emitOpError()
+                 << "result #" << k << " overwrites " << ref
+                 << ", which is read later in the step";
+        slotOf[live.bufferOf.lookup(result)] = slot;
+        continue;
+      }
+      // A transient: it must die here, and the result takes its slot.
+      unsigned buffer = live.bufferOf.lookup(root);
+      for (auto [value, b] : live.bufferOf) {
+        if (b != buffer)
+          continue;
+        Operation *def = value.getDefiningOp();
+        if (def && position.lookup(def) >= pos)
+          continue;
+        for (Operation *user : value.getUsers())
+          if (position.lookup(user) > pos)
+            return op->emitOpError()
+                   << "result #" << k << " overwrites operand #" << input
+                   << ", which is read later in the step";
+      }
+      if (slotOf[buffer] != slot)
+        return op->emitOpError() << "result #" << k << " overwrites operand #"
+                                 << input << " but its slot " << slot
+                                 << " is not the operand's " << slotOf[buffer];
+    }
+  }
+
+  // No two buffers live at once share a byte.
+  SmallVector<unsigned> arena;
+  for (auto [i, b] : llvm::enumerate(live.buffers))
+    if (!b.param)
+      arena.push_back(i);
+  llvm::sort(arena, [&](unsigned a, unsigned b) {
+    return live.buffers[a].start < live.buffers[b].start;
+  });
+  for (auto [n, i] : llvm::enumerate(arena)) {
+    const LiveBuffer &a = live.buffers[i];
+    for (unsigned j : ArrayRef<unsigned>(arena).take_front(n)) {
+      const LiveBuffer &b = live.buffers[j];
+      if (b.end < a.start)
+        continue;
+      int64_t lo = std::max(slotOf[i].getOffset(), slotOf[j].getOffset());
+      int64_t hi = std::min(slotOf[i].getOffset() + slotOf[i].getBytes(),
+                            slotOf[j].getOffset() + slotOf[j].getBytes());
+      if (lo < hi) {
+        InFlightDiagnostic diag =
+            a.root.getDefiningOp()->emitOpError()
+            << "result #" << cast<OpResult>(a.root).getResultNumber()
+            << " shares bytes [" << lo << ", " << hi
+            << ") of the arena with a buffer that is still live";
+        diag.attachNote(b.root.getLoc()) << "the other buffer is defined here";
+        return diag;
+      }
+    }
+  }
+  return success();
+}
