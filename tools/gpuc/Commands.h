@@ -22,6 +22,8 @@ struct ArtifactOptions {
   std::string dumpDir;
   /// Print the per-kernel report (report.json is always written).
   bool report = false;
+  /// --memory-picture: where to write the SVG of the arena ("": none).
+  std::string memoryPicture;
   /// unfusedCost() of @train_step before kernels were formed.
   nlohmann::json unfused;
 };

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
+#include "MemoryReport.h"
 #include "gpuc/Codegen/Nvrtc.h"
 #include "gpuc/Codegen/StepProgram.h"
 #include "gpuc/runtime/Safetensors.h"
@@ -108,6 +109,7 @@ static bool writeReport(const nlohmann::json &plan,
                  {"bytes_non_gemm", bytes},
                  {"unfused_bytes_non_gemm", unfusedBytes},
                  {"flops", flops},
+                 {"memory", memorySummary(plan)},
                  {"per_kernel", kernels}};
   if (!writeFile(options.outputDir + "/report.json", report.dump(1)))
     return false;
@@ -138,6 +140,7 @@ static bool writeReport(const nlohmann::json &plan,
       launches, library, launches + library, copies, unfusedOps,
       unfusedOps ? (double)(launches + library) / unfusedOps : 0.0, mib(bytes),
       mib(unfusedBytes), unfusedBytes ? (double)bytes / unfusedBytes : 0.0);
+  llvm::outs() << formatMemorySummary(report["memory"]);
   return true;
 }
 
@@ -195,6 +198,9 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
 
   size_t kernelCount = program->plan["kernels"].size();
   if (!writeReport(program->plan, options))
+    return 1;
+  if (!options.memoryPicture.empty() &&
+      !writeFile(options.memoryPicture, memoryPicture(program->plan)))
     return 1;
   if (options.cuda) {
     for (const std::string &arch : options.archs) {

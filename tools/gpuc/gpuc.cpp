@@ -141,6 +141,12 @@ static cl::opt<bool>
                     "bytes read and written, FLOPs) and the totals against "
                     "one kernel per op; report.json is written either way"),
            cl::init(false), cl::cat(compileCategory));
+static cl::opt<std::string> memoryPictureFile(
+    "memory-picture",
+    cl::desc("compile: draw the training step's arena as an SVG: each "
+             "buffer over the steps it is live (x) at its arena offset (y), "
+             "coloured by what it holds"),
+    cl::value_desc("FILE.svg"), cl::init(""), cl::cat(compileCategory));
 static cl::opt<bool>
     noFuse("no-fuse",
            cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),
@@ -446,6 +452,7 @@ static int runCompile(int argc, char **argv) {
   auto step = module->lookupSymbol<func::FuncOp>("train_step");
   artifact.unfused = gpuc::unfusedCost(step);
   artifact.report = report;
+  artifact.memoryPicture = memoryPictureFile;
 
   PassManager kernelPm(&context);
   if (failed(applyPassManagerCLOptions(kernelPm)))
