@@ -909,6 +909,12 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
           "for (int64_t r = threadIdx.x; r < {0}LL; r += blockDim.x)",
           rowLength));
       std::string at = fullIndex("r");
+      for (int64_t input : inPlace)
+        if (input >= 0 &&
+            getNumElements(shapeOf(block.getArgument(input))) ==
+                getNumElements(full) &&
+            failed(this->at(block.getArgument(input), at)))
+          return failure();
       if (failed(storeResults(perElement, at)))
         return failure();
       close();

@@ -6,6 +6,7 @@
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
 
+#include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -39,19 +40,33 @@ bool mlir::gpuc::canOverwrite(FusionOp fusion, unsigned input,
   int64_t n = elementsOf(arg);
   if (tensorBytes(arg) != tensorBytes(out) || elementsOf(out) != n)
     return false;
-  // A row kernel writes one value per row, from thread 0 once the row's
-  // reductions are done: it may overwrite an operand of one value per row.
-  for (Operation &op : block.without_terminator())
-    if (isReduction(&op) && elementsOf(op.getResult(0)) != n)
+  // A row kernel (one block per row of its reductions) writes its per-row
+  // values from thread 0 once the row's reductions are done, and its
+  // per-element values in a last pass over the row: it may overwrite an
+  // operand of one value per row, or one of the reduced shape that it
+  // reads only within the row (its reductions read the row before the
+  // barrier that precedes the last pass).
+  bool perElement = false;
+  for (Operation &op : block.without_terminator()) {
+    if (!isReduction(&op))
+      continue;
+    if (elementsOf(op.getResult(0)) == n)
+      continue;
+    if (elementsOf(op.getOperand(0)) != n)
       return false;
+    perElement = true;
+  }
   // Everything computed from the operand is computed at the index it was
-  // read at: pointwise ops over n elements, up to the yield.
+  // read at: pointwise ops over n elements, up to the yield (or, per
+  // element, up to a reduction of the row).
   SmallVector<Value> worklist{arg};
   DenseSet<Operation *> seen;
   while (!worklist.empty()) {
     Value v = worklist.pop_back_val();
     for (Operation *user : v.getUsers()) {
       if (isa<YieldOp>(user) || !seen.insert(user).second)
+        continue;
+      if (perElement && isReduction(user))
         continue;
       if (!isPointwise(user))
         return false;
@@ -82,6 +97,122 @@ ArrayRef<int64_t> inPlaceOf(Operation *op) {
   return {};
 }
 } // namespace
+
+void mlir::gpuc::chooseInPlace(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+  // Where each buffer-owning value (a result or an argument) is last read.
+  DenseMap<Operation *, unsigned> position;
+  DenseMap<Value, unsigned> lastUse;
+  unsigned pos = 0;
+  for (Operation &op : body) {
+    position[&op] = pos;
+    for (Value operand : op.getOperands())
+      lastUse[aliasRoot(operand)] = pos;
+    ++pos;
+  }
+  // The parameter each value is returned as the update of.
+  DenseMap<Value, FlatSymbolRefAttr> updateOf;
+  for (auto [i, value] : llvm::enumerate(ret.getOperands()))
+    if (auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(
+            i, GpucDialect::kUpdateAttrName))
+      updateOf[aliasRoot(value)] = ref;
+
+  // Values written over one another share a buffer; it dies when the last
+  // of them is read.
+  llvm::EquivalenceClasses<Value> sharing;
+  DenseMap<Value, unsigned> classEnd; // by leader
+  DenseSet<Value> inParameter;        // leaders of buffers that are params
+  auto leader = [&](Value v) { return sharing.getOrInsertLeaderValue(v); };
+
+  for (Operation &op : body) {
+    unsigned here = position[&op];
+    if (isLibraryCall(&op))
+      for (Value result : op.getResults())
+        classEnd[leader(result)] = std::max(lastUse.lookup(result), here);
+    auto fusion = dyn_cast<FusionOp>(op);
+    if (!fusion)
+      continue;
+    SmallVector<int64_t> inPlace(fusion.getNumResults(), -1);
+    DenseSet<unsigned> claimed;
+    // An operand passed twice is read at two indices; never overwrite it.
+    auto passedOnce = [&](unsigned j) {
+      Value root = aliasRoot(fusion.getOperand(j));
+      return llvm::count_if(fusion.getOperands(), [&](Value other) {
+               return aliasRoot(other) == root;
+             }) == 1;
+    };
+    // Whether operand j may hold result k: the old value of the parameter
+    // k updates, read for the last time here (first choice: it saves a
+    // copy), else a transient dying here that holds no parameter.
+    auto legal = [&](unsigned j, unsigned k, bool parameters) {
+      if (claimed.contains(j) || !passedOnce(j))
+        return false;
+      Value root = aliasRoot(fusion.getOperand(j));
+      if (auto arg = dyn_cast<BlockArgument>(root)) {
+        FlatSymbolRefAttr update = updateOf.lookup(fusion->getResult(k));
+        if (!parameters || !update || lastUse.lookup(arg) != here ||
+            func.getArgAttrOfType<FlatSymbolRefAttr>(
+                arg.getArgNumber(), GpucDialect::kParamAttrName) != update)
+          return false;
+      } else {
+        Operation *def = root.getDefiningOp();
+        if (parameters || !def || (!isa<FusionOp>(def) && !isLibraryCall(def)))
+          return false;
+        Value l = leader(root);
+        if (inParameter.contains(l) || classEnd.lookup(l) != here)
+          return false;
+      }
+      return canOverwrite(fusion, j, k);
+    };
+    for (bool parameters : {true, false})
+      for (unsigned k = 0; k < fusion.getNumResults(); ++k)
+        for (unsigned j = 0; j < fusion.getNumOperands() && inPlace[k] < 0;
+             ++j)
+          if (legal(j, k, parameters)) {
+            inPlace[k] = j;
+            claimed.insert(j);
+          }
+    for (OpResult result : fusion->getResults()) {
+      unsigned k = result.getResultNumber();
+      // The result's buffer: its own, or the one it overwrites.
+      Value l = leader(result);
+      unsigned end = lastUse.lookup(result);
+      if (inPlace[k] >= 0) {
+        Value root = aliasRoot(fusion.getOperand(inPlace[k]));
+        if (isa<BlockArgument>(root)) {
+          inParameter.insert(l);
+        } else {
+          Value previous = leader(root);
+          end = std::max(end, classEnd.lookup(previous));
+          bool param = inParameter.contains(previous);
+          sharing.unionSets(previous, result);
+          l = leader(result);
+          if (param)
+            inParameter.insert(l);
+        }
+      }
+      classEnd[l] = std::max(classEnd.lookup(l), std::max(end, here));
+    }
+    if (llvm::any_of(inPlace, [](int64_t j) { return j >= 0; }))
+      fusion->setAttr(GpucDialect::kInPlaceAttrName,
+                      DenseI64ArrayAttr::get(func.getContext(), inPlace));
+  }
+}
+
+PlanEstimate mlir::gpuc::estimatePlan(func::FuncOp func, bool inPlace) {
+  func.walk([](Operation *op) { op->removeAttr(GpucDialect::kInPlaceAttrName); });
+  if (inPlace)
+    chooseInPlace(func);
+  StepLiveness live = computeLiveness(func);
+  SmallVector<int64_t> offsets;
+  PlanEstimate estimate;
+  estimate.peak = packArena(live, offsets);
+  estimate.lowerBound = live.lowerBound();
+  estimate.keptForBackward = live.keptForBackward();
+  return estimate;
+}
 
 StepLiveness mlir::gpuc::computeLiveness(func::FuncOp func) {
   StepLiveness live;

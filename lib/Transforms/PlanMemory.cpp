@@ -14,7 +14,6 @@
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/EquivalenceClasses.h"
 
 namespace mlir::gpuc {
 #define GEN_PASS_DEF_GPUCPLANMEMORY
@@ -25,111 +24,6 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
-/// Chooses the in-place writes of `func`, in program order, and records
-/// them as `gpuc.in_place` on the fusions that have any.
-void chooseInPlace(func::FuncOp func) {
-  Block &body = func.getBody().front();
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-
-  // Where each buffer-owning value (a result or an argument) is last read.
-  DenseMap<Operation *, unsigned> position;
-  DenseMap<Value, unsigned> lastUse;
-  unsigned pos = 0;
-  for (Operation &op : body) {
-    position[&op] = pos;
-    for (Value operand : op.getOperands())
-      lastUse[aliasRoot(operand)] = pos;
-    ++pos;
-  }
-  // The parameter each value is returned as the update of.
-  DenseMap<Value, FlatSymbolRefAttr> updateOf;
-  for (auto [i, value] : llvm::enumerate(ret.getOperands()))
-    if (auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(
-            i, GpucDialect::kUpdateAttrName))
-      updateOf[aliasRoot(value)] = ref;
-
-  // Values written over one another share a buffer; it dies when the last
-  // of them is read.
-  llvm::EquivalenceClasses<Value> sharing;
-  DenseMap<Value, unsigned> classEnd; // by leader
-  DenseSet<Value> inParameter;        // leaders of buffers that are params
-  auto leader = [&](Value v) { return sharing.getOrInsertLeaderValue(v); };
-
-  for (Operation &op : body) {
-    unsigned here = position[&op];
-    if (isLibraryCall(&op))
-      for (Value result : op.getResults())
-        classEnd[leader(result)] = std::max(lastUse.lookup(result), here);
-    auto fusion = dyn_cast<FusionOp>(op);
-    if (!fusion)
-      continue;
-    SmallVector<int64_t> inPlace(fusion.getNumResults(), -1);
-    DenseSet<unsigned> claimed;
-    // An operand passed twice is read at two indices; never overwrite it.
-    auto passedOnce = [&](unsigned j) {
-      Value root = aliasRoot(fusion.getOperand(j));
-      return llvm::count_if(fusion.getOperands(), [&](Value other) {
-               return aliasRoot(other) == root;
-             }) == 1;
-    };
-    // Whether operand j may hold result k: the old value of the parameter
-    // k updates, read for the last time here (first choice: it saves a
-    // copy), else a transient dying here that holds no parameter.
-    auto legal = [&](unsigned j, unsigned k, bool parameters) {
-      if (claimed.contains(j) || !passedOnce(j))
-        return false;
-      Value root = aliasRoot(fusion.getOperand(j));
-      if (auto arg = dyn_cast<BlockArgument>(root)) {
-        FlatSymbolRefAttr update = updateOf.lookup(fusion->getResult(k));
-        if (!parameters || !update || lastUse.lookup(arg) != here ||
-            func.getArgAttrOfType<FlatSymbolRefAttr>(
-                arg.getArgNumber(), GpucDialect::kParamAttrName) != update)
-          return false;
-      } else {
-        Operation *def = root.getDefiningOp();
-        if (parameters || !def || (!isa<FusionOp>(def) && !isLibraryCall(def)))
-          return false;
-        Value l = leader(root);
-        if (inParameter.contains(l) || classEnd.lookup(l) != here)
-          return false;
-      }
-      return canOverwrite(fusion, j, k);
-    };
-    for (bool parameters : {true, false})
-      for (unsigned k = 0; k < fusion.getNumResults(); ++k)
-        for (unsigned j = 0; j < fusion.getNumOperands() && inPlace[k] < 0;
-             ++j)
-          if (legal(j, k, parameters)) {
-            inPlace[k] = j;
-            claimed.insert(j);
-          }
-    for (OpResult result : fusion->getResults()) {
-      unsigned k = result.getResultNumber();
-      // The result's buffer: its own, or the one it overwrites.
-      Value l = leader(result);
-      unsigned end = lastUse.lookup(result);
-      if (inPlace[k] >= 0) {
-        Value root = aliasRoot(fusion.getOperand(inPlace[k]));
-        if (isa<BlockArgument>(root)) {
-          inParameter.insert(l);
-        } else {
-          Value previous = leader(root);
-          end = std::max(end, classEnd.lookup(previous));
-          bool param = inParameter.contains(previous);
-          sharing.unionSets(previous, result);
-          l = leader(result);
-          if (param)
-            inParameter.insert(l);
-        }
-      }
-      classEnd[l] = std::max(classEnd.lookup(l), std::max(end, here));
-    }
-    if (llvm::any_of(inPlace, [](int64_t j) { return j >= 0; }))
-      fusion->setAttr(GpucDialect::kInPlaceAttrName,
-                      DenseI64ArrayAttr::get(func.getContext(), inPlace));
-  }
-}
-
 struct PlanMemory : gpuc::impl::GpucPlanMemoryBase<PlanMemory> {
   using Base::Base;
 

@@ -78,6 +78,21 @@ struct StepLiveness {
   int64_t keptForBackward() const;
 };
 
+/// Chooses the in-place writes of `func` in program order and records them
+/// as `gpuc.in_place` on the fusions that have any: an update goes into its
+/// parameter when the old value is read nowhere later; a result takes the
+/// buffer of an operand that dies in its kernel (canOverwrite).
+void chooseInPlace(func::FuncOp func);
+
+/// What gpuc-plan-memory would make of `func` now.
+struct PlanEstimate {
+  int64_t peak = 0, lowerBound = 0, keptForBackward = 0;
+};
+/// Plans `func` (in-place choices recorded as gpuc.in_place when `inPlace`,
+/// no slots) and returns the arena peak, the lower bound and the bytes
+/// kept for backward.
+PlanEstimate estimatePlan(func::FuncOp func, bool inPlace = true);
+
 /// Builds the liveness of `func` from its `gpuc.in_place` attributes.
 StepLiveness computeLiveness(func::FuncOp func);
 

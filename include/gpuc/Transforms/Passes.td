@@ -187,6 +187,34 @@ def GpucPlanMemory : Pass<"gpuc-plan-memory", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucRemat : Pass<"gpuc-remat", "::mlir::ModuleOp"> {
+  let summary = "recompute forward values in backward to lower the arena's "
+                "peak below a budget";
+  let description = [{
+    On kernel-formed `@train_step` (after gpuc-fuse, before
+    gpuc-plan-memory). A forward value read in backward (a kernel's or
+    library call's result) can be recomputed just before its first backward
+    reader instead of being kept: the clone (`gpuc.recompute`) reads the same
+    inputs, or their recomputations when those come earlier, so results,
+    dropout masks included (same RNG key), do not change. Every choice is
+    judged by the plan gpuc-plan-memory would make:
+    1. pointwise kernels are recomputed whenever that lowers the arena's
+       peak, or at the same peak the bytes kept for backward;
+    2. with `budget` > 0, while the peak is above it, the recomputation
+       that lowers the peak most per recomputed FLOP is taken (a lower
+       liveness bound breaks ties). A budget that cannot be met is an
+       error that states the lowest peak reached.
+    `@train_step` gets `gpuc.remat = {budget, peak_before, peak,
+    recomputed, extra_flops}`.
+  }];
+  let options = [
+    Option<"budget", "budget", "int64_t", "0",
+           "bound on the arena's peak in bytes (0: only the recomputations "
+           "of pointwise kernels that lower the peak)">,
+  ];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 def GpucVerifyMemoryPlan : Pass<"gpuc-verify-memory-plan", "::mlir::ModuleOp"> {
   let summary = "check a memory plan: sizes, in-place legality, no overlap";
   let description = [{
