@@ -934,9 +934,9 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     // Pointers that alias (an output written over this input) drop
     // __restrict__; every other pointer keeps it.
     bool aliased = llvm::is_contained(inPlace, (int64_t)k);
-    params += llvm::formatv("{0}const {1} *{2}in{3}",
-                            params.empty() ? "" : ", ", type,
-                            aliased ? "" : "__restrict__ ", k);
+    params +=
+        llvm::formatv("{0}const {1} *{2}in{3}", params.empty() ? "" : ", ",
+                      type, aliased ? "" : "__restrict__ ", k);
     casts +=
         llvm::formatv("{0}(const {1} *)args[{2}]", arg ? ", " : "", type, arg);
     ++arg;

@@ -13,7 +13,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
-
 using namespace mlir;
 using namespace mlir::gpuc;
 using json = nlohmann::json;
@@ -220,7 +219,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
 
   // Every result's place comes from the memory plan (gpuc-plan-memory).
   Block &body = func.getBody().front();
-  auto memory = func->getAttrOfType<DictionaryAttr>(GpucDialect::kMemoryAttrName);
+  auto memory =
+      func->getAttrOfType<DictionaryAttr>(GpucDialect::kMemoryAttrName);
   if (!memory || !memory.getAs<IntegerAttr>("arena_peak"))
     return func.emitError()
            << "has no memory plan; run gpuc-plan-memory before lowering";
@@ -347,6 +347,13 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   for (StringRef key : {"arena_peak", "lower_bound", "kept_for_backward"})
     if (auto value = memory.getAs<IntegerAttr>(key))
       entry[key.str()] = value.getInt();
+  if (auto remat = func->getAttrOfType<DictionaryAttr>("gpuc.remat")) {
+    json summary = json::object();
+    for (NamedAttribute a : remat)
+      if (auto value = dyn_cast<IntegerAttr>(a.getValue()))
+        summary[a.getName().str()] = value.getInt();
+    entry["remat"] = summary;
+  }
   program.plan["functions"][func.getSymName().str()] = entry;
   return success();
 }

@@ -24,8 +24,8 @@ bool mlir::gpuc::isPlannable(func::FuncOp func) {
   if (func.isExternal())
     return false;
   for (Operation &op : func.getBody().front())
-    if (!isa<FusionOp, ConstantOp, func::ReturnOp>(op) &&
-        !isLibraryCall(&op) && !isAlias(&op))
+    if (!isa<FusionOp, ConstantOp, func::ReturnOp>(op) && !isLibraryCall(&op) &&
+        !isAlias(&op))
       return false;
   return true;
 }
@@ -168,8 +168,7 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
     };
     for (bool parameters : {true, false})
       for (unsigned k = 0; k < fusion.getNumResults(); ++k)
-        for (unsigned j = 0; j < fusion.getNumOperands() && inPlace[k] < 0;
-             ++j)
+        for (unsigned j = 0; j < fusion.getNumOperands() && inPlace[k] < 0; ++j)
           if (legal(j, k, parameters)) {
             inPlace[k] = j;
             claimed.insert(j);
@@ -202,7 +201,8 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
 }
 
 PlanEstimate mlir::gpuc::estimatePlan(func::FuncOp func, bool inPlace) {
-  func.walk([](Operation *op) { op->removeAttr(GpucDialect::kInPlaceAttrName); });
+  func.walk(
+      [](Operation *op) { op->removeAttr(GpucDialect::kInPlaceAttrName); });
   if (inPlace)
     chooseInPlace(func);
   StepLiveness live = computeLiveness(func);
@@ -433,9 +433,9 @@ LogicalResult mlir::gpuc::verifyMemoryPlan(func::FuncOp func) {
   auto peakAttr =
       memory ? memory.getAs<IntegerAttr>("arena_peak") : IntegerAttr();
   if (!peakAttr)
-    return func.emitError() << "has no memory plan ('"
-                            << GpucDialect::kMemoryAttrName
-                            << "' with arena_peak; run gpuc-plan-memory)";
+    return func.emitError()
+           << "has no memory plan ('" << GpucDialect::kMemoryAttrName
+           << "' with arena_peak; run gpuc-plan-memory)";
   int64_t peak = peakAttr.getInt();
   StepLiveness live = computeLiveness(func);
   DenseMap<Operation *, unsigned> position;
@@ -467,10 +467,9 @@ LogicalResult mlir::gpuc::verifyMemoryPlan(func::FuncOp func) {
                << "result #" << k << " holds " << tensorBytes(result)
                << " bytes but its slot " << slot.getBytes();
       if (slot.isArena() && slot.getOffset() + slot.getBytes() > peak)
-        return op->emitOpError()
-               << "result #" << k << "'s slot ends at byte "
-               << slot.getOffset() + slot.getBytes()
-               << ", past the arena's peak of " << peak;
+        return op->emitOpError() << "result #" << k << "'s slot ends at byte "
+                                 << slot.getOffset() + slot.getBytes()
+                                 << ", past the arena's peak of " << peak;
       int64_t input = inPlace.empty() ? -1 : inPlace[k];
       if (input < 0) {
         if (!slot.isArena())
@@ -495,9 +494,8 @@ LogicalResult mlir::gpuc::verifyMemoryPlan(func::FuncOp func) {
                  << ", which the kernel also reads as operand #" << j;
       for (auto [j, other] : llvm::enumerate(inPlace))
         if (j != k && other == input)
-          return op->emitOpError()
-                 << "results #" << j << " and #" << k
-                 << " overwrite the same operand #" << input;
+          return op->emitOpError() << "results #" << j << " and #" << k
+                                   << " overwrite the same operand #" << input;
       if (auto arg = dyn_cast<BlockArgument>(root)) {
         auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
             arg.getArgNumber(), GpucDialect::kParamAttrName);
@@ -507,9 +505,8 @@ LogicalResult mlir::gpuc::verifyMemoryPlan(func::FuncOp func) {
                  << "must name that argument's parameter"
                  << (ref ? " " : " (it has none)") << ref;
         if (live.lastArgUse.lookup(arg) > pos)
-          return op->emitOpError()
-                 << "result #" << k << " overwrites " << ref
-                 << ", which is read later in the step";
+          return op->emitOpError() << "result #" << k << " overwrites " << ref
+                                   << ", which is read later in the step";
         slotOf[live.bufferOf.lookup(result)] = slot;
         continue;
       }

@@ -82,9 +82,9 @@ FusionOp extractResult(OpBuilder &builder, FusionOp fusion, unsigned index) {
       inputs.push_back(fusion.getOperand(i));
       kept.push_back(i);
     }
-  auto clone = FusionOp::create(builder, fusion.getLoc(),
-                                TypeRange{fusion.getResult(index).getType()},
-                                inputs);
+  auto clone =
+      FusionOp::create(builder, fusion.getLoc(),
+                       TypeRange{fusion.getResult(index).getType()}, inputs);
   IRMapping mapping;
   for (auto [k, i] : llvm::enumerate(kept))
     mapping.map(body.getArgument(i), clone.getBodyBlock().getArgument(k));
@@ -295,11 +295,6 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
         PlanEstimate after = estimatePlan(func);
         int64_t flops = flopsOf(trial) + 1;
         undo(trial);
-        if (getenv("GPUC_REMAT_DEBUG"))
-          llvm::errs() << "  try " << v.getLoc() << " #"
-                       << cast<OpResult>(v).getResultNumber() << " "
-                       << tensorBytes(v) << "B: peak " << after.peak << " lb "
-                       << after.lowerBound << " flops " << flops << "\n";
         // Peak first; a lower lower-bound breaks ties, as a step towards
         // a later peak reduction.
         double score = 0;
@@ -316,9 +311,6 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       if (!best)
         break;
       Trial trial = apply(*best);
-      if (getenv("GPUC_REMAT_DEBUG"))
-        llvm::errs() << "take " << best->getLoc() << " -> " << bestAfter.peak
-                     << "\n";
       keep(trial);
       now = bestAfter;
       ++recomputations;
@@ -329,19 +321,18 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
         [](Operation *op) { op->removeAttr(GpucDialect::kInPlaceAttrName); });
 
     Builder b(&getContext());
-    func->setAttr("gpuc.remat",
-                  b.getDictionaryAttr({
-                      b.getNamedAttr("budget", b.getI64IntegerAttr((int64_t)budget)),
-                      b.getNamedAttr("peak_before",
-                                     b.getI64IntegerAttr(start.peak)),
-                      b.getNamedAttr("peak", b.getI64IntegerAttr(now.peak)),
-                      b.getNamedAttr("recomputed",
-                                     b.getI64IntegerAttr(recomputations)),
-                      b.getNamedAttr("extra_flops",
-                                     b.getI64IntegerAttr(extraFlops)),
-                  }));
+    func->setAttr(
+        "gpuc.remat",
+        b.getDictionaryAttr({
+            b.getNamedAttr("budget", b.getI64IntegerAttr((int64_t)budget)),
+            b.getNamedAttr("peak_before", b.getI64IntegerAttr(start.peak)),
+            b.getNamedAttr("peak", b.getI64IntegerAttr(now.peak)),
+            b.getNamedAttr("recomputed", b.getI64IntegerAttr(recomputations)),
+            b.getNamedAttr("extra_flops", b.getI64IntegerAttr(extraFlops)),
+        }));
     if (budget > 0 && now.peak > budget) {
-      func.emitError() << "the memory budget of " << (int64_t)budget << " bytes ("
+      func.emitError() << "the memory budget of " << (int64_t)budget
+                       << " bytes ("
                        << llvm::formatv("{0:f2}", budget / 1048576.0).str()
                        << " MiB) cannot be met: recomputing forward values "
                           "lowers the arena's peak from "

@@ -26,17 +26,19 @@ json memorySummary(const json &plan) {
   }
   const json &step = plan["functions"]["train_step"];
   int64_t arena = plan["arena_bytes"];
-  json memory = {{"parameters", params},
-                 {"optimizer_state", optimizer},
-                 {"model_state", state},
-                 {"inputs", inputs},
-                 {"constants", constants},
-                 {"arena_peak", step.value("arena_peak", (int64_t)0)},
-                 {"lower_bound", step.value("lower_bound", (int64_t)0)},
-                 {"kept_for_backward", step.value("kept_for_backward", (int64_t)0)},
-                 {"arena_bytes", arena},
-                 {"total", params + optimizer + state + inputs + constants +
-                               arena}};
+  json memory = {
+      {"parameters", params},
+      {"optimizer_state", optimizer},
+      {"model_state", state},
+      {"inputs", inputs},
+      {"constants", constants},
+      {"arena_peak", step.value("arena_peak", (int64_t)0)},
+      {"lower_bound", step.value("lower_bound", (int64_t)0)},
+      {"kept_for_backward", step.value("kept_for_backward", (int64_t)0)},
+      {"arena_bytes", arena},
+      {"total", params + optimizer + state + inputs + constants + arena}};
+  if (step.contains("remat"))
+    memory["remat"] = step["remat"];
   if (plan["functions"].contains("eval"))
     memory["eval_arena_peak"] =
         plan["functions"]["eval"].value("arena_peak", (int64_t)0);
@@ -48,8 +50,8 @@ std::string formatMemorySummary(const json &memory) {
     return memory[key].get<int64_t>() / 1048576.0;
   };
   int64_t bound = memory["lower_bound"];
-  double ratio = bound ? memory["arena_peak"].get<int64_t>() / (double)bound
-                       : 1.0;
+  double ratio =
+      bound ? memory["arena_peak"].get<int64_t>() / (double)bound : 1.0;
   return llvm::formatv(
              "memory: parameters {0:f2} MiB, optimizer state {1:f2} MiB, "
              "model state {2:f2} MiB, inputs {3:f2} MiB, constants {4:f2} "
@@ -59,7 +61,24 @@ std::string formatMemorySummary(const json &memory) {
              mib("parameters"), mib("optimizer_state"), mib("model_state"),
              mib("inputs"), mib("constants"), mib("arena_peak"),
              mib("lower_bound"), ratio, mib("kept_for_backward"), mib("total"))
-      .str();
+             .str() +
+         (memory.contains("remat")
+              ? llvm::formatv(
+                    "memory: remat recomputes {0} values ({1:f1} MFLOP "
+                    "more per step): arena peak {2:f2} MiB without, "
+                    "budget {3}\n",
+                    memory["remat"]["recomputed"].get<int64_t>(),
+                    memory["remat"]["extra_flops"].get<int64_t>() / 1e6,
+                    memory["remat"]["peak_before"].get<int64_t>() / 1048576.0,
+                    memory["remat"]["budget"].get<int64_t>() > 0
+                        ? llvm::formatv(
+                              "{0:f2} MiB",
+                              memory["remat"]["budget"].get<int64_t>() /
+                                  1048576.0)
+                              .str()
+                        : std::string("auto"))
+                    .str()
+              : std::string());
 }
 
 /// The buffers a step reads or writes.
@@ -120,15 +139,13 @@ std::string memoryPicture(const json &plan) {
   svg += llvm::formatv(
       "<text x=\"{0}\" y=\"25\" font-size=\"15\">{1}: train_step arena, "
       "{2:f2} MiB peak (lower bound {3:f2} MiB), {4} steps</text>\n",
-      left, escape(plan.value("model", std::string("model"))),
-      peak / 1048576.0, func.value("lower_bound", (int64_t)0) / 1048576.0,
-      steps.size());
+      left, escape(plan.value("model", std::string("model"))), peak / 1048576.0,
+      func.value("lower_bound", (int64_t)0) / 1048576.0, steps.size());
   svg += llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" "
                        "height=\"{3}\" fill=\"none\" stroke=\"#444\"/>\n",
                        left, top, width, height);
   const char *colours[] = {"#4e79a7", "#f28e2b", "#59a14f"};
-  const char *labels[] = {"forward temporary", "kept for backward",
-                          "backward"};
+  const char *labels[] = {"forward temporary", "kept for backward", "backward"};
   for (auto &[id, span] : live) {
     const json &b = buffers[id];
     int64_t offset = b["offset"], bytes = b["bytes"];
@@ -170,8 +187,7 @@ std::string memoryPicture(const json &plan) {
     svg += llvm::formatv(
         "<rect x=\"{0}\" y=\"{1}\" width=\"14\" height=\"14\" fill=\"{2}\"/>"
         "<text x=\"{3}\" y=\"{4}\">{5}</text>\n",
-        left + width + 15, y, colours[i], left + width + 35, y + 12,
-        labels[i]);
+        left + width + 15, y, colours[i], left + width + 35, y + 12, labels[i]);
   }
   svg += "</svg>\n";
   return svg;

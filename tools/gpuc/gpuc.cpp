@@ -147,6 +147,19 @@ static cl::opt<std::string> memoryPictureFile(
              "buffer over the steps it is live (x) at its arena offset (y), "
              "coloured by what it holds"),
     cl::value_desc("FILE.svg"), cl::init(""), cl::cat(compileCategory));
+static cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("compile: bound the training step's arena peak by recomputing "
+             "forward values in backward (gpuc-remat): bytes, or with a unit "
+             "(512MiB, 2GiB, 1.5GB); 'auto' recomputes only the pointwise "
+             "kernels whose recomputation lowers the peak"),
+    cl::value_desc("SIZE|auto"), cl::init(""), cl::cat(compileCategory));
+static cl::opt<bool> rematSweep(
+    "remat-sweep",
+    cl::desc("compile: print the arena peak and the recomputed FLOPs that "
+             "gpuc-remat reaches at budgets of 100, 90, 75, 50 and 30% of "
+             "the peak without it"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool>
     noFuse("no-fuse",
            cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),
@@ -163,6 +176,29 @@ static const char *const kUsage =
     "  run      run a function of a .mlir module in the reference\n"
     "           interpreter on .npy inputs\n\n"
     "Run 'gpuc <command> --help' for the options of a command.\n";
+
+/// Parses --memory-budget: "auto" (0), or bytes with an optional unit.
+static std::optional<int64_t> parseMemorySize(StringRef text) {
+  if (text == "auto")
+    return 0;
+  size_t digits = text.find_first_not_of("0123456789.");
+  StringRef number = text.take_front(digits), unit = text.drop_front(digits);
+  double value;
+  if (number.empty() || number.getAsDouble(value) || value <= 0)
+    return std::nullopt;
+  static const std::pair<StringRef, double> units[] = {{"", 1},
+                                                       {"B", 1},
+                                                       {"KiB", 1024.0},
+                                                       {"MiB", 1048576.0},
+                                                       {"GiB", 1073741824.0},
+                                                       {"KB", 1e3},
+                                                       {"MB", 1e6},
+                                                       {"GB", 1e9}};
+  for (auto [name, scale] : units)
+    if (unit == name)
+      return (int64_t)(value * scale);
+  return std::nullopt;
+}
 
 /// Parses "name=2x3x4".
 static LogicalResult parseInputShape(StringRef spec,
@@ -356,6 +392,68 @@ SmallVector<std::string> forwardOutputs(ModuleOp module) {
 }
 } // namespace
 
+/// --remat-sweep: gpuc-remat at fractions of the peak without it, each on
+/// a copy of the kernel-formed module.
+static LogicalResult printRematSweep(ModuleOp module) {
+  MLIRContext *context = module.getContext();
+  auto plan = [&](int64_t budget) -> std::optional<DictionaryAttr> {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager pm(context);
+    if (budget >= 0)
+      pm.addPass(gpuc::createGpucRemat(gpuc::GpucRematOptions{budget}));
+    pm.addPass(gpuc::createGpucPlanMemory());
+    // An unreachable budget is a result of the sweep, not an error.
+    ScopedDiagnosticHandler quiet(context,
+                                  [](Diagnostic &) { return success(); });
+    bool ok = succeeded(pm.run(*copy));
+    auto step = copy->lookupSymbol<func::FuncOp>("train_step");
+    if (!step)
+      return std::nullopt;
+    if (auto remat = step->getAttrOfType<DictionaryAttr>("gpuc.remat"))
+      return ok ? remat
+                : DictionaryAttr::get(
+                      context,
+                      {NamedAttribute(StringAttr::get(context, "unreachable"),
+                                      UnitAttr::get(context)),
+                       NamedAttribute(StringAttr::get(context, "peak"),
+                                      remat.get("peak"))});
+    if (auto memory = step->getAttrOfType<DictionaryAttr>(
+            gpuc::GpucDialect::kMemoryAttrName))
+      return DictionaryAttr::get(
+          context, {NamedAttribute(StringAttr::get(context, "peak"),
+                                   memory.get("arena_peak"))});
+    return std::nullopt;
+  };
+  std::optional<DictionaryAttr> base = plan(-1);
+  if (!base) {
+    llvm::errs() << "gpuc compile: --remat-sweep needs a @train_step\n";
+    return failure();
+  }
+  int64_t peak = cast<IntegerAttr>(base->get("peak")).getInt();
+  llvm::outs() << llvm::formatv("remat sweep: arena peak without remat {0:f2} "
+                                "MiB\n{1,8} {2,12} {3,12} {4,14}\n",
+                                peak / 1048576.0, "budget", "budget MiB",
+                                "peak MiB", "recomputed MFLOP");
+  for (int percent : {100, 90, 75, 50, 30}) {
+    int64_t budget = peak * percent / 100;
+    std::optional<DictionaryAttr> result = plan(budget);
+    if (!result)
+      return failure();
+    double reached =
+        cast<IntegerAttr>(result->get("peak")).getInt() / 1048576.0;
+    if (result->get("unreachable")) {
+      llvm::outs() << llvm::formatv(
+          "{0,7}% {1,12:f2} {2,12:f2} {3,14}\n", percent, budget / 1048576.0,
+          reached, "unreachable (peak shown is the lowest reached)");
+      continue;
+    }
+    llvm::outs() << llvm::formatv(
+        "{0,7}% {1,12:f2} {2,12:f2} {3,14:f1}\n", percent, budget / 1048576.0,
+        reached, cast<IntegerAttr>(result->get("extra_flops")).getInt() / 1e6);
+  }
+  return success();
+}
+
 static int runCompile(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -393,6 +491,16 @@ static int runCompile(int argc, char **argv) {
                  << " needs NVRTC, which this gpuc was built without (install "
                     "the CUDA toolkit under /usr/local/cuda and rebuild)\n";
     return 1;
+  }
+  std::optional<int64_t> budgetBytes;
+  if (!memoryBudget.empty()) {
+    budgetBytes = parseMemorySize(memoryBudget);
+    if (!budgetBytes) {
+      llvm::errs() << "gpuc compile: --memory-budget '" << memoryBudget
+                   << "' is not a size: give bytes, optionally with a unit "
+                      "(KiB, MiB, GiB, KB, MB, GB), as in 512MiB, or auto\n";
+      return 1;
+    }
   }
   artifact.outputDir = outputFilename;
   artifact.modelPath = inputFilename;
@@ -463,8 +571,21 @@ static int runCompile(int argc, char **argv) {
   kernelPm.addPass(gpuc::createGpucFormKernels());
   if (!noFuse)
     kernelPm.addPass(gpuc::createGpucFuse());
-  kernelPm.addPass(gpuc::createGpucPlanMemory());
   if (failed(kernelPm.run(*module)))
+    return 1;
+  if (rematSweep && failed(printRematSweep(*module)))
+    return 1;
+
+  PassManager planPm(&context);
+  if (failed(applyPassManagerCLOptions(planPm)))
+    return 1;
+  if (!dumpDir.empty())
+    planPm.addInstrumentation(std::make_unique<DumpAfterEachPass>(
+        dumpDir.getValue(), *module, &passCount));
+  if (budgetBytes)
+    planPm.addPass(gpuc::createGpucRemat(gpuc::GpucRematOptions{*budgetBytes}));
+  planPm.addPass(gpuc::createGpucPlanMemory());
+  if (failed(planPm.run(*module)))
     return 1;
 
   // What the trainer feeds and reads.
