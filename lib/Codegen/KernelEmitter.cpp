@@ -181,6 +181,8 @@ private:
   FailureOr<std::string> poolBackward(Operation *op, Value v,
                                       const std::string &idx);
   LogicalResult storeResults(ValueRange values, const std::string &idx);
+  /// Per result: the operand it overwrites in place (gpuc.in_place), or -1.
+  SmallVector<int64_t> inPlace;
 
   FusionOp fusion;
   std::string body;
@@ -705,6 +707,13 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
 
 LogicalResult Emitter::storeResults(ValueRange values, const std::string &idx) {
   auto yield = cast<YieldOp>(fusion.getBodyBlock().getTerminator());
+  // An operand that a result stored here overwrites in place is loaded
+  // before anything is stored (gpuc-plan-memory only picks operands read at
+  // the stored index, so these loads are all its reads at this index).
+  for (auto [k, yielded] : llvm::enumerate(yield.getValues()))
+    if (inPlace[k] >= 0 && llvm::is_contained(values, yielded) &&
+        failed(at(fusion.getBodyBlock().getArgument(inPlace[k]), idx)))
+      return failure();
   for (Value value : values) {
     FailureOr<std::string> reg = at(value, idx);
     if (failed(reg))
@@ -736,7 +745,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
 
   EmittedKernel kernel;
   kernel.name = name.str();
-  SmallVector<int64_t> inPlace(fusion.getNumResults(), -1);
+  inPlace.assign(fusion.getNumResults(), -1);
   if (auto attr = fusion->getAttrOfType<DenseI64ArrayAttr>(
           GpucDialect::kInPlaceAttrName)) {
     if (attr.size() != fusion.getNumResults())
@@ -773,14 +782,6 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                          "{0}LL : {1}LL;",
                          kPointwiseTile, elements));
       open("for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)");
-      // An operand overwritten in place is loaded before any result of its
-      // iteration space is stored (gpuc-plan-memory only picks operands read
-      // at the stored index, so these loads are all its reads).
-      for (int64_t input : inPlace)
-        if (input >= 0 &&
-            getNumElements(shapeOf(block.getArgument(input))) == elements &&
-            failed(at(block.getArgument(input), "i")))
-          return failure();
       if (failed(storeResults(values, "i")))
         return failure();
       close();
@@ -895,11 +896,6 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     }
     if (!perRow.empty()) {
       open("if (threadIdx.x == 0)");
-      for (int64_t input : inPlace)
-        if (input >= 0 &&
-            getNumElements(shapeOf(block.getArgument(input))) == rows &&
-            failed(at(block.getArgument(input), "o")))
-          return failure();
       if (failed(storeResults(perRow, "o")))
         return failure();
       close();
@@ -909,12 +905,6 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
           "for (int64_t r = threadIdx.x; r < {0}LL; r += blockDim.x)",
           rowLength));
       std::string at = fullIndex("r");
-      for (int64_t input : inPlace)
-        if (input >= 0 &&
-            getNumElements(shapeOf(block.getArgument(input))) ==
-                getNumElements(full) &&
-            failed(this->at(block.getArgument(input), at)))
-          return failure();
       if (failed(storeResults(perElement, at)))
         return failure();
       close();

@@ -347,7 +347,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   for (StringRef key : {"arena_peak", "lower_bound", "kept_for_backward"})
     if (auto value = memory.getAs<IntegerAttr>(key))
       entry[key.str()] = value.getInt();
-  if (auto remat = func->getAttrOfType<DictionaryAttr>("gpuc.remat")) {
+  if (auto remat =
+          func->getAttrOfType<DictionaryAttr>(GpucDialect::kRematAttrName)) {
     json summary = json::object();
     for (NamedAttribute a : remat)
       if (auto value = dyn_cast<IntegerAttr>(a.getValue()))

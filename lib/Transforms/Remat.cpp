@@ -33,9 +33,6 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
-/// Marks a kernel that recomputes a forward value in backward.
-constexpr llvm::StringLiteral kRecomputeAttrName = "gpuc.recompute";
-
 int64_t flopsOfKernel(Operation *op) {
   auto fusion = dyn_cast<FusionOp>(op);
   if (!fusion)
@@ -196,7 +193,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       copy = clone->getResult(cast<OpResult>(u).getResultNumber());
     }
     clone->removeAttr(GpucDialect::kInPlaceAttrName);
-    clone->setAttr(kRecomputeAttrName, builder.getUnitAttr());
+    clone->setAttr(GpucDialect::kRecomputeAttrName, builder.getUnitAttr());
     trial.clones.push_back(clone);
     trial.made.push_back({u, copy});
     return copy;
@@ -322,7 +319,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
 
     Builder b(&getContext());
     func->setAttr(
-        "gpuc.remat",
+        GpucDialect::kRematAttrName,
         b.getDictionaryAttr({
             b.getNamedAttr("budget", b.getI64IntegerAttr((int64_t)budget)),
             b.getNamedAttr("peak_before", b.getI64IntegerAttr(start.peak)),

@@ -396,7 +396,12 @@ SmallVector<std::string> forwardOutputs(ModuleOp module) {
 /// a copy of the kernel-formed module.
 static LogicalResult printRematSweep(ModuleOp module) {
   MLIRContext *context = module.getContext();
-  auto plan = [&](int64_t budget) -> std::optional<DictionaryAttr> {
+  struct Point {
+    int64_t peak = 0, extraFlops = 0;
+    bool reached = true;
+  };
+  // A budget < 0 plans without remat.
+  auto plan = [&](int64_t budget) -> std::optional<Point> {
     OwningOpRef<ModuleOp> copy = module.clone();
     PassManager pm(context);
     if (budget >= 0)
@@ -409,47 +414,43 @@ static LogicalResult printRematSweep(ModuleOp module) {
     auto step = copy->lookupSymbol<func::FuncOp>("train_step");
     if (!step)
       return std::nullopt;
-    if (auto remat = step->getAttrOfType<DictionaryAttr>("gpuc.remat"))
-      return ok ? remat
-                : DictionaryAttr::get(
-                      context,
-                      {NamedAttribute(StringAttr::get(context, "unreachable"),
-                                      UnitAttr::get(context)),
-                       NamedAttribute(StringAttr::get(context, "peak"),
-                                      remat.get("peak"))});
-    if (auto memory = step->getAttrOfType<DictionaryAttr>(
-            gpuc::GpucDialect::kMemoryAttrName))
-      return DictionaryAttr::get(
-          context, {NamedAttribute(StringAttr::get(context, "peak"),
-                                   memory.get("arena_peak"))});
-    return std::nullopt;
+    auto integer = [](DictionaryAttr dict, StringRef key) {
+      auto value = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr();
+      return value ? value.getInt() : 0;
+    };
+    if (budget < 0)
+      return Point{integer(step->getAttrOfType<DictionaryAttr>(
+                               gpuc::GpucDialect::kMemoryAttrName),
+                           "arena_peak"),
+                   0, ok};
+    auto remat =
+        step->getAttrOfType<DictionaryAttr>(gpuc::GpucDialect::kRematAttrName);
+    if (!remat)
+      return std::nullopt;
+    return Point{integer(remat, "peak"), integer(remat, "extra_flops"), ok};
   };
-  std::optional<DictionaryAttr> base = plan(-1);
-  if (!base) {
-    llvm::errs() << "gpuc compile: --remat-sweep needs a @train_step\n";
+  std::optional<Point> base = plan(-1);
+  if (!base || !base->reached) {
+    llvm::errs() << "gpuc compile: --remat-sweep needs a kernel-formed "
+                    "@train_step\n";
     return failure();
   }
-  int64_t peak = cast<IntegerAttr>(base->get("peak")).getInt();
   llvm::outs() << llvm::formatv("remat sweep: arena peak without remat {0:f2} "
                                 "MiB\n{1,8} {2,12} {3,12} {4,14}\n",
-                                peak / 1048576.0, "budget", "budget MiB",
+                                base->peak / 1048576.0, "budget", "budget MiB",
                                 "peak MiB", "recomputed MFLOP");
   for (int percent : {100, 90, 75, 50, 30}) {
-    int64_t budget = peak * percent / 100;
-    std::optional<DictionaryAttr> result = plan(budget);
-    if (!result)
+    int64_t budget = base->peak * percent / 100;
+    std::optional<Point> point = plan(budget);
+    if (!point)
       return failure();
-    double reached =
-        cast<IntegerAttr>(result->get("peak")).getInt() / 1048576.0;
-    if (result->get("unreachable")) {
-      llvm::outs() << llvm::formatv(
-          "{0,7}% {1,12:f2} {2,12:f2} {3,14}\n", percent, budget / 1048576.0,
-          reached, "unreachable (peak shown is the lowest reached)");
-      continue;
-    }
-    llvm::outs() << llvm::formatv(
-        "{0,7}% {1,12:f2} {2,12:f2} {3,14:f1}\n", percent, budget / 1048576.0,
-        reached, cast<IntegerAttr>(result->get("extra_flops")).getInt() / 1e6);
+    std::string flops =
+        point->reached
+            ? llvm::formatv("{0:f1}", point->extraFlops / 1e6).str()
+            : std::string("unreachable (peak shown is the lowest reached)");
+    llvm::outs() << llvm::formatv("{0,7}% {1,12:f2} {2,12:f2} {3,14}\n",
+                                  percent, budget / 1048576.0,
+                                  point->peak / 1048576.0, flops);
   }
   return success();
 }
@@ -540,13 +541,23 @@ static int runCompile(int argc, char **argv) {
     }
   }
 
+  // The pipeline runs in three pass managers (the report needs the step
+  // before kernels are formed, the sweep the step before remat); the dumps
+  // number their passes in one sequence.
   unsigned passCount = 0;
-  PassManager pm(&context);
-  if (failed(applyPassManagerCLOptions(pm)))
+  auto passManager = [&]() -> std::unique_ptr<PassManager> {
+    auto pm = std::make_unique<PassManager>(&context);
+    if (failed(applyPassManagerCLOptions(*pm)))
+      return nullptr;
+    if (!dumpDir.empty())
+      pm->addInstrumentation(std::make_unique<DumpAfterEachPass>(
+          dumpDir.getValue(), *module, &passCount));
+    return pm;
+  };
+  std::unique_ptr<PassManager> trainingPassManager = passManager();
+  if (!trainingPassManager)
     return 1;
-  if (!dumpDir.empty())
-    pm.addInstrumentation(std::make_unique<DumpAfterEachPass>(
-        dumpDir.getValue(), *module, &passCount));
+  PassManager &pm = *trainingPassManager;
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(gpuc::createGpucEvalFunction());
@@ -562,12 +573,10 @@ static int runCompile(int argc, char **argv) {
   artifact.report = report;
   artifact.memoryPicture = memoryPictureFile;
 
-  PassManager kernelPm(&context);
-  if (failed(applyPassManagerCLOptions(kernelPm)))
+  std::unique_ptr<PassManager> kernelPassManager = passManager();
+  if (!kernelPassManager)
     return 1;
-  if (!dumpDir.empty())
-    kernelPm.addInstrumentation(std::make_unique<DumpAfterEachPass>(
-        dumpDir.getValue(), *module, &passCount));
+  PassManager &kernelPm = *kernelPassManager;
   kernelPm.addPass(gpuc::createGpucFormKernels());
   if (!noFuse)
     kernelPm.addPass(gpuc::createGpucFuse());
@@ -576,12 +585,11 @@ static int runCompile(int argc, char **argv) {
   if (rematSweep && failed(printRematSweep(*module)))
     return 1;
 
-  PassManager planPm(&context);
-  if (failed(applyPassManagerCLOptions(planPm)))
+  // Remat and the memory plan, after the sweep has seen the fused step.
+  std::unique_ptr<PassManager> planPassManager = passManager();
+  if (!planPassManager)
     return 1;
-  if (!dumpDir.empty())
-    planPm.addInstrumentation(std::make_unique<DumpAfterEachPass>(
-        dumpDir.getValue(), *module, &passCount));
+  PassManager &planPm = *planPassManager;
   if (budgetBytes)
     planPm.addPass(gpuc::createGpucRemat(gpuc::GpucRematOptions{*budgetBytes}));
   planPm.addPass(gpuc::createGpucPlanMemory());

@@ -59,6 +59,12 @@ def Gpuc_Dialect : Dialect {
     /// On a planned function: arena_peak, lower_bound (bytes) and what
     /// the report shows of its memory.
     static constexpr ::llvm::StringLiteral kMemoryAttrName = "gpuc.memory";
+    /// On @train_step after gpuc-remat: budget, peak_before, peak,
+    /// recomputed, extra_flops.
+    static constexpr ::llvm::StringLiteral kRematAttrName = "gpuc.remat";
+    /// On a kernel that recomputes a forward value in backward.
+    static constexpr ::llvm::StringLiteral kRecomputeAttrName =
+        "gpuc.recompute";
   }];
 }
 
