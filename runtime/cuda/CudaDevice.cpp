@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/runtime/Executor.h"
 #include "gpuc/runtime/PlanSteps.h"
+#include "gpuc/runtime/StepProfile.h"
 
 #include <cublasLt.h>
 #include <cuda.h>
@@ -95,6 +96,8 @@ struct Step {
   int id0 = -1, id1 = -1, id2 = -1;
   CUdeviceptr p0 = 0, p1 = 0, p2 = 0;
   size_t bytes = 0;
+  /// GPUC_PROFILE: time between the events around this step.
+  StepTime time;
 };
 
 class CudaDevice : public Device {
@@ -183,6 +186,11 @@ private:
   uint64_t nextTicket = 0;
 
   Counters launchCounters;
+
+  /// GPUC_PROFILE=1: steps are launched one by one (no graphs) between
+  /// events, and the report is printed at exit.
+  bool profile = getenv("GPUC_PROFILE") != nullptr;
+  std::vector<CUevent> stepEvents;
 };
 
 bool CudaDevice::loadModule(const std::string &dir, std::string &error) {
@@ -507,6 +515,8 @@ bool CudaDevice::resolveSteps(std::string &error) {
       step.label = op == "kernel" ? s["kernel"].get<std::string>() : op;
       if (!stepKindOf(op, step.kind, error))
         return false;
+      step.time = StepTime::of(name, steps.size(), step.label,
+                               step.kind == StepKind::Kernel, s);
       if (step.kind == StepKind::Kernel) {
         CUresult result =
             cuModuleGetFunction(&step.function, module, step.label.c_str());
@@ -595,8 +605,23 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
   if (!resolveSteps(error) || !allocate(error))
     return false;
   bindPointers();
+  if (profile) {
+    // Timing a step needs events between steps, which a replayed graph
+    // does not have.
+    options.graphs = false;
+    size_t most = 0;
+    for (auto &[name, steps] : programs)
+      most = std::max(most, steps.size());
+    stepEvents.resize(most + 1);
+    for (CUevent &event : stepEvents)
+      if (!check(cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate",
+                 error))
+        return false;
+  }
   description += options.graphs ? ", one CUDA Graph launch per step"
-                                : ", kernel-by-kernel launches (--no-graph)";
+                 : profile     ? ", kernel-by-kernel launches timed one by "
+                                 "one (GPUC_PROFILE)"
+                               : ", kernel-by-kernel launches (--no-graph)";
   return true;
 }
 
@@ -605,6 +630,15 @@ CudaDevice::~CudaDevice() {
     cuStreamSynchronize(compute);
   if (copies)
     cuStreamSynchronize(copies);
+  if (profile && !stepEvents.empty()) {
+    std::vector<StepTime> times;
+    for (auto &[name, steps] : programs)
+      for (const Step &step : steps)
+        times.push_back(step.time);
+    printStepProfile("cuda", times);
+  }
+  for (CUevent event : stepEvents)
+    cuEventDestroy(event);
   for (auto &slot : graphs)
     for (auto &[name, exec] : slot)
       cuGraphExecDestroy(exec);
@@ -777,9 +811,28 @@ bool CudaDevice::issue(const std::string &function, int slot, CUstream stream,
                                  plan.buffers[id].bytes, stream),
                "cuMemcpyDtoDAsync (staging)", error))
       return false;
-  for (const Step &step : programs[function])
-    if (!issueStep(step, stream, error))
+  std::vector<Step> &steps = programs[function];
+  bool timed = profile && !options.graphs;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (timed && !check(cuEventRecord(stepEvents[i], stream), "cuEventRecord",
+                        error))
       return false;
+    if (!issueStep(steps[i], stream, error))
+      return false;
+  }
+  if (!timed)
+    return true;
+  if (!check(cuEventRecord(stepEvents[steps.size()], stream), "cuEventRecord",
+             error) ||
+      !check(cuEventSynchronize(stepEvents[steps.size()]),
+             "cuEventSynchronize", error))
+    return false;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    float ms = 0;
+    cuEventElapsedTime(&ms, stepEvents[i], stepEvents[i + 1]);
+    steps[i].time.seconds += ms / 1e3;
+    ++steps[i].time.runs;
+  }
   return true;
 }
 

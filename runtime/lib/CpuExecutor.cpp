@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/runtime/Executor.h"
 #include "gpuc/runtime/PlanSteps.h"
+#include "gpuc/runtime/StepProfile.h"
 #include "gpuc/runtime/device/CpuKernelTable.h"
 
 #include <cblas.h>
@@ -105,7 +106,8 @@ struct Step {
   void *src = nullptr, *dst = nullptr;
   size_t bytes = 0;
   std::string label;
-  mutable double seconds = 0;
+  /// GPUC_PROFILE: time spent in this step.
+  mutable StepTime time;
 };
 
 class CpuDevice : public Device {
@@ -153,6 +155,8 @@ public:
         step.label = op == "kernel" ? s["kernel"].get<std::string>() : op;
         if (!stepKindOf(op, step.kind, error))
           return false;
+        step.time = StepTime::of(name, steps.size(), step.label,
+                                 step.kind == StepKind::Kernel, s);
         if (step.kind == StepKind::Kernel) {
           step.launch = kernels[s["kernel"].get<std::string>()];
           for (int id : s["args"])
@@ -246,43 +250,23 @@ public:
         convBackwardFilter(step);
         break;
       }
-      if (profile)
-        step.seconds += std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - start)
-                            .count();
+      if (profile) {
+        step.time.seconds += std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+        ++step.time.runs;
+      }
     }
     return true;
   }
 
-  /// GPUC_PROFILE=1: the ten steps that took longest, at exit.
+  /// GPUC_PROFILE=1: where the time went, at exit.
   void report() {
-    std::vector<std::pair<double, std::string>> rows;
-    double total = 0;
+    std::vector<StepTime> times;
     for (auto &[name, steps] : programs)
-      for (size_t i = 0; i < steps.size(); ++i) {
-        total += steps[i].seconds;
-        rows.push_back({steps[i].seconds, name + " step " + std::to_string(i) +
-                                              " (" + steps[i].label + ")"});
-      }
-    std::sort(rows.rbegin(), rows.rend());
-    fprintf(stderr, "gpuc profile: %.3f s in steps; by kind:\n", total);
-    std::map<std::string, std::pair<double, int>> kinds;
-    for (auto &[name, steps] : programs)
-      for (const Step &step : steps) {
-        std::string kind =
-            step.kind == StepKind::Kernel ? "kernel" : step.label;
-        kinds[name + " " + kind].first += step.seconds;
-        kinds[name + " " + kind].second += 1;
-      }
-    for (auto &[kind, entry] : kinds)
-      fprintf(stderr, "  %8.3f s %5.1f%%  %s (%d steps)\n", entry.first,
-              100.0 * entry.first / std::max(total, 1e-12), kind.c_str(),
-              entry.second);
-    fprintf(stderr, "the longest steps:\n");
-    for (size_t i = 0; i < rows.size() && i < 10; ++i)
-      fprintf(stderr, "  %8.3f s %5.1f%%  %s\n", rows[i].first,
-              100.0 * rows[i].first / std::max(total, 1e-12),
-              rows[i].second.c_str());
+      for (const Step &step : steps)
+        times.push_back(step.time);
+    printStepProfile("cpu", times);
   }
 
 private:

@@ -7,6 +7,8 @@ checks  parity of one step with the CPU device (stepcompare.py tolerance);
         CUDA Graph replay against kernel-by-kernel launches over 20 steps
         (bit-identical losses); one graph launch per training step;
         checkpoint and resume on the GPU (byte-identical); --export-onnx.
+profile each bench artifact's step under GPUC_PROFILE=1 (kernel by kernel,
+        timed with events): where the GPU time goes.
 train   MLP 15 epochs and CNN 6 epochs on Fashion-MNIST (>= 0.89 / >= 0.92).
 bench   gpuc (graph and --no-graph) against PyTorch eager, torch.compile and
         torch.compile(mode="reduce-overhead"): same model, batch, AdamW
@@ -27,11 +29,12 @@ import time
 BATCHES = {"mlp": (128, 1024), "cnn": (128, 1024), "transformer": (32, 256)}
 
 
-def trainer(args, artifact, *flags, check=True):
+def trainer(args, artifact, *flags, check=True, env=None):
     cmd = [os.path.join(args.bundle, "bin", "train"), "--artifact",
            os.path.join(args.bundle, "artifacts", artifact),
            "--device", "cuda"] + [str(f) for f in flags]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True,
+                       env=dict(os.environ, **(env or {})))
     log = "$ %s\n%s%s\n" % (" ".join(cmd), r.stdout, r.stderr)
     with open(os.path.join(args.results, "commands.log"), "a") as f:
         f.write(log)
@@ -172,6 +175,20 @@ def phase_train(args, results):
     return ok
 
 
+def phase_profile(args, results):
+    rows = []
+    for name in sorted(os.listdir(os.path.join(args.bundle, "artifacts"))):
+        if not name.startswith("bench-"):
+            continue
+        r = trainer(args, name, "--bench-steps", 20,
+                    env={"GPUC_PROFILE": "1"})
+        report = r.stderr[r.stderr.find("gpuc profile"):]
+        print("== %s\n%s" % (name, report))
+        rows.append({"artifact": name, "report": report})
+    results["profile"] = rows
+    return True
+
+
 def torch_step(model_name, batch, mode):
     import torch
     import torch.nn.functional as F
@@ -282,7 +299,7 @@ def main():
     p.add_argument("--bundle", required=True)
     p.add_argument("--results", required=True)
     p.add_argument("--phase", default="all",
-                   choices=["checks", "train", "bench", "all"])
+                   choices=["checks", "train", "bench", "profile", "all"])
     p.add_argument("--bench-steps", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()

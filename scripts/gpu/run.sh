@@ -2,8 +2,9 @@
 # Every GPU check of a gpu-bundle (scripts/gpu-bundle.sh), on a machine with
 # an NVIDIA GPU, the CUDA 13 libraries and PyTorch:
 #
-#   ./run.sh [checks|train|bench|all]      (default: all)
+#   ./run.sh [checks|train|bench|profile|all] [gpu_check.py options]  (default: all)
 #
+# profile: where each bench artifact's GPU time goes (GPUC_PROFILE=1).
 # checks: one step of each parity model against the CPU device's results;
 #         20 steps from the CUDA Graph against 20 launched kernel by kernel
 #         (bit-identical losses); one graph launch per training step;
@@ -44,5 +45,6 @@ export GPUC_CUDA_PLUGIN=$bundle/bin/libgpuc_cuda.so
 
 nvidia-smi -L || echo "run.sh: nvidia-smi found no GPU" >&2
 phase=${1:-all}
+shift || true
 PYTHONUNBUFFERED=1 exec "$python" "$bundle/gpu_check.py" --bundle "$bundle" \
-  --results "$results" --phase "$phase"
+  --results "$results" --phase "$phase" "$@"

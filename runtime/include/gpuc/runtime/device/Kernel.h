@@ -40,8 +40,11 @@ __device__ __forceinline__ Accumulator blockReduceMax(Accumulator v) {
 }
 #else
 typedef float Accumulator;
+/// Reduces `v` over the block. Lanes past the last warp's partial take
+/// `identity` (0 for sums, -inf for max): any other filler would be counted
+/// again by a sum.
 template <typename Op>
-__device__ __forceinline__ float blockReduce(float v, Op op) {
+__device__ __forceinline__ float blockReduce(float v, Op op, float identity) {
   __shared__ float partial[32];
   for (int offset = 16; offset > 0; offset >>= 1)
     v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
@@ -50,7 +53,7 @@ __device__ __forceinline__ float blockReduce(float v, Op op) {
     partial[warp] = v;
   __syncthreads();
   int warps = (blockDim.x + 31) >> 5;
-  v = threadIdx.x < warps ? partial[threadIdx.x] : partial[0];
+  v = threadIdx.x < warps ? partial[threadIdx.x] : identity;
   if (warp == 0)
     for (int offset = 16; offset > 0; offset >>= 1)
       v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
@@ -68,10 +71,10 @@ struct MaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 __device__ __forceinline__ float blockReduceSum(float v) {
-  return blockReduce(v, SumOp());
+  return blockReduce(v, SumOp(), 0.0f);
 }
 __device__ __forceinline__ float blockReduceMax(float v) {
-  return blockReduce(v, MaxOp());
+  return blockReduce(v, MaxOp(), -INFINITY);
 }
 #endif
 
