@@ -183,6 +183,8 @@ private:
   LogicalResult storeResults(ValueRange values, const std::string &idx);
   /// Per result: the operand it overwrites in place (gpuc.in_place), or -1.
   SmallVector<int64_t> inPlace;
+  /// Blocks per row of a row kernel (rowKernelSplits).
+  int64_t splits = 1;
 
   FusionOp fusion;
   std::string body;
@@ -821,7 +823,20 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                << "writes " << value.getType()
                << ", neither one value per row nor the reduced shape";
     }
-    kernel.grid = std::max<int64_t>(1, rows);
+    // Few long rows (batch norm's per-channel statistics) would leave most
+    // of a GPU idle with one block per row: such a row is split into
+    // `splits` chunks, one block each, and the kernel runs as one launch
+    // per reduction (each block reduces its chunk into `partials`) plus a
+    // last launch that writes the results. Every launch combines the
+    // partials of the reductions before its own in the same order, so all
+    // blocks of a row agree and replays are bit-identical.
+    splits = rowKernelSplits(rows, rowLength);
+    int64_t chunk = (rowLength + splits - 1) / splits;
+    kernel.grid = std::max<int64_t>(1, rows) * splits;
+    kernel.launches = splits > 1 ? (int64_t)reductions.size() + 1 : 1;
+    if (splits > 1)
+      kernel.workspaceBytes =
+          (int64_t)reductions.size() * rows * splits * 8;
     // Adjacent axes that are both kept or both reduced are one axis of the
     // iteration (batch norm's [N, C, H, W] over {0, 2, 3} is [N, C, H*W]
     // over {0, 2}), so an element's index costs one division less per
@@ -845,7 +860,21 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
       mergedFull.push_back(run.size);
       (run.reduced ? mergedRow : mergedKept).push_back(run.size);
     }
-    line("const int64_t o = blockIdx.x;");
+    // The part of the row this block covers: all of it, or its chunk.
+    std::string rowBegin = "0", rowEnd = llvm::formatv("{0}LL", rowLength);
+    if (splits > 1) {
+      line(llvm::formatv("const int64_t o = blockIdx.x / {0}LL;", splits));
+      line(llvm::formatv("const int64_t part = blockIdx.x % {0}LL;", splits));
+      line(llvm::formatv("const int64_t rowBegin = part * {0}LL;", chunk));
+      line(llvm::formatv("const int64_t rowEnd = rowBegin + {0}LL < {1}LL ? "
+                         "rowBegin + {0}LL : {1}LL;",
+                         chunk, rowLength));
+      line("gpuc::Accumulator *partials = (gpuc::Accumulator *)workspace;");
+      rowBegin = "rowBegin";
+      rowEnd = "rowEnd";
+    } else {
+      line("const int64_t o = blockIdx.x;");
+    }
     SmallVector<std::string> kept = unravel("o", mergedKept);
     auto fullIndex = [&](StringRef r) {
       SmallVector<std::string> rcoords = unravel(r.str(), mergedRow);
@@ -863,27 +892,55 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                      coords);
       return idx;
     };
-    for (Operation *reduce : reductions) {
+    auto rowLoop = [&] {
+      open(llvm::formatv(
+          "for (int64_t r = {0} + threadIdx.x; r < {1}; r += blockDim.x)",
+          rowBegin, rowEnd));
+    };
+    for (auto [j, reduce] : llvm::enumerate(reductions)) {
       bool isMax = isa<ReduceMaxOp>(reduce);
       std::string acc = fresh("acc");
       line(llvm::formatv("gpuc::Accumulator {0} = {1};", acc,
                          isMax ? "-INFINITY" : "0"));
-      open(llvm::formatv(
-          "for (int64_t r = threadIdx.x; r < {0}LL; r += blockDim.x)",
-          rowLength));
+      auto accumulate = [&](const std::string &x) {
+        if (isMax)
+          line(llvm::formatv("{0} = ({1} > {0} || {1} != {1}) ? "
+                             "(gpuc::Accumulator){1} : {0};",
+                             acc, x));
+        else
+          line(llvm::formatv("{0} += {1};", acc, x));
+      };
+      std::string slot =
+          llvm::formatv("({0}LL * {1}LL + o) * {2}LL", j, rows, splits).str();
+      if (splits > 1) {
+        // An earlier launch reduced this row's chunks: combine them.
+        open(llvm::formatv("if (phase > {0})", j));
+        std::string s = fresh("s");
+        open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", s,
+                           splits));
+        accumulate(llvm::formatv("partials[{0} + {1}]", slot, s).str());
+        close();
+        close();
+        open("else");
+      }
+      rowLoop();
       FailureOr<std::string> x = at(reduce->getOperand(0), fullIndex("r"));
       if (failed(x))
         return failure();
-      if (isMax)
-        line(llvm::formatv("{0} = ({1} > {0} || {1} != {1}) ? "
-                           "(gpuc::Accumulator){1} : {0};",
-                           acc, *x));
-      else
-        line(llvm::formatv("{0} += {1};", acc, *x));
+      accumulate(*x);
       close();
       line(llvm::formatv(isMax ? "{0} = gpuc::blockReduceMax({0});"
                                : "{0} = gpuc::blockReduceSum({0});",
                          acc));
+      if (splits > 1) {
+        // This launch's reduction: store the chunk's partial and stop.
+        open(llvm::formatv("if (phase == {0})", j));
+        line(llvm::formatv("if (threadIdx.x == 0) partials[{0} + part] = {1};",
+                           slot, acc));
+        line("return;");
+        close();
+        close();
+      }
       Value result = reduce->getResult(0);
       std::string type = storageCType(elementOf(result)).str();
       std::string value =
@@ -895,15 +952,14 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
       rowValues[result.getAsOpaquePointer()] = reg;
     }
     if (!perRow.empty()) {
-      open("if (threadIdx.x == 0)");
+      open(splits > 1 ? "if (part == 0 && threadIdx.x == 0)"
+                      : "if (threadIdx.x == 0)");
       if (failed(storeResults(perRow, "o")))
         return failure();
       close();
     }
     if (!perElement.empty()) {
-      open(llvm::formatv(
-          "for (int64_t r = threadIdx.x; r < {0}LL; r += blockDim.x)",
-          rowLength));
+      rowLoop();
       std::string at = fullIndex("r");
       if (failed(storeResults(perElement, at)))
         return failure();
@@ -911,8 +967,9 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     }
   }
 
-  // The signature: inputs, then outputs.
-  std::string params, casts;
+  // The signature: inputs, then outputs (then a split row kernel's
+  // workspace).
+  std::string params, names, casts;
   unsigned arg = 0;
   for (auto [k, input] : llvm::enumerate(block.getArguments())) {
     StringRef type = storageCType(elementOf(input));
@@ -927,6 +984,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     params +=
         llvm::formatv("{0}const {1} *{2}in{3}", params.empty() ? "" : ", ",
                       type, aliased ? "" : "__restrict__ ", k);
+    names += llvm::formatv("{0}in{1}", names.empty() ? "" : ", ", k);
     casts +=
         llvm::formatv("{0}(const {1} *)args[{2}]", arg ? ", " : "", type, arg);
     ++arg;
@@ -938,18 +996,44 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                                   << ", which code generation cannot store yet";
     params += llvm::formatv("{0}{1} *{2}out{3}", params.empty() ? "" : ", ",
                             type, inPlace[k] >= 0 ? "" : "__restrict__ ", k);
+    names += llvm::formatv("{0}out{1}", names.empty() ? "" : ", ", k);
     casts += llvm::formatv("{0}({1} *)args[{2}]", arg ? ", " : "", type, arg);
     ++arg;
   }
-  kernel.source = llvm::formatv("extern \"C\" __global__ void "
-                                "__launch_bounds__(256) {0}({1}) {{\n{2}}\n",
+  kernel.key = params + "\n" + body + "\n" + std::to_string(kernel.grid);
+  if (kernel.launches == 1) {
+    kernel.source = llvm::formatv("extern \"C\" __global__ void "
+                                  "__launch_bounds__(256) {0}({1}) {{\n{2}}\n",
+                                  name, params, body)
+                        .str();
+    kernel.cpuLauncher =
+        llvm::formatv("static void gpuc_cpu_{0}(void *const *args) {{\n"
+                      "  gpuc::cpuLaunch({1}LL, [&] {{ {0}({2}); });\n}\n",
+                      name, kernel.grid, casts)
+            .str();
+    return kernel;
+  }
+  // One body, instantiated per launch.
+  params += ", void *workspace";
+  names += ", workspace";
+  casts += llvm::formatv(", args[{0}]", arg);
+  kernel.source = llvm::formatv("template <int phase>\n__device__ "
+                                "__forceinline__ void {0}_body({1}) {{\n{2}}\n",
                                 name, params, body)
                       .str();
-  kernel.cpuLauncher =
-      llvm::formatv("static void gpuc_cpu_{0}(void *const *args) {{\n"
-                    "  gpuc::cpuLaunch({1}LL, [&] {{ {0}({2}); });\n}\n",
-                    name, kernel.grid, casts)
-          .str();
+  for (int64_t phase = 0; phase < kernel.launches; ++phase) {
+    std::string launch = kernel.launchName(phase);
+    kernel.source += llvm::formatv("extern \"C\" __global__ void "
+                                   "__launch_bounds__(256) {0}({1}) {{ "
+                                   "{2}_body<{3}>({4}); }\n",
+                                   launch, params, name, phase, names)
+                         .str();
+    kernel.cpuLauncher +=
+        llvm::formatv("static void gpuc_cpu_{0}(void *const *args) {{\n"
+                      "  gpuc::cpuLaunch({1}LL, [&] {{ {0}({2}); });\n}\n",
+                      launch, kernel.grid, casts)
+            .str();
+  }
   return kernel;
 }
 } // namespace
@@ -957,4 +1041,12 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
 FailureOr<EmittedKernel> mlir::gpuc::emitKernel(FusionOp fusion,
                                                 StringRef name) {
   return Emitter(fusion).run(name);
+}
+
+int64_t mlir::gpuc::rowKernelSplits(int64_t rows, int64_t rowLength) {
+  rows = std::max<int64_t>(rows, 1);
+  if (rows >= kRowKernelBlocks)
+    return 1;
+  int64_t wanted = (kRowKernelBlocks + rows - 1) / rows;
+  return std::max<int64_t>(1, std::min(wanted, rowLength / kRowChunkMin));
 }

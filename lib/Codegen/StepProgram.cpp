@@ -48,6 +48,9 @@ public:
 private:
   int persistent(StringRef name, StringRef kind, RankedTensorType type);
   int transient(Value value);
+  /// The buffer split row kernels keep their partial reductions in (one,
+  /// persistent, as large as the largest needs).
+  int kernelWorkspace(int64_t bytes);
   LogicalResult lowerFunction(func::FuncOp func);
   FailureOr<json> libraryCall(Operation *op);
   LogicalResult initialValue(StringRef name, ElementsAttr attr);
@@ -87,6 +90,19 @@ int Lowering::transient(Value value) {
   b.name = llvm::formatv("t{0}", buffers.size()).str();
   buffers.push_back(b);
   return buffers.size() - 1;
+}
+
+int Lowering::kernelWorkspace(int64_t bytes) {
+  MLIRContext *context = module.getContext();
+  int id = persistent("kernel.partials", "workspace",
+                      RankedTensorType::get({1}, IntegerType::get(context, 64)));
+  Buffer &b = buffers[id];
+  if (bytes > b.bytes) {
+    b.type = RankedTensorType::get({(bytes + 7) / 8},
+                                   IntegerType::get(context, 64));
+    b.bytes = b.type.getNumElements() * 8;
+  }
+  return id;
 }
 
 LogicalResult Lowering::initialValue(StringRef name, ElementsAttr attr) {
@@ -271,21 +287,27 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
       if (failed(kernel))
         return failure();
       // Identical kernels (same body, same shapes) are emitted once.
-      std::string key = kernel->source.substr(kernel->source.find('('));
-      auto [it, inserted] = kernelByBody.try_emplace(key, name);
+      auto [it, inserted] = kernelByBody.try_emplace(kernel->key, name);
       if (inserted) {
         ++kernelCount;
         kernels += kernel->source + "\n";
         launchers += kernel->cpuLauncher;
-        table += llvm::formatv("    {{\"{0}\", &gpuc_cpu_{0}},\n", name);
-        kernelList.push_back(
-            {{"name", name}, {"grid", kernel->grid}, {"block", 256}});
+        for (int64_t launch = 0; launch < kernel->launches; ++launch) {
+          table += llvm::formatv("    {{\"{0}\", &gpuc_cpu_{0}},\n",
+                                 kernel->launchName(launch));
+          kernelList.push_back({{"name", kernel->launchName(launch)},
+                                {"grid", kernel->grid},
+                                {"block", 256}});
+        }
       }
+      kernel->name = it->second;
       json args = json::array();
       for (Value input : fusion.getInputs())
         args.push_back(bufferOf.lookup(input));
       for (Value result : fusion.getResults())
         args.push_back(bufferOf.lookup(result));
+      if (kernel->workspaceBytes > 0)
+        args.push_back(kernelWorkspace(kernel->workspaceBytes));
       // What the report shows for this launch.
       json ops = json::array();
       int64_t flops = 0, bytesRead = 0, bytesWritten = 0;
@@ -299,14 +321,22 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         bytesRead += tensorBytes(input);
       for (Value result : fusion.getResults())
         bytesWritten += tensorBytes(result);
-      steps.push_back({{"op", "kernel"},
-                       {"kernel", it->second},
-                       {"args", args},
-                       {"grid", kernel->grid},
-                       {"ops", ops},
-                       {"flops", flops},
-                       {"bytes_read", bytesRead},
-                       {"bytes_written", bytesWritten}});
+      // A split row kernel's launches share its figures equally (each reads
+      // the row once; the last one writes the results).
+      int64_t launches = kernel->launches;
+      for (int64_t launch = 0; launch < launches; ++launch) {
+        json step = {{"op", "kernel"},
+                     {"kernel", kernel->launchName(launch)},
+                     {"args", args},
+                     {"grid", kernel->grid},
+                     {"ops", ops},
+                     {"flops", flops / launches},
+                     {"bytes_read", bytesRead / launches},
+                     {"bytes_written", bytesWritten / launches}};
+        if (launches > 1)
+          step["launch"] = json::array({launch, launches});
+        steps.push_back(step);
+      }
     } else if (isLibraryCall(&op)) {
       if (failed(define(&op)))
         return failure();

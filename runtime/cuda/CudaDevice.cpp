@@ -830,8 +830,7 @@ bool CudaDevice::issue(const std::string &function, int slot, CUstream stream,
   for (size_t i = 0; i < steps.size(); ++i) {
     float ms = 0;
     cuEventElapsedTime(&ms, stepEvents[i], stepEvents[i + 1]);
-    steps[i].time.seconds += ms / 1e3;
-    ++steps[i].time.runs;
+    steps[i].time.add(ms / 1e3);
   }
   return true;
 }

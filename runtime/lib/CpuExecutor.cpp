@@ -251,10 +251,9 @@ public:
         break;
       }
       if (profile) {
-        step.time.seconds += std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count();
-        ++step.time.runs;
+        step.time.add(std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count());
       }
     }
     return true;

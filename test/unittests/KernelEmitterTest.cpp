@@ -8,6 +8,7 @@
 #include "gpuc/Codegen/KernelEmitter.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/InitAll.h"
+#include "gpuc/Transforms/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -60,3 +61,69 @@ TEST(KernelEmitterTest, InPlaceOperandIsLoadedBeforeTheFirstStore) {
 }
 
 } // namespace
+
+// A row kernel over `rows` rows (columns of a [65536, rows] tensor) of
+// 65,536: the per-row sum plus an operand of one value per row (%b), and the
+// centred row.
+static std::string rowKernel(int rows) {
+  std::string r = std::to_string(rows), t = "tensor<65536x" + r + "xf32>",
+              v = "tensor<" + r + "xf32>";
+  return "func.func @f(%a: " + t + ", %b: " + v + ") -> (" + v + ", " + t +
+         ") {\n  %r:2 = gpuc.fusion(%a, %b) : (" + t + ", " + v + ") -> (" +
+         v + ", " + t + ") {\n  ^bb0(%x: " + t + ", %y: " + v +
+         "):\n    %s = gpuc.reduce_sum %x axes = [0] : " + t + " -> " + v +
+         "\n    %p = gpuc.add %s, %y : " + v +
+         "\n    %m = gpuc.broadcast %s : " + v + " -> " + t +
+         "\n    %c = gpuc.sub %x, %m : " + t + "\n    gpuc.yield %p, %c : " +
+         v + ", " + t + "\n  }\n  return %r#0, %r#1 : " + v + ", " + t +
+         "\n}\n";
+}
+
+TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  for (int rows : {4, 2048}) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(rowKernel(rows), &context);
+    ASSERT_TRUE(module);
+    FusionOp fusion;
+    module->walk([&](FusionOp op) { fusion = op; });
+    FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
+    ASSERT_TRUE(succeeded(kernel));
+    int64_t splits = rowKernelSplits(rows, 65536);
+    const std::string &src = kernel->source;
+    if (rows == 2048) {
+      // Enough rows to fill a GPU: one block per row, one launch, and the
+      // per-row operand may be overwritten by the per-row result.
+      EXPECT_EQ(splits, 1);
+      EXPECT_EQ(kernel->launches, 1);
+      EXPECT_EQ(kernel->grid, 2048);
+      EXPECT_EQ(kernel->workspaceBytes, 0);
+      EXPECT_TRUE(canOverwrite(fusion, 1, 0));
+      continue;
+    }
+    // 4 rows: 16 chunks of 4,096 per row (kRowChunkMin bounds the split).
+    EXPECT_EQ(splits, 16);
+    EXPECT_EQ(kernel->grid, 4 * 16);
+    // One launch reduces, the next writes; one partial per block.
+    EXPECT_EQ(kernel->launches, 2);
+    EXPECT_EQ(kernel->workspaceBytes, 4 * 16 * 8);
+    EXPECT_EQ(kernel->launchName(1), "k_p1");
+    EXPECT_NE(src.find("k_p0("), std::string::npos) << src;
+    EXPECT_NE(src.find("k_body<1>("), std::string::npos) << src;
+    // The reducing launch stores its chunk's partial and stops; the writing
+    // one combines the row's 16 partials in order.
+    EXPECT_NE(src.find("partials[(0LL * 4LL + o) * 16LL + part] = acc"),
+              std::string::npos)
+        << src;
+    EXPECT_NE(src.find("< 16LL; ++s"), std::string::npos) << src;
+    // Only block 0 of a row writes the per-row value, which another block
+    // of the row may still be reading %b for: no in place there.
+    EXPECT_NE(src.find("if (part == 0 && threadIdx.x == 0)"), std::string::npos)
+        << src;
+    EXPECT_FALSE(canOverwrite(fusion, 1, 0));
+    // The centred row is written at the index it was read: still legal.
+    EXPECT_TRUE(canOverwrite(fusion, 0, 1));
+  }
+}

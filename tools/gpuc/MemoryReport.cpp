@@ -11,7 +11,8 @@ using json = nlohmann::json;
 namespace mlir::gpuc {
 
 json memorySummary(const json &plan) {
-  int64_t params = 0, optimizer = 0, state = 0, inputs = 0, constants = 0;
+  int64_t params = 0, optimizer = 0, state = 0, inputs = 0, constants = 0,
+          workspace = 0;
   for (const json &b : plan["buffers"]) {
     const std::string &kind = b["kind"].get_ref<const std::string &>();
     int64_t bytes = b["bytes"];
@@ -23,6 +24,8 @@ json memorySummary(const json &plan) {
       inputs += bytes;
     else if (kind == "constant")
       constants += bytes;
+    else if (kind == "workspace")
+      workspace += bytes;
   }
   const json &step = plan["functions"]["train_step"];
   int64_t arena = plan["arena_bytes"];
@@ -32,11 +35,13 @@ json memorySummary(const json &plan) {
       {"model_state", state},
       {"inputs", inputs},
       {"constants", constants},
+      {"kernel_workspace", workspace},
       {"arena_peak", step.value("arena_peak", (int64_t)0)},
       {"lower_bound", step.value("lower_bound", (int64_t)0)},
       {"kept_for_backward", step.value("kept_for_backward", (int64_t)0)},
       {"arena_bytes", arena},
-      {"total", params + optimizer + state + inputs + constants + arena}};
+      {"total",
+       params + optimizer + state + inputs + constants + workspace + arena}};
   if (step.contains("remat"))
     memory["remat"] = step["remat"];
   if (plan["functions"].contains("eval"))

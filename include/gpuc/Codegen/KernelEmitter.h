@@ -9,14 +9,26 @@
 namespace mlir::gpuc {
 
 /// One generated kernel: `extern "C" __global__ void <name>(inputs...,
-/// outputs...)`, launched with `grid` blocks of `blockThreads` threads.
+/// outputs...)`, launched with `grid` blocks of `blockThreads` threads. A
+/// row kernel whose rows are split across blocks (rowKernelSplits) is
+/// `launches` kernels <name>_p0, <name>_p1, ... run in that order, each
+/// taking a last argument: a workspace of `workspaceBytes` for the partial
+/// reductions.
 struct EmittedKernel {
   std::string name;
   std::string source;
   int64_t grid = 1;
+  int64_t launches = 1;
+  int64_t workspaceBytes = 0;
   /// Host-side launcher text for the CPU target (casts the argument array
   /// and runs the blocks through gpuc::cpuLaunch).
   std::string cpuLauncher;
+  /// What the kernel does, without its name: equal keys, identical kernels.
+  std::string key;
+
+  std::string launchName(int64_t launch) const {
+    return launches == 1 ? name : name + "_p" + std::to_string(launch);
+  }
 };
 
 /// Emits the body of `fusion` as one kernel. The kernel's shape follows what
@@ -29,6 +41,17 @@ FailureOr<EmittedKernel> emitKernel(FusionOp fusion, StringRef name);
 
 /// Elements a block of a pointwise kernel owns.
 constexpr int64_t kPointwiseTile = 2048;
+
+/// A row kernel with fewer rows than kRowKernelBlocks splits each row into
+/// chunks of at least kRowChunkMin elements until it has about that many
+/// blocks (enough to fill a GPU: 132 SMs x 8 blocks of 256 threads).
+constexpr int64_t kRowKernelBlocks = 1024;
+constexpr int64_t kRowChunkMin = 4096;
+/// Blocks per row of a row kernel with `rows` rows of `rowLength` elements.
+/// A split kernel writes its per-row results after other blocks of the row
+/// have read its per-row operands, so gpuc-plan-memory does not overwrite
+/// those in place.
+int64_t rowKernelSplits(int64_t rows, int64_t rowLength);
 
 /// The C type a tensor element is stored as, or "" when codegen cannot store
 /// it yet (f16/bf16 arrive with mixed precision).
