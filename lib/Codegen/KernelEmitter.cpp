@@ -737,6 +737,24 @@ SmallVector<int64_t> reducedAxes(Operation *reduce) {
   return SmallVector<int64_t>(cast<ReduceMeanOp>(reduce).getAxes());
 }
 
+/// The longest loop over indices that computing `values` takes per element
+/// (scatter-adds read every index for each element they write).
+int64_t gatherLoopLength(ArrayRef<Value> values) {
+  int64_t longest = 0;
+  SmallVector<Value> worklist(values.begin(), values.end());
+  DenseSet<Operation *> seen;
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    if (auto scatter = dyn_cast<ScatterAddOp>(def))
+      longest = std::max(longest,
+                         getNumElements(shapeOf(scatter.getIndices())));
+    llvm::append_range(worklist, def->getOperands());
+  }
+  return longest;
+}
+
 FailureOr<EmittedKernel> Emitter::run(StringRef name) {
   Block &block = fusion.getBodyBlock();
   auto yield = cast<YieldOp>(block.getTerminator());
@@ -771,18 +789,23 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     }
     int64_t base = 0;
     for (auto &[elements, values] : segments) {
-      int64_t tiles = std::max<int64_t>(1, (elements + kPointwiseTile - 1) /
-                                               kPointwiseTile);
+      // An element that loops over many indices (a scatter-add's gather
+      // loop: an embedding's gradient) is worth a thread of its own, so the
+      // segment spreads over as many blocks as it can.
+      int64_t tile = gatherLoopLength(values) >= kLongGatherLoop
+                         ? kBlockThreads
+                         : kPointwiseTile;
+      int64_t tiles = std::max<int64_t>(1, (elements + tile - 1) / tile);
       bool only = segments.size() == 1;
       if (!only)
         open(llvm::formatv("if (blockIdx.x >= {0}LL && blockIdx.x < {1}LL)",
                            base, base + tiles));
       line(llvm::formatv(
           "const int64_t begin = ((int64_t)blockIdx.x - {0}LL) * {1}LL;", base,
-          kPointwiseTile));
+          tile));
       line(llvm::formatv("const int64_t end = begin + {0}LL < {1}LL ? begin + "
                          "{0}LL : {1}LL;",
-                         kPointwiseTile, elements));
+                         tile, elements));
       open("for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)");
       if (failed(storeResults(values, "i")))
         return failure();
@@ -1000,6 +1023,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     casts += llvm::formatv("{0}({1} *)args[{2}]", arg ? ", " : "", type, arg);
     ++arg;
   }
+  static_assert(kBlockThreads == 256, "__launch_bounds__ below says 256");
   kernel.key = params + "\n" + body + "\n" + std::to_string(kernel.grid);
   if (kernel.launches == 1) {
     kernel.source = llvm::formatv("extern \"C\" __global__ void "

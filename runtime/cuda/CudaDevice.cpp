@@ -54,6 +54,7 @@ constexpr size_t kGemmWorkspace = 32 << 20;
 constexpr size_t kConvWorkspaceLimit = 512 << 20;
 constexpr size_t kReadSlotBytes = 16;
 constexpr size_t kReadSlots = 1024;
+constexpr int kGemmCandidates = 6;
 
 int64_t alignUp(int64_t bytes) {
   return (std::max<int64_t>(bytes, 1) + kAlignment - 1) / kAlignment *
@@ -85,6 +86,10 @@ struct Step {
   cublasLtMatrixLayout_t layoutA = nullptr, layoutB = nullptr,
                          layoutC = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  /// GPUC_PROFILE: the heuristic's next choices, and the shape for the
+  /// report.
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  std::string shape;
   int64_t calls = 1, callStrideA = 0, callStrideB = 0, callStrideC = 0;
   // Convolutions.
   cudnnTensorDescriptor_t xDesc = nullptr, yDesc = nullptr;
@@ -140,6 +145,7 @@ private:
   bool resolveSteps(std::string &error);
   void bindPointers();
   bool prepareGemm(Step &step, const nlohmann::json &s, std::string &error);
+  void reportGemmCandidates();
   bool prepareConv(Step &step, const nlohmann::json &s, std::string &error);
   /// Issues `function`'s steps on `stream`: into a graph being captured, or
   /// launched one by one.
@@ -413,17 +419,76 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   cublasLtMatmulPreferenceSetAttribute(preference,
                                        CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                        &limit, sizeof(limit));
-  cublasLtMatmulHeuristicResult_t result{};
+  // The heuristic's first choice runs; under GPUC_PROFILE its next ones
+  // are timed against it (reportGemmCandidates), to show what a measured
+  // choice would gain.
+  cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
   int found = 0;
-  st = cublasLtMatmulAlgoGetHeuristic(blas, step.gemmDesc, step.layoutA,
-                                      step.layoutB, step.layoutC, step.layoutC,
-                                      preference, 1, &result, &found);
+  st = cublasLtMatmulAlgoGetHeuristic(
+      blas, step.gemmDesc, step.layoutA, step.layoutB, step.layoutC,
+      step.layoutC, preference, profile ? kGemmCandidates : 1, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     return fail(st == CUBLAS_STATUS_SUCCESS ? CUBLAS_STATUS_NOT_SUPPORTED : st,
                 "cublasLtMatmulAlgoGetHeuristic");
-  step.algo = result.algo;
+  step.algo = results[0].algo;
+  for (int i = 0; i < found; ++i)
+    step.candidates.push_back(results[i].algo);
+  step.shape = std::to_string(m) + "x" + std::to_string(n) + "x" +
+               std::to_string(k) + (transA ? " A^T" : "") +
+               (transB ? " B^T" : "") +
+               (step.calls > 1 ? " x" + std::to_string(step.calls) + " calls"
+                               : layoutBatch > 1
+                                     ? " batch " + std::to_string(layoutBatch)
+                                     : "");
   return true;
+}
+
+void CudaDevice::reportGemmCandidates() {
+  CUevent start, stop;
+  if (cuEventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+      cuEventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+    return;
+  std::string error;
+  fprintf(stderr, "gpuc profile (cuda): cuBLASLt heuristic's choice against "
+                  "its next candidates, us per GEMM:\n");
+  for (auto &[name, steps] : programs)
+    for (size_t i = 0; i < steps.size(); ++i) {
+      Step &step = steps[i];
+      if (step.kind != StepKind::Gemm || step.candidates.size() < 2)
+        continue;
+      cublasLtMatmulAlgo_t chosen = step.algo;
+      std::string line;
+      double first = 0, best = 1e30;
+      size_t bestIndex = 0;
+      for (size_t c = 0; c < step.candidates.size(); ++c) {
+        step.algo = step.candidates[c];
+        issueStep(step, compute, error); // warm-up
+        cuEventRecord(start, compute);
+        for (int r = 0; r < 10; ++r)
+          issueStep(step, compute, error);
+        cuEventRecord(stop, compute);
+        cuEventSynchronize(stop);
+        float ms = 0;
+        cuEventElapsedTime(&ms, start, stop);
+        double us = 1e3 * ms / 10;
+        if (c == 0)
+          first = us;
+        if (us < best) {
+          best = us;
+          bestIndex = c;
+        }
+        char text[32];
+        snprintf(text, sizeof text, " %.1f", us);
+        line += text;
+      }
+      step.algo = chosen;
+      fprintf(stderr, "  %s step %zu (%s): first %.1f, best %.1f (#%zu):%s\n",
+              name.c_str(), i, step.shape.c_str(), first, best, bestIndex,
+              line.c_str());
+    }
+  cuEventDestroy(start);
+  cuEventDestroy(stop);
 }
 
 bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
@@ -631,6 +696,7 @@ CudaDevice::~CudaDevice() {
   if (copies)
     cuStreamSynchronize(copies);
   if (profile && !stepEvents.empty()) {
+    reportGemmCandidates();
     std::vector<StepTime> times;
     for (auto &[name, steps] : programs)
       for (const Step &step : steps)
