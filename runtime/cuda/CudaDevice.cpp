@@ -86,9 +86,10 @@ struct Step {
   cublasLtMatrixLayout_t layoutA = nullptr, layoutB = nullptr,
                          layoutC = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  /// GPUC_PROFILE: the heuristic's next choices, and the shape for the
-  /// report.
+  /// The heuristic's candidate algorithms, the one measured fastest, and
+  /// the shape that names the choice.
   std::vector<cublasLtMatmulAlgo_t> candidates;
+  size_t chosen = 0;
   std::string shape;
   int64_t calls = 1, callStrideA = 0, callStrideB = 0, callStrideC = 0;
   // Convolutions.
@@ -145,7 +146,12 @@ private:
   bool resolveSteps(std::string &error);
   void bindPointers();
   bool prepareGemm(Step &step, const nlohmann::json &s, std::string &error);
+  /// Times the GEMM candidates once per shape (or takes the choice kept
+  /// in the artifact); GPUC_PROFILE reports all of them.
+  void chooseGemmAlgorithms(const std::string &dir);
+  bool timeGemm(Step &step, size_t candidate, double &us);
   void reportGemmCandidates();
+  CUevent timingStart = nullptr, timingStop = nullptr;
   bool prepareConv(Step &step, const nlohmann::json &s, std::string &error);
   /// Issues `function`'s steps on `stream`: into a graph being captured, or
   /// launched one by one.
@@ -419,14 +425,13 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   cublasLtMatmulPreferenceSetAttribute(preference,
                                        CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                        &limit, sizeof(limit));
-  // The heuristic's first choice runs; under GPUC_PROFILE its next ones
-  // are timed against it (reportGemmCandidates), to show what a measured
-  // choice would gain.
+  // The heuristic's candidates, in its order; chooseGemmAlgorithms times
+  // them once the memory is there.
   cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
   int found = 0;
   st = cublasLtMatmulAlgoGetHeuristic(
       blas, step.gemmDesc, step.layoutA, step.layoutB, step.layoutC,
-      step.layoutC, preference, profile ? kGemmCandidates : 1, results, &found);
+      step.layoutC, preference, kGemmCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     return fail(st == CUBLAS_STATUS_SUCCESS ? CUBLAS_STATUS_NOT_SUPPORTED : st,
@@ -444,51 +449,92 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   return true;
 }
 
-void CudaDevice::reportGemmCandidates() {
-  CUevent start, stop;
-  if (cuEventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
-      cuEventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
-    return;
+bool CudaDevice::timeGemm(Step &step, size_t candidate, double &us) {
   std::string error;
-  fprintf(stderr, "gpuc profile (cuda): cuBLASLt heuristic's choice against "
-                  "its next candidates, us per GEMM:\n");
+  step.algo = step.candidates[candidate];
+  if (!issueStep(step, compute, error)) // warm-up
+    return false;
+  cuEventRecord(timingStart, compute);
+  for (int r = 0; r < 10; ++r)
+    issueStep(step, compute, error);
+  cuEventRecord(timingStop, compute);
+  if (cuEventSynchronize(timingStop) != CUDA_SUCCESS)
+    return false;
+  float ms = 0;
+  cuEventElapsedTime(&ms, timingStart, timingStop);
+  us = 1e3 * ms / 10;
+  return true;
+}
+
+void CudaDevice::chooseGemmAlgorithms(const std::string &dir) {
+  // A measured choice can differ from one process to the next, and two
+  // algorithms may round differently: the choices are kept beside the plan
+  // (gemm-algorithms.json, per GPU), so every later run of the artifact on
+  // this GPU takes the same ones and replays stay bit-identical.
+  std::string path = dir + "/gemm-algorithms.json";
+  nlohmann::json cache = nlohmann::json::object();
+  if (std::ifstream in(path); in)
+    cache = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!cache.is_object())
+    cache = nlohmann::json::object();
+  std::string gpu = description.substr(0, description.find(" (sm_"));
+  nlohmann::json &choices = cache[gpu];
+  if (!choices.is_object())
+    choices = nlohmann::json::object();
+  bool changed = false;
+  for (auto &[name, steps] : programs)
+    for (Step &step : steps) {
+      if (step.kind != StepKind::Gemm || step.candidates.empty())
+        continue;
+      step.chosen = 0;
+      auto known = choices.find(step.shape);
+      if (known != choices.end() && known->is_number_unsigned() &&
+          known->get<size_t>() < step.candidates.size()) {
+        step.chosen = known->get<size_t>();
+      } else if (step.candidates.size() > 1) {
+        // The first in the heuristic's order within 10 % of the fastest:
+        // a near tie keeps the heuristic's pick.
+        std::vector<double> us(step.candidates.size(), 1e30);
+        for (size_t c = 0; c < step.candidates.size(); ++c)
+          if (!timeGemm(step, c, us[c]))
+            us[c] = 1e30;
+        double best = *std::min_element(us.begin(), us.end());
+        while (step.chosen + 1 < us.size() && us[step.chosen] > 1.1 * best)
+          ++step.chosen;
+        choices[step.shape] = step.chosen;
+        changed = true;
+      }
+      step.algo = step.candidates[step.chosen];
+    }
+  if (changed) {
+    std::ofstream out(path);
+    if (out)
+      out << cache.dump(1) << "\n";
+  }
+}
+
+void CudaDevice::reportGemmCandidates() {
+  fprintf(stderr, "gpuc profile (cuda): cuBLASLt GEMMs, us per call of each "
+                  "candidate algorithm (heuristic order):\n");
   for (auto &[name, steps] : programs)
     for (size_t i = 0; i < steps.size(); ++i) {
       Step &step = steps[i];
       if (step.kind != StepKind::Gemm || step.candidates.size() < 2)
         continue;
-      cublasLtMatmulAlgo_t chosen = step.algo;
       std::string line;
-      double first = 0, best = 1e30;
-      size_t bestIndex = 0;
       for (size_t c = 0; c < step.candidates.size(); ++c) {
-        step.algo = step.candidates[c];
-        issueStep(step, compute, error); // warm-up
-        cuEventRecord(start, compute);
-        for (int r = 0; r < 10; ++r)
-          issueStep(step, compute, error);
-        cuEventRecord(stop, compute);
-        cuEventSynchronize(stop);
-        float ms = 0;
-        cuEventElapsedTime(&ms, start, stop);
-        double us = 1e3 * ms / 10;
-        if (c == 0)
-          first = us;
-        if (us < best) {
-          best = us;
-          bestIndex = c;
-        }
-        char text[32];
-        snprintf(text, sizeof text, " %.1f", us);
+        double us = 0;
+        if (!timeGemm(step, c, us))
+          continue;
+        char text[40];
+        snprintf(text, sizeof text, " #%zu %.1f%s", c, us,
+                 c == step.chosen ? "*" : "");
         line += text;
       }
-      step.algo = chosen;
-      fprintf(stderr, "  %s step %zu (%s): first %.1f, best %.1f (#%zu):%s\n",
-              name.c_str(), i, step.shape.c_str(), first, best, bestIndex,
-              line.c_str());
+      step.algo = step.candidates[step.chosen];
+      fprintf(stderr, "  %s step %zu (%s):%s\n", name.c_str(), i,
+              step.shape.c_str(), line.c_str());
     }
-  cuEventDestroy(start);
-  cuEventDestroy(stop);
 }
 
 bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
@@ -670,6 +716,12 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
   if (!resolveSteps(error) || !allocate(error))
     return false;
   bindPointers();
+  if (!check(cuEventCreate(&timingStart, CU_EVENT_DEFAULT), "cuEventCreate",
+             error) ||
+      !check(cuEventCreate(&timingStop, CU_EVENT_DEFAULT), "cuEventCreate",
+             error))
+    return false;
+  chooseGemmAlgorithms(dir);
   if (profile) {
     // Timing a step needs events between steps, which a replayed graph
     // does not have.
@@ -705,6 +757,9 @@ CudaDevice::~CudaDevice() {
   }
   for (CUevent event : stepEvents)
     cuEventDestroy(event);
+  for (CUevent event : {timingStart, timingStop})
+    if (event)
+      cuEventDestroy(event);
   for (auto &slot : graphs)
     for (auto &[name, exec] : slot)
       cuGraphExecDestroy(exec);
