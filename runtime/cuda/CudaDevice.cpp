@@ -124,6 +124,7 @@ public:
   size_t readCapacity() const override { return kReadSlots; }
   void synchronize() override;
   Counters counters() const override { return launchCounters; }
+  int64_t allocatedBytes() const override { return allocated; }
 
 private:
   bool check(CUresult result, const char *what, std::string &error) {
@@ -175,6 +176,7 @@ private:
   cudnnHandle_t dnn = nullptr;
 
   CUdeviceptr memory = 0;
+  int64_t allocated = 0;
   std::vector<CUdeviceptr> pointers;
   CUdeviceptr workspace = 0;
   size_t workspaceBytes = kGemmWorkspace;
@@ -300,6 +302,7 @@ bool CudaDevice::allocate(std::string &error) {
   size_t freeBytes = 0, totalBytes = 0;
   cuMemGetInfo(&freeBytes, &totalBytes);
   CUresult result = cuMemAlloc(&memory, total);
+  allocated = total;
   if (result != CUDA_SUCCESS) {
     auto mib = [](double b) { return std::to_string((int64_t)(b / 1048576)); };
     error = "out of GPU memory: the plan needs " + mib(total) + " MiB (arena " +

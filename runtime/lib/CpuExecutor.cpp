@@ -1,10 +1,11 @@
 //===- CpuExecutor.cpp - the step program on the CPU ----------------------===//
 //
 // Generated kernels come from the table linked into the trainer; GEMMs go to
-// OpenBLAS; convolutions are im2col over the whole batch followed by one GEMM
-// per group (the col matrix is [C*kh*kw, N*OH*OW], so the GEMM is large even
-// for small images), and their gradients are the transposed products plus
-// col2im.
+// OpenBLAS; convolutions are im2col over a chunk of the batch followed by one
+// GEMM per group (the col matrix is [C*kh*kw, n*OH*OW], so the GEMM is large
+// even for small images), and their gradients are the transposed products
+// plus col2im. The chunk is as many samples as fit kConvScratchBytes, so
+// the memory beside the plan stays small whatever the batch.
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/runtime/Executor.h"
@@ -24,6 +25,9 @@
 
 namespace gpuc {
 namespace {
+
+/// The most bytes of im2col scratch a convolution takes at once.
+constexpr int64_t kConvScratchBytes = 32 << 20;
 
 /// col[(c*kh + ky)*kw + kx][(b*oh + oy)*ow + ox] = x[b][c][iy][ix] (0 outside).
 void im2col(const ConvGeometry &g, const float *x, float *col) {
@@ -141,6 +145,7 @@ public:
         StepKind kind;
         if (stepKindOf(s["op"], kind, error) && isConvolution(kind)) {
           ConvGeometry g = convGeometryOf(s);
+          g.n = chunkSamples(g);
           scratchFloats =
               std::max(scratchFloats, g.rows() * g.cols() + g.k * g.cols());
         }
@@ -269,8 +274,9 @@ public:
   }
 
 private:
-  static void *alloc(int64_t bytes) {
+  void *alloc(int64_t bytes) {
     size_t size = ((size_t)std::max<int64_t>(bytes, 1) + 63) / 64 * 64;
+    allocated += size;
     return aligned_alloc(64, size);
   }
   float *f(const nlohmann::json &s, const char *key) {
@@ -288,51 +294,78 @@ private:
                   0.0f, c + p * m * n, n);
   }
 
+  /// Samples per im2col chunk of `g`: as many as fit kConvScratchBytes,
+  /// at least one.
+  static int64_t chunkSamples(const ConvGeometry &g) {
+    int64_t perSample = (g.rows() + g.k) * g.oh * g.ow * (int64_t)sizeof(float);
+    return std::clamp<int64_t>(kConvScratchBytes / std::max<int64_t>(
+                                                       perSample, 1),
+                               1, g.n);
+  }
+  /// Runs `body(chunk, first)` over the batch of `g` in chunks: `chunk` is
+  /// the geometry of samples [first, first + chunk.n).
+  template <typename Body>
+  static void forChunks(const ConvGeometry &g, Body body) {
+    int64_t step = chunkSamples(g);
+    for (int64_t first = 0; first < g.n; first += step) {
+      ConvGeometry chunk = g;
+      chunk.n = std::min(step, g.n - first);
+      body(chunk, first);
+    }
+  }
+
   void conv(const Step &s) {
-    const ConvGeometry &g = s.conv;
-    float *col = scratch, *out = scratch + g.rows() * g.cols();
-    im2col(g, s.x, col);
-    int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
-    for (int64_t grp = 0; grp < g.groups; ++grp)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kg, g.cols(), rows,
-                  1.0f, s.w + grp * kg * rows, rows,
-                  col + grp * rows * g.cols(), g.cols(), 0.0f,
-                  out + grp * kg * g.cols(), g.cols());
-    kpToNkp(out, s.y, g.n, g.k, g.oh * g.ow);
+    forChunks(s.conv, [&](const ConvGeometry &g, int64_t first) {
+      float *col = scratch, *out = scratch + g.rows() * g.cols();
+      im2col(g, s.x + first * g.c * g.h * g.w, col);
+      int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
+      for (int64_t grp = 0; grp < g.groups; ++grp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kg, g.cols(),
+                    rows, 1.0f, s.w + grp * kg * rows, rows,
+                    col + grp * rows * g.cols(), g.cols(), 0.0f,
+                    out + grp * kg * g.cols(), g.cols());
+      kpToNkp(out, s.y + first * g.k * g.oh * g.ow, g.n, g.k, g.oh * g.ow);
+    });
   }
 
   void convBackwardInput(const Step &s) {
     // dcol = W^T dY, then col2im.
-    const ConvGeometry &g = s.conv;
-    float *col = scratch, *dy = scratch + g.rows() * g.cols();
-    nkpToKp(s.y, dy, g.n, g.k, g.oh * g.ow);
-    int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
-    for (int64_t grp = 0; grp < g.groups; ++grp)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, g.cols(), kg,
-                  1.0f, s.w + grp * kg * rows, rows, dy + grp * kg * g.cols(),
-                  g.cols(), 0.0f, col + grp * rows * g.cols(), g.cols());
-    col2im(g, col, s.x);
+    forChunks(s.conv, [&](const ConvGeometry &g, int64_t first) {
+      float *col = scratch, *dy = scratch + g.rows() * g.cols();
+      nkpToKp(s.y + first * g.k * g.oh * g.ow, dy, g.n, g.k, g.oh * g.ow);
+      int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
+      for (int64_t grp = 0; grp < g.groups; ++grp)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, g.cols(), kg,
+                    1.0f, s.w + grp * kg * rows, rows,
+                    dy + grp * kg * g.cols(), g.cols(), 0.0f,
+                    col + grp * rows * g.cols(), g.cols());
+      col2im(g, col, s.x + first * g.c * g.h * g.w);
+    });
   }
 
   void convBackwardFilter(const Step &s) {
-    // dW = dY col^T.
-    const ConvGeometry &g = s.conv;
-    float *col = scratch, *dy = scratch + g.rows() * g.cols();
-    im2col(g, s.x, col);
-    nkpToKp(s.y, dy, g.n, g.k, g.oh * g.ow);
-    int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
-    for (int64_t grp = 0; grp < g.groups; ++grp)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kg, rows, g.cols(),
-                  1.0f, dy + grp * kg * g.cols(), g.cols(),
-                  col + grp * rows * g.cols(), g.cols(), 0.0f,
-                  s.w + grp * kg * rows, rows);
+    // dW = sum over chunks of dY col^T.
+    forChunks(s.conv, [&](const ConvGeometry &g, int64_t first) {
+      float *col = scratch, *dy = scratch + g.rows() * g.cols();
+      im2col(g, s.x + first * g.c * g.h * g.w, col);
+      nkpToKp(s.y + first * g.k * g.oh * g.ow, dy, g.n, g.k, g.oh * g.ow);
+      int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
+      for (int64_t grp = 0; grp < g.groups; ++grp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kg, rows,
+                    g.cols(), 1.0f, dy + grp * kg * g.cols(), g.cols(),
+                    col + grp * rows * g.cols(), g.cols(),
+                    first == 0 ? 0.0f : 1.0f, s.w + grp * kg * rows, rows);
+    });
   }
+
+  int64_t allocatedBytes() const override { return allocated; }
 
   const Plan &plan;
   std::map<std::string, void (*)(void *const *)> kernels;
   void *arena = nullptr;
   float *scratch = nullptr;
   int64_t scratchFloats = 1;
+  int64_t allocated = 0;
   std::vector<void *> owned, pointers;
   std::map<std::string, std::vector<Step>> programs;
   std::map<uint64_t, std::vector<char>> reads;

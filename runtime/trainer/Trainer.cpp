@@ -32,6 +32,7 @@
 #include <limits.h>
 #include <mutex>
 #include <random>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -574,6 +575,25 @@ int runStep(Session &s, const Options &o) {
   return 0;
 }
 
+/// What the step's memory is: the plan's bytes (arena + persistent
+/// buffers, what `gpuc compile --max-batch-for` adds up), what the device
+/// allocated for it, and the process's peak resident set.
+struct MemoryUse {
+  int64_t plan = 0, device = 0, peakRss = 0;
+};
+MemoryUse memoryUse(const Session &s) {
+  MemoryUse use;
+  use.plan = s.plan.arenaBytes;
+  for (const PlanBuffer &b : s.plan.buffers)
+    if (b.persistent())
+      use.plan += b.bytes;
+  use.device = s.device->allocatedBytes();
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) == 0)
+    use.peakRss = (int64_t)usage.ru_maxrss * 1024;
+  return use;
+}
+
 /// --bench-steps: times the step alone on one resident batch (the first of
 /// --data; without --data, every input filled from a fixed pseudo-random
 /// sequence: floats in [-1, 1), integers in [0, 10), valid tokens and
@@ -619,13 +639,18 @@ int bench(Session &s, const Options &o, const Dataset *data) {
   s.device->synchronize();
   double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   Device::Counters after = s.device->counters();
+  MemoryUse memory = memoryUse(s);
   printf("{\"steps\": %lld, \"batch\": %lld, \"ms_per_step\": %.4f, "
-         "\"graph_launches\": %lld, \"host_launches\": %lld}\n",
+         "\"graph_launches\": %lld, \"host_launches\": %lld, "
+         "\"plan_bytes\": %lld, \"device_bytes\": %lld, "
+         "\"peak_rss_bytes\": %lld}\n",
          (long long)o.benchSteps, (long long)B, 1000.0 * seconds / o.benchSteps,
          (long long)(after.graphLaunches["train_step"] -
                      before.graphLaunches["train_step"]),
          (long long)(after.hostLaunches["train_step"] -
-                     before.hostLaunches["train_step"]));
+                     before.hostLaunches["train_step"]),
+         (long long)memory.plan, (long long)memory.device,
+         (long long)memory.peakRss);
   return 0;
 }
 
@@ -825,6 +850,12 @@ int main(int argc, char **argv) {
           (long long)c.graphLaunches["train_step"], (long long)stepsDone,
           (long long)c.graphLaunches["eval"],
           (long long)(c.hostLaunches["train_step"] + c.hostLaunches["eval"]));
+    MemoryUse memory = memoryUse(s);
+    printf("memory: plan %.2f MiB (arena + persistent buffers), the device "
+           "allocated %.2f MiB, peak resident set %.2f MiB (with the data "
+           "set and the runtime)\n",
+           memory.plan / 1048576.0, memory.device / 1048576.0,
+           memory.peakRss / 1048576.0);
   }
   if (!o.exportOnnx.empty())
     exportOnnx(s, dir, o.exportOnnx);

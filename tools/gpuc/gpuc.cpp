@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
+#include "MemoryReport.h"
+#include "gpuc/Codegen/StepProgram.h"
 #include "gpuc/Codegen/Cost.h"
 #include "gpuc/Codegen/Nvrtc.h"
 #include "gpuc/Frontend/DslParser.h"
@@ -16,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
@@ -160,6 +163,19 @@ static cl::opt<bool> rematSweep(
              "gpuc-remat reaches at budgets of 100, 90, 75, 50 and 30% of "
              "the peak without it"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<std::string> maxBatchFor(
+    "max-batch-for",
+    cl::desc("compile: plan the step at growing batch sizes (nothing runs) "
+             "and print the largest batch whose whole step (persistent "
+             "buffers + arena) fits in SIZE, without and with "
+             "rematerialization; --batch is not needed"),
+    cl::value_desc("SIZE"), cl::init(""), cl::cat(compileCategory));
+static cl::opt<std::string> memoryLimit(
+    "memory-limit",
+    cl::desc("compile: refuse to compile when the whole step (persistent "
+             "buffers + arena) needs more than SIZE, and say how much it "
+             "needs"),
+    cl::value_desc("SIZE"), cl::init(""), cl::cat(compileCategory));
 static cl::opt<bool>
     noFuse("no-fuse",
            cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),
@@ -289,6 +305,30 @@ static void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   pm.addPass(createCSEPass());
 }
 
+/// The passes of gpuc compile, in the three stages it runs them in (the
+/// report reads the step before kernels are formed, --remat-sweep the fused
+/// step before remat).
+static void addStepPipeline(PassManager &pm, StringRef lossOutput) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(gpuc::createGpucEvalFunction());
+  addTrainingPasses(pm, lossOutput);
+  pm.addPass(gpuc::createGpucDecompose());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+static void addKernelPipeline(PassManager &pm) {
+  pm.addPass(gpuc::createGpucFormKernels());
+  if (!noFuse)
+    pm.addPass(gpuc::createGpucFuse());
+}
+static void addPlanPipeline(PassManager &pm,
+                            std::optional<int64_t> arenaBudget) {
+  if (arenaBudget)
+    pm.addPass(gpuc::createGpucRemat(gpuc::GpucRematOptions{*arenaBudget}));
+  pm.addPass(gpuc::createGpucPlanMemory());
+}
+
 static int runImport(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
@@ -390,7 +430,30 @@ SmallVector<std::string> forwardOutputs(ModuleOp module) {
         names.push_back(name.str());
   return names;
 }
+
 } // namespace
+
+/// The loss output the step trains on: the model's own "loss" output, else
+/// --loss (default cross_entropy) on --loss-output (default: the model's
+/// only output). Empty after an error.
+static std::optional<std::string> chooseLossOutput(ModuleOp module) {
+  SmallVector<std::string> outputs = forwardOutputs(module);
+  std::string lossOutput = lossTarget;
+  if (llvm::is_contained(outputs, "loss"))
+    return lossOutput;
+  if (lossKind.empty())
+    lossKind = "cross_entropy";
+  if (lossOutput.empty()) {
+    if (outputs.size() != 1) {
+      llvm::errs() << "gpuc compile: the model has " << outputs.size()
+                   << " outputs (" << llvm::join(outputs, ", ")
+                   << "); name the one to train with --loss-output\n";
+      return std::nullopt;
+    }
+    lossOutput = outputs[0];
+  }
+  return lossOutput;
+}
 
 /// --remat-sweep: gpuc-remat at fractions of the peak without it, each on
 /// a copy of the kernel-formed module.
@@ -455,6 +518,140 @@ static LogicalResult printRematSweep(ModuleOp module) {
   return success();
 }
 
+/// A size option's bytes, or an error naming it.
+static std::optional<int64_t> sizeOption(StringRef flag, StringRef text,
+                                         bool allowAuto) {
+  std::optional<int64_t> bytes = parseMemorySize(text);
+  if (bytes && (*bytes > 0 || allowAuto))
+    return bytes;
+  llvm::errs() << "gpuc compile: " << flag << " '" << text
+               << "' is not a size: give bytes, optionally with a unit "
+                  "(KiB, MiB, GiB, KB, MB, GB), as in 512MiB"
+               << (allowAuto ? ", or auto" : "") << "\n";
+  return std::nullopt;
+}
+
+/// report.json's "memory" of a planned module (its step program's buffers).
+static FailureOr<nlohmann::json> stepMemory(ModuleOp module) {
+  FailureOr<gpuc::StepProgram> program = gpuc::buildStepProgram(module);
+  if (failed(program))
+    return failure();
+  return gpuc::memorySummary(program->plan);
+}
+
+/// The whole step's bytes at `batch`, planned (with gpuc-remat to
+/// `arenaBudget` when given), or nullopt when it cannot be planned there
+/// (the budget is out of reach). Diagnostics are the caller's to show.
+static std::optional<nlohmann::json>
+planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
+  batchSize = batch;
+  ModelSession session;
+  std::optional<ScopedDiagnosticHandler> silence;
+  if (quiet)
+    silence.emplace(session.context.get(),
+                    [](Diagnostic &) { return success(); });
+  OwningOpRef<ModuleOp> module = session.load();
+  if (!module)
+    return std::nullopt;
+  std::optional<std::string> lossOutput = chooseLossOutput(*module);
+  if (!lossOutput)
+    return std::nullopt;
+  PassManager pm(session.context.get());
+  addStepPipeline(pm, *lossOutput);
+  addKernelPipeline(pm);
+  addPlanPipeline(pm, arenaBudget);
+  if (failed(pm.run(*module)))
+    return std::nullopt;
+  FailureOr<nlohmann::json> memory = stepMemory(*module);
+  if (failed(memory))
+    return std::nullopt;
+  return *memory;
+}
+
+/// --max-batch-for SIZE: the largest batch whose step fits, by doubling
+/// and then bisecting (the step's bytes grow with the batch).
+static int runMaxBatchFor() {
+  std::optional<int64_t> limit =
+      sizeOption("--max-batch-for", maxBatchFor, false);
+  if (!limit)
+    return 1;
+  // Batch 1 with diagnostics shown: a model that does not compile says so.
+  std::optional<nlohmann::json> one = planAtBatch(1, std::nullopt, false);
+  if (!one)
+    return 1;
+  auto describe = [](const nlohmann::json &m) {
+    int64_t total = m["total"], arena = m["arena_bytes"];
+    return llvm::formatv("{0} bytes ({1:f2} MiB: persistent {2:f2} + arena "
+                         "{3:f2})",
+                         total, total / 1048576.0,
+                         (total - arena) / 1048576.0, arena / 1048576.0)
+        .str();
+  };
+  llvm::outs() << llvm::formatv("max batch for {0} bytes ({1:f2} MiB):\n",
+                                *limit, *limit / 1048576.0);
+  constexpr int64_t kLargestBatch = int64_t(1) << 24;
+  for (bool remat : {false, true}) {
+    // With remat the arena may use what the persistent buffers leave.
+    auto fits = [&](int64_t batch) -> std::optional<nlohmann::json> {
+      std::optional<nlohmann::json> plain = planAtBatch(batch, {}, true);
+      if (!plain)
+        return std::nullopt;
+      if ((*plain)["total"].get<int64_t>() <= *limit)
+        return plain;
+      if (!remat)
+        return std::nullopt;
+      int64_t persistent = (*plain)["total"].get<int64_t>() -
+                           (*plain)["arena_bytes"].get<int64_t>();
+      if (persistent >= *limit)
+        return std::nullopt;
+      std::optional<nlohmann::json> recomputed =
+          planAtBatch(batch, *limit - persistent, true);
+      if (recomputed && (*recomputed)["total"].get<int64_t>() <= *limit)
+        return recomputed;
+      return std::nullopt;
+    };
+    const char *how = remat ? "with remat   " : "without remat";
+    std::optional<nlohmann::json> best = fits(1);
+    if (!best) {
+      llvm::outs() << "  " << how << ": none; batch 1 needs "
+                   << describe(*one) << "\n";
+      continue;
+    }
+    int64_t low = 1, high = 2;
+    while (high <= kLargestBatch) {
+      std::optional<nlohmann::json> at = fits(high);
+      if (!at)
+        break;
+      low = high;
+      best = at;
+      high *= 2;
+    }
+    while (high - low > 1) {
+      int64_t mid = low + (high - low) / 2;
+      if (std::optional<nlohmann::json> at = fits(mid)) {
+        low = mid;
+        best = at;
+      } else {
+        high = mid;
+      }
+    }
+    llvm::outs() << "  " << how << ": batch " << low << " needs "
+                 << describe(*best);
+    if (best->contains("remat"))
+      llvm::outs() << llvm::formatv(
+          ", recomputing {0:f1} MFLOP",
+          (*best)["remat"].value("extra_flops", (int64_t)0) / 1e6);
+    if (high <= kLargestBatch) {
+      std::optional<nlohmann::json> above = planAtBatch(high, {}, true);
+      llvm::outs() << "; batch " << high << " needs "
+                   << (above ? describe(*above) : std::string("more"))
+                   << (remat ? " before remat" : "");
+    }
+    llvm::outs() << "\n";
+  }
+  return 0;
+}
+
 static int runCompile(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -464,6 +661,8 @@ static int runCompile(int argc, char **argv) {
       "gpuc compile: build the training step of a model and emit its "
       "trainer\n\n  gpuc compile model.onnx --batch 128 -o out/ "
       "[--optimizer adam --lr 0.001] && out/train --data DIR\n");
+  if (!inputFilename.empty() && !maxBatchFor.empty())
+    return runMaxBatchFor();
   if (inputFilename.empty() || outputFilename == "-") {
     llvm::errs()
         << "gpuc compile: usage: gpuc compile MODEL --batch N -o "
@@ -493,16 +692,13 @@ static int runCompile(int argc, char **argv) {
                     "the CUDA toolkit under /usr/local/cuda and rebuild)\n";
     return 1;
   }
-  std::optional<int64_t> budgetBytes;
-  if (!memoryBudget.empty()) {
-    budgetBytes = parseMemorySize(memoryBudget);
-    if (!budgetBytes) {
-      llvm::errs() << "gpuc compile: --memory-budget '" << memoryBudget
-                   << "' is not a size: give bytes, optionally with a unit "
-                      "(KiB, MiB, GiB, KB, MB, GB), as in 512MiB, or auto\n";
-      return 1;
-    }
-  }
+  std::optional<int64_t> budgetBytes, limitBytes;
+  if (!memoryBudget.empty() &&
+      !(budgetBytes = sizeOption("--memory-budget", memoryBudget, true)))
+    return 1;
+  if (!memoryLimit.empty() &&
+      !(limitBytes = sizeOption("--memory-limit", memoryLimit, false)))
+    return 1;
   artifact.outputDir = outputFilename;
   artifact.modelPath = inputFilename;
   artifact.cxx = !hostCompiler.empty() ? hostCompiler.getValue()
@@ -523,23 +719,10 @@ static int runCompile(int argc, char **argv) {
     return 1;
   MLIRContext &context = *session.context;
 
-  // The loss: the model's own "loss" output, else --loss (default
-  // cross_entropy) on --loss-output (default: the model's only output).
-  SmallVector<std::string> outputs = forwardOutputs(*module);
-  std::string lossOutput = lossTarget;
-  if (!llvm::is_contained(outputs, "loss")) {
-    if (lossKind.empty())
-      lossKind = "cross_entropy";
-    if (lossOutput.empty()) {
-      if (outputs.size() != 1) {
-        llvm::errs() << "gpuc compile: the model has " << outputs.size()
-                     << " outputs (" << llvm::join(outputs, ", ")
-                     << "); name the one to train with --loss-output\n";
-        return 1;
-      }
-      lossOutput = outputs[0];
-    }
-  }
+  std::optional<std::string> chosenLoss = chooseLossOutput(*module);
+  if (!chosenLoss)
+    return 1;
+  std::string lossOutput = *chosenLoss;
 
   // The pipeline runs in three pass managers (the report needs the step
   // before kernels are formed, the sweep the step before remat); the dumps
@@ -558,13 +741,7 @@ static int runCompile(int argc, char **argv) {
   if (!trainingPassManager)
     return 1;
   PassManager &pm = *trainingPassManager;
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  pm.addPass(gpuc::createGpucEvalFunction());
-  addTrainingPasses(pm, lossOutput);
-  pm.addPass(gpuc::createGpucDecompose());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
+  addStepPipeline(pm, lossOutput);
   if (failed(pm.run(*module)))
     return 1;
   // The program one kernel per core op would run, for the report.
@@ -577,9 +754,7 @@ static int runCompile(int argc, char **argv) {
   if (!kernelPassManager)
     return 1;
   PassManager &kernelPm = *kernelPassManager;
-  kernelPm.addPass(gpuc::createGpucFormKernels());
-  if (!noFuse)
-    kernelPm.addPass(gpuc::createGpucFuse());
+  addKernelPipeline(kernelPm);
   if (failed(kernelPm.run(*module)))
     return 1;
   if (rematSweep && failed(printRematSweep(*module)))
@@ -590,11 +765,27 @@ static int runCompile(int argc, char **argv) {
   if (!planPassManager)
     return 1;
   PassManager &planPm = *planPassManager;
-  if (budgetBytes)
-    planPm.addPass(gpuc::createGpucRemat(gpuc::GpucRematOptions{*budgetBytes}));
-  planPm.addPass(gpuc::createGpucPlanMemory());
+  addPlanPipeline(planPm, budgetBytes);
   if (failed(planPm.run(*module)))
     return 1;
+  if (limitBytes) {
+    FailureOr<nlohmann::json> memory = stepMemory(*module);
+    if (failed(memory))
+      return 1;
+    int64_t total = (*memory)["total"];
+    if (total > *limitBytes) {
+      llvm::errs() << llvm::formatv(
+          "gpuc compile: at batch {0} the step needs {1} bytes ({2:f2} MiB: "
+          "persistent {3} + arena {4}), over --memory-limit {5} bytes "
+          "({6:f2} MiB); a smaller --batch, --memory-budget (recompute "
+          "instead of keeping) or --max-batch-for {5} finds what fits\n",
+          (int64_t)batchSize, total, total / 1048576.0,
+          total - (*memory)["arena_bytes"].get<int64_t>(),
+          (*memory)["arena_bytes"].get<int64_t>(), *limitBytes,
+          *limitBytes / 1048576.0);
+      return 1;
+    }
+  }
 
   // What the trainer feeds and reads.
   std::string dataInput;

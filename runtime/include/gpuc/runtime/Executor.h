@@ -87,6 +87,10 @@ public:
     std::map<std::string, int64_t> graphLaunches, hostLaunches;
   };
   virtual Counters counters() const { return {}; }
+  /// Bytes of memory the device allocated: the plan's arena and persistent
+  /// buffers, plus what its libraries work in (im2col chunks, cuBLASLt and
+  /// cuDNN workspace, staging).
+  virtual int64_t allocatedBytes() const { return 0; }
 };
 
 /// A device that runs on this machine's CPU with the kernels of `table`.
