@@ -391,7 +391,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
 FailureOr<StepProgram> Lowering::run() {
   bool any = false;
   int64_t arenaBytes = 0;
-  for (StringRef name : {"train_step", "eval"}) {
+  for (StringRef name : {"train_step", "apply_update", "eval"}) {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
       continue;

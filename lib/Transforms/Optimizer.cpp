@@ -44,9 +44,21 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
       func.emitError() << "@train_step already has an optimizer";
       return signalPassFailure();
     }
+    if (accumulate < 1) {
+      func.emitError() << "accumulate must be at least 1, not "
+                       << static_cast<int64_t>(accumulate);
+      return signalPassFailure();
+    }
+    if (accumulate > 1 && module.lookupSymbol("apply_update")) {
+      func.emitError() << "the module already has an @apply_update";
+      return signalPassFailure();
+    }
+    step = func;
     OpBuilder stepBuilder(func.getBody().front().getTerminator());
     builder = &stepBuilder;
     loc = NameLoc::get(builder->getStringAttr("optimizer"), func.getLoc());
+    if (accumulate > 1 && failed(splitForAccumulation(module)))
+      return signalPassFailure();
 
     // The step counter (PyTorch's per-parameter `step`, shared here).
     Value count =
@@ -100,6 +112,75 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
         FlatSymbolRefAttr::get(builder->getContext(), "optimizer.step")));
     appendResults(func, newValues, roles);
     eraseResults(func, gradResults);
+  }
+
+  /// Gradient accumulation: @train_step's gradient results become their
+  /// accumulators plus the gradient, and a new @apply_update returns each
+  /// accumulator divided by `accumulate` as the gradient of its parameter
+  /// (the rest of the pass then turns those into updates there), with the
+  /// accumulators zeroed.
+  LogicalResult splitForAccumulation(ModuleOp module) {
+    auto ret = func.getBody().front().getTerminator();
+    SmallVector<unsigned> gradResults;
+    SmallVector<Value> accumulated;
+    SmallVector<NamedAttribute> accumulatorRoles;
+    SmallVector<std::pair<FlatSymbolRefAttr, std::string>> grads;
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(
+          i, GpucDialect::kGradAttrName);
+      if (!ref)
+        continue;
+      gradResults.push_back(i);
+      Value g = ret->getOperand(i);
+      std::string name = (ref.getValue() + ".grad_accum").str();
+      Value acc = stateArgument(module, name,
+                                cast<RankedTensorType>(g.getType()));
+      accumulated.push_back(add(acc, g));
+      accumulatorRoles.push_back(builder->getNamedAttr(
+          GpucDialect::kUpdateAttrName,
+          FlatSymbolRefAttr::get(builder->getContext(), name)));
+      grads.push_back({ref, name});
+    }
+    if (grads.empty())
+      return func.emitError() << "@train_step has no gradients to apply";
+    appendResults(func, accumulated, accumulatorRoles);
+    eraseResults(func, gradResults);
+
+    // @apply_update: parameter and accumulator arguments, the mean
+    // gradient as a gpuc.grad result (as autodiff left it in @train_step).
+    OpBuilder moduleBuilder(module.getBodyRegion());
+    moduleBuilder.setInsertionPointAfter(func);
+    auto apply = func::FuncOp::create(
+        moduleBuilder, func.getLoc(), "apply_update",
+        FunctionType::get(module.getContext(), {}, {}));
+    Block *entry = apply.addEntryBlock();
+    applyBuilder = std::make_shared<OpBuilder>(OpBuilder::atBlockEnd(entry));
+    func::ReturnOp::create(*applyBuilder, func.getLoc());
+    func = apply;
+    applyBuilder->setInsertionPoint(entry->getTerminator());
+    builder = applyBuilder.get();
+    SmallVector<Value> means, zeroes;
+    SmallVector<NamedAttribute> gradRoles, zeroRoles;
+    for (auto [ref, name] : grads) {
+      auto param = module.lookupSymbol<ParameterOp>(ref.getAttr());
+      auto type = cast<RankedTensorType>(param.getType());
+      appendArgument(func, type,
+                     builder->getNamedAttr(GpucDialect::kParamAttrName, ref),
+                     loc);
+      Value acc = stateArgument(module, name, type);
+      Value scale =
+          TensorBuilder(*builder).splatLike(loc, acc, 1.0 / accumulate);
+      means.push_back(mul(acc, scale));
+      gradRoles.push_back(
+          builder->getNamedAttr(GpucDialect::kGradAttrName, ref));
+      zeroes.push_back(TensorBuilder(*builder).splatLike(loc, acc, 0.0));
+      zeroRoles.push_back(builder->getNamedAttr(
+          GpucDialect::kUpdateAttrName,
+          FlatSymbolRefAttr::get(builder->getContext(), name)));
+    }
+    appendResults(func, means, gradRoles);
+    appendResults(func, zeroes, zeroRoles);
+    return success();
   }
 
   /// A scalar f32 hyperparameter argument, created once.
@@ -243,8 +324,11 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     return sub(base, mul(broadcastLike(stepSize, p), div(newM, denom)));
   }
 
-  func::FuncOp func;
+  /// The function being built (@train_step, or @apply_update when
+  /// accumulating) and @train_step itself.
+  func::FuncOp func, step;
   OpBuilder *builder = nullptr;
+  std::shared_ptr<OpBuilder> applyBuilder;
   LocationAttr loc;
 };
 } // namespace

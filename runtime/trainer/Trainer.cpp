@@ -174,6 +174,8 @@ public:
   int image = -1, label = -1, loss = -1, logits = -1, rng = -1, lr = -1;
   std::string imageName, labelName;
   int64_t batch = 0, classes = 0;
+  /// Steps whose gradients one update applies (1: every step updates).
+  int64_t accumulate = 1;
 
   void open(const std::string &dir, const Options &o) {
     std::string error;
@@ -195,6 +197,12 @@ public:
     if (image < 0 || loss < 0)
       fail(dir + "/plan.json has no train_step with a data input and a loss");
     batch = plan.buffers[image].shape[0];
+    accumulate = t.value("accumulate", (int64_t)1);
+    if (accumulate < 1 ||
+        (accumulate > 1 && !plan.json["functions"].contains("apply_update")))
+      fail(dir + "/plan.json asks for accumulate " +
+           std::to_string(accumulate) +
+           " but has no apply_update function; recompile");
     if (logits >= 0 && plan.buffers[logits].shape.size() >= 2)
       classes = plan.buffers[logits].shape[1];
     // Hyperparameters other than the learning rate keep their compiled
@@ -301,6 +309,14 @@ public:
     std::string error;
     if (!device->run(function, error))
       fail(error);
+  }
+
+  /// One training step of `batch` samples; with gradient accumulation
+  /// (gpuc compile --accumulate K) every K-th also applies the update.
+  void trainStep(int64_t step) {
+    run("train_step");
+    if (accumulate > 1 && (step + 1) % accumulate == 0)
+      run("apply_update");
   }
 };
 
@@ -627,14 +643,14 @@ int bench(Session &s, const Options &o, const Dataset *data) {
   }
   for (int i = 0; i < 3; ++i) {
     s.setStepScalars(o.seed, i, o.lr);
-    s.run("train_step");
+    s.trainStep(i);
   }
   s.device->synchronize();
   Device::Counters before = s.device->counters();
   auto t0 = Clock::now();
   for (int64_t i = 0; i < o.benchSteps; ++i) {
     s.setStepScalars(o.seed, i, o.lr);
-    s.run("train_step");
+    s.trainStep(i);
   }
   s.device->synchronize();
   double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -708,10 +724,16 @@ int main(int argc, char **argv) {
     data.train.count = o.limitTrain;
 
   int64_t B = s.batch;
-  int64_t stepsPerEpoch = data.train.count / B;
+  // An epoch ends with an update: its steps are a multiple of --accumulate.
+  int64_t stepsPerEpoch = data.train.count / B / s.accumulate * s.accumulate;
   if (stepsPerEpoch == 0)
     fail("the training split has " + std::to_string(data.train.count) +
-         " samples, fewer than one batch of " + std::to_string(B));
+         " samples, fewer than one update's " +
+         std::to_string(B * s.accumulate) + " (batch " + std::to_string(B) +
+         (s.accumulate > 1
+              ? " x " + std::to_string(s.accumulate) + " accumulated steps"
+              : std::string()) +
+         ")");
 
   FILE *metrics = nullptr;
   if (!o.metrics.empty() && !(metrics = fopen(o.metrics.c_str(), "a")))
@@ -749,6 +771,10 @@ int main(int argc, char **argv) {
            "%.4f std %.4f\n",
            (long long)data.train.count, (long long)stepsPerEpoch, (long long)B,
            (long long)o.epochs, data.format.c_str(), mean, stddev);
+  if (!o.quiet && s.accumulate > 1)
+    printf("accumulating the gradients of %lld steps per update: effective "
+           "batch %lld\n",
+           (long long)s.accumulate, (long long)(s.accumulate * B));
   int64_t totalSteps = stepsPerEpoch * o.epochs;
   Loader loader(data.train, B);
   auto start = Clock::now();
@@ -765,7 +791,7 @@ int main(int argc, char **argv) {
       uploadImages(s, b.images);
       s.device->upload(s.label, b.labels.data(), B * sizeof(int64_t));
       s.setStepScalars(o.seed, step, o.lr);
-      s.run("train_step");
+      s.trainStep(step);
       losses.submitted(step);
       ++stepsDone;
       double elapsed =

@@ -5,3 +5,4 @@ gpuc.parameter @w trainable : tensor<3xf32> = dense<1.0> : tensor<3xf32>
 func.func @train_step(%w: tensor<3xf32> {gpuc.param = @w}, %g: tensor<3xf32> {gpuc.input = "g"}) -> (tensor<3xf32> {gpuc.grad = @w}) {
   return %g : tensor<3xf32>
 }
+

@@ -92,6 +92,12 @@ static cl::opt<int64_t> classAxis(
     cl::desc("cross_entropy: the output axis holding the classes (default 1; "
              "-1 for the last, as language models have)"),
     cl::init(1), cl::cat(trainCategory));
+static cl::opt<int64_t> accumulateSteps(
+    "accumulate",
+    cl::desc("gradient accumulation: add the gradients of K steps of --batch "
+             "samples and update once from their mean (an effective batch of "
+             "K x --batch); the trainer runs @apply_update every K steps"),
+    cl::value_desc("K"), cl::init(1), cl::cat(trainCategory));
 static cl::opt<std::string> optimizerKind("optimizer",
                                           cl::desc("sgd, adam or adamw"),
                                           cl::value_desc("kind"),
@@ -300,6 +306,7 @@ static void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   opt.beta1 = beta1;
   opt.beta2 = beta2;
   opt.epsilon = adamEpsilon;
+  opt.accumulate = accumulateSteps;
   pm.addPass(gpuc::createGpucOptimizer(opt));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -675,6 +682,12 @@ static int runCompile(int argc, char **argv) {
                     "are static)\n";
     return 1;
   }
+  if (accumulateSteps < 1) {
+    llvm::errs() << "gpuc compile: --accumulate K needs K >= 1 (micro-batches "
+                    "per update), not "
+                 << accumulateSteps << "\n";
+    return 1;
+  }
   gpuc::ArtifactOptions artifact;
   std::string target = codegenTarget;
   if (target.empty())
@@ -800,6 +813,7 @@ static int runCompile(int argc, char **argv) {
       {"loss_output", "loss"},
       {"eval_output", lossOutput.empty() ? std::string("") : lossOutput},
       {"batch", (int64_t)batchSize},
+      {"accumulate", (int64_t)accumulateSteps},
       {"optimizer", optimizerKind.getValue()}};
   return gpuc::writeArtifact(*module, artifact);
 }

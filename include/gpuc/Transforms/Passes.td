@@ -61,6 +61,13 @@ def GpucOptimizer : Pass<"gpuc-optimizer", "::mlir::ModuleOp"> {
     rate and the other hyperparameters are scalar step arguments
     (`gpuc.hyper`) with the given defaults, so a schedule changes them
     without recompiling.
+
+    With `accumulate` K > 1 (gradient accumulation, an effective batch of
+    K times the step's): `@train_step` returns each gradient added into its
+    accumulator `@p.grad_accum` (zero-initialized optimizer state) instead,
+    and `@apply_update` (no inputs) updates every parameter from its
+    accumulator divided by K and zeroes the accumulators. The trainer runs
+    it after every K steps.
   }];
   let options = [
     Option<"kind", "kind", "std::string", "\"sgd\"", "sgd, adam or adamw">,
@@ -74,6 +81,10 @@ def GpucOptimizer : Pass<"gpuc-optimizer", "::mlir::ModuleOp"> {
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
     Option<"epsilon", "epsilon", "double", "1e-8", "Adam epsilon">,
+    Option<"accumulate", "accumulate", "int64_t", "1",
+           "micro-batches per update: above 1, @train_step only adds its "
+           "gradients into persistent accumulators and a new @apply_update "
+           "applies their mean">,
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
