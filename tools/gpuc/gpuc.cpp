@@ -182,6 +182,11 @@ static cl::opt<std::string> memoryLimit(
              "buffers + arena) needs more than SIZE, and say how much it "
              "needs"),
     cl::value_desc("SIZE"), cl::init(""), cl::cat(compileCategory));
+static cl::opt<bool> noSchedule(
+    "no-schedule",
+    cl::desc("compile: keep the program order (skip gpuc-schedule, which "
+             "reorders independent kernels when that lowers the peak)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool>
     noFuse("no-fuse",
            cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),
@@ -328,6 +333,8 @@ static void addKernelPipeline(PassManager &pm) {
   pm.addPass(gpuc::createGpucFormKernels());
   if (!noFuse)
     pm.addPass(gpuc::createGpucFuse());
+  if (!noSchedule)
+    pm.addPass(gpuc::createGpucSchedule());
 }
 static void addPlanPipeline(PassManager &pm,
                             std::optional<int64_t> arenaBudget) {

@@ -226,6 +226,23 @@ def GpucRemat : Pass<"gpuc-remat", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucSchedule : Pass<"gpuc-schedule", "::mlir::ModuleOp"> {
+  let summary = "reorder independent kernels to lower the arena's peak";
+  let description = [{
+    On kernel-formed functions (after gpuc-fuse, before gpuc-remat and
+    gpuc-plan-memory). A list scheduler walks the dataflow graph and, among
+    the ops whose operands are ready, runs next the one that adds the
+    fewest bytes to the live set (its results' bytes minus the bytes of the
+    buffers it reads last), ties in program order. The new order is kept
+    only when the plan gpuc-plan-memory would make of it has a lower peak
+    (or the same peak and a lower liveness bound); otherwise the function
+    is left as it was. Reordering independent kernels changes no result.
+    Each function considered gets `gpuc.schedule = {peak_before, peak,
+    moved}` (moved: ops whose position changed, 0 when the order was kept).
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 def GpucVerifyMemoryPlan : Pass<"gpuc-verify-memory-plan", "::mlir::ModuleOp"> {
   let summary = "check a memory plan: sizes, in-place legality, no overlap";
   let description = [{

@@ -62,6 +62,8 @@ def Gpuc_Dialect : Dialect {
     /// On @train_step after gpuc-remat: budget, peak_before, peak,
     /// recomputed, extra_flops.
     static constexpr ::llvm::StringLiteral kRematAttrName = "gpuc.remat";
+    /// gpuc-schedule's summary on a function: {peak_before, peak, moved}.
+    static constexpr ::llvm::StringLiteral kScheduleAttrName = "gpuc.schedule";
     /// On a kernel that recomputes a forward value in backward.
     static constexpr ::llvm::StringLiteral kRecomputeAttrName =
         "gpuc.recompute";
