@@ -111,6 +111,16 @@ fi
 for entry in $benches; do
   gpu_artifact "bench-${entry%%:*}-${entry##*:}" "${entry%%:*}" "${entry##*:}" adamw
 done
+# Gradient accumulation: 4 steps of 32 per update against 1 of 128 (a model
+# without dropout, so the two see the same arithmetic).
+for spec in "4x32 32 4" "1x128 128 1"; do
+  set -- $spec
+  dir=$out/artifacts/accumulate-$1
+  "$gpuc" compile "$root/test/Trainer/Inputs/mlp-no-dropout.gdsl" --batch "$2" \
+    --accumulate "$3" --optimizer sgd --lr 0.05 --target cuda -o "$dir" >/dev/null
+  rm -f "$dir/train" "$dir/libgpuc_cuda.so" "$dir/build.log" \
+    "$dir"/kernels.sm_80.* "$dir/kernels.sm_90.ptx"
+done
 # The trained weights go back into the ONNX model (--export-onnx) once.
 cp "$root/examples/mlp.onnx" "$out/artifacts/bench-mlp-128/model.onnx"
 
@@ -120,6 +130,7 @@ ldd "$out/bin/train" | awk '/=> \//{print $3}' |
 cp "$data"/*.gz "$out/data/"
 cp "$root/scripts/gpu/run.sh" "$root/scripts/gpu/gpu_check.py" \
   "$root/test/Codegen/stepcompare.py" "$root/examples/export_models.py" "$out/"
+cp "$root/test/Trainer/accumulate.test.py" "$out/accumulate_compare.py"
 chmod +x "$out/run.sh"
 git -C "$root" rev-parse HEAD >"$out/COMMIT" 2>/dev/null || echo unknown >"$out/COMMIT"
 

@@ -4,6 +4,7 @@ paths). Each phase writes summary-<phase>.json into --results and exits 1 when
 a check fails.
 
 checks  parity of one step with the CPU device (stepcompare.py tolerance);
+        gradient accumulation (4 x 32 against 1 x 128, same samples);
         CUDA Graph replay against kernel-by-kernel launches over 20 steps
         (bit-identical losses); one graph launch per training step;
         checkpoint and resume on the GPU (byte-identical); --export-onnx.
@@ -145,10 +146,30 @@ def check_resume_and_export(args, results):
     return a == b and export_ok
 
 
+def check_accumulation(args, results):
+    """4 accumulated steps of 32 against one step of 128 on the GPU, each
+    update replayed from its own graph (apply_update)."""
+    folders = {}
+    for name in ("accumulate-4x32", "accumulate-1x128"):
+        folders[name] = os.path.join(args.work, name)
+        trainer(args, name, "--data", data_dir(args), "--limit-train", 1280,
+                "--epochs", 1, "--checkpoint-dir", folders[name], "--quiet")
+    r = subprocess.run(
+        [sys.executable, os.path.join(args.bundle, "accumulate_compare.py"),
+         os.path.join(folders["accumulate-4x32"], "checkpoint.safetensors"),
+         os.path.join(folders["accumulate-1x128"], "checkpoint.safetensors"),
+         "1e-5"], capture_output=True, text=True)
+    ok = r.returncode == 0
+    print("accumulation 4x32 vs 1x128: %s\n%s%s" % (ok, r.stdout, r.stderr))
+    results["accumulation"] = {"ok": ok, "output": r.stdout + r.stderr}
+    return ok
+
+
 def phase_checks(args, results):
     ok = check_parity(args, results)
     ok &= check_graph_replay(args, results)
     ok &= check_resume_and_export(args, results)
+    ok &= check_accumulation(args, results)
     return ok
 
 

@@ -263,6 +263,9 @@ struct ModelSession {
   ModelSession() {
     gpuc::registerAllDialects(registry);
     context = std::make_unique<MLIRContext>(registry);
+    // A user's error says what is wrong and where in the model; the whole
+    // function's IR after it ("see current operation") buries that.
+    context->printOpOnDiagnostic(false);
     diagnostics =
         std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, context.get());
   }
