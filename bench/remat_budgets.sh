@@ -26,7 +26,7 @@ for spec in "mlp 1024 20" "cnn 128 5" "transformer 32 20 --class-axis -1"; do
       -o "$out/$model-$percent" --report >"$out/$model-$percent.log" 2>&1; then
       built+=" $percent"
     else
-      echo "  $percent%: $(grep -m1 'gpuc' "$out/$model-$percent.log" | sed 's/.*error: //')"
+      echo "  $percent%: $(grep -m1 'error' "$out/$model-$percent.log" | sed 's/.*error: //' | cut -c1-160)"
     fi
   done
   declare -A best=()

@@ -15,6 +15,7 @@ config.test_exec_root = os.path.join(config.gpuc_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%gpuc_src", config.gpuc_src_root))
+config.substitutions.append(("%gpuc_tooldir", config.gpuc_tools_dir))
 config.substitutions.append(("%gpuc_bin", os.path.join(config.gpuc_tools_dir, "gpuc")))
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
 

@@ -173,6 +173,8 @@ public:
   std::unique_ptr<Device> device;
   int image = -1, label = -1, loss = -1, logits = -1, rng = -1, lr = -1;
   std::string imageName, labelName;
+  /// Why the trainer cannot evaluate (no class scores), or empty.
+  std::string noEvalReason;
   int64_t batch = 0, classes = 0;
   /// Steps whose gradients one update applies (1: every step updates).
   int64_t accumulate = 1;
@@ -190,6 +192,9 @@ public:
     loss = plan.functionBuffer("train_step", "outputs",
                                t.value("loss_output", "loss"));
     logits = plan.functionBuffer("eval", "outputs", t.value("eval_output", ""));
+    noEvalReason = t.value("no_eval_reason", "");
+    if (logits < 0 && noEvalReason.empty())
+      noEvalReason = "the plan names no output to evaluate";
     if (const PlanBuffer *b = plan.find("rng"))
       rng = b->id;
     if (const PlanBuffer *b = plan.find("hyper.lr"))
@@ -771,6 +776,8 @@ int main(int argc, char **argv) {
            "%.4f std %.4f\n",
            (long long)data.train.count, (long long)stepsPerEpoch, (long long)B,
            (long long)o.epochs, data.format.c_str(), mean, stddev);
+  if (!o.quiet && s.logits < 0)
+    printf("no evaluation: %s\n", s.noEvalReason.c_str());
   if (!o.quiet && s.accumulate > 1)
     printf("accumulating the gradients of %lld steps per update: effective "
            "batch %lld\n",
@@ -864,10 +871,15 @@ int main(int argc, char **argv) {
     fclose(metrics);
   s.device->synchronize();
   if (!o.quiet) {
-    printf("done: %lld steps in %.1f s, final test_accuracy %.4f\n",
-           (long long)stepsDone,
-           std::chrono::duration<double>(Clock::now() - start).count(),
-           lastAccuracy);
+    double seconds =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    if (lastAccuracy >= 0)
+      printf("done: %lld steps in %.1f s, final test_accuracy %.4f\n",
+             (long long)stepsDone, seconds, lastAccuracy);
+    else
+      printf("done: %lld steps in %.1f s (not evaluated: %s)\n",
+             (long long)stepsDone, seconds,
+             s.logits < 0 ? s.noEvalReason.c_str() : "no epoch ended");
     Device::Counters c = s.device->counters();
     if (!c.graphLaunches.empty() || !c.hostLaunches.empty())
       printf(

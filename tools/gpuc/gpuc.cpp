@@ -43,15 +43,19 @@ int runInterpreterCommand(StringRef modulePath);
 extern cl::OptionCategory runCategory;
 } // namespace mlir::gpuc
 
-static cl::OptionCategory importCategory("gpuc import options");
+static cl::OptionCategory
+    importCategory("model options (gpuc import and gpuc compile)");
 
 static cl::opt<std::string>
     inputFilename(cl::Positional,
                   cl::desc("<model.onnx|.onnxtxt|.gdsl> (import) or "
                            "<module.mlir> (run)"),
                   cl::cat(importCategory), cl::cat(gpuc::runCategory));
-static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
-                                           cl::value_desc("file"),
+static cl::opt<std::string> outputFilename(
+    "o",
+    cl::desc("import: the .mlir file to write (default stdout); compile: the "
+             "artifact directory"),
+    cl::value_desc("path"),
                                            cl::init("-"),
                                            cl::cat(importCategory));
 static cl::opt<int64_t>
@@ -70,14 +74,14 @@ static cl::opt<bool> noSimplify(
     cl::init(false), cl::cat(importCategory));
 
 static cl::OptionCategory
-    trainCategory("gpuc import training options (build @train_step)");
+    trainCategory("training options (gpuc compile; gpuc import --train)");
 static cl::opt<bool>
     train("train",
           cl::desc("Build @train_step: loss, gradients and optimizer update"),
           cl::init(false), cl::cat(trainCategory));
 static cl::opt<std::string>
     lossKind("loss",
-             cl::desc("Add a loss on --target when the model has none: "
+             cl::desc("Add a loss on --loss-output when the model has none: "
                       "cross_entropy or mse"),
              cl::value_desc("kind"), cl::init(""), cl::cat(trainCategory));
 static cl::opt<std::string>
@@ -91,7 +95,7 @@ static cl::opt<int64_t> classAxis(
     "class-axis",
     cl::desc("cross_entropy: the output axis holding the classes (default 1; "
              "-1 for the last, as language models have)"),
-    cl::init(1), cl::cat(trainCategory));
+    cl::value_desc("axis"), cl::init(1), cl::cat(trainCategory));
 static cl::opt<int64_t> accumulateSteps(
     "accumulate",
     cl::desc("gradient accumulation: add the gradients of K steps of --batch "
@@ -350,11 +354,13 @@ static int runImport(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
-  // The run command's options mean nothing here.
+  // The run and compile commands' options mean nothing here.
   for (auto &entry : cl::getRegisteredOptions())
-    if (llvm::is_contained(entry.second->Categories, &gpuc::runCategory) &&
+    if ((llvm::is_contained(entry.second->Categories, &gpuc::runCategory) ||
+         llvm::is_contained(entry.second->Categories, &compileCategory)) &&
         entry.second != &inputFilename)
       entry.second->setHiddenFlag(cl::Hidden);
+  inputFilename.setDescription("<model.onnx|.onnxtxt|.gdsl>");
   cl::ParseCommandLineOptions(argc, argv,
                               "gpuc import: read a model into "
                               "the gpuc dialect\n");
@@ -470,6 +476,62 @@ static std::optional<std::string> chooseLossOutput(ModuleOp module) {
     lossOutput = outputs[0];
   }
   return lossOutput;
+}
+
+/// The output the trainer evaluates (class scores, argmax against the
+/// label): the one --loss was attached to, else, for a model that computes
+/// its own loss, the one output the loss is computed from. Empty with
+/// `why` set when there is no such single output.
+static std::string chooseEvalOutput(ModuleOp module, StringRef lossOutput,
+                                    std::string &why) {
+  if (!lossOutput.empty())
+    return lossOutput.str();
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward) {
+    why = "the model has no forward function";
+    return "";
+  }
+  auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+  Value loss;
+  SmallVector<std::pair<std::string, Value>> others;
+  for (unsigned i = 0; i < forward.getNumResults(); ++i) {
+    auto name = forward.getResultAttrOfType<StringAttr>(
+        i, gpuc::GpucDialect::kOutputAttrName);
+    if (!name)
+      continue;
+    if (name.getValue() == "loss")
+      loss = ret.getOperand(i);
+    else
+      others.push_back({name.str(), ret.getOperand(i)});
+  }
+  // What the loss is computed from.
+  DenseSet<Value> slice;
+  SmallVector<Value> worklist;
+  if (loss)
+    worklist.push_back(loss);
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    if (!slice.insert(v).second)
+      continue;
+    if (Operation *def = v.getDefiningOp())
+      llvm::append_range(worklist, def->getOperands());
+  }
+  SmallVector<std::string> scores;
+  for (auto &[name, value] : others) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (slice.contains(value) && type && type.getRank() >= 2)
+      scores.push_back(name);
+  }
+  if (scores.size() == 1)
+    return scores[0];
+  why = scores.empty()
+            ? "no output of the model holds what its loss is computed from "
+              "(output the class scores beside the loss to have them "
+              "evaluated)"
+            : "the loss is computed from several outputs (" +
+                  llvm::join(scores, ", ") + "); none is the obvious class "
+                  "scores";
+  return "";
 }
 
 /// --remat-sweep: gpuc-remat at fractions of the peak without it, each on
@@ -673,6 +735,10 @@ static int runCompile(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   cl::HideUnrelatedOptions({&importCategory, &trainCategory, &compileCategory});
+  // compile always builds the training step from the simplified module.
+  train.setHiddenFlag(cl::Hidden);
+  noSimplify.setHiddenFlag(cl::Hidden);
+  inputFilename.setDescription("<model.onnx|.onnxtxt|.gdsl>");
   cl::ParseCommandLineOptions(
       argc, argv,
       "gpuc compile: build the training step of a model and emit its "
@@ -746,6 +812,8 @@ static int runCompile(int argc, char **argv) {
   if (!chosenLoss)
     return 1;
   std::string lossOutput = *chosenLoss;
+  std::string noEvalReason;
+  std::string evalOutput = chooseEvalOutput(*module, lossOutput, noEvalReason);
 
   // The pipeline runs in three pass managers (the report needs the step
   // before kernels are formed, the sweep the step before remat); the dumps
@@ -821,7 +889,8 @@ static int runCompile(int argc, char **argv) {
       {"data_input", dataInput},
       {"label_input", labelsName.getValue()},
       {"loss_output", "loss"},
-      {"eval_output", lossOutput.empty() ? std::string("") : lossOutput},
+      {"eval_output", evalOutput},
+      {"no_eval_reason", noEvalReason},
       {"batch", (int64_t)batchSize},
       {"accumulate", (int64_t)accumulateSteps},
       {"optimizer", optimizerKind.getValue()}};
@@ -832,6 +901,7 @@ static int runRun(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   cl::HideUnrelatedOptions({&gpuc::runCategory});
+  inputFilename.setDescription("<module.mlir>");
   cl::ParseCommandLineOptions(
       argc, argv,
       "gpuc run: run a function of a gpuc module in the reference "

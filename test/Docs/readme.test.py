@@ -1,0 +1,113 @@
+"""Runs the commands of README.md's code blocks, so the README cannot drift
+from the code.
+
+A code block is a run of lines indented by four spaces after a blank line
+or a heading. Its command lines (backslash continuations joined) run in a
+scratch directory that sees the repository's examples/, test/, scripts/ and
+bench/, with gpuc on PATH. Some cannot run here, and are listed as skipped
+with the reason: synopses with placeholders (DIR, MODEL, [a|b]), the
+install/build scripts, and the GPU bundle. Training commands run one epoch
+on 1,280 samples (--epochs N becomes --epochs 1 --limit-train 1280): the
+flags are the README's, the time is a test's. The DSL example (the block
+under "## The model DSL") is compiled and trained, and must report a test
+accuracy. Any command that fails fails the test.
+
+usage: readme_commands.py README.md GPUC_BIN_DIR SCRATCH
+"""
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+readme, bin_dir, scratch = sys.argv[1:4]
+repo = os.path.dirname(os.path.abspath(readme))
+lines = open(readme).read().splitlines()
+
+blocks, current, previous = [], None, ""
+for number, line in enumerate(lines, 1):
+    if line.startswith("    ") and (current is not None or previous == "" or
+                                    previous.startswith("#")):
+        if current is None:
+            current = {"line": number, "heading": "", "text": []}
+            for back in range(number - 2, -1, -1):
+                if lines[back].startswith("#"):
+                    current["heading"] = lines[back]
+                    break
+            blocks.append(current)
+        current["text"].append(line[4:])
+    else:
+        current = None
+    previous = line
+
+SKIP = [
+    (r"^scripts/(demo|test)\.sh", "installs and builds: CI runs it"),
+    (r"^scripts/gpu-bundle\.sh", "GPU bundle: test/GPU/bundle.test builds it"),
+    (r"^gpu-bundle/", "runs on a GPU machine"),
+    (r"\[[^\]]*\|[^\]]*\]|\b(DIR|MODEL|SIZE|FILE|OUT)\b|\.\.\.", "synopsis"),
+]
+os.makedirs(scratch, exist_ok=True)
+for name in ("examples", "test", "scripts", "bench"):
+    link = os.path.join(scratch, name)
+    if not os.path.exists(link):
+        os.symlink(os.path.join(repo, name), link)
+env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ["PATH"])
+
+ran, skipped, failed = 0, 0, []
+for block in blocks:
+    if block["heading"].startswith("## The model DSL"):
+        continue
+    commands, pending = [], ""
+    for text in block["text"]:
+        text = text.split("  #")[0].rstrip()
+        if text.endswith("\\"):
+            pending += text[:-1] + " "
+            continue
+        if pending + text:
+            commands.append((pending + text).strip())
+        pending = ""
+    for command in commands:
+        reason = next((why for pattern, why in SKIP
+                       if re.search(pattern, command)), None)
+        if reason:
+            print("skipped (%s): %s" % (reason, command))
+            skipped += 1
+            continue
+        words = shlex.split(command)
+        if "train" in os.path.basename(words[0]) and "--epochs" in words:
+            i = words.index("--epochs")
+            words[i + 1:i + 2] = ["1", "--limit-train", "1280"]
+        r = subprocess.run(words, cwd=scratch, env=env, capture_output=True,
+                           text=True, timeout=600)
+        status = "ok" if r.returncode == 0 else "FAILED (%d)" % r.returncode
+        print("%s (README line %d): %s" % (status, block["line"],
+                                            " ".join(words)))
+        ran += 1
+        if r.returncode != 0:
+            failed.append(command)
+            print(r.stdout[-2000:] + r.stderr[-2000:])
+
+# The DSL example, as the README shows it.
+dsl = next(b for b in blocks if b["heading"].startswith("## The model DSL"))
+model = [t for t in dsl["text"]
+         if re.match(r"(input|param|output)\b|\w+ = ", t)]
+path = os.path.join(scratch, "readme.gdsl")
+with open(path, "w") as f:
+    f.write("\n".join(model) + "\n")
+subprocess.run([os.path.join(bin_dir, "gpuc"), "compile", path, "--batch",
+                "64", "--target", "cpu", "-o", "dsl-out"], cwd=scratch,
+               check=True, capture_output=True)
+r = subprocess.run(["dsl-out/train", "--data",
+                    "/usr/share/datasets/fashion-mnist", "--epochs", "1",
+                    "--limit-train", "1280"], cwd=scratch, check=True,
+                   capture_output=True, text=True)
+m = re.search(r"final test_accuracy ([0-9.]+)", r.stdout)
+print("DSL example (README line %d): %s" % (
+    dsl["line"], m.group(0) if m else r.stdout[-500:]))
+if not m or not 0.0 < float(m.group(1)) <= 1.0:
+    failed.append("the DSL example")
+ran += 1
+
+print("README commands: %d ran, %d skipped, %d failed" %
+      (ran, skipped, len(failed)))
+sys.exit(1 if failed or ran < 4 else 0)
