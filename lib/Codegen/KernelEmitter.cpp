@@ -856,7 +856,14 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     splits = rowKernelSplits(rows, rowLength);
     int64_t chunk = (rowLength + splits - 1) / splits;
     kernel.grid = std::max<int64_t>(1, rows) * splits;
-    kernel.launches = splits > 1 ? (int64_t)reductions.size() + 1 : 1;
+    // Launches of a split kernel: one per reduction, one writing the
+    // per-element values, then (when there are any) one writing the per-row
+    // values, so that a per-row result may overwrite a per-row operand that
+    // the per-element launch still reads in every block of the row.
+    int64_t elementPhase = (int64_t)reductions.size();
+    int64_t rowPhase =
+        !perRow.empty() && !perElement.empty() ? elementPhase + 1 : elementPhase;
+    kernel.launches = splits > 1 ? rowPhase + 1 : 1;
     if (splits > 1)
       kernel.workspaceBytes =
           (int64_t)reductions.size() * rows * splits * 8;
@@ -975,18 +982,25 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
       rowValues[result.getAsOpaquePointer()] = reg;
     }
     if (!perRow.empty()) {
-      open(splits > 1 ? "if (part == 0 && threadIdx.x == 0)"
-                      : "if (threadIdx.x == 0)");
+      open(splits > 1 ? llvm::formatv("if (phase == {0} && part == 0 && "
+                                      "threadIdx.x == 0)",
+                                      rowPhase)
+                            .str()
+                      : std::string("if (threadIdx.x == 0)"));
       if (failed(storeResults(perRow, "o")))
         return failure();
       close();
     }
     if (!perElement.empty()) {
+      if (splits > 1)
+        open(llvm::formatv("if (phase == {0})", elementPhase));
       rowLoop();
       std::string at = fullIndex("r");
       if (failed(storeResults(perElement, at)))
         return failure();
       close();
+      if (splits > 1)
+        close();
     }
   }
 

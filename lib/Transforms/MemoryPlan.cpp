@@ -1,6 +1,5 @@
 //===- MemoryPlan.cpp - liveness and packing of a step's buffers ----------===//
 #include "gpuc/Transforms/MemoryPlan.h"
-#include "gpuc/Codegen/KernelEmitter.h"
 #include "gpuc/Codegen/Cost.h"
 #include "gpuc/Dialect/Gpuc/GpucAttributes.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
@@ -47,19 +46,14 @@ bool mlir::gpuc::canOverwrite(FusionOp fusion, unsigned input,
   // operand of one value per row, or one of the reduced shape that it
   // reads only within the row (its reductions read the row before the
   // barrier that precedes the last pass).
-  // A row kernel split across blocks (rowKernelSplits) writes a per-row
-  // value while other blocks of the row may still read the operand.
+  // (A row kernel split across blocks writes its per-row values in a launch
+  // of their own, after every block of the row has read its operands.)
   bool perElement = false;
   for (Operation &op : block.without_terminator()) {
     if (!isReduction(&op))
       continue;
-    int64_t rows = elementsOf(op.getResult(0));
-    if (rows == n) {
-      if (rowKernelSplits(rows, elementsOf(op.getOperand(0)) /
-                                    std::max<int64_t>(rows, 1)) > 1)
-        return false;
+    if (elementsOf(op.getResult(0)) == n)
       continue;
-    }
     if (elementsOf(op.getOperand(0)) != n)
       return false;
     perElement = true;

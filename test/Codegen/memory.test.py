@@ -25,7 +25,12 @@ print("kept for backward: yes")
 # plan's own check, repeated on the serialized plan).
 buffers = plan["buffers"]
 live = {}
-for s, st in enumerate(step["steps"]):
+# The launches of a row kernel split across blocks ("launch": [k, n]) are
+# one step of the plan.
+s = -1
+for st in step["steps"]:
+    if st.get("launch", [0])[0] == 0:
+        s += 1
     ids = list(st.get("args", [])) + [st[k] for k in ("a", "b", "c", "x", "w", "y") if k in st]
     for i in ids:
         if "offset" in buffers[i]:

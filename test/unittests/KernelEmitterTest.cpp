@@ -106,8 +106,9 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
     // 4 rows: 16 chunks of 4,096 per row (kRowChunkMin bounds the split).
     EXPECT_EQ(splits, 16);
     EXPECT_EQ(kernel->grid, 4 * 16);
-    // One launch reduces, the next writes; one partial per block.
-    EXPECT_EQ(kernel->launches, 2);
+    // One launch reduces, the next writes the centred row, the last the
+    // per-row value; one partial per block.
+    EXPECT_EQ(kernel->launches, 3);
     EXPECT_EQ(kernel->workspaceBytes, 4 * 16 * 8);
     EXPECT_EQ(kernel->launchName(1), "k_p1");
     EXPECT_NE(src.find("k_p0("), std::string::npos) << src;
@@ -118,11 +119,13 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
               std::string::npos)
         << src;
     EXPECT_NE(src.find("< 16LL; ++s"), std::string::npos) << src;
-    // Only block 0 of a row writes the per-row value, which another block
-    // of the row may still be reading %b for: no in place there.
-    EXPECT_NE(src.find("if (part == 0 && threadIdx.x == 0)"), std::string::npos)
+    // Block 0 of a row writes the per-row value in a launch of its own,
+    // after every block of the row has read %b: in place stays legal.
+    EXPECT_NE(src.find("if (phase == 2 && part == 0 && threadIdx.x == 0)"),
+              std::string::npos)
         << src;
-    EXPECT_FALSE(canOverwrite(fusion, 1, 0));
+    EXPECT_NE(src.find("if (phase == 1)"), std::string::npos) << src;
+    EXPECT_TRUE(canOverwrite(fusion, 1, 0));
     // The centred row is written at the index it was read: still legal.
     EXPECT_TRUE(canOverwrite(fusion, 0, 1));
   }

@@ -11,9 +11,10 @@ namespace mlir::gpuc {
 /// One generated kernel: `extern "C" __global__ void <name>(inputs...,
 /// outputs...)`, launched with `grid` blocks of `blockThreads` threads. A
 /// row kernel whose rows are split across blocks (rowKernelSplits) is
-/// `launches` kernels <name>_p0, <name>_p1, ... run in that order, each
-/// taking a last argument: a workspace of `workspaceBytes` for the partial
-/// reductions.
+/// `launches` kernels <name>_p0, <name>_p1, ... run in that order (one per
+/// reduction, one writing per-element values, one writing per-row values),
+/// each taking a last argument: a workspace of `workspaceBytes` for the
+/// partial reductions.
 struct EmittedKernel {
   std::string name;
   std::string source;
@@ -51,9 +52,9 @@ constexpr int64_t kLongGatherLoop = 256;
 constexpr int64_t kRowKernelBlocks = 1024;
 constexpr int64_t kRowChunkMin = 4096;
 /// Blocks per row of a row kernel with `rows` rows of `rowLength` elements.
-/// A split kernel writes its per-row results after other blocks of the row
-/// have read its per-row operands, so gpuc-plan-memory does not overwrite
-/// those in place.
+/// A split kernel writes its per-row results in a launch after the one that
+/// writes per-element results (which every block of a row reads per-row
+/// operands for), so a per-row result may still overwrite such an operand.
 int64_t rowKernelSplits(int64_t rows, int64_t rowLength);
 
 /// The C type a tensor element is stored as, or "" when codegen cannot store
