@@ -211,9 +211,10 @@ def GpucRemat : Pass<"gpuc-remat", "::mlir::ModuleOp"> {
     judged by the plan gpuc-plan-memory would make:
     1. pointwise kernels are recomputed whenever that lowers the arena's
        peak, or at the same peak the bytes kept for backward;
-    2. with `budget` > 0, while the peak is above it, the recomputation
-       that lowers the peak most per recomputed FLOP is taken (a lower
-       liveness bound breaks ties). A budget that cannot be met is an
+    2. with `budget` > 0, while the peak is above it: the cheapest
+       recomputation that alone brings the peak within the budget, when
+       one does; otherwise the one that lowers the peak most per recomputed
+       FLOP (a lower liveness bound breaks ties). A budget that cannot be met is an
        error that states the lowest peak reached.
     `@train_step` gets `gpuc.remat = {budget, peak_before, peak,
     recomputed, extra_flops}`.
