@@ -74,11 +74,7 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     SmallVector<unsigned> gradResults;
     SmallVector<Value> newValues;
     SmallVector<NamedAttribute> roles;
-    for (unsigned i = 0; i < func.getNumResults(); ++i) {
-      auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(
-          i, GpucDialect::kGradAttrName);
-      if (!ref)
-        continue;
+    for (auto [i, ref] : gradientResults()) {
       gradResults.push_back(i);
       std::optional<unsigned> argIndex =
           findArgument(func, GpucDialect::kParamAttrName, ref);
@@ -114,6 +110,16 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     eraseResults(func, gradResults);
   }
 
+  /// The results of `func` that are gradients (gpuc.grad = @p), with @p.
+  SmallVector<std::pair<unsigned, FlatSymbolRefAttr>> gradientResults() {
+    SmallVector<std::pair<unsigned, FlatSymbolRefAttr>> results;
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(
+              i, GpucDialect::kGradAttrName))
+        results.push_back({i, ref});
+    return results;
+  }
+
   /// Gradient accumulation: @train_step's gradient results become their
   /// accumulators plus the gradient, and a new @apply_update returns each
   /// accumulator divided by `accumulate` as the gradient of its parameter
@@ -125,11 +131,7 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     SmallVector<Value> accumulated;
     SmallVector<NamedAttribute> accumulatorRoles;
     SmallVector<std::pair<FlatSymbolRefAttr, std::string>> grads;
-    for (unsigned i = 0; i < func.getNumResults(); ++i) {
-      auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(
-          i, GpucDialect::kGradAttrName);
-      if (!ref)
-        continue;
+    for (auto [i, ref] : gradientResults()) {
       gradResults.push_back(i);
       Value g = ret->getOperand(i);
       std::string name = (ref.getValue() + ".grad_accum").str();
