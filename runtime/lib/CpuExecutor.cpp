@@ -121,10 +121,27 @@ public:
   bool init(const CpuKernel *table, std::string &error) {
     for (const CpuKernel *k = table; k && k->name; ++k)
       kernels[k->name] = k->launch;
-    arena = alloc(plan.arenaBytes);
+    // What the plan needs, checked before any step: an allocation that
+    // fails is an error naming the bytes, not a crash later.
+    auto outOfMemory = [&](const std::string &what, int64_t bytes) {
+      int64_t total = plan.arenaBytes;
+      for (const PlanBuffer &b : plan.buffers)
+        if (b.persistent())
+          total += b.bytes;
+      error = "cannot allocate " + std::to_string(bytes) + " bytes for " +
+              what + " (the plan needs " + std::to_string(total) +
+              " bytes in all: arena + persistent buffers); compile with a "
+              "smaller --batch, or see what fits with gpuc compile "
+              "--max-batch-for";
+      return false;
+    };
+    if (!(arena = alloc(plan.arenaBytes)))
+      return outOfMemory("the arena", plan.arenaBytes);
     for (const PlanBuffer &b : plan.buffers) {
       if (b.persistent()) {
         void *p = alloc(b.bytes);
+        if (!p)
+          return outOfMemory("buffer " + b.name, b.bytes);
         memset(p, 0, b.bytes);
         owned.push_back(p);
         pointers.push_back(p);
@@ -152,6 +169,9 @@ public:
       }
     }
     scratch = static_cast<float *>(alloc(scratchFloats * sizeof(float)));
+    if (!scratch)
+      return outOfMemory("convolution scratch",
+                         scratchFloats * (int64_t)sizeof(float));
     for (auto &[name, function] : plan.json["functions"].items()) {
       std::vector<Step> &steps = programs[name];
       for (const auto &s : function["steps"]) {

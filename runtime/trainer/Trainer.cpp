@@ -22,6 +22,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -755,7 +756,21 @@ int main(int argc, char **argv) {
     if (!readSafetensors(path, tensors, meta, error))
       fail(error);
     s.restore(tensors, path);
-    startStep = std::stoll(meta["step"]);
+    // The position in the data: a whole number of steps within the run.
+    const std::string &stepText = meta["step"];
+    char *end = nullptr;
+    errno = 0;
+    long long step = strtoll(stepText.c_str(), &end, 10);
+    if (stepText.empty() || *end || errno || step < 0)
+      fail(path + ": its 'step' metadata is '" + stepText +
+           "', not a step number; the checkpoint is damaged or not the "
+           "trainer's (checkpoints come from --checkpoint-dir)");
+    startStep = step;
+    if (meta.count("seed") &&
+        (meta["seed"].empty() ||
+         meta["seed"].find_first_not_of("0123456789") != std::string::npos))
+      fail(path + ": its 'seed' metadata is '" + meta["seed"] +
+           "', not a seed; the checkpoint is damaged or not the trainer's");
     if (meta.count("seed") && std::stoull(meta["seed"]) != o.seed)
       fail(path + " was written by a run with --seed " + meta["seed"] +
            "; resume with the same seed to continue it exactly");
@@ -854,8 +869,9 @@ int main(int argc, char **argv) {
                   "\"elapsed_s\": %.2f}\n",
                   (long long)epoch + 1, (long long)step + 1, lastAccuracy,
                   std::chrono::duration<double>(Clock::now() - start).count());
-        if (metrics)
-          fflush(metrics);
+        if (metrics && fflush(metrics) != 0)
+          fail("cannot write --metrics " + o.metrics + ": " +
+               strerror(errno));
       }
     }
     if (!o.checkpointDir.empty()) {
@@ -867,8 +883,9 @@ int main(int argc, char **argv) {
         fail(error);
     }
   }
-  if (metrics)
-    fclose(metrics);
+  if (metrics && (ferror(metrics) | fclose(metrics)))
+    fail("cannot write --metrics " + o.metrics + ": " + strerror(errno) +
+         " (the metrics written so far may be incomplete)");
   s.device->synchronize();
   if (!o.quiet) {
     double seconds =
