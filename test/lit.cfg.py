@@ -56,7 +56,10 @@ for feature, modules, skipped in (
          "the PyTorch parity tests are skipped"),
         ("numpy", ["numpy"],
          "python3-numpy not importable from /usr/bin/python3: the "
-         "generated-code parity tests are skipped")):
+         "generated-code parity tests are skipped"),
+        ("onnx-python", ["onnx", "numpy"],
+         "python3-onnx not importable from /usr/bin/python3: the tests that "
+         "write ONNX models (external data) are skipped")):
     if python_imports(modules):
         config.available_features.add(feature)
     else:

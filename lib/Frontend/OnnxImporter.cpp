@@ -289,29 +289,22 @@ OnnxImporter::readTensorBytes(const onnx::TensorProto &tensor,
   size_t width = et.isInteger(1) ? 1 : et.getIntOrFloatBitWidth() / 8;
   std::string bytes;
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto &entry : tensor.external_data()) {
-      if (entry.key() == "location")
-        location = entry.value();
-      else if (entry.key() == "offset")
-        offset = std::stoll(entry.value());
-      else if (entry.key() == "length")
-        length = std::stoll(entry.value());
-    }
-    SmallString<256> file(llvm::sys::path::parent_path(path));
-    llvm::sys::path::append(file, location);
-    auto buffer = llvm::MemoryBuffer::getFile(file);
+    ExternalData data;
+    std::string error;
+    if (!resolveExternalData(tensor,
+                             llvm::sys::path::parent_path(path).str(), data,
+                             error))
+      return emit() << error;
+    if (data.length != (int64_t)(n * width))
+      return emit() << "external data of tensor '" << tensor.name() << "' has "
+                    << data.length << " bytes where its shape needs "
+                    << n * width;
+    auto buffer = llvm::MemoryBuffer::getFileSlice(data.file, data.length,
+                                                   data.offset);
     if (!buffer)
-      return emit() << "cannot read external data '" << file << "' of tensor '"
-                    << tensor.name() << "'";
-    StringRef all = (*buffer)->getBuffer();
-    if (length < 0)
-      length = all.size() - offset;
-    if (offset < 0 || offset + length > static_cast<int64_t>(all.size()))
-      return emit() << "external data of tensor '" << tensor.name()
-                    << "' lies outside '" << file << "'";
-    bytes = all.substr(offset, length).str();
+      return emit() << "cannot read external data '" << data.file
+                    << "' of tensor '" << tensor.name() << "'";
+    bytes = (*buffer)->getBuffer().str();
   } else if (tensor.has_raw_data()) {
     bytes = tensor.raw_data();
   } else {

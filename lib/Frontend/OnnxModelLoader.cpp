@@ -1,6 +1,12 @@
 //===- OnnxModelLoader.cpp - read, bind, check and infer ONNX models ------===//
 #include "OnnxModelLoader.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+
 #include "onnx/checker.h"
 #include "onnx/defs/parser.h"
 #include "onnx/defs/schema.h"
@@ -194,6 +200,76 @@ bool substituteConstantInputs(onnx::GraphProto &graph,
 
 } // namespace
 
+bool resolveExternalData(const onnx::TensorProto &tensor,
+                         const std::string &modelDir, ExternalData &data,
+                         std::string &error) {
+  std::string what = "external data of tensor '" + tensor.name() + "'";
+  std::string location;
+  bool hasLength = false;
+  for (const auto &entry : tensor.external_data()) {
+    llvm::StringRef value = entry.value();
+    int64_t number = 0;
+    bool isNumber = !value.getAsInteger(10, number) && number >= 0;
+    if (entry.key() == "location") {
+      location = entry.value();
+    } else if (entry.key() == "offset" || entry.key() == "length") {
+      if (!isNumber) {
+        error = what + ": " + entry.key() + " '" + entry.value() +
+                "' is not a non-negative whole number";
+        return false;
+      }
+      (entry.key() == "offset" ? data.offset : data.length) = number;
+      hasLength |= entry.key() == "length";
+    }
+  }
+  if (location.empty()) {
+    error = what + " names no location";
+    return false;
+  }
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(location).split(parts, '/');
+  if (llvm::sys::path::is_absolute(location) ||
+      llvm::is_contained(parts, "..") ||
+      location.find('\\') != std::string::npos) {
+    error = what + ": location '" + location +
+            "' must be a path relative to the model's directory, without "
+            "'..'";
+    return false;
+  }
+  llvm::SmallString<256> dir, file(modelDir.empty() ? "." : modelDir);
+  llvm::sys::path::append(file, location);
+  llvm::SmallString<256> realFile;
+  if (llvm::sys::fs::real_path(modelDir.empty() ? "." : modelDir, dir) ||
+      llvm::sys::fs::real_path(file, realFile)) {
+    error = what + ": cannot find '" + std::string(file) +
+            "' (external data is read from the model's directory)";
+    return false;
+  }
+  llvm::StringRef inside(realFile);
+  if (!inside.starts_with(dir) || inside.size() <= dir.size() ||
+      !llvm::sys::path::is_separator(inside[dir.size()])) {
+    error = what + ": '" + location + "' leads outside the model's directory";
+    return false;
+  }
+  llvm::sys::fs::file_status status;
+  if (llvm::sys::fs::status(realFile, status) ||
+      status.type() != llvm::sys::fs::file_type::regular_file) {
+    error = what + ": '" + location + "' is not a regular file";
+    return false;
+  }
+  int64_t size = (int64_t)status.getSize();
+  if (!hasLength)
+    data.length = size - std::min(data.offset, size);
+  if (data.offset > size || data.length > size - data.offset) {
+    error = what + ": offset " + std::to_string(data.offset) + " and length " +
+            std::to_string(data.length) + " lie outside '" + location +
+            "' (" + std::to_string(size) + " bytes)";
+    return false;
+  }
+  data.file = std::string(realFile);
+  return true;
+}
+
 bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
                    onnx::ModelProto &model, std::string &error) {
   try {
@@ -201,7 +277,28 @@ bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
       return false;
     if (!substituteConstantInputs(*model.mutable_graph(), options, error))
       return false;
+    // External data is resolved against the model's directory before the
+    // checker sees it, and the checker runs from that directory, so both
+    // read the same files.
+    std::string modelDir = llvm::sys::path::parent_path(path).str();
+    for (const onnx::TensorProto &tensor : model.graph().initializer()) {
+      ExternalData data;
+      if (tensor.data_location() == onnx::TensorProto::EXTERNAL &&
+          !resolveExternalData(tensor, modelDir, data, error))
+        return false;
+    }
     try {
+      llvm::SmallString<256> cwd;
+      bool moved = !modelDir.empty() && !llvm::sys::fs::current_path(cwd) &&
+                   !llvm::sys::fs::set_current_path(modelDir);
+      struct Restore {
+        bool moved;
+        llvm::SmallString<256> &cwd;
+        ~Restore() {
+          if (moved)
+            (void)llvm::sys::fs::set_current_path(cwd);
+        }
+      } restore{moved, cwd};
       onnx::checker::check_model(model);
     } catch (const std::exception &e) {
       error = std::string("the ONNX checker rejects the model: ") + e.what();

@@ -23,6 +23,21 @@ namespace mlir::gpuc {
 bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
                    onnx::ModelProto &model, std::string &error);
 
+/// Where a tensor's external data lives: a regular file inside the model's
+/// directory, and the bytes of it to read.
+struct ExternalData {
+  std::string file;
+  int64_t offset = 0, length = 0;
+};
+/// Resolves `tensor`'s external data against `modelDir` the one way both
+/// the ONNX checker's run and the importer use: the location must be a
+/// relative path without '..' that stays inside the directory once links
+/// are followed, name a regular file, and offset/length (whole numbers)
+/// must lie within it. False with `error` naming the tensor otherwise.
+bool resolveExternalData(const onnx::TensorProto &tensor,
+                         const std::string &modelDir, ExternalData &data,
+                         std::string &error);
+
 /// The version of the schema an op of `opset` resolves to, or -1 if ONNX does
 /// not know the op.
 int getOnnxSinceVersion(const std::string &opType, int opset);
