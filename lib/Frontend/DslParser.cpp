@@ -196,6 +196,9 @@ private:
   //===--- expressions
   //-----------------------------------------------------===//
   FailureOr<Operand> parseExpr();
+  /// How deeply the expression being parsed nests, and the most it may.
+  int expressionDepth = 0;
+  static constexpr int kMaxExpressionDepth = 256;
   FailureOr<Operand> parseTerm();
   FailureOr<Operand> parseUnary();
   FailureOr<Operand> parsePrimary();
@@ -559,6 +562,18 @@ FailureOr<Operand> DslParser::parseTerm() {
 }
 
 FailureOr<Operand> DslParser::parseUnary() {
+  // Every nested expression (parentheses, calls, unary minus) passes here:
+  // bounding the depth bounds the parser's stack, whatever the input.
+  struct Depth {
+    int &depth;
+    explicit Depth(int &d) : depth(++d) {}
+    ~Depth() { --depth; }
+  } nested(expressionDepth);
+  if (expressionDepth > kMaxExpressionDepth)
+    return error() << "the expression nests deeper than "
+                   << kMaxExpressionDepth
+                   << " levels (parentheses, calls and unary minus); split "
+                      "it into named steps";
   if (!isPunct('-'))
     return parsePrimary();
   Location l = loc();
