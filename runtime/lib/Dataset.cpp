@@ -29,7 +29,8 @@ bool readMaybeGzip(const std::string &path, std::vector<unsigned char> &bytes,
   while ((n = gzread(file, buffer, sizeof(buffer))) > 0)
     bytes.insert(bytes.end(), buffer, buffer + n);
   int status;
-  const char *message = gzerror(file, &status);
+  // gzerror's text lives in the gzFile: copy it before gzclose frees it.
+  std::string message = gzerror(file, &status);
   bool ok = n == 0 && status == Z_OK;
   gzclose(file);
   if (!ok) {
