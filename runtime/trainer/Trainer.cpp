@@ -33,6 +33,7 @@
 #include <limits.h>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <thread>
@@ -272,19 +273,40 @@ public:
   }
 
   /// Uploads named tensors into the persistent buffers of the same name.
-  void restore(const std::vector<NamedTensor> &tensors,
-               const std::string &from) {
+  /// Uploads `tensors` into the buffers of the same names, each checked
+  /// for dtype, shape and size. `complete` (a checkpoint, which holds every
+  /// parameter and state buffer): a buffer it lacks is an error too;
+  /// init.safetensors leaves out all-zero tensors, which devices start with.
+  void restore(const std::vector<NamedTensor> &tensors, const std::string &from,
+               bool complete = false) {
+    auto shapeText = [](const std::vector<int64_t> &shape) {
+      std::string text = "[";
+      for (size_t i = 0; i < shape.size(); ++i)
+        text += (i ? ", " : "") + std::to_string(shape[i]);
+      return text + "]";
+    };
+    std::set<std::string> restored;
     for (const NamedTensor &t : tensors) {
       const PlanBuffer *b = plan.find(t.name);
       if (!b)
         continue;
-      if ((int64_t)t.data.size() != b->bytes || t.dtype != b->dtype)
-        fail(from + ": tensor " + t.name + " has " +
-             std::to_string(t.data.size()) + " bytes of " + t.dtype +
-             " but the model's buffer has " + std::to_string(b->bytes) +
-             " bytes of " + b->dtype + " (checkpoint of another model?)");
+      if ((int64_t)t.data.size() != b->bytes || t.dtype != b->dtype ||
+          t.shape != b->shape)
+        fail(from + ": tensor " + t.name + " is " + t.dtype +
+             shapeText(t.shape) + " (" + std::to_string(t.data.size()) +
+             " bytes) but the model's buffer is " + b->dtype +
+             shapeText(b->shape) + " (" + std::to_string(b->bytes) +
+             " bytes) (checkpoint of another model?)");
       device->upload(b->id, t.data.data(), t.data.size());
+      restored.insert(t.name);
     }
+    if (complete)
+      for (const PlanBuffer &b : plan.buffers)
+        if ((b.kind == "param" || b.kind == "state") &&
+            !restored.count(b.name))
+          fail(from + " has no tensor " + b.name +
+               ", which the model's checkpoints hold (a damaged checkpoint, "
+               "or one of another model?)");
   }
 
   /// Every parameter and state buffer (what a checkpoint holds).
@@ -755,7 +777,7 @@ int main(int argc, char **argv) {
     std::map<std::string, std::string> meta;
     if (!readSafetensors(path, tensors, meta, error))
       fail(error);
-    s.restore(tensors, path);
+    s.restore(tensors, path, /*complete=*/true);
     // The position in the data: a whole number of steps within the run.
     const std::string &stepText = meta["step"];
     char *end = nullptr;
