@@ -748,8 +748,8 @@ int64_t gatherLoopLength(ArrayRef<Value> values) {
     if (!def || !seen.insert(def).second)
       continue;
     if (auto scatter = dyn_cast<ScatterAddOp>(def))
-      longest = std::max(longest,
-                         getNumElements(shapeOf(scatter.getIndices())));
+      longest =
+          std::max(longest, getNumElements(shapeOf(scatter.getIndices())));
     llvm::append_range(worklist, def->getOperands());
   }
   return longest;
@@ -861,12 +861,11 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     // values, so that a per-row result may overwrite a per-row operand that
     // the per-element launch still reads in every block of the row.
     int64_t elementPhase = (int64_t)reductions.size();
-    int64_t rowPhase =
-        !perRow.empty() && !perElement.empty() ? elementPhase + 1 : elementPhase;
+    int64_t rowPhase = !perRow.empty() && !perElement.empty() ? elementPhase + 1
+                                                              : elementPhase;
     kernel.launches = splits > 1 ? rowPhase + 1 : 1;
     if (splits > 1)
-      kernel.workspaceBytes =
-          (int64_t)reductions.size() * rows * splits * 8;
+      kernel.workspaceBytes = (int64_t)reductions.size() * rows * splits * 8;
     // Adjacent axes that are both kept or both reduced are one axis of the
     // iteration (batch norm's [N, C, H, W] over {0, 2, 3} is [N, C, H*W]
     // over {0, 2}), so an element's index costs one division less per

@@ -94,12 +94,13 @@ int Lowering::transient(Value value) {
 
 int Lowering::kernelWorkspace(int64_t bytes) {
   MLIRContext *context = module.getContext();
-  int id = persistent("kernel.partials", "workspace",
-                      RankedTensorType::get({1}, IntegerType::get(context, 64)));
+  int id =
+      persistent("kernel.partials", "workspace",
+                 RankedTensorType::get({1}, IntegerType::get(context, 64)));
   Buffer &b = buffers[id];
   if (bytes > b.bytes) {
-    b.type = RankedTensorType::get({(bytes + 7) / 8},
-                                   IntegerType::get(context, 64));
+    b.type =
+        RankedTensorType::get({(bytes + 7) / 8}, IntegerType::get(context, 64));
     b.bytes = b.type.getNumElements() * 8;
   }
   return id;

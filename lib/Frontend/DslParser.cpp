@@ -570,8 +570,7 @@ FailureOr<Operand> DslParser::parseUnary() {
     ~Depth() { --depth; }
   } nested(expressionDepth);
   if (expressionDepth > kMaxExpressionDepth)
-    return error() << "the expression nests deeper than "
-                   << kMaxExpressionDepth
+    return error() << "the expression nests deeper than " << kMaxExpressionDepth
                    << " levels (parentheses, calls and unary minus); split "
                       "it into named steps";
   if (!isPunct('-'))

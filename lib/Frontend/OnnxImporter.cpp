@@ -291,16 +291,15 @@ OnnxImporter::readTensorBytes(const onnx::TensorProto &tensor,
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
     ExternalData data;
     std::string error;
-    if (!resolveExternalData(tensor,
-                             llvm::sys::path::parent_path(path).str(), data,
-                             error))
+    if (!resolveExternalData(tensor, llvm::sys::path::parent_path(path).str(),
+                             data, error))
       return emit() << error;
     if (data.length != (int64_t)(n * width))
       return emit() << "external data of tensor '" << tensor.name() << "' has "
                     << data.length << " bytes where its shape needs "
                     << n * width;
-    auto buffer = llvm::MemoryBuffer::getFileSlice(data.file, data.length,
-                                                   data.offset);
+    auto buffer =
+        llvm::MemoryBuffer::getFileSlice(data.file, data.length, data.offset);
     if (!buffer)
       return emit() << "cannot read external data '" << data.file
                     << "' of tensor '" << tensor.name() << "'";

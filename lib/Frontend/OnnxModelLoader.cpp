@@ -6,7 +6,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
-
 #include "onnx/checker.h"
 #include "onnx/defs/parser.h"
 #include "onnx/defs/schema.h"
@@ -262,8 +261,8 @@ bool resolveExternalData(const onnx::TensorProto &tensor,
     data.length = size - std::min(data.offset, size);
   if (data.offset > size || data.length > size - data.offset) {
     error = what + ": offset " + std::to_string(data.offset) + " and length " +
-            std::to_string(data.length) + " lie outside '" + location +
-            "' (" + std::to_string(size) + " bytes)";
+            std::to_string(data.length) + " lie outside '" + location + "' (" +
+            std::to_string(size) + " bytes)";
     return false;
   }
   data.file = std::string(realFile);

@@ -135,8 +135,8 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
       gradResults.push_back(i);
       Value g = ret->getOperand(i);
       std::string name = (ref.getValue() + ".grad_accum").str();
-      Value acc = stateArgument(module, name,
-                                cast<RankedTensorType>(g.getType()));
+      Value acc =
+          stateArgument(module, name, cast<RankedTensorType>(g.getType()));
       accumulated.push_back(add(acc, g));
       accumulatorRoles.push_back(builder->getNamedAttr(
           GpucDialect::kUpdateAttrName,
@@ -152,9 +152,9 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     // gradient as a gpuc.grad result (as autodiff left it in @train_step).
     OpBuilder moduleBuilder(module.getBodyRegion());
     moduleBuilder.setInsertionPointAfter(func);
-    auto apply = func::FuncOp::create(
-        moduleBuilder, func.getLoc(), "apply_update",
-        FunctionType::get(module.getContext(), {}, {}));
+    auto apply =
+        func::FuncOp::create(moduleBuilder, func.getLoc(), "apply_update",
+                             FunctionType::get(module.getContext(), {}, {}));
     Block *entry = apply.addEntryBlock();
     applyBuilder = std::make_shared<OpBuilder>(OpBuilder::atBlockEnd(entry));
     func::ReturnOp::create(*applyBuilder, func.getLoc());

@@ -133,9 +133,9 @@ struct Schedule : gpuc::impl::GpucScheduleBase<Schedule> {
     unsigned moved = 0;
     for (auto [a, b] : llvm::zip(original, order))
       moved += a != b;
-    bool better = after.peak < before.peak ||
-                  (after.peak == before.peak &&
-                   after.lowerBound < before.lowerBound);
+    bool better =
+        after.peak < before.peak ||
+        (after.peak == before.peak && after.lowerBound < before.lowerBound);
     if (!better) {
       applyOrder(body, original);
       after = before;
@@ -143,17 +143,16 @@ struct Schedule : gpuc::impl::GpucScheduleBase<Schedule> {
     }
     // estimatePlan leaves gpuc.in_place choices behind; the planner makes
     // its own.
-    func.walk([](Operation *op) {
-      op->removeAttr(GpucDialect::kInPlaceAttrName);
-    });
+    func.walk(
+        [](Operation *op) { op->removeAttr(GpucDialect::kInPlaceAttrName); });
     Builder b(func.getContext());
-    func->setAttr(GpucDialect::kScheduleAttrName,
-                  b.getDictionaryAttr({
-                      b.getNamedAttr("peak_before",
-                                     b.getI64IntegerAttr(before.peak)),
-                      b.getNamedAttr("peak", b.getI64IntegerAttr(after.peak)),
-                      b.getNamedAttr("moved", b.getI64IntegerAttr(moved)),
-                  }));
+    func->setAttr(
+        GpucDialect::kScheduleAttrName,
+        b.getDictionaryAttr({
+            b.getNamedAttr("peak_before", b.getI64IntegerAttr(before.peak)),
+            b.getNamedAttr("peak", b.getI64IntegerAttr(after.peak)),
+            b.getNamedAttr("moved", b.getI64IntegerAttr(moved)),
+        }));
   }
 };
 } // namespace

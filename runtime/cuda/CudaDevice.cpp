@@ -445,10 +445,9 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   step.shape = std::to_string(m) + "x" + std::to_string(n) + "x" +
                std::to_string(k) + (transA ? " A^T" : "") +
                (transB ? " B^T" : "") +
-               (step.calls > 1 ? " x" + std::to_string(step.calls) + " calls"
-                               : layoutBatch > 1
-                                     ? " batch " + std::to_string(layoutBatch)
-                                     : "");
+               (step.calls > 1    ? " x" + std::to_string(step.calls) + " calls"
+                : layoutBatch > 1 ? " batch " + std::to_string(layoutBatch)
+                                  : "");
   return true;
 }
 
@@ -739,9 +738,9 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
         return false;
   }
   description += options.graphs ? ", one CUDA Graph launch per step"
-                 : profile     ? ", kernel-by-kernel launches timed one by "
-                                 "one (GPUC_PROFILE)"
-                               : ", kernel-by-kernel launches (--no-graph)";
+                 : profile      ? ", kernel-by-kernel launches timed one by "
+                                  "one (GPUC_PROFILE)"
+                                : ", kernel-by-kernel launches (--no-graph)";
   return true;
 }
 
@@ -938,8 +937,8 @@ bool CudaDevice::issue(const std::string &function, int slot, CUstream stream,
   std::vector<Step> &steps = programs[function];
   bool timed = profile && !options.graphs;
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (timed && !check(cuEventRecord(stepEvents[i], stream), "cuEventRecord",
-                        error))
+    if (timed &&
+        !check(cuEventRecord(stepEvents[i], stream), "cuEventRecord", error))
       return false;
     if (!issueStep(steps[i], stream, error))
       return false;
@@ -948,8 +947,8 @@ bool CudaDevice::issue(const std::string &function, int slot, CUstream stream,
     return true;
   if (!check(cuEventRecord(stepEvents[steps.size()], stream), "cuEventRecord",
              error) ||
-      !check(cuEventSynchronize(stepEvents[steps.size()]),
-             "cuEventSynchronize", error))
+      !check(cuEventSynchronize(stepEvents[steps.size()]), "cuEventSynchronize",
+             error))
     return false;
   for (size_t i = 0; i < steps.size(); ++i) {
     float ms = 0;

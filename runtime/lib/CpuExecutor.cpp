@@ -318,9 +318,8 @@ private:
   /// at least one.
   static int64_t chunkSamples(const ConvGeometry &g) {
     int64_t perSample = (g.rows() + g.k) * g.oh * g.ow * (int64_t)sizeof(float);
-    return std::clamp<int64_t>(kConvScratchBytes / std::max<int64_t>(
-                                                       perSample, 1),
-                               1, g.n);
+    return std::clamp<int64_t>(
+        kConvScratchBytes / std::max<int64_t>(perSample, 1), 1, g.n);
   }
   /// Runs `body(chunk, first)` over the batch of `g` in chunks: `chunk` is
   /// the geometry of samples [first, first + chunk.n).
@@ -356,9 +355,8 @@ private:
       int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
       for (int64_t grp = 0; grp < g.groups; ++grp)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, g.cols(), kg,
-                    1.0f, s.w + grp * kg * rows, rows,
-                    dy + grp * kg * g.cols(), g.cols(), 0.0f,
-                    col + grp * rows * g.cols(), g.cols());
+                    1.0f, s.w + grp * kg * rows, rows, dy + grp * kg * g.cols(),
+                    g.cols(), 0.0f, col + grp * rows * g.cols(), g.cols());
       col2im(g, col, s.x + first * g.c * g.h * g.w);
     });
   }
@@ -371,8 +369,8 @@ private:
       nkpToKp(s.y + first * g.k * g.oh * g.ow, dy, g.n, g.k, g.oh * g.ow);
       int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
       for (int64_t grp = 0; grp < g.groups; ++grp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kg, rows,
-                    g.cols(), 1.0f, dy + grp * kg * g.cols(), g.cols(),
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kg, rows, g.cols(),
+                    1.0f, dy + grp * kg * g.cols(), g.cols(),
                     col + grp * rows * g.cols(), g.cols(),
                     first == 0 ? 0.0f : 1.0f, s.w + grp * kg * rows, rows);
     });

@@ -302,8 +302,7 @@ public:
     }
     if (complete)
       for (const PlanBuffer &b : plan.buffers)
-        if ((b.kind == "param" || b.kind == "state") &&
-            !restored.count(b.name))
+        if ((b.kind == "param" || b.kind == "state") && !restored.count(b.name))
           fail(from + " has no tensor " + b.name +
                ", which the model's checkpoints hold (a damaged checkpoint, "
                "or one of another model?)");
@@ -892,8 +891,7 @@ int main(int argc, char **argv) {
                   (long long)epoch + 1, (long long)step + 1, lastAccuracy,
                   std::chrono::duration<double>(Clock::now() - start).count());
         if (metrics && fflush(metrics) != 0)
-          fail("cannot write --metrics " + o.metrics + ": " +
-               strerror(errno));
+          fail("cannot write --metrics " + o.metrics + ": " + strerror(errno));
       }
     }
     if (!o.checkpointDir.empty()) {

@@ -69,14 +69,14 @@ static std::string rowKernel(int rows) {
   std::string r = std::to_string(rows), t = "tensor<65536x" + r + "xf32>",
               v = "tensor<" + r + "xf32>";
   return "func.func @f(%a: " + t + ", %b: " + v + ") -> (" + v + ", " + t +
-         ") {\n  %r:2 = gpuc.fusion(%a, %b) : (" + t + ", " + v + ") -> (" +
-         v + ", " + t + ") {\n  ^bb0(%x: " + t + ", %y: " + v +
+         ") {\n  %r:2 = gpuc.fusion(%a, %b) : (" + t + ", " + v + ") -> (" + v +
+         ", " + t + ") {\n  ^bb0(%x: " + t + ", %y: " + v +
          "):\n    %s = gpuc.reduce_sum %x axes = [0] : " + t + " -> " + v +
          "\n    %p = gpuc.add %s, %y : " + v +
          "\n    %m = gpuc.broadcast %s : " + v + " -> " + t +
-         "\n    %c = gpuc.sub %x, %m : " + t + "\n    gpuc.yield %p, %c : " +
-         v + ", " + t + "\n  }\n  return %r#0, %r#1 : " + v + ", " + t +
-         "\n}\n";
+         "\n    %c = gpuc.sub %x, %m : " + t +
+         "\n    gpuc.yield %p, %c : " + v + ", " + t +
+         "\n  }\n  return %r#0, %r#1 : " + v + ", " + t + "\n}\n";
 }
 
 TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {

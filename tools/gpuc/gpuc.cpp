@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 #include "MemoryReport.h"
-#include "gpuc/Codegen/StepProgram.h"
 #include "gpuc/Codegen/Cost.h"
 #include "gpuc/Codegen/Nvrtc.h"
+#include "gpuc/Codegen/StepProgram.h"
 #include "gpuc/Frontend/DslParser.h"
 #include "gpuc/Frontend/OnnxImporter.h"
 #include "gpuc/InitAll.h"
@@ -17,8 +17,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
@@ -55,9 +55,7 @@ static cl::opt<std::string> outputFilename(
     "o",
     cl::desc("import: the .mlir file to write (default stdout); compile: the "
              "artifact directory"),
-    cl::value_desc("path"),
-                                           cl::init("-"),
-                                           cl::cat(importCategory));
+    cl::value_desc("path"), cl::init("-"), cl::cat(importCategory));
 static cl::opt<int64_t>
     batchSize("batch",
               cl::desc("Bind the symbolic batch dimension (dimension 0 of the "
@@ -529,7 +527,8 @@ static std::string chooseEvalOutput(ModuleOp module, StringRef lossOutput,
               "(output the class scores beside the loss to have them "
               "evaluated)"
             : "the loss is computed from several outputs (" +
-                  llvm::join(scores, ", ") + "); none is the obvious class "
+                  llvm::join(scores, ", ") +
+                  "); none is the obvious class "
                   "scores";
   return "";
 }
@@ -662,8 +661,8 @@ static int runMaxBatchFor() {
     int64_t total = m["total"], arena = m["arena_bytes"];
     return llvm::formatv("{0} bytes ({1:f2} MiB: persistent {2:f2} + arena "
                          "{3:f2})",
-                         total, total / 1048576.0,
-                         (total - arena) / 1048576.0, arena / 1048576.0)
+                         total, total / 1048576.0, (total - arena) / 1048576.0,
+                         arena / 1048576.0)
         .str();
   };
   llvm::outs() << llvm::formatv("max batch for {0} bytes ({1:f2} MiB):\n",
@@ -692,8 +691,8 @@ static int runMaxBatchFor() {
     const char *how = remat ? "with remat   " : "without remat";
     std::optional<nlohmann::json> best = fits(1);
     if (!best) {
-      llvm::outs() << "  " << how << ": none; batch 1 needs "
-                   << describe(*one) << "\n";
+      llvm::outs() << "  " << how << ": none; batch 1 needs " << describe(*one)
+                   << "\n";
       continue;
     }
     int64_t low = 1, high = 2;
@@ -885,15 +884,14 @@ static int runCompile(int argc, char **argv) {
             i, gpuc::GpucDialect::kInputAttrName))
       if (name.getValue() != labelsName && dataInput.empty())
         dataInput = name.str();
-  artifact.trainer = {
-      {"data_input", dataInput},
-      {"label_input", labelsName.getValue()},
-      {"loss_output", "loss"},
-      {"eval_output", evalOutput},
-      {"no_eval_reason", noEvalReason},
-      {"batch", (int64_t)batchSize},
-      {"accumulate", (int64_t)accumulateSteps},
-      {"optimizer", optimizerKind.getValue()}};
+  artifact.trainer = {{"data_input", dataInput},
+                      {"label_input", labelsName.getValue()},
+                      {"loss_output", "loss"},
+                      {"eval_output", evalOutput},
+                      {"no_eval_reason", noEvalReason},
+                      {"batch", (int64_t)batchSize},
+                      {"accumulate", (int64_t)accumulateSteps},
+                      {"optimizer", optimizerKind.getValue()}};
   return gpuc::writeArtifact(*module, artifact);
 }
 

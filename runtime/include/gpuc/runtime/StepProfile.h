@@ -3,9 +3,9 @@
 // GPUC_PROFILE=1 makes a device time every plan step it runs (the CPU with a
 // clock around each step, the CUDA device with events between steps, its
 // graphs off) and print this report at exit: time by step kind, then the
-// longest steps (first run left out) with their achieved bandwidth and FLOP rate from the plan's
-// bytes_read/bytes_written/flops. Header-only: the CUDA plugin links no part
-// of the runtime library.
+// longest steps (first run left out) with their achieved bandwidth and FLOP
+// rate from the plan's bytes_read/bytes_written/flops. Header-only: the CUDA
+// plugin links no part of the runtime library.
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_RUNTIME_STEPPROFILE_H
@@ -77,12 +77,13 @@ inline void printStepProfile(const char *device,
   for (size_t r = 0; r < order.size() && r < 15; ++r) {
     const StepTime &s = steps[order[r]];
     double each = s.seconds / std::max<int64_t>(s.runs, 1);
-    fprintf(stderr, "  %9.4f s %5.1f%%  %8.4f ms %8.1f GB/s %9.1f GFLOP/s  %s "
-                    "step %zu (%s)\n",
-            s.seconds, 100.0 * s.seconds / std::max(total, 1e-12),
-            1e3 * each, s.bytes / std::max(each, 1e-12) / 1e9,
-            s.flops / std::max(each, 1e-12) / 1e9, s.function.c_str(),
-            s.index, s.label.c_str());
+    fprintf(stderr,
+            "  %9.4f s %5.1f%%  %8.4f ms %8.1f GB/s %9.1f GFLOP/s  %s "
+            "step %zu (%s)\n",
+            s.seconds, 100.0 * s.seconds / std::max(total, 1e-12), 1e3 * each,
+            s.bytes / std::max(each, 1e-12) / 1e9,
+            s.flops / std::max(each, 1e-12) / 1e9, s.function.c_str(), s.index,
+            s.label.c_str());
   }
 }
 
