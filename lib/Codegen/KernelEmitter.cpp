@@ -35,10 +35,29 @@ StringRef mlir::gpuc::storageCType(Type elementType) {
     return "int32_t";
   if (elementType.isInteger(1))
     return "bool";
+  if (elementType.isF16())
+    return "gpuc::f16";
+  if (elementType.isBF16())
+    return "gpuc::bf16";
   return "";
 }
 
+StringRef mlir::gpuc::registerCType(Type elementType) {
+  if (isa<FloatType>(elementType))
+    return "float";
+  return storageCType(elementType);
+}
+
 namespace {
+/// `expr`, a float, rounded to `type` when that is f16 or bf16.
+std::string rounded(Type type, const std::string &expr) {
+  if (type.isF16())
+    return "gpuc::roundF16(" + expr + ")";
+  if (type.isBF16())
+    return "gpuc::roundBF16(" + expr + ")";
+  return expr;
+}
+
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
@@ -106,11 +125,14 @@ private:
     memo[key] = reg;
     scopes.back().push_back(key);
   }
-  /// Declares a register holding `expr` and returns its name.
-  std::string define(Value v, const std::string &expr) {
+  /// Declares a register holding `expr` and returns its name. An f16 or
+  /// bf16 value is computed in f32 and rounded to its type, so a fused
+  /// kernel computes what the op-by-op interpreter does; `exact` (a load)
+  /// needs no rounding.
+  std::string define(Value v, const std::string &expr, bool exact = false) {
     std::string reg = fresh("v");
-    line(llvm::formatv("const {0} {1} = {2};", storageCType(elementOf(v)), reg,
-                       expr));
+    line(llvm::formatv("const {0} {1} = {2};", registerCType(elementOf(v)), reg,
+                       exact ? expr : rounded(elementOf(v), expr)));
     return reg;
   }
   /// Declares an index register.
@@ -208,7 +230,8 @@ FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
     return row->second;
   std::string reg;
   if (auto arg = dyn_cast<BlockArgument>(v)) {
-    reg = define(v, llvm::formatv("in{0}[{1}]", arg.getArgNumber(), idx).str());
+    reg = define(v, llvm::formatv("in{0}[{1}]", arg.getArgNumber(), idx).str(),
+                 /*exact=*/true);
   } else {
     FailureOr<std::string> computed = compute(v.getDefiningOp(), v, idx);
     if (failed(computed))
@@ -336,7 +359,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
       .Case([&](CastOp) {
         if (elementOf(v).isInteger(1))
           return unary(fmt("({0} != 0)"));
-        std::string type = storageCType(elementOf(v)).str();
+        std::string type = registerCType(elementOf(v)).str();
         return unary([type](const std::string &x) {
           return "(" + type + ")(" + x + ")";
         });
@@ -400,7 +423,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         }
         std::string reg = fresh("v");
         line(llvm::formatv(
-            "{0} {1} = {2};", storageCType(elementOf(v)), reg,
+            "{0} {1} = {2};", registerCType(elementOf(v)), reg,
             literal(p.getValue().convertToDouble(), elementOf(v))));
         open("if (" + inside + ")");
         FailureOr<std::string> x = at(p.getInput(), raveled(inCoords, in));
@@ -414,7 +437,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         int64_t axis = c.getAxis();
         SmallVector<std::string> coords = unravel(idx, shape);
         std::string reg = fresh("v");
-        line(llvm::formatv("{0} {1};", storageCType(elementOf(v)), reg));
+        line(llvm::formatv("{0} {1};", registerCType(elementOf(v)), reg));
         int64_t offset = 0;
         for (auto [k, input] : llvm::enumerate(c.getInputs())) {
           ArrayRef<int64_t> in = shapeOf(input);
@@ -461,7 +484,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
       })
       .Case([&](IotaOp i) -> FailureOr<std::string> {
         SmallVector<std::string> coords = unravel(idx, shape);
-        return define(v, "(" + storageCType(elementOf(v)).str() + ")" +
+        return define(v, "(" + registerCType(elementOf(v)).str() + ")" +
                              coords[i.getDim()]);
       })
       .Case([&](ScatterAddOp s) -> FailureOr<std::string> {
@@ -971,11 +994,12 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
         close();
       }
       Value result = reduce->getResult(0);
-      std::string type = storageCType(elementOf(result)).str();
-      std::string value =
+      std::string type = registerCType(elementOf(result)).str();
+      std::string value = rounded(
+          elementOf(result),
           isa<ReduceMeanOp>(reduce)
               ? llvm::formatv("({0})({1} / {2}.0)", type, acc, rowLength).str()
-              : llvm::formatv("({0}){1}", type, acc).str();
+              : llvm::formatv("({0}){1}", type, acc).str());
       std::string reg = fresh("red");
       line(llvm::formatv("const {0} {1} = {2};", type, reg, value));
       rowValues[result.getAsOpaquePointer()] = reg;
@@ -1012,8 +1036,8 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     if (type.empty())
       return fusion.emitOpError()
              << "reads " << input.getType()
-             << ", which code generation cannot store yet (f16/bf16 come with "
-                "mixed precision)";
+             << ", which code generation cannot store (it stores f32, f16, "
+                "bf16, i64, i32 and i1)";
     // Pointers that alias (an output written over this input) drop
     // __restrict__; every other pointer keeps it.
     bool aliased = llvm::is_contained(inPlace, (int64_t)k);
@@ -1029,7 +1053,8 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     StringRef type = storageCType(elementOf(output));
     if (type.empty())
       return fusion.emitOpError() << "writes " << output.getType()
-                                  << ", which code generation cannot store yet";
+                                  << ", which code generation cannot store (it stores f32, "
+                                     "f16, bf16, i64, i32 and i1)";
     params += llvm::formatv("{0}{1} *{2}out{3}", params.empty() ? "" : ", ",
                             type, inPlace[k] >= 0 ? "" : "__restrict__ ", k);
     names += llvm::formatv("{0}out{1}", names.empty() ? "" : ", ", k);

@@ -28,6 +28,10 @@ std::string dtypeOf(Type type) {
     return "I32";
   if (type.isInteger(1))
     return "BOOL";
+  if (type.isF16())
+    return "F16";
+  if (type.isBF16())
+    return "BF16";
   return "";
 }
 
@@ -120,6 +124,16 @@ LogicalResult Lowering::initialValue(StringRef name, ElementsAttr attr) {
     if (tensor.elementType.isF32()) {
       float f = (float)d;
       memcpy(at, &f, 4);
+    } else if (auto half = dyn_cast<FloatType>(tensor.elementType);
+               half && half.getWidth() == 16) {
+      // The bits of the value rounded to nearest even (exact: the host
+      // tensor already holds a value of this type).
+      bool losesInfo;
+      APFloat f(d);
+      f.convert(half.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                &losesInfo);
+      uint16_t bits = f.bitcastToAPInt().getZExtValue();
+      memcpy(at, &bits, 2);
     } else if (tensor.elementType.isInteger(64)) {
       int64_t v = (int64_t)d;
       memcpy(at, &v, 8);
@@ -151,7 +165,10 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
     int64_t m = c[r - 2], n = c[r - 1];
     int64_t k = mm.getTransposeLhs() ? a[a.size() - 2] : a[a.size() - 1];
     int64_t batch = getNumElements(c) / (m * n);
+    // The operands' and the result's element type (one type: the ops
+    // verify it); f16/bf16 accumulate in f32 on every device.
     step = {{"op", "gemm"},
+            {"dtype", dtypeOf(getElementTypeOrSelf(mm.getResult().getType()))},
             {"a", buf(mm.getLhs())},
             {"b", buf(mm.getRhs())},
             {"c", buf(mm.getResult())},
@@ -169,6 +186,7 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
                   ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
                   ArrayRef<int64_t> dilations, int64_t groups) {
     return json{{"op", name.str()},
+                {"dtype", dtypeOf(getElementTypeOrSelf(y.getType()))},
                 {"x", buf(x)},
                 {"w", buf(w)},
                 {"y", buf(y)},

@@ -65,6 +65,15 @@ struct Autodiff : gpuc::impl::GpucAutodiffBase<Autodiff> {
               "cross_entropy --target OUTPUT)";
   }
 
+  /// The gpuc.parameter holding the loss scale (gpuc-amp), if any.
+  static ParameterOp lossScaleParameter(func::FuncOp func) {
+    auto module = func->getParentOfType<ModuleOp>();
+    for (auto p : module.getOps<ParameterOp>())
+      if (p->hasAttr(GpucDialect::kLossScaleAttrName))
+        return p;
+    return {};
+  }
+
   LogicalResult differentiate(func::FuncOp func) {
     FailureOr<unsigned> lossIndex = findLoss(func);
     if (failed(lossIndex))
@@ -103,7 +112,23 @@ struct Autodiff : gpuc::impl::GpucAutodiffBase<Autodiff> {
     OpBuilder builder(ret);
     TensorBuilder tensors(builder);
     DenseMap<Value, Value> grads;
+    // The backward seed: 1, or the loss scale under mixed precision (the
+    // gradients come out scaled; gpuc-optimizer unscales them).
     grads[lossValue] = tensors.splatLike(func.getLoc(), lossValue, 1.0);
+    if (ParameterOp scale = lossScaleParameter(func)) {
+      auto ref = FlatSymbolRefAttr::get(scale);
+      std::optional<unsigned> arg =
+          findArgument(func, GpucDialect::kParamAttrName, ref);
+      Value seed =
+          arg ? Value(func.getArgument(*arg))
+              : Value(appendArgument(
+                    func, scale.getType(),
+                    builder.getNamedAttr(GpucDialect::kParamAttrName, ref),
+                    scale.getLoc()));
+      if (seed.getType() != lossValue.getType())
+        seed = CastOp::create(builder, func.getLoc(), lossValue.getType(), seed);
+      grads[lossValue] = seed;
+    }
     SmallVector<Operation *> forwardOps;
     for (Operation &op : body.without_terminator())
       forwardOps.push_back(&op);

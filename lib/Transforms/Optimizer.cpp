@@ -5,6 +5,7 @@
 // are scalar step arguments; state lives in module-level parameters.
 //
 //===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/ExprBuilder.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/Signature.h"
 #include "gpuc/Dialect/Gpuc/TensorBuilder.h"
@@ -71,6 +72,15 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     Value newCount = AddOp::create(*builder, loc, count.getType(), count, one);
 
     auto ret = func.getBody().front().getTerminator();
+    // Mixed precision's loss scale: the gradients are unscaled here, and a
+    // non-finite one leaves every parameter and state value as it was.
+    Value finite;
+    DenseMap<unsigned, Value> unscaled;
+    if (ParameterOp scaleParam = lossScaleParameter(module)) {
+      finite = unscaleGradients(module, scaleParam, unscaled);
+      if (!finite)
+        return signalPassFailure();
+    }
     SmallVector<unsigned> gradResults;
     SmallVector<Value> newValues;
     SmallVector<NamedAttribute> roles;
@@ -85,14 +95,21 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
       }
       auto param = module.lookupSymbol<ParameterOp>(ref.getAttr());
       Value p = func.getArgument(*argIndex), g = ret->getOperand(i);
+      if (finite)
+        g = unscaled.lookup(i);
       SmallVector<std::pair<ParameterOp, Value>> updates;
       Value updated = kind == "sgd"
                           ? sgd(module, param, p, g, count, updates)
                           : adam(module, param, p, g, newCount, updates);
-      newValues.push_back(updated);
+      newValues.push_back(finite ? keepUnlessFinite(finite, updated, p)
+                                 : updated);
       roles.push_back(builder->getNamedAttr(GpucDialect::kUpdateAttrName,
                                             FlatSymbolRefAttr::get(param)));
       for (auto [state, value] : updates) {
+        if (finite)
+          value = keepUnlessFinite(
+              finite, value, stateArgument(module, state.getSymName(),
+                                           state.getTensorType()));
         newValues.push_back(value);
         roles.push_back(builder->getNamedAttr(GpucDialect::kUpdateAttrName,
                                               FlatSymbolRefAttr::get(state)));
@@ -102,12 +119,106 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
       func.emitError() << "@train_step has no gradients to apply";
       return signalPassFailure();
     }
-    newValues.push_back(newCount);
+    newValues.push_back(finite ? keepUnlessFinite(finite, newCount, count)
+                               : newCount);
     roles.push_back(builder->getNamedAttr(
         GpucDialect::kUpdateAttrName,
         FlatSymbolRefAttr::get(builder->getContext(), "optimizer.step")));
+    if (finite)
+      updateLossScale(module, finite, newValues, roles);
     appendResults(func, newValues, roles);
     eraseResults(func, gradResults);
+  }
+
+  static ParameterOp lossScaleParameter(ModuleOp module) {
+    for (auto p : module.getOps<ParameterOp>())
+      if (p->hasAttr(GpucDialect::kLossScaleAttrName))
+        return p;
+    return {};
+  }
+
+  /// Fills `unscaled` (gradient result index -> gradient / scale) and
+  /// returns the scalar i1 "every gradient is finite": the sum over all
+  /// gradients of g * 0 is 0 exactly when none holds an infinity or a NaN,
+  /// in any summation order.
+  Value unscaleGradients(ModuleOp module, ParameterOp scaleParam,
+                         DenseMap<unsigned, Value> &unscaled) {
+    auto ret = func.getBody().front().getTerminator();
+    ExprBuilder B(*builder, loc);
+    Value scale = stateArgument(module, scaleParam.getSymName(),
+                                scaleParam.getTensorType());
+    Value inverse = div(scalarConst(1.0), scale);
+    Value poison;
+    for (auto [i, ref] : gradientResults()) {
+      Value g = ret->getOperand(i);
+      auto type = cast<RankedTensorType>(g.getType());
+      if (type.getElementType() != builder->getF32Type()) {
+        func.emitError() << "the gradient of " << ref << " is " << type
+                         << "; loss scaling expects f32 master weights";
+        return {};
+      }
+      SmallVector<int64_t> axes;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        axes.push_back(d);
+      Value zeroed = mul(g, TensorBuilder(*builder).splatLike(loc, g, 0.0));
+      Value part = axes.empty() ? zeroed : B.sum(zeroed, axes, false);
+      poison = poison ? add(poison, part) : part;
+      unscaled[i] = mul(g, broadcastLike(inverse, g));
+    }
+    if (!poison)
+      return {};
+    return CompareOp::create(*builder, loc, ComparePredicate::eq, poison,
+                             scalarConst(0.0));
+  }
+
+  /// `value` where the step's gradients are finite, else `old`.
+  Value keepUnlessFinite(Value finite, Value value, Value old) {
+    Value cond = TensorBuilder(*builder).broadcastTo(
+        loc, finite, cast<RankedTensorType>(value.getType()).getShape());
+    return SelectOp::create(*builder, loc, value.getType(), cond, value, old);
+  }
+
+  /// The scale's own update (PyTorch GradScaler's rule): on a non-finite
+  /// step x0.5 and the clean count restarts; after `growth_interval`
+  /// clean steps x2. A static scale stays; both count skipped steps.
+  void updateLossScale(ModuleOp module, Value finite,
+                       SmallVectorImpl<Value> &newValues,
+                       SmallVectorImpl<NamedAttribute> &roles) {
+    ParameterOp scaleParam = lossScaleParameter(module);
+    auto config =
+        scaleParam->getAttrOfType<DictionaryAttr>(GpucDialect::kLossScaleAttrName);
+    auto mode = config ? config.getAs<StringAttr>("mode") : StringAttr();
+    auto interval =
+        config ? config.getAs<IntegerAttr>("growth_interval") : IntegerAttr();
+    auto scalar = RankedTensorType::get({}, builder->getF32Type());
+    auto role = [&](StringRef name) {
+      return builder->getNamedAttr(
+          GpucDialect::kUpdateAttrName,
+          FlatSymbolRefAttr::get(builder->getContext(), name));
+    };
+    auto select = [&](Value c, Value t, Value f) {
+      return SelectOp::create(*builder, loc, t.getType(), c, t, f).getResult();
+    };
+    Value skipped = stateArgument(module, "amp.skipped_steps", scalar);
+    newValues.push_back(
+        select(finite, skipped, add(skipped, scalarConst(1.0))));
+    roles.push_back(role("amp.skipped_steps"));
+    if (!mode || mode.getValue() != "dynamic")
+      return;
+    Value scale = stateArgument(module, scaleParam.getSymName(), scalar);
+    Value good = stateArgument(module, "amp.good_steps", scalar);
+    Value counted = add(good, scalarConst(1.0));
+    Value grow =
+        CompareOp::create(*builder, loc, ComparePredicate::ge, counted,
+                          scalarConst(interval ? interval.getInt() : 2000));
+    Value onFinite = select(grow, mul(scale, scalarConst(2.0)), scale);
+    newValues.push_back(
+        select(finite, onFinite, mul(scale, scalarConst(0.5))));
+    roles.push_back(role(scaleParam.getSymName()));
+    newValues.push_back(
+        select(finite, select(grow, scalarConst(0.0), counted),
+               scalarConst(0.0)));
+    roles.push_back(role("amp.good_steps"));
   }
 
   /// The results of `func` that are gradients (gpuc.grad = @p), with @p.

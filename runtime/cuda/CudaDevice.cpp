@@ -359,6 +359,17 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   int64_t batch = s["batch"], m = s["m"], n = s["n"], k = s["k"];
   int64_t strideA = s["stride_a"], strideB = s["stride_b"];
   bool transA = s["trans_a"], transB = s["trans_b"];
+  // f16/bf16 operands and result (mixed precision), accumulated in f32.
+  std::string dtype = s.value("dtype", "F32");
+  cudaDataType_t dataType = dtype == "F16"    ? CUDA_R_16F
+                            : dtype == "BF16" ? CUDA_R_16BF
+                                              : CUDA_R_32F;
+  if (dataType == CUDA_R_32F && dtype != "F32") {
+    error = "plan.json: a gemm step of dtype " + dtype +
+            " (the CUDA device computes F32, F16 and BF16 ones); recompile";
+    return false;
+  }
+  int64_t elementBytes = dataType == CUDA_R_32F ? 4 : 2;
   step.id0 = s["a"];
   step.id1 = s["b"];
   step.id2 = s["c"];
@@ -374,9 +385,9 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
     // Other broadcasts: one GEMM per batch entry (cuBLASLt's strided
     // batches need a nonzero stride).
     step.calls = batch;
-    step.callStrideA = strideA * 4;
-    step.callStrideB = strideB * 4;
-    step.callStrideC = strideC * 4;
+    step.callStrideA = strideA * elementBytes;
+    step.callStrideB = strideB * elementBytes;
+    step.callStrideC = strideC * elementBytes;
     layoutBatch = 1;
   }
   // Row-major C[m,n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
@@ -399,7 +410,7 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
                                  &opSecond, sizeof(opSecond));
   auto layout = [&](cublasLtMatrixLayout_t &l, uint64_t rows, uint64_t cols,
                     int64_t ld, int64_t stride) {
-    if ((st = cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, ld)) !=
+    if ((st = cublasLtMatrixLayoutCreate(&l, dataType, rows, cols, ld)) !=
         CUBLAS_STATUS_SUCCESS)
       return false;
     if (layoutBatch > 1) {
@@ -551,25 +562,37 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
             cudnnGetErrorString(status);
     return false;
   };
+  std::string dtype = s.value("dtype", "F32");
+  cudnnDataType_t dataType = dtype == "F16"    ? CUDNN_DATA_HALF
+                             : dtype == "BF16" ? CUDNN_DATA_BFLOAT16
+                                               : CUDNN_DATA_FLOAT;
+  if (dataType == CUDNN_DATA_FLOAT && dtype != "F32") {
+    error = "plan.json: a " + step.label + " step of dtype " + dtype +
+            " (the CUDA device computes F32, F16 and BF16 ones); recompile";
+    return false;
+  }
   cudnnStatus_t st;
   if ((st = cudnnCreateTensorDescriptor(&step.xDesc)) ||
       (st = cudnnCreateTensorDescriptor(&step.yDesc)) ||
       (st = cudnnCreateFilterDescriptor(&step.wDesc)) ||
       (st = cudnnCreateConvolutionDescriptor(&step.convDesc)))
     return fail(st, "descriptor creation");
-  if ((st = cudnnSetTensor4dDescriptor(step.xDesc, CUDNN_TENSOR_NCHW,
-                                       CUDNN_DATA_FLOAT, g.n, g.c, g.h, g.w)) ||
-      (st = cudnnSetTensor4dDescriptor(step.yDesc, CUDNN_TENSOR_NCHW,
-                                       CUDNN_DATA_FLOAT, g.n, g.k, g.oh,
-                                       g.ow)) ||
-      (st = cudnnSetFilter4dDescriptor(step.wDesc, CUDNN_DATA_FLOAT,
-                                       CUDNN_TENSOR_NCHW, g.k, g.cg, g.kh,
-                                       g.kw)) ||
+  // f32 accumulation for every data type; tensor cores for f16/bf16 (f32
+  // stays on FMA: TF32 would be 1e-3 away from the interpreter).
+  if ((st = cudnnSetTensor4dDescriptor(step.xDesc, CUDNN_TENSOR_NCHW, dataType,
+                                       g.n, g.c, g.h, g.w)) ||
+      (st = cudnnSetTensor4dDescriptor(step.yDesc, CUDNN_TENSOR_NCHW, dataType,
+                                       g.n, g.k, g.oh, g.ow)) ||
+      (st = cudnnSetFilter4dDescriptor(step.wDesc, dataType, CUDNN_TENSOR_NCHW,
+                                       g.k, g.cg, g.kh, g.kw)) ||
       (st = cudnnSetConvolution2dDescriptor(
            step.convDesc, g.py, g.px, g.sy, g.sx, g.dy, g.dx,
            CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) ||
       (st = cudnnSetConvolutionGroupCount(step.convDesc, g.groups)) ||
-      (st = cudnnSetConvolutionMathType(step.convDesc, CUDNN_FMA_MATH)))
+      (st = cudnnSetConvolutionMathType(step.convDesc,
+                                        dataType == CUDNN_DATA_FLOAT
+                                            ? CUDNN_FMA_MATH
+                                            : CUDNN_TENSOR_OP_MATH)))
     return fail(st, "descriptor setup");
   // The first deterministic FMA algorithm cuDNN's heuristics rank that fits
   // the workspace limit: the same choice on every run of this GPU, so runs

@@ -7,11 +7,18 @@
 // plus col2im. The chunk is as many samples as fit kConvScratchBytes, so
 // the memory beside the plan stays small whatever the batch.
 //
+// GEMMs and convolutions of f16/bf16 tensors (mixed precision) are computed
+// converted: the operands are widened to f32 scratch (exact), the f32 path
+// runs (OpenBLAS's sgemm; it has no f16 GEMM, and its bf16 one, sbgemm, runs
+// generic code on this CPU), and the result is rounded once to its type, as
+// a GPU's f32-accumulating tensor-core GEMM does.
+//
 //===----------------------------------------------------------------------===//
 #include "gpuc/runtime/Executor.h"
 #include "gpuc/runtime/PlanSteps.h"
 #include "gpuc/runtime/StepProfile.h"
 #include "gpuc/runtime/device/CpuKernelTable.h"
+#include "gpuc/runtime/device/Float16.h"
 
 #include <cblas.h>
 
@@ -94,6 +101,51 @@ void nkpToKp(const float *src, float *dst, int64_t n, int64_t k, int64_t p) {
       memcpy(dst + c * n * p + b * p, src + (b * k + c) * p, p * sizeof(float));
 }
 
+/// The storage type of a library call's tensors.
+enum class LibraryType { F32, F16, BF16 };
+
+bool libraryTypeOf(const nlohmann::json &s, LibraryType &type,
+                   std::string &error) {
+  std::string dtype = s.value("dtype", "F32");
+  if (dtype == "F32")
+    type = LibraryType::F32;
+  else if (dtype == "F16")
+    type = LibraryType::F16;
+  else if (dtype == "BF16")
+    type = LibraryType::BF16;
+  else {
+    error = "plan.json: a " + s["op"].get<std::string>() + " step of dtype " +
+            dtype + " (the CPU computes F32, F16 and BF16 ones); recompile";
+    return false;
+  }
+  return true;
+}
+
+void widen(LibraryType type, const void *src, float *dst, int64_t n) {
+  const uint16_t *bits = static_cast<const uint16_t *>(src);
+  if (type == LibraryType::F16) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = halfBitsToFloat(bits[i]);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bfloat16BitsToFloat(bits[i]);
+  }
+}
+void narrow(LibraryType type, const float *src, void *dst, int64_t n) {
+  uint16_t *bits = static_cast<uint16_t *>(dst);
+  if (type == LibraryType::F16) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      bits[i] = floatToHalfBits(src[i]);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      bits[i] = floatToBFloat16Bits(src[i]);
+  }
+}
+
 /// A plan step with its buffers and library arguments resolved once, so a
 /// training step does no name lookups or JSON access.
 struct Step {
@@ -107,6 +159,11 @@ struct Step {
   } gemm{};
   ConvGeometry conv{};
   float *x = nullptr, *w = nullptr, *y = nullptr;
+  /// f16/bf16 library calls: the operands' elements (x, w, y: a, b, c for
+  /// a GEMM) and which of them is the result, computed in f32 scratch.
+  LibraryType type = LibraryType::F32;
+  int64_t elements[3] = {0, 0, 0};
+  int output = 2;
   void *src = nullptr, *dst = nullptr;
   size_t bytes = 0;
   std::string label;
@@ -172,6 +229,7 @@ public:
     if (!scratch)
       return outOfMemory("convolution scratch",
                          scratchFloats * (int64_t)sizeof(float));
+    int64_t wideFloats = 0;
     for (auto &[name, function] : plan.json["functions"].items()) {
       std::vector<Step> &steps = programs[name];
       for (const auto &s : function["steps"]) {
@@ -193,6 +251,10 @@ public:
           step.x = f(s, "a");
           step.w = f(s, "b");
           step.y = f(s, "c");
+          const Step::Gemm &g = step.gemm;
+          step.elements[0] = g.strideA ? g.batch * g.strideA : g.m * g.k;
+          step.elements[1] = g.strideB ? g.batch * g.strideB : g.k * g.n;
+          step.elements[2] = g.batch * g.m * g.n;
         } else if (step.kind == StepKind::Copy) {
           step.src = pointers[s["src"].get<int>()];
           step.dst = pointers[s["dst"].get<int>()];
@@ -202,10 +264,29 @@ public:
           step.x = f(s, "x");
           step.w = f(s, "w");
           step.y = f(s, "y");
+          const ConvGeometry &g = step.conv;
+          step.elements[0] = g.n * g.c * g.h * g.w;
+          step.elements[1] = g.k * g.cg * g.kh * g.kw;
+          step.elements[2] = g.n * g.k * g.oh * g.ow;
+          step.output = step.kind == StepKind::ConvBackwardInput    ? 0
+                        : step.kind == StepKind::ConvBackwardFilter ? 1
+                                                                    : 2;
+        }
+        if (step.kind != StepKind::Kernel && step.kind != StepKind::Copy) {
+          if (!libraryTypeOf(s, step.type, error))
+            return false;
+          if (step.type != LibraryType::F32)
+            wideFloats = std::max(wideFloats, step.elements[0] +
+                                                  step.elements[1] +
+                                                  step.elements[2]);
         }
         steps.push_back(std::move(step));
       }
     }
+    if (wideFloats > 0 &&
+        !(wide = static_cast<float *>(alloc(wideFloats * sizeof(float)))))
+      return outOfMemory("f32 copies of f16/bf16 GEMM and convolution operands",
+                         wideFloats * (int64_t)sizeof(float));
     return true;
   }
 
@@ -214,6 +295,7 @@ public:
       report();
     free(arena);
     free(scratch);
+    free(wide);
     for (void *p : owned)
       free(p);
   }
@@ -259,20 +341,11 @@ public:
       case StepKind::Kernel:
         step.launch(step.args.data());
         break;
-      case StepKind::Gemm:
-        gemm(step);
-        break;
       case StepKind::Copy:
         memcpy(step.dst, step.src, step.bytes);
         break;
-      case StepKind::Conv:
-        conv(step);
-        break;
-      case StepKind::ConvBackwardInput:
-        convBackwardInput(step);
-        break;
-      case StepKind::ConvBackwardFilter:
-        convBackwardFilter(step);
+      default:
+        library(step);
         break;
       }
       if (profile) {
@@ -301,6 +374,42 @@ private:
   }
   float *f(const nlohmann::json &s, const char *key) {
     return static_cast<float *>(pointers[s[key].get<int>()]);
+  }
+
+  /// A GEMM or convolution; f16/bf16 ones through f32 copies.
+  void library(const Step &step) {
+    if (step.type == LibraryType::F32)
+      return libraryF32(step);
+    Step converted = step;
+    float *next = wide;
+    float **operands[3] = {&converted.x, &converted.w, &converted.y};
+    for (int i = 0; i < 3; ++i) {
+      float *narrowData = *operands[i];
+      *operands[i] = next;
+      if (i != step.output)
+        widen(step.type, narrowData, next, step.elements[i]);
+      next += step.elements[i];
+    }
+    libraryF32(converted);
+    narrow(step.type, *operands[step.output],
+           step.output == 0   ? (void *)step.x
+           : step.output == 1 ? (void *)step.w
+                              : (void *)step.y,
+           step.elements[step.output]);
+  }
+  void libraryF32(const Step &step) {
+    switch (step.kind) {
+    case StepKind::Gemm:
+      return gemm(step);
+    case StepKind::Conv:
+      return conv(step);
+    case StepKind::ConvBackwardInput:
+      return convBackwardInput(step);
+    case StepKind::ConvBackwardFilter:
+      return convBackwardFilter(step);
+    default:
+      return;
+    }
   }
 
   void gemm(const Step &step) {
@@ -383,6 +492,8 @@ private:
   void *arena = nullptr;
   float *scratch = nullptr;
   int64_t scratchFloats = 1;
+  /// The f32 copies of a f16/bf16 library call's operands.
+  float *wide = nullptr;
   int64_t allocated = 0;
   std::vector<void *> owned, pointers;
   std::map<std::string, std::vector<Step>> programs;

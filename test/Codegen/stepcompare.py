@@ -17,9 +17,12 @@ import numpy as np
 RTOL, ATOL = 1e-4, 1e-5
 
 
-def compare_dirs(ref, got):
+def compare_dirs(ref, got, rtol=RTOL, atol=ATOL, moment_floor=1e-8,
+                 moment_relative=0.0):
     """Returns (tensors compared, worst excess, its file, noisy elements,
-    failures). An excess of 1.0 is the tolerance."""
+    failures). An excess of 1.0 is the tolerance. An Adam element is noise
+    where its first moment is at most `moment_floor`, or at most
+    `moment_relative` times the largest of its tensor."""
     worst, worst_name, compared, failures, noisy = 0.0, "", 0, [], 0
     for f in sorted(os.listdir(ref)):
         if not f.endswith(".npy"):
@@ -34,7 +37,7 @@ def compare_dirs(ref, got):
             failures.append("%s: shape %s vs %s" % (f, g.shape, r.shape))
             continue
         compared += 1
-        excess = np.abs(g - r) / (RTOL * np.abs(r) + ATOL)
+        excess = np.abs(g - r) / (rtol * np.abs(r) + atol)
         # Adam divides the first moment by the root of the second, so a
         # gradient that is zero in exact arithmetic but float noise (a bias
         # before batch norm, the attention key bias) becomes a full-size
@@ -47,8 +50,14 @@ def compare_dirs(ref, got):
         moment = os.path.join(ref, base + ".exp_avg.npy")
         if os.path.exists(moment):
             m = np.load(moment).astype(np.float64)
-            noise = np.abs(m) <= 1e-8  # |gradient| <= 1e-7 after one step
-            if noise.shape == excess.shape:
+            # |gradient| <= 10 * moment_floor after one step.
+            noise = np.abs(m) <= max(
+                moment_floor,
+                moment_relative * (float(np.abs(m).max()) if m.size else 0.0))
+            # In mixed precision (a relative floor) only the parameter is
+            # spared: its moments are still compared everywhere.
+            if noise.shape == excess.shape and (
+                    f == base + ".npy" or not moment_relative):
                 if f == base + ".npy":
                     noisy += int((noise & (m != 0)).sum())
                 excess = np.where(noise, 0.0, excess)

@@ -100,6 +100,28 @@ static cl::opt<int64_t> accumulateSteps(
              "samples and update once from their mean (an effective batch of "
              "K x --batch); the trainer runs @apply_update every K steps"),
     cl::value_desc("K"), cl::init(1), cl::cat(trainCategory));
+static cl::opt<std::string> precisionOption(
+    "precision",
+    cl::desc("fp32 (default), fp16 or bf16: the storage type of activations, "
+             "their gradients and GEMM/convolution operands (f32 master "
+             "weights, reductions, norms and the loss; see gpuc-amp)"),
+    cl::value_desc("type"), cl::init("fp32"), cl::cat(trainCategory));
+static cl::opt<std::string> lossScaleOption(
+    "loss-scale",
+    cl::desc("mixed precision's loss scaling, decided on the device in the "
+             "step: dynamic (fp16's default), static:V or none (bf16's "
+             "default)"),
+    cl::value_desc("dynamic|static:V|none"), cl::init(""),
+    cl::cat(trainCategory));
+static cl::opt<double> lossScaleInit(
+    "loss-scale-init",
+    cl::desc("the dynamic loss scale's initial value (default 65536)"),
+    cl::value_desc("V"), cl::init(65536.0), cl::cat(trainCategory));
+static cl::opt<int64_t> lossScaleGrowthInterval(
+    "loss-scale-growth-interval",
+    cl::desc("dynamic loss scaling: clean steps before the scale doubles "
+             "(default 2000)"),
+    cl::value_desc("N"), cl::init(2000), cl::cat(trainCategory));
 static cl::opt<std::string> optimizerKind("optimizer",
                                           cl::desc("sgd, adam or adamw"),
                                           cl::value_desc("kind"),
@@ -301,10 +323,64 @@ OwningOpRef<ModuleOp> ModelSession::load() {
 }
 
 /// attach-loss (when --loss), autodiff, optimizer: what --train adds.
+/// The gpuc-amp options the flags ask for, or nullopt after an error that
+/// names the flag (none for --precision fp32).
+static std::optional<gpuc::GpucAmpOptions> ampOptions(StringRef tool) {
+  gpuc::GpucAmpOptions amp;
+  amp.precision = precisionOption;
+  if (precisionOption != "fp32" && precisionOption != "fp16" &&
+      precisionOption != "bf16") {
+    llvm::errs() << tool << ": --precision " << precisionOption
+                 << " is not one of fp32, fp16, bf16\n";
+    return std::nullopt;
+  }
+  StringRef mode = lossScaleOption;
+  amp.lossScaleInit = lossScaleInit;
+  if (mode.consume_front("static:")) {
+    double value;
+    if (mode.getAsDouble(value) || !(value > 0) || !std::isfinite(value)) {
+      llvm::errs() << tool << ": --loss-scale static:" << mode
+                   << " needs a positive finite scale, e.g. static:1024\n";
+      return std::nullopt;
+    }
+    amp.lossScale = "static";
+    amp.lossScaleInit = value;
+  } else if (mode.empty() || mode == "dynamic" || mode == "none") {
+    amp.lossScale = mode.str();
+  } else {
+    llvm::errs() << tool << ": --loss-scale " << lossScaleOption
+                 << " is not one of dynamic, static:V, none\n";
+    return std::nullopt;
+  }
+  if (!(lossScaleInit > 0) || !std::isfinite(lossScaleInit)) {
+    llvm::errs() << tool << ": --loss-scale-init " << lossScaleInit
+                 << " must be a positive finite number\n";
+    return std::nullopt;
+  }
+  if (lossScaleGrowthInterval < 1) {
+    llvm::errs() << tool << ": --loss-scale-growth-interval "
+                 << lossScaleGrowthInterval << " must be at least 1\n";
+    return std::nullopt;
+  }
+  amp.growthInterval = lossScaleGrowthInterval;
+  bool scaling = !lossScaleOption.empty() ||
+                 lossScaleInit.getNumOccurrences() > 0 ||
+                 lossScaleGrowthInterval.getNumOccurrences() > 0;
+  if (precisionOption == "fp32" && scaling) {
+    llvm::errs() << tool << ": loss scaling (--loss-scale*) needs --precision "
+                            "fp16 or bf16\n";
+    return std::nullopt;
+  }
+  return amp;
+}
+
 static void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   if (!lossKind.empty())
     pm.addPass(gpuc::createGpucAttachLoss(gpuc::GpucAttachLossOptions{
         lossKind, lossOutput.str(), labelsName, classAxis}));
+  // Validated by ampOptions before any pipeline is built.
+  if (precisionOption != "fp32")
+    pm.addPass(gpuc::createGpucAmp(*ampOptions("gpuc")));
   pm.addPass(gpuc::createGpucAutodiff());
   gpuc::GpucOptimizerOptions opt;
   opt.kind = optimizerKind;
@@ -365,6 +441,13 @@ static int runImport(int argc, char **argv) {
   if (inputFilename.empty()) {
     llvm::errs() << "gpuc import: no model given; usage: gpuc import "
                     "MODEL [--batch N] -o out.mlir\n";
+    return 1;
+  }
+  if (!ampOptions("gpuc import"))
+    return 1;
+  if (!train && precisionOption != "fp32") {
+    llvm::errs() << "gpuc import: --precision applies to the training step; "
+                    "add --train\n";
     return 1;
   }
   if (train && noSimplify) {
@@ -757,6 +840,8 @@ static int runCompile(int argc, char **argv) {
                     "are static)\n";
     return 1;
   }
+  if (!ampOptions("gpuc compile"))
+    return 1;
   if (accumulateSteps < 1) {
     llvm::errs() << "gpuc compile: --accumulate K needs K >= 1 (micro-batches "
                     "per update), not "

@@ -57,9 +57,14 @@ constexpr int64_t kRowChunkMin = 4096;
 /// operands for), so a per-row result may still overwrite such an operand.
 int64_t rowKernelSplits(int64_t rows, int64_t rowLength);
 
-/// The C type a tensor element is stored as, or "" when codegen cannot store
-/// it yet (f16/bf16 arrive with mixed precision).
+/// The C type a tensor element is stored as (gpuc::f16 and gpuc::bf16 for
+/// the 16-bit floats, from the runtime's Float16.h), or "" when codegen
+/// cannot store it.
 StringRef storageCType(Type elementType);
+/// The C type a kernel computes an element in: float for every float type
+/// (16-bit values are rounded to their type after each op), else the
+/// storage type.
+StringRef registerCType(Type elementType);
 
 } // namespace mlir::gpuc
 

@@ -89,6 +89,42 @@ def GpucOptimizer : Pass<"gpuc-optimizer", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucAmp : Pass<"gpuc-amp", "::mlir::ModuleOp"> {
+  let summary = "mixed precision: f16/bf16 storage, f32 master weights and "
+                "math where it matters, loss-scale state";
+  let description = [{
+    Rewrites `@forward` and `@eval` (before gpuc-autodiff, so backward
+    follows the same types) under one policy: matmul and conv2d read and
+    write the low type (the libraries accumulate in f32); data movement and
+    max pooling keep their operand's type; every other op computes in f32
+    from widened operands, and its float results of rank >= 1 are rounded
+    to the low type for the ops that read them (activations are stored in
+    the low type; their gradients follow through the casts' gradients).
+    Reductions, losses, scalars, parameters (the f32 master weights),
+    inputs and the functions' results keep f32. Each function gets
+    `gpuc.precision`.
+    With loss scaling (`dynamic` by default for fp16, `none` for bf16) the
+    module gains the state `@amp.loss_scale` (marked `gpuc.loss_scale =
+    {mode, growth_interval}`), `@amp.good_steps` and `@amp.skipped_steps`:
+    gpuc-autodiff seeds backward with the scale, and gpuc-optimizer divides
+    the gradients by it, leaves parameters and optimizer state unchanged
+    when any gradient is not finite, and grows (x2 after
+    `growth-interval` clean steps) or backs off (x0.5) the scale, all
+    inside the step.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"fp16\"",
+           "fp16, bf16 (fp32: the pass does nothing)">,
+    Option<"lossScale", "loss-scale", "std::string", "\"\"",
+           "dynamic, static or none (default: dynamic for fp16, none for "
+           "bf16)">,
+    Option<"lossScaleInit", "loss-scale-init", "double", "65536.0",
+           "the initial (or static) loss scale">,
+    Option<"growthInterval", "growth-interval", "int64_t", "2000",
+           "dynamic scaling: clean steps before the scale doubles">,
+  ];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
 //===----------------------------------------------------------------------===//
 // Evaluation
 //===----------------------------------------------------------------------===//

@@ -11,6 +11,7 @@
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
 
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/TypeUtilities.h"
 
 #include <cmath>
 
@@ -251,6 +252,17 @@ OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
+  // A float widened exactly and narrowed back is itself (f16 -> f32 -> f16,
+  // as mixed precision writes a stored value read by an f32 op).
+  if (auto inner = getInput().getDefiningOp<CastOp>()) {
+    auto from = dyn_cast<FloatType>(
+        getElementTypeOrSelf(inner.getInput().getType()));
+    auto via = dyn_cast<FloatType>(getElementTypeOrSelf(inner.getType()));
+    if (from && via && inner.getInput().getType() == getType() &&
+        llvm::APFloat::isRepresentableBy(from.getFloatSemantics(),
+                                         via.getFloatSemantics()))
+      return inner.getInput();
+  }
   DenseElementsAttr in = getFoldable(adaptor.getInput());
   if (!in)
     return {};

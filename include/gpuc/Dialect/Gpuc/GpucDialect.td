@@ -67,6 +67,16 @@ def Gpuc_Dialect : Dialect {
     /// On a kernel that recomputes a forward value in backward.
     static constexpr ::llvm::StringLiteral kRecomputeAttrName =
         "gpuc.recompute";
+    /// On the gpuc.parameter holding the loss scale (gpuc-amp): a
+    /// dictionary {mode = "dynamic"|"static", growth_interval}. Autodiff
+    /// seeds backward with the scale; the optimizer unscales, skips a
+    /// non-finite update and updates the scale.
+    static constexpr ::llvm::StringLiteral kLossScaleAttrName =
+        "gpuc.loss_scale";
+    /// On @forward and @eval after gpuc-amp: the storage precision,
+    /// "fp16" or "bf16".
+    static constexpr ::llvm::StringLiteral kPrecisionAttrName =
+        "gpuc.precision";
   }];
 }
 

@@ -20,6 +20,7 @@ typedef int int32_t;
 #endif
 
 #include "gpuc/runtime/Philox.h"
+#include "gpuc/runtime/device/Float16.h"
 
 namespace gpuc {
 

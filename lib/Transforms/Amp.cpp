@@ -1,0 +1,247 @@
+//===- Amp.cpp - mixed precision: f16/bf16 storage, f32 where it matters --===//
+//
+// The policy, decided per op at compile time (as PyTorch's autocast lists
+// are at run time):
+// - GEMMs and convolutions (matmul, conv2d) take their operands in the low
+//   type and produce it; the libraries accumulate in f32.
+// - Data movement (reshape, transpose, broadcast, slice, concat, gather,
+//   pad) and max pooling move values without arithmetic: they keep their
+//   operand's type (mixed float operands meet in the low type).
+// - Every other op computes in f32: its low operands are widened, and each
+//   float result of rank >= 1 is rounded to the low type for the ops that
+//   read it, so activations (and, through the casts' gradients, activation
+//   gradients) are stored in the low type. Reductions, the losses and
+//   scalars keep f32: statistics, softmax and norm internals, the loss.
+// - Function results keep their declared types; parameters, inputs and
+//   optimizer state stay f32 (the master weights): a weight is cast to the
+//   low type where a GEMM or convolution reads it, and its gradient comes
+//   back to f32 through that cast.
+// A low value inside a fused kernel lives in an f32 register rounded to its
+// type after each op, so kernels and the interpreter compute the same.
+//
+// With loss scaling the pass adds the scale as module state (see
+// kLossScaleAttrName); autodiff and the optimizer read it from there.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/Signature.h"
+#include "gpuc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/TypeUtilities.h"
+
+#define DEBUG_TYPE "gpuc-amp"
+
+namespace mlir::gpuc {
+#define GEN_PASS_DEF_GPUCAMP
+#include "gpuc/Transforms/Passes.h.inc"
+} // namespace mlir::gpuc
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+enum class Policy { Low, Follow, F32 };
+
+Policy policyOf(Operation *op) {
+  if (isa<MatmulOp, Conv2DOp>(op))
+    return Policy::Low;
+  if (isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, ConcatOp, GatherOp,
+          PadOp, MaxPool2DOp>(op))
+    return Policy::Follow;
+  return Policy::F32;
+}
+
+/// Results that stay f32 whatever reads them: statistics and losses.
+bool keepsF32Results(Operation *op) {
+  return isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp, CrossEntropyOp, NllLossOp,
+             MseLossOp>(op);
+}
+
+bool isFloatValue(Value v) {
+  return isa<FloatType>(getElementTypeOrSelf(v.getType()));
+}
+
+Type withElement(Value v, Type element) {
+  return RankedTensorType::get(cast<RankedTensorType>(v.getType()).getShape(),
+                               element);
+}
+
+struct Amp : gpuc::impl::GpucAmpBase<Amp> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *context = &getContext();
+    if (precision == "fp32")
+      return;
+    if (precision != "fp16" && precision != "bf16") {
+      module.emitError() << "unknown precision '" << precision
+                         << "'; the precisions are fp32, fp16 and bf16";
+      return signalPassFailure();
+    }
+    low = precision == "fp16" ? Type(Float16Type::get(context))
+                              : Type(BFloat16Type::get(context));
+    std::string mode = lossScale;
+    if (mode.empty() || mode == "default")
+      mode = precision == "fp16" ? "dynamic" : "none";
+    if (mode != "dynamic" && mode != "static" && mode != "none") {
+      module.emitError() << "unknown loss scaling '" << lossScale
+                         << "'; use dynamic, static or none";
+      return signalPassFailure();
+    }
+    if (mode != "none" && !(lossScaleInit > 0 && std::isfinite(lossScaleInit))) {
+      module.emitError() << "the initial loss scale must be a positive finite "
+                            "number, not "
+                         << lossScaleInit;
+      return signalPassFailure();
+    }
+    if (mode == "dynamic" && growthInterval < 1) {
+      module.emitError() << "the loss scale's growth interval must be at "
+                            "least 1 step, not "
+                         << static_cast<int64_t>(growthInterval);
+      return signalPassFailure();
+    }
+
+    bool any = false;
+    for (StringRef name : {"forward", "eval"}) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
+      if (!func)
+        continue;
+      if (func->hasAttr(GpucDialect::kPrecisionAttrName)) {
+        func.emitError() << "@" << name
+                         << " already has a mixed-precision policy";
+        return signalPassFailure();
+      }
+      if (failed(convert(func)))
+        return signalPassFailure();
+      func->setAttr(GpucDialect::kPrecisionAttrName,
+                    StringAttr::get(context, precision));
+      any = true;
+    }
+    if (!any) {
+      module.emitError() << "gpuc-amp: the module has no @forward or @eval";
+      return signalPassFailure();
+    }
+    if (mode != "none")
+      addLossScale(module, mode);
+  }
+
+  /// The loss-scale state: the scale (f32), the clean steps since it last
+  /// changed and the steps skipped for a non-finite gradient (both counted
+  /// in f32, exact up to 2^24).
+  void addLossScale(ModuleOp module, StringRef mode) {
+    OpBuilder builder(module.getBodyRegion());
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (forward)
+      builder.setInsertionPoint(forward);
+    auto scalar = RankedTensorType::get({}, builder.getF32Type());
+    Location loc = NameLoc::get(builder.getStringAttr("amp"), module.getLoc());
+    auto state = [&](StringRef name, double value) {
+      auto param = ParameterOp::create(
+          builder, loc, name, scalar,
+          DenseElementsAttr::get(scalar, builder.getF32FloatAttr(value)),
+          /*trainable=*/false);
+      param->setAttr(GpucDialect::kOptimizerStateAttrName,
+                     builder.getUnitAttr());
+      return param;
+    };
+    ParameterOp scale = state("amp.loss_scale", lossScaleInit);
+    scale->setAttr(GpucDialect::kLossScaleAttrName,
+                   builder.getDictionaryAttr({
+                       builder.getNamedAttr("mode", builder.getStringAttr(mode)),
+                       builder.getNamedAttr(
+                           "growth_interval",
+                           builder.getI64IntegerAttr(growthInterval)),
+                   }));
+    state("amp.good_steps", 0.0);
+    state("amp.skipped_steps", 0.0);
+  }
+
+  Value castTo(OpBuilder &builder, Location loc, Value v, Type element) {
+    if (getElementTypeOrSelf(v.getType()) == element)
+      return v;
+    return CastOp::create(builder, loc, withElement(v, element), v);
+  }
+
+  LogicalResult convert(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    OpBuilder builder(func.getContext());
+    for (Operation *op : ops) {
+      if (isa<ConstantOp>(op) || op->getNumRegions() != 0)
+        continue;
+      bool floats = llvm::any_of(op->getOperands(), isFloatValue) ||
+                    llvm::any_of(op->getResults(), isFloatValue);
+      if (!floats)
+        continue;
+      builder.setInsertionPoint(op);
+      Location loc = op->getLoc();
+      switch (policyOf(op)) {
+      case Policy::Low:
+        for (OpOperand &operand : op->getOpOperands())
+          if (isFloatValue(operand.get()))
+            operand.set(castTo(builder, loc, operand.get(), low));
+        for (Value r : op->getResults())
+          r.setType(withElement(r, low));
+        break;
+      case Policy::Follow: {
+        // Float operands and results share one element type.
+        bool anyLow = llvm::any_of(op->getOperands(), [&](Value v) {
+          return getElementTypeOrSelf(v.getType()) == low;
+        });
+        if (!anyLow)
+          break;
+        for (OpOperand &operand : op->getOpOperands())
+          if (isFloatValue(operand.get()))
+            operand.set(castTo(builder, loc, operand.get(), low));
+        for (Value r : op->getResults())
+          if (isFloatValue(r))
+            r.setType(withElement(r, low));
+        break;
+      }
+      case Policy::F32: {
+        Type f32 = builder.getF32Type();
+        for (OpOperand &operand : op->getOpOperands())
+          if (getElementTypeOrSelf(operand.get().getType()) == low)
+            operand.set(castTo(builder, loc, operand.get(), f32));
+        if (keepsF32Results(op))
+          break;
+        builder.setInsertionPointAfter(op);
+        for (Value r : op->getResults()) {
+          auto type = cast<RankedTensorType>(r.getType());
+          if (type.getElementType() != f32 || type.getRank() == 0)
+            continue;
+          // The readers other than the return read the stored value.
+          bool read = llvm::any_of(r.getUsers(), [](Operation *user) {
+            return !isa<func::ReturnOp>(user);
+          });
+          if (!read)
+            continue;
+          Value stored = castTo(builder, loc, r, low);
+          r.replaceUsesWithIf(stored, [&](OpOperand &use) {
+            return use.getOwner() != stored.getDefiningOp() &&
+                   !isa<func::ReturnOp>(use.getOwner());
+          });
+        }
+        break;
+      }
+      }
+    }
+    // Results keep the types the function declares.
+    Operation *ret = body.getTerminator();
+    builder.setInsertionPoint(ret);
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Type declared = func.getResultTypes()[operand.getOperandNumber()];
+      if (operand.get().getType() != declared)
+        operand.set(castTo(builder, ret->getLoc(), operand.get(),
+                           getElementTypeOrSelf(declared)));
+    }
+    return success();
+  }
+
+  Type low;
+};
+} // namespace
