@@ -174,6 +174,8 @@ public:
   Plan plan;
   std::unique_ptr<Device> device;
   int image = -1, label = -1, loss = -1, logits = -1, rng = -1, lr = -1;
+  /// Mixed precision's loss-scale state (f32 scalars), -1 without it.
+  int lossScale = -1, skippedSteps = -1;
   std::string imageName, labelName;
   /// Why the trainer cannot evaluate (no class scores), or empty.
   std::string noEvalReason;
@@ -201,6 +203,10 @@ public:
       rng = b->id;
     if (const PlanBuffer *b = plan.find("hyper.lr"))
       lr = b->id;
+    if (const PlanBuffer *b = plan.find("amp.loss_scale"))
+      lossScale = b->id;
+    if (const PlanBuffer *b = plan.find("amp.skipped_steps"))
+      skippedSteps = b->id;
     if (image < 0 || loss < 0)
       fail(dir + "/plan.json has no train_step with a data input and a loss");
     batch = plan.buffers[image].shape[0];
@@ -857,16 +863,34 @@ int main(int argc, char **argv) {
       }
       if (logPoint) {
         double mean = losses.sum / std::max<int64_t>(losses.count, 1);
+        // The loss scale as the step left it: read at log points only,
+        // where the host waits for the device anyway.
+        std::string scaling, scalingJson;
+        if (s.lossScale >= 0 && s.skippedSteps >= 0) {
+          float scale = 0, skipped = 0;
+          s.device->download(s.lossScale, &scale, sizeof(scale));
+          s.device->download(s.skippedSteps, &skipped, sizeof(skipped));
+          char text[160];
+          snprintf(text, sizeof(text), " loss_scale %g skipped_steps %lld",
+                   scale, (long long)skipped);
+          scaling = text;
+          snprintf(text, sizeof(text),
+                   ", \"loss_scale\": %.17g, \"skipped_steps\": %lld", scale,
+                   (long long)skipped);
+          scalingJson = text;
+        }
         if (!tty && !o.quiet)
-          printf("epoch %lld step %lld loss %.4f samples/s %.0f\n",
-                 (long long)epoch + 1, (long long)step + 1, mean, rate);
+          printf("epoch %lld step %lld loss %.4f samples/s %.0f%s\n",
+                 (long long)epoch + 1, (long long)step + 1, mean, rate,
+                 scaling.c_str());
         // Plain lines go to logs and pipes: each is worth seeing at once.
         fflush(stdout);
         if (metrics)
           fprintf(metrics,
                   "{\"epoch\": %lld, \"step\": %lld, \"loss\": %.9g, "
-                  "\"samples_per_s\": %.1f}\n",
-                  (long long)epoch + 1, (long long)step + 1, mean, rate);
+                  "\"samples_per_s\": %.1f%s}\n",
+                  (long long)epoch + 1, (long long)step + 1, mean, rate,
+                  scalingJson.c_str());
         losses.sum = 0;
         losses.count = 0;
       }
