@@ -123,7 +123,8 @@ struct Amp : gpuc::impl::GpucAmpBase<Amp> {
       module.emitError() << "gpuc-amp: the module has no @forward or @eval";
       return signalPassFailure();
     }
-    if (mode != "none")
+    // Loss scaling is for training, which differentiates @forward.
+    if (mode != "none" && module.lookupSymbol<func::FuncOp>("forward"))
       addLossScale(module, mode);
   }
 
@@ -158,13 +159,25 @@ struct Amp : gpuc::impl::GpucAmpBase<Amp> {
     state("amp.skipped_steps", 0.0);
   }
 
+  /// `v` converted to `element`, one cast per value and type, placed right
+  /// after `v` is defined so that it serves every reader.
   Value castTo(OpBuilder &builder, Location loc, Value v, Type element) {
     if (getElementTypeOrSelf(v.getType()) == element)
       return v;
-    return CastOp::create(builder, loc, withElement(v, element), v);
+    Value &cached = casts[{v, element}];
+    if (cached)
+      return cached;
+    OpBuilder::InsertionGuard guard(builder);
+    if (Operation *def = v.getDefiningOp())
+      builder.setInsertionPointAfter(def);
+    else
+      builder.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+    cached = CastOp::create(builder, loc, withElement(v, element), v);
+    return cached;
   }
 
   LogicalResult convert(func::FuncOp func) {
+    casts.clear();
     Block &body = func.getBody().front();
     SmallVector<Operation *> ops;
     for (Operation &op : body.without_terminator())
@@ -243,5 +256,6 @@ struct Amp : gpuc::impl::GpucAmpBase<Amp> {
   }
 
   Type low;
+  DenseMap<std::pair<Value, Type>, Value> casts;
 };
 } // namespace

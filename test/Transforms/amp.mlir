@@ -1,0 +1,76 @@
+// RUN: gpuc-opt %s -split-input-file --gpuc-amp="precision=fp16" | FileCheck %s --check-prefix=FP16
+// RUN: gpuc-opt %s -split-input-file --gpuc-amp="precision=bf16" | FileCheck %s --check-prefix=BF16
+// RUN: gpuc-opt %s -split-input-file --gpuc-amp="precision=fp16 loss-scale=static loss-scale-init=1024" | FileCheck %s --check-prefix=STATIC
+// RUN: gpuc-opt %s -split-input-file --gpuc-amp="precision=fp32" | FileCheck %s --check-prefix=FP32
+// RUN: not gpuc-opt %s -split-input-file --gpuc-amp="precision=fp8" 2>&1 | FileCheck %s --check-prefix=BADTYPE
+// RUN: not gpuc-opt %s -split-input-file --gpuc-amp="precision=fp16 loss-scale=sometimes" 2>&1 | FileCheck %s --check-prefix=BADMODE
+// RUN: not gpuc-opt %s -split-input-file --gpuc-amp="precision=fp16 loss-scale-init=0" 2>&1 | FileCheck %s --check-prefix=BADINIT
+
+// BADTYPE: error: unknown precision 'fp8'; the precisions are fp32, fp16 and bf16
+// BADMODE: error: unknown loss scaling 'sometimes'; use dynamic, static or none
+// BADINIT: error: the initial loss scale must be a positive finite number, not 0
+
+// The policy on a small classifier: the GEMM reads and writes f16 (its
+// weight is cast where it is read, the master stays f32); relu computes in
+// f32 and its result is stored in f16 for its readers; the transpose moves
+// f16; the reduction, the loss and the declared results stay f32.
+
+// FP16: gpuc.parameter @amp.loss_scale : tensor<f32> = dense<6.553600e+04> : tensor<f32> {gpuc.loss_scale = {growth_interval = 2000 : i64, mode = "dynamic"}, gpuc.optimizer_state}
+// FP16: gpuc.parameter @amp.good_steps : tensor<f32> = dense<0.000000e+00>
+// FP16: gpuc.parameter @amp.skipped_steps : tensor<f32> = dense<0.000000e+00>
+// FP16-LABEL: func.func @forward
+// FP16-SAME: %[[X:[a-z0-9]+]]: tensor<2x4xf32>
+// FP16-SAME: %[[W:[a-z0-9]+]]: tensor<4x3xf32> {gpuc.param = @w}
+// FP16-SAME: attributes {gpuc.precision = "fp16"}
+// FP16-DAG: %[[XL:.+]] = gpuc.cast %[[X]] : tensor<2x4xf32> to tensor<2x4xf16>
+// FP16-DAG: %[[WL:.+]] = gpuc.cast %[[W]] : tensor<4x3xf32> to tensor<4x3xf16>
+// FP16: %[[H:.+]] = gpuc.matmul %[[XL]], %[[WL]] : (tensor<2x4xf16>, tensor<4x3xf16>) -> tensor<2x3xf16>
+// FP16: %[[HW:.+]] = gpuc.cast %[[H]] : tensor<2x3xf16> to tensor<2x3xf32>
+// FP16: %[[R:.+]] = gpuc.relu %[[HW]] : tensor<2x3xf32>
+// FP16: %[[RL:.+]] = gpuc.cast %[[R]] : tensor<2x3xf32> to tensor<2x3xf16>
+// One widening of the stored value serves both f32 readers.
+// FP16: %[[RW:.+]] = gpuc.cast %[[RL]] : tensor<2x3xf16> to tensor<2x3xf32>
+// FP16: %[[T:.+]] = gpuc.transpose %[[RL]] perm = [1, 0] : tensor<2x3xf16> -> tensor<3x2xf16>
+// FP16: %[[TW:.+]] = gpuc.cast %[[T]] : tensor<3x2xf16> to tensor<3x2xf32>
+// FP16: %[[S:.+]] = gpuc.reduce_sum %[[RW]] axes = [1] : tensor<2x3xf32> -> tensor<2xf32>
+// FP16: %[[LOSS:.+]] = gpuc.cross_entropy %[[RW]], %{{.+}} reduction = mean : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
+// The results keep their declared types: relu's own f32 value is returned.
+// FP16: return %[[R]], %[[TW]], %[[S]], %[[LOSS]]
+
+// bf16 has no loss scaling by default.
+// BF16-NOT: amp.loss_scale
+// BF16-LABEL: func.func @forward
+// BF16: gpuc.matmul %{{.+}}, %{{.+}} : (tensor<2x4xbf16>, tensor<4x3xbf16>) -> tensor<2x3xbf16>
+
+// STATIC: gpuc.parameter @amp.loss_scale : tensor<f32> = dense<1.024000e+03> : tensor<f32> {gpuc.loss_scale = {growth_interval = 2000 : i64, mode = "static"}, gpuc.optimizer_state}
+
+// FP32-NOT: gpuc.cast
+// FP32-NOT: f16
+gpuc.parameter @w trainable : tensor<4x3xf32> = dense<0.5> : tensor<4x3xf32>
+func.func @forward(%x: tensor<2x4xf32> {gpuc.input = "x"}, %w: tensor<4x3xf32> {gpuc.param = @w}, %y: tensor<2xi64> {gpuc.input = "label"}) -> (tensor<2x3xf32> {gpuc.output = "h"}, tensor<3x2xf32> {gpuc.output = "t"}, tensor<2xf32> {gpuc.output = "s"}, tensor<f32> {gpuc.output = "loss"}) {
+  %h = gpuc.matmul %x, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+  %r = gpuc.relu %h : tensor<2x3xf32>
+  %t = gpuc.transpose %r perm = [1, 0] : tensor<2x3xf32> -> tensor<3x2xf32>
+  %s = gpuc.reduce_sum %r axes = [1] : tensor<2x3xf32> -> tensor<2xf32>
+  %l = gpuc.cross_entropy %r, %y reduction = mean : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
+  return %r, %t, %s, %l : tensor<2x3xf32>, tensor<3x2xf32>, tensor<2xf32>, tensor<f32>
+}
+
+// -----
+
+// Mixed operands of a data-movement op meet in the low type; @eval gets
+// the same policy as @forward. Without a @forward (nothing to train) there
+// is no loss-scale state.
+
+// FP16-NOT: amp.loss_scale
+// FP16-LABEL: func.func @eval
+// FP16-SAME: (%{{.+}}: tensor<2x4xf32> {gpuc.input = "x"}, %[[BIN:[a-z0-9]+]]: tensor<2x3xf32>
+// FP16: %[[B:.+]] = gpuc.cast %[[BIN]] : tensor<2x3xf32> to tensor<2x3xf16>
+// FP16: %[[A:.+]] = gpuc.matmul
+// FP16: gpuc.concat %[[A]], %[[B]] axis = 0 : (tensor<2x3xf16>, tensor<2x3xf16>) -> tensor<4x3xf16>
+gpuc.parameter @w trainable : tensor<4x3xf32> = dense<0.5> : tensor<4x3xf32>
+func.func @eval(%x: tensor<2x4xf32> {gpuc.input = "x"}, %b: tensor<2x3xf32> {gpuc.input = "b"}, %w: tensor<4x3xf32> {gpuc.param = @w}) -> (tensor<4x3xf32> {gpuc.output = "c"}) {
+  %h = gpuc.matmul %x, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+  %c = gpuc.concat %h, %b axis = 0 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return %c : tensor<4x3xf32>
+}
