@@ -66,7 +66,42 @@ def batches(name, steps):
                    rng.randint(0, 10, b).astype(np.int64))
 
 
-def run_one(gpuc, name, opt_name, steps, workdir):
+def weight_difference(model, state_dir, max_grad):
+    """The largest per-tensor ||w_gpuc - w_torch|| / ||w_torch||, its
+    tensor, and the elements left out (see the module's docstring)."""
+    worst_weight, worst_name, excluded = 0.0, "", 0
+    for pname, p in model.named_parameters():
+        mine = np.load(os.path.join(state_dir, pname + ".npy"))
+        ref = p.detach().numpy()
+        g = max_grad[pname].numpy()
+        live = (g > 1e-7) | (g == 0)
+        excluded += int((~live).sum())
+        mine, ref = mine[live], ref[live]
+        if ref.size == 0:
+            continue
+        rel = np.linalg.norm(mine - ref) / max(np.linalg.norm(ref), 1e-30)
+        if rel > worst_weight:
+            worst_weight, worst_name = rel, pname
+    return worst_weight, worst_name, excluded
+
+
+def force_state(model, opt, state_dir):
+    """Writes PyTorch's parameters, buffers and optimizer state over
+    gpuc's, so that the next step starts both from the same values."""
+    for pname, t in list(model.named_parameters()) + list(
+            model.named_buffers()):
+        path = os.path.join(state_dir, pname + ".npy")
+        if os.path.exists(path):
+            np.save(path, t.detach().float().numpy())
+    names = {p: n for n, p in model.named_parameters()}
+    for p, st in opt.state.items():
+        for key, value in st.items():
+            path = os.path.join(state_dir, "%s.%s.npy" % (names[p], key))
+            if torch.is_tensor(value) and os.path.exists(path):
+                np.save(path, value.detach().float().numpy())
+
+
+def run_one(gpuc, name, opt_name, steps, workdir, precision, forced):
     model, input_name, opset = make_model(name)
     path = os.path.join(workdir, f"{name}.onnx")
     export(model, torch.zeros((2, 16), dtype=torch.int64)
@@ -91,13 +126,16 @@ def run_one(gpuc, name, opt_name, steps, workdir):
     # 100k terms that nearly cancel, and float32 PyTorch's differs from
     # the interpreter's (double accumulation) by up to 1e-3 relative after
     # 20 momentum steps on some CPUs (seen on one machine, not another).
-    model.double()
+    # Mixed precision (bf16) compares with PyTorch's CPU autocast instead:
+    # float32 master weights, bf16 GEMMs and convolutions.
+    if precision == "fp32":
+        model.double()
 
     flags, make_opt = OPTIMIZERS[opt_name]
     step_mlir = os.path.join(workdir, f"{name}.{opt_name}.mlir")
     cmd = [gpuc, "import", path, "--batch", str(BATCH[name]), "--train",
            "--loss", "cross_entropy", "--loss-output", "logits",
-           "-o", step_mlir] + flags
+           "-o", step_mlir, "--precision", precision] + flags
     if name == "transformer":
         cmd += ["--class-axis", "-1"]
     subprocess.run(cmd, check=True)
@@ -107,7 +145,7 @@ def run_one(gpuc, name, opt_name, steps, workdir):
     opt = make_opt(model.parameters())
     max_grad = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
     loss_fn = torch.nn.CrossEntropyLoss()
-    worst_loss = 0.0
+    worst_loss, worst_weight, worst_name, excluded = 0.0, 0.0, "", 0
     for step, (x, y) in enumerate(batches(name, steps)):
         xp, yp = os.path.join(workdir, "x.npy"), os.path.join(workdir, "y.npy")
         np.save(xp, x)
@@ -119,29 +157,30 @@ def run_one(gpuc, name, opt_name, steps, workdir):
         gpuc_loss = float(np.load(os.path.join(state_dir, "loss.npy")))
         opt.zero_grad()
         xt = torch.from_numpy(x)
-        out = model(xt.double() if xt.is_floating_point() else xt)
-        if name == "transformer":
-            out = out.permute(0, 2, 1)
-        loss = loss_fn(out, torch.from_numpy(y))
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=precision == "bf16"):
+            out = model(xt.double() if xt.is_floating_point() and
+                        precision == "fp32" else xt)
+            if name == "transformer":
+                out = out.permute(0, 2, 1)
+            loss = loss_fn(out, torch.from_numpy(y))
         loss.backward()
         for n, p in model.named_parameters():
             max_grad[n] = torch.maximum(max_grad[n], p.grad.abs())
         opt.step()
+        if forced:
+            # This step's weights, each side from the same start.
+            ww, wn, excluded = weight_difference(model, state_dir, max_grad)
+            if ww >= worst_weight:
+                worst_weight, worst_name = ww, wn
+            force_state(model, opt, state_dir)
         rel = abs(gpuc_loss - loss.item()) / abs(loss.item())
+        if os.environ.get("GPUC_VERBOSE"):
+            print(f"  step {step}: gpuc {gpuc_loss:.6f} torch {loss.item():.6f} rel {rel:.2e}")
         worst_loss = max(worst_loss, rel)
-    worst_weight, worst_name, excluded = 0.0, "", 0
-    for pname, p in model.named_parameters():
-        mine = np.load(os.path.join(state_dir, pname + ".npy"))
-        ref = p.detach().numpy()
-        g = max_grad[pname].numpy()
-        live = (g > 1e-7) | (g == 0)
-        excluded += int((~live).sum())
-        mine, ref = mine[live], ref[live]
-        if ref.size == 0:
-            continue
-        rel = np.linalg.norm(mine - ref) / max(np.linalg.norm(ref), 1e-30)
-        if rel > worst_weight:
-            worst_weight, worst_name = rel, pname
+    if not forced:
+        worst_weight, worst_name, excluded = weight_difference(
+            model, state_dir, max_grad)
     return worst_loss, worst_weight, worst_name, loss.item(), excluded
 
 
@@ -152,16 +191,28 @@ def main():
     parser.add_argument("--optimizers", default="sgd,adamw")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--tolerance", type=float, default=1e-4)
+    parser.add_argument("--weight-tolerance", type=float, default=None,
+                        help="for the final weights (default: --tolerance)")
+    parser.add_argument("--forced", action="store_true",
+                        help="start every step of gpuc from PyTorch's "
+                        "weights and optimizer state: compares each step, "
+                        "without the drift of two trajectories")
+    parser.add_argument("--precision", default="fp32",
+                        choices=["fp32", "bf16"])
     args = parser.parse_args()
     failed = False
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.models.split(","):
             for opt_name in args.optimizers.split(","):
-                wl, ww, wn, final, excluded = run_one(args.gpuc, name, opt_name,
-                                            args.steps, workdir)
-                ok = wl <= args.tolerance and ww <= args.tolerance
+                wl, ww, wn, final, excluded = run_one(
+                    args.gpuc, name, opt_name, args.steps, workdir,
+                    args.precision, args.forced)
+                ok = wl <= args.tolerance and ww <= (
+                    args.weight_tolerance if args.weight_tolerance is not None
+                    else args.tolerance)
                 failed |= not ok
                 print(f"{'PASS' if ok else 'FAIL'} {name} {opt_name} "
+                      f"{args.precision} "
                       f"{args.steps} steps: final loss {final:.6f}, max loss "
                       f"rel diff {wl:.2e}, max weight rel diff {ww:.2e} "
                       f"({wn}); {excluded} zero-gradient elements not "
