@@ -52,6 +52,14 @@ Policy policyOf(Operation *op) {
   return Policy::F32;
 }
 
+/// An f32 op that computes element by element: a chain of them is one
+/// fused kernel's f32 arithmetic, whose intermediate values are never
+/// stored, so they are not rounded between its links.
+bool isPointwiseF32(Operation *op) {
+  return policyOf(op) == Policy::F32 &&
+         (op->hasTrait<OpTrait::Elementwise>() || isa<DropoutOp>(op));
+}
+
 /// Results that stay f32 whatever reads them: statistics and losses.
 bool keepsF32Results(Operation *op) {
   return isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp, CrossEntropyOp, NllLossOp,
@@ -227,15 +235,18 @@ struct Amp : gpuc::impl::GpucAmpBase<Amp> {
           auto type = cast<RankedTensorType>(r.getType());
           if (type.getElementType() != f32 || type.getRank() == 0)
             continue;
-          // The readers other than the return read the stored value.
-          bool read = llvm::any_of(r.getUsers(), [](Operation *user) {
-            return !isa<func::ReturnOp>(user);
+          // The readers other than the return read the stored value; a
+          // value only pointwise f32 ops read is an intermediate of their
+          // chain (GELU as ONNX spells it: div, erf, add, mul, mul) and
+          // stays f32, as a fused kernel keeps it in a register.
+          bool stored = llvm::any_of(r.getUsers(), [](Operation *user) {
+            return !isa<func::ReturnOp>(user) && !isPointwiseF32(user);
           });
-          if (!read)
+          if (!stored)
             continue;
-          Value stored = castTo(builder, loc, r, low);
-          r.replaceUsesWithIf(stored, [&](OpOperand &use) {
-            return use.getOwner() != stored.getDefiningOp() &&
+          Value rounded = castTo(builder, loc, r, low);
+          r.replaceUsesWithIf(rounded, [&](OpOperand &use) {
+            return use.getOwner() != rounded.getDefiningOp() &&
                    !isa<func::ReturnOp>(use.getOwner());
           });
         }

@@ -18,11 +18,14 @@ RTOL, ATOL = 1e-4, 1e-5
 
 
 def compare_dirs(ref, got, rtol=RTOL, atol=ATOL, moment_floor=1e-8,
-                 moment_relative=0.0):
+                 moment_relative=0.0, atol_relative=0.0):
     """Returns (tensors compared, worst excess, its file, noisy elements,
     failures). An excess of 1.0 is the tolerance. An Adam element is noise
     where its first moment is at most `moment_floor`, or at most
-    `moment_relative` times the largest of its tensor."""
+    `moment_relative` times the largest of its tensor. `atol_relative`
+    adds that fraction of the tensor's largest magnitude to the absolute
+    tolerance (a value computed by cancellation carries the absolute error
+    of its operands)."""
     worst, worst_name, compared, failures, noisy = 0.0, "", 0, [], 0
     for f in sorted(os.listdir(ref)):
         if not f.endswith(".npy"):
@@ -37,7 +40,9 @@ def compare_dirs(ref, got, rtol=RTOL, atol=ATOL, moment_floor=1e-8,
             failures.append("%s: shape %s vs %s" % (f, g.shape, r.shape))
             continue
         compared += 1
-        excess = np.abs(g - r) / (rtol * np.abs(r) + atol)
+        floor = atol + atol_relative * (float(np.abs(r).max()) if r.size
+                                        else 0.0)
+        excess = np.abs(g - r) / (rtol * np.abs(r) + floor)
         # Adam divides the first moment by the root of the second, so a
         # gradient that is zero in exact arithmetic but float noise (a bias
         # before batch norm, the attention key bias) becomes a full-size
