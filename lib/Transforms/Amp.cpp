@@ -235,13 +235,18 @@ struct Amp : gpuc::impl::GpucAmpBase<Amp> {
           auto type = cast<RankedTensorType>(r.getType());
           if (type.getElementType() != f32 || type.getRank() == 0)
             continue;
-          // The readers other than the return read the stored value; a
-          // value only pointwise f32 ops read is an intermediate of their
-          // chain (GELU as ONNX spells it: div, erf, add, mul, mul) and
-          // stays f32, as a fused kernel keeps it in a register.
-          bool stored = llvm::any_of(r.getUsers(), [](Operation *user) {
-            return !isa<func::ReturnOp>(user) && !isPointwiseF32(user);
-          });
+          // The readers other than the return read the stored value; the
+          // result of a pointwise op that only pointwise f32 ops read is
+          // an intermediate of their chain (GELU as ONNX spells it: div,
+          // erf, add, mul, mul) and stays f32, as a fused kernel keeps it
+          // in a register.
+          // The result of a norm or softmax is an activation (what
+          // backward keeps), stored whoever reads it.
+          bool stored =
+              !isPointwiseF32(op) ||
+              llvm::any_of(r.getUsers(), [](Operation *user) {
+                return !isa<func::ReturnOp>(user) && !isPointwiseF32(user);
+              });
           if (!stored)
             continue;
           Value rounded = castTo(builder, loc, r, low);

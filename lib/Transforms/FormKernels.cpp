@@ -23,16 +23,27 @@ using namespace mlir::gpuc;
 namespace {
 struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
   void runOnOperation() override {
-    SmallVector<Operation *> ops, broadcasts;
+    SmallVector<Operation *> ops, broadcasts, widenings;
     getOperation().walk([&](func::FuncOp func) {
       for (Operation &op : func.getBody().front())
         if (isa<BroadcastOp>(op))
           broadcasts.push_back(&op);
+        else if (isWidening(&op))
+          widenings.push_back(&op);
         else if (needsKernel(&op))
           ops.push_back(&op);
     });
     for (Operation *op : ops)
       wrapInFusion(op);
+    // Likewise a widening cast (mixed precision's f16 -> f32): each kernel
+    // that reads it converts the stored 16-bit value itself, so the value
+    // kept between kernels (for backward, most of all) is the 16-bit one.
+    for (Operation *op : widenings) {
+      if (op->use_empty())
+        op->erase();
+      else
+        wrapInFusion(op);
+    }
     // A broadcast is an index mapping: the kernels that read it recompute it
     // from its input. Only broadcasts read elsewhere (by a library call or as
     // a result) are materialized.
@@ -49,9 +60,24 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
     });
   }
 
-  /// Operands that a pointwise kernel computes itself instead of reading.
+  /// A cast that widens a float exactly (f16/bf16 -> f32).
+  static bool isWidening(Operation *op) {
+    auto cast = dyn_cast<CastOp>(op);
+    if (!cast)
+      return false;
+    auto from = dyn_cast<FloatType>(
+        cast.getInput().getType().getElementType());
+    auto to = dyn_cast<FloatType>(cast.getType().getElementType());
+    return from && to && from.getWidth() < to.getWidth();
+  }
+
+  /// Operands that a kernel computes itself instead of reading: splat
+  /// constants and widening casts in any kernel, broadcasts in pointwise
+  /// ones.
   static bool isRecomputed(Operation *user, Value operand) {
     if (isInlinableConstant(operand))
+      return true;
+    if (Operation *def = operand.getDefiningOp(); def && isWidening(def))
       return true;
     return isPointwise(user) && operand.getDefiningOp<BroadcastOp>();
   }
@@ -70,6 +96,8 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
       else if (auto broadcast = operand.getDefiningOp<BroadcastOp>();
                broadcast && !isInlinableConstant(broadcast.getInput()))
         addInput(broadcast.getInput());
+      else if (auto widening = operand.getDefiningOp<CastOp>())
+        addInput(widening.getInput());
     }
     OpBuilder builder(op);
     auto fusion =

@@ -26,6 +26,8 @@ struct ArtifactOptions {
   std::string memoryPicture;
   /// unfusedCost() of @train_step before kernels were formed.
   nlohmann::json unfused;
+  /// Mixed precision: {"storage": fp32|fp16|bf16, "loss_scale": mode}.
+  nlohmann::json precision = nlohmann::json::object();
 };
 
 /// `gpuc compile`'s back end: the step program, kernels, trainer.

@@ -109,6 +109,7 @@ static bool writeReport(const nlohmann::json &plan,
                  {"bytes_non_gemm", bytes},
                  {"unfused_bytes_non_gemm", unfusedBytes},
                  {"flops", flops},
+                 {"precision", options.precision},
                  {"memory", memorySummary(plan)},
                  {"per_kernel", kernels}};
   if (!writeFile(options.outputDir + "/report.json", report.dump(1)))
@@ -140,6 +141,11 @@ static bool writeReport(const nlohmann::json &plan,
       launches, library, launches + library, copies, unfusedOps,
       unfusedOps ? (double)(launches + library) / unfusedOps : 0.0, mib(bytes),
       mib(unfusedBytes), unfusedBytes ? (double)bytes / unfusedBytes : 0.0);
+  if (options.precision.contains("storage"))
+    llvm::outs() << "precision: "
+                 << options.precision["storage"].get<std::string>()
+                 << " storage, loss scaling "
+                 << options.precision["loss_scale"].get<std::string>() << "\n";
   llvm::outs() << formatMemorySummary(report["memory"]);
   return true;
 }

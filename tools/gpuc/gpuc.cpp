@@ -923,6 +923,19 @@ static int runCompile(int argc, char **argv) {
   auto step = module->lookupSymbol<func::FuncOp>("train_step");
   artifact.unfused = gpuc::unfusedCost(step);
   artifact.report = report;
+  if (std::optional<gpuc::GpucAmpOptions> amp = ampOptions("gpuc compile")) {
+    std::string mode = amp->lossScale;
+    if (precisionOption == "fp32")
+      mode = "none";
+    else if (mode.empty())
+      mode = precisionOption == "fp16" ? "dynamic" : "none";
+    artifact.precision = {{"storage", precisionOption.getValue()},
+                          {"loss_scale", mode}};
+    if (mode != "none")
+      artifact.precision["loss_scale_init"] = amp->lossScaleInit;
+    if (mode == "dynamic")
+      artifact.precision["growth_interval"] = amp->growthInterval;
+  }
   artifact.memoryPicture = memoryPictureFile;
 
   std::unique_ptr<PassManager> kernelPassManager = passManager();
