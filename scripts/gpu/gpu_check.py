@@ -50,7 +50,7 @@ def data_dir(args):
 
 def check_parity(args, results):
     sys.path.insert(0, args.bundle)
-    from stepcompare import compare_dirs
+    from stepcompare import TOLERANCE, compare_dirs
     ok = True
     for name in sorted(os.listdir(os.path.join(args.bundle, "parity"))):
         folder = os.path.join(args.bundle, "parity", name)
@@ -60,8 +60,12 @@ def check_parity(args, results):
             trainer(args, "parity-" + name, "--run-step",
                     os.path.join(folder, "in"), "--output-dir", got,
                     "--seed", 7, "--step", 3)
+            # parity/MODEL-OPTIMIZER[-fp16|-bf16]: mixed precision has the
+            # storage type's tolerance.
+            precision = name.rsplit("-", 1)[-1]
             compared, worst, worst_name, noisy, failures = compare_dirs(
-                os.path.join(folder, "ref"), got)
+                os.path.join(folder, "ref"), got,
+                **TOLERANCE.get(precision, {}))
             entry.update(tensors=compared, worst_of_tolerance=worst,
                          worst_tensor=worst_name, noise_elements=noisy,
                          failures=failures[:10], ok=not failures)

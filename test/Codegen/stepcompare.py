@@ -16,6 +16,33 @@ import numpy as np
 
 RTOL, ATOL = 1e-4, 1e-5
 
+# Mixed precision (compare_dirs(..., **TOLERANCE[precision])): both sides
+# round every f16/bf16 value the same way (the interpreter with APFloat,
+# kernels with Float16.h, cuBLASLt/cuDNN once from f32 accumulators), so they differ only
+# where an f32 result differs by reduction order or libm and lands on the
+# other side of a rounding boundary of the storage type: one ulp there,
+# which the following ops carry on. The tolerance is 8 ulps of the storage
+# type (2^-10 relative for f16, 2^-7 for bf16), with an absolute floor of
+# the same size at 0.01 (gradients of order 1e-2 near zero) plus 2 ulps of
+# the tensor's largest element: a logit near zero is the difference of a
+# GEMM result of order 1 and a bias, so one ulp of the GEMM's rounding
+# (double accumulation in the interpreter, float in OpenBLAS) is all of its
+# error. Adam's first
+# step moves every parameter by +-lr whatever its gradient's size, so a
+# gradient at the noise level of its cancelling sum (below 8 storage ulps
+# of its tensor's largest, or 1e-5 in f16 and 1e-4 in bf16; the conv bias
+# before a batch norm is all noise) takes a step of random sign: those
+# elements are counted, not compared, as in fp32 below 1e-7.
+TOLERANCE = {
+    "fp32": {},
+    "fp16": {"rtol": 8 * 2.0 ** -10, "atol": 8 * 2.0 ** -10 * 1e-2,
+             "atol_relative": 2 * 2.0 ** -10,
+             "moment_floor": 1e-6, "moment_relative": 8 * 2.0 ** -10},
+    "bf16": {"rtol": 8 * 2.0 ** -7, "atol": 8 * 2.0 ** -7 * 1e-2,
+             "atol_relative": 2 * 2.0 ** -7,
+             "moment_floor": 1e-5, "moment_relative": 8 * 2.0 ** -7},
+}
+
 
 def compare_dirs(ref, got, rtol=RTOL, atol=ATOL, moment_floor=1e-8,
                  moment_relative=0.0, atol_relative=0.0):
