@@ -17,6 +17,7 @@
 #include "gpuc/runtime/Executor.h"
 #include "gpuc/runtime/Npy.h"
 #include "gpuc/runtime/Safetensors.h"
+#include "gpuc/runtime/device/Float16.h"
 #include "gpuc/runtime/device/CpuKernelTable.h"
 
 #include <onnx/onnx_pb.h>
@@ -607,11 +608,28 @@ int runStep(Session &s, const Options &o) {
   auto write = [&](const PlanBuffer &b, const std::string &name) {
     std::vector<char> bytes(b.bytes);
     s.device->download(b.id, bytes.data(), b.bytes);
+    // Floats (f16/bf16 widened exactly) as float32, integers as int64.
     std::vector<double> values(b.numElements());
-    for (int64_t i = 0; i < b.numElements(); ++i)
-      values[i] = b.dtype == "F32" ? ((float *)bytes.data())[i]
-                                   : (double)((int64_t *)bytes.data())[i];
-    NpyArray a = makeNpy(b.dtype == "F32" ? "<f4" : "<i8", b.shape, values);
+    const char *data = bytes.data();
+    bool floating = b.dtype == "F32" || b.dtype == "F16" || b.dtype == "BF16";
+    for (int64_t i = 0; i < b.numElements(); ++i) {
+      uint16_t half;
+      if (b.dtype == "F16" || b.dtype == "BF16")
+        memcpy(&half, data + 2 * i, 2);
+      if (b.dtype == "F32")
+        values[i] = ((const float *)data)[i];
+      else if (b.dtype == "F16")
+        values[i] = halfBitsToFloat(half);
+      else if (b.dtype == "BF16")
+        values[i] = bfloat16BitsToFloat(half);
+      else if (b.dtype == "I32")
+        values[i] = ((const int32_t *)data)[i];
+      else if (b.dtype == "BOOL")
+        values[i] = data[i] != 0;
+      else
+        values[i] = (double)((const int64_t *)data)[i];
+    }
+    NpyArray a = makeNpy(floating ? "<f4" : "<i8", b.shape, values);
     if (!writeNpy(o.outputDir + "/" + name + ".npy", a, error))
       fail(error);
   };

@@ -75,10 +75,12 @@ def compare_dirs(ref, got, rtol=RTOL, atol=ATOL, moment_floor=1e-8,
         # before batch norm, the attention key bias) becomes a full-size
         # step of random sign in any implementation. Those elements are
         # counted, not compared.
+        # The parameter's 16-bit copy (mixed precision) moves with it.
         base = f[:-4]
-        for suffix in (".exp_avg_sq", ".exp_avg"):
+        for suffix in (".exp_avg_sq", ".exp_avg", ".f16", ".bf16"):
             if base.endswith(suffix):
                 base = base[:-len(suffix)]
+        parameter = f in (base + ".npy", base + ".f16.npy", base + ".bf16.npy")
         moment = os.path.join(ref, base + ".exp_avg.npy")
         if os.path.exists(moment):
             m = np.load(moment).astype(np.float64)
@@ -89,7 +91,7 @@ def compare_dirs(ref, got, rtol=RTOL, atol=ATOL, moment_floor=1e-8,
             # In mixed precision (a relative floor) only the parameter is
             # spared: its moments are still compared everywhere.
             if noise.shape == excess.shape and (
-                    f == base + ".npy" or not moment_relative):
+                    parameter or not moment_relative):
                 if f == base + ".npy":
                     noisy += int((noise & (m != 0)).sum())
                 excess = np.where(noise, 0.0, excess)

@@ -394,6 +394,8 @@ static void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   opt.epsilon = adamEpsilon;
   opt.accumulate = accumulateSteps;
   pm.addPass(gpuc::createGpucOptimizer(opt));
+  if (precisionOption != "fp32")
+    pm.addPass(gpuc::createGpucAmpWeightCopies());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }

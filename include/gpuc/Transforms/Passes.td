@@ -125,6 +125,20 @@ def GpucAmp : Pass<"gpuc-amp", "::mlir::ModuleOp"> {
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
+def GpucAmpWeightCopies : Pass<"gpuc-amp-weight-copies", "::mlir::ModuleOp"> {
+  let summary = "keep 16-bit copies of the f32 master weights, written by "
+                "the optimizer's update";
+  let description = [{
+    After gpuc-amp and gpuc-optimizer. A trainable parameter `@P` that some
+    function casts to f16 or bf16 (a GEMM or convolution reads it) gets the
+    state `@P.f16` (or `@P.bf16`), initialized to its rounded initial value:
+    every such cast is replaced by that argument, and the function that
+    writes `@P` (`gpuc.update`) also writes `@P.f16` as the rounded new
+    value, which fusion makes one more output of the update kernel. A skipped
+    (non-finite) step leaves `@P`, and so its copy, unchanged.
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
 //===----------------------------------------------------------------------===//
 // Evaluation
 //===----------------------------------------------------------------------===//

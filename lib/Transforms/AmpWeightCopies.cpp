@@ -1,0 +1,145 @@
+//===- AmpWeightCopies.cpp - persistent 16-bit copies of the weights ------===//
+//
+// After gpuc-amp a GEMM reads `cast(p)`, a 16-bit copy of the f32 master
+// weight made by a kernel of its own every step (read 4 bytes, write 2 per
+// weight). Here the copy becomes persistent state written by the optimizer's
+// update (one more output of the fused update kernel: 2 bytes per weight,
+// no extra launch), and every function reads it instead of casting.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/Signature.h"
+#include "gpuc/Interpreter/Interpreter.h"
+#include "gpuc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/TypeUtilities.h"
+
+#define DEBUG_TYPE "gpuc-amp-weight-copies"
+
+namespace mlir::gpuc {
+#define GEN_PASS_DEF_GPUCAMPWEIGHTCOPIES
+#include "gpuc/Transforms/Passes.h.inc"
+} // namespace mlir::gpuc
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+struct AmpWeightCopies
+    : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> funcs;
+    for (auto func : module.getOps<func::FuncOp>())
+      funcs.push_back(func);
+    for (auto param : llvm::to_vector(module.getOps<ParameterOp>())) {
+      if (!param.getTrainable())
+        continue;
+      if (failed(copyParameter(module, param, funcs)))
+        return signalPassFailure();
+    }
+  }
+
+  /// The 16-bit casts of `param`'s argument in `func`.
+  static SmallVector<CastOp> narrowingCasts(func::FuncOp func,
+                                            ParameterOp param) {
+    SmallVector<CastOp> casts;
+    std::optional<unsigned> arg = findArgument(
+        func, GpucDialect::kParamAttrName, FlatSymbolRefAttr::get(param));
+    if (!arg)
+      return casts;
+    for (Operation *user : func.getArgument(*arg).getUsers())
+      if (auto cast = dyn_cast<CastOp>(user))
+        if (auto to = dyn_cast<FloatType>(cast.getType().getElementType());
+            to && to.getWidth() == 16)
+          casts.push_back(cast);
+    // In program order (use lists are not), so diagnostics are stable.
+    llvm::sort(casts, [](CastOp a, CastOp b) {
+      return a->isBeforeInBlock(b);
+    });
+    return casts;
+  }
+
+  LogicalResult copyParameter(ModuleOp module, ParameterOp param,
+                              ArrayRef<func::FuncOp> funcs) {
+    Type low;
+    for (func::FuncOp func : funcs)
+      for (CastOp cast : narrowingCasts(func, param)) {
+        Type to = cast.getType().getElementType();
+        if (low && low != to)
+          return cast.emitOpError()
+                 << "casts @" << param.getSymName()
+                 << " to two 16-bit types; one weight copy serves one";
+        low = to;
+      }
+    if (!low)
+      return success();
+    ParameterOp copy = createCopy(module, param, low);
+    if (!copy)
+      return failure();
+    auto copyRef = FlatSymbolRefAttr::get(copy);
+    auto paramRef = FlatSymbolRefAttr::get(param);
+    for (func::FuncOp func : funcs) {
+      OpBuilder builder(func.getContext());
+      // Readers: the copy instead of a cast of the master.
+      SmallVector<CastOp> casts = narrowingCasts(func, param);
+      if (!casts.empty()) {
+        Value arg = appendArgument(
+            func, copy.getType(),
+            builder.getNamedAttr(GpucDialect::kParamAttrName, copyRef),
+            copy.getLoc());
+        for (CastOp cast : casts) {
+          cast.replaceAllUsesWith(arg);
+          cast.erase();
+        }
+      }
+      // The writer: the update of the master also writes its copy.
+      std::optional<unsigned> update =
+          findResult(func, GpucDialect::kUpdateAttrName, paramRef);
+      if (!update)
+        continue;
+      Operation *ret = func.getBody().front().getTerminator();
+      builder.setInsertionPoint(ret);
+      Value updated = ret->getOperand(*update);
+      Value narrowed = CastOp::create(builder, updated.getLoc(),
+                                      copy.getType(), updated);
+      appendResults(func, {narrowed},
+                    {builder.getNamedAttr(GpucDialect::kUpdateAttrName,
+                                          copyRef)});
+    }
+    return success();
+  }
+
+  /// `@P.f16` (or `.bf16`): state holding `@P`'s initial value rounded.
+  ParameterOp createCopy(ModuleOp module, ParameterOp param, Type low) {
+    std::string name =
+        (param.getSymName() + (low.isF16() ? ".f16" : ".bf16")).str();
+    if (module.lookupSymbol(name)) {
+      param.emitOpError() << "needs a 16-bit copy named @" << name
+                          << ", which the module already has";
+      return {};
+    }
+    auto type = RankedTensorType::get(param.getTensorType().getShape(), low);
+    HostTensor init = HostTensor::fromAttr(param.getInitialValue());
+    const llvm::fltSemantics &semantics =
+        cast<FloatType>(low).getFloatSemantics();
+    SmallVector<APFloat> values;
+    values.reserve(init.data.size());
+    for (double d : init.data) {
+      APFloat v(d);
+      bool losesInfo;
+      v.convert(semantics, APFloat::rmNearestTiesToEven, &losesInfo);
+      values.push_back(v);
+    }
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointAfter(param);
+    auto copy = ParameterOp::create(builder, param.getLoc(), name, type,
+                                    DenseElementsAttr::get(type, values),
+                                    /*trainable=*/false);
+    copy->setAttr(GpucDialect::kOptimizerStateAttrName,
+                  builder.getUnitAttr());
+    return copy;
+  }
+};
+} // namespace

@@ -1,0 +1,37 @@
+// RUN: gpuc-opt %s -split-input-file --gpuc-amp-weight-copies | FileCheck %s
+
+// The f16 cast of @w becomes the persistent copy @w.f16 (its initial value
+// rounded), read by @train_step and @eval; the update of @w also writes the
+// copy. @b, read in f32 only, gets none.
+
+// CHECK: gpuc.parameter @w trainable : tensor<2x2xf32>
+// CHECK-NEXT: gpuc.parameter @w.f16 : tensor<2x2xf16> = dense<{{\[\[}}1.000000e+00, 3.332520e-01], [6.550400e+04, 0.000000e+00]]> : tensor<2x2xf16> {gpuc.optimizer_state}
+// CHECK-NOT: @b.f16
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<2x2xf32> {gpuc.param = @w}
+// CHECK-SAME: %[[COPY:[a-z0-9]+]]: tensor<2x2xf16> {gpuc.param = @w.f16})
+// CHECK-SAME: tensor<2x2xf16> {gpuc.update = @w.f16})
+// CHECK-NOT: gpuc.cast %[[W]]
+// CHECK: gpuc.matmul %{{.+}}, %[[COPY]]
+// CHECK: %[[NEW:.+]] = gpuc.sub %[[W]]
+// CHECK: %[[NEWCOPY:.+]] = gpuc.cast %[[NEW]] : tensor<2x2xf32> to tensor<2x2xf16>
+// CHECK: return %{{.+}}, %[[NEW]], %{{.+}}, %[[NEWCOPY]]
+// CHECK-LABEL: func.func @eval
+// CHECK-SAME: %[[ECOPY:[a-z0-9]+]]: tensor<2x2xf16> {gpuc.param = @w.f16})
+// CHECK: gpuc.matmul %{{.+}}, %[[ECOPY]]
+gpuc.parameter @w trainable : tensor<2x2xf32> = dense<[[1.0, 0.33333333], [65504.0, 0.0]]> : tensor<2x2xf32>
+gpuc.parameter @b trainable : tensor<2xf32> = dense<0.0> : tensor<2xf32>
+func.func @train_step(%x: tensor<2x2xf16> {gpuc.input = "x"}, %w: tensor<2x2xf32> {gpuc.param = @w}, %b: tensor<2xf32> {gpuc.param = @b}) -> (tensor<2x2xf16> {gpuc.output = "y"}, tensor<2x2xf32> {gpuc.update = @w}, tensor<2xf32> {gpuc.update = @b}) {
+  %wl = gpuc.cast %w : tensor<2x2xf32> to tensor<2x2xf16>
+  %y = gpuc.matmul %x, %wl : (tensor<2x2xf16>, tensor<2x2xf16>) -> tensor<2x2xf16>
+  %one = gpuc.constant dense<1.0> : tensor<2x2xf32>
+  %nw = gpuc.sub %w, %one : tensor<2x2xf32>
+  %nb = gpuc.add %b, %b : tensor<2xf32>
+  return %y, %nw, %nb : tensor<2x2xf16>, tensor<2x2xf32>, tensor<2xf32>
+}
+func.func @eval(%x: tensor<2x2xf16> {gpuc.input = "x"}, %w: tensor<2x2xf32> {gpuc.param = @w}) -> (tensor<2x2xf16> {gpuc.output = "y"}) {
+  %wl = gpuc.cast %w : tensor<2x2xf32> to tensor<2x2xf16>
+  %y = gpuc.matmul %x, %wl : (tensor<2x2xf16>, tensor<2x2xf16>) -> tensor<2x2xf16>
+  return %y : tensor<2x2xf16>
+}
+
