@@ -48,6 +48,24 @@ __host__ __device__ inline float bitsFloat(unsigned int u) {
 #endif
 }
 
+#if defined(__FLT16_MAX__) && !defined(__CUDACC_RTC__)
+// The host compiler's _Float16 (GCC 12+, Clang on x86-64 and AArch64):
+// IEEE conversions, to nearest even, which it turns into F16C or
+// AArch64 instructions where the target has them (the CPU kernels are
+// built -march=native) and vectorizes better than the code below.
+#define GPUC_HAVE_FLOAT16 1
+inline unsigned short floatToHalfBits(float f) {
+  _Float16 h = (_Float16)f;
+  unsigned short u;
+  std::memcpy(&u, &h, 2);
+  return u;
+}
+inline float halfBitsToFloat(unsigned short u) {
+  _Float16 h;
+  std::memcpy(&h, &u, 2);
+  return (float)h;
+}
+#else
 /// IEEE binary16 bits of `f`, rounded to nearest even.
 __host__ __device__ inline unsigned short floatToHalfBits(float f) {
   unsigned int u = floatBits(f);
@@ -85,6 +103,7 @@ __host__ __device__ inline float halfBitsToFloat(unsigned short h) {
   // Subnormal or zero: em * 2^-24 is exact in float.
   return bitsFloat(sign | floatBits((float)em * 5.9604644775390625e-8f));
 }
+#endif
 
 /// bfloat16 bits of `f`, rounded to nearest even.
 __host__ __device__ inline unsigned short floatToBFloat16Bits(float f) {
@@ -102,12 +121,21 @@ __host__ __device__ inline float bfloat16BitsToFloat(unsigned short b) {
 
 /// Storage types: a load converts to float, a store of a float rounds.
 struct f16 {
+#ifdef GPUC_HAVE_FLOAT16
+  _Float16 value;
+  operator float() const { return (float)value; }
+  f16 &operator=(float f) {
+    value = (_Float16)f;
+    return *this;
+  }
+#else
   unsigned short bits;
   __host__ __device__ operator float() const { return halfBitsToFloat(bits); }
   __host__ __device__ f16 &operator=(float f) {
     bits = floatToHalfBits(f);
     return *this;
   }
+#endif
 };
 struct bf16 {
   unsigned short bits;
@@ -123,7 +151,11 @@ struct bf16 {
 /// `f` rounded to the storage type and back: the value a register holds
 /// for an f16 or bf16 result computed in f32.
 __host__ __device__ inline float roundF16(float f) {
+#ifdef GPUC_HAVE_FLOAT16
+  return (float)(_Float16)f;
+#else
   return halfBitsToFloat(floatToHalfBits(f));
+#endif
 }
 __host__ __device__ inline float roundBF16(float f) {
   return bfloat16BitsToFloat(floatToBFloat16Bits(f));
