@@ -74,13 +74,16 @@ gpu_artifact() { # name model batch optimizer [precision]
   ln -s "../../blobs/$sum.safetensors" "$dir/init.safetensors"
 }
 
-# Parity: one step at batch 16 of each example with SGD and AdamW, and one
-# mixed-precision AdamW step each (cuBLASLt's bf16 and f16 GEMMs, cuDNN's f16
-# convolutions, loss scaling); the CPU device's results are the reference.
-mixed=(mlp:bf16 cnn:fp16 transformer:bf16)
+# Parity: one step at batch 16 of each example with SGD and AdamW, and a
+# mixed-precision AdamW step of the CNN (cuDNN's f16 convolutions,
+# cuBLASLt's f16 GEMMs, loss scaling; bf16 differs only in the data-type
+# enums, and one more artifact would not fit); the CPU device's results are
+# the reference.
+mixed=(cnn:fp16)
 for model in mlp cnn transformer; do
-  for m in "${mixed[@]}"; do [[ ${m%%:*} == "$model" ]] && low=${m##*:}; done
-  for spec in sgd:fp32 adamw:fp32 "adamw:$low"; do
+  specs="sgd:fp32 adamw:fp32"
+  for m in "${mixed[@]}"; do [[ ${m%%:*} == "$model" ]] && specs+=" adamw:${m##*:}"; done
+  for spec in $specs; do
     opt=${spec%%:*} precision=${spec##*:}
     name=$model-$opt
     [[ $precision == fp32 ]] || name+=-$precision
@@ -105,9 +108,10 @@ EOF
       --output-dir "$out/parity/$name/ref" --seed 7 --step 3 --device cpu \
       2>/dev/null
     rm -f "$out/parity/$name/ref"/*.exp_avg_sq.npy
-    # Mixed precision: the parameters carry the step; its moments stay
-    # behind to fit.
-    [[ $precision == fp32 ]] || rm -f "$out/parity/$name/ref"/*.exp_avg.npy
+    # Mixed precision: the parameters carry the step; its moments and the
+    # weights' 16-bit copies (rounded parameters) stay behind to fit.
+    [[ $precision == fp32 ]] || rm -f "$out/parity/$name/ref"/*.exp_avg.npy \
+      "$out/parity/$name/ref"/*.f16.npy "$out/parity/$name/ref"/*.bf16.npy
   done
 done
 
