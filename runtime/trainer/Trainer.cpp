@@ -613,7 +613,7 @@ int runStep(Session &s, const Options &o) {
     const char *data = bytes.data();
     bool floating = b.dtype == "F32" || b.dtype == "F16" || b.dtype == "BF16";
     for (int64_t i = 0; i < b.numElements(); ++i) {
-      uint16_t half;
+      uint16_t half = 0;
       if (b.dtype == "F16" || b.dtype == "BF16")
         memcpy(&half, data + 2 * i, 2);
       if (b.dtype == "F32")
