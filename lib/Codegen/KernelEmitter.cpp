@@ -1052,9 +1052,10 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
   for (auto [k, output] : llvm::enumerate(yield.getValues())) {
     StringRef type = storageCType(elementOf(output));
     if (type.empty())
-      return fusion.emitOpError() << "writes " << output.getType()
-                                  << ", which code generation cannot store (it stores f32, "
-                                     "f16, bf16, i64, i32 and i1)";
+      return fusion.emitOpError()
+             << "writes " << output.getType()
+             << ", which code generation cannot store (it stores f32, "
+                "f16, bf16, i64, i32 and i1)";
     params += llvm::formatv("{0}{1} *{2}out{3}", params.empty() ? "" : ", ",
                             type, inPlace[k] >= 0 ? "" : "__restrict__ ", k);
     names += llvm::formatv("{0}out{1}", names.empty() ? "" : ", ", k);

@@ -98,7 +98,8 @@ struct Amp : gpuc::impl::GpucAmpBase<Amp> {
                          << "'; use dynamic, static or none";
       return signalPassFailure();
     }
-    if (mode != "none" && !(lossScaleInit > 0 && std::isfinite(lossScaleInit))) {
+    if (mode != "none" &&
+        !(lossScaleInit > 0 && std::isfinite(lossScaleInit))) {
       module.emitError() << "the initial loss scale must be a positive finite "
                             "number, not "
                          << lossScaleInit;
@@ -156,13 +157,13 @@ struct Amp : gpuc::impl::GpucAmpBase<Amp> {
       return param;
     };
     ParameterOp scale = state("amp.loss_scale", lossScaleInit);
-    scale->setAttr(GpucDialect::kLossScaleAttrName,
-                   builder.getDictionaryAttr({
-                       builder.getNamedAttr("mode", builder.getStringAttr(mode)),
-                       builder.getNamedAttr(
-                           "growth_interval",
-                           builder.getI64IntegerAttr(growthInterval)),
-                   }));
+    scale->setAttr(
+        GpucDialect::kLossScaleAttrName,
+        builder.getDictionaryAttr({
+            builder.getNamedAttr("mode", builder.getStringAttr(mode)),
+            builder.getNamedAttr("growth_interval",
+                                 builder.getI64IntegerAttr(growthInterval)),
+        }));
     state("amp.good_steps", 0.0);
     state("amp.skipped_steps", 0.0);
   }

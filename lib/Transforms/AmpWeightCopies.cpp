@@ -26,8 +26,7 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
-struct AmpWeightCopies
-    : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
+struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> funcs;
@@ -55,9 +54,7 @@ struct AmpWeightCopies
             to && to.getWidth() == 16)
           casts.push_back(cast);
     // In program order (use lists are not), so diagnostics are stable.
-    llvm::sort(casts, [](CastOp a, CastOp b) {
-      return a->isBeforeInBlock(b);
-    });
+    llvm::sort(casts, [](CastOp a, CastOp b) { return a->isBeforeInBlock(b); });
     return casts;
   }
 
@@ -102,11 +99,11 @@ struct AmpWeightCopies
       Operation *ret = func.getBody().front().getTerminator();
       builder.setInsertionPoint(ret);
       Value updated = ret->getOperand(*update);
-      Value narrowed = CastOp::create(builder, updated.getLoc(),
-                                      copy.getType(), updated);
-      appendResults(func, {narrowed},
-                    {builder.getNamedAttr(GpucDialect::kUpdateAttrName,
-                                          copyRef)});
+      Value narrowed =
+          CastOp::create(builder, updated.getLoc(), copy.getType(), updated);
+      appendResults(
+          func, {narrowed},
+          {builder.getNamedAttr(GpucDialect::kUpdateAttrName, copyRef)});
     }
     return success();
   }
@@ -137,8 +134,7 @@ struct AmpWeightCopies
     auto copy = ParameterOp::create(builder, param.getLoc(), name, type,
                                     DenseElementsAttr::get(type, values),
                                     /*trainable=*/false);
-    copy->setAttr(GpucDialect::kOptimizerStateAttrName,
-                  builder.getUnitAttr());
+    copy->setAttr(GpucDialect::kOptimizerStateAttrName, builder.getUnitAttr());
     return copy;
   }
 };

@@ -126,7 +126,8 @@ struct Autodiff : gpuc::impl::GpucAutodiffBase<Autodiff> {
                     builder.getNamedAttr(GpucDialect::kParamAttrName, ref),
                     scale.getLoc()));
       if (seed.getType() != lossValue.getType())
-        seed = CastOp::create(builder, func.getLoc(), lossValue.getType(), seed);
+        seed =
+            CastOp::create(builder, func.getLoc(), lossValue.getType(), seed);
       grads[lossValue] = seed;
     }
     SmallVector<Operation *> forwardOps;

@@ -65,8 +65,7 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
     auto cast = dyn_cast<CastOp>(op);
     if (!cast)
       return false;
-    auto from = dyn_cast<FloatType>(
-        cast.getInput().getType().getElementType());
+    auto from = dyn_cast<FloatType>(cast.getInput().getType().getElementType());
     auto to = dyn_cast<FloatType>(cast.getType().getElementType());
     return from && to && from.getWidth() < to.getWidth();
   }

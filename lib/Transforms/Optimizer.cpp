@@ -108,8 +108,8 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
       for (auto [state, value] : updates) {
         if (finite)
           value = keepUnlessFinite(
-              finite, value, stateArgument(module, state.getSymName(),
-                                           state.getTensorType()));
+              finite, value,
+              stateArgument(module, state.getSymName(), state.getTensorType()));
         newValues.push_back(value);
         roles.push_back(builder->getNamedAttr(GpucDialect::kUpdateAttrName,
                                               FlatSymbolRefAttr::get(state)));
@@ -185,8 +185,8 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
                        SmallVectorImpl<Value> &newValues,
                        SmallVectorImpl<NamedAttribute> &roles) {
     ParameterOp scaleParam = lossScaleParameter(module);
-    auto config =
-        scaleParam->getAttrOfType<DictionaryAttr>(GpucDialect::kLossScaleAttrName);
+    auto config = scaleParam->getAttrOfType<DictionaryAttr>(
+        GpucDialect::kLossScaleAttrName);
     auto mode = config ? config.getAs<StringAttr>("mode") : StringAttr();
     auto interval =
         config ? config.getAs<IntegerAttr>("growth_interval") : IntegerAttr();
@@ -212,12 +212,10 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
         CompareOp::create(*builder, loc, ComparePredicate::ge, counted,
                           scalarConst(interval ? interval.getInt() : 2000));
     Value onFinite = select(grow, mul(scale, scalarConst(2.0)), scale);
-    newValues.push_back(
-        select(finite, onFinite, mul(scale, scalarConst(0.5))));
+    newValues.push_back(select(finite, onFinite, mul(scale, scalarConst(0.5))));
     roles.push_back(role(scaleParam.getSymName()));
-    newValues.push_back(
-        select(finite, select(grow, scalarConst(0.0), counted),
-               scalarConst(0.0)));
+    newValues.push_back(select(finite, select(grow, scalarConst(0.0), counted),
+                               scalarConst(0.0)));
     roles.push_back(role("amp.good_steps"));
   }
 

@@ -589,10 +589,9 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
            step.convDesc, g.py, g.px, g.sy, g.sx, g.dy, g.dx,
            CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) ||
       (st = cudnnSetConvolutionGroupCount(step.convDesc, g.groups)) ||
-      (st = cudnnSetConvolutionMathType(step.convDesc,
-                                        dataType == CUDNN_DATA_FLOAT
-                                            ? CUDNN_FMA_MATH
-                                            : CUDNN_TENSOR_OP_MATH)))
+      (st = cudnnSetConvolutionMathType(
+           step.convDesc, dataType == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH
+                                                       : CUDNN_TENSOR_OP_MATH)))
     return fail(st, "descriptor setup");
   // The first deterministic FMA algorithm cuDNN's heuristics rank that fits
   // the workspace limit: the same choice on every run of this GPU, so runs

@@ -276,9 +276,9 @@ public:
           if (!libraryTypeOf(s, step.type, error))
             return false;
           if (step.type != LibraryType::F32)
-            wideFloats = std::max(wideFloats, step.elements[0] +
-                                                  step.elements[1] +
-                                                  step.elements[2]);
+            wideFloats =
+                std::max(wideFloats, step.elements[0] + step.elements[1] +
+                                         step.elements[2]);
         }
         steps.push_back(std::move(step));
       }

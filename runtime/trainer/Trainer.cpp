@@ -17,8 +17,8 @@
 #include "gpuc/runtime/Executor.h"
 #include "gpuc/runtime/Npy.h"
 #include "gpuc/runtime/Safetensors.h"
-#include "gpuc/runtime/device/Float16.h"
 #include "gpuc/runtime/device/CpuKernelTable.h"
+#include "gpuc/runtime/device/Float16.h"
 
 #include <onnx/onnx_pb.h>
 

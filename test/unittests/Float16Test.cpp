@@ -62,14 +62,13 @@ void expectNarrowing(float f) {
 }
 
 TEST(Float16, NarrowingRoundsToNearestEven) {
-  const float cases[] = {0.0f, -0.0f, 1.0f, 65504.0f, 65519.99f, 65520.0f,
-                         65536.0f, 1e6f, -1e30f, INFINITY, -INFINITY, NAN,
-                         // Smallest normal and subnormal halves, and ties.
-                         6.103515625e-05f, 5.9604644775390625e-08f,
-                         2.98023223876953125e-08f, 8.940696716308594e-08f,
-                         1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048,
-                         1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 1e-40f,
-                         3.4028235e38f};
+  const float cases[] = {
+      0.0f, -0.0f, 1.0f, 65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e6f, -1e30f,
+      INFINITY, -INFINITY, NAN,
+      // Smallest normal and subnormal halves, and ties.
+      6.103515625e-05f, 5.9604644775390625e-08f, 2.98023223876953125e-08f,
+      8.940696716308594e-08f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048,
+      1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 1e-40f, 3.4028235e38f};
   for (float f : cases)
     expectNarrowing(f);
   // Every 4099th float bit pattern (covers all exponents and many

@@ -367,8 +367,9 @@ static std::optional<gpuc::GpucAmpOptions> ampOptions(StringRef tool) {
                  lossScaleInit.getNumOccurrences() > 0 ||
                  lossScaleGrowthInterval.getNumOccurrences() > 0;
   if (precisionOption == "fp32" && scaling) {
-    llvm::errs() << tool << ": loss scaling (--loss-scale*) needs --precision "
-                            "fp16 or bf16\n";
+    llvm::errs() << tool
+                 << ": loss scaling (--loss-scale*) needs --precision "
+                    "fp16 or bf16\n";
     return std::nullopt;
   }
   return amp;

@@ -255,8 +255,8 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   // A float widened exactly and narrowed back is itself (f16 -> f32 -> f16,
   // as mixed precision writes a stored value read by an f32 op).
   if (auto inner = getInput().getDefiningOp<CastOp>()) {
-    auto from = dyn_cast<FloatType>(
-        getElementTypeOrSelf(inner.getInput().getType()));
+    auto from =
+        dyn_cast<FloatType>(getElementTypeOrSelf(inner.getInput().getType()));
     auto via = dyn_cast<FloatType>(getElementTypeOrSelf(inner.getType()));
     if (from && via && inner.getInput().getType() == getType() &&
         llvm::APFloat::isRepresentableBy(from.getFloatSemantics(),
