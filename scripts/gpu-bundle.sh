@@ -143,6 +143,7 @@ cp "$data"/*.gz "$out/data/"
 cp "$root/scripts/gpu/run.sh" "$root/scripts/gpu/gpu_check.py" \
   "$root/test/Codegen/stepcompare.py" "$root/examples/export_models.py" "$out/"
 cp "$root/test/Trainer/accumulate.test.py" "$out/accumulate_compare.py"
+cp "$root/test/Trainer/safetensors_read.py" "$out/"
 chmod +x "$out/run.sh"
 git -C "$root" rev-parse HEAD >"$out/COMMIT" 2>/dev/null || echo unknown >"$out/COMMIT"
 

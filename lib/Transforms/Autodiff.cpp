@@ -65,15 +65,6 @@ struct Autodiff : gpuc::impl::GpucAutodiffBase<Autodiff> {
               "cross_entropy --target OUTPUT)";
   }
 
-  /// The gpuc.parameter holding the loss scale (gpuc-amp), if any.
-  static ParameterOp lossScaleParameter(func::FuncOp func) {
-    auto module = func->getParentOfType<ModuleOp>();
-    for (auto p : module.getOps<ParameterOp>())
-      if (p->hasAttr(GpucDialect::kLossScaleAttrName))
-        return p;
-    return {};
-  }
-
   LogicalResult differentiate(func::FuncOp func) {
     FailureOr<unsigned> lossIndex = findLoss(func);
     if (failed(lossIndex))
@@ -115,7 +106,8 @@ struct Autodiff : gpuc::impl::GpucAutodiffBase<Autodiff> {
     // The backward seed: 1, or the loss scale under mixed precision (the
     // gradients come out scaled; gpuc-optimizer unscales them).
     grads[lossValue] = tensors.splatLike(func.getLoc(), lossValue, 1.0);
-    if (ParameterOp scale = lossScaleParameter(func)) {
+    if (ParameterOp scale =
+            findLossScaleParameter(func->getParentOfType<ModuleOp>())) {
       auto ref = FlatSymbolRefAttr::get(scale);
       std::optional<unsigned> arg =
           findArgument(func, GpucDialect::kParamAttrName, ref);

@@ -76,7 +76,7 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     // non-finite one leaves every parameter and state value as it was.
     Value finite;
     DenseMap<unsigned, Value> unscaled;
-    if (ParameterOp scaleParam = lossScaleParameter(module)) {
+    if (ParameterOp scaleParam = findLossScaleParameter(module)) {
       finite = unscaleGradients(module, scaleParam, unscaled);
       if (!finite)
         return signalPassFailure();
@@ -130,13 +130,6 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     eraseResults(func, gradResults);
   }
 
-  static ParameterOp lossScaleParameter(ModuleOp module) {
-    for (auto p : module.getOps<ParameterOp>())
-      if (p->hasAttr(GpucDialect::kLossScaleAttrName))
-        return p;
-    return {};
-  }
-
   /// Fills `unscaled` (gradient result index -> gradient / scale) and
   /// returns the scalar i1 "every gradient is finite": the sum over all
   /// gradients of g * 0 is 0 exactly when none holds an infinity or a NaN,
@@ -184,7 +177,7 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
   void updateLossScale(ModuleOp module, Value finite,
                        SmallVectorImpl<Value> &newValues,
                        SmallVectorImpl<NamedAttribute> &roles) {
-    ParameterOp scaleParam = lossScaleParameter(module);
+    ParameterOp scaleParam = findLossScaleParameter(module);
     auto config = scaleParam->getAttrOfType<DictionaryAttr>(
         GpucDialect::kLossScaleAttrName);
     auto mode = config ? config.getAs<StringAttr>("mode") : StringAttr();

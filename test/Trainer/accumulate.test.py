@@ -1,27 +1,13 @@
 """Compares two checkpoints tensor by tensor: the parameters (and the
 optimizer state both have) agree within a relative tolerance of the
 tensor's largest magnitude."""
-import json
-import struct
+import os
 import sys
 
 import numpy as np
 
-
-def read(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = t["data_offsets"]
-        dtype = {"F32": np.float32, "I64": np.int64}[t["dtype"]]
-        out[name] = np.frombuffer(data[a:b], dtype=dtype).reshape(t["shape"])
-    return out
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_read import read  # noqa: E402
 
 acc, big, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
 compared = 0

@@ -2,27 +2,13 @@
 step, and checkpoints against the initial values."""
 import json
 import math
-import struct
+import os
 import sys
 
 import numpy as np
 
-DTYPES = {"F32": np.float32, "I64": np.int64, "F16": np.float16}
-
-
-def read(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = t["data_offsets"]
-        out[name] = np.frombuffer(data[a:b], dtype=DTYPES[t["dtype"]]).reshape(
-            t["shape"])
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_read import read  # noqa: E402
 
 
 def steps(path):

@@ -34,6 +34,13 @@ ParameterOp mlir::gpuc::getArgumentParameter(func::FuncOp func,
   return SymbolTable::lookupNearestSymbolFrom<ParameterOp>(func, ref.getAttr());
 }
 
+ParameterOp mlir::gpuc::findLossScaleParameter(ModuleOp module) {
+  for (auto p : module.getOps<ParameterOp>())
+    if (p->hasAttr(GpucDialect::kLossScaleAttrName))
+      return p;
+  return {};
+}
+
 BlockArgument mlir::gpuc::appendArgument(func::FuncOp func, Type type,
                                          NamedAttribute role, Location loc) {
   unsigned index = func.getNumArguments();

@@ -29,6 +29,10 @@ std::optional<unsigned> findResult(func::FuncOp func, StringRef attrName,
 /// The gpuc.parameter an argument holds (gpuc.param), or null.
 ParameterOp getArgumentParameter(func::FuncOp func, unsigned index);
 
+/// The gpuc.parameter holding mixed precision's loss scale (marked
+/// gpuc.loss_scale by gpuc-amp), or null.
+ParameterOp findLossScaleParameter(ModuleOp module);
+
 /// Appends an argument with one role attribute.
 BlockArgument appendArgument(func::FuncOp func, Type type, NamedAttribute role,
                              Location loc);
