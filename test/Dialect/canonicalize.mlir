@@ -44,3 +44,20 @@ func.func @no_fold() -> tensor<2xi64> {
   %d = gpuc.div %a, %z : tensor<2xi64>
   return %d : tensor<2xi64>
 }
+
+// -----
+
+// A 16-bit float widened to f32 and narrowed back is itself; the other way
+// round rounds, and stays.
+// CHECK-LABEL: func.func @cast_round_trip
+// CHECK-SAME: (%[[H:.+]]: tensor<4xf16>, %[[F:.+]]: tensor<4xf32>)
+// CHECK: %[[W:.+]] = gpuc.cast %[[F]] : tensor<4xf32> to tensor<4xf16>
+// CHECK: %[[R:.+]] = gpuc.cast %[[W]] : tensor<4xf16> to tensor<4xf32>
+// CHECK: return %[[H]], %[[R]]
+func.func @cast_round_trip(%h: tensor<4xf16>, %f: tensor<4xf32>) -> (tensor<4xf16>, tensor<4xf32>) {
+  %0 = gpuc.cast %h : tensor<4xf16> to tensor<4xf32>
+  %1 = gpuc.cast %0 : tensor<4xf32> to tensor<4xf16>
+  %2 = gpuc.cast %f : tensor<4xf32> to tensor<4xf16>
+  %3 = gpuc.cast %2 : tensor<4xf16> to tensor<4xf32>
+  return %1, %3 : tensor<4xf16>, tensor<4xf32>
+}

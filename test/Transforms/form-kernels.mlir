@@ -63,3 +63,23 @@ func.func @already_fused(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// A widening cast (mixed precision) is recomputed by each kernel that reads
+// it: the kernels read the f16 value, and no kernel writes an f32 copy.
+// CHECK-LABEL: func.func @widening
+// CHECK-SAME: (%[[X:.+]]: tensor<4xf16>)
+// CHECK-NOT: -> tensor<4xf32> {
+// CHECK: gpuc.fusion(%[[X]]) : (tensor<4xf16>) -> tensor<4xf32>
+// CHECK: gpuc.cast
+// CHECK: gpuc.relu
+// CHECK: gpuc.fusion(%[[X]]) : (tensor<4xf16>) -> tensor<f32>
+// CHECK: gpuc.cast
+// CHECK: gpuc.reduce_sum
+func.func @widening(%x: tensor<4xf16>) -> (tensor<4xf32>, tensor<f32>) {
+  %w = gpuc.cast %x : tensor<4xf16> to tensor<4xf32>
+  %r = gpuc.relu %w : tensor<4xf32>
+  %s = gpuc.reduce_sum %w axes = [0] : tensor<4xf32> -> tensor<f32>
+  return %r, %s : tensor<4xf32>, tensor<f32>
+}
