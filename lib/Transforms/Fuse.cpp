@@ -78,11 +78,35 @@ bool hasSchedule(FusionOp fusion) {
   return succeeded(emitKernel(fusion, "check"));
 }
 
+/// Whether `fusion` computes the new value of a parameter or of optimizer or
+/// model state (the step returns one of its results as an update).
+bool isStateUpdate(FusionOp fusion) {
+  for (OpOperand &use : fusion->getUses()) {
+    auto ret = dyn_cast<func::ReturnOp>(use.getOwner());
+    if (!ret)
+      continue;
+    auto func = ret->getParentOfType<func::FuncOp>();
+    if (func.getResultAttr(use.getOperandNumber(),
+                           GpucDialect::kUpdateAttrName))
+      return true;
+  }
+  return false;
+}
+
 /// The merged kernel of `first` and `second` (`second` later in the block),
 /// placed at `second`. `second` reads `first`'s results directly or through
 /// a reshape; `first`'s results that anything else reads stay results.
 /// Returns null (and changes nothing) when the merge is not legal.
 FusionOp tryMerge(FusionOp first, FusionOp second) {
+  // A reduction stays out of parameter and state updates: the optimizer's
+  // run at the end of backward, and there a reduction would keep its
+  // activation-sized inputs (batch norm's normalized input and output
+  // gradient) live until then, where they could have died in the row
+  // kernel that reads them. What merging would save is one launch and a
+  // vector of per-row values.
+  if ((rowsOf(first) || rowsOf(second)) &&
+      (isStateUpdate(first) || isStateUpdate(second)))
+    return nullptr;
   // Every other reader of `first` must run after `second`.
   SmallVector<Value> keptResults;
   SmallVector<Operation *> reshapesToErase;
@@ -217,7 +241,7 @@ FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at) {
       yielded.push_back(mapping.lookup(v));
   }
   YieldOp::create(inner, a.getLoc(), yielded);
-  if (!hasSchedule(merged)) {
+  if (recomputesWork(merged) || !hasSchedule(merged)) {
     merged.erase();
     return nullptr;
   }
@@ -229,13 +253,18 @@ FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at) {
   return merged;
 }
 
-/// Siblings: two elementwise kernels over the same number of elements that
-/// read a common buffer, merged where `earlier` runs (so `later`'s operands
-/// must all be defined before it).
+/// Siblings: two kernels that read a common buffer, both elementwise over
+/// the same number of elements or both row kernels over the same rows (batch
+/// norm's input gradient and its weight gradients, say), merged where
+/// `earlier` runs (so `later`'s operands must all be defined before it).
 FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later) {
-  if (rowsOf(earlier) || rowsOf(later))
+  int64_t rows = rowsOf(earlier);
+  if (rows != rowsOf(later))
     return nullptr;
-  if (numElements(earlier.getResult(0)) != numElements(later.getResult(0)))
+  if (!rows &&
+      numElements(earlier.getResult(0)) != numElements(later.getResult(0)))
+    return nullptr;
+  if (isStateUpdate(earlier) || isStateUpdate(later))
     return nullptr;
   for (Value v : later.getInputs()) {
     Operation *def = v.getDefiningOp();
@@ -330,12 +359,154 @@ bool fuseSiblings(func::FuncOp func) {
   return changed;
 }
 
+/// `fusion` without its result `index` (which nothing reads any more), nor
+/// the ops and inputs only that result needed.
+void dropResult(FusionOp fusion, unsigned index) {
+  SmallVector<unsigned> others;
+  for (unsigned k = 0; k < fusion.getNumResults(); ++k)
+    if (k != index)
+      others.push_back(k);
+  OpBuilder builder(fusion);
+  FusionOp slim = cloneFusionResults(builder, fusion, others);
+  for (auto [k, original] : llvm::enumerate(others))
+    fusion.getResult(original).replaceAllUsesWith(slim.getResult(k));
+  fusion.erase();
+}
+
+/// Recomputes result `index` of `producer` inside each kernel that reads it,
+/// instead of storing it, when that is cheap and reads nothing new of its
+/// size: it is pointwise (with broadcasts and constants) from the
+/// producer's inputs and other results, and every operand as large as it is
+/// read by each reader already (batch norm's scaled output gradient, read
+/// beside the unscaled one it is computed from). The tensor is then neither
+/// written nor read, and its bytes are never live.
+bool sinkCheapResult(FusionOp producer, unsigned index) {
+  Value result = producer.getResult(index);
+  SmallVector<FusionOp> readers;
+  for (Operation *user : result.getUsers()) {
+    auto reader = dyn_cast<FusionOp>(user);
+    if (!reader || reader->getBlock() != producer->getBlock())
+      return false;
+    if (!llvm::is_contained(readers, reader))
+      readers.push_back(reader);
+  }
+  if (readers.empty())
+    return false;
+  Block &body = producer.getBodyBlock();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  Value root = yield.getOperand(index);
+  // The value outside the producer that an inner value stands for.
+  auto outside = [&](Value inner) -> Value {
+    if (auto arg = dyn_cast<BlockArgument>(inner))
+      return producer.getOperand(arg.getArgNumber());
+    for (auto [k, v] : llvm::enumerate(yield.getValues()))
+      if (k != index && v == inner)
+        return producer.getResult(k);
+    return nullptr;
+  };
+  if (outside(root))
+    return false;
+  SetVector<Operation *> slice;
+  SetVector<Value> leaves;
+  SmallVector<Value> worklist{root};
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    if (v != root && outside(v)) {
+      leaves.insert(v);
+      continue;
+    }
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return false;
+    if (!isPointwise(def) && !isa<BroadcastOp, ConstantOp>(def))
+      return false;
+    if (slice.insert(def))
+      llvm::append_range(worklist, def->getOperands());
+  }
+  int64_t n = numElements(result);
+  for (Value leaf : leaves)
+    if (numElements(leaf) >= n)
+      for (FusionOp reader : readers)
+        if (!llvm::is_contained(reader.getInputs(), outside(leaf)))
+          return false;
+
+  // Each reader again, computing the result from the leaves.
+  SmallVector<std::pair<FusionOp, FusionOp>> rebuilt;
+  for (FusionOp reader : readers) {
+    OpBuilder builder(reader);
+    SmallVector<Value> inputs;
+    for (Value v : reader.getInputs())
+      if (v != result && !llvm::is_contained(inputs, v))
+        inputs.push_back(v);
+    for (Value leaf : leaves)
+      if (!llvm::is_contained(inputs, outside(leaf)))
+        inputs.push_back(outside(leaf));
+    auto copy = FusionOp::create(builder, reader.getLoc(),
+                                 reader.getResultTypes(), inputs);
+    Block &copyBody = copy.getBodyBlock();
+    auto argFor = [&](Value outer) {
+      return copyBody.getArgument(llvm::find(inputs, outer) - inputs.begin());
+    };
+    OpBuilder inner = OpBuilder::atBlockBegin(&copyBody);
+    IRMapping sliceMapping;
+    for (Value leaf : leaves)
+      sliceMapping.map(leaf, argFor(outside(leaf)));
+    for (Operation &op : body.without_terminator())
+      if (slice.contains(&op))
+        inner.clone(op, sliceMapping);
+    IRMapping mapping;
+    for (auto [outer, arg] :
+         llvm::zip(reader.getInputs(), reader.getBodyBlock().getArguments()))
+      mapping.map(arg, outer == result ? sliceMapping.lookup(root)
+                                       : argFor(outer));
+    for (Operation &op : reader.getBodyBlock().without_terminator())
+      inner.clone(op, mapping);
+    SmallVector<Value> yielded;
+    for (Value v :
+         cast<YieldOp>(reader.getBodyBlock().getTerminator()).getValues())
+      yielded.push_back(mapping.lookup(v));
+    YieldOp::create(inner, reader.getLoc(), yielded);
+    rebuilt.push_back({reader, copy});
+    if (recomputesWork(copy) || !hasSchedule(copy)) {
+      for (auto &[original, made] : rebuilt)
+        made.erase();
+      return false;
+    }
+  }
+  for (auto &[original, made] : rebuilt) {
+    original.replaceAllUsesWith(made.getResults());
+    original.erase();
+  }
+  dropResult(producer, index);
+  return true;
+}
+
+bool sinkCheapResults(func::FuncOp func) {
+  bool changed = false;
+  for (bool again = true; again;) {
+    again = false;
+    for (Operation &op : func.getBody().front()) {
+      auto fusion = dyn_cast<FusionOp>(op);
+      if (!fusion || fusion.getNumResults() < 2)
+        continue;
+      for (unsigned k = 0; k < fusion.getNumResults() && !again; ++k)
+        again = sinkCheapResult(fusion, k);
+      if (again) {
+        changed = true;
+        break;
+      }
+    }
+  }
+  return changed;
+}
+
 struct Fuse : gpuc::impl::GpucFuseBase<Fuse> {
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp func) {
       if (func.isExternal())
         return;
-      while (fuseProducers(func) | fuseSiblings(func)) {
+      while (fuseProducers(func) | fuseSiblings(func) |
+             sinkCheapResults(func)) {
       }
       fuseReturnedUpdates(func);
     });

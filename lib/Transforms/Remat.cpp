@@ -53,47 +53,6 @@ bool isPointwiseKernel(Operation *op) {
   return true;
 }
 
-/// A new fusion at `builder`'s point computing result `index` of `fusion`
-/// alone: only the ops and inputs that result needs.
-FusionOp extractResult(OpBuilder &builder, FusionOp fusion, unsigned index) {
-  Block &body = fusion.getBodyBlock();
-  Value yielded = body.getTerminator()->getOperand(index);
-  SetVector<Operation *> needed;
-  SmallVector<Value> worklist{yielded};
-  llvm::SmallDenseSet<unsigned> args;
-  while (!worklist.empty()) {
-    Value v = worklist.pop_back_val();
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      args.insert(arg.getArgNumber());
-      continue;
-    }
-    Operation *def = v.getDefiningOp();
-    if (!needed.insert(def))
-      continue;
-    llvm::append_range(worklist, def->getOperands());
-  }
-  SmallVector<Value> inputs;
-  SmallVector<unsigned> kept;
-  for (unsigned i = 0; i < body.getNumArguments(); ++i)
-    if (args.contains(i)) {
-      inputs.push_back(fusion.getOperand(i));
-      kept.push_back(i);
-    }
-  auto clone =
-      FusionOp::create(builder, fusion.getLoc(),
-                       TypeRange{fusion.getResult(index).getType()}, inputs);
-  IRMapping mapping;
-  for (auto [k, i] : llvm::enumerate(kept))
-    mapping.map(body.getArgument(i), clone.getBodyBlock().getArgument(k));
-  OpBuilder inner = OpBuilder::atBlockEnd(&clone.getBodyBlock());
-  for (Operation &op : body.without_terminator())
-    if (needed.contains(&op))
-      inner.clone(op, mapping);
-  YieldOp::create(inner, fusion.getLoc(),
-                  ValueRange{mapping.lookupOrDefault(yielded)});
-  return clone;
-}
-
 struct Remat : gpuc::impl::GpucRematBase<Remat> {
   using Base::Base;
 
@@ -176,7 +135,8 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     auto fusion = dyn_cast<FusionOp>(def);
     if (fusion && fusion.getNumResults() > 1) {
       clone =
-          extractResult(builder, fusion, cast<OpResult>(u).getResultNumber());
+          cloneFusionResults(builder, fusion,
+                             {cast<OpResult>(u).getResultNumber()});
       copy = clone->getResult(0);
       // The extracted kernel reads a subset of the inputs, in order.
       for (OpOperand &operand : clone->getOpOperands())

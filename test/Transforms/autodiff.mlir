@@ -29,8 +29,9 @@ func.func @forward(%x: tensor<2x4xf32> {gpuc.input = "x"}, %w: tensor<3x4xf32> {
 // CHECK: %[[HOTF:.+]] = gpuc.cast %[[HOT]]
 // CHECK: %[[DIFF:.+]] = gpuc.sub %[[P]], %[[HOTF]]
 // CHECK: %[[DLOGITS:.+]] = gpuc.mul %[[DIFF]]
-// ReLU passes the gradient where its input is positive.
-// CHECK: %[[POS:.+]] = gpuc.compare gt, %[[PRE]]
+// ReLU passes the gradient where its output is positive (exactly where its
+// input is), so backward reads the result it keeps anyway.
+// CHECK: %[[POS:.+]] = gpuc.compare gt, %[[ACT]]
 // CHECK: %[[DPRE:.+]] = gpuc.select %[[POS]], %[[DLOGITS]]
 // Broadcast: summed back over the batch. Matmul: only the weight's product.
 // CHECK: %[[DB:.+]] = gpuc.reduce_sum %[[DPRE]] axes = [0] : tensor<2x3xf32> -> tensor<3xf32>

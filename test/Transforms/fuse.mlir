@@ -192,3 +192,79 @@ func.func @multi_tensor_update(%w: tensor<8xf32>, %gw: tensor<8xf32>, %v: tensor
   %v2 = gpuc.sub %v, %sv : tensor<4x3xf32>
   return %w2, %v2 : tensor<8xf32>, tensor<4x3xf32>
 }
+
+// -----
+
+// A cheap pointwise result is recomputed in the kernel that reads it beside
+// the operand it is computed from, instead of being stored (batch norm's
+// scaled output gradient): exp's kernel keeps one result and drops the
+// scale, which its reader now takes.
+// CHECK-LABEL: func.func @sink_cheap_result
+// CHECK: %[[E:.+]] = gpuc.fusion(%arg0) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: gpuc.exp
+// CHECK-NEXT: gpuc.yield
+// CHECK: %[[M:.+]] = gpuc.matmul %[[E]], %arg1
+// CHECK: gpuc.fusion(%[[M]], %[[E]], %arg2)
+// CHECK: gpuc.broadcast
+// CHECK: gpuc.mul
+// CHECK: gpuc.mul
+// CHECK: gpuc.add
+func.func @sink_cheap_result(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>, %s: tensor<8xf32>) -> tensor<4x8xf32> {
+  %d = gpuc.exp %a : tensor<4x8xf32>
+  %sb = gpuc.broadcast %s : tensor<8xf32> -> tensor<4x8xf32>
+  %e = gpuc.mul %d, %sb : tensor<4x8xf32>
+  %m = gpuc.matmul %d, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %p = gpuc.mul %e, %m : tensor<4x8xf32>
+  %r = gpuc.add %p, %d : tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+// Not when the reader would read a new tensor of that size: here it reads
+// the matmul's result and the stored product only, so the product stays.
+// CHECK-LABEL: func.func @no_sink_new_operand
+// CHECK: %[[E:.+]]:2 = gpuc.fusion(%arg0, %arg2)
+// CHECK: gpuc.fusion(%[[E]]#0, %{{.+}})
+func.func @no_sink_new_operand(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>, %s: tensor<8xf32>) -> tensor<4x8xf32> {
+  %d = gpuc.exp %a : tensor<4x8xf32>
+  %sb = gpuc.broadcast %s : tensor<8xf32> -> tensor<4x8xf32>
+  %e = gpuc.mul %d, %sb : tensor<4x8xf32>
+  %m = gpuc.matmul %d, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %p = gpuc.mul %e, %m : tensor<4x8xf32>
+  return %p : tensor<4x8xf32>
+}
+
+// -----
+
+// Row siblings: two reductions over the same rows reading a common tensor
+// are one row kernel.
+// CHECK-LABEL: func.func @row_siblings
+// CHECK: %[[R:.+]]:2 = gpuc.fusion(%arg0, %arg1)
+// CHECK: gpuc.reduce_sum
+// CHECK: gpuc.reduce_sum
+// CHECK: return %[[R]]#0, %[[R]]#1
+func.func @row_siblings(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %a = gpuc.reduce_sum %x axes = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  %xy = gpuc.mul %x, %y : tensor<4x8xf32>
+  %b = gpuc.reduce_sum %xy axes = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  return %a, %b : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// A reduction stays out of a parameter's update: the update (at the end of
+// backward in a step) would keep the reduced tensor live until it runs.
+// CHECK-LABEL: func.func @reduction_not_in_update
+// CHECK: %[[G:.+]] = gpuc.fusion(%arg1) : (tensor<4x8xf32>) -> tensor<8xf32>
+// CHECK: gpuc.reduce_sum
+// CHECK: gpuc.fusion(%arg0, %[[G]])
+gpuc.parameter @b trainable : tensor<8xf32> = dense<0.0> : tensor<8xf32>
+func.func @reduction_not_in_update(%b: tensor<8xf32> {gpuc.param = @b}, %dy: tensor<4x8xf32>) -> (tensor<8xf32> {gpuc.update = @b}) {
+  %g = gpuc.reduce_sum %dy axes = [0] : tensor<4x8xf32> -> tensor<8xf32>
+  %lr = gpuc.constant dense<0.1> : tensor<8xf32>
+  %s = gpuc.mul %g, %lr : tensor<8xf32>
+  %b2 = gpuc.sub %b, %s : tensor<8xf32>
+  return %b2 : tensor<8xf32>
+}

@@ -78,12 +78,28 @@ func.func @read_after(%w: tensor<8xf32> {gpuc.param = @v}, %g: tensor<8xf32> {gp
 
 // -----
 
-// A row kernel writes its per-row result over a per-row operand (batch
-// norm's running statistics).
+// A row kernel writes its per-row result over a per-row operand that dies
+// in it (here a GEMM's result).
 // FUSED-LABEL: func.func @row
-// FUSED: gpuc.fusion(%arg0, %arg1) {gpuc.in_place = array<i64: 1>, gpuc.slots = [#gpuc.slot<bytes = 16, param = @rm>]}
+// FUSED: gpuc.matmul
+// FUSED: gpuc.fusion(%arg0, %{{.*}}) {gpuc.in_place = array<i64: 1>, gpuc.slots = [#gpuc.slot<offset = 0, bytes = 16>]}
+func.func @row(%x: tensor<4x8xf32> {gpuc.input = "x"}, %w: tensor<8x1xf32> {gpuc.input = "w"}) -> (tensor<4xf32> {gpuc.output = "y"}) {
+  %p = gpuc.matmul %x, %w : (tensor<4x8xf32>, tensor<8x1xf32>) -> tensor<4x1xf32>
+  %q = gpuc.reshape %p : tensor<4x1xf32> -> tensor<4xf32>
+  %s = gpuc.reduce_mean %x axes = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  %r = gpuc.add %s, %q : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+// A reduction stays out of a parameter's update (gpuc-fuse), which writes
+// the new value over the old one (batch norm's running statistics).
+// FUSED-LABEL: func.func @running_statistic
+// FUSED: gpuc.fusion(%arg0) {gpuc.slots = [#gpuc.slot<offset = 0, bytes = 16>]}
+// FUSED: gpuc.fusion(%{{.*}}, %arg1) {gpuc.in_place = array<i64: 1>, gpuc.slots = [#gpuc.slot<bytes = 16, param = @rm>]}
 gpuc.parameter @rm : tensor<4xf32> = dense<0.0> : tensor<4xf32>
-func.func @row(%x: tensor<4x8xf32> {gpuc.input = "x"}, %rm: tensor<4xf32> {gpuc.param = @rm}) -> (tensor<4xf32> {gpuc.update = @rm}) {
+func.func @running_statistic(%x: tensor<4x8xf32> {gpuc.input = "x"}, %rm: tensor<4xf32> {gpuc.param = @rm}) -> (tensor<4xf32> {gpuc.update = @rm}) {
   %s = gpuc.reduce_mean %x axes = [1] : tensor<4x8xf32> -> tensor<4xf32>
   %r = gpuc.add %s, %rm : tensor<4xf32>
   return %r : tensor<4xf32>

@@ -55,8 +55,11 @@ GPUC_UNARY_GRADIENT(TanhOp, B.mul(g, B.sub(B.splat(y, 1), B.mul(y, y))))
 GPUC_UNARY_GRADIENT(ErfOp, B.mul(B.scale(g, 2.0 / std::sqrt(M_PI)),
                                  B.exp(B.neg(B.mul(x, x)))))
 GPUC_UNARY_GRADIENT(SigmoidOp, B.mul(g, B.mul(y, B.sub(B.splat(y, 1), y))))
+// From the result, as PyTorch's threshold_backward does: y > 0 exactly where
+// x > 0, and backward then needs only y, which pooling's gradient usually
+// keeps anyway, instead of both.
 GPUC_UNARY_GRADIENT(ReluOp,
-                    B.where(B.cmp(ComparePredicate::gt, x, B.splat(x, 0)), g))
+                    B.where(B.cmp(ComparePredicate::gt, y, B.splat(y, 0)), g))
 #undef GPUC_UNARY_GRADIENT
 
 LogicalResult GeluOp::buildGradients(OpBuilder &builder,

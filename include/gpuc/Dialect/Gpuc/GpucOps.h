@@ -20,4 +20,11 @@
 #define GET_OP_CLASSES
 #include "gpuc/Dialect/Gpuc/GpucOps.h.inc"
 
+namespace mlir::gpuc {
+/// A new fusion at `builder`'s point computing only the given results of
+/// `fusion` (in that order), with only the ops and inputs they need.
+FusionOp cloneFusionResults(OpBuilder &builder, FusionOp fusion,
+                            ArrayRef<unsigned> results);
+} // namespace mlir::gpuc
+
 #endif // GPUC_DIALECT_GPUC_GPUCOPS_H
