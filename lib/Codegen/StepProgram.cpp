@@ -336,8 +336,12 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         ops.push_back(inner.getName().stripDialect().str());
         flops += flopsOf(&inner);
       }
-      for (Value input : fusion.getInputs())
-        bytesRead += tensorBytes(input);
+      // (An operand the kernel only writes over, a parameter's new 16-bit
+      // copy, is not read.)
+      for (auto [input, arg] :
+           llvm::zip(fusion.getInputs(), fusion.getBodyBlock().getArguments()))
+        if (!arg.use_empty())
+          bytesRead += tensorBytes(input);
       for (Value result : fusion.getResults())
         bytesWritten += tensorBytes(result);
       // A split row kernel's launches share its figures equally (each reads

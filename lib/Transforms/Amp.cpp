@@ -9,7 +9,8 @@
 //   operand's type (mixed float operands meet in the low type).
 // - Every other op computes in f32: its low operands are widened, and each
 //   float result of rank >= 1 is rounded to the low type for the ops that
-//   read it, so activations (and, through the casts' gradients, activation
+//   read it (ReLU, exact under rounding, is applied to the rounded operand
+//   instead), so activations (and, through the casts' gradients, activation
 //   gradients) are stored in the low type. Reductions, the losses and
 //   scalars keep f32: statistics, softmax and norm internals, the loss.
 // - Function results keep their declared types; parameters, inputs and
@@ -250,6 +251,21 @@ struct Amp : gpuc::impl::GpucAmpBase<Amp> {
               });
           if (!stored)
             continue;
+          // ReLU commutes with rounding (max(round(x), 0) is round(max(x,
+          // 0))): it runs in the low type on its rounded operand, so that
+          // backward, which reads its result, keeps 16 bits, not 32.
+          if (isa<ReluOp>(op)) {
+            OpOperand &input = op->getOpOperand(0);
+            Value x = input.get();
+            if (auto widened = x.getDefiningOp<CastOp>();
+                widened &&
+                getElementTypeOrSelf(widened.getInput().getType()) == low)
+              x = widened.getInput();
+            builder.setInsertionPoint(op);
+            input.set(castTo(builder, loc, x, low));
+            r.setType(withElement(r, low));
+            continue;
+          }
           Value rounded = castTo(builder, loc, r, low);
           r.replaceUsesWithIf(rounded, [&](OpOperand &use) {
             return use.getOwner() != rounded.getDefiningOp() &&

@@ -457,8 +457,8 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
     IRMapping mapping;
     for (auto [outer, arg] :
          llvm::zip(reader.getInputs(), reader.getBodyBlock().getArguments()))
-      mapping.map(arg, outer == result ? sliceMapping.lookup(root)
-                                       : argFor(outer));
+      mapping.map(arg,
+                  outer == result ? sliceMapping.lookup(root) : argFor(outer));
     for (Operation &op : reader.getBodyBlock().without_terminator())
       inner.clone(op, mapping);
     SmallVector<Value> yielded;

@@ -168,13 +168,43 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
       }
       return canOverwrite(fusion, j, k);
     };
-    for (bool parameters : {true, false})
+    auto assign = [&](bool parameters) {
       for (unsigned k = 0; k < fusion.getNumResults(); ++k)
         for (unsigned j = 0; j < fusion.getNumOperands() && inPlace[k] < 0; ++j)
           if (legal(j, k, parameters)) {
             inPlace[k] = j;
             claimed.insert(j);
           }
+    };
+    assign(/*parameters=*/true);
+    // The new value of a parameter the kernel does not read (a weight's
+    // 16-bit copy, computed from the new f32 weight), once nothing reads
+    // the old value any more: the kernel takes the parameter as an operand
+    // it never reads and writes over it, so no copy ends the step.
+    for (unsigned k = 0; k < fusion.getNumResults(); ++k) {
+      FlatSymbolRefAttr update = updateOf.lookup(fusion->getResult(k));
+      if (inPlace[k] >= 0 || !update)
+        continue;
+      for (BlockArgument arg : func.getArguments()) {
+        if (func.getArgAttrOfType<FlatSymbolRefAttr>(
+                arg.getArgNumber(), GpucDialect::kParamAttrName) != update)
+          continue;
+        bool readBefore = lastUse.count(arg) != 0;
+        if (readBefore && lastUse.lookup(arg) >= here)
+          break;
+        if (llvm::is_contained(fusion.getOperands(), Value(arg)))
+          break;
+        if (tensorBytes(arg) != tensorBytes(fusion->getResult(k)))
+          break;
+        fusion->insertOperands(fusion->getNumOperands(), {arg});
+        fusion.getBodyBlock().addArgument(arg.getType(), arg.getLoc());
+        lastUse[arg] = here;
+        inPlace[k] = fusion.getNumOperands() - 1;
+        claimed.insert(inPlace[k]);
+        break;
+      }
+    }
+    assign(/*parameters=*/false);
     for (OpResult result : fusion->getResults()) {
       unsigned k = result.getResultNumber();
       // The result's buffer: its own, or the one it overwrites.

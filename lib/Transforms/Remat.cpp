@@ -134,9 +134,8 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     Value copy;
     auto fusion = dyn_cast<FusionOp>(def);
     if (fusion && fusion.getNumResults() > 1) {
-      clone =
-          cloneFusionResults(builder, fusion,
-                             {cast<OpResult>(u).getResultNumber()});
+      clone = cloneFusionResults(builder, fusion,
+                                 {cast<OpResult>(u).getResultNumber()});
       copy = clone->getResult(0);
       // The extracted kernel reads a subset of the inputs, in order.
       for (OpOperand &operand : clone->getOpOperands())

@@ -11,9 +11,10 @@
 // BADINIT: error: the initial loss scale must be a positive finite number, not 0
 
 // The policy on a small classifier: the GEMM reads and writes f16 (its
-// weight is cast where it is read, the master stays f32); relu computes in
-// f32 and its result is stored in f16 for its readers; the transpose moves
-// f16; the reduction, the loss and the declared results stay f32.
+// weight is cast where it is read, the master stays f32); relu, exact under
+// rounding, runs in f16 on the GEMM's f16 result (so backward keeps its f16
+// result); the transpose moves f16; the reduction, the loss and the declared
+// results stay f32.
 
 // FP16: gpuc.parameter @amp.loss_scale : tensor<f32> = dense<6.553600e+04> : tensor<f32> {gpuc.loss_scale = {growth_interval = 2000 : i64, mode = "dynamic"}, gpuc.optimizer_state}
 // FP16: gpuc.parameter @amp.good_steps : tensor<f32> = dense<0.000000e+00>
@@ -25,17 +26,15 @@
 // FP16-DAG: %[[XL:.+]] = gpuc.cast %[[X]] : tensor<2x4xf32> to tensor<2x4xf16>
 // FP16-DAG: %[[WL:.+]] = gpuc.cast %[[W]] : tensor<4x3xf32> to tensor<4x3xf16>
 // FP16: %[[H:.+]] = gpuc.matmul %[[XL]], %[[WL]] : (tensor<2x4xf16>, tensor<4x3xf16>) -> tensor<2x3xf16>
-// FP16: %[[HW:.+]] = gpuc.cast %[[H]] : tensor<2x3xf16> to tensor<2x3xf32>
-// FP16: %[[R:.+]] = gpuc.relu %[[HW]] : tensor<2x3xf32>
-// FP16: %[[RL:.+]] = gpuc.cast %[[R]] : tensor<2x3xf32> to tensor<2x3xf16>
-// One widening of the stored value serves both f32 readers.
+// FP16: %[[RL:.+]] = gpuc.relu %[[H]] : tensor<2x3xf16>
+// One widening of the stored value serves every f32 reader.
 // FP16: %[[RW:.+]] = gpuc.cast %[[RL]] : tensor<2x3xf16> to tensor<2x3xf32>
 // FP16: %[[T:.+]] = gpuc.transpose %[[RL]] perm = [1, 0] : tensor<2x3xf16> -> tensor<3x2xf16>
 // FP16: %[[TW:.+]] = gpuc.cast %[[T]] : tensor<3x2xf16> to tensor<3x2xf32>
 // FP16: %[[S:.+]] = gpuc.reduce_sum %[[RW]] axes = [1] : tensor<2x3xf32> -> tensor<2xf32>
 // FP16: %[[LOSS:.+]] = gpuc.cross_entropy %[[RW]], %{{.+}} reduction = mean : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
-// The results keep their declared types: relu's own f32 value is returned.
-// FP16: return %[[R]], %[[TW]], %[[S]], %[[LOSS]]
+// The results keep their declared types.
+// FP16: return %[[RW]], %[[TW]], %[[S]], %[[LOSS]]
 
 // bf16 has no loss scaling by default.
 // BF16-NOT: amp.loss_scale

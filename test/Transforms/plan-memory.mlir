@@ -107,6 +107,26 @@ func.func @running_statistic(%x: tensor<4x8xf32> {gpuc.input = "x"}, %rm: tensor
 
 // -----
 
+// A parameter's new value computed without reading the old one (a weight's
+// 16-bit copy, cast from the new f32 weight) is written over it once
+// nothing reads the old value: the kernel takes the parameter as an operand
+// it never reads, and no copy ends the step.
+// FUSED-LABEL: func.func @copy_over_parameter
+// FUSED: gpuc.fusion(%arg0) {gpuc.slots = [#gpuc.slot<offset = 0, bytes = 4>]}
+// FUSED: gpuc.fusion(%arg1, %arg0) {gpuc.in_place = array<i64: 1>, gpuc.slots = [#gpuc.slot<bytes = 16, param = @wh>]}
+// FUSED-NEXT: ^bb0(%{{.*}}: tensor<8xf32>, %[[OLD:.+]]: tensor<8xf16>):
+// FUSED-NOT: %[[OLD]]
+// FUSED: gpuc.yield
+gpuc.parameter @wh : tensor<8xf16> = dense<0.0> : tensor<8xf16>
+func.func @copy_over_parameter(%wh: tensor<8xf16> {gpuc.param = @wh}, %w: tensor<8xf32> {gpuc.input = "w"}) -> (tensor<f32> {gpuc.output = "y"}, tensor<8xf16> {gpuc.update = @wh}) {
+  %y = gpuc.cast %wh : tensor<8xf16> to tensor<8xf32>
+  %s = gpuc.reduce_sum %y axes = [0] : tensor<8xf32> -> tensor<f32>
+  %n = gpuc.cast %w : tensor<8xf32> to tensor<8xf16>
+  return %s, %n : tensor<f32>, tensor<8xf16>
+}
+
+// -----
+
 // The forward pass ends with the loss; what it leaves live for backward
 // (the matmul's result, read by the relu gradient) is counted.
 // CHECK-LABEL: func.func @forward_backward
