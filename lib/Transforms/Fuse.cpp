@@ -78,6 +78,19 @@ bool hasSchedule(FusionOp fusion) {
   return succeeded(emitKernel(fusion, "check"));
 }
 
+/// Clones `fusion`'s body at `inner` with `mapping` (which maps its block
+/// arguments) and returns the clones of the values it yields.
+SmallVector<Value> inlineBody(OpBuilder &inner, FusionOp fusion,
+                              IRMapping &mapping) {
+  for (Operation &op : fusion.getBodyBlock().without_terminator())
+    inner.clone(op, mapping);
+  SmallVector<Value> values;
+  for (Value v :
+       cast<YieldOp>(fusion.getBodyBlock().getTerminator()).getValues())
+    values.push_back(mapping.lookup(v));
+  return values;
+}
+
 /// Whether `fusion` computes the new value of a parameter or of optimizer or
 /// model state (the step returns one of its results as an update).
 bool isStateUpdate(FusionOp fusion) {
@@ -166,12 +179,7 @@ FusionOp tryMerge(FusionOp first, FusionOp second) {
   for (auto [outer, arg] :
        llvm::zip(first.getInputs(), first.getBodyBlock().getArguments()))
     mapping.map(arg, argFor(outer));
-  for (Operation &op : first.getBodyBlock().without_terminator())
-    inner.clone(op, mapping);
-  auto firstYield = cast<YieldOp>(first.getBodyBlock().getTerminator());
-  SmallVector<Value> firstValues;
-  for (Value v : firstYield.getValues())
-    firstValues.push_back(mapping.lookup(v));
+  SmallVector<Value> firstValues = inlineBody(inner, first, mapping);
 
   IRMapping secondMapping;
   for (auto [outer, arg] :
@@ -187,12 +195,7 @@ FusionOp tryMerge(FusionOp first, FusionOp second) {
       secondMapping.map(arg, argFor(outer));
     }
   }
-  for (Operation &op : second.getBodyBlock().without_terminator())
-    inner.clone(op, secondMapping);
-  SmallVector<Value> yielded;
-  for (Value v :
-       cast<YieldOp>(second.getBodyBlock().getTerminator()).getValues())
-    yielded.push_back(secondMapping.lookup(v));
+  SmallVector<Value> yielded = inlineBody(inner, second, secondMapping);
   for (Value v : keptResults)
     yielded.push_back(firstValues[cast<OpResult>(v).getResultNumber()]);
   YieldOp::create(inner, second.getLoc(), yielded);
@@ -234,11 +237,7 @@ FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at) {
          llvm::zip(part.getInputs(), part.getBodyBlock().getArguments()))
       mapping.map(arg,
                   body.getArgument(llvm::find(inputs, outer) - inputs.begin()));
-    for (Operation &op : part.getBodyBlock().without_terminator())
-      inner.clone(op, mapping);
-    for (Value v :
-         cast<YieldOp>(part.getBodyBlock().getTerminator()).getValues())
-      yielded.push_back(mapping.lookup(v));
+    llvm::append_range(yielded, inlineBody(inner, part, mapping));
   }
   YieldOp::create(inner, a.getLoc(), yielded);
   if (recomputesWork(merged) || !hasSchedule(merged)) {
@@ -459,13 +458,7 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
          llvm::zip(reader.getInputs(), reader.getBodyBlock().getArguments()))
       mapping.map(arg,
                   outer == result ? sliceMapping.lookup(root) : argFor(outer));
-    for (Operation &op : reader.getBodyBlock().without_terminator())
-      inner.clone(op, mapping);
-    SmallVector<Value> yielded;
-    for (Value v :
-         cast<YieldOp>(reader.getBodyBlock().getTerminator()).getValues())
-      yielded.push_back(mapping.lookup(v));
-    YieldOp::create(inner, reader.getLoc(), yielded);
+    YieldOp::create(inner, reader.getLoc(), inlineBody(inner, reader, mapping));
     rebuilt.push_back({reader, copy});
     if (recomputesWork(copy) || !hasSchedule(copy)) {
       for (auto &[original, made] : rebuilt)
