@@ -121,6 +121,12 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
             i, GpucDialect::kUpdateAttrName))
       updateOf[aliasRoot(value)] = ref;
 
+  DenseMap<Attribute, BlockArgument> argOfParameter;
+  for (BlockArgument arg : func.getArguments())
+    if (auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
+            arg.getArgNumber(), GpucDialect::kParamAttrName))
+      argOfParameter[ref] = arg;
+
   // Values written over one another share a buffer; it dies when the last
   // of them is read.
   llvm::EquivalenceClasses<Value> sharing;
@@ -185,24 +191,16 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
       FlatSymbolRefAttr update = updateOf.lookup(fusion->getResult(k));
       if (inPlace[k] >= 0 || !update)
         continue;
-      for (BlockArgument arg : func.getArguments()) {
-        if (func.getArgAttrOfType<FlatSymbolRefAttr>(
-                arg.getArgNumber(), GpucDialect::kParamAttrName) != update)
-          continue;
-        bool readBefore = lastUse.count(arg) != 0;
-        if (readBefore && lastUse.lookup(arg) >= here)
-          break;
-        if (llvm::is_contained(fusion.getOperands(), Value(arg)))
-          break;
-        if (tensorBytes(arg) != tensorBytes(fusion->getResult(k)))
-          break;
-        fusion->insertOperands(fusion->getNumOperands(), {arg});
-        fusion.getBodyBlock().addArgument(arg.getType(), arg.getLoc());
-        lastUse[arg] = here;
-        inPlace[k] = fusion.getNumOperands() - 1;
-        claimed.insert(inPlace[k]);
-        break;
-      }
+      BlockArgument arg = argOfParameter.lookup(update);
+      if (!arg || (lastUse.count(arg) && lastUse.lookup(arg) >= here) ||
+          llvm::is_contained(fusion.getOperands(), Value(arg)) ||
+          tensorBytes(arg) != tensorBytes(fusion->getResult(k)))
+        continue;
+      fusion->insertOperands(fusion->getNumOperands(), {arg});
+      fusion.getBodyBlock().addArgument(arg.getType(), arg.getLoc());
+      lastUse[arg] = here;
+      inPlace[k] = fusion.getNumOperands() - 1;
+      claimed.insert(inPlace[k]);
     }
     assign(/*parameters=*/false);
     for (OpResult result : fusion->getResults()) {

@@ -80,8 +80,11 @@ struct StepLiveness {
 
 /// Chooses the in-place writes of `func` in program order and records them
 /// as `gpuc.in_place` on the fusions that have any: an update goes into its
-/// parameter when the old value is read nowhere later; a result takes the
-/// buffer of an operand that dies in its kernel (canOverwrite).
+/// parameter when the old value is read nowhere later (a kernel that
+/// computes it without reading the old value gets that parameter as an
+/// operand its body never reads, so the write stays an operand overwrite);
+/// a result takes the buffer of an operand that dies in its kernel
+/// (canOverwrite).
 void chooseInPlace(func::FuncOp func);
 
 /// What gpuc-plan-memory would make of `func` now.
