@@ -9,6 +9,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libgtest-dev
   libopenblas-dev nlohmann-json3-dev zlib1g-dev
+  coinor-libcbc-dev
   dataset-fashion-mnist
   python3-numpy python3-onnx
 )

@@ -74,6 +74,12 @@ if getattr(config, "gpuc_have_nvrtc", False):
 else:
     lit_config.note("gpuc was built without NVRTC (CUDA toolkit not found): "
                     "the CUDA-target compile tests are skipped")
+if getattr(config, "gpuc_have_cbc", False):
+    config.available_features.add("cbc")
+else:
+    lit_config.note("gpuc was built without COIN-OR CBC: the tests of "
+                    "gpuc-remat's exact mode (solver=milp) are skipped "
+                    "(scripts/install-deps.sh installs coinor-libcbc-dev)")
 if getattr(config, "gpuc_have_cuda_device", False):
     config.available_features.add("cuda-plugin")
 else:

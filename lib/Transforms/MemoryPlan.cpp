@@ -230,12 +230,16 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
   }
 }
 
-PlanEstimate mlir::gpuc::estimatePlan(func::FuncOp func, bool inPlace) {
+StepLiveness mlir::gpuc::planLiveness(func::FuncOp func, bool inPlace) {
   func.walk(
       [](Operation *op) { op->removeAttr(GpucDialect::kInPlaceAttrName); });
   if (inPlace)
     chooseInPlace(func);
-  StepLiveness live = computeLiveness(func);
+  return computeLiveness(func);
+}
+
+PlanEstimate mlir::gpuc::estimatePlan(func::FuncOp func, bool inPlace) {
+  StepLiveness live = planLiveness(func, inPlace);
   SmallVector<int64_t> offsets;
   PlanEstimate estimate;
   estimate.peak = packArena(live, offsets);
@@ -320,7 +324,7 @@ StepLiveness mlir::gpuc::computeLiveness(func::FuncOp func) {
   return live;
 }
 
-int64_t StepLiveness::lowerBound() const {
+SmallVector<int64_t> StepLiveness::liveBytes() const {
   SmallVector<int64_t> delta(ops.size() + 1, 0);
   for (const LiveBuffer &b : buffers) {
     if (b.param)
@@ -328,10 +332,24 @@ int64_t StepLiveness::lowerBound() const {
     delta[b.start] += alignedBytes(b.bytes);
     delta[b.end + 1] -= alignedBytes(b.bytes);
   }
-  int64_t live = 0, peak = 0;
-  for (int64_t d : delta)
-    peak = std::max(peak, live += d);
-  return peak;
+  SmallVector<int64_t> live(ops.size(), 0);
+  int64_t bytes = 0;
+  for (unsigned pos = 0; pos < ops.size(); ++pos)
+    live[pos] = bytes += delta[pos];
+  return live;
+}
+
+SmallVector<int64_t> StepLiveness::bornBytes() const {
+  SmallVector<int64_t> born(ops.size(), 0);
+  for (const LiveBuffer &b : buffers)
+    if (!b.param)
+      born[b.start] += alignedBytes(b.bytes);
+  return born;
+}
+
+int64_t StepLiveness::lowerBound() const {
+  SmallVector<int64_t> live = liveBytes();
+  return live.empty() ? 0 : *llvm::max_element(live);
 }
 
 int64_t StepLiveness::keptForBackward() const {

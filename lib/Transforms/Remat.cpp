@@ -12,10 +12,22 @@
 // read the same inputs, the RNG key included, so dropout draws the same
 // mask and the step's results do not change.
 //
+// solver=milp replaces the second stage with a 0-1 program solved by CBC
+// (BinaryProgram.h): one variable per candidate recomputation (with the
+// chain of recomputations it needs), its FLOPs as cost, and one row per
+// program point bounding the bytes live there. Each candidate's effect on
+// the live bytes is measured on the IR, in-place writes included; the
+// program assumes the effects add up, so its choice is then planned for
+// real, and the bound tightened by the excess while the packed peak is
+// still above the budget. The program's optimum is the least FLOPs any set
+// of these recomputations needs under that model: what the greedy choice
+// is compared against (--remat-sweep prints both).
+//
 //===----------------------------------------------------------------------===//
 #include "gpuc/Codegen/Cost.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
+#include "gpuc/Transforms/BinaryProgram.h"
 #include "gpuc/Transforms/MemoryPlan.h"
 #include "gpuc/Transforms/Passes.h"
 
@@ -195,8 +207,216 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     extraFlops += flopsOf(trial);
   }
 
+  /// The second stage, greedy: the cheapest recomputation that reaches the
+  /// budget when one does, else what saves the most bytes per FLOP. (Ratio
+  /// alone overshoots: on the MLP at batch 1024 and 75 % it took two
+  /// recomputations, 823 MFLOP, where one of 412 MFLOP meets the budget.)
+  /// The kept trials go to `made` when given.
+  void reduceGreedily(PlanEstimate &now, int &recomputations,
+                      SmallVectorImpl<Trial> *made = nullptr) {
+    while (now.peak > budget) {
+      std::optional<Value> best, finishing;
+      double bestScore = 0;
+      int64_t finishingFlops = 0;
+      PlanEstimate bestAfter, finishingAfter;
+      for (Value v : candidates()) {
+        Trial trial = apply(v);
+        PlanEstimate after = estimatePlan(func);
+        int64_t flops = flopsOf(trial) + 1;
+        undo(trial);
+        if (after.peak <= budget && (!finishing || flops < finishingFlops)) {
+          finishing = v;
+          finishingFlops = flops;
+          finishingAfter = after;
+        }
+        // Peak first; a lower lower-bound breaks ties, as a step towards
+        // a later peak reduction.
+        double score = 0;
+        if (after.peak < now.peak)
+          score = 1e6 + (double)(now.peak - after.peak) / flops;
+        else if (after.peak == now.peak && after.lowerBound < now.lowerBound)
+          score = (double)(now.lowerBound - after.lowerBound) / flops;
+        if (score > bestScore) {
+          bestScore = score;
+          best = v;
+          bestAfter = after;
+        }
+      }
+      if (finishing) {
+        best = finishing;
+        bestAfter = finishingAfter;
+      }
+      if (!best)
+        break;
+      Trial trial = apply(*best);
+      keep(trial);
+      if (made)
+        made->push_back(trial);
+      now = bestAfter;
+      ++recomputations;
+    }
+  }
+
+  /// Aligned bytes live at each point of the function as it is now, in
+  /// terms of `original`'s ops: point 2p+1 is op p itself, point 2p the
+  /// gap just before it, where recomputations for op p run (the most live
+  /// during any of them).
+  SmallVector<int64_t>
+  liveAtPoints(const DenseMap<Operation *, unsigned> &original) {
+    StepLiveness live = planLiveness(func);
+    SmallVector<int64_t> bytes = live.liveBytes(), born = live.bornBytes();
+    SmallVector<int64_t> points(2 * original.size(), 0);
+    int64_t during = 0;
+    for (auto [q, op] : llvm::enumerate(live.ops)) {
+      auto it = original.find(op);
+      if (it == original.end()) {
+        during = std::max(during, bytes[q]);
+        continue;
+      }
+      points[2 * it->second] = std::max(during, bytes[q] - born[q]);
+      points[2 * it->second + 1] = bytes[q];
+      during = 0;
+    }
+    return points;
+  }
+
+  /// The second stage, exact (solver=milp): see the file comment.
+  LogicalResult solveExactly(PlanEstimate &now, int &recomputations,
+                             std::optional<bool> &optimal) {
+    if (!haveBinaryProgramSolver()) {
+      func.emitError() << "gpuc-remat solver=milp needs COIN-OR CBC, and "
+                          "this gpuc was built without it: install "
+                          "coinor-libcbc-dev (scripts/install-deps.sh) and "
+                          "rebuild, or use the greedy solver";
+      return failure();
+    }
+    DenseMap<Operation *, unsigned> original;
+    for (Operation &op : func.getBody().front())
+      original[&op] = original.size();
+    SmallVector<int64_t> base = liveAtPoints(original);
+
+    // Each candidate's FLOPs and change to the bytes live at each point.
+    struct Choice {
+      Value value;
+      int64_t flops;
+      SmallVector<std::pair<unsigned, int64_t>> delta;
+    };
+    SmallVector<Choice> choices;
+    for (Value v : candidates()) {
+      Trial trial = apply(v);
+      SmallVector<int64_t> points = liveAtPoints(original);
+      Choice choice{v, flopsOf(trial) + 1, {}};
+      undo(trial);
+      for (auto [r, bytes] : llvm::enumerate(points))
+        if (bytes != base[r])
+          choice.delta.push_back({(unsigned)r, bytes - base[r]});
+      if (!choice.delta.empty())
+        choices.push_back(std::move(choice));
+    }
+
+    // Rows in units of the arena's alignment, so every figure is an
+    // integer. `minimizePeak`: the lowest reachable peak, FLOPs only
+    // breaking ties.
+    auto build = [&](int64_t bound, bool minimizePeak) {
+      BinaryProgram program;
+      double totalFlops = 1;
+      for (const Choice &choice : choices)
+        totalFlops += choice.flops;
+      for (const Choice &choice : choices)
+        program.cost.push_back(minimizePeak ? 0.5 * choice.flops / totalFlops
+                                            : (double)choice.flops);
+      program.peakCost = minimizePeak ? 1 : 0;
+      program.rows.resize(base.size());
+      for (auto [i, choice] : llvm::enumerate(choices))
+        for (auto [r, delta] : choice.delta)
+          program.rows[r].push_back(
+              {(unsigned)i, (double)(delta / kArenaAlignment)});
+      for (int64_t bytes : base)
+        program.bound.push_back(
+            (double)(((minimizePeak ? 0 : bound) - bytes) / kArenaAlignment));
+      return program;
+    };
+    const double seconds = 60;
+
+    // Applies a solution; returns the plan, or undoes it.
+    DenseMap<Value, Value> recomputedBefore = recomputed;
+    int64_t flopsBefore = extraFlops;
+    auto applyChosen = [&](const BinaryProgramResult &result,
+                           SmallVectorImpl<Trial> &trials) {
+      for (auto [i, choice] : llvm::enumerate(choices))
+        if (result.chosen[i]) {
+          trials.push_back(apply(choice.value));
+          keep(trials.back());
+        }
+      return estimatePlan(func);
+    };
+    auto undoAll = [&](SmallVectorImpl<Trial> &trials) {
+      for (Trial &trial : llvm::reverse(trials))
+        undo(trial);
+      trials.clear();
+      recomputed = recomputedBefore;
+      extraFlops = flopsBefore;
+    };
+
+    // The model ignores how the packing fragments: while the packed peak
+    // is over the budget, ask the model for that much less.
+    int64_t bound = budget;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      BinaryProgramResult result =
+          solveBinaryProgram(build(bound, false), seconds);
+      if (result.status == BinaryProgramResult::Infeasible)
+        break;
+      if (result.status == BinaryProgramResult::Failed) {
+        func.emitError() << "gpuc-remat solver=milp: CBC found no solution "
+                            "within "
+                         << seconds << " s; use the greedy solver";
+        return failure();
+      }
+      SmallVector<Trial> trials;
+      PlanEstimate after = applyChosen(result, trials);
+      if (after.peak <= budget) {
+        now = after;
+        recomputations += trials.size();
+        optimal = result.status == BinaryProgramResult::Optimal;
+        return success();
+      }
+      undoAll(trials);
+      bound -= std::max<int64_t>(after.peak - budget, kArenaAlignment);
+    }
+
+    // Out of reach under the model, whose additive effects misjudge chains
+    // of recomputations: the lower of the peaks the model's lowest-peak
+    // choice and the greedy stage reach (the greedy one may even meet the
+    // budget), for the error.
+    BinaryProgramResult lowest = solveBinaryProgram(build(0, true), seconds);
+    SmallVector<Trial> modelTrials, greedyTrials;
+    PlanEstimate modelPlan = now, greedyPlan = now;
+    int greedyCount = 0;
+    bool haveModel = lowest.status == BinaryProgramResult::Optimal ||
+                     lowest.status == BinaryProgramResult::Feasible;
+    if (haveModel) {
+      modelPlan = applyChosen(lowest, modelTrials);
+      undoAll(modelTrials);
+    }
+    reduceGreedily(greedyPlan, greedyCount, &greedyTrials);
+    if (!haveModel || greedyPlan.peak <= modelPlan.peak) {
+      now = greedyPlan;
+      recomputations += greedyCount;
+      return success();
+    }
+    undoAll(greedyTrials);
+    now = applyChosen(lowest, modelTrials);
+    recomputations += modelTrials.size();
+    return success();
+  }
+
   void runOnOperation() override {
     func = getOperation().lookupSymbol<func::FuncOp>("train_step");
+    if (solver != "greedy" && solver != "milp") {
+      getOperation().emitError()
+          << "gpuc-remat: unknown solver '" << solver << "' (greedy or milp)";
+      return signalPassFailure();
+    }
     if (!func || !isPlannable(func)) {
       getOperation().emitError()
           << "gpuc-remat needs a kernel-formed @train_step (run "
@@ -241,48 +461,17 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       }
     }
 
-    // Then, down to the budget: the cheapest recomputation that reaches it
-    // when one does, else what saves the most bytes per FLOP. (Ratio alone
-    // overshoots: on the MLP at batch 1024 and 75 % it took two
-    // recomputations, 823 MFLOP, where one of 412 MFLOP meets the budget.)
-    while (budget > 0 && now.peak > budget) {
-      std::optional<Value> best, finishing;
-      double bestScore = 0;
-      int64_t finishingFlops = 0;
-      PlanEstimate bestAfter, finishingAfter;
-      for (Value v : candidates()) {
-        Trial trial = apply(v);
-        PlanEstimate after = estimatePlan(func);
-        int64_t flops = flopsOf(trial) + 1;
-        undo(trial);
-        if (after.peak <= budget && (!finishing || flops < finishingFlops)) {
-          finishing = v;
-          finishingFlops = flops;
-          finishingAfter = after;
-        }
-        // Peak first; a lower lower-bound breaks ties, as a step towards
-        // a later peak reduction.
-        double score = 0;
-        if (after.peak < now.peak)
-          score = 1e6 + (double)(now.peak - after.peak) / flops;
-        else if (after.peak == now.peak && after.lowerBound < now.lowerBound)
-          score = (double)(now.lowerBound - after.lowerBound) / flops;
-        if (score > bestScore) {
-          bestScore = score;
-          best = v;
-          bestAfter = after;
-        }
+    // Nothing left to choose is trivially optimal.
+    std::optional<bool> optimal;
+    if (solver == "milp" && budget > 0)
+      optimal = true;
+    if (budget > 0 && now.peak > budget) {
+      if (solver == "milp") {
+        if (failed(solveExactly(now, recomputations, optimal)))
+          return signalPassFailure();
+      } else {
+        reduceGreedily(now, recomputations);
       }
-      if (finishing) {
-        best = finishing;
-        bestAfter = finishingAfter;
-      }
-      if (!best)
-        break;
-      Trial trial = apply(*best);
-      keep(trial);
-      now = bestAfter;
-      ++recomputations;
     }
     // Recompute estimates leave in-place choices behind; the planner makes
     // its own.
@@ -298,7 +487,19 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
             b.getNamedAttr("peak", b.getI64IntegerAttr(now.peak)),
             b.getNamedAttr("recomputed", b.getI64IntegerAttr(recomputations)),
             b.getNamedAttr("extra_flops", b.getI64IntegerAttr(extraFlops)),
+            b.getNamedAttr("solver", b.getStringAttr(solver)),
         }));
+    // Whether CBC proved its choice optimal (within the time limit).
+    if (optimal)
+      func->setAttr(
+          GpucDialect::kRematAttrName,
+          DictionaryAttr::get(
+              &getContext(), llvm::to_vector(llvm::concat<const NamedAttribute>(
+                                 func->getAttrOfType<DictionaryAttr>(
+                                         GpucDialect::kRematAttrName)
+                                     .getValue(),
+                                 ArrayRef<NamedAttribute>{b.getNamedAttr(
+                                     "optimal", b.getBoolAttr(*optimal))}))));
     if (budget > 0 && now.peak > budget) {
       func.emitError() << "the memory budget of " << (int64_t)budget
                        << " bytes ("

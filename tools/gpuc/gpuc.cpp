@@ -13,6 +13,7 @@
 #include "gpuc/Frontend/DslParser.h"
 #include "gpuc/Frontend/OnnxImporter.h"
 #include "gpuc/InitAll.h"
+#include "gpuc/Transforms/BinaryProgram.h"
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -187,11 +188,20 @@ static cl::opt<std::string> memoryBudget(
              "(512MiB, 2GiB, 1.5GB); 'auto' recomputes only the pointwise "
              "kernels whose recomputation lowers the peak"),
     cl::value_desc("SIZE|auto"), cl::init(""), cl::cat(compileCategory));
+static cl::opt<std::string> rematSolver(
+    "remat-solver",
+    cl::desc("compile: how gpuc-remat chooses what to recompute to meet "
+             "--memory-budget: greedy (default; least FLOPs per byte saved), "
+             "or milp (least FLOPs under a 0-1 program solved by COIN-OR "
+             "CBC; slower, shows how far greedy is from optimal)"),
+    cl::value_desc("greedy|milp"), cl::init("greedy"),
+    cl::cat(compileCategory));
 static cl::opt<bool> rematSweep(
     "remat-sweep",
     cl::desc("compile: print the arena peak and the recomputed FLOPs that "
              "gpuc-remat reaches at budgets of 100, 90, 75, 50 and 30% of "
-             "the peak without it"),
+             "the peak without it, with the greedy solver and, when gpuc "
+             "has CBC, the exact one"),
     cl::init(false), cl::cat(compileCategory));
 static cl::opt<std::string> maxBatchFor(
     "max-batch-for",
@@ -423,7 +433,8 @@ static void addKernelPipeline(PassManager &pm) {
 static void addPlanPipeline(PassManager &pm,
                             std::optional<int64_t> arenaBudget) {
   if (arenaBudget)
-    pm.addPass(gpuc::createGpucRemat(gpuc::GpucRematOptions{*arenaBudget}));
+    pm.addPass(gpuc::createGpucRemat(
+        gpuc::GpucRematOptions{*arenaBudget, rematSolver}));
   pm.addPass(gpuc::createGpucPlanMemory());
 }
 
@@ -620,19 +631,20 @@ static std::string chooseEvalOutput(ModuleOp module, StringRef lossOutput,
 }
 
 /// --remat-sweep: gpuc-remat at fractions of the peak without it, each on
-/// a copy of the kernel-formed module.
+/// a copy of the kernel-formed module, with each solver this gpuc has.
 static LogicalResult printRematSweep(ModuleOp module) {
   MLIRContext *context = module.getContext();
   struct Point {
     int64_t peak = 0, extraFlops = 0;
-    bool reached = true;
+    bool reached = true, optimal = false;
   };
   // A budget < 0 plans without remat.
-  auto plan = [&](int64_t budget) -> std::optional<Point> {
+  auto plan = [&](int64_t budget, StringRef solver) -> std::optional<Point> {
     OwningOpRef<ModuleOp> copy = module.clone();
     PassManager pm(context);
     if (budget >= 0)
-      pm.addPass(gpuc::createGpucRemat(gpuc::GpucRematOptions{budget}));
+      pm.addPass(
+          gpuc::createGpucRemat(gpuc::GpucRematOptions{budget, solver.str()}));
     pm.addPass(gpuc::createGpucPlanMemory());
     // An unreachable budget is a result of the sweep, not an error.
     ScopedDiagnosticHandler quiet(context,
@@ -654,31 +666,55 @@ static LogicalResult printRematSweep(ModuleOp module) {
         step->getAttrOfType<DictionaryAttr>(gpuc::GpucDialect::kRematAttrName);
     if (!remat)
       return std::nullopt;
-    return Point{integer(remat, "peak"), integer(remat, "extra_flops"), ok};
+    auto optimal = remat.getAs<BoolAttr>("optimal");
+    return Point{integer(remat, "peak"), integer(remat, "extra_flops"), ok,
+                 optimal && optimal.getValue()};
   };
-  std::optional<Point> base = plan(-1);
+  std::optional<Point> base = plan(-1, "greedy");
   if (!base || !base->reached) {
     llvm::errs() << "gpuc compile: --remat-sweep needs a kernel-formed "
                     "@train_step\n";
     return failure();
   }
-  llvm::outs() << llvm::formatv("remat sweep: arena peak without remat {0:f2} "
-                                "MiB\n{1,8} {2,12} {3,12} {4,14}\n",
-                                base->peak / 1048576.0, "budget", "budget MiB",
-                                "peak MiB", "recomputed MFLOP");
+  SmallVector<StringRef> solvers{"greedy"};
+  if (gpuc::haveBinaryProgramSolver())
+    solvers.push_back("milp");
+  llvm::outs() << llvm::formatv(
+      "remat sweep: arena peak without remat {0:f2} MiB; per solver, the "
+      "peak reached (MiB) and the recomputed MFLOP\n{1,8} {2,10}",
+      base->peak / 1048576.0, "budget", "MiB");
+  for (StringRef solver : solvers)
+    llvm::outs() << llvm::formatv(" {0,10} {1,14}", (solver + " peak").str(),
+                                  (solver + " MFLOP").str());
+  llvm::outs() << "\n";
+  bool anyUnreachable = false;
   for (int percent : {100, 90, 75, 50, 30}) {
     int64_t budget = base->peak * percent / 100;
-    std::optional<Point> point = plan(budget);
-    if (!point)
-      return failure();
-    std::string flops =
-        point->reached
-            ? llvm::formatv("{0:f1}", point->extraFlops / 1e6).str()
-            : std::string("unreachable (peak shown is the lowest reached)");
-    llvm::outs() << llvm::formatv("{0,7}% {1,12:f2} {2,12:f2} {3,14}\n",
-                                  percent, budget / 1048576.0,
-                                  point->peak / 1048576.0, flops);
+    llvm::outs() << llvm::formatv("{0,7}% {1,10:f2}", percent,
+                                  budget / 1048576.0);
+    for (StringRef solver : solvers) {
+      std::optional<Point> point = plan(budget, solver);
+      if (!point)
+        return failure();
+      std::string flops =
+          !point->reached
+              ? std::string("unreachable")
+              : llvm::formatv("{0:f1}{1}", point->extraFlops / 1e6,
+                              solver == "milp" && !point->optimal ? "?" : "")
+                    .str();
+      anyUnreachable |= !point->reached;
+      llvm::outs() << llvm::formatv(" {0,10:f2} {1,14}",
+                                    point->peak / 1048576.0, flops);
+    }
+    llvm::outs() << "\n";
   }
+  if (anyUnreachable)
+    llvm::outs() << "(unreachable: the peak shown is the lowest reached)\n";
+  if (solvers.size() == 1)
+    llvm::outs() << "(the exact solver needs a gpuc built with COIN-OR CBC)\n";
+  else
+    llvm::outs() << "(milp: least FLOPs under the liveness model; '?': CBC's "
+                    "time limit ran out before it proved optimality)\n";
   return success();
 }
 
@@ -875,6 +911,18 @@ static int runCompile(int argc, char **argv) {
   if (!memoryLimit.empty() &&
       !(limitBytes = sizeOption("--memory-limit", memoryLimit, false)))
     return 1;
+  if (rematSolver != "greedy" && rematSolver != "milp") {
+    llvm::errs() << "gpuc compile: --remat-solver '" << rematSolver
+                 << "' is not a solver: give greedy or milp\n";
+    return 1;
+  }
+  if (rematSolver == "milp" && !gpuc::haveBinaryProgramSolver()) {
+    llvm::errs() << "gpuc compile: --remat-solver milp needs COIN-OR CBC, "
+                    "and this gpuc was built without it: install "
+                    "coinor-libcbc-dev (scripts/install-deps.sh) and "
+                    "rebuild\n";
+    return 1;
+  }
   artifact.outputDir = outputFilename;
   artifact.modelPath = inputFilename;
   artifact.cxx = !hostCompiler.empty() ? hostCompiler.getValue()

@@ -70,6 +70,11 @@ struct StepLiveness {
   /// the forward pass); -1 when the function returns no loss.
   int forwardEnd = -1;
 
+  /// The aligned bytes of the arena buffers live at each position (defined
+  /// there or earlier, read there or later).
+  SmallVector<int64_t> liveBytes() const;
+  /// The aligned bytes of the arena buffers defined at each position.
+  SmallVector<int64_t> bornBytes() const;
   /// The maximum over positions of the aligned bytes live there: no plan
   /// can use less.
   int64_t lowerBound() const;
@@ -98,6 +103,10 @@ PlanEstimate estimatePlan(func::FuncOp func, bool inPlace = true);
 
 /// Builds the liveness of `func` from its `gpuc.in_place` attributes.
 StepLiveness computeLiveness(func::FuncOp func);
+
+/// Chooses `func`'s in-place writes afresh (none when `!inPlace`), records
+/// them, and builds its liveness: what estimatePlan packs.
+StepLiveness planLiveness(func::FuncOp func, bool inPlace = true);
 
 /// Offsets for the arena buffers of `liveness` (parameter slots get -1):
 /// several greedy orders (by size, by lifetime, by size × lifetime, program

@@ -264,15 +264,24 @@ def GpucRemat : Pass<"gpuc-remat", "::mlir::ModuleOp"> {
     2. with `budget` > 0, while the peak is above it: the cheapest
        recomputation that alone brings the peak within the budget, when
        one does; otherwise the one that lowers the peak most per recomputed
-       FLOP (a lower liveness bound breaks ties). A budget that cannot be met is an
+       FLOP (a lower liveness bound breaks ties); or, with `solver=milp`,
+       the set of recomputations of least FLOPs under a 0-1 program (one row
+       per program point bounding the live bytes, each recomputation's
+       effect measured on the IR) solved by COIN-OR CBC, checked by the
+       real packing and re-solved with a tighter bound while the packed
+       peak is over the budget. A budget that cannot be met is an
        error that states the lowest peak reached.
     `@train_step` gets `gpuc.remat = {budget, peak_before, peak,
-    recomputed, extra_flops}`.
+    recomputed, extra_flops, solver}`, plus `optimal` (whether CBC proved
+    its choice optimal) when the exact mode ran.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", "0",
            "bound on the arena's peak in bytes (0: only the recomputations "
            "of pointwise kernels that lower the peak)">,
+    Option<"solver", "solver", "std::string", "\"greedy\"",
+           "how to choose the recomputations that meet the budget: greedy, "
+           "or milp (exact under the liveness model, COIN-OR CBC)">,
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
