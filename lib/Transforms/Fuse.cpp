@@ -14,6 +14,7 @@
 //    kernel, which runs where the consumer ran).
 //
 //===----------------------------------------------------------------------===//
+#include "gpuc/Codegen/Cost.h"
 #include "gpuc/Codegen/KernelEmitter.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
@@ -373,12 +374,15 @@ void dropResult(FusionOp fusion, unsigned index) {
 }
 
 /// Recomputes result `index` of `producer` inside each kernel that reads it,
-/// instead of storing it, when that is cheap and reads nothing new of its
-/// size: it is pointwise (with broadcasts and constants) from the
-/// producer's inputs and other results, and every operand as large as it is
-/// read by each reader already (batch norm's scaled output gradient, read
-/// beside the unscaled one it is computed from). The tensor is then neither
-/// written nor read, and its bytes are never live.
+/// instead of storing it, when that is cheap and makes no reader read as
+/// many bytes anew as the result holds: it is pointwise (with broadcasts and
+/// constants) from the producer's inputs and other results, and the
+/// operands as large as it that a reader does not read already are smaller
+/// in bytes. Either they are read already (batch norm's scaled output
+/// gradient, read beside the unscaled one it is computed from), or they are
+/// 16-bit where the result is f32 (under mixed precision, an f32 bias-add
+/// and ReLU that backward reads, recomputed from the GEMM's f16 output). The
+/// tensor is then neither written nor read, and its bytes are never live.
 bool sinkCheapResult(FusionOp producer, unsigned index) {
   Value result = producer.getResult(index);
   SmallVector<FusionOp> readers;
@@ -422,12 +426,18 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
     if (slice.insert(def))
       llvm::append_range(worklist, def->getOperands());
   }
+  // What each reader would read anew, counting only operands as large as
+  // the result (smaller ones are broadcast: biases, per-row statistics).
   int64_t n = numElements(result);
-  for (Value leaf : leaves)
-    if (numElements(leaf) >= n)
-      for (FusionOp reader : readers)
-        if (!llvm::is_contained(reader.getInputs(), outside(leaf)))
-          return false;
+  for (FusionOp reader : readers) {
+    int64_t newBytes = 0;
+    for (Value leaf : leaves)
+      if (numElements(leaf) >= n &&
+          !llvm::is_contained(reader.getInputs(), outside(leaf)))
+        newBytes += tensorBytes(leaf);
+    if (newBytes >= tensorBytes(result))
+      return false;
+  }
 
   // Each reader again, computing the result from the leaves.
   SmallVector<std::pair<FusionOp, FusionOp>> rebuilt;

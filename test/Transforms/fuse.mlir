@@ -238,6 +238,31 @@ func.func @no_sink_new_operand(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>, %s: ten
 
 // -----
 
+// A new operand is fine when it is narrower in bytes than the result: the
+// f32 ReLU (4x8xf32) that the reader after the GEMM needs is recomputed
+// there from the 16-bit input (4x8xf16) and the bias, so only its 16-bit
+// rounding, which the GEMM reads, is stored (mixed precision keeps 16 bits
+// for backward this way).
+// CHECK-LABEL: func.func @sink_narrower_operand
+// CHECK: %[[L:.+]] = gpuc.fusion(%arg0, %arg2) : (tensor<4x8xf16>, tensor<8xf32>) -> tensor<4x8xf16>
+// CHECK: %[[M:.+]] = gpuc.matmul %[[L]], %arg1
+// CHECK: gpuc.fusion(%[[M]], %arg2, %arg0) : (tensor<4x8xf16>, tensor<8xf32>, tensor<4x8xf16>) -> tensor<4x8xf32>
+// CHECK: gpuc.relu
+// CHECK: gpuc.mul
+func.func @sink_narrower_operand(%h: tensor<4x8xf16>, %w: tensor<8x8xf16>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %x = gpuc.cast %h : tensor<4x8xf16> to tensor<4x8xf32>
+  %bb = gpuc.broadcast %b : tensor<8xf32> -> tensor<4x8xf32>
+  %y = gpuc.add %x, %bb : tensor<4x8xf32>
+  %r = gpuc.relu %y : tensor<4x8xf32>
+  %rl = gpuc.cast %r : tensor<4x8xf32> to tensor<4x8xf16>
+  %m = gpuc.matmul %rl, %w : (tensor<4x8xf16>, tensor<8x8xf16>) -> tensor<4x8xf16>
+  %mf = gpuc.cast %m : tensor<4x8xf16> to tensor<4x8xf32>
+  %p = gpuc.mul %mf, %r : tensor<4x8xf32>
+  return %p : tensor<4x8xf32>
+}
+
+// -----
+
 // Row siblings: two reductions over the same rows reading a common tensor
 // are one row kernel.
 // CHECK-LABEL: func.func @row_siblings
