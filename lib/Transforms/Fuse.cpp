@@ -383,6 +383,9 @@ void dropResult(FusionOp fusion, unsigned index) {
 /// 16-bit where the result is f32 (under mixed precision, an f32 bias-add
 /// and ReLU that backward reads, recomputed from the GEMM's f16 output). The
 /// tensor is then neither written nor read, and its bytes are never live.
+/// A per-row statistic on the way (a reduction's result, smaller than the
+/// result: batch norm's mean under its normalized input) becomes a result
+/// of the producer and an operand of the readers.
 bool sinkCheapResult(FusionOp producer, unsigned index) {
   Value result = producer.getResult(index);
   SmallVector<FusionOp> readers;
@@ -398,6 +401,12 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
   Block &body = producer.getBodyBlock();
   auto yield = cast<YieldOp>(body.getTerminator());
   Value root = yield.getOperand(index);
+  int64_t n = numElements(result);
+  // Per-row statistics the producer computes but does not yield (batch
+  // norm's mean, under its normalized output), yielded by `grown` if the
+  // sinking goes ahead.
+  SetVector<Value> exposed;
+  FusionOp grown;
   // The value outside the producer that an inner value stands for.
   auto outside = [&](Value inner) -> Value {
     if (auto arg = dyn_cast<BlockArgument>(inner))
@@ -405,6 +414,9 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
     for (auto [k, v] : llvm::enumerate(yield.getValues()))
       if (k != index && v == inner)
         return producer.getResult(k);
+    if (grown && exposed.contains(inner))
+      return grown.getResult(producer.getNumResults() +
+                             (llvm::find(exposed, inner) - exposed.begin()));
     return nullptr;
   };
   if (outside(root))
@@ -421,6 +433,11 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
     Operation *def = v.getDefiningOp();
     if (!def)
       return false;
+    if (isReduction(def) && numElements(v) < n) {
+      exposed.insert(v);
+      leaves.insert(v);
+      continue;
+    }
     if (!isPointwise(def) && !isa<BroadcastOp, ConstantOp>(def))
       return false;
     if (slice.insert(def))
@@ -428,7 +445,6 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
   }
   // What each reader would read anew, counting only operands as large as
   // the result (smaller ones are broadcast: biases, per-row statistics).
-  int64_t n = numElements(result);
   for (FusionOp reader : readers) {
     int64_t newBytes = 0;
     for (Value leaf : leaves)
@@ -437,6 +453,23 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
         newBytes += tensorBytes(leaf);
     if (newBytes >= tensorBytes(result))
       return false;
+  }
+  if (!exposed.empty()) {
+    OpBuilder builder(producer);
+    SmallVector<Type> types(producer.getResultTypes());
+    for (Value v : exposed)
+      types.push_back(v.getType());
+    grown = FusionOp::create(builder, producer.getLoc(), types,
+                             producer.getInputs());
+    IRMapping mapping;
+    for (auto [arg, copy] :
+         llvm::zip(body.getArguments(), grown.getBodyBlock().getArguments()))
+      mapping.map(arg, copy);
+    OpBuilder inner = OpBuilder::atBlockBegin(&grown.getBodyBlock());
+    SmallVector<Value> yielded = inlineBody(inner, producer, mapping);
+    for (Value v : exposed)
+      yielded.push_back(mapping.lookup(v));
+    YieldOp::create(inner, producer.getLoc(), yielded);
   }
 
   // Each reader again, computing the result from the leaves.
@@ -473,12 +506,20 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
     if (recomputesWork(copy) || !hasSchedule(copy)) {
       for (auto &[original, made] : rebuilt)
         made.erase();
+      if (grown)
+        grown.erase();
       return false;
     }
   }
   for (auto &[original, made] : rebuilt) {
     original.replaceAllUsesWith(made.getResults());
     original.erase();
+  }
+  if (grown) {
+    producer.replaceAllUsesWith(
+        grown.getResults().take_front(producer.getNumResults()));
+    producer.erase();
+    producer = grown;
   }
   dropResult(producer, index);
   return true;

@@ -263,6 +263,32 @@ func.func @sink_narrower_operand(%h: tensor<4x8xf16>, %w: tensor<8x8xf16>, %b: t
 
 // -----
 
+// A per-row statistic the recomputation needs is yielded: the centred
+// value (4x8xf32) is recomputed after the GEMM from the 16-bit input and
+// the row means (4x1xf32), which the first kernel now yields instead
+// (batch norm's normalized input under mixed precision).
+// CHECK-LABEL: func.func @sink_exposes_statistic
+// CHECK: %[[S:.+]]:2 = gpuc.fusion(%arg0) : (tensor<4x8xf16>) -> (tensor<4x8xf16>, tensor<4x1xf32>)
+// CHECK: %[[MEAN:.+]] = gpuc.reduce_mean
+// CHECK: gpuc.yield %{{.+}}, %[[MEAN]]
+// CHECK: %[[G:.+]] = gpuc.matmul %[[S]]#0, %arg1
+// CHECK: gpuc.fusion(%[[G]], %[[S]]#1, %arg0) : (tensor<4x8xf16>, tensor<4x1xf32>, tensor<4x8xf16>) -> tensor<4x8xf32>
+// CHECK: gpuc.sub
+// CHECK: gpuc.mul
+func.func @sink_exposes_statistic(%h: tensor<4x8xf16>, %w: tensor<8x8xf16>) -> tensor<4x8xf32> {
+  %x = gpuc.cast %h : tensor<4x8xf16> to tensor<4x8xf32>
+  %m = gpuc.reduce_mean %x axes = [1] keep_dims : tensor<4x8xf32> -> tensor<4x1xf32>
+  %mb = gpuc.broadcast %m : tensor<4x1xf32> -> tensor<4x8xf32>
+  %c = gpuc.sub %x, %mb : tensor<4x8xf32>
+  %cl = gpuc.cast %c : tensor<4x8xf32> to tensor<4x8xf16>
+  %g = gpuc.matmul %cl, %w : (tensor<4x8xf16>, tensor<8x8xf16>) -> tensor<4x8xf16>
+  %gf = gpuc.cast %g : tensor<4x8xf16> to tensor<4x8xf32>
+  %p = gpuc.mul %gf, %c : tensor<4x8xf32>
+  return %p : tensor<4x8xf32>
+}
+
+// -----
+
 // Row siblings: two reductions over the same rows reading a common tensor
 // are one row kernel.
 // CHECK-LABEL: func.func @row_siblings
