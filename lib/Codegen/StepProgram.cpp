@@ -235,6 +235,14 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     } else if (auto name = func.getArgAttrOfType<StringAttr>(
                    i, GpucDialect::kInputAttrName)) {
       bufferOf[arg] = persistent("input." + name.str(), "input", type);
+      // Functions share an input by name, so they must agree on its type
+      // (mixed precision stores an input in 16 bits only where every
+      // function reads it that way).
+      if (buffers[bufferOf[arg]].type != type)
+        return func.emitError()
+               << "input '" << name.getValue() << "' is " << type
+               << " here but " << buffers[bufferOf[arg]].type
+               << " in another function; they share one buffer";
       inputs[name.str()] = bufferOf[arg];
     } else if (auto name = func.getArgAttrOfType<StringAttr>(
                    i, GpucDialect::kHyperAttrName)) {

@@ -13,10 +13,14 @@
 //   instead), so activations (and, through the casts' gradients, activation
 //   gradients) are stored in the low type. Reductions, the losses and
 //   scalars keep f32: statistics, softmax and norm internals, the loss.
-// - Function results keep their declared types; parameters, inputs and
-//   optimizer state stay f32 (the master weights): a weight is cast to the
-//   low type where a GEMM or convolution reads it, and its gradient comes
-//   back to f32 through that cast.
+// - Function results keep their declared types; parameters and optimizer
+//   state stay f32 (the master weights): a weight is cast to the low type
+//   where a GEMM or convolution reads it, and its gradient comes back to f32
+//   through that cast.
+// - A float input that every function reads only through that cast (the
+//   images a first GEMM or convolution takes) is stored in the low type:
+//   the trainer rounds the data when it loads a batch, and the step keeps
+//   no 16-bit copy of an f32 input for backward.
 // A low value inside a fused kernel lives in an f32 register rounded to its
 // type after each op, so kernels and the interpreter compute the same.
 //
@@ -133,9 +137,64 @@ struct Amp : gpuc::impl::GpucAmpBase<Amp> {
       module.emitError() << "gpuc-amp: the module has no @forward or @eval";
       return signalPassFailure();
     }
+    lowerInputs(module);
     // Loss scaling is for training, which differentiates @forward.
     if (mode != "none" && module.lookupSymbol<func::FuncOp>("forward"))
       addLossScale(module, mode);
+  }
+
+  /// Whether `v` is read only as its low-type rounding, through reshapes.
+  bool readOnlyLow(Value v) {
+    return llvm::all_of(v.getUsers(), [&](Operation *user) {
+      if (auto c = dyn_cast<CastOp>(user))
+        return getElementTypeOrSelf(c.getType()) == low;
+      return isa<ReshapeOp>(user) && readOnlyLow(user->getResult(0));
+    });
+  }
+
+  /// `v` (and the reshapes of it) retyped to the low type, its casts to the
+  /// low type replaced by it.
+  void retypeLow(Value v) {
+    v.setType(withElement(v, low));
+    for (Operation *user : llvm::make_early_inc_range(v.getUsers())) {
+      if (auto c = dyn_cast<CastOp>(user)) {
+        c.getResult().replaceAllUsesWith(v);
+        c.erase();
+      } else {
+        retypeLow(user->getResult(0));
+      }
+    }
+  }
+
+  /// Inputs that every converted function reads only in the low type take
+  /// that type (see the file comment).
+  void lowerInputs(ModuleOp module) {
+    SmallVector<func::FuncOp> funcs;
+    for (StringRef name : {"forward", "eval"})
+      if (auto func = module.lookupSymbol<func::FuncOp>(name))
+        funcs.push_back(func);
+    llvm::StringMap<bool> lowEverywhere;
+    for (func::FuncOp func : funcs)
+      for (BlockArgument arg : func.getArguments())
+        if (auto name = func.getArgAttrOfType<StringAttr>(
+                arg.getArgNumber(), GpucDialect::kInputAttrName)) {
+          bool low = getElementTypeOrSelf(arg.getType()).isF32() &&
+                     !arg.use_empty() && readOnlyLow(arg);
+          auto [it, inserted] = lowEverywhere.try_emplace(name, low);
+          if (!inserted)
+            it->second &= low;
+        }
+    for (func::FuncOp func : funcs) {
+      for (BlockArgument arg : func.getArguments()) {
+        auto name = func.getArgAttrOfType<StringAttr>(
+            arg.getArgNumber(), GpucDialect::kInputAttrName);
+        if (name && lowEverywhere.lookup(name))
+          retypeLow(arg);
+      }
+      func.setType(FunctionType::get(func.getContext(),
+                                     func.getBody().getArgumentTypes(),
+                                     func.getResultTypes()));
+    }
   }
 
   /// The loss-scale state: the scale (f32), the clean steps since it last

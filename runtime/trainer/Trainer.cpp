@@ -488,15 +488,44 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch) {
   return order;
 }
 
+/// Whether `b` holds floats (f32, or f16/bf16 under mixed precision).
+bool isFloatBuffer(const PlanBuffer &b) {
+  return b.dtype == "F32" || b.dtype == "F16" || b.dtype == "BF16";
+}
+
+/// Element `i` of a host copy of buffer `b` set to `v`, rounded to nearest
+/// even for a 16-bit float buffer (a mixed-precision step reads its images
+/// in 16 bits), converted for an integer one.
+void storeElement(const PlanBuffer &b, std::vector<char> &bytes, int64_t i,
+                  double v) {
+  if (b.dtype == "F32")
+    ((float *)bytes.data())[i] = (float)v;
+  else if (b.dtype == "F16")
+    ((uint16_t *)bytes.data())[i] = floatToHalfBits((float)v);
+  else if (b.dtype == "BF16")
+    ((uint16_t *)bytes.data())[i] = floatToBFloat16Bits((float)v);
+  else if (b.dtype == "I32")
+    ((int32_t *)bytes.data())[i] = (int32_t)v;
+  else if (b.dtype == "I64")
+    ((int64_t *)bytes.data())[i] = (int64_t)v;
+  else if (b.dtype == "BOOL")
+    ((uint8_t *)bytes.data())[i] = v != 0;
+  else
+    fail("input '" + b.name + "' has type " + b.dtype +
+         ", which the trainer cannot fill");
+}
+
 /// Uploads `images` (floats) into the data input, converting to its type.
 void uploadImages(Session &s, const std::vector<float> &images) {
   const PlanBuffer &b = s.plan.buffers[s.image];
   if (b.dtype == "F32") {
     s.device->upload(b.id, images.data(), b.bytes);
-  } else {
-    std::vector<int64_t> tokens(images.begin(), images.end());
-    s.device->upload(b.id, tokens.data(), b.bytes);
+    return;
   }
+  std::vector<char> bytes(b.bytes);
+  for (int64_t i = 0; i < b.numElements(); ++i)
+    storeElement(b, bytes, i, images[i]);
+  s.device->upload(b.id, bytes.data(), b.bytes);
 }
 
 double evaluate(Session &s, const Split &test) {
@@ -595,12 +624,8 @@ int runStep(Session &s, const Options &o) {
       fail(path + " has " + std::to_string(a.numElements()) +
            " elements; the input takes " + std::to_string(b.numElements()));
     std::vector<char> bytes(b.bytes);
-    for (int64_t i = 0; i < b.numElements(); ++i) {
-      if (b.dtype == "F32")
-        ((float *)bytes.data())[i] = (float)a.at(i);
-      else
-        ((int64_t *)bytes.data())[i] = (int64_t)a.at(i);
-    }
+    for (int64_t i = 0; i < b.numElements(); ++i)
+      storeElement(b, bytes, i, a.at(i));
     s.device->upload(b.id, bytes.data(), b.bytes);
   }
   s.setStepScalars(o.seed, o.step, o.lr);
@@ -681,14 +706,10 @@ int bench(Session &s, const Options &o, const Dataset *data) {
          s.plan.json["functions"]["train_step"]["inputs"].items()) {
       const PlanBuffer &b = s.plan.buffers[id.get<int>()];
       std::vector<char> bytes(b.bytes);
-      for (int64_t i = 0; i < b.numElements(); ++i) {
-        if (b.dtype == "F32")
-          ((float *)bytes.data())[i] = (float)((rng() >> 40) * 0x1p-23 - 1.0);
-        else if (b.dtype == "I64")
-          ((int64_t *)bytes.data())[i] = (int64_t)(rng() % 10);
-        else if (b.dtype == "I32")
-          ((int32_t *)bytes.data())[i] = (int32_t)(rng() % 10);
-      }
+      for (int64_t i = 0; i < b.numElements(); ++i)
+        storeElement(b, bytes, i,
+                     isFloatBuffer(b) ? (rng() >> 40) * 0x1p-23 - 1.0
+                                      : (double)(rng() % 10));
       s.device->upload(b.id, bytes.data(), b.bytes);
     }
   }
@@ -768,7 +789,7 @@ int main(int argc, char **argv) {
   if (!loadDataset(o.data, data, error))
     fail(error);
   double mean = 0, stddev = 1;
-  if (s.plan.buffers[s.image].dtype == "F32")
+  if (isFloatBuffer(s.plan.buffers[s.image]))
     normalize(data, mean, stddev);
   checkData(s, data, o.data);
   if (o.limitTrain && o.limitTrain < data.train.count)

@@ -11,21 +11,21 @@
 // BADINIT: error: the initial loss scale must be a positive finite number, not 0
 
 // The policy on a small classifier: the GEMM reads and writes f16 (its
-// weight is cast where it is read, the master stays f32); relu, exact under
-// rounding, runs in f16 on the GEMM's f16 result (so backward keeps its f16
-// result); the transpose moves f16; the reduction, the loss and the declared
-// results stay f32.
+// weight is cast where it is read, the master stays f32; its input x, read
+// only there, is itself stored in f16); relu, exact under rounding, runs in
+// f16 on the GEMM's f16 result (so backward keeps its f16 result); the
+// transpose moves f16; the reduction, the loss and the declared results
+// stay f32.
 
 // FP16: gpuc.parameter @amp.loss_scale : tensor<f32> = dense<6.553600e+04> : tensor<f32> {gpuc.loss_scale = {growth_interval = 2000 : i64, mode = "dynamic"}, gpuc.optimizer_state}
 // FP16: gpuc.parameter @amp.good_steps : tensor<f32> = dense<0.000000e+00>
 // FP16: gpuc.parameter @amp.skipped_steps : tensor<f32> = dense<0.000000e+00>
 // FP16-LABEL: func.func @forward
-// FP16-SAME: %[[X:[a-z0-9]+]]: tensor<2x4xf32>
+// FP16-SAME: %[[X:[a-z0-9]+]]: tensor<2x4xf16> {gpuc.input = "x"}
 // FP16-SAME: %[[W:[a-z0-9]+]]: tensor<4x3xf32> {gpuc.param = @w}
 // FP16-SAME: attributes {gpuc.precision = "fp16"}
-// FP16-DAG: %[[XL:.+]] = gpuc.cast %[[X]] : tensor<2x4xf32> to tensor<2x4xf16>
-// FP16-DAG: %[[WL:.+]] = gpuc.cast %[[W]] : tensor<4x3xf32> to tensor<4x3xf16>
-// FP16: %[[H:.+]] = gpuc.matmul %[[XL]], %[[WL]] : (tensor<2x4xf16>, tensor<4x3xf16>) -> tensor<2x3xf16>
+// FP16: %[[WL:.+]] = gpuc.cast %[[W]] : tensor<4x3xf32> to tensor<4x3xf16>
+// FP16: %[[H:.+]] = gpuc.matmul %[[X]], %[[WL]] : (tensor<2x4xf16>, tensor<4x3xf16>) -> tensor<2x3xf16>
 // FP16: %[[RL:.+]] = gpuc.relu %[[H]] : tensor<2x3xf16>
 // One widening of the stored value serves every f32 reader.
 // FP16: %[[RW:.+]] = gpuc.cast %[[RL]] : tensor<2x3xf16> to tensor<2x3xf32>
@@ -59,12 +59,12 @@ func.func @forward(%x: tensor<2x4xf32> {gpuc.input = "x"}, %w: tensor<4x3xf32> {
 
 // Mixed operands of a data-movement op meet in the low type; @eval gets
 // the same policy as @forward. Without a @forward (nothing to train) there
-// is no loss-scale state.
+// is no loss-scale state. Both inputs are read only in f16, so both are
+// stored in f16.
 
 // FP16-NOT: amp.loss_scale
 // FP16-LABEL: func.func @eval
-// FP16-SAME: (%{{.+}}: tensor<2x4xf32> {gpuc.input = "x"}, %[[BIN:[a-z0-9]+]]: tensor<2x3xf32>
-// FP16: %[[B:.+]] = gpuc.cast %[[BIN]] : tensor<2x3xf32> to tensor<2x3xf16>
+// FP16-SAME: (%{{.+}}: tensor<2x4xf16> {gpuc.input = "x"}, %[[B:[a-z0-9]+]]: tensor<2x3xf16> {gpuc.input = "b"}
 // FP16: %[[A:.+]] = gpuc.matmul
 // FP16: gpuc.concat %[[A]], %[[B]] axis = 0 : (tensor<2x3xf16>, tensor<2x3xf16>) -> tensor<4x3xf16>
 gpuc.parameter @w trainable : tensor<4x3xf32> = dense<0.5> : tensor<4x3xf32>
@@ -72,4 +72,24 @@ func.func @eval(%x: tensor<2x4xf32> {gpuc.input = "x"}, %b: tensor<2x3xf32> {gpu
   %h = gpuc.matmul %x, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
   %c = gpuc.concat %h, %b axis = 0 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
   return %c : tensor<4x3xf32>
+}
+
+// -----
+
+// An input read in f32 anywhere (here by the f32 add, before @eval's GEMM)
+// stays f32 in every function: they share its buffer.
+// FP16-LABEL: func.func @forward
+// FP16-SAME: %[[X:[a-z0-9]+]]: tensor<2x4xf32> {gpuc.input = "x"}
+// FP16: gpuc.cast %[[X]] : tensor<2x4xf32> to tensor<2x4xf16>
+// FP16-LABEL: func.func @eval
+// FP16-SAME: %{{[a-z0-9]+}}: tensor<2x4xf32> {gpuc.input = "x"}
+gpuc.parameter @w trainable : tensor<4x3xf32> = dense<0.5> : tensor<4x3xf32>
+func.func @forward(%x: tensor<2x4xf32> {gpuc.input = "x"}, %w: tensor<4x3xf32> {gpuc.param = @w}) -> (tensor<2x3xf32> {gpuc.output = "h"}) {
+  %h = gpuc.matmul %x, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+  return %h : tensor<2x3xf32>
+}
+func.func @eval(%x: tensor<2x4xf32> {gpuc.input = "x"}, %w: tensor<4x3xf32> {gpuc.param = @w}) -> (tensor<2x3xf32> {gpuc.output = "h"}) {
+  %e = gpuc.exp %x : tensor<2x4xf32>
+  %h = gpuc.matmul %e, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+  return %h : tensor<2x3xf32>
 }
