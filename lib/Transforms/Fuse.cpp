@@ -24,6 +24,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/TypeUtilities.h"
 
 namespace mlir::gpuc {
 #define GEN_PASS_DEF_GPUCFUSE
@@ -50,7 +51,13 @@ int64_t rowsOf(FusionOp fusion) {
 bool recomputesWork(FusionOp fusion) {
   int64_t rows = rowsOf(fusion);
   for (Operation &op : fusion.getBodyBlock()) {
-    auto computed = [](Value v) { return !isa<BlockArgument>(v); };
+    // A conversion of an input costs nothing worth sharing (a 16-bit
+    // per-row statistic widened where it is broadcast).
+    auto computed = [](Value v) {
+      while (auto cast = v.getDefiningOp<CastOp>())
+        v = cast.getInput();
+      return !isa<BlockArgument>(v);
+    };
     if (isa<MaxPool2DOp, AvgPool2DOp, MaxPool2DBackwardOp, AvgPool2DBackwardOp,
             ScatterAddOp>(op)) {
       // A row kernel evaluates its region once per pass over the row: a
@@ -423,37 +430,51 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
     return false;
   SetVector<Operation *> slice;
   SetVector<Value> leaves;
-  SmallVector<Value> worklist{root};
-  while (!worklist.empty()) {
-    Value v = worklist.pop_back_val();
-    if (v != root && outside(v)) {
-      leaves.insert(v);
-      continue;
+  // The slice computing the result from leaves; `exposeRounded`: a value
+  // rounded to 16 bits inside the producer is a leaf too (what mixed
+  // precision stores: the residual sum a layer norm reads, computed from
+  // two 16-bit tensors), tried when the inputs alone are too many bytes.
+  auto collect = [&](bool exposeRounded) {
+    slice.clear();
+    leaves.clear();
+    exposed.clear();
+    SmallVector<Value> worklist{root};
+    while (!worklist.empty()) {
+      Value v = worklist.pop_back_val();
+      if (v != root && outside(v)) {
+        leaves.insert(v);
+        continue;
+      }
+      Operation *def = v.getDefiningOp();
+      if (!def)
+        return false;
+      bool rounded = exposeRounded && isa<CastOp>(def) && v != root &&
+                     isa<Float16Type, BFloat16Type>(getElementTypeOrSelf(v));
+      if ((isReduction(def) && numElements(v) < n) || rounded) {
+        exposed.insert(v);
+        leaves.insert(v);
+        continue;
+      }
+      if (!isPointwise(def) && !isa<BroadcastOp, ConstantOp>(def))
+        return false;
+      if (slice.insert(def))
+        llvm::append_range(worklist, def->getOperands());
     }
-    Operation *def = v.getDefiningOp();
-    if (!def)
-      return false;
-    if (isReduction(def) && numElements(v) < n) {
-      exposed.insert(v);
-      leaves.insert(v);
-      continue;
+    // What each reader would read anew, counting only operands as large as
+    // the result (smaller ones are broadcast: biases, per-row statistics).
+    for (FusionOp reader : readers) {
+      int64_t newBytes = 0;
+      for (Value leaf : leaves)
+        if (numElements(leaf) >= n &&
+            !llvm::is_contained(reader.getInputs(), outside(leaf)))
+          newBytes += tensorBytes(leaf);
+      if (newBytes >= tensorBytes(result))
+        return false;
     }
-    if (!isPointwise(def) && !isa<BroadcastOp, ConstantOp>(def))
-      return false;
-    if (slice.insert(def))
-      llvm::append_range(worklist, def->getOperands());
-  }
-  // What each reader would read anew, counting only operands as large as
-  // the result (smaller ones are broadcast: biases, per-row statistics).
-  for (FusionOp reader : readers) {
-    int64_t newBytes = 0;
-    for (Value leaf : leaves)
-      if (numElements(leaf) >= n &&
-          !llvm::is_contained(reader.getInputs(), outside(leaf)))
-        newBytes += tensorBytes(leaf);
-    if (newBytes >= tensorBytes(result))
-      return false;
-  }
+    return true;
+  };
+  if (!collect(/*exposeRounded=*/false) && !collect(/*exposeRounded=*/true))
+    return false;
   if (!exposed.empty()) {
     OpBuilder builder(producer);
     SmallVector<Type> types(producer.getResultTypes());

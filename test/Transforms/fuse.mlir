@@ -289,6 +289,31 @@ func.func @sink_exposes_statistic(%h: tensor<4x8xf16>, %w: tensor<8x8xf16>) -> t
 
 // -----
 
+// When the inputs are as many bytes as the result (two 4x8xf16 for a
+// 4x8xf32), the value rounded to 16 bits on the way (the residual sum a
+// layer norm reads) is yielded and read instead.
+// CHECK-LABEL: func.func @sink_exposes_rounded
+// CHECK: %[[S:.+]]:3 = gpuc.fusion(%arg0, %arg1) : (tensor<4x8xf16>, tensor<4x8xf16>) -> (tensor<4x8xf16>, tensor<4x1xf32>, tensor<4x8xf16>)
+// CHECK: %[[G:.+]] = gpuc.matmul %[[S]]#0, %arg2
+// CHECK: gpuc.fusion(%[[G]], %[[S]]#1, %[[S]]#2) : (tensor<4x8xf16>, tensor<4x1xf32>, tensor<4x8xf16>) -> tensor<4x8xf32>
+func.func @sink_exposes_rounded(%a: tensor<4x8xf16>, %b: tensor<4x8xf16>, %w: tensor<8x8xf16>) -> tensor<4x8xf32> {
+  %af = gpuc.cast %a : tensor<4x8xf16> to tensor<4x8xf32>
+  %bf = gpuc.cast %b : tensor<4x8xf16> to tensor<4x8xf32>
+  %s = gpuc.add %af, %bf : tensor<4x8xf32>
+  %r = gpuc.cast %s : tensor<4x8xf32> to tensor<4x8xf16>
+  %rf = gpuc.cast %r : tensor<4x8xf16> to tensor<4x8xf32>
+  %m = gpuc.reduce_mean %rf axes = [1] keep_dims : tensor<4x8xf32> -> tensor<4x1xf32>
+  %mb = gpuc.broadcast %m : tensor<4x1xf32> -> tensor<4x8xf32>
+  %c = gpuc.sub %rf, %mb : tensor<4x8xf32>
+  %cl = gpuc.cast %c : tensor<4x8xf32> to tensor<4x8xf16>
+  %g = gpuc.matmul %cl, %w : (tensor<4x8xf16>, tensor<8x8xf16>) -> tensor<4x8xf16>
+  %gf = gpuc.cast %g : tensor<4x8xf16> to tensor<4x8xf32>
+  %p = gpuc.mul %gf, %c : tensor<4x8xf32>
+  return %p : tensor<4x8xf32>
+}
+
+// -----
+
 // Row siblings: two reductions over the same rows reading a common tensor
 // are one row kernel.
 // CHECK-LABEL: func.func @row_siblings
