@@ -31,6 +31,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <limits.h>
 #include <mutex>
 #include <random>
@@ -347,8 +348,13 @@ public:
 
   /// One training step of `batch` samples; with gradient accumulation
   /// (gpuc compile --accumulate K) every K-th also applies the update.
-  void trainStep(int64_t step) {
+  /// `afterStep` runs between the two: what reads the step's outputs (the
+  /// loss lives in the arena, which the update's own buffers reuse).
+  void trainStep(int64_t step,
+                 const std::function<void()> &afterStep = nullptr) {
     run("train_step");
+    if (afterStep)
+      afterStep();
     if (accumulate > 1 && (step + 1) % accumulate == 0)
       run("apply_update");
   }
@@ -879,8 +885,7 @@ int main(int argc, char **argv) {
       uploadImages(s, b.images);
       s.device->upload(s.label, b.labels.data(), B * sizeof(int64_t));
       s.setStepScalars(o.seed, step, o.lr);
-      s.trainStep(step);
-      losses.submitted(step);
+      s.trainStep(step, [&] { losses.submitted(step); });
       ++stepsDone;
       double elapsed =
           std::chrono::duration<double>(Clock::now() - start).count();
