@@ -63,6 +63,74 @@ bool readModel(const std::string &path, onnx::ModelProto &model,
 /// Gives every input a static shape; symbolic dimensions are bound through
 /// --batch (dimension 0) or --input-shape, and each bound symbol is replaced
 /// wherever it appears in the graph's outputs.
+/// What ONNX's checker and shape inference assume without checking (a zero
+/// stride divides, a negative dimension indexes): every fixed dimension of
+/// the graph's values and initializers is >= 0, and every node's window
+/// attributes are in range (strides, dilations and kernel_shape >= 1, pads
+/// >= 0). Nested graphs (If, Loop) are checked too.
+bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
+  auto checkShape = [&](const onnx::ValueInfoProto &value, const char *kind) {
+    if (!value.type().has_tensor_type() ||
+        !value.type().tensor_type().has_shape())
+      return true;
+    const auto &shape = value.type().tensor_type().shape();
+    for (int i = 0; i < shape.dim_size(); ++i)
+      if (shape.dim(i).has_dim_value() && shape.dim(i).dim_value() < 0) {
+        error = std::string(kind) + " '" + value.name() + "' dimension " +
+                std::to_string(i) + " is " +
+                std::to_string(shape.dim(i).dim_value()) +
+                "; dimensions must be >= 0 (fix the model's declared shape)";
+        return false;
+      }
+    return true;
+  };
+  for (const auto &v : graph.input())
+    if (!checkShape(v, "graph input"))
+      return false;
+  for (const auto &v : graph.output())
+    if (!checkShape(v, "graph output"))
+      return false;
+  for (const auto &v : graph.value_info())
+    if (!checkShape(v, "value"))
+      return false;
+  for (const onnx::TensorProto &t : graph.initializer())
+    for (int i = 0; i < t.dims_size(); ++i)
+      if (t.dims(i) < 0) {
+        error = "initializer '" + t.name() + "' dimension " +
+                std::to_string(i) + " is " + std::to_string(t.dims(i)) +
+                "; dimensions must be >= 0";
+        return false;
+      }
+  for (int n = 0; n < graph.node_size(); ++n) {
+    const onnx::NodeProto &node = graph.node(n);
+    std::string where = (node.name().empty() ? "node #" + std::to_string(n)
+                                             : "node '" + node.name() + "'") +
+                        " (" + node.op_type() + ")";
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      int64_t least = -1;
+      if (attr.name() == "strides" || attr.name() == "dilations" ||
+          attr.name() == "kernel_shape")
+        least = 1;
+      else if (attr.name() == "pads")
+        least = 0;
+      if (least >= 0)
+        for (int64_t v : attr.ints())
+          if (v < least) {
+            error = where + ": attribute '" + attr.name() + "' holds " +
+                    std::to_string(v) + "; each entry must be at least " +
+                    std::to_string(least);
+            return false;
+          }
+      if (attr.has_g() && !validateDimensions(attr.g(), error))
+        return false;
+      for (const onnx::GraphProto &g : attr.graphs())
+        if (!validateDimensions(g, error))
+          return false;
+    }
+  }
+  return true;
+}
+
 bool bindInputShapes(onnx::GraphProto &graph, const OnnxImportOptions &options,
                      std::string &error) {
   std::set<std::string> initializers;
@@ -275,6 +343,8 @@ bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
     if (!readModel(path, model, error))
       return false;
     if (!substituteConstantInputs(*model.mutable_graph(), options, error))
+      return false;
+    if (!validateDimensions(model.graph(), error))
       return false;
     // External data is resolved against the model's directory before the
     // checker sees it, and the checker runs from that directory, so both
