@@ -22,6 +22,7 @@
 #include "gpuc/Frontend/DslParser.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/TensorBuilder.h"
+#include "gpuc/Frontend/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -279,9 +280,13 @@ FailureOr<RankedTensorType> DslParser::parseType() {
         return error() << "the batch dimension B needs a value: pass --batch N";
       shape.push_back(*options.batch);
       advance();
-    } else if (tok.kind == Tok::Number && tok.isInteger && tok.number > 0) {
+    } else if (tok.kind == Tok::Number && tok.isInteger && tok.number > 0 &&
+               tok.number <= kMaxDim) {
       shape.push_back(static_cast<int64_t>(tok.number));
       advance();
+    } else if (tok.kind == Tok::Number && tok.isInteger && tok.number > 0) {
+      return error() << "dimension " << describe() << " exceeds gpuc's limit "
+                     << "of " << (int64_t)kMaxDim << " per dimension";
     } else {
       return error() << "expected a positive dimension or B, found '"
                      << describe() << "'";
@@ -291,6 +296,9 @@ FailureOr<RankedTensorType> DslParser::parseType() {
     if (failed(expect(',', "between dimensions")))
       return failure();
   }
+  if (!boundedElements(shape))
+    return error(typeLoc) << "the shape holds more than gpuc's limit of "
+                          << kMaxElements << " elements per tensor";
   advance();
   return RankedTensorType::get(shape, elementType);
 }
@@ -347,6 +355,13 @@ FailureOr<std::string> DslParser::parseInit(RankedTensorType type,
   for (char c : name)
     state = (state ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
   int64_t n = type.getNumElements();
+  if (n > kMaxInitializedElements)
+    return error(initLoc) << "parameter '" << name << "' has " << n
+                          << " elements; the DSL initializes parameters at "
+                             "compile time, up to "
+                          << kMaxInitializedElements
+                          << " elements each (import larger models from ONNX "
+                             "with their data)";
   std::vector<float> data(n);
   for (int64_t i = 0; i < n; ++i) {
     double v = 0;
@@ -623,9 +638,13 @@ FailureOr<Shape> DslParser::parseIntList() {
       list.push_back(*options.batch);
       advance();
     } else {
+      Location numberLoc = loc();
       FailureOr<double> n = parseNumber();
       if (failed(n))
         return failure();
+      if (*n != std::trunc(*n) || std::fabs(*n) > 2147483647.0)
+        return error(numberLoc)
+               << "list entry " << *n << " is not an integer within +-2^31";
       list.push_back(static_cast<int64_t>(*n));
     }
     if (!isPunct(']') && failed(expect(',', "between list entries")))
@@ -662,9 +681,17 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
             return failure();
           arg.list = *list;
         } else {
+          Location numberLoc = loc();
           FailureOr<double> n = parseNumber();
           if (failed(n))
             return failure();
+          // Every argument is a count, an axis, a flag or a small real
+          // (eps, ratio): beyond 2^53 none is meaningful, and converting
+          // one to an integer would overflow.
+          if (!std::isfinite(*n) || std::fabs(*n) > 9007199254740992.0)
+            return error(numberLoc)
+                   << "'" << nameTok.text << "=" << *n
+                   << "' is out of range: arguments lie within +-2^53";
           arg.number = *n;
         }
         named.insert_or_assign(nameTok.text.str(), arg);

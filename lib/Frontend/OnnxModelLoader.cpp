@@ -1,5 +1,6 @@
 //===- OnnxModelLoader.cpp - read, bind, check and infer ONNX models ------===//
 #include "OnnxModelLoader.h"
+#include "gpuc/Frontend/Limits.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
@@ -93,7 +94,7 @@ bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
   for (const auto &v : graph.value_info())
     if (!checkShape(v, "value"))
       return false;
-  for (const onnx::TensorProto &t : graph.initializer())
+  for (const onnx::TensorProto &t : graph.initializer()) {
     for (int i = 0; i < t.dims_size(); ++i)
       if (t.dims(i) < 0) {
         error = "initializer '" + t.name() + "' dimension " +
@@ -101,6 +102,15 @@ bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
                 "; dimensions must be >= 0";
         return false;
       }
+    if (!boundedElements(
+            llvm::SmallVector<int64_t>(t.dims().begin(), t.dims().end()))) {
+      error = "initializer '" + t.name() +
+              "' holds more than gpuc's limit "
+              "of " +
+              std::to_string(kMaxElements) + " elements per tensor";
+      return false;
+    }
+  }
   for (int n = 0; n < graph.node_size(); ++n) {
     const onnx::NodeProto &node = graph.node(n);
     std::string where = (node.name().empty() ? "node #" + std::to_string(n)

@@ -11,6 +11,7 @@
 #include "gpuc/Codegen/Nvrtc.h"
 #include "gpuc/Codegen/StepProgram.h"
 #include "gpuc/Frontend/DslParser.h"
+#include "gpuc/Frontend/Limits.h"
 #include "gpuc/Frontend/OnnxImporter.h"
 #include "gpuc/InitAll.h"
 #include "gpuc/Transforms/BinaryProgram.h"
@@ -34,6 +35,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -252,12 +254,18 @@ static std::optional<int64_t> parseMemorySize(StringRef text) {
                                                        {"KiB", 1024.0},
                                                        {"MiB", 1048576.0},
                                                        {"GiB", 1073741824.0},
+                                                       {"TiB", 1099511627776.0},
                                                        {"KB", 1e3},
                                                        {"MB", 1e6},
-                                                       {"GB", 1e9}};
+                                                       {"GB", 1e9},
+                                                       {"TB", 1e12}};
   for (auto [name, scale] : units)
+    // Beyond 2^62 bytes no size is meaningful (and the conversion to
+    // int64 would overflow).
     if (unit == name)
-      return (int64_t)(value * scale);
+      return value * scale <= 4611686018427387904.0
+                 ? std::optional<int64_t>((int64_t)(value * scale))
+                 : std::nullopt;
   return std::nullopt;
 }
 
@@ -480,8 +488,9 @@ static int runImport(int argc, char **argv) {
            "the loss is computed on\n";
     return 1;
   }
-  if (batchSize < 0) {
-    llvm::errs() << "gpuc import: --batch must be positive\n";
+  if (batchSize < 0 || batchSize > gpuc::kMaxDim) {
+    llvm::errs() << "gpuc import: --batch must be positive and at most "
+                 << gpuc::kMaxDim << "\n";
     return 1;
   }
   ModelSession session;
@@ -726,7 +735,7 @@ static std::optional<int64_t> sizeOption(StringRef flag, StringRef text,
     return bytes;
   llvm::errs() << "gpuc compile: " << flag << " '" << text
                << "' is not a size: give bytes, optionally with a unit "
-                  "(KiB, MiB, GiB, KB, MB, GB), as in 512MiB"
+                  "(KiB, MiB, GiB, TiB, KB, MB, GB, TB), as in 512MiB"
                << (allowAuto ? ", or auto" : "") << "\n";
   return std::nullopt;
 }
@@ -879,6 +888,12 @@ static int runCompile(int argc, char **argv) {
                     "are static)\n";
     return 1;
   }
+  if (batchSize > gpuc::kMaxDim) {
+    llvm::errs() << "gpuc compile: --batch " << (int64_t)batchSize
+                 << " exceeds gpuc's limit of " << gpuc::kMaxDim
+                 << " per dimension\n";
+    return 1;
+  }
   if (!ampOptions("gpuc compile"))
     return 1;
   if (accumulateSteps < 1) {
@@ -1007,6 +1022,30 @@ static int runCompile(int argc, char **argv) {
   addPlanPipeline(planPm, budgetBytes);
   if (failed(planPm.run(*module)))
     return 1;
+  // Without --memory-limit, a CPU-only trainer must fit this machine's
+  // memory (a batch of 10^8 once compiled to a 305 GB arena without a word).
+  std::optional<int64_t> machineBytes;
+  if (!limitBytes && !artifact.cuda) {
+    long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && pageSize > 0)
+      machineBytes = (int64_t)pages * pageSize;
+  }
+  if (machineBytes) {
+    FailureOr<nlohmann::json> memory = stepMemory(*module);
+    if (failed(memory))
+      return 1;
+    int64_t total = (*memory)["total"];
+    if (total > *machineBytes) {
+      llvm::errs() << llvm::formatv(
+          "gpuc compile: at batch {0} the step needs {1} bytes ({2:f2} GiB), "
+          "more than this machine's memory ({3:f2} GiB); give a smaller "
+          "--batch or a --memory-budget, or --memory-limit SIZE to compile "
+          "for a machine with more\n",
+          (int64_t)batchSize, total, total / 1073741824.0,
+          *machineBytes / 1073741824.0);
+      return 1;
+    }
+  }
   if (limitBytes) {
     FailureOr<nlohmann::json> memory = stepMemory(*module);
     if (failed(memory))
