@@ -146,7 +146,23 @@ bool gpuc::readNpy(const std::string &path, NpyArray &array,
     size_t first = item.find_first_not_of(' ');
     if (first == std::string::npos)
       continue;
-    array.shape.push_back(std::stoll(item.substr(first)));
+    // A dimension is digits only, and small enough that the element count
+    // stays far inside int64 (2^40 elements at most).
+    std::string digits = item.substr(first);
+    digits.erase(digits.find_last_not_of(' ') + 1);
+    if (digits.empty() || digits.size() > 12 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      error = path + ": shape " + shape +
+              " is not a tuple of non-negative integers";
+      return false;
+    }
+    int64_t d = std::stoll(digits);
+    int64_t before = array.numElements();
+    if (d != 0 && before > (int64_t(1) << 40) / d) {
+      error = path + ": shape " + shape + " holds more than 2^40 elements";
+      return false;
+    }
+    array.shape.push_back(d);
   }
   int64_t bytes = array.numElements() * array.elementSize();
   array.bytes.resize(bytes);

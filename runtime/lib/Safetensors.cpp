@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fcntl.h>
 #include <unistd.h>
@@ -96,14 +97,32 @@ bool readSafetensors(const std::string &path, std::vector<NamedTensor> &tensors,
     }
     NamedTensor t;
     t.name = name;
-    if (!entry.contains("dtype") || !entry.contains("shape") ||
-        !entry.contains("data_offsets")) {
+    if (!entry.is_object() || !entry.contains("dtype") ||
+        !entry.contains("shape") || !entry.contains("data_offsets")) {
       error = path + ": tensor '" + name + "' lacks dtype/shape/data_offsets";
       return false;
     }
-    t.dtype = entry["dtype"].get<std::string>();
-    t.shape = entry["shape"].get<std::vector<int64_t>>();
-    uint64_t begin = entry["data_offsets"][0], end = entry["data_offsets"][1];
+    // The types are checked before anything is read: a header from
+    // elsewhere may hold anything.
+    const json &dtype = entry["dtype"], &shape = entry["shape"],
+               &offsets = entry["data_offsets"];
+    auto isCount = [](const json &v) {
+      return v.is_number_unsigned() ||
+             (v.is_number_integer() && v.get<int64_t>() >= 0);
+    };
+    if (!dtype.is_string() || !shape.is_array() ||
+        !std::all_of(shape.begin(), shape.end(), isCount) ||
+        !offsets.is_array() || offsets.size() != 2 || !isCount(offsets[0]) ||
+        !isCount(offsets[1])) {
+      error = path + ": tensor '" + name +
+              "' has a malformed entry (dtype must be a string, shape a list "
+              "of non-negative integers, data_offsets two of them)";
+      return false;
+    }
+    t.dtype = dtype.get<std::string>();
+    t.shape = shape.get<std::vector<int64_t>>();
+    uint64_t begin = offsets[0].get<uint64_t>(),
+             end = offsets[1].get<uint64_t>();
     if (begin > end || end > data.size()) {
       error =
           path + ": tensor '" + name + "' lies outside the file (truncated?)";
