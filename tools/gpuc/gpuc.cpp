@@ -1022,45 +1022,39 @@ static int runCompile(int argc, char **argv) {
   addPlanPipeline(planPm, budgetBytes);
   if (failed(planPm.run(*module)))
     return 1;
-  // Without --memory-limit, a CPU-only trainer must fit this machine's
-  // memory (a batch of 10^8 once compiled to a 305 GB arena without a word).
-  std::optional<int64_t> machineBytes;
-  if (!limitBytes && !artifact.cuda) {
+  // The step must fit --memory-limit or, without it, a CPU-only trainer
+  // this machine's memory (a batch of 10^8 once compiled to a 305 GB arena
+  // without a word).
+  std::optional<int64_t> limit = limitBytes;
+  if (!limit && !artifact.cuda) {
     long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && pageSize > 0)
-      machineBytes = (int64_t)pages * pageSize;
+      limit = (int64_t)pages * pageSize;
   }
-  if (machineBytes) {
+  if (limit) {
     FailureOr<nlohmann::json> memory = stepMemory(*module);
     if (failed(memory))
       return 1;
     int64_t total = (*memory)["total"];
-    if (total > *machineBytes) {
+    int64_t arena = (*memory)["arena_bytes"].get<int64_t>();
+    if (total > *limit && limitBytes) {
+      llvm::errs() << llvm::formatv(
+          "gpuc compile: at batch {0} the step needs {1} bytes ({2:f2} MiB: "
+          "persistent {3} + arena {4}), over --memory-limit {5} bytes "
+          "({6:f2} MiB); a smaller --batch, --memory-budget (recompute "
+          "instead of keeping) or --max-batch-for {5} finds what fits\n",
+          (int64_t)batchSize, total, total / 1048576.0, total - arena, arena,
+          *limit, *limit / 1048576.0);
+      return 1;
+    }
+    if (total > *limit) {
       llvm::errs() << llvm::formatv(
           "gpuc compile: at batch {0} the step needs {1} bytes ({2:f2} GiB), "
           "more than this machine's memory ({3:f2} GiB); give a smaller "
           "--batch or a --memory-budget, or --memory-limit SIZE to compile "
           "for a machine with more\n",
           (int64_t)batchSize, total, total / 1073741824.0,
-          *machineBytes / 1073741824.0);
-      return 1;
-    }
-  }
-  if (limitBytes) {
-    FailureOr<nlohmann::json> memory = stepMemory(*module);
-    if (failed(memory))
-      return 1;
-    int64_t total = (*memory)["total"];
-    if (total > *limitBytes) {
-      llvm::errs() << llvm::formatv(
-          "gpuc compile: at batch {0} the step needs {1} bytes ({2:f2} MiB: "
-          "persistent {3} + arena {4}), over --memory-limit {5} bytes "
-          "({6:f2} MiB); a smaller --batch, --memory-budget (recompute "
-          "instead of keeping) or --max-batch-for {5} finds what fits\n",
-          (int64_t)batchSize, total, total / 1048576.0,
-          total - (*memory)["arena_bytes"].get<int64_t>(),
-          (*memory)["arena_bytes"].get<int64_t>(), *limitBytes,
-          *limitBytes / 1048576.0);
+          *limit / 1073741824.0);
       return 1;
     }
   }
