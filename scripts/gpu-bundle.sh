@@ -14,7 +14,7 @@
 #   bin/        the trainer and its CUDA device plugin. A --target cuda
 #               trainer has no CPU device or model code, so one serves every
 #               artifact (--artifact DIR) and needs neither OpenMP nor
-#               OpenBLAS; the plugin finds cuBLASLt and cuDNN on that machine
+#               oneDNN; the plugin finds cuBLASLt and cuDNN on that machine
 #               (run.sh points LD_LIBRARY_PATH at them).
 #   lib/        the few shared libraries the trainer links that such a machine
 #               may lack (protobuf and ONNX's protos for --export-onnx, zlib).

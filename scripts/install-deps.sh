@@ -8,7 +8,7 @@ packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libgtest-dev
-  libopenblas-dev nlohmann-json3-dev zlib1g-dev
+  libdnnl-dev nlohmann-json3-dev zlib1g-dev
   coinor-libcbc-dev
   dataset-fashion-mnist
   python3-numpy python3-onnx

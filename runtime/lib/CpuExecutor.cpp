@@ -1,7 +1,7 @@
 //===- CpuExecutor.cpp - the step program on the CPU ----------------------===//
 //
 // Generated kernels come from the table linked into the trainer; GEMMs go to
-// OpenBLAS; convolutions are im2col over a chunk of the batch followed by one
+// oneDNN's sgemm; convolutions are im2col over a chunk of the batch followed by one
 // GEMM per group (the col matrix is [C*kh*kw, n*OH*OW], so the GEMM is large
 // even for small images), and their gradients are the transposed products
 // plus col2im. The chunk is as many samples as fit kConvScratchBytes, so
@@ -9,9 +9,16 @@
 //
 // GEMMs and convolutions of f16/bf16 tensors (mixed precision) are computed
 // converted: the operands are widened to f32 scratch (exact), the f32 path
-// runs (OpenBLAS's sgemm; it has no f16 GEMM, and its bf16 one, sbgemm, runs
-// generic code on this CPU), and the result is rounded once to its type, as
-// a GPU's f32-accumulating tensor-core GEMM does.
+// runs (oneDNN's f16 and bf16 GEMMs need AVX-512 or AMX, which the CPUs
+// this runs on may lack), and the result is rounded once to its type, as a
+// GPU's f32-accumulating tensor-core GEMM does.
+//
+// Why oneDNN (bench/gemm_libraries.sh): its GEMMs run on the OpenMP threads
+// that run the generated kernels, where OpenBLAS's pthread build keeps a
+// second pool whose idle threads spin in sched_yield while the kernels run
+// (27 % of the CNN step's cycles in the scheduler, perf record); and it picks
+// its code by the CPU's instruction set, where OpenBLAS picks by model number
+// and falls back to generic kernels on CPUs it does not know.
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/runtime/Executor.h"
@@ -20,7 +27,7 @@
 #include "gpuc/runtime/device/CpuKernelTable.h"
 #include "gpuc/runtime/device/Float16.h"
 
-#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,6 +39,23 @@
 
 namespace gpuc {
 namespace {
+
+/// Row-major C = op(A) op(B) + beta C through oneDNN. Its only failures are
+/// invalid arguments, which the plan's validation rules out.
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           const float *a, int64_t lda, const float *b, int64_t ldb,
+           float beta, float *c, int64_t ldc) {
+  dnnl_status_t status = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m,
+                                    n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success) {
+    fprintf(stderr,
+            "gpuc: internal error: oneDNN sgemm(%c%c, m=%lld, n=%lld, "
+            "k=%lld) failed with status %d\n",
+            transA ? 'T' : 'N', transB ? 'T' : 'N', (long long)m, (long long)n,
+            (long long)k, (int)status);
+    abort();
+  }
+}
 
 /// The most bytes of im2col scratch a convolution takes at once.
 constexpr int64_t kConvScratchBytes = 32 << 20;
@@ -301,7 +325,7 @@ public:
   }
 
   std::string describe() const override {
-    return "cpu (generated kernels on OpenMP threads, OpenBLAS)";
+    return "cpu (generated kernels and oneDNN GEMMs on OpenMP threads)";
   }
 
   void upload(int id, const void *src, size_t bytes) override {
@@ -417,10 +441,8 @@ private:
     const float *a = step.x, *b = step.w;
     float *c = step.y;
     for (int64_t p = 0; p < batch; ++p)
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                  tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
-                  a + p * strideA, ta ? m : k, b + p * strideB, tb ? k : n,
-                  0.0f, c + p * m * n, n);
+      sgemm(ta, tb, m, n, k, a + p * strideA, ta ? m : k, b + p * strideB,
+            tb ? k : n, 0.0f, c + p * m * n, n);
   }
 
   /// Samples per im2col chunk of `g`: as many as fit kConvScratchBytes,
@@ -448,10 +470,9 @@ private:
       im2col(g, s.x + first * g.c * g.h * g.w, col);
       int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
       for (int64_t grp = 0; grp < g.groups; ++grp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kg, g.cols(),
-                    rows, 1.0f, s.w + grp * kg * rows, rows,
-                    col + grp * rows * g.cols(), g.cols(), 0.0f,
-                    out + grp * kg * g.cols(), g.cols());
+        sgemm(false, false, kg, g.cols(), rows, s.w + grp * kg * rows, rows,
+              col + grp * rows * g.cols(), g.cols(), 0.0f,
+              out + grp * kg * g.cols(), g.cols());
       kpToNkp(out, s.y + first * g.k * g.oh * g.ow, g.n, g.k, g.oh * g.ow);
     });
   }
@@ -463,9 +484,9 @@ private:
       nkpToKp(s.y + first * g.k * g.oh * g.ow, dy, g.n, g.k, g.oh * g.ow);
       int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
       for (int64_t grp = 0; grp < g.groups; ++grp)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, g.cols(), kg,
-                    1.0f, s.w + grp * kg * rows, rows, dy + grp * kg * g.cols(),
-                    g.cols(), 0.0f, col + grp * rows * g.cols(), g.cols());
+        sgemm(true, false, rows, g.cols(), kg, s.w + grp * kg * rows, rows,
+              dy + grp * kg * g.cols(), g.cols(), 0.0f,
+              col + grp * rows * g.cols(), g.cols());
       col2im(g, col, s.x + first * g.c * g.h * g.w);
     });
   }
@@ -478,10 +499,9 @@ private:
       nkpToKp(s.y + first * g.k * g.oh * g.ow, dy, g.n, g.k, g.oh * g.ow);
       int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
       for (int64_t grp = 0; grp < g.groups; ++grp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kg, rows, g.cols(),
-                    1.0f, dy + grp * kg * g.cols(), g.cols(),
-                    col + grp * rows * g.cols(), g.cols(),
-                    first == 0 ? 0.0f : 1.0f, s.w + grp * kg * rows, rows);
+        sgemm(false, true, kg, rows, g.cols(), dy + grp * kg * g.cols(),
+              g.cols(), col + grp * rows * g.cols(), g.cols(),
+              first == 0 ? 0.0f : 1.0f, s.w + grp * kg * rows, rows);
     });
   }
 

@@ -1,7 +1,7 @@
 //===- NoCpuDevice.cpp - the CPU device of a GPU-only trainer -------------===//
 //
 // `gpuc compile --target cuda` links this instead of the CPU device: such a
-// trainer has no CPU kernels, and so needs neither OpenMP nor OpenBLAS (what
+// trainer has no CPU kernels, and so needs neither OpenMP nor oneDNN (what
 // lets it travel to a GPU machine without them).
 //
 //===----------------------------------------------------------------------===//

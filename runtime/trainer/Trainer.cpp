@@ -751,15 +751,6 @@ int bench(Session &s, const Options &o, const Dataset *data) {
 } // namespace
 
 int main(int argc, char **argv) {
-  // Generated kernels run on OpenMP threads and GEMMs on OpenBLAS's own
-  // threads. OpenMP's default is to spin after each parallel region, which
-  // takes the cores OpenBLAS needs next (measured: MLP step 5-19 ms with
-  // spinning, 4.6-5.8 ms without). libgomp reads the policy when it loads,
-  // so the trainer re-executes itself once with it set.
-  if (!getenv("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);
-  }
   Options o = parseOptions(argc, argv);
   std::string dir = artifactDir();
   if (!o.artifact.empty()) {

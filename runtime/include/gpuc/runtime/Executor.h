@@ -3,7 +3,7 @@
 // The runtime side of the step program: plan.json names every buffer (its
 // kind, shape, and for transients its arena offset) and each function's
 // steps. A Device owns the memory and runs the steps; the CPU device calls
-// the generated kernels through the table linked into the trainer, OpenBLAS
+// the generated kernels through the table linked into the trainer, oneDNN
 // for GEMMs and im2col + GEMM for convolutions. The CUDA device (a plugin
 // the trainer loads at run time, runtime/cuda/) replays each function as one
 // CUDA Graph and never makes the host wait for a step it just submitted.
