@@ -3,7 +3,7 @@
 
     /usr/bin/python3 bench/conv_vs_onednn.py [--batch 128] [--threads N]
 
-gpuc: the example CNN's training step with GPUC_PROFILE=1, summing the time of
+gpuc: the example CNN's training step with --profile, summing the time of
 its conv2d, conv2d_backward_input and conv2d_backward_filter steps. oneDNN:
 PyTorch's CPU convolution (mkldnn, i.e. oneDNN, when torch reports it) on the
 same two layers and shapes, forward plus the same gradients (no input
@@ -29,15 +29,17 @@ def gpuc_conv_ms(args, work, env):
                     "--target", "cpu", "-o", out], check=True,
                    stdout=subprocess.DEVNULL, env=env)
     r = subprocess.run([os.path.join(out, "train"), "--data", DATA,
-                        "--bench-steps", str(args.steps)], check=True,
-                       capture_output=True, text=True,
-                       env=dict(env, GPUC_PROFILE="1"))
+                        "--bench-steps", str(args.steps),
+                        "--profile", os.path.join(work, "trace.json")],
+                       check=True, capture_output=True, text=True, env=env)
+    # The roofline table: function, step, index, ms/run, ...
     total = 0.0
     for line in r.stderr.splitlines():
-        m = re.match(r"\s*([0-9.]+) s .*train_step (conv2d\S*) \(", line)
-        if m:
-            total += float(m.group(1))
-    return 1000.0 * total / (args.steps + 3)  # the trainer warms up 3 steps
+        fields = line.split()
+        if len(fields) > 4 and fields[0] == "train_step" and \
+                fields[1].startswith("conv2d"):
+            total += float(fields[3])
+    return total
 
 
 def onednn_conv_ms(args):

@@ -138,7 +138,7 @@ private:
   /// Declares an index register.
   std::string index(const std::string &expr) {
     std::string reg = fresh("i");
-    line(llvm::formatv("const int64_t {0} = {1};", reg, expr));
+    line(llvm::formatv("const gidx {0} = {1};", reg, expr));
     return reg;
   }
   /// The coordinates of linear index `idx` in `shape`.
@@ -157,12 +157,11 @@ private:
         coords.push_back("0");
         continue;
       }
-      std::string e =
-          strides[d] == 1
-              ? idx
-              : llvm::formatv("({0} / {1}LL)", idx, strides[d]).str();
+      std::string e = strides[d] == 1
+                          ? idx
+                          : llvm::formatv("({0} / {1})", idx, strides[d]).str();
       if (d > 0)
-        e = llvm::formatv("({0} % {1}LL)", e, shape[d]).str();
+        e = llvm::formatv("({0} % {1})", e, shape[d]).str();
       coords.push_back(index(e));
     }
     rememberCoords(key, coords);
@@ -189,7 +188,7 @@ private:
         e += " + ";
       e += strides[d] == 1
                ? coords[d]
-               : llvm::formatv("{0} * {1}LL", coords[d], strides[d]).str();
+               : llvm::formatv("{0} * {1}", coords[d], strides[d]).str();
     }
     return e.empty() ? "0" : "(" + e + ")";
   }
@@ -406,7 +405,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         SmallVector<std::string> inCoords;
         for (size_t d = 0; d < in.size(); ++d)
           inCoords.push_back(
-              index(llvm::formatv("{0}LL + {1} * {2}LL", s.getStarts()[d],
+              index(llvm::formatv("{0} + {1} * {2}", s.getStarts()[d],
                                   coords[d], s.getStrides()[d])));
         return at(s.getInput(), raveled(inCoords, in));
       })
@@ -416,9 +415,9 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         SmallVector<std::string> inCoords;
         std::string inside = "true";
         for (size_t d = 0; d < in.size(); ++d) {
-          std::string c = index(
-              llvm::formatv("{0} - {1}LL", coords[d], p.getLow()[d]).str());
-          inside += llvm::formatv(" && {0} >= 0 && {0} < {1}LL", c, in[d]);
+          std::string c =
+              index(llvm::formatv("{0} - {1}", coords[d], p.getLow()[d]).str());
+          inside += llvm::formatv(" && {0} >= 0 && {0} < {1}", c, in[d]);
           inCoords.push_back(c);
         }
         std::string reg = fresh("v");
@@ -443,15 +442,13 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
           ArrayRef<int64_t> in = shapeOf(input);
           int64_t end = offset + in[axis];
           bool last = k + 1 == c.getInputs().size();
-          open(k == 0
-                   ? llvm::formatv("if ({0} < {1}LL)", coords[axis], end).str()
-               : last
-                   ? std::string("else")
-                   : llvm::formatv("else if ({0} < {1}LL)", coords[axis], end)
-                         .str());
+          open(k == 0 ? llvm::formatv("if ({0} < {1})", coords[axis], end).str()
+               : last ? std::string("else")
+                      : llvm::formatv("else if ({0} < {1})", coords[axis], end)
+                            .str());
           SmallVector<std::string> inCoords(coords);
           inCoords[axis] =
-              index(llvm::formatv("{0} - {1}LL", coords[axis], offset).str());
+              index(llvm::formatv("{0} - {1}", coords[axis], offset).str());
           FailureOr<std::string> x = at(input, raveled(inCoords, in));
           if (failed(x))
             return failure();
@@ -469,18 +466,18 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
           inner *= data[d];
         int64_t n = getNumElements(shapeOf(g.getIndices()));
         std::string outer =
-            index(llvm::formatv("{0} / {1}LL", idx, n * inner).str());
+            index(llvm::formatv("{0} / {1}", idx, n * inner).str());
         std::string j =
-            index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, inner, n).str());
-        std::string b = index(llvm::formatv("{0} % {1}LL", idx, inner).str());
+            index(llvm::formatv("({0} / {1}) % {2}", idx, inner, n).str());
+        std::string b = index(llvm::formatv("{0} % {1}", idx, inner).str());
         FailureOr<std::string> k = at(g.getIndices(), j);
         if (failed(k))
           return failure();
         std::string wrapped = index(llvm::formatv(
-            "gpuc::wrapIndex((int64_t){0}, {1}LL)", *k, data[axis]));
+            "gpuc::wrapIndex((int64_t){0}, {1})", *k, data[axis]));
         return at(g.getData(),
-                  index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}",
-                                      outer, data[axis], wrapped, inner, b)));
+                  index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", outer,
+                                      data[axis], wrapped, inner, b)));
       })
       .Case([&](IotaOp i) -> FailureOr<std::string> {
         SmallVector<std::string> coords = unravel(idx, shape);
@@ -494,23 +491,22 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
           inner *= shape[d];
         int64_t n = getNumElements(shapeOf(s.getIndices()));
         std::string a =
-            index(llvm::formatv("{0} / {1}LL", idx, shape[axis] * inner).str());
-        std::string k = index(
-            llvm::formatv("({0} / {1}LL) % {2}LL", idx, inner, shape[axis]));
-        std::string b = index(llvm::formatv("{0} % {1}LL", idx, inner).str());
+            index(llvm::formatv("{0} / {1}", idx, shape[axis] * inner).str());
+        std::string k =
+            index(llvm::formatv("({0} / {1}) % {2}", idx, inner, shape[axis]));
+        std::string b = index(llvm::formatv("{0} % {1}", idx, inner).str());
         std::string acc = fresh("acc");
         line("gpuc::Accumulator " + acc + " = 0;");
         std::string j = fresh("j");
-        open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", j, n));
+        open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", j, n));
         FailureOr<std::string> target = at(s.getIndices(), j);
         if (failed(target))
           return failure();
-        open(llvm::formatv("if (gpuc::wrapIndex((int64_t){0}, {1}LL) == {2})",
+        open(llvm::formatv("if (gpuc::wrapIndex((int64_t){0}, {1}) == {2})",
                            *target, shape[axis], k));
-        FailureOr<std::string> u =
-            at(s.getUpdates(),
-               index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", a, n, j,
-                                   inner, b)));
+        FailureOr<std::string> u = at(
+            s.getUpdates(), index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}",
+                                                a, n, j, inner, b)));
         if (failed(u))
           return failure();
         line(acc + " += " + *u + ";");
@@ -549,13 +545,12 @@ std::string Emitter::windowCount(const std::string &top,
   int64_t bottom = in[2] + (w.countIncludePad ? w.pads[2] : 0);
   int64_t right = in[3] + (w.countIncludePad ? w.pads[3] : 0);
   auto start = [&](const std::string &c) {
-    return w.countIncludePad ? c : "gpuc::maxInt<int64_t>(" + c + ", 0)";
+    return w.countIncludePad ? c : "gpuc::maxInt<gidx>(" + c + ", 0)";
   };
-  return index(
-      llvm::formatv("(gpuc::minInt<int64_t>({0} + {1}LL, {2}LL) - {3}) * "
-                    "(gpuc::minInt<int64_t>({4} + {5}LL, {6}LL) - {7})",
-                    top, w.kernel[0], bottom, start(top), left, w.kernel[1],
-                    right, start(left)));
+  return index(llvm::formatv("(gpuc::minInt<gidx>({0} + {1}, {2}) - {3}) * "
+                             "(gpuc::minInt<gidx>({4} + {5}, {6}) - {7})",
+                             top, w.kernel[0], bottom, start(top), left,
+                             w.kernel[1], right, start(left)));
 }
 
 FailureOr<std::string> Emitter::pool(Operation *op, Value v,
@@ -564,29 +559,27 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
   Value input = op->getOperand(0);
   ArrayRef<int64_t> in = shapeOf(input), out = shapeOf(v);
   bool isMax = isa<MaxPool2DOp>(op);
-  std::string p = index(llvm::formatv("{0} / {1}LL", idx, out[2] * out[3]));
+  std::string p = index(llvm::formatv("{0} / {1}", idx, out[2] * out[3]));
   std::string oy =
-      index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, out[3], out[2]));
-  std::string ox = index(llvm::formatv("{0} % {1}LL", idx, out[3]));
+      index(llvm::formatv("({0} / {1}) % {2}", idx, out[3], out[2]));
+  std::string ox = index(llvm::formatv("{0} % {1}", idx, out[3]));
   std::string acc = fresh("acc");
   line(llvm::formatv("gpuc::Accumulator {0} = {1};", acc,
                      isMax ? "-INFINITY" : "0"));
   std::string top =
-      index(llvm::formatv("{0} * {1}LL - {2}LL", oy, w.strides[0], w.pads[0]));
+      index(llvm::formatv("{0} * {1} - {2}", oy, w.strides[0], w.pads[0]));
   std::string left =
-      index(llvm::formatv("{0} * {1}LL - {2}LL", ox, w.strides[1], w.pads[1]));
+      index(llvm::formatv("{0} * {1} - {2}", ox, w.strides[1], w.pads[1]));
   std::string ky = fresh("ky"), kx = fresh("kx");
-  open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", ky,
-                     w.kernel[0]));
+  open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", ky, w.kernel[0]));
   std::string iy = index(top + " + " + ky);
-  line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", iy, in[2]));
-  open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", kx,
-                     w.kernel[1]));
+  line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", iy, in[2]));
+  open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", kx, w.kernel[1]));
   std::string ix = index(left + " + " + kx);
-  line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", ix, in[3]));
+  line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", ix, in[3]));
   FailureOr<std::string> x =
-      at(input, index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", p,
-                                    in[2], iy, in[3], ix)));
+      at(input, index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", p, in[2],
+                                    iy, in[3], ix)));
   if (failed(x))
     return failure();
   if (isMax)
@@ -614,10 +607,9 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
   Value input = isMax ? op->getOperand(0) : Value();
   Value dy = op->getOperand(isMax ? 1 : 0);
   ArrayRef<int64_t> in = shapeOf(v), out = shapeOf(dy);
-  std::string p = index(llvm::formatv("{0} / {1}LL", idx, in[2] * in[3]));
-  std::string h =
-      index(llvm::formatv("({0} / {1}LL) % {2}LL", idx, in[3], in[2]));
-  std::string x = index(llvm::formatv("{0} % {1}LL", idx, in[3]));
+  std::string p = index(llvm::formatv("{0} / {1}", idx, in[2] * in[3]));
+  std::string h = index(llvm::formatv("({0} / {1}) % {2}", idx, in[3], in[2]));
+  std::string x = index(llvm::formatv("{0} % {1}", idx, in[3]));
   // Windows that tile the input exactly (stride = kernel, no padding, the
   // output covering every row and column): the one window holding (h, x)
   // is known without a search and needs no bounds checks.
@@ -627,39 +619,37 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
     tiles =
         w.strides[a] == w.kernel[a] && out[2 + a] * w.kernel[a] == in[2 + a];
   if (tiles) {
-    std::string oy = index(llvm::formatv("{0} / {1}LL", h, w.kernel[0]));
-    std::string ox = index(llvm::formatv("{0} / {1}LL", x, w.kernel[1]));
+    std::string oy = index(llvm::formatv("{0} / {1}", h, w.kernel[0]));
+    std::string ox = index(llvm::formatv("{0} / {1}", x, w.kernel[1]));
     std::string corner = index(
-        llvm::formatv("{0} * {1}LL + ({2} * {3}LL) * {4}LL + {5} * {6}LL", p,
+        llvm::formatv("{0} * {1} + ({2} * {3}) * {4} + {5} * {6}", p,
                       in[2] * in[3], oy, w.kernel[0], in[3], ox, w.kernel[1]));
     FailureOr<std::string> first = at(input, corner);
     if (failed(first))
       return failure();
     std::string best = fresh("best"), bestAt = fresh("bestAt");
-    line(llvm::formatv("float {0} = {1}; int64_t {2} = 0;", best, *first,
-                       bestAt));
+    line(llvm::formatv("float {0} = {1}; gidx {2} = 0;", best, *first, bestAt));
     std::string ky = fresh("ky"), kx = fresh("kx");
-    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", ky,
-                       w.kernel[0]));
-    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", kx,
-                       w.kernel[1]));
+    open(
+        llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", ky, w.kernel[0]));
+    open(
+        llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", kx, w.kernel[1]));
     FailureOr<std::string> xv = at(
         input,
-        index(llvm::formatv("{0} + {1} * {2}LL + {3}", corner, ky, in[3], kx)));
+        index(llvm::formatv("{0} + {1} * {2} + {3}", corner, ky, in[3], kx)));
     if (failed(xv))
       return failure();
-    line(
-        llvm::formatv("if ({0} > {1}) {{ {1} = {0}; {2} = {3} * {4}LL + {5}; }",
-                      *xv, best, bestAt, ky, w.kernel[1], kx));
+    line(llvm::formatv("if ({0} > {1}) {{ {1} = {0}; {2} = {3} * {4} + {5}; }",
+                       *xv, best, bestAt, ky, w.kernel[1], kx));
     close();
     close();
     FailureOr<std::string> g =
-        at(dy, index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", p,
-                                   out[2], oy, out[3], ox)));
+        at(dy, index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", p, out[2],
+                                   oy, out[3], ox)));
     if (failed(g))
       return failure();
-    return define(v, llvm::formatv("({0} == ({1} - {2} * {3}LL) * {4}LL + "
-                                   "({5} - {6} * {4}LL) ? {7} : 0.0f)",
+    return define(v, llvm::formatv("({0} == ({1} - {2} * {3}) * {4} + "
+                                   "({5} - {6} * {4}) ? {7} : 0.0f)",
                                    bestAt, h, oy, w.kernel[0], w.kernel[1], x,
                                    ox, *g)
                          .str());
@@ -671,54 +661,49 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
     int64_t k = w.kernel[axis], s = w.strides[axis], pad = w.pads[axis];
     // Smallest o with o*s - pad + k - 1 >= c, largest with o*s - pad <= c.
     lo = index(llvm::formatv(
-        "gpuc::maxInt<int64_t>(0, ({0} + {1}LL - {2}LL + {3}LL - 1) / {3}LL)",
-        c, pad, k - 1, s));
-    hi = index(
-        llvm::formatv("gpuc::minInt<int64_t>({0}LL - 1, ({1} + {2}LL) / {3}LL)",
-                      out[2 + axis], c, pad, s));
+        "gpuc::maxInt<gidx>(0, ({0} + {1} - {2} + {3} - 1) / {3})", c, pad,
+        k - 1, s));
+    hi = index(llvm::formatv("gpuc::minInt<gidx>({0} - 1, ({1} + {2}) / {3})",
+                             out[2 + axis], c, pad, s));
   };
   std::string loY, hiY, loX, hiX;
   range(h, 0, loY, hiY);
   range(x, 1, loX, hiX);
   std::string oy = fresh("oy"), ox = fresh("ox");
-  open(llvm::formatv("for (int64_t {0} = {1}; {0} <= {2}; ++{0})", oy, loY,
-                     hiY));
-  open(llvm::formatv("for (int64_t {0} = {1}; {0} <= {2}; ++{0})", ox, loX,
-                     hiX));
+  open(llvm::formatv("for (gidx {0} = {1}; {0} <= {2}; ++{0})", oy, loY, hiY));
+  open(llvm::formatv("for (gidx {0} = {1}; {0} <= {2}; ++{0})", ox, loX, hiX));
   std::string top =
-      index(llvm::formatv("{0} * {1}LL - {2}LL", oy, w.strides[0], w.pads[0]));
+      index(llvm::formatv("{0} * {1} - {2}", oy, w.strides[0], w.pads[0]));
   std::string left =
-      index(llvm::formatv("{0} * {1}LL - {2}LL", ox, w.strides[1], w.pads[1]));
+      index(llvm::formatv("{0} * {1} - {2}", ox, w.strides[1], w.pads[1]));
   FailureOr<std::string> g =
-      at(dy, index(llvm::formatv("({0} * {1}LL + {2}) * {3}LL + {4}", p, out[2],
-                                 oy, out[3], ox)));
+      at(dy, index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", p, out[2], oy,
+                                 out[3], ox)));
   if (failed(g))
     return failure();
   if (isMax) {
     // The window's first maximum (in scan order) receives its gradient.
     std::string best = fresh("best"), bestAt = fresh("bestAt");
-    line(llvm::formatv("float {0} = -INFINITY; int64_t {1} = -1;", best,
-                       bestAt));
+    line(llvm::formatv("float {0} = -INFINITY; gidx {1} = -1;", best, bestAt));
     std::string ky = fresh("ky"), kx = fresh("kx");
-    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", ky,
-                       w.kernel[0]));
+    open(
+        llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", ky, w.kernel[0]));
     std::string iy = index(top + " + " + ky);
-    line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", iy, in[2]));
-    open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", kx,
-                       w.kernel[1]));
+    line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", iy, in[2]));
+    open(
+        llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", kx, w.kernel[1]));
     std::string ix = index(left + " + " + kx);
-    line(llvm::formatv("if ({0} < 0 || {0} >= {1}LL) continue;", ix, in[3]));
-    std::string pos = index(llvm::formatv("{0} * {1}LL + {2}", iy, in[3], ix));
-    FailureOr<std::string> xv =
-        at(input,
-           index(llvm::formatv("{0} * {1}LL + {2}", p, in[2] * in[3], pos)));
+    line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", ix, in[3]));
+    std::string pos = index(llvm::formatv("{0} * {1} + {2}", iy, in[3], ix));
+    FailureOr<std::string> xv = at(
+        input, index(llvm::formatv("{0} * {1} + {2}", p, in[2] * in[3], pos)));
     if (failed(xv))
       return failure();
     line(llvm::formatv("if ({1} < 0 || {0} > {2}) {{ {2} = {0}; {1} = {3}; }",
                        *xv, bestAt, best, pos));
     close();
     close();
-    line(llvm::formatv("if ({0} == {1} * {2}LL + {3}) {4} += {5};", bestAt, h,
+    line(llvm::formatv("if ({0} == {1} * {2} + {3}) {4} += {5};", bestAt, h,
                        in[3], x, acc, *g));
   } else {
     std::string count = windowCount(top, left, w, in);
@@ -821,15 +806,15 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
       int64_t tiles = std::max<int64_t>(1, (elements + tile - 1) / tile);
       bool only = segments.size() == 1;
       if (!only)
-        open(llvm::formatv("if (blockIdx.x >= {0}LL && blockIdx.x < {1}LL)",
-                           base, base + tiles));
-      line(llvm::formatv(
-          "const int64_t begin = ((int64_t)blockIdx.x - {0}LL) * {1}LL;", base,
-          tile));
-      line(llvm::formatv("const int64_t end = begin + {0}LL < {1}LL ? begin + "
-                         "{0}LL : {1}LL;",
+        open(llvm::formatv("if (blockIdx.x >= {0} && blockIdx.x < {1})", base,
+                           base + tiles));
+      line(llvm::formatv("const gidx begin = ((gidx)blockIdx.x - {0}) * {1};",
+                         base, tile));
+      line(llvm::formatv("const gidx end = begin + {0} < {1} ? begin + "
+                         "{0} : {1};",
                          tile, elements));
-      open("for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)");
+      line("GPUC_INDEPENDENT_ITERATIONS");
+      open("for (gidx i = begin + threadIdx.x; i < end; i += blockDim.x)");
       if (failed(storeResults(values, "i")))
         return failure();
       close();
@@ -913,19 +898,19 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
       (run.reduced ? mergedRow : mergedKept).push_back(run.size);
     }
     // The part of the row this block covers: all of it, or its chunk.
-    std::string rowBegin = "0", rowEnd = llvm::formatv("{0}LL", rowLength);
+    std::string rowBegin = "0", rowEnd = llvm::formatv("{0}", rowLength);
     if (splits > 1) {
-      line(llvm::formatv("const int64_t o = blockIdx.x / {0}LL;", splits));
-      line(llvm::formatv("const int64_t part = blockIdx.x % {0}LL;", splits));
-      line(llvm::formatv("const int64_t rowBegin = part * {0}LL;", chunk));
-      line(llvm::formatv("const int64_t rowEnd = rowBegin + {0}LL < {1}LL ? "
-                         "rowBegin + {0}LL : {1}LL;",
+      line(llvm::formatv("const gidx o = blockIdx.x / {0};", splits));
+      line(llvm::formatv("const gidx part = blockIdx.x % {0};", splits));
+      line(llvm::formatv("const gidx rowBegin = part * {0};", chunk));
+      line(llvm::formatv("const gidx rowEnd = rowBegin + {0} < {1} ? "
+                         "rowBegin + {0} : {1};",
                          chunk, rowLength));
       line("gpuc::Accumulator *partials = (gpuc::Accumulator *)workspace;");
       rowBegin = "rowBegin";
       rowEnd = "rowEnd";
     } else {
-      line("const int64_t o = blockIdx.x;");
+      line("const gidx o = blockIdx.x;");
     }
     SmallVector<std::string> kept = unravel("o", mergedKept);
     auto fullIndex = [&](StringRef r) {
@@ -946,7 +931,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     };
     auto rowLoop = [&] {
       open(llvm::formatv(
-          "for (int64_t r = {0} + threadIdx.x; r < {1}; r += blockDim.x)",
+          "for (gidx r = {0} + threadIdx.x; r < {1}; r += blockDim.x)",
           rowBegin, rowEnd));
     };
     for (auto [j, reduce] : llvm::enumerate(reductions)) {
@@ -963,13 +948,12 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
           line(llvm::formatv("{0} += {1};", acc, x));
       };
       std::string slot =
-          llvm::formatv("({0}LL * {1}LL + o) * {2}LL", j, rows, splits).str();
+          llvm::formatv("({0} + o) * {1}", (int64_t)j * rows, splits).str();
       if (splits > 1) {
         // An earlier launch reduced this row's chunks: combine them.
         open(llvm::formatv("if (phase > {0})", j));
         std::string s = fresh("s");
-        open(llvm::formatv("for (int64_t {0} = 0; {0} < {1}LL; ++{0})", s,
-                           splits));
+        open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", s, splits));
         accumulate(llvm::formatv("partials[{0} + {1}]", slot, s).str());
         close();
         close();
@@ -1063,6 +1047,27 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     ++arg;
   }
   static_assert(kBlockThreads == 256, "__launch_bounds__ below says 256");
+  // Index arithmetic is 32-bit when every index the kernel forms fits: the
+  // host compiler vectorizes 32-bit division by a constant (AVX2 has no
+  // 64-bit multiply-high) and a GPU emulates 64-bit division in software.
+  // An elementwise block starts at blockIdx.x * tile; a row kernel's
+  // partials are indexed by (reduction, row, chunk).
+  int64_t largest =
+      std::max(reductions.empty() ? kernel.grid * kPointwiseTile : kernel.grid,
+               kernel.workspaceBytes / (int64_t)sizeof(double));
+  fusion.walk([&](Operation *op) {
+    for (Value v : op->getResults())
+      if (isa<RankedTensorType>(v.getType()))
+        largest = std::max(largest, getNumElements(shapeOf(v)));
+  });
+  for (Value v : block.getArguments())
+    largest = std::max(largest, getNumElements(shapeOf(v)));
+  body =
+      llvm::formatv("  typedef {0} gidx;\n{1}",
+                    largest + kPointwiseTile < (int64_t(1) << 31) ? "int32_t"
+                                                                  : "int64_t",
+                    body)
+          .str();
   kernel.key = params + "\n" + body + "\n" + std::to_string(kernel.grid);
   if (kernel.launches == 1) {
     kernel.source = llvm::formatv("extern \"C\" __global__ void "

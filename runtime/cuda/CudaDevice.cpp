@@ -102,7 +102,7 @@ struct Step {
   int id0 = -1, id1 = -1, id2 = -1;
   CUdeviceptr p0 = 0, p1 = 0, p2 = 0;
   size_t bytes = 0;
-  /// GPUC_PROFILE: time between the events around this step.
+  /// train --profile: time between the events around this step.
   StepTime time;
 };
 
@@ -125,6 +125,14 @@ public:
   void synchronize() override;
   Counters counters() const override { return launchCounters; }
   int64_t allocatedBytes() const override { return allocated; }
+  std::vector<StepTime> stepTimes() const override {
+    std::vector<StepTime> times;
+    if (profile)
+      for (auto &[name, steps] : programs)
+        for (const Step &step : steps)
+          times.push_back(step.time);
+    return times;
+  }
 
 private:
   bool check(CUresult result, const char *what, std::string &error) {
@@ -148,7 +156,7 @@ private:
   void bindPointers();
   bool prepareGemm(Step &step, const nlohmann::json &s, std::string &error);
   /// Times the GEMM candidates once per shape (or takes the choice kept
-  /// in the artifact); GPUC_PROFILE reports all of them.
+  /// in the artifact); train --profile reports all of them.
   void chooseGemmAlgorithms(const std::string &dir);
   bool timeGemm(Step &step, size_t candidate, double &us);
   void reportGemmCandidates();
@@ -201,9 +209,9 @@ private:
 
   Counters launchCounters;
 
-  /// GPUC_PROFILE=1: steps are launched one by one (no graphs) between
-  /// events, and the report is printed at exit.
-  bool profile = getenv("GPUC_PROFILE") != nullptr;
+  /// train --profile: steps are launched one by one (no graphs) between
+  /// events (stepTimes()); cuBLASLt's candidates are printed at exit.
+  bool profile = options.profile;
   std::vector<CUevent> stepEvents;
 };
 
@@ -761,7 +769,7 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
   }
   description += options.graphs ? ", one CUDA Graph launch per step"
                  : profile      ? ", kernel-by-kernel launches timed one by "
-                                  "one (GPUC_PROFILE)"
+                                  "one (--profile)"
                                 : ", kernel-by-kernel launches (--no-graph)";
   return true;
 }
@@ -771,14 +779,8 @@ CudaDevice::~CudaDevice() {
     cuStreamSynchronize(compute);
   if (copies)
     cuStreamSynchronize(copies);
-  if (profile && !stepEvents.empty()) {
+  if (profile && !stepEvents.empty())
     reportGemmCandidates();
-    std::vector<StepTime> times;
-    for (auto &[name, steps] : programs)
-      for (const Step &step : steps)
-        times.push_back(step.time);
-    printStepProfile("cuda", times);
-  }
   for (CUevent event : stepEvents)
     cuEventDestroy(event);
   for (CUevent event : {timingStart, timingStop})
@@ -958,6 +960,7 @@ bool CudaDevice::issue(const std::string &function, int slot, CUstream stream,
       return false;
   std::vector<Step> &steps = programs[function];
   bool timed = profile && !options.graphs;
+  double issued = timed ? profileClock() : 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     if (timed &&
         !check(cuEventRecord(stepEvents[i], stream), "cuEventRecord", error))
@@ -972,10 +975,14 @@ bool CudaDevice::issue(const std::string &function, int slot, CUstream stream,
       !check(cuEventSynchronize(stepEvents[steps.size()]), "cuEventSynchronize",
              error))
     return false;
+  // The trace places the steps back to back from when the host issued the
+  // first: the GPU's own clock is not the host's.
+  double start = issued;
   for (size_t i = 0; i < steps.size(); ++i) {
     float ms = 0;
     cuEventElapsedTime(&ms, stepEvents[i], stepEvents[i + 1]);
-    steps[i].time.add(ms / 1e3);
+    steps[i].time.add(ms / 1e3, start);
+    start += ms / 1e3;
   }
   return true;
 }

@@ -1,9 +1,9 @@
 //===- CpuExecutor.cpp - the step program on the CPU ----------------------===//
 //
 // Generated kernels come from the table linked into the trainer; GEMMs go to
-// oneDNN's sgemm; convolutions are im2col over a chunk of the batch followed by one
-// GEMM per group (the col matrix is [C*kh*kw, n*OH*OW], so the GEMM is large
-// even for small images), and their gradients are the transposed products
+// oneDNN's sgemm; convolutions are im2col over a chunk of the batch followed by
+// one GEMM per group (the col matrix is [C*kh*kw, n*OH*OW], so the GEMM is
+// large even for small images), and their gradients are the transposed products
 // plus col2im. The chunk is as many samples as fit kConvScratchBytes, so
 // the memory beside the plan stays small whatever the batch.
 //
@@ -43,8 +43,8 @@ namespace {
 /// Row-major C = op(A) op(B) + beta C through oneDNN. Its only failures are
 /// invalid arguments, which the plan's validation rules out.
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-           const float *a, int64_t lda, const float *b, int64_t ldb,
-           float beta, float *c, int64_t ldc) {
+           const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+           float *c, int64_t ldc) {
   dnnl_status_t status = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m,
                                     n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   if (status != dnnl_success) {
@@ -191,13 +191,13 @@ struct Step {
   void *src = nullptr, *dst = nullptr;
   size_t bytes = 0;
   std::string label;
-  /// GPUC_PROFILE: time spent in this step.
+  /// train --profile: time spent in this step.
   mutable StepTime time;
 };
 
 class CpuDevice : public Device {
 public:
-  CpuDevice(const Plan &plan) : plan(plan) {}
+  CpuDevice(const Plan &plan, bool profile) : plan(plan), profile(profile) {}
 
   bool init(const CpuKernel *table, std::string &error) {
     for (const CpuKernel *k = table; k && k->name; ++k)
@@ -315,8 +315,6 @@ public:
   }
 
   ~CpuDevice() override {
-    if (profile)
-      report();
     free(arena);
     free(scratch);
     free(wide);
@@ -359,8 +357,7 @@ public:
       return false;
     }
     for (const Step &step : it->second) {
-      auto start = profile ? std::chrono::steady_clock::now()
-                           : std::chrono::steady_clock::time_point();
+      double start = profile ? profileClock() : 0;
       switch (step.kind) {
       case StepKind::Kernel:
         step.launch(step.args.data());
@@ -372,22 +369,47 @@ public:
         library(step);
         break;
       }
-      if (profile) {
-        step.time.add(std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - start)
-                          .count());
-      }
+      if (profile)
+        step.time.add(profileClock() - start, start);
     }
     return true;
   }
 
-  /// GPUC_PROFILE=1: where the time went, at exit.
-  void report() {
+  std::vector<StepTime> stepTimes() const override {
     std::vector<StepTime> times;
-    for (auto &[name, steps] : programs)
-      for (const Step &step : steps)
-        times.push_back(step.time);
-    printStepProfile("cpu", times);
+    if (profile)
+      for (auto &[name, steps] : programs)
+        for (const Step &step : steps)
+          times.push_back(step.time);
+    return times;
+  }
+
+  /// Bandwidth: a triad over three 64 MiB arrays on the OpenMP threads,
+  /// the best of 5; FLOP rate: a 1024^3 oneDNN sgemm, the best of 5.
+  MachinePeaks measurePeaks() override {
+    MachinePeaks peaks;
+    const int64_t n = 16 << 20, m = 1024;
+    std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
+    double best = 1e30;
+    for (int r = 0; r < 5; ++r) {
+      double start = profileClock();
+      float *pa = a.data(), *pb = b.data(), *pc = c.data();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i)
+        pc[i] = pa[i] + 1.5f * pb[i];
+      best = std::min(best, profileClock() - start);
+    }
+    peaks.bytesPerSecond = 3.0 * n * sizeof(float) / best;
+    std::vector<float> x(m * m, 1.0f), y(m * m, 0.5f), z(m * m);
+    best = 1e30;
+    for (int r = 0; r < 5; ++r) {
+      double start = profileClock();
+      sgemm(false, false, m, m, m, x.data(), m, y.data(), m, 0.0f, z.data(), m);
+      best = std::min(best, profileClock() - start);
+    }
+    peaks.flopsPerSecond = 2.0 * m * m * m / best;
+    peaks.how = "triad over 3 x 64 MiB, 1024^3 sgemm, OpenMP threads";
+    return peaks;
   }
 
 private:
@@ -519,13 +541,14 @@ private:
   std::map<std::string, std::vector<Step>> programs;
   std::map<uint64_t, std::vector<char>> reads;
   uint64_t nextTicket = 0;
-  bool profile = getenv("GPUC_PROFILE") != nullptr;
+  bool profile;
 };
 } // namespace
 
-std::unique_ptr<Device>
-createCpuDevice(const Plan &plan, const CpuKernel *table, std::string &error) {
-  auto device = std::make_unique<CpuDevice>(plan);
+std::unique_ptr<Device> createCpuDevice(const Plan &plan,
+                                        const CpuKernel *table, bool profile,
+                                        std::string &error) {
+  auto device = std::make_unique<CpuDevice>(plan, profile);
   if (!device->init(table, error))
     return nullptr;
   return device;

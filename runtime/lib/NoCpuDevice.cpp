@@ -9,7 +9,7 @@
 
 namespace gpuc {
 
-std::unique_ptr<Device> createCpuDevice(const Plan &, const CpuKernel *,
+std::unique_ptr<Device> createCpuDevice(const Plan &, const CpuKernel *, bool,
                                         std::string &error) {
   error = "this trainer was compiled for the GPU only (gpuc compile --target "
           "cuda) and has no CPU kernels; recompile with --target all to "

@@ -48,7 +48,7 @@ namespace {
 
 struct Options {
   std::string data, checkpointDir, resume, exportOnnx, metrics;
-  std::string runStepInputs, outputDir;
+  std::string runStepInputs, outputDir, profile;
   std::string device = "auto";
   std::string artifact;
   bool graphs = true;
@@ -70,6 +70,7 @@ const char *kUsage =
     "             [--checkpoint-dir DIR] [--resume [FILE]]\n"
     "             [--export-onnx trained.onnx] [--metrics metrics.jsonl]\n"
     "             [--limit-train N] [--bench-steps N] [--quiet]\n"
+    "             [--profile trace.json]\n"
     "             [--device auto|cpu|cuda] [--no-graph] [--artifact DIR]\n"
     "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step "
     "K]\n"
@@ -130,6 +131,8 @@ Options parseOptions(int argc, char **argv) {
       o.exportOnnx = value(i);
     else if (a == "--metrics")
       o.metrics = value(i);
+    else if (a == "--profile")
+      o.profile = value(i);
     else if (a == "--run-step")
       o.runStepInputs = value(i);
     else if (a == "--output-dir")
@@ -255,6 +258,7 @@ public:
     if (o.device != "cpu" && hasCuda) {
       CudaOptions options;
       options.graphs = o.graphs;
+      options.profile = !o.profile.empty();
       device = loadCudaDevice(plan, dir, options, error);
       if (!device && o.device == "cuda")
         fail("--device cuda: " + error +
@@ -266,7 +270,8 @@ public:
         fail("this artifact has GPU kernels only (gpuc compile --target "
              "cuda) and the GPU cannot be used: " +
              why + "; recompile with --target all to train on the CPU");
-      device = createCpuDevice(plan, gpuc_cpu_kernels, error);
+      device =
+          createCpuDevice(plan, gpuc_cpu_kernels, !o.profile.empty(), error);
       if (!device)
         fail(error);
     }
@@ -697,6 +702,95 @@ MemoryUse memoryUse(const Session &s) {
 /// sequence: floats in [-1, 1), integers in [0, 10), valid tokens and
 /// labels for every example model). Warm-up steps are excluded and the
 /// device is drained before the clock stops.
+/// train --profile: the host's part of the trace (its training steps and
+/// the loader's waits) and what the report needs beside the device's steps.
+struct HostProfile {
+  /// Host spans kept for the trace, per kind.
+  static constexpr int64_t kTraceSpans = 16;
+  bool on = false;
+  HostTimes times;
+  MachinePeaks peaks;
+  nlohmann::json events = nlohmann::json::array();
+  int64_t stepSpans = 0, waitSpans = 0;
+
+  HostProfile(Session &s, const Options &o) : on(!o.profile.empty()) {
+    if (on)
+      peaks = s.device->measurePeaks();
+  }
+  /// A training step the host timed from `start` (profileClock()).
+  void step(double start, int64_t step) {
+    if (!on)
+      return;
+    double seconds = profileClock() - start;
+    times.steps += 1;
+    times.wallSeconds += seconds;
+    if (stepSpans++ < kTraceSpans)
+      events.push_back(span("step " + std::to_string(step), 2, start, seconds));
+  }
+  /// The host waited for the loader from `start`.
+  void loaderWait(double start) {
+    if (!on)
+      return;
+    double seconds = profileClock() - start;
+    times.loaderSeconds += seconds;
+    if (waitSpans++ < kTraceSpans)
+      events.push_back(span("loader wait", 3, start, seconds));
+  }
+  static nlohmann::json span(const std::string &name, int tid, double start,
+                             double seconds) {
+    return {{"name", name}, {"ph", "X"},         {"pid", 1},
+            {"tid", tid},   {"ts", start * 1e6}, {"dur", seconds * 1e6}};
+  }
+  /// Writes the trace to --profile and prints the roofline table.
+  void finish(Session &s, const Options &o) {
+    if (!on)
+      return;
+    s.device->synchronize();
+    std::vector<StepTime> steps = s.device->stepTimes();
+    nlohmann::json trace = nlohmann::json::array();
+    auto name = [&](int tid, const char *what) {
+      trace.push_back({{"name", "thread_name"},
+                       {"ph", "M"},
+                       {"pid", 1},
+                       {"tid", tid},
+                       {"args", {{"name", what}}}});
+    };
+    trace.push_back({{"name", "process_name"},
+                     {"ph", "M"},
+                     {"pid", 1},
+                     {"args", {{"name", "train: " + s.device->describe()}}}});
+    name(1, "device steps");
+    name(2, "training steps (host)");
+    name(3, "loader wait (host)");
+    for (const StepTime &t : steps)
+      for (auto [start, seconds] : t.trace) {
+        nlohmann::json e = span(t.label, 1, start, seconds);
+        e["cat"] =
+            t.kernel ? "kernel" : (t.label == "copy" ? "copy" : "library");
+        e["args"] = {{"function", t.function},
+                     {"step", t.index},
+                     {"bytes", t.bytes},
+                     {"flops", t.flops}};
+        trace.push_back(std::move(e));
+      }
+    for (nlohmann::json &e : events)
+      trace.push_back(std::move(e));
+    nlohmann::json file = {{"displayTimeUnit", "ms"}, {"traceEvents", trace}};
+    std::string text = file.dump();
+    FILE *out = fopen(o.profile.c_str(), "wb");
+    if (!out)
+      fail("cannot write --profile " + o.profile + ": " + strerror(errno));
+    bool written = fwrite(text.data(), 1, text.size(), out) == text.size();
+    if ((fclose(out) != 0) | !written)
+      fail("cannot write --profile " + o.profile + ": " + strerror(errno));
+    printRoofline(s.device->describe(), steps, peaks, times);
+    fprintf(stderr,
+            "trace: %s (%zu events; chrome://tracing or "
+            "ui.perfetto.dev)\n",
+            o.profile.c_str(), trace.size());
+  }
+};
+
 int bench(Session &s, const Options &o, const Dataset *data) {
   int64_t B = s.batch;
   if (data) {
@@ -724,11 +818,14 @@ int bench(Session &s, const Options &o, const Dataset *data) {
     s.trainStep(i);
   }
   s.device->synchronize();
+  HostProfile profile(s, o);
   Device::Counters before = s.device->counters();
   auto t0 = Clock::now();
   for (int64_t i = 0; i < o.benchSteps; ++i) {
+    double start = profileClock();
     s.setStepScalars(o.seed, i, o.lr);
     s.trainStep(i);
+    profile.step(start, i);
   }
   s.device->synchronize();
   double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -745,6 +842,8 @@ int bench(Session &s, const Options &o, const Dataset *data) {
                      before.hostLaunches["train_step"]),
          (long long)memory.plan, (long long)memory.device,
          (long long)memory.peakRss);
+  fflush(stdout);
+  profile.finish(s, o);
   return 0;
 }
 
@@ -862,6 +961,7 @@ int main(int argc, char **argv) {
            (long long)s.accumulate, (long long)(s.accumulate * B));
   int64_t totalSteps = stepsPerEpoch * o.epochs;
   Loader loader(data.train, B);
+  HostProfile profile(s, o);
   auto start = Clock::now();
   int64_t stepsDone = 0;
   LossReader losses(*s.device, s.loss);
@@ -872,11 +972,14 @@ int main(int argc, char **argv) {
                       stepsPerEpoch - inEpoch);
     auto epochStart = Clock::now();
     for (; inEpoch < stepsPerEpoch; ++inEpoch, ++step) {
+      double stepStart = profileClock();
       Batch b = loader.take();
+      profile.loaderWait(stepStart);
       uploadImages(s, b.images);
       s.device->upload(s.label, b.labels.data(), B * sizeof(int64_t));
       s.setStepScalars(o.seed, step, o.lr);
       s.trainStep(step, [&] { losses.submitted(step); });
+      profile.step(stepStart, step);
       ++stepsDone;
       double elapsed =
           std::chrono::duration<double>(Clock::now() - start).count();
@@ -991,6 +1094,7 @@ int main(int argc, char **argv) {
            memory.plan / 1048576.0, memory.device / 1048576.0,
            memory.peakRss / 1048576.0);
   }
+  profile.finish(s, o);
   if (!o.exportOnnx.empty())
     exportOnnx(s, dir, o.exportOnnx);
   return 0;

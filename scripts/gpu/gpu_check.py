@@ -8,7 +8,7 @@ checks  parity of one step with the CPU device (stepcompare.py tolerance);
         CUDA Graph replay against kernel-by-kernel launches over 20 steps
         (bit-identical losses); one graph launch per training step;
         checkpoint and resume on the GPU (byte-identical); --export-onnx.
-profile each bench artifact's step under GPUC_PROFILE=1 (kernel by kernel,
+profile each bench artifact's step under --profile (kernel by kernel,
         timed with events): where the GPU time goes.
 train   MLP 15 epochs and CNN 6 epochs on Fashion-MNIST (>= 0.89 / >= 0.92).
 bench   gpuc (graph and --no-graph) against PyTorch eager, torch.compile and
@@ -205,8 +205,8 @@ def phase_profile(args, results):
     for name in sorted(os.listdir(os.path.join(args.bundle, "artifacts"))):
         if not name.startswith("bench-"):
             continue
-        r = trainer(args, name, "--bench-steps", 20,
-                    env={"GPUC_PROFILE": "1"})
+        r = trainer(args, name, "--bench-steps", 20, "--profile",
+                    os.path.join(args.results, "trace-%s.json" % name))
         report = r.stderr[r.stderr.find("gpuc profile"):]
         print("== %s\n%s" % (name, report))
         rows.append({"artifact": name, "report": report})

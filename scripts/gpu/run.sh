@@ -4,7 +4,7 @@
 #
 #   ./run.sh [checks|train|bench|profile|all] [gpu_check.py options]  (default: all)
 #
-# profile: where each bench artifact's GPU time goes (GPUC_PROFILE=1).
+# profile: where each bench artifact's GPU time goes (train --profile).
 # checks: one step of each parity model against the CPU device's results;
 #         20 steps from the CUDA Graph against 20 launched kernel by kernel
 #         (bit-identical losses); one graph launch per training step;

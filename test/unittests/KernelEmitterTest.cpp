@@ -60,6 +60,45 @@ TEST(KernelEmitterTest, InPlaceOperandIsLoadedBeforeTheFirstStore) {
   EXPECT_NE(src.find("float *__restrict__ out1"), std::string::npos) << src;
 }
 
+// An elementwise kernel over `n` elements (a type only: nothing is
+// allocated).
+std::string elementwise(int64_t n) {
+  std::string t = "tensor<" + std::to_string(n) + "xf32>";
+  return "func.func @f(%a: " + t + ") -> " + t +
+         " {\n  %r = gpuc.fusion(%a) : (" + t + ") -> " + t +
+         " {\n  ^bb0(%x: " + t + "):\n    %s = gpuc.add %x, %x : " + t +
+         "\n    gpuc.yield %s : " + t + "\n  }\n  return %r : " + t + "\n}\n";
+}
+
+// Index arithmetic is 32-bit while every index fits, 64-bit beyond; the
+// elementwise loop is marked independent for the host compiler either way.
+TEST(KernelEmitterTest, IndexWidthFollowsTheLargestIndex) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  int64_t limit = (int64_t(1) << 31) - kPointwiseTile;
+  for (int64_t n : {int64_t(4096), limit - 1, limit, int64_t(3) << 31}) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(elementwise(n), &context);
+    ASSERT_TRUE(module);
+    FusionOp fusion;
+    module->walk([&](FusionOp op) { fusion = op; });
+    FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
+    ASSERT_TRUE(succeeded(kernel));
+    const std::string &src = kernel->source;
+    // The grid's last tile may reach past n by up to one tile.
+    bool narrow = (kernel->grid + 1) * kPointwiseTile < (int64_t(1) << 31);
+    EXPECT_NE(
+        src.find(narrow ? "typedef int32_t gidx;" : "typedef int64_t gidx;"),
+        std::string::npos)
+        << n << "\n"
+        << src;
+    EXPECT_NE(src.find("GPUC_INDEPENDENT_ITERATIONS\n"), std::string::npos)
+        << src;
+    EXPECT_NE(src.find("for (gidx i = begin"), std::string::npos) << src;
+  }
+}
+
 } // namespace
 
 // A row kernel over `rows` rows (columns of a [65536, rows] tensor) of
@@ -115,10 +154,10 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
     EXPECT_NE(src.find("k_body<1>("), std::string::npos) << src;
     // The reducing launch stores its chunk's partial and stops; the writing
     // one combines the row's 16 partials in order.
-    EXPECT_NE(src.find("partials[(0LL * 4LL + o) * 16LL + part] = acc"),
+    EXPECT_NE(src.find("partials[(0 + o) * 16 + part] = acc"),
               std::string::npos)
         << src;
-    EXPECT_NE(src.find("< 16LL; ++s"), std::string::npos) << src;
+    EXPECT_NE(src.find("< 16; ++s"), std::string::npos) << src;
     // Block 0 of a row writes the per-row value in a launch of its own,
     // after every block of the row has read %b: in place stays legal.
     EXPECT_NE(src.find("if (phase == 2 && part == 0 && threadIdx.x == 0)"),

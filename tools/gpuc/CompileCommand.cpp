@@ -256,20 +256,13 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
                              "gpuc_cpu_kernels[] = {{nullptr, nullptr}};\n"))
         return 1;
     }
-    std::vector<std::string> compile = {options.cxx,
-                                        "-O3",
-                                        "-march=native",
-                                        "-fopenmp",
-                                        "-std=c++17",
-                                        "-DGPUC_CPU",
-                                        "-I",
-                                        GPUC_RUNTIME_INCLUDE_DIR,
-                                        "-x",
-                                        "c++",
-                                        "-c",
-                                        source,
-                                        "-o",
-                                        object};
+    std::vector<std::string> compile = {
+        options.cxx, "-O3", "-march=native",
+        // sqrtf and friends need not set
+        // errno: a loop calling them may
+        // then vectorize.
+        "-fno-math-errno", "-fopenmp", "-std=c++17", "-DGPUC_CPU", "-I",
+        GPUC_RUNTIME_INCLUDE_DIR, "-x", "c++", "-c", source, "-o", object};
     if (!runTool(compile, log))
       return 1;
     std::vector<std::string> link = {

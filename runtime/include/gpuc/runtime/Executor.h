@@ -12,6 +12,8 @@
 #ifndef GPUC_RUNTIME_EXECUTOR_H
 #define GPUC_RUNTIME_EXECUTOR_H
 
+#include "gpuc/runtime/StepProfile.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -91,17 +93,27 @@ public:
   /// buffers, plus what its libraries work in (im2col chunks, cuBLASLt and
   /// cuDNN workspace, staging).
   virtual int64_t allocatedBytes() const { return 0; }
+  /// Every plan step's timings, when the device was created to profile
+  /// (train --profile); empty otherwise.
+  virtual std::vector<StepTime> stepTimes() const { return {}; }
+  /// This machine's peak bandwidth and FLOP rate, measured now (a few tens
+  /// of milliseconds); zeros where the device does not measure them.
+  virtual MachinePeaks measurePeaks() { return {}; }
 };
 
-/// A device that runs on this machine's CPU with the kernels of `table`.
-std::unique_ptr<Device>
-createCpuDevice(const Plan &plan, const CpuKernel *table, std::string &error);
+/// A device that runs on this machine's CPU with the kernels of `table`;
+/// `profile` times every step (stepTimes()).
+std::unique_ptr<Device> createCpuDevice(const Plan &plan,
+                                        const CpuKernel *table, bool profile,
+                                        std::string &error);
 
 /// How the CUDA device runs a function.
 struct CudaOptions {
   /// Capture each function once into a CUDA Graph and replay it (default);
   /// false launches kernel by kernel (to compare results and timings).
   bool graphs = true;
+  /// Time every step between events (train --profile); implies no graphs.
+  bool profile = false;
 };
 
 /// The CUDA device from the plugin libgpuc_cuda.so beside the trainer (or

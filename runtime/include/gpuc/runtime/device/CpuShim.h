@@ -40,6 +40,12 @@ template <typename Block> void cpuLaunch(int64_t grid, Block block) {
 }
 } // namespace gpuc
 
+/// Precedes a generated elementwise loop: its iterations are independent (a
+/// result written over an operand reads it only at the element it writes,
+/// which the memory plan's verifier checks), so the host compiler may
+/// vectorize it without proving that the in-place pointers do not overlap.
+#define GPUC_INDEPENDENT_ITERATIONS _Pragma("omp simd")
+
 #define blockIdx (::gpuc::cpuBlockIdx)
 #define gridDim (::gpuc::cpuGridDim)
 #define threadIdx (::gpuc::cpuThreadIdx)

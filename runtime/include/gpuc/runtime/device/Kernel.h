@@ -17,6 +17,7 @@ typedef long long int64_t;
 typedef int int32_t;
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
+#define GPUC_INDEPENDENT_ITERATIONS
 #endif
 
 #include "gpuc/runtime/Philox.h"
