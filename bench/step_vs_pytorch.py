@@ -8,7 +8,7 @@ ratios.
         [--threads N] [--steps 50]
 
 gpuc: `gpuc compile examples/<model>.onnx --batch B --optimizer adam` then
-`out/train --bench-steps N` (OMP_NUM_THREADS and OPENBLAS_NUM_THREADS = N;
+`out/train --bench-steps N` (OMP_NUM_THREADS = N;
 warm-up steps excluded; the batch is already in memory). PyTorch: the model
 class from examples/export_models.py with the weights of the same ONNX file,
 torch.optim.Adam, torch.set_num_threads(N), forward + cross-entropy +
@@ -17,6 +17,7 @@ backward + step on a resident batch, same warm-up.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,24 +68,28 @@ def time_torch(name, onnx_path, batch, steps, warmup):
     return 1000.0 * (time.perf_counter() - t0) / steps
 
 
-def time_gpuc(args, name, onnx_path, work, env, fuse):
+def compile_gpuc(args, name, onnx_path, work, env, fuse):
     out = os.path.join(work, name + ("" if fuse else "-unfused"))
     subprocess.run([args.gpuc, "compile", onnx_path, "--batch",
                     str(args.batch), "--optimizer", "adam", "--lr", "0.001",
                     "--target", "cpu", "-o", out] +
                    ([] if fuse else ["--no-fuse"]), check=True,
                    stdout=subprocess.DEVNULL, env=env)
-    times = []
-    for _ in range(args.repeats):
-        r = subprocess.run([os.path.join(out, "train"), "--data", DATA,
-                            "--bench-steps", str(args.steps)],
-                           check=True, capture_output=True, text=True, env=env)
-        times.append(json.loads(r.stdout.strip().splitlines()[-1])[
-            "ms_per_step"])
     plan = json.load(open(os.path.join(out, "plan.json")))
     steps = plan["functions"]["train_step"]["steps"]
     kernels = sum(1 for s in steps if s["op"] == "kernel")
-    return min(times), kernels, len(steps)
+    return out, kernels, len(steps)
+
+
+def time_gpuc(args, out, env):
+    r = subprocess.run([os.path.join(out, "train"), "--data", DATA,
+                        "--bench-steps", str(args.steps)],
+                       check=True, capture_output=True, text=True, env=env)
+    return json.loads(r.stdout.strip().splitlines()[-1])["ms_per_step"]
+
+
+def load_average():
+    return " ".join(open("/proc/loadavg").read().split()[:3])
 
 
 def main():
@@ -95,30 +100,40 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--repeats", type=int, default=3,
-                   help="timings per side; the fastest is reported")
+                   help="rounds of (gpuc unfused, gpuc fused, PyTorch)")
     args = p.parse_args()
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
-               OPENBLAS_NUM_THREADS=str(args.threads))
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     torch.set_num_threads(args.threads)
     print("batch %d, Adam, %d threads, %d timed steps after 3 warm-up steps, "
-          "best of %d; torch %s" % (args.batch, args.threads, args.steps,
-                                    args.repeats, torch.__version__))
-    print("%-6s %-8s %12s %14s %8s %10s %6s" % (
-        "model", "gpuc", "gpuc ms", "PyTorch ms", "ratio", "kernels", "steps"))
+          "%d interleaved rounds (best and median); torch %s; load average "
+          "%s" % (args.batch, args.threads, args.steps, args.repeats,
+                  torch.__version__, load_average()))
+    print("%-6s %-8s %10s %10s %10s %10s %7s %8s %6s" % (
+        "model", "gpuc", "gpuc best", "median", "torch best", "median",
+        "ratio", "kernels", "steps"))
     with tempfile.TemporaryDirectory() as work:
         for name in args.models.split(","):
             onnx_path = os.path.join(ROOT, "examples", name + ".onnx")
-            unfused = time_gpuc(args, name, onnx_path, work, env, False)
-            fused = time_gpuc(args, name, onnx_path, work, env, True)
-            t = min(time_torch(name, onnx_path, args.batch, args.steps, 3)
-                    for _ in range(args.repeats))
-            for label, (g, kernels, steps) in (("unfused", unfused),
-                                               ("fused", fused)):
-                print("%-6s %-8s %12.2f %14.2f %8.2f %10d %6d" % (
-                    name, label, g, t, g / t, kernels, steps))
-    print("ratio = gpuc / PyTorch eager step time (below 1: gpuc is faster); "
-          "kernels = generated kernels per step, steps = all step-program "
-          "entries (kernels, GEMM/conv calls, update copies)")
+            builds = {label: compile_gpuc(args, name, onnx_path, work, env,
+                                          label == "fused")
+                      for label in ("unfused", "fused")}
+            times = {"unfused": [], "fused": [], "torch": []}
+            for _ in range(args.repeats):
+                for label in ("unfused", "fused"):
+                    times[label].append(time_gpuc(args, builds[label][0],
+                                                  env))
+                times["torch"].append(time_torch(name, onnx_path, args.batch,
+                                                 args.steps, 3))
+            t = times["torch"]
+            for label in ("unfused", "fused"):
+                g = times[label]
+                print("%-6s %-8s %10.2f %10.2f %10.2f %10.2f %7.2f %8d %6d" % (
+                    name, label, min(g), statistics.median(g), min(t),
+                    statistics.median(t), min(g) / min(t), builds[label][1],
+                    builds[label][2]))
+    print("ratio = best gpuc / best PyTorch eager step time (below 1: gpuc "
+          "is faster); kernels = generated kernels per step, steps = all "
+          "step-program entries; load average now %s" % load_average())
 
 
 if __name__ == "__main__":

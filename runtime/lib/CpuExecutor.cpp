@@ -1,11 +1,10 @@
 //===- CpuExecutor.cpp - the step program on the CPU ----------------------===//
 //
 // Generated kernels come from the table linked into the trainer; GEMMs go to
-// oneDNN's sgemm; convolutions are im2col over a chunk of the batch followed by
-// one GEMM per group (the col matrix is [C*kh*kw, n*OH*OW], so the GEMM is
-// large even for small images), and their gradients are the transposed products
-// plus col2im. The chunk is as many samples as fit kConvScratchBytes, so
-// the memory beside the plan stays small whatever the batch.
+// oneDNN's sgemm; convolutions and their two gradients are oneDNN
+// convolution primitives, created once at load time with the layouts oneDNN
+// prefers (blocked over channels) and reorders from and to the plan's NCHW
+// and OIHW buffers around each call.
 //
 // GEMMs and convolutions of f16/bf16 tensors (mixed precision) are computed
 // converted: the operands are widened to f32 scratch (exact), the f32 path
@@ -28,6 +27,7 @@
 #include "gpuc/runtime/device/Float16.h"
 
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -36,6 +36,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <unordered_map>
 
 namespace gpuc {
 namespace {
@@ -57,72 +59,13 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   }
 }
 
-/// The most bytes of im2col scratch a convolution takes at once.
-constexpr int64_t kConvScratchBytes = 32 << 20;
-
-/// col[(c*kh + ky)*kw + kx][(b*oh + oy)*ow + ox] = x[b][c][iy][ix] (0 outside).
-void im2col(const ConvGeometry &g, const float *x, float *col) {
-  int64_t plane = g.oh * g.ow;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t c = 0; c < g.c; ++c)
-    for (int64_t kk = 0; kk < g.kh * g.kw; ++kk) {
-      int64_t ky = kk / g.kw, kx = kk % g.kw;
-      float *row = col + ((c * g.kh * g.kw) + kk) * g.cols();
-      for (int64_t b = 0; b < g.n; ++b)
-        for (int64_t oy = 0; oy < g.oh; ++oy) {
-          int64_t iy = oy * g.sy - g.py + ky * g.dy;
-          float *out = row + b * plane + oy * g.ow;
-          if (iy < 0 || iy >= g.h) {
-            memset(out, 0, g.ow * sizeof(float));
-            continue;
-          }
-          const float *in = x + ((b * g.c + c) * g.h + iy) * g.w;
-          for (int64_t ox = 0; ox < g.ow; ++ox) {
-            int64_t ix = ox * g.sx - g.px + kx * g.dx;
-            out[ox] = ix >= 0 && ix < g.w ? in[ix] : 0.0f;
-          }
-        }
-    }
-}
-
-/// The adjoint of im2col: dx[b][c][iy][ix] += col[...], dx zeroed first.
-/// Each channel is one task, so no two threads write the same element.
-void col2im(const ConvGeometry &g, const float *col, float *dx) {
-  int64_t plane = g.oh * g.ow;
-  memset(dx, 0, g.n * g.c * g.h * g.w * sizeof(float));
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < g.c; ++c)
-    for (int64_t kk = 0; kk < g.kh * g.kw; ++kk) {
-      int64_t ky = kk / g.kw, kx = kk % g.kw;
-      const float *row = col + ((c * g.kh * g.kw) + kk) * g.cols();
-      for (int64_t b = 0; b < g.n; ++b)
-        for (int64_t oy = 0; oy < g.oh; ++oy) {
-          int64_t iy = oy * g.sy - g.py + ky * g.dy;
-          if (iy < 0 || iy >= g.h)
-            continue;
-          const float *in = row + b * plane + oy * g.ow;
-          float *out = dx + ((b * g.c + c) * g.h + iy) * g.w;
-          for (int64_t ox = 0; ox < g.ow; ++ox) {
-            int64_t ix = ox * g.sx - g.px + kx * g.dx;
-            if (ix >= 0 && ix < g.w)
-              out[ix] += in[ox];
-          }
-        }
-    }
-}
-
-/// [K, N*P] (GEMM layout) <-> [N, K, P] (NCHW).
-void kpToNkp(const float *src, float *dst, int64_t n, int64_t k, int64_t p) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t c = 0; c < k; ++c)
-      memcpy(dst + (b * k + c) * p, src + c * n * p + b * p, p * sizeof(float));
-}
-void nkpToKp(const float *src, float *dst, int64_t n, int64_t k, int64_t p) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t c = 0; c < k; ++c)
-      memcpy(dst + c * n * p + b * p, src + (b * k + c) * p, p * sizeof(float));
+/// The most bytes a convolution's chunk of the batch takes in oneDNN's
+/// layouts (input and output; the scratchpad comes on top): 32 MiB, or
+/// GPUC_CONV_CHUNK_BYTES (what the tests use to make small batches run in
+/// several chunks).
+int64_t convChunkBytes() {
+  const char *bytes = getenv("GPUC_CONV_CHUNK_BYTES");
+  return bytes && atoll(bytes) > 0 ? atoll(bytes) : int64_t(32) << 20;
 }
 
 /// The storage type of a library call's tensors.
@@ -182,6 +125,28 @@ struct Step {
     bool transA, transB;
   } gemm{};
   ConvGeometry conv{};
+  /// A convolution's oneDNN primitive and the reorders around it.
+  struct Convolution {
+    dnnl::primitive primitive;
+    /// One per tensor (x, w, y): the plan's plain layout, the primitive's
+    /// layout (the same memory when they agree) and the reorder between
+    /// them, in the direction the tensor flows.
+    struct Tensor {
+      int arg;
+      bool input;
+      dnnl::memory plain, inner;
+      dnnl::reorder reorder;
+      int64_t offset = 0; // of `inner` in the convolution scratch
+    } tensors[3];
+    /// oneDNN's own working memory, also in the convolution scratch.
+    dnnl::memory scratchpad;
+    int64_t scratchpadOffset = 0;
+  };
+  /// Convolutions run over chunks of the batch (convolutionChunk samples),
+  /// so their scratch stays small at any batch: the primitive for a full
+  /// chunk and, when the batch is not a multiple of it, for the last one.
+  std::shared_ptr<Convolution> convolution, lastChunk;
+  int64_t convolutionChunk = 0;
   float *x = nullptr, *w = nullptr, *y = nullptr;
   /// f16/bf16 library calls: the operands' elements (x, w, y: a, b, c for
   /// a GEMM) and which of them is the result, computed in f32 scratch.
@@ -240,19 +205,8 @@ public:
                   ", which this trainer was not built with; recompile";
           return false;
         }
-        StepKind kind;
-        if (stepKindOf(s["op"], kind, error) && isConvolution(kind)) {
-          ConvGeometry g = convGeometryOf(s);
-          g.n = chunkSamples(g);
-          scratchFloats =
-              std::max(scratchFloats, g.rows() * g.cols() + g.k * g.cols());
-        }
       }
     }
-    scratch = static_cast<float *>(alloc(scratchFloats * sizeof(float)));
-    if (!scratch)
-      return outOfMemory("convolution scratch",
-                         scratchFloats * (int64_t)sizeof(float));
     int64_t wideFloats = 0;
     for (auto &[name, function] : plan.json["functions"].items()) {
       std::vector<Step> &steps = programs[name];
@@ -295,6 +249,8 @@ public:
           step.output = step.kind == StepKind::ConvBackwardInput    ? 0
                         : step.kind == StepKind::ConvBackwardFilter ? 1
                                                                     : 2;
+          if (!createConvolution(step, error))
+            return false;
         }
         if (step.kind != StepKind::Kernel && step.kind != StepKind::Copy) {
           if (!libraryTypeOf(s, step.type, error))
@@ -307,6 +263,15 @@ public:
         steps.push_back(std::move(step));
       }
     }
+    if (convScratchBytes > 0 &&
+        !(convScratch = static_cast<char *>(alloc(convScratchBytes))))
+      return outOfMemory("convolution scratch (oneDNN's layouts)",
+                         convScratchBytes);
+    if (filterGradientFloats > 0 &&
+        !(filterGradient = static_cast<float *>(
+              alloc(filterGradientFloats * (int64_t)sizeof(float)))))
+      return outOfMemory("a convolution chunk's filter gradient",
+                         filterGradientFloats * (int64_t)sizeof(float));
     if (wideFloats > 0 &&
         !(wide = static_cast<float *>(alloc(wideFloats * sizeof(float)))))
       return outOfMemory("f32 copies of f16/bf16 GEMM and convolution operands",
@@ -316,8 +281,9 @@ public:
 
   ~CpuDevice() override {
     free(arena);
-    free(scratch);
     free(wide);
+    free(convScratch);
+    free(filterGradient);
     for (void *p : owned)
       free(p);
   }
@@ -448,11 +414,9 @@ private:
     case StepKind::Gemm:
       return gemm(step);
     case StepKind::Conv:
-      return conv(step);
     case StepKind::ConvBackwardInput:
-      return convBackwardInput(step);
     case StepKind::ConvBackwardFilter:
-      return convBackwardFilter(step);
+      return convolve(step);
     default:
       return;
     }
@@ -467,64 +431,193 @@ private:
             tb ? k : n, 0.0f, c + p * m * n, n);
   }
 
-  /// Samples per im2col chunk of `g`: as many as fit kConvScratchBytes,
-  /// at least one.
-  static int64_t chunkSamples(const ConvGeometry &g) {
-    int64_t perSample = (g.rows() + g.k) * g.oh * g.ow * (int64_t)sizeof(float);
-    return std::clamp<int64_t>(
-        kConvScratchBytes / std::max<int64_t>(perSample, 1), 1, g.n);
+  /// Creates `step`'s oneDNN convolution: the primitive for its direction
+  /// with the layouts oneDNN chooses (format_tag::any), and a reorder for
+  /// each tensor whose chosen layout is not the plan's plain one.
+  bool createConvolution(Step &step, std::string &error) {
+    const ConvGeometry &g = step.conv;
+    // Samples per chunk: those whose input and output, in layouts blocked
+    // by 8 channels, fit convChunkBytes().
+    auto blocked = [](int64_t channels) { return (channels + 7) / 8 * 8; };
+    int64_t perSample = (int64_t)sizeof(float) *
+                        (blocked(g.c) * g.h * g.w + blocked(g.k) * g.oh * g.ow);
+    step.convolutionChunk = std::clamp<int64_t>(
+        convChunkBytes() / std::max<int64_t>(perSample, 1), 1, g.n);
+    ConvGeometry chunk = g;
+    chunk.n = step.convolutionChunk;
+    if (!(step.convolution = createConvolution(step, chunk, error)))
+      return false;
+    if (g.n % chunk.n) {
+      chunk.n = g.n % chunk.n;
+      if (!(step.lastChunk = createConvolution(step, chunk, error)))
+        return false;
+    }
+    // Filter gradients of chunks after the first are summed from here.
+    if (step.kind == StepKind::ConvBackwardFilter &&
+        g.n > step.convolutionChunk)
+      filterGradientFloats =
+          std::max(filterGradientFloats, g.k * g.cg * g.kh * g.kw);
+    return true;
   }
-  /// Runs `body(chunk, first)` over the batch of `g` in chunks: `chunk` is
-  /// the geometry of samples [first, first + chunk.n).
-  template <typename Body>
-  static void forChunks(const ConvGeometry &g, Body body) {
-    int64_t step = chunkSamples(g);
-    for (int64_t first = 0; first < g.n; first += step) {
-      ConvGeometry chunk = g;
-      chunk.n = std::min(step, g.n - first);
-      body(chunk, first);
+  std::shared_ptr<Step::Convolution> createConvolution(const Step &step,
+                                                       const ConvGeometry &g,
+                                                       std::string &error) {
+    using namespace dnnl;
+    using tag = memory::format_tag;
+    memory::dims x = {g.n, g.c, g.h, g.w}, y = {g.n, g.k, g.oh, g.ow};
+    memory::dims w = g.groups == 1 ? memory::dims{g.k, g.cg, g.kh, g.kw}
+                                   : memory::dims{g.groups, g.k / g.groups,
+                                                  g.cg, g.kh, g.kw};
+    tag wTag = g.groups == 1 ? tag::oihw : tag::goihw;
+    // oneDNN counts dilation from 0; the right and bottom padding are what
+    // makes the output size come out as the plan's.
+    memory::dims strides = {g.sy, g.sx}, dilates = {g.dy - 1, g.dx - 1};
+    memory::dims padL = {g.py, g.px};
+    memory::dims padR = {(g.oh - 1) * g.sy + (g.kh - 1) * g.dy + 1 - g.h - g.py,
+                         (g.ow - 1) * g.sx + (g.kw - 1) * g.dx + 1 - g.w -
+                             g.px};
+    auto any = [](const memory::dims &d) {
+      return memory::desc(d, memory::data_type::f32, tag::any);
+    };
+    auto plain = [](const memory::dims &d, tag t) {
+      return memory::desc(d, memory::data_type::f32, t);
+    };
+    // The scratchpad is ours (convScratch), so the device knows every byte
+    // it uses.
+    primitive_attr attr;
+    attr.set_scratchpad_mode(scratchpad_mode::user);
+    try {
+      auto forward = convolution_forward::primitive_desc(
+          convolution_forward::desc(
+              prop_kind::forward_training, algorithm::convolution_direct,
+              any(x), any(w), any(y), strides, dilates, padL, padR),
+          attr, engine);
+      memory::desc scratchpad = forward.scratchpad_desc();
+      auto conv = std::make_shared<Step::Convolution>();
+      // (argument, plain layout, chosen layout, flows in) for x, w, y.
+      struct Binding {
+        int arg;
+        memory::desc plainDesc, chosen;
+        bool input;
+      } bindings[3];
+      if (step.kind == StepKind::Conv) {
+        conv->primitive = convolution_forward(forward);
+        bindings[0] = {DNNL_ARG_SRC, plain(x, tag::nchw), forward.src_desc(),
+                       true};
+        bindings[1] = {DNNL_ARG_WEIGHTS, plain(w, wTag), forward.weights_desc(),
+                       true};
+        bindings[2] = {DNNL_ARG_DST, plain(y, tag::nchw), forward.dst_desc(),
+                       false};
+      } else if (step.kind == StepKind::ConvBackwardInput) {
+        auto pd = convolution_backward_data::primitive_desc(
+            convolution_backward_data::desc(algorithm::convolution_direct,
+                                            any(x), any(w), any(y), strides,
+                                            dilates, padL, padR),
+            attr, engine, forward);
+        conv->primitive = convolution_backward_data(pd);
+        scratchpad = pd.scratchpad_desc();
+        bindings[0] = {DNNL_ARG_DIFF_SRC, plain(x, tag::nchw),
+                       pd.diff_src_desc(), false};
+        bindings[1] = {DNNL_ARG_WEIGHTS, plain(w, wTag), pd.weights_desc(),
+                       true};
+        bindings[2] = {DNNL_ARG_DIFF_DST, plain(y, tag::nchw),
+                       pd.diff_dst_desc(), true};
+      } else {
+        auto pd = convolution_backward_weights::primitive_desc(
+            convolution_backward_weights::desc(algorithm::convolution_direct,
+                                               any(x), any(w), any(y), strides,
+                                               dilates, padL, padR),
+            attr, engine, forward);
+        conv->primitive = convolution_backward_weights(pd);
+        scratchpad = pd.scratchpad_desc();
+        bindings[0] = {DNNL_ARG_SRC, plain(x, tag::nchw), pd.src_desc(), true};
+        bindings[1] = {DNNL_ARG_DIFF_WEIGHTS, plain(w, wTag),
+                       pd.diff_weights_desc(), false};
+        bindings[2] = {DNNL_ARG_DIFF_DST, plain(y, tag::nchw),
+                       pd.diff_dst_desc(), true};
+      }
+      // This step's part of the scratch: the reordered tensors, then the
+      // scratchpad, each 64-byte aligned. Steps run one at a time, so they
+      // all share one scratch of the largest step's size.
+      int64_t used = 0;
+      auto place = [&](const memory::desc &d) {
+        int64_t at = used;
+        used += ((int64_t)d.get_size() + 63) / 64 * 64;
+        return at;
+      };
+      for (int i = 0; i < 3; ++i) {
+        Step::Convolution::Tensor &t = conv->tensors[i];
+        const Binding &b = bindings[i];
+        t.arg = b.arg;
+        t.input = b.input;
+        t.plain = memory(b.plainDesc, engine, DNNL_MEMORY_NONE);
+        if (b.chosen == b.plainDesc) {
+          t.inner = t.plain;
+          continue;
+        }
+        t.inner = memory(b.chosen, engine, DNNL_MEMORY_NONE);
+        t.offset = place(b.chosen);
+        t.reorder =
+            b.input ? reorder(t.plain, t.inner) : reorder(t.inner, t.plain);
+      }
+      if (scratchpad.get_size() > 0) {
+        conv->scratchpad = memory(scratchpad, engine, DNNL_MEMORY_NONE);
+        conv->scratchpadOffset = place(scratchpad);
+      }
+      convScratchBytes = std::max(convScratchBytes, used);
+      return conv;
+    } catch (const dnnl::error &e) {
+      error = "oneDNN cannot create the convolution of plan step " +
+              step.label + " (input " + std::to_string(g.n) + "x" +
+              std::to_string(g.c) + "x" + std::to_string(g.h) + "x" +
+              std::to_string(g.w) + ", filter " + std::to_string(g.k) + "x" +
+              std::to_string(g.cg) + "x" + std::to_string(g.kh) + "x" +
+              std::to_string(g.kw) + "): " + e.what();
+      return nullptr;
     }
   }
 
-  void conv(const Step &s) {
-    forChunks(s.conv, [&](const ConvGeometry &g, int64_t first) {
-      float *col = scratch, *out = scratch + g.rows() * g.cols();
-      im2col(g, s.x + first * g.c * g.h * g.w, col);
-      int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
-      for (int64_t grp = 0; grp < g.groups; ++grp)
-        sgemm(false, false, kg, g.cols(), rows, s.w + grp * kg * rows, rows,
-              col + grp * rows * g.cols(), g.cols(), 0.0f,
-              out + grp * kg * g.cols(), g.cols());
-      kpToNkp(out, s.y + first * g.k * g.oh * g.ow, g.n, g.k, g.oh * g.ow);
-    });
+  /// Runs a convolution step on `s.x`, `s.w`, `s.y` (f32; the converted
+  /// copies for f16/bf16), chunk by chunk over the batch. The filter
+  /// gradient is the sum over chunks: the first writes it, later ones are
+  /// computed into filterGradient and added.
+  void convolve(const Step &s) {
+    const ConvGeometry &g = s.conv;
+    int64_t filter = g.k * g.cg * g.kh * g.kw;
+    for (int64_t first = 0; first < g.n; first += s.convolutionChunk) {
+      bool last = first + s.convolutionChunk > g.n;
+      bool sum = s.kind == StepKind::ConvBackwardFilter && first > 0;
+      float *data[3] = {s.x + first * g.c * g.h * g.w,
+                        sum ? filterGradient : s.w,
+                        s.y + first * g.k * g.oh * g.ow};
+      runConvolution(last ? *s.lastChunk : *s.convolution, data);
+      if (sum) {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < filter; ++i)
+          s.w[i] += filterGradient[i];
+      }
+    }
   }
-
-  void convBackwardInput(const Step &s) {
-    // dcol = W^T dY, then col2im.
-    forChunks(s.conv, [&](const ConvGeometry &g, int64_t first) {
-      float *col = scratch, *dy = scratch + g.rows() * g.cols();
-      nkpToKp(s.y + first * g.k * g.oh * g.ow, dy, g.n, g.k, g.oh * g.ow);
-      int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
-      for (int64_t grp = 0; grp < g.groups; ++grp)
-        sgemm(true, false, rows, g.cols(), kg, s.w + grp * kg * rows, rows,
-              dy + grp * kg * g.cols(), g.cols(), 0.0f,
-              col + grp * rows * g.cols(), g.cols());
-      col2im(g, col, s.x + first * g.c * g.h * g.w);
-    });
-  }
-
-  void convBackwardFilter(const Step &s) {
-    // dW = sum over chunks of dY col^T.
-    forChunks(s.conv, [&](const ConvGeometry &g, int64_t first) {
-      float *col = scratch, *dy = scratch + g.rows() * g.cols();
-      im2col(g, s.x + first * g.c * g.h * g.w, col);
-      nkpToKp(s.y + first * g.k * g.oh * g.ow, dy, g.n, g.k, g.oh * g.ow);
-      int64_t kg = g.k / g.groups, rows = g.cg * g.kh * g.kw;
-      for (int64_t grp = 0; grp < g.groups; ++grp)
-        sgemm(false, true, kg, rows, g.cols(), dy + grp * kg * g.cols(),
-              g.cols(), col + grp * rows * g.cols(), g.cols(),
-              first == 0 ? 0.0f : 1.0f, s.w + grp * kg * rows, rows);
-    });
+  void runConvolution(Step::Convolution &conv, float *const data[3]) {
+    std::unordered_map<int, dnnl::memory> args;
+    for (int i = 0; i < 3; ++i) {
+      Step::Convolution::Tensor &t = conv.tensors[i];
+      t.plain.set_data_handle(data[i]);
+      if (t.reorder)
+        t.inner.set_data_handle(convScratch + t.offset);
+      if (t.input && t.reorder)
+        t.reorder.execute(stream, t.plain, t.inner);
+      args[t.arg] = t.inner;
+    }
+    if (conv.scratchpad) {
+      conv.scratchpad.set_data_handle(convScratch + conv.scratchpadOffset);
+      args[DNNL_ARG_SCRATCHPAD] = conv.scratchpad;
+    }
+    conv.primitive.execute(stream, args);
+    for (Step::Convolution::Tensor &t : conv.tensors)
+      if (!t.input && t.reorder)
+        t.reorder.execute(stream, t.inner, t.plain);
+    stream.wait();
   }
 
   int64_t allocatedBytes() const override { return allocated; }
@@ -532,8 +625,15 @@ private:
   const Plan &plan;
   std::map<std::string, void (*)(void *const *)> kernels;
   void *arena = nullptr;
-  float *scratch = nullptr;
-  int64_t scratchFloats = 1;
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  /// Where convolutions keep their tensors in oneDNN's layouts and
+  /// oneDNN's working memory: one region, the largest step's need.
+  char *convScratch = nullptr;
+  int64_t convScratchBytes = 0;
+  /// A chunk's filter gradient, before it is added to the step's.
+  float *filterGradient = nullptr;
+  int64_t filterGradientFloats = 0;
+  dnnl::stream stream{engine};
   /// The f32 copies of a f16/bf16 library call's operands.
   float *wide = nullptr;
   int64_t allocated = 0;
