@@ -126,12 +126,7 @@ public:
   Counters counters() const override { return launchCounters; }
   int64_t allocatedBytes() const override { return allocated; }
   std::vector<StepTime> stepTimes() const override {
-    std::vector<StepTime> times;
-    if (profile)
-      for (auto &[name, steps] : programs)
-        for (const Step &step : steps)
-          times.push_back(step.time);
-    return times;
+    return profile ? collectStepTimes(programs) : std::vector<StepTime>();
   }
 
 private:

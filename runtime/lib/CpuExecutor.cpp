@@ -342,12 +342,7 @@ public:
   }
 
   std::vector<StepTime> stepTimes() const override {
-    std::vector<StepTime> times;
-    if (profile)
-      for (auto &[name, steps] : programs)
-        for (const Step &step : steps)
-          times.push_back(step.time);
-    return times;
+    return profile ? collectStepTimes(programs) : std::vector<StepTime>();
   }
 
   /// Bandwidth: a triad over three 64 MiB arrays on the OpenMP threads,

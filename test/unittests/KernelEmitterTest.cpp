@@ -60,6 +60,20 @@ TEST(KernelEmitterTest, InPlaceOperandIsLoadedBeforeTheFirstStore) {
   EXPECT_NE(src.find("float *__restrict__ out1"), std::string::npos) << src;
 }
 
+// The kernel of the first fusion in `source`.
+FailureOr<EmittedKernel> emitFirstFusion(const std::string &source) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  FusionOp fusion;
+  if (module)
+    module->walk([&](FusionOp op) { fusion = op; });
+  if (!fusion)
+    return failure();
+  return emitKernel(fusion, "k");
+}
+
 // An elementwise kernel over `n` elements (a type only: nothing is
 // allocated).
 std::string elementwise(int64_t n) {
@@ -73,17 +87,9 @@ std::string elementwise(int64_t n) {
 // Index arithmetic is 32-bit while every index fits, 64-bit beyond; the
 // elementwise loop is marked independent for the host compiler either way.
 TEST(KernelEmitterTest, IndexWidthFollowsTheLargestIndex) {
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  MLIRContext context(registry);
   int64_t limit = (int64_t(1) << 31) - kPointwiseTile;
   for (int64_t n : {int64_t(4096), limit - 1, limit, int64_t(3) << 31}) {
-    OwningOpRef<ModuleOp> module =
-        parseSourceString<ModuleOp>(elementwise(n), &context);
-    ASSERT_TRUE(module);
-    FusionOp fusion;
-    module->walk([&](FusionOp op) { fusion = op; });
-    FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
+    FailureOr<EmittedKernel> kernel = emitFirstFusion(elementwise(n));
     ASSERT_TRUE(succeeded(kernel));
     const std::string &src = kernel->source;
     // The grid's last tile may reach past n by up to one tile.

@@ -86,6 +86,17 @@ struct StepTime {
   double perRun() const { return seconds / std::max<int64_t>(runs, 1); }
 };
 
+/// The timings of every step of `programs` (function name -> steps with a
+/// `time` member), for a device's stepTimes().
+template <typename Programs>
+std::vector<StepTime> collectStepTimes(const Programs &programs) {
+  std::vector<StepTime> times;
+  for (const auto &function : programs)
+    for (const auto &step : function.second)
+      times.push_back(step.time);
+  return times;
+}
+
 /// This machine's measured peaks; zero where the device did not measure.
 struct MachinePeaks {
   double bytesPerSecond = 0, flopsPerSecond = 0;
