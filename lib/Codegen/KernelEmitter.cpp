@@ -854,6 +854,54 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                << "writes " << value.getType()
                << ", neither one value per row nor the reduced shape";
     }
+    // Per-element values that depend on no reduction (and overwrite no
+    // operand) are stored in the first pass over the row, which visits
+    // every element once (split rows: the first launch, each block its
+    // chunk), so only values computed from a reduction need the last pass.
+    // A dropout gradient summed over the batch then draws its mask once,
+    // not once per pass.
+    DenseSet<Operation *> afterReduction;
+    for (Operation &op : block.without_terminator())
+      if (isReduction(&op) || llvm::any_of(op.getOperands(), [&](Value v) {
+            Operation *def = v.getDefiningOp();
+            return def && afterReduction.contains(def);
+          }))
+        afterReduction.insert(&op);
+    // A value written over an operand stays in the last pass: the row's
+    // reductions read that operand until then (canOverwrite's contract).
+    auto writtenInPlace = [&](Value v) {
+      for (auto [k, yielded] : llvm::enumerate(yield.getValues()))
+        if (yielded == v && inPlace[k] >= 0)
+          return true;
+      return false;
+    };
+    SmallVector<Value> firstPass;
+    llvm::erase_if(perElement, [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      if ((def && afterReduction.contains(def)) || writtenInPlace(v))
+        return false;
+      firstPass.push_back(v);
+      return true;
+    });
+    // A reduction's level: 0 when it reads no reduction's result, else one
+    // more than the highest level it reads.
+    DenseMap<Operation *, int64_t> levelAfter; // of ops after a reduction
+    SmallVector<int64_t> levelOf;
+    int64_t levels = 0;
+    for (Operation &op : block.without_terminator()) {
+      int64_t reads = -1;
+      for (Value v : op.getOperands())
+        if (Operation *def = v.getDefiningOp())
+          if (levelAfter.count(def))
+            reads = std::max(reads, levelAfter[def]);
+      if (isReduction(&op)) {
+        levelOf.push_back(reads + 1);
+        levels = std::max(levels, reads + 2);
+        levelAfter[&op] = reads + 1;
+      } else if (reads >= 0) {
+        levelAfter[&op] = reads;
+      }
+    }
     // Few long rows (batch norm's per-channel statistics) would leave most
     // of a GPU idle with one block per row: such a row is split into
     // `splits` chunks, one block each, and the kernel runs as one launch
@@ -868,7 +916,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     // per-element values, then (when there are any) one writing the per-row
     // values, so that a per-row result may overwrite a per-row operand that
     // the per-element launch still reads in every block of the row.
-    int64_t elementPhase = (int64_t)reductions.size();
+    int64_t elementPhase = levels;
     int64_t rowPhase = !perRow.empty() && !perElement.empty() ? elementPhase + 1
                                                               : elementPhase;
     kernel.launches = splits > 1 ? rowPhase + 1 : 1;
@@ -934,59 +982,88 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
           "for (gidx r = {0} + threadIdx.x; r < {1}; r += blockDim.x)",
           rowBegin, rowEnd));
     };
-    for (auto [j, reduce] : llvm::enumerate(reductions)) {
-      bool isMax = isa<ReduceMaxOp>(reduce);
-      std::string acc = fresh("acc");
-      line(llvm::formatv("gpuc::Accumulator {0} = {1};", acc,
-                         isMax ? "-INFINITY" : "0"));
-      auto accumulate = [&](const std::string &x) {
-        if (isMax)
+    // Reductions that read no other reduction's result share one pass over
+    // the row, and so on by level: batch norm's gradient takes two passes
+    // (the sums of dy, dy*x, ... then the one that needs them), not one per
+    // sum. Each accumulator still adds the same elements in the same order.
+    for (int64_t level = 0; level < levels; ++level) {
+      SmallVector<size_t> members;
+      for (size_t j = 0; j < reductions.size(); ++j)
+        if (levelOf[j] == level)
+          members.push_back(j);
+      SmallVector<std::string> accs;
+      for (size_t j : members) {
+        accs.push_back(fresh("acc"));
+        line(
+            llvm::formatv("gpuc::Accumulator {0} = {1};", accs.back(),
+                          isa<ReduceMaxOp>(reductions[j]) ? "-INFINITY" : "0"));
+      }
+      auto accumulate = [&](size_t m, const std::string &x) {
+        if (isa<ReduceMaxOp>(reductions[members[m]]))
           line(llvm::formatv("{0} = ({1} > {0} || {1} != {1}) ? "
                              "(gpuc::Accumulator){1} : {0};",
-                             acc, x));
+                             accs[m], x));
         else
-          line(llvm::formatv("{0} += {1};", acc, x));
+          line(llvm::formatv("{0} += {1};", accs[m], x));
       };
-      std::string slot =
-          llvm::formatv("({0} + o) * {1}", (int64_t)j * rows, splits).str();
+      auto slot = [&](size_t m) {
+        return llvm::formatv("({0} + o) * {1}", (int64_t)members[m] * rows,
+                             splits)
+            .str();
+      };
       if (splits > 1) {
         // An earlier launch reduced this row's chunks: combine them.
-        open(llvm::formatv("if (phase > {0})", j));
+        open(llvm::formatv("if (phase > {0})", level));
         std::string s = fresh("s");
         open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", s, splits));
-        accumulate(llvm::formatv("partials[{0} + {1}]", slot, s).str());
+        for (size_t m = 0; m < members.size(); ++m)
+          accumulate(m, llvm::formatv("partials[{0} + {1}]", slot(m), s).str());
         close();
         close();
         open("else");
       }
       rowLoop();
-      FailureOr<std::string> x = at(reduce->getOperand(0), fullIndex("r"));
-      if (failed(x))
+      std::string element = fullIndex("r");
+      for (size_t m = 0; m < members.size(); ++m) {
+        FailureOr<std::string> x =
+            at(reductions[members[m]]->getOperand(0), element);
+        if (failed(x))
+          return failure();
+        accumulate(m, *x);
+      }
+      if (level == 0 && failed(storeResults(firstPass, element)))
         return failure();
-      accumulate(*x);
       close();
-      line(llvm::formatv(isMax ? "{0} = gpuc::blockReduceMax({0});"
+      for (size_t m = 0; m < members.size(); ++m)
+        line(llvm::formatv(isa<ReduceMaxOp>(reductions[members[m]])
+                               ? "{0} = gpuc::blockReduceMax({0});"
                                : "{0} = gpuc::blockReduceSum({0});",
-                         acc));
+                           accs[m]));
       if (splits > 1) {
-        // This launch's reduction: store the chunk's partial and stop.
-        open(llvm::formatv("if (phase == {0})", j));
-        line(llvm::formatv("if (threadIdx.x == 0) partials[{0} + part] = {1};",
-                           slot, acc));
+        // This launch's reductions: store the chunk's partials and stop.
+        open(llvm::formatv("if (phase == {0})", level));
+        for (size_t m = 0; m < members.size(); ++m)
+          line(
+              llvm::formatv("if (threadIdx.x == 0) partials[{0} + part] = {1};",
+                            slot(m), accs[m]));
         line("return;");
         close();
         close();
       }
-      Value result = reduce->getResult(0);
-      std::string type = registerCType(elementOf(result)).str();
-      std::string value = rounded(
-          elementOf(result),
-          isa<ReduceMeanOp>(reduce)
-              ? llvm::formatv("({0})({1} / {2}.0)", type, acc, rowLength).str()
-              : llvm::formatv("({0}){1}", type, acc).str());
-      std::string reg = fresh("red");
-      line(llvm::formatv("const {0} {1} = {2};", type, reg, value));
-      rowValues[result.getAsOpaquePointer()] = reg;
+      for (size_t m = 0; m < members.size(); ++m) {
+        Operation *reduce = reductions[members[m]];
+        Value result = reduce->getResult(0);
+        std::string type = registerCType(elementOf(result)).str();
+        std::string value = rounded(
+            elementOf(result),
+            isa<ReduceMeanOp>(reduce)
+                ? llvm::formatv("({0})({1} / {2}.0)", type, accs[m], rowLength)
+                      .str()
+                : llvm::formatv("({0}){1}", type, accs[m]).str());
+        std::string reg = fresh("red");
+        line(llvm::formatv("const {0} {1} = {2};", type, reg, value));
+        rowValues[result.getAsOpaquePointer()] = reg;
+      }
     }
     if (!perRow.empty()) {
       open(splits > 1 ? llvm::formatv("if (phase == {0} && part == 0 && "

@@ -202,3 +202,66 @@ func.func @f(%g: tensor<4096x64xf32>, %ids: tensor<4096xi64>) -> tensor<64x64xf3
   ASSERT_TRUE(succeeded(kernel));
   EXPECT_EQ(kernel->grid, 64 * 64 / kBlockThreads) << kernel->source;
 }
+
+// A per-element result that depends on no reduction (%d) is stored in the
+// reducing pass, which visits every element once; no pass of its own, so a
+// split row kernel launches once per reduction plus once for the per-row
+// result. The centred row of rowKernel() depends on the sum and keeps its
+// pass (FewLongRowsAreSplitAcrossBlocks).
+TEST(KernelEmitterTest, ResultsIndependentOfReductionsAreStoredInTheFirstPass) {
+  std::string t = "tensor<65536x4xf32>", v = "tensor<4xf32>";
+  std::string source =
+      "func.func @f(%a: " + t + ") -> (" + v + ", " + t +
+      ") {\n  %r:2 = gpuc.fusion(%a) : (" + t + ") -> (" + v + ", " + t +
+      ") {\n  ^bb0(%x: " + t + "):\n    %d = gpuc.mul %x, %x : " + t +
+      "\n    %s = gpuc.reduce_sum %d axes = [0] : " + t + " -> " + v +
+      "\n    gpuc.yield %s, %d : " + v + ", " + t +
+      "\n  }\n  return %r#0, %r#1 : " + v + ", " + t + "\n}\n";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  EXPECT_EQ(kernel->launches, 2) << src;
+  size_t store = src.find("out1[");
+  ASSERT_NE(store, std::string::npos) << src;
+  EXPECT_EQ(src.find("out1[", store + 1), std::string::npos) << src;
+  EXPECT_LT(store, src.find("blockReduceSum")) << src;
+}
+
+// Reductions that read no other reduction share a pass: the sums of x and
+// x*x (level 0) are reduced in the first launch of a split row kernel, the
+// sum of squared deviations (level 1, it reads the mean) in the second; then
+// the per-element and per-row launches: 4 launches, not 5.
+TEST(KernelEmitterTest, IndependentReductionsShareAPass) {
+  std::string t = "tensor<65536x4xf32>", v = "tensor<4xf32>";
+  std::string source =
+      "func.func @f(%a: " + t + ") -> (" + v + ", " + v + ", " + t +
+      ") {\n  %r:3 = gpuc.fusion(%a) : (" + t + ") -> (" + v + ", " + v + ", " +
+      t + ") {\n  ^bb0(%x: " + t +
+      "):\n    %s = gpuc.reduce_sum %x axes = [0] : " + t + " -> " + v +
+      "\n    %q = gpuc.mul %x, %x : " + t +
+      "\n    %s2 = gpuc.reduce_sum %q axes = [0] : " + t + " -> " + v +
+      "\n    %m = gpuc.broadcast %s : " + v + " -> " + t +
+      "\n    %c = gpuc.sub %x, %m : " + t +
+      "\n    %c2 = gpuc.mul %c, %c : " + t +
+      "\n    %s3 = gpuc.reduce_sum %c2 axes = [0] : " + t + " -> " + v +
+      "\n    gpuc.yield %s2, %s3, %c : " + v + ", " + v + ", " + t +
+      "\n  }\n  return %r#0, %r#1, %r#2 : " + v + ", " + v + ", " + t + "\n}\n";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  EXPECT_EQ(kernel->launches, 4) << src;
+  // Launch 0 stores the partials of reductions 0 and 1 (slots 0 and 4 rows
+  // on), launch 1 those of reduction 2.
+  size_t first = src.find("if (phase == 0)");
+  ASSERT_NE(first, std::string::npos) << src;
+  std::string launch0 = src.substr(first, src.find("return;", first) - first);
+  EXPECT_NE(launch0.find("partials[(0 + o) * 16 + part] = acc"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(launch0.find("partials[(4 + o) * 16 + part] = acc"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find("partials[(8 + o) * 16 + part] = acc"), std::string::npos)
+      << src;
+  EXPECT_EQ(launch0.find("partials[(8 + o)"), std::string::npos) << src;
+}
