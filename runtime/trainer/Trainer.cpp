@@ -108,7 +108,7 @@ Options parseOptions(int argc, char **argv) {
     if (a == "--data")
       o.data = value(i);
     else if (a == "--epochs")
-      o.epochs = integer(i, 0);
+      o.epochs = integer(i, 1);
     else if (a == "--batch-size")
       o.batchSize = integer(i, 1);
     else if (a == "--seed")
@@ -903,16 +903,36 @@ int main(int argc, char **argv) {
               : std::string()) +
          ")");
 
+  // The checkpoint directory first: --metrics may live in it.
+  if (!o.checkpointDir.empty() && mkdir(o.checkpointDir.c_str(), 0755) != 0 &&
+      errno != EEXIST)
+    fail("cannot create --checkpoint-dir " + o.checkpointDir + ": " +
+         strerror(errno));
   FILE *metrics = nullptr;
   if (!o.metrics.empty() && !(metrics = fopen(o.metrics.c_str(), "a")))
-    fail("cannot write --metrics " + o.metrics);
+    fail("cannot write --metrics " + o.metrics + ": " + strerror(errno));
 
   // Resume: parameters, optimizer state and the position in the data.
   int64_t startStep = 0;
+  std::string resumePath;
   if (!o.resume.empty()) {
-    std::string path = o.resume == "auto" ? checkpointPath(o) : o.resume;
     if (o.resume == "auto" && o.checkpointDir.empty())
       fail("--resume without a file needs --checkpoint-dir");
+    resumePath = o.resume == "auto" ? checkpointPath(o) : o.resume;
+    // --resume without a file where no checkpoint was written yet starts
+    // the run (what a job script that always passes --resume needs); a
+    // named file must exist.
+    if (o.resume == "auto" && access(resumePath.c_str(), F_OK) != 0 &&
+        errno == ENOENT) {
+      if (!o.quiet)
+        printf("no checkpoint in %s yet: starting from the initial "
+               "weights\n",
+               o.checkpointDir.c_str());
+      resumePath.clear();
+    }
+  }
+  if (!resumePath.empty()) {
+    const std::string &path = resumePath;
     std::vector<NamedTensor> tensors;
     std::map<std::string, std::string> meta;
     if (!readSafetensors(path, tensors, meta, error))
@@ -940,9 +960,6 @@ int main(int argc, char **argv) {
       printf("resumed from %s at step %lld\n", path.c_str(),
              (long long)startStep);
   }
-  if (!o.checkpointDir.empty())
-    mkdir(o.checkpointDir.c_str(), 0755);
-
   if (o.benchSteps)
     return bench(s, o, &data);
 

@@ -310,6 +310,44 @@ struct ModelSession {
     context->printOpOnDiagnostic(false);
     diagnostics =
         std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, context.get());
+    // A diagnostic quotes its source line, unless the line is too long to
+    // read (a generated or hostile model): then it says how long it is.
+    context->getDiagEngine().registerHandler([this](Diagnostic &diag) {
+      int64_t length = sourceLineLength(diag.getLocation());
+      if (length <= kLongestQuotedLine)
+        return failure(); // SourceMgrDiagnosticHandler prints it
+      diagnostics->emitDiagnostic(
+          diag.getLocation(),
+          diag.str() + " (its source line, " + Twine(length) +
+              " characters long, is not shown)",
+          diag.getSeverity(), /*displaySourceLine=*/false);
+      for (Diagnostic &note : diag.getNotes())
+        diagnostics->emitDiagnostic(note.getLocation(), note.str(),
+                                    note.getSeverity(), false);
+      return success();
+    });
+  }
+
+  static constexpr int64_t kLongestQuotedLine = 240;
+  /// The length of the source line `loc` points into; 0 if it is not a
+  /// line of a loaded buffer.
+  int64_t sourceLineLength(Location loc) {
+    auto file = dyn_cast<FileLineColLoc>(loc);
+    if (!file)
+      return 0;
+    for (unsigned id = 1; id <= sourceMgr.getNumBuffers(); ++id) {
+      const llvm::MemoryBuffer *buffer = sourceMgr.getMemoryBuffer(id);
+      if (buffer->getBufferIdentifier() != file.getFilename().getValue())
+        continue;
+      llvm::SMLoc start =
+          sourceMgr.FindLocForLineAndColumn(id, file.getLine(), 1);
+      if (!start.isValid())
+        return 0;
+      StringRef rest(start.getPointer(),
+                     buffer->getBufferEnd() - start.getPointer());
+      return (int64_t)rest.take_until([](char c) { return c == '\n'; }).size();
+    }
+    return 0;
   }
 
   /// The model named on the command line, with --batch/--input-shape bound;
