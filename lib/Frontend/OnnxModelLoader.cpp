@@ -12,6 +12,7 @@
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -71,8 +72,16 @@ bool readModel(const std::string &path, onnx::ModelProto &model,
 /// >= 0). Nested graphs (If, Loop) are checked too.
 bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
   auto checkShape = [&](const onnx::ValueInfoProto &value, const char *kind) {
-    if (!value.type().has_tensor_type() ||
-        !value.type().tensor_type().has_shape())
+    if (!value.type().has_tensor_type())
+      return true;
+    if (value.type().tensor_type().elem_type() ==
+        onnx::TensorProto::UNDEFINED) {
+      error = std::string(kind) + " '" + value.name() +
+              "' declares no element type (UNDEFINED); the ONNX IR requires "
+              "one (re-export the model, or set it to the tensor's type)";
+      return false;
+    }
+    if (!value.type().tensor_type().has_shape())
       return true;
     const auto &shape = value.type().tensor_type().shape();
     for (int i = 0; i < shape.dim_size(); ++i)
@@ -131,6 +140,24 @@ bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
                     std::to_string(least);
             return false;
           }
+      // A NaN or infinite attribute (Gemm's alpha, an epsilon, a slope)
+      // imports as a constant that makes every result NaN or infinite.
+      auto finite = [&](float v) {
+        if (std::isfinite(v))
+          return true;
+        error = where + ": attribute '" + attr.name() + "' is " +
+                (std::isnan(v) ? "nan"
+                 : v > 0       ? "inf"
+                               : "-inf") +
+                "; gpuc needs finite attribute values (fix the exporter's "
+                "argument)";
+        return false;
+      };
+      if (attr.has_f() && !finite(attr.f()))
+        return false;
+      for (float v : attr.floats())
+        if (!finite(v))
+          return false;
       if (attr.has_g() && !validateDimensions(attr.g(), error))
         return false;
       for (const onnx::GraphProto &g : attr.graphs())
