@@ -366,8 +366,33 @@ public:
 };
 
 /// A batch prepared by the loader thread.
+/// `n` floats in the storage type `dtype` (F32, or F16/BF16 rounded to
+/// nearest even: a mixed-precision step reads its images in 16 bits) at
+/// `dst`. The type is dispatched once per call: per element, the string
+/// compares cost 40 ns and made an H100's batch-128 CNN step 5 ms of host
+/// work instead of 0.3 ms of GPU work.
+void storeFloats(const std::string &dtype, const float *src, int64_t n,
+                 void *dst) {
+  if (dtype == "F32") {
+    memcpy(dst, src, n * sizeof(float));
+  } else if (dtype == "F16") {
+    auto *bits = static_cast<uint16_t *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      bits[i] = floatToHalfBits(src[i]);
+  } else if (dtype == "BF16") {
+    auto *bits = static_cast<uint16_t *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      bits[i] = floatToBFloat16Bits(src[i]);
+  } else {
+    fail("the data input has type " + dtype +
+         ", which the trainer cannot fill with images");
+  }
+}
+
+/// A batch as the step's inputs hold it: the images already in the input's
+/// storage type (converted on the loader's thread, off the step's path).
 struct Batch {
-  std::vector<float> images;
+  std::vector<char> images;
   std::vector<int64_t> labels;
   int64_t step = -1;
 };
@@ -376,7 +401,9 @@ struct Batch {
 /// the step that consumes them.
 class Loader {
 public:
-  Loader(const Split &split, int64_t batch) : split(split), batch(batch) {}
+  Loader(const Split &split, int64_t batch, const PlanBuffer &input)
+      : split(split), batch(batch), dtype(input.dtype),
+        bytesPerSample(input.bytes / batch) {}
   ~Loader() { stop(); }
 
   void startEpoch(const std::vector<int64_t> &order, int64_t firstBatch,
@@ -403,13 +430,12 @@ private:
     for (int64_t k = next; k < end; ++k) {
       Batch b;
       b.step = k;
-      b.images.resize(batch * split.sampleSize);
+      b.images.resize(batch * bytesPerSample);
       b.labels.resize(batch);
       for (int64_t i = 0; i < batch; ++i) {
         int64_t s = order[k * batch + i];
-        memcpy(&b.images[i * split.sampleSize],
-               &split.samples[s * split.sampleSize],
-               split.sampleSize * sizeof(float));
+        storeFloats(dtype, &split.samples[s * split.sampleSize],
+                    split.sampleSize, &b.images[i * bytesPerSample]);
         b.labels[i] = split.labels[s];
       }
       std::unique_lock<std::mutex> lock(mutex);
@@ -434,6 +460,8 @@ private:
 
   const Split &split;
   int64_t batch;
+  std::string dtype;
+  int64_t bytesPerSample;
   std::vector<int64_t> order;
   int64_t next = 0, end = 0;
   std::thread thread;
@@ -534,8 +562,7 @@ void uploadImages(Session &s, const std::vector<float> &images) {
     return;
   }
   std::vector<char> bytes(b.bytes);
-  for (int64_t i = 0; i < b.numElements(); ++i)
-    storeElement(b, bytes, i, images[i]);
+  storeFloats(b.dtype, images.data(), b.numElements(), bytes.data());
   s.device->upload(b.id, bytes.data(), b.bytes);
 }
 
@@ -977,7 +1004,7 @@ int main(int argc, char **argv) {
            "batch %lld\n",
            (long long)s.accumulate, (long long)(s.accumulate * B));
   int64_t totalSteps = stepsPerEpoch * o.epochs;
-  Loader loader(data.train, B);
+  Loader loader(data.train, B, s.plan.buffers[s.image]);
   HostProfile profile(s, o);
   auto start = Clock::now();
   int64_t stepsDone = 0;
@@ -992,7 +1019,8 @@ int main(int argc, char **argv) {
       double stepStart = profileClock();
       Batch b = loader.take();
       profile.loaderWait(stepStart);
-      uploadImages(s, b.images);
+      s.device->upload(s.plan.buffers[s.image].id, b.images.data(),
+                       b.images.size());
       s.device->upload(s.label, b.labels.data(), B * sizeof(int64_t));
       s.setStepScalars(o.seed, step, o.lr);
       s.trainStep(step, [&] { losses.submitted(step); });

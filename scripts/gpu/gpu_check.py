@@ -11,6 +11,9 @@ checks  parity of one step with the CPU device (stepcompare.py tolerance);
 profile each bench artifact's step under --profile (kernel by kernel,
         timed with events): where the GPU time goes.
 train   MLP 15 epochs and CNN 6 epochs on Fashion-MNIST (>= 0.89 / >= 0.92).
+amp     mixed precision: MLP and CNN trained in fp16 and bf16 to the fp32
+        targets; fp16/bf16 step time against gpuc's fp32 and PyTorch autocast
+        (eager, torch.compile; GradScaler for fp16), interleaved.
 bench   gpuc (graph and --no-graph) against PyTorch eager, torch.compile and
         torch.compile(mode="reduce-overhead"): same model, batch, AdamW
         (lr 1e-3, weight decay 0.01; PyTorch's fused AdamW), FP32 on both
@@ -45,7 +48,21 @@ def trainer(args, artifact, *flags, check=True, env=None):
 
 
 def data_dir(args):
-    return os.path.join(args.bundle, "data")
+    """Fashion-MNIST as the trainer reads it: the bundle carries it as xz
+    (smaller than gzip), unpacked once into the work folder."""
+    src = os.path.join(args.bundle, "data")
+    packed = [f for f in os.listdir(src) if f.endswith(".xz")]
+    if not packed:
+        return src
+    dst = os.path.join(args.work, "data")
+    if not os.path.isdir(dst):
+        import lzma
+        os.makedirs(dst)
+        for f in packed:
+            with lzma.open(os.path.join(src, f)) as fin, \
+                    open(os.path.join(dst, f[:-3]), "wb") as fout:
+                fout.write(fin.read())
+    return dst
 
 
 def check_parity(args, results):
@@ -214,7 +231,7 @@ def phase_profile(args, results):
     return True
 
 
-def torch_step(model_name, batch, mode):
+def torch_step(model_name, batch, mode, precision="fp32"):
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -234,6 +251,10 @@ def torch_step(model_name, batch, mode):
     else:
         x = torch.randn(batch, 1, 28, 28, device="cuda")
         y = torch.randint(0, 10, (batch,), device="cuda")
+    # Mixed precision as a PyTorch user writes it: autocast around the
+    # forward pass and the loss, and for fp16 a GradScaler (bf16 needs none).
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     forward = model
     if mode == "compile":
         forward = torch.compile(model)
@@ -244,10 +265,18 @@ def torch_step(model_name, batch, mode):
         if mode == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()
         opt.zero_grad(set_to_none=True)
-        out = forward(x)
-        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-        loss.backward()
-        opt.step()
+        with torch.autocast("cuda", dtype=amp_dtype or torch.float32,
+                            enabled=amp_dtype is not None):
+            out = forward(x)
+            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]),
+                                   y.reshape(-1))
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
 
     def timed(steps):
         torch.cuda.synchronize()
@@ -319,17 +348,108 @@ def phase_bench(args, results):
     return all(r["gpuc_ms"] for r in rows)
 
 
+def phase_amp(args, results):
+    """Mixed precision: training to the fp32 targets (batch 128), then the
+    step time of fp16/bf16 against gpuc's fp32 and PyTorch autocast (eager
+    and torch.compile; GradScaler for fp16) in one interleaved run."""
+    import torch
+    ok = True
+    artifacts = os.listdir(os.path.join(args.bundle, "artifacts"))
+    targets = {"mlp": (15, 0.89), "cnn": (6, 0.92)}
+    for name in sorted(a for a in artifacts if re.match(r"amp-\w+-128-", a)):
+        model, precision = name.split("-")[1], name.split("-")[3]
+        epochs, target = targets[model]
+        metrics = os.path.join(args.results, "train-%s.jsonl" % name)
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        t0 = time.time()
+        r = trainer(args, name, "--data", data_dir(args), "--epochs", epochs,
+                    "--metrics", metrics)
+        m = re.search(r"final test_accuracy ([0-9.]+)", r.stdout)
+        skipped = re.findall(r"loss_scale \S+ skipped_steps \d+", r.stdout)
+        entry = {"model": model, "precision": precision, "epochs": epochs,
+                 "test_accuracy": float(m.group(1)) if m else -1.0,
+                 "target": target, "wall_s": round(time.time() - t0, 1),
+                 "loss_scale_lines": skipped[-2:]}
+        entry["ok"] = entry["test_accuracy"] >= target
+        ok &= entry["ok"]
+        print("amp train %s: %s" % (name, json.dumps(entry)))
+        results.setdefault("train", []).append(entry)
+
+    configs = []
+    for name in sorted(artifacts):
+        m = re.match(r"amp-(\w+)-(\d+)-(fp16|bf16)$", name)
+        if m and int(m.group(2)) > 128:
+            configs.append((m.group(1), int(m.group(2)), m.group(3)))
+    peers = {}
+    for model, batch, precision in configs:
+        for mode in ("eager", "compile"):
+            try:
+                peers[(model, batch, precision, mode)] = torch_step(
+                    model, batch, mode, precision)
+            except Exception as e:  # noqa: BLE001 - a peer that fails is reported
+                print("torch %s %s %s %d failed: %s" % (mode, precision, model,
+                                                        batch, e))
+    best = {}
+
+    def keep(key, ms):
+        best[key] = min(best.get(key, float("inf")), ms)
+
+    def gpuc_ms(artifact):
+        r = trainer(args, artifact, "--bench-steps", args.bench_steps)
+        return json.loads(r.stdout.strip().splitlines()[-1])["ms_per_step"]
+    for _ in range(args.rounds):
+        for model, batch, precision in configs:
+            keep((model, batch, precision, "gpuc"),
+                 gpuc_ms("amp-%s-%d-%s" % (model, batch, precision)))
+            fp32 = "bench-%s-%d" % (model, batch)
+            if fp32 in artifacts:
+                keep((model, batch, precision, "gpuc_fp32"), gpuc_ms(fp32))
+            for mode in ("eager", "compile"):
+                key = (model, batch, precision, mode)
+                if key in peers:
+                    keep(key, peers[key](args.bench_steps))
+    print("\nload average %s; %s; torch %s; best of %d rounds of %d steps"
+          % (os.getloadavg(), torch.cuda.get_device_name(), torch.__version__,
+             args.rounds, args.bench_steps))
+    print("| model | batch | precision | gpuc ms | gpuc fp32 ms | eager amp ms "
+          "| compile amp ms | gpuc fp32/amp | gpuc/eager | gpuc/compile |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+
+    def f(v, p=3):
+        return "-" if v is None else ("%.*f" % (p, v))
+    for model, batch, precision in configs:
+        row = {mode: best.get((model, batch, precision, mode))
+               for mode in ("gpuc", "gpuc_fp32", "eager", "compile")}
+        g = row["gpuc"]
+
+        def ratio(a, b):
+            return a / b if a and b else None
+        print("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            model, batch, precision, f(g), f(row["gpuc_fp32"]),
+            f(row["eager"]), f(row["compile"]),
+            f(ratio(row["gpuc_fp32"], g), 2), f(ratio(g, row["eager"]), 2),
+            f(ratio(g, row["compile"]), 2)))
+        row.update(model=model, batch=batch, precision=precision)
+        rows.append(row)
+    results["bench"] = {"rows": rows, "load_average": os.getloadavg(),
+                        "gpu": torch.cuda.get_device_name(),
+                        "torch": torch.__version__}
+    return ok and all(r["gpuc"] for r in rows)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bundle", required=True)
     p.add_argument("--results", required=True)
     p.add_argument("--phase", default="all",
-                   choices=["checks", "train", "bench", "profile", "all"])
+                   choices=["checks", "train", "bench", "profile", "amp", "all"])
     p.add_argument("--bench-steps", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     os.makedirs(args.results, exist_ok=True)
-    phases = ["checks", "train", "bench"] if args.phase == "all" \
+    phases = ["checks", "train", "amp", "bench"] if args.phase == "all" \
         else [args.phase]
     all_ok = True
     with tempfile.TemporaryDirectory() as work:

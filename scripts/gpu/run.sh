@@ -2,7 +2,7 @@
 # Every GPU check of a gpu-bundle (scripts/gpu-bundle.sh), on a machine with
 # an NVIDIA GPU, the CUDA 13 libraries and PyTorch:
 #
-#   ./run.sh [checks|train|bench|profile|all] [gpu_check.py options]  (default: all)
+#   ./run.sh [checks|train|amp|bench|profile|all] [gpu_check.py options]  (default: all)
 #
 # profile: where each bench artifact's GPU time goes (train --profile).
 # checks: one step of each parity model against the CPU device's results;

@@ -3,11 +3,12 @@
 // The 16-bit storage types of mixed precision. Kernels compute in f32
 // registers: a load widens (exact), a store rounds to nearest even, as the
 // interpreter's APFloat conversion does, with overflow to infinity and NaN
-// kept a (quiet) NaN. The conversions are integer arithmetic on the bits, so
-// the same text compiles under NVRTC, in the CPU shim and in the runtime
-// (the CPU executor converts GEMM and convolution operands with them), and
-// every target rounds identically. The layouts are those of IEEE binary16
-// and bfloat16, as __half, __nv_bfloat16, safetensors and cuBLASLt use.
+// kept a (quiet) NaN. On the host the conversions are the compiler's
+// _Float16 or integer arithmetic on the bits (the CPU executor converts GEMM
+// and convolution operands with them); on the GPU they are the cvt
+// instructions, which round identically (NaN payloads aside). The layouts are
+// those of IEEE binary16 and bfloat16, as __half, __nv_bfloat16, safetensors
+// and cuBLASLt use.
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_RUNTIME_DEVICE_FLOAT16_H
@@ -68,6 +69,13 @@ inline float halfBitsToFloat(unsigned short u) {
 #else
 /// IEEE binary16 bits of `f`, rounded to nearest even.
 __host__ __device__ inline unsigned short floatToHalfBits(float f) {
+#ifdef __CUDA_ARCH__
+  // The GPU's conversion instruction rounds the same way in one step; the
+  // integer code below made an H100's fp16 steps 40% slower than bf16.
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   unsigned int u = floatBits(f);
   unsigned int sign = (u >> 16) & 0x8000u;
   u &= 0x7fffffffu;
@@ -90,10 +98,16 @@ __host__ __device__ inline unsigned short floatToHalfBits(float f) {
     h = u >> 13;
   }
   return (unsigned short)(sign | h);
+#endif
 }
 
 /// The value of IEEE binary16 bits `h` (exact).
 __host__ __device__ inline float halfBitsToFloat(unsigned short h) {
+#ifdef __CUDA_ARCH__
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#else
   unsigned int sign = (unsigned int)(h & 0x8000u) << 16;
   unsigned int em = h & 0x7fffu;
   if (em >= 0x7c00u)
@@ -102,16 +116,23 @@ __host__ __device__ inline float halfBitsToFloat(unsigned short h) {
     return bitsFloat(sign | ((em << 13) + 0x38000000u));
   // Subnormal or zero: em * 2^-24 is exact in float.
   return bitsFloat(sign | floatBits((float)em * 5.9604644775390625e-8f));
+#endif
 }
 #endif
 
 /// bfloat16 bits of `f`, rounded to nearest even.
 __host__ __device__ inline unsigned short floatToBFloat16Bits(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+#else
   unsigned int u = floatBits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u)
     return (unsigned short)((u >> 16) | 0x40u);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (unsigned short)(u >> 16);
+#endif
 }
 
 /// The value of bfloat16 bits `b` (exact).
