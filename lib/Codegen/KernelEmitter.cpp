@@ -484,36 +484,6 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         return define(v, "(" + registerCType(elementOf(v)).str() + ")" +
                              coords[i.getDim()]);
       })
-      .Case([&](ScatterAddOp s) -> FailureOr<std::string> {
-        int64_t axis = s.getAxis();
-        int64_t inner = 1;
-        for (size_t d = axis + 1; d < shape.size(); ++d)
-          inner *= shape[d];
-        int64_t n = getNumElements(shapeOf(s.getIndices()));
-        std::string a =
-            index(llvm::formatv("{0} / {1}", idx, shape[axis] * inner).str());
-        std::string k =
-            index(llvm::formatv("({0} / {1}) % {2}", idx, inner, shape[axis]));
-        std::string b = index(llvm::formatv("{0} % {1}", idx, inner).str());
-        std::string acc = fresh("acc");
-        line("gpuc::Accumulator " + acc + " = 0;");
-        std::string j = fresh("j");
-        open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", j, n));
-        FailureOr<std::string> target = at(s.getIndices(), j);
-        if (failed(target))
-          return failure();
-        open(llvm::formatv("if (gpuc::wrapIndex((int64_t){0}, {1}) == {2})",
-                           *target, shape[axis], k));
-        FailureOr<std::string> u = at(
-            s.getUpdates(), index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}",
-                                                a, n, j, inner, b)));
-        if (failed(u))
-          return failure();
-        line(acc + " += " + *u + ";");
-        close();
-        close();
-        return define(v, "(float)" + acc);
-      })
       .Case<MaxPool2DOp, AvgPool2DOp>(
           [&](Operation *p) { return pool(p, v, idx); })
       .Case<MaxPool2DBackwardOp, AvgPool2DBackwardOp>(
@@ -745,24 +715,6 @@ SmallVector<int64_t> reducedAxes(Operation *reduce) {
   return SmallVector<int64_t>(cast<ReduceMeanOp>(reduce).getAxes());
 }
 
-/// The longest loop over indices that computing `values` takes per element
-/// (scatter-adds read every index for each element they write).
-int64_t gatherLoopLength(ArrayRef<Value> values) {
-  int64_t longest = 0;
-  SmallVector<Value> worklist(values.begin(), values.end());
-  DenseSet<Operation *> seen;
-  while (!worklist.empty()) {
-    Operation *def = worklist.pop_back_val().getDefiningOp();
-    if (!def || !seen.insert(def).second)
-      continue;
-    if (auto scatter = dyn_cast<ScatterAddOp>(def))
-      longest =
-          std::max(longest, getNumElements(shapeOf(scatter.getIndices())));
-    llvm::append_range(worklist, def->getOperands());
-  }
-  return longest;
-}
-
 FailureOr<EmittedKernel> Emitter::run(StringRef name) {
   Block &block = fusion.getBodyBlock();
   auto yield = cast<YieldOp>(block.getTerminator());
@@ -797,12 +749,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     }
     int64_t base = 0;
     for (auto &[elements, values] : segments) {
-      // An element that loops over many indices (a scatter-add's gather
-      // loop: an embedding's gradient) is worth a thread of its own, so the
-      // segment spreads over as many blocks as it can.
-      int64_t tile = gatherLoopLength(values) >= kLongGatherLoop
-                         ? kBlockThreads
-                         : kPointwiseTile;
+      int64_t tile = kPointwiseTile;
       int64_t tiles = std::max<int64_t>(1, (elements + tile - 1) / tile);
       bool only = segments.size() == 1;
       if (!only)

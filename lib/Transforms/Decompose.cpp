@@ -173,6 +173,43 @@ struct DecomposeMseLoss : OpRewritePattern<MseLossOp> {
   }
 };
 
+/// scatter_add (an embedding's gradient) as a masked sum: with the result
+/// [outer, V, inner] around `axis` and n indices,
+///   r[o, k, b] = sum_j (wrap(ids[j]) == k ? updates[o, j, b] : 0),
+/// a reduction over j of a [outer, V, n, inner] mask that the kernels
+/// recompute and never store. A row kernel then sums each of the
+/// outer*V*inner rows with a block of threads in a fixed order (the same
+/// sum on every run), where a scatter kept as one op gave each output
+/// element one thread looping over all n indices: on an H100, 220 us of the
+/// transformer's 560 us step at batch 256.
+struct DecomposeScatterAdd : OpRewritePattern<ScatterAddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ScatterAddOp op,
+                                PatternRewriter &rewriter) const override {
+    ExprBuilder B(rewriter, op.getLoc());
+    ArrayRef<int64_t> shape = TensorBuilder::shapeOf(op.getResult());
+    int64_t axis = op.getAxis(), rows = shape[axis];
+    int64_t outer = getNumElements(shape.take_front(axis));
+    int64_t inner = getNumElements(shape.drop_front(axis + 1));
+    int64_t n = getNumElements(TensorBuilder::shapeOf(op.getIndices()));
+    SmallVector<int64_t> masked = {outer, rows, n, inner};
+    Value ids = B.reshape(B.loc, op.getIndices(), {1, 1, n, 1});
+    // Negative indices count from the end, as in gather.
+    // (One op per statement: argument evaluation order would otherwise
+    // decide the order of ops in the dumps.)
+    Value negative = B.cmp(ComparePredicate::lt, ids, B.splat(ids, 0));
+    Value fromEnd = B.add(ids, B.splat(ids, (double)rows));
+    Value target = B.expand(B.select(negative, fromEnd, ids), masked);
+    Value row = IotaOp::create(rewriter, op.getLoc(), target.getType(), 1);
+    Value hit = B.cmp(ComparePredicate::eq, row, target);
+    Value updates = B.expand(
+        B.reshape(B.loc, op.getUpdates(), {outer, 1, n, inner}), masked);
+    Value sum = B.sum(B.where(hit, updates), {2}, /*keepDims=*/false);
+    rewriter.replaceOp(op, B.reshape(B.loc, sum, shape));
+    return success();
+  }
+};
+
 struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -180,7 +217,7 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
                  DecomposeBatchNormTrain,
                  DecomposeClassLoss<CrossEntropyOp, /*FromLogits=*/true>,
                  DecomposeClassLoss<NllLossOp, /*FromLogits=*/false>,
-                 DecomposeMseLoss>(&getContext());
+                 DecomposeMseLoss, DecomposeScatterAdd>(&getContext());
     GreedyRewriteConfig config;
     // Only the composites change; folding the whole module is canonicalize's
     // job, and keeping other ops as they are keeps dumps comparable.

@@ -5,10 +5,9 @@
 //    (elementwise over one space, or rows shared by every reduction), so the
 //    pass never forms a kernel codegen cannot emit;
 //  - it recomputes nothing expensive: a value computed inside the kernel is
-//    never read at many positions (windows, gathers, scatters, broadcasts
-//    that expand it, except per-row values of a row kernel), and a row
-//    kernel, which evaluates its region once per pass, holds no window,
-//    gather or scatter;
+//    never read at many positions (windows, gathers, broadcasts that expand
+//    it, except per-row values of a row kernel), and a row kernel, which
+//    evaluates its region once per pass, holds no window or gather;
 //  - it keeps every dependency: the producer's other readers all come after
 //    the consumer (the producer's results then stay outputs of the merged
 //    kernel, which runs where the consumer ran).
@@ -58,10 +57,10 @@ bool recomputesWork(FusionOp fusion) {
         v = cast.getInput();
       return !isa<BlockArgument>(v);
     };
-    if (isa<MaxPool2DOp, AvgPool2DOp, MaxPool2DBackwardOp, AvgPool2DBackwardOp,
-            ScatterAddOp>(op)) {
+    if (isa<MaxPool2DOp, AvgPool2DOp, MaxPool2DBackwardOp, AvgPool2DBackwardOp>(
+            op)) {
       // A row kernel evaluates its region once per pass over the row: a
-      // window or scatter there would be redone per reduction.
+      // window there would be redone per reduction.
       if (rows || llvm::any_of(op.getOperands(), computed))
         return true;
     } else if (auto gather = dyn_cast<GatherOp>(op)) {

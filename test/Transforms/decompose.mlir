@@ -80,3 +80,39 @@ func.func @mse(%x: tensor<4x3xf32>, %t: tensor<4x3xf32>) -> tensor<f32> {
   %y = gpuc.mse_loss %x, %t reduction = sum : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
   return %y : tensor<f32>
 }
+
+// -----
+
+// scatter_add: a masked sum over the indices (axis 2 of [outer, V, n, inner]),
+// negative indices wrapped as in gather.
+// CHECK-LABEL: func.func @scatter_add
+// CHECK-DAG: %[[IDS:.+]] = gpuc.reshape %arg1 : tensor<2x3xi64> -> tensor<1x1x6x1xi64>
+// CHECK-DAG: %[[ZERO:.+]] = gpuc.constant dense<0> : tensor<1x1x6x1xi64>
+// CHECK-DAG: %[[FIVE:.+]] = gpuc.constant dense<5> : tensor<1x1x6x1xi64>
+// CHECK: %[[NEG:.+]] = gpuc.compare lt, %[[IDS]], %[[ZERO]]
+// CHECK: %[[UP:.+]] = gpuc.add %[[IDS]], %[[FIVE]]
+// CHECK: %[[WRAPPED:.+]] = gpuc.select %[[NEG]], %[[UP]], %[[IDS]]
+// CHECK: %[[TARGET:.+]] = gpuc.broadcast %[[WRAPPED]] : tensor<1x1x6x1xi64> -> tensor<1x5x6x4xi64>
+// CHECK: %[[ROW:.+]] = gpuc.iota dim = 1 : tensor<1x5x6x4xi64>
+// CHECK: %[[HIT:.+]] = gpuc.compare eq, %[[ROW]], %[[TARGET]]
+// CHECK: %[[U:.+]] = gpuc.reshape %arg0 : tensor<2x3x4xf32> -> tensor<1x1x6x4xf32>
+// CHECK: %[[UB:.+]] = gpuc.broadcast %[[U]] : tensor<1x1x6x4xf32> -> tensor<1x5x6x4xf32>
+// CHECK: %[[MASKED:.+]] = gpuc.select %[[HIT]], %[[UB]], %{{.+}}
+// CHECK: %[[SUM:.+]] = gpuc.reduce_sum %[[MASKED]] axes = [2] : tensor<1x5x6x4xf32> -> tensor<1x5x4xf32>
+// CHECK: gpuc.reshape %[[SUM]] : tensor<1x5x4xf32> -> tensor<5x4xf32>
+// CHECK-NOT: gpuc.scatter_add
+func.func @scatter_add(%u: tensor<2x3x4xf32>, %ids: tensor<2x3xi64>) -> tensor<5x4xf32> {
+  %g = gpuc.scatter_add %u, %ids axis = 0 : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<5x4xf32>
+  return %g : tensor<5x4xf32>
+}
+
+// -----
+
+// Along an inner axis: outer 2, inner 1.
+// CHECK-LABEL: func.func @scatter_add_axis1
+// CHECK: gpuc.reduce_sum %{{.+}} axes = [2] : tensor<2x3x4x1xf32> -> tensor<2x3x1xf32>
+// CHECK: gpuc.reshape %{{.+}} : tensor<2x3x1xf32> -> tensor<2x3xf32>
+func.func @scatter_add_axis1(%u: tensor<2x4xf32>, %ids: tensor<4xi64>) -> tensor<2x3xf32> {
+  %g = gpuc.scatter_add %u, %ids axis = 1 : (tensor<2x4xf32>, tensor<4xi64>) -> tensor<2x3xf32>
+  return %g : tensor<2x3xf32>
+}

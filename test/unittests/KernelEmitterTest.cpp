@@ -176,33 +176,6 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
   }
 }
 
-// A scatter-add (an embedding's gradient) reads every index for each element
-// it writes: with 4096 indices, one element per thread (4096 elements over
-// 16 blocks of 256) instead of 2048 elements per block (2 blocks).
-TEST(KernelEmitterTest, LongGatherLoopsGetOneElementPerThread) {
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  MLIRContext context(registry);
-  constexpr const char *kScatter = R"mlir(
-func.func @f(%g: tensor<4096x64xf32>, %ids: tensor<4096xi64>) -> tensor<64x64xf32> {
-  %r = gpuc.fusion(%g, %ids) : (tensor<4096x64xf32>, tensor<4096xi64>) -> tensor<64x64xf32> {
-  ^bb0(%u: tensor<4096x64xf32>, %i: tensor<4096xi64>):
-    %s = gpuc.scatter_add %u, %i axis = 0 : (tensor<4096x64xf32>, tensor<4096xi64>) -> tensor<64x64xf32>
-    gpuc.yield %s : tensor<64x64xf32>
-  }
-  return %r : tensor<64x64xf32>
-}
-)mlir";
-  OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(kScatter, &context);
-  ASSERT_TRUE(module);
-  FusionOp fusion;
-  module->walk([&](FusionOp op) { fusion = op; });
-  FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
-  ASSERT_TRUE(succeeded(kernel));
-  EXPECT_EQ(kernel->grid, 64 * 64 / kBlockThreads) << kernel->source;
-}
-
 // A per-element result that depends on no reduction (%d) is stored in the
 // reducing pass, which visits every element once; no pass of its own, so a
 // split row kernel launches once per reduction plus once for the per-row

@@ -40,11 +40,9 @@ struct EmittedKernel {
 /// diagnostic on the fusion, for a region it has no schedule for.
 FailureOr<EmittedKernel> emitKernel(FusionOp fusion, StringRef name);
 
-/// Elements a block of a pointwise kernel owns; one per thread where an
-/// element loops over kLongGatherLoop indices or more.
+/// Elements a block of a pointwise kernel owns.
 constexpr int64_t kPointwiseTile = 2048;
 constexpr int64_t kBlockThreads = 256;
-constexpr int64_t kLongGatherLoop = 256;
 
 /// A row kernel with fewer rows than kRowKernelBlocks splits each row into
 /// chunks of at least kRowChunkMin elements until it has about that many
