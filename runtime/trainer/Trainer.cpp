@@ -608,6 +608,43 @@ void checkData(const Session &s, const Dataset &data, const std::string &dir) {
              std::to_string(s.classes) + "), the model's classes");
 }
 
+/// The metrics file of a resumed run without the lines that the
+/// interrupted run wrote after its last checkpoint (`step` > `step`): the
+/// resumed run writes those steps again, and a plot would show them twice.
+/// Rewritten through a temporary file and reopened for appending.
+FILE *dropMetricsAfter(FILE *metrics, const std::string &path, int64_t step) {
+  fclose(metrics);
+  std::ifstream in(path);
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    size_t at = line.find("\"step\": ");
+    if (at != std::string::npos &&
+        strtoll(line.c_str() + at + 8, nullptr, 10) > step) {
+      ++dropped;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  if (dropped) {
+    std::string tmp = path + ".tmp";
+    FILE *out = fopen(tmp.c_str(), "w");
+    if (!out || fwrite(kept.data(), 1, kept.size(), out) != kept.size() ||
+        fclose(out) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
+      std::string reason = strerror(errno);
+      unlink(tmp.c_str());
+      fail("cannot rewrite --metrics " + path + " without the " +
+           std::to_string(dropped) +
+           " lines written after the checkpoint: " + reason);
+    }
+  }
+  FILE *reopened = fopen(path.c_str(), "a");
+  if (!reopened)
+    fail("cannot write --metrics " + path + ": " + strerror(errno));
+  return reopened;
+}
+
 std::string checkpointPath(const Options &o) {
   return o.checkpointDir + "/checkpoint.safetensors";
 }
@@ -986,6 +1023,8 @@ int main(int argc, char **argv) {
     if (!o.quiet)
       printf("resumed from %s at step %lld\n", path.c_str(),
              (long long)startStep);
+    if (metrics)
+      metrics = dropMetricsAfter(metrics, o.metrics, startStep);
   }
   if (o.benchSteps)
     return bench(s, o, &data);
