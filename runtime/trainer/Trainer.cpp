@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -645,6 +646,16 @@ FILE *dropMetricsAfter(FILE *metrics, const std::string &path, int64_t step) {
   return reopened;
 }
 
+/// The signal (SIGINT, SIGTERM) that asked the training loop to stop: it
+/// finishes the step in flight (and an accumulation to its update), writes
+/// a checkpoint and exits. A second signal ends the process at once.
+volatile sig_atomic_t stopSignal = 0;
+
+extern "C" void requestStop(int signal) {
+  stopSignal = signal;
+  std::signal(signal, SIG_DFL);
+}
+
 std::string checkpointPath(const Options &o) {
   return o.checkpointDir + "/checkpoint.safetensors";
 }
@@ -1049,7 +1060,19 @@ int main(int argc, char **argv) {
   int64_t stepsDone = 0;
   LossReader losses(*s.device, s.loss);
   double lastAccuracy = -1;
-  for (int64_t step = startStep; step < totalSteps;) {
+  auto saveCheckpoint = [&](int64_t stepsDoneInRun) {
+    std::map<std::string, std::string> meta = {
+        {"step", std::to_string(stepsDoneInRun)},
+        {"epoch", std::to_string(stepsDoneInRun / stepsPerEpoch)},
+        {"seed", std::to_string(o.seed)}};
+    if (!writeSafetensors(checkpointPath(o), s.snapshot(), meta, error))
+      fail(error);
+  };
+  std::signal(SIGINT, requestStop);
+  std::signal(SIGTERM, requestStop);
+  bool stopped = false;
+  int64_t stepReached = startStep;
+  for (int64_t step = startStep; step < totalSteps && !stopped;) {
     int64_t epoch = step / stepsPerEpoch, inEpoch = step % stepsPerEpoch;
     loader.startEpoch(permutation(data.train.count, o.seed, epoch), inEpoch,
                       stepsPerEpoch - inEpoch);
@@ -1139,15 +1162,37 @@ int main(int argc, char **argv) {
         if (metrics && fflush(metrics) != 0)
           fail("cannot write --metrics " + o.metrics + ": " + strerror(errno));
       }
+      // Asked to stop: after an update (accumulated gradients are not
+      // checkpointed mid-way), before the next step.
+      if (stopSignal && (step + 1) % s.accumulate == 0 &&
+          step + 1 < totalSteps) {
+        ++step;
+        stopped = true;
+        break;
+      }
     }
-    if (!o.checkpointDir.empty()) {
-      std::map<std::string, std::string> meta = {
-          {"step", std::to_string(step)},
-          {"epoch", std::to_string(step / stepsPerEpoch)},
-          {"seed", std::to_string(o.seed)}};
-      if (!writeSafetensors(checkpointPath(o), s.snapshot(), meta, error))
-        fail(error);
-    }
+    stepReached = step;
+    if (!o.checkpointDir.empty())
+      saveCheckpoint(step);
+  }
+  if (stopped) {
+    losses.drain(true);
+    if (metrics)
+      fclose(metrics);
+    const char *name = stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (o.checkpointDir.empty())
+      fprintf(stderr,
+              "\ntrain: %s: stopped after step %lld of %lld; nothing saved "
+              "(run with --checkpoint-dir to keep the progress)\n",
+              name, (long long)stepReached, (long long)totalSteps);
+    else
+      fprintf(stderr,
+              "\ntrain: %s: stopped after step %lld of %lld; checkpoint %s "
+              "written; the same command with --resume continues\n",
+              name, (long long)stepReached, (long long)totalSteps,
+              checkpointPath(o).c_str());
+    fflush(nullptr);
+    _exit(128 + stopSignal);
   }
   if (metrics && (ferror(metrics) | fclose(metrics)))
     fail("cannot write --metrics " + o.metrics + ": " + strerror(errno) +
