@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Times one training step of gpuc's generated trainer (fused, and with
---no-fuse one kernel per op) against a PyTorch eager training step of the
-same model, batch, optimizer and thread count, in one run, and prints the
-ratios.
+--no-fuse one kernel per op) against a PyTorch training step of the same
+model, batch, optimizer and thread count (eager, and with --torch-modes
+eager,compile also torch.compile), in one run, and prints the ratios.
 
     /usr/bin/python3 bench/step_vs_pytorch.py [--models mlp,cnn] [--batch 128]
-        [--threads N] [--steps 50]
+        [--threads N] [--steps 50] [--torch-modes eager[,compile]]
+
+PyTorch 2.x (torch.compile) on this CPU-only machine: scripts/torch-peer.sh
+installs PyPI's wheel into /opt/torchpeer and prints the command to run
+this script with it.
 
 gpuc: `gpuc compile examples/<model>.onnx --batch B --optimizer adam` then
 `out/train --bench-steps N` (OMP_NUM_THREADS = N;
@@ -47,10 +51,16 @@ def torch_model(name, onnx_path):
     return model
 
 
-def time_torch(name, onnx_path, batch, steps, warmup):
+def time_torch(name, onnx_path, batch, steps, warmup, mode="eager"):
     torch.manual_seed(0)
     model = torch_model(name, onnx_path).train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    # The strongest setup a PyTorch 2.x user picks on a CPU: the model
+    # compiled (inductor's C++/OpenMP kernels) and the fused Adam step.
+    fused = mode == "compile" and hasattr(torch, "compile")
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3,
+                           **({"fused": True} if fused else {}))
+    if mode == "compile":
+        model = torch.compile(model)
     x = torch.randn(batch, 1, 28, 28)
     y = torch.randint(0, 10, (batch,))
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -101,39 +111,49 @@ def main():
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--repeats", type=int, default=3,
                    help="rounds of (gpuc unfused, gpuc fused, PyTorch)")
+    p.add_argument("--torch-modes", default="eager",
+                   help="eager and/or compile (torch.compile, PyTorch 2.x)")
     args = p.parse_args()
+    modes = args.torch_modes.split(",")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     torch.set_num_threads(args.threads)
     print("batch %d, Adam, %d threads, %d timed steps after 3 warm-up steps, "
           "%d interleaved rounds (best and median); torch %s; load average "
           "%s" % (args.batch, args.threads, args.steps, args.repeats,
                   torch.__version__, load_average()))
-    print("%-6s %-8s %10s %10s %10s %10s %7s %8s %6s" % (
+    print("%-6s %-8s %10s %10s %10s %10s %7s %8s %6s %s" % (
         "model", "gpuc", "gpuc best", "median", "torch best", "median",
-        "ratio", "kernels", "steps"))
+        "ratio", "kernels", "steps", "torch mode"))
     with tempfile.TemporaryDirectory() as work:
         for name in args.models.split(","):
             onnx_path = os.path.join(ROOT, "examples", name + ".onnx")
             builds = {label: compile_gpuc(args, name, onnx_path, work, env,
                                           label == "fused")
                       for label in ("unfused", "fused")}
-            times = {"unfused": [], "fused": [], "torch": []}
+            times = {"unfused": [], "fused": []}
+            times.update({mode: [] for mode in modes})
             for _ in range(args.repeats):
                 for label in ("unfused", "fused"):
                     times[label].append(time_gpuc(args, builds[label][0],
                                                   env))
-                times["torch"].append(time_torch(name, onnx_path, args.batch,
-                                                 args.steps, 3))
-            t = times["torch"]
-            for label in ("unfused", "fused"):
-                g = times[label]
-                print("%-6s %-8s %10.2f %10.2f %10.2f %10.2f %7.2f %8d %6d" % (
-                    name, label, min(g), statistics.median(g), min(t),
-                    statistics.median(t), min(g) / min(t), builds[label][1],
-                    builds[label][2]))
-    print("ratio = best gpuc / best PyTorch eager step time (below 1: gpuc "
-          "is faster); kernels = generated kernels per step, steps = all "
-          "step-program entries; load average now %s" % load_average())
+                for mode in modes:
+                    # torch.compile's first steps compile: more warm-up.
+                    times[mode].append(time_torch(
+                        name, onnx_path, args.batch, args.steps,
+                        3 if mode == "eager" else 10, mode))
+            for mode in modes:
+                t = times[mode]
+                for label in ("unfused", "fused"):
+                    g = times[label]
+                    print("%-6s %-8s %10.2f %10.2f %10.2f %10.2f %7.2f %8d "
+                          "%6d %s" % (
+                              name, label, min(g), statistics.median(g),
+                              min(t), statistics.median(t), min(g) / min(t),
+                              builds[label][1], builds[label][2], mode))
+    print("ratio = best gpuc / best PyTorch step time of the mode in the last "
+          "column (below 1: gpuc is faster); kernels = generated kernels per "
+          "step, steps = all step-program entries; load average now %s"
+          % load_average())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# PyTorch 2.x as the CPU peer of bench/step_vs_pytorch.py on a machine
+# without a GPU. Only PyPI is reachable here, and PyPI's Linux wheel is the
+# CUDA build: it is installed without its dependencies, with the few NVIDIA
+# libraries its binaries link that the CUDA toolkit in /usr/local/cuda lacks
+# (cuSPARSELt, NVSHMEM, a newer NCCL); nothing CUDA runs. Debian's own
+# python3-torch is 1.13, the handicapped peer.
+#
+#   scripts/torch-peer.sh [VENV]     (default /opt/torchpeer)
+#
+# It prints the command that runs the benchmark with it.
+set -euo pipefail
+venv=${1:-/opt/torchpeer}
+torch_version=2.15.0
+if [[ ! -x $venv/bin/python ]]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install -q --no-deps "torch==$torch_version" \
+  nvidia-cusparselt-cu13==0.8.1 nvidia-nvshmem-cu13==3.7.2 \
+  nvidia-nccl-cu13==2.30.7 nvidia-cufile
+"$venv/bin/pip" install -q sympy networkx jinja2 filelock fsspec \
+  typing_extensions numpy onnx
+libs=$(find "$venv"/lib/python3*/site-packages/nvidia -name 'lib*.so*' \
+  -printf '%h\n' | sort -u | tr '\n' ':')/usr/local/cuda/lib64
+LD_LIBRARY_PATH=$libs "$venv/bin/python" -c \
+  'import torch; torch.ones(2) @ torch.ones(2); print("torch", torch.__version__)'
+echo "run: LD_LIBRARY_PATH=$libs $venv/bin/python bench/step_vs_pytorch.py --torch-modes eager,compile"
