@@ -660,6 +660,27 @@ std::string checkpointPath(const Options &o) {
   return o.checkpointDir + "/checkpoint.safetensors";
 }
 
+/// The file --export-onnx writes: it replaces a regular file only. A
+/// symbolic link is followed (the link stays, its file gets the model); a
+/// device, FIFO or directory is refused rather than renamed over. Checked
+/// before training too, so a bad path costs no run.
+std::string exportTarget(const std::string &path) {
+  std::string target = path;
+  struct stat info;
+  if (lstat(path.c_str(), &info) == 0 && S_ISLNK(info.st_mode)) {
+    char *real = realpath(path.c_str(), nullptr);
+    if (!real)
+      fail("--export-onnx " + path +
+           " is a symbolic link to a missing file; name a file");
+    target = real;
+    free(real);
+  }
+  if (stat(target.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    fail("--export-onnx " + path +
+         " exists and is not a regular file; name a .onnx file to write");
+  return target;
+}
+
 void exportOnnx(Session &s, const std::string &dir, const std::string &path) {
   std::string source = dir + "/model.onnx";
   std::ifstream in(source, std::ios::binary);
@@ -682,14 +703,18 @@ void exportOnnx(Session &s, const std::string &dir, const std::string &path) {
       ++replaced;
     }
   }
-  std::string tmp = path + ".tmp";
+  std::string target = exportTarget(path);
+  std::string tmp = target + ".tmp";
+  bool written;
   {
     std::ofstream out(tmp, std::ios::binary);
-    if (!out || !model.SerializeToOstream(&out))
-      fail("cannot write " + path);
+    written = out && model.SerializeToOstream(&out) && out.flush();
   }
-  if (rename(tmp.c_str(), path.c_str()) != 0)
-    fail("cannot write " + path);
+  if (!written || rename(tmp.c_str(), target.c_str()) != 0) {
+    std::string reason = strerror(errno);
+    unlink(tmp.c_str());
+    fail("cannot write --export-onnx " + path + ": " + reason);
+  }
   printf("exported %d trained tensors into %s\n", replaced, path.c_str());
 }
 
@@ -954,6 +979,8 @@ int main(int argc, char **argv) {
          dir +
          "/model.onnx is missing (models from the DSL have "
          "none)");
+  if (!o.exportOnnx.empty())
+    exportTarget(o.exportOnnx);
 
   Dataset data;
   std::string error;
@@ -983,6 +1010,10 @@ int main(int argc, char **argv) {
       errno != EEXIST)
     fail("cannot create --checkpoint-dir " + o.checkpointDir + ": " +
          strerror(errno));
+  // A checkpoint write cut short (the process killed mid-write) leaves its
+  // temporary file; the checkpoint itself is replaced only by rename.
+  if (!o.checkpointDir.empty())
+    unlink((checkpointPath(o) + ".tmp").c_str());
   FILE *metrics = nullptr;
   if (!o.metrics.empty() && !(metrics = fopen(o.metrics.c_str(), "a")))
     fail("cannot write --metrics " + o.metrics + ": " + strerror(errno));
