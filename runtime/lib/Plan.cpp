@@ -5,8 +5,104 @@
 #include <sstream>
 
 namespace gpuc {
+namespace {
+int64_t dtypeBytes(const std::string &dtype) {
+  if (dtype == "F32" || dtype == "I32")
+    return 4;
+  if (dtype == "F16" || dtype == "BF16")
+    return 2;
+  if (dtype == "I64")
+    return 8;
+  if (dtype == "BOOL")
+    return 1;
+  return 0;
+}
+
+/// Every field of a step that names a buffer, and every count a library
+/// call sizes its loops with, checked against the plan's buffers: a value
+/// the compiler never writes (a damaged or hand-edited plan) is an error
+/// here, not an out-of-bounds access or an abort in a library.
+bool checkStep(const nlohmann::json &step, size_t buffers,
+               const std::string &where, std::string &error) {
+  if (!step.is_object() || !step.contains("op") || !step["op"].is_string()) {
+    error = where + " has no op";
+    return false;
+  }
+  auto bufferId = [&](const nlohmann::json &v, const std::string &field) {
+    if (v.is_number_integer() && v.get<int64_t>() >= 0 &&
+        v.get<int64_t>() < (int64_t)buffers)
+      return true;
+    error = where + ": '" + field + "' is " + v.dump() +
+            ", not one of the plan's " + std::to_string(buffers) + " buffers";
+    return false;
+  };
+  for (const char *field : {"a", "b", "c", "x", "w", "y", "src", "dst"})
+    if (step.contains(field) && !bufferId(step[field], field))
+      return false;
+  if (step.contains("args")) {
+    if (!step["args"].is_array()) {
+      error = where + ": 'args' is not a list of buffers";
+      return false;
+    }
+    for (const auto &id : step["args"])
+      if (!bufferId(id, "args"))
+        return false;
+  }
+  for (const char *field : {"m", "n", "k", "batch", "grid"})
+    if (step.contains(field) &&
+        (!step[field].is_number_integer() || step[field].get<int64_t>() < 1 ||
+         step[field].get<int64_t>() > (int64_t(1) << 31))) {
+      error = where + ": '" + field + "' is " + step[field].dump() +
+              ", not a count from 1 to 2^31";
+      return false;
+    }
+  for (const char *field : {"bytes", "stride_a", "stride_b", "launches",
+                            "bytes_read", "bytes_written"})
+    if (step.contains(field) &&
+        (!step[field].is_number_integer() || step[field].get<int64_t>() < 0)) {
+      error =
+          where + ": '" + field + "' is " + step[field].dump() + ", not a size";
+      return false;
+    }
+  for (const char *field : {"kernel", "dtype"})
+    if (step.contains(field) && !step[field].is_string()) {
+      error =
+          where + ": '" + field + "' is " + step[field].dump() + ", not a name";
+      return false;
+    }
+  if (step.contains("dtype") && !dtypeBytes(step["dtype"].get<std::string>())) {
+    error = where + ": dtype " + step["dtype"].dump() +
+            " is not one the "
+            "runtime computes";
+    return false;
+  }
+  if (step.contains("flops") && !step["flops"].is_number()) {
+    error = where + ": 'flops' is " + step["flops"].dump() + ", not a count";
+    return false;
+  }
+  for (const char *field : {"trans_a", "trans_b"})
+    if (step.contains(field) && !step[field].is_boolean()) {
+      error = where + ": '" + field + "' is " + step[field].dump() +
+              ", not true or false";
+      return false;
+    }
+  return true;
+}
+} // namespace
 
 bool Plan::load(const std::string &path, std::string &error) {
+  // A JSON value of the wrong type anywhere (the compiler writes none) is
+  // reported with the file, as every other damage is.
+  try {
+    return loadChecked(path, error);
+  } catch (const nlohmann::json::exception &e) {
+    error = path + ": damaged plan (" + e.what() +
+            "); recompile the model with gpuc compile";
+    return false;
+  }
+}
+
+bool Plan::loadChecked(const std::string &path, std::string &error) {
   std::ifstream in(path);
   if (!in) {
     error = "cannot open " + path + " (is this a gpuc compile output?)";
@@ -27,6 +123,10 @@ bool Plan::load(const std::string &path, std::string &error) {
     return false;
   }
   arenaBytes = json.value("arena_bytes", (int64_t)0);
+  if (arenaBytes < 0) {
+    error = path + ": arena_bytes is negative";
+    return false;
+  }
   for (const auto &b : json["buffers"]) {
     PlanBuffer buffer;
     buffer.id = b["id"];
@@ -44,12 +144,56 @@ bool Plan::load(const std::string &path, std::string &error) {
       error = path + ": buffer ids are not 0..n-1 in order";
       return false;
     }
+    int64_t elements = 1;
+    for (int64_t d : buffer.shape) {
+      if (d < 0 || d > (int64_t(1) << 31)) {
+        error = path + ": buffer " + buffer.name + " has dimension " +
+                std::to_string(d);
+        return false;
+      }
+      elements =
+          d == 0 ? 0 : (elements > (int64_t(1) << 40) / d ? -1 : elements * d);
+      if (elements < 0) {
+        error = path + ": buffer " + buffer.name + " has over 2^40 elements";
+        return false;
+      }
+    }
+    if (!dtypeBytes(buffer.dtype) ||
+        buffer.bytes != elements * dtypeBytes(buffer.dtype)) {
+      error = path + ": buffer " + buffer.name + " (" + buffer.dtype + ", " +
+              std::to_string(elements) + " elements) says " +
+              std::to_string(buffer.bytes) + " bytes";
+      return false;
+    }
     if (!buffer.persistent() &&
-        (buffer.offset < 0 || buffer.offset + buffer.bytes > arenaBytes)) {
+        (buffer.offset < 0 || buffer.offset > arenaBytes - buffer.bytes)) {
       error = path + ": buffer " + buffer.name + " lies outside the arena";
       return false;
     }
     buffers.push_back(buffer);
+  }
+  if (!json["functions"].is_object()) {
+    error = path + ": 'functions' is not a map of functions";
+    return false;
+  }
+  for (const auto &[name, function] : json["functions"].items()) {
+    if (!function.contains("steps") || !function["steps"].is_array()) {
+      error = path + ": function " + name + " has no steps";
+      return false;
+    }
+    for (size_t i = 0; i < function["steps"].size(); ++i)
+      if (!checkStep(function["steps"][i], buffers.size(),
+                     path + ": " + name + " step " + std::to_string(i), error))
+        return false;
+    for (const char *role : {"inputs", "outputs"})
+      if (function.contains(role))
+        for (const auto &[value, id] : function[role].items())
+          if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+              id.get<int64_t>() >= (int64_t)buffers.size()) {
+            error = path + ": " + name + " " + role + " '" + value +
+                    "' names buffer " + id.dump() + ", which does not exist";
+            return false;
+          }
   }
   return true;
 }

@@ -947,9 +947,7 @@ int bench(Session &s, const Options &o, const Dataset *data) {
   return 0;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+int trainerMain(int argc, char **argv) {
   Options o = parseOptions(argc, argv);
   std::string dir = artifactDir();
   if (!o.artifact.empty()) {
@@ -1258,4 +1256,18 @@ int main(int argc, char **argv) {
   if (!o.exportOnnx.empty())
     exportOnnx(s, dir, o.exportOnnx);
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // plan.json's structure is checked when it loads; a value of the wrong
+  // type that a later reader meets (a hand-edited plan) ends here, with the
+  // file named, instead of in std::terminate.
+  try {
+    return trainerMain(argc, argv);
+  } catch (const nlohmann::json::exception &e) {
+    fail(artifactDir() + "/plan.json is damaged (" + e.what() +
+         "); recompile the model with gpuc compile");
+  }
 }

@@ -51,6 +51,7 @@ struct Plan {
 
   /// Reads and checks plan.json; errors name the file and the problem.
   bool load(const std::string &path, std::string &error);
+  bool loadChecked(const std::string &path, std::string &error);
   /// The buffer called `name`, or null.
   const PlanBuffer *find(const std::string &name) const;
   /// Buffer id of input/output `name` of `function`, or -1.
