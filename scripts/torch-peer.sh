@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# PyTorch 2.x as the CPU peer of bench/step_vs_pytorch.py on a machine
-# without a GPU. Only PyPI is reachable here, and PyPI's Linux wheel is the
+# PyTorch 2.x and onnxruntime-training as the CPU peers of
+# bench/step_vs_pytorch.py on a machine without a GPU. Only PyPI is reachable here, and PyPI's Linux wheel is the
 # CUDA build: it is installed without its dependencies, with the few NVIDIA
 # libraries its binaries link that the CUDA toolkit in /usr/local/cuda lacks
 # (cuSPARSELt, NVSHMEM, a newer NCCL); nothing CUDA runs. Debian's own
@@ -18,10 +18,11 @@ fi
 "$venv/bin/pip" install -q --no-deps "torch==$torch_version" \
   nvidia-cusparselt-cu13==0.8.1 nvidia-nvshmem-cu13==3.7.2 \
   nvidia-nccl-cu13==2.30.7 nvidia-cufile
+# onnxruntime-training 1.19 reads ONNX IR up to 10: onnx 1.16.
 "$venv/bin/pip" install -q sympy networkx jinja2 filelock fsspec \
-  typing_extensions numpy onnx
+  typing_extensions numpy onnx==1.16.2 onnxruntime-training==1.19.2
 libs=$(find "$venv"/lib/python3*/site-packages/nvidia -name 'lib*.so*' \
   -printf '%h\n' | sort -u | tr '\n' ':')/usr/local/cuda/lib64
 LD_LIBRARY_PATH=$libs "$venv/bin/python" -c \
   'import torch; torch.ones(2) @ torch.ones(2); print("torch", torch.__version__)'
-echo "run: LD_LIBRARY_PATH=$libs $venv/bin/python bench/step_vs_pytorch.py --torch-modes eager,compile"
+echo "run: LD_LIBRARY_PATH=$libs $venv/bin/python bench/step_vs_pytorch.py --torch-modes eager,compile,ort"
