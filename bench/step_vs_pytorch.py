@@ -52,6 +52,16 @@ def torch_model(name, onnx_path):
     return model
 
 
+def ms_per_step(step, steps, warmup):
+    """Mean milliseconds of `steps` calls of `step` after `warmup` calls."""
+    for _ in range(warmup):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return 1000.0 * (time.perf_counter() - t0) / steps
+
+
 def time_torch(name, onnx_path, batch, steps, warmup, mode="eager"):
     torch.manual_seed(0)
     model = torch_model(name, onnx_path).train()
@@ -71,12 +81,7 @@ def time_torch(name, onnx_path, batch, steps, warmup, mode="eager"):
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
-    for _ in range(warmup):
-        step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return 1000.0 * (time.perf_counter() - t0) / steps
+    return ms_per_step(step, steps, warmup)
 
 
 def time_ort(name, onnx_path, batch, steps, warmup, work):
@@ -114,12 +119,7 @@ def time_ort(name, onnx_path, batch, steps, warmup, work):
         module(x, y)
         opt.step()
         module.lazy_reset_grad()
-    for _ in range(warmup):
-        step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return 1000.0 * (time.perf_counter() - t0) / steps
+    return ms_per_step(step, steps, warmup)
 
 
 def compile_gpuc(args, name, onnx_path, work, env, fuse):
