@@ -656,6 +656,34 @@ extern "C" void requestStop(int signal) {
   std::signal(signal, SIG_DFL);
 }
 
+/// FNV-1a (64 bits) over every tensor's name, type, shape and bytes, by
+/// name (a safetensors header lists them sorted, not in the plan's order),
+/// as hex: what a checkpoint's "checksum" metadata holds.
+std::string checkpointChecksum(const std::vector<NamedTensor> &unordered) {
+  std::vector<const NamedTensor *> tensors;
+  for (const NamedTensor &t : unordered)
+    tensors.push_back(&t);
+  std::sort(tensors.begin(), tensors.end(),
+            [](const NamedTensor *a, const NamedTensor *b) {
+              return a->name < b->name;
+            });
+  uint64_t hash = 0xcbf29ce484222325ull;
+  auto add = [&](const void *data, size_t n) {
+    const unsigned char *bytes = static_cast<const unsigned char *>(data);
+    for (size_t i = 0; i < n; ++i)
+      hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+  };
+  for (const NamedTensor *t : tensors) {
+    add(t->name.data(), t->name.size() + 1);
+    add(t->dtype.data(), t->dtype.size() + 1);
+    add(t->shape.data(), t->shape.size() * sizeof(int64_t));
+    add(t->data.data(), t->data.size());
+  }
+  char text[24];
+  snprintf(text, sizeof(text), "fnv1a64:%016llx", (unsigned long long)hash);
+  return text;
+}
+
 std::string checkpointPath(const Options &o) {
   return o.checkpointDir + "/checkpoint.safetensors";
 }
@@ -1042,6 +1070,15 @@ int trainerMain(int argc, char **argv) {
     if (!readSafetensors(path, tensors, meta, error))
       fail(error);
     s.restore(tensors, path, /*complete=*/true);
+    // Checkpoints carry a checksum of their tensors (names, types, shapes,
+    // bytes); a flipped byte would otherwise resume silently. Checked after
+    // restore(), whose diagnosis of another model's tensors is the sharper
+    // one (the process ends either way before a step runs).
+    if (meta.count("checksum") &&
+        meta["checksum"] != checkpointChecksum(tensors))
+      fail(path + ": its tensors do not match the checksum it was written "
+                  "with: the checkpoint is damaged; resume from a copy, or "
+                  "start again without --resume");
     // The position in the data: a whole number of steps within the run.
     const std::string &stepText = meta["step"];
     char *end = nullptr;
@@ -1090,11 +1127,13 @@ int trainerMain(int argc, char **argv) {
   LossReader losses(*s.device, s.loss);
   double lastAccuracy = -1;
   auto saveCheckpoint = [&](int64_t stepsDoneInRun) {
+    std::vector<NamedTensor> tensors = s.snapshot();
     std::map<std::string, std::string> meta = {
         {"step", std::to_string(stepsDoneInRun)},
         {"epoch", std::to_string(stepsDoneInRun / stepsPerEpoch)},
-        {"seed", std::to_string(o.seed)}};
-    if (!writeSafetensors(checkpointPath(o), s.snapshot(), meta, error))
+        {"seed", std::to_string(o.seed)},
+        {"checksum", checkpointChecksum(tensors)}};
+    if (!writeSafetensors(checkpointPath(o), tensors, meta, error))
       fail(error);
   };
   std::signal(SIGINT, requestStop);
