@@ -45,8 +45,10 @@ int64_t mlir::gpuc::flopsOf(Operation *op) {
     return elementsOf(p.getResult()) * p.getKernel()[0] * p.getKernel()[1];
   if (auto p = dyn_cast<AvgPool2DOp>(op))
     return elementsOf(p.getResult()) * p.getKernel()[0] * p.getKernel()[1];
+  if (auto p = dyn_cast<MaxPool2DArgmaxOp>(op))
+    return elementsOf(p.getResult()) * p.getKernel()[0] * p.getKernel()[1];
   if (auto p = dyn_cast<MaxPool2DBackwardOp>(op))
-    return elementsOf(p.getGradOutput()) * p.getKernel()[0] * p.getKernel()[1];
+    return elementsOf(p.getResult());
   if (auto p = dyn_cast<AvgPool2DBackwardOp>(op))
     return elementsOf(p.getGradOutput()) * p.getKernel()[0] * p.getKernel()[1];
   if (auto s = dyn_cast<ScatterAddOp>(op))

@@ -33,6 +33,8 @@ StringRef mlir::gpuc::storageCType(Type elementType) {
     return "int64_t";
   if (elementType.isInteger(32))
     return "int32_t";
+  if (elementType.isInteger(8))
+    return "signed char";
   if (elementType.isInteger(1))
     return "bool";
   if (elementType.isF16())
@@ -484,7 +486,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         return define(v, "(" + registerCType(elementOf(v)).str() + ")" +
                              coords[i.getDim()]);
       })
-      .Case<MaxPool2DOp, AvgPool2DOp>(
+      .Case<MaxPool2DOp, MaxPool2DArgmaxOp, AvgPool2DOp>(
           [&](Operation *p) { return pool(p, v, idx); })
       .Case<MaxPool2DBackwardOp, AvgPool2DBackwardOp>(
           [&](Operation *p) { return poolBackward(p, v, idx); })
@@ -498,6 +500,8 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
 
 Window windowOf(Operation *op) {
   if (auto p = dyn_cast<MaxPool2DOp>(op))
+    return {p.getKernel(), p.getStrides(), p.getPads()};
+  if (auto p = dyn_cast<MaxPool2DArgmaxOp>(op))
     return {p.getKernel(), p.getStrides(), p.getPads()};
   if (auto p = dyn_cast<AvgPool2DOp>(op))
     return {p.getKernel(), p.getStrides(), p.getPads(), p.getCountIncludePad()};
@@ -529,13 +533,19 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
   Value input = op->getOperand(0);
   ArrayRef<int64_t> in = shapeOf(input), out = shapeOf(v);
   bool isMax = isa<MaxPool2DOp>(op);
+  // The argmax tracks the first maximum's position in the window; the first
+  // position inside the input wins until a later one is strictly greater.
+  bool isArgmax = isa<MaxPool2DArgmaxOp>(op);
   std::string p = index(llvm::formatv("{0} / {1}", idx, out[2] * out[3]));
   std::string oy =
       index(llvm::formatv("({0} / {1}) % {2}", idx, out[3], out[2]));
   std::string ox = index(llvm::formatv("{0} % {1}", idx, out[3]));
-  std::string acc = fresh("acc");
-  line(llvm::formatv("gpuc::Accumulator {0} = {1};", acc,
-                     isMax ? "-INFINITY" : "0"));
+  std::string acc = fresh("acc"), bestAt = fresh("bestAt");
+  if (isArgmax)
+    line(llvm::formatv("float {0} = -INFINITY; int {1} = -1;", acc, bestAt));
+  else
+    line(llvm::formatv("gpuc::Accumulator {0} = {1};", acc,
+                       isMax ? "-INFINITY" : "0"));
   std::string top =
       index(llvm::formatv("{0} * {1} - {2}", oy, w.strides[0], w.pads[0]));
   std::string left =
@@ -552,13 +562,22 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
                                     iy, in[3], ix)));
   if (failed(x))
     return failure();
-  if (isMax)
+  if (isArgmax)
+    line(
+        llvm::formatv("if ({2} < 0 || {1} > {0}) {{ {0} = {1}; {2} = (int)({3} "
+                      "* {4} + {5}); }",
+                      acc, *x, bestAt, ky, w.kernel[1], kx));
+  else if (isMax)
     line(llvm::formatv("{0} = {1} > {0} ? (gpuc::Accumulator){1} : {0};", acc,
                        *x));
   else
     line(llvm::formatv("{0} += {1};", acc, *x));
   close();
   close();
+  if (isArgmax)
+    return define(v, llvm::formatv("({0})({1} < 0 ? 0 : {1})",
+                                   registerCType(elementOf(v)), bestAt)
+                         .str());
   if (isMax)
     return define(v, "(float)" + acc);
   std::string divisor = windowCount(top, left, w, in);
@@ -571,11 +590,11 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
 FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
                                              const std::string &idx) {
   // dx at (p, h, w) gathers the gradient of every window that contains it:
-  // windows oy in [ceil((h + pad - k + 1) / s), floor((h + pad) / s)].
+  // windows oy in [ceil((h + pad - k + 1) / s), floor((h + pad) / s)]. Max
+  // pooling's gradient goes to the position its `indices` names.
   Window w = windowOf(op);
-  bool isMax = isa<MaxPool2DBackwardOp>(op);
-  Value input = isMax ? op->getOperand(0) : Value();
-  Value dy = op->getOperand(isMax ? 1 : 0);
+  auto maxOp = dyn_cast<MaxPool2DBackwardOp>(op);
+  Value dy = maxOp ? maxOp.getGradOutput() : op->getOperand(0);
   ArrayRef<int64_t> in = shapeOf(v), out = shapeOf(dy);
   std::string p = index(llvm::formatv("{0} / {1}", idx, in[2] * in[3]));
   std::string h = index(llvm::formatv("({0} / {1}) % {2}", idx, in[3], in[2]));
@@ -583,7 +602,7 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
   // Windows that tile the input exactly (stride = kernel, no padding, the
   // output covering every row and column): the one window holding (h, x)
   // is known without a search and needs no bounds checks.
-  bool tiles = isMax && llvm::all_of(llvm::seq(0, 4),
+  bool tiles = maxOp && llvm::all_of(llvm::seq(0, 4),
                                      [&](int i) { return w.pads[i] == 0; });
   for (int a = 0; tiles && a < 2; ++a)
     tiles =
@@ -591,37 +610,16 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
   if (tiles) {
     std::string oy = index(llvm::formatv("{0} / {1}", h, w.kernel[0]));
     std::string ox = index(llvm::formatv("{0} / {1}", x, w.kernel[1]));
-    std::string corner = index(
-        llvm::formatv("{0} * {1} + ({2} * {3}) * {4} + {5} * {6}", p,
-                      in[2] * in[3], oy, w.kernel[0], in[3], ox, w.kernel[1]));
-    FailureOr<std::string> first = at(input, corner);
-    if (failed(first))
+    std::string o = index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", p,
+                                        out[2], oy, out[3], ox));
+    FailureOr<std::string> position = at(maxOp.getIndices(), o);
+    FailureOr<std::string> g = at(dy, o);
+    if (failed(position) || failed(g))
       return failure();
-    std::string best = fresh("best"), bestAt = fresh("bestAt");
-    line(llvm::formatv("float {0} = {1}; gidx {2} = 0;", best, *first, bestAt));
-    std::string ky = fresh("ky"), kx = fresh("kx");
-    open(
-        llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", ky, w.kernel[0]));
-    open(
-        llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", kx, w.kernel[1]));
-    FailureOr<std::string> xv = at(
-        input,
-        index(llvm::formatv("{0} + {1} * {2} + {3}", corner, ky, in[3], kx)));
-    if (failed(xv))
-      return failure();
-    line(llvm::formatv("if ({0} > {1}) {{ {1} = {0}; {2} = {3} * {4} + {5}; }",
-                       *xv, best, bestAt, ky, w.kernel[1], kx));
-    close();
-    close();
-    FailureOr<std::string> g =
-        at(dy, index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", p, out[2],
-                                   oy, out[3], ox)));
-    if (failed(g))
-      return failure();
-    return define(v, llvm::formatv("({0} == ({1} - {2} * {3}) * {4} + "
+    return define(v, llvm::formatv("((int){0} == ({1} - {2} * {3}) * {4} + "
                                    "({5} - {6} * {4}) ? {7} : 0.0f)",
-                                   bestAt, h, oy, w.kernel[0], w.kernel[1], x,
-                                   ox, *g)
+                                   *position, h, oy, w.kernel[0], w.kernel[1],
+                                   x, ox, *g)
                          .str());
   }
   std::string acc = fresh("acc");
@@ -646,35 +644,18 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
       index(llvm::formatv("{0} * {1} - {2}", oy, w.strides[0], w.pads[0]));
   std::string left =
       index(llvm::formatv("{0} * {1} - {2}", ox, w.strides[1], w.pads[1]));
-  FailureOr<std::string> g =
-      at(dy, index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", p, out[2], oy,
-                                 out[3], ox)));
+  std::string o = index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", p,
+                                      out[2], oy, out[3], ox));
+  FailureOr<std::string> g = at(dy, o);
   if (failed(g))
     return failure();
-  if (isMax) {
-    // The window's first maximum (in scan order) receives its gradient.
-    std::string best = fresh("best"), bestAt = fresh("bestAt");
-    line(llvm::formatv("float {0} = -INFINITY; gidx {1} = -1;", best, bestAt));
-    std::string ky = fresh("ky"), kx = fresh("kx");
-    open(
-        llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", ky, w.kernel[0]));
-    std::string iy = index(top + " + " + ky);
-    line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", iy, in[2]));
-    open(
-        llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", kx, w.kernel[1]));
-    std::string ix = index(left + " + " + kx);
-    line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", ix, in[3]));
-    std::string pos = index(llvm::formatv("{0} * {1} + {2}", iy, in[3], ix));
-    FailureOr<std::string> xv = at(
-        input, index(llvm::formatv("{0} * {1} + {2}", p, in[2] * in[3], pos)));
-    if (failed(xv))
+  if (maxOp) {
+    FailureOr<std::string> position = at(maxOp.getIndices(), o);
+    if (failed(position))
       return failure();
-    line(llvm::formatv("if ({1} < 0 || {0} > {2}) {{ {2} = {0}; {1} = {3}; }",
-                       *xv, bestAt, best, pos));
-    close();
-    close();
-    line(llvm::formatv("if ({0} == {1} * {2} + {3}) {4} += {5};", bestAt, h,
-                       in[3], x, acc, *g));
+    line(llvm::formatv("if ((int){0} == ({1} - {2}) * {3} + {4} - {5}) {6} += "
+                       "{7};",
+                       *position, h, top, w.kernel[1], x, left, acc, *g));
   } else {
     std::string count = windowCount(top, left, w, in);
     line(llvm::formatv("{0} += {1} / (gpuc::Accumulator)({2} > 0 ? {2} : 1);",

@@ -26,6 +26,8 @@ std::string dtypeOf(Type type) {
     return "I64";
   if (type.isInteger(32))
     return "I32";
+  if (type.isInteger(8))
+    return "I8";
   if (type.isInteger(1))
     return "BOOL";
   if (type.isF16())

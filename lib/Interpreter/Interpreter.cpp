@@ -754,22 +754,49 @@ LogicalResult Interpreter::execute(Operation *op) {
         set(o.getResult(), std::move(y));
         return success();
       })
-      .Case([&](MaxPool2DBackwardOp o) {
+      .Case([&](MaxPool2DArgmaxOp o) {
         const HostTensor &x = get(o.getInput());
-        const HostTensor &dy = get(o.getGradOutput());
-        HostTensor dx = like(o.getResult());
-        int64_t best = -1;
+        HostTensor indices = like(o.getResult());
+        ArrayRef<int64_t> kernel = o.getKernel(), strides = o.getStrides(),
+                          pads = o.getPads();
+        int64_t ih = x.shape[2], iw = x.shape[3];
+        int64_t oh = indices.shape[2], ow = indices.shape[3], best = -1;
         forEachPoolTerm(
-            x.shape, dy.shape, o.getKernel(), o.getStrides(), o.getPads(),
+            x.shape, indices.shape, kernel, strides, pads,
             [&](int64_t, int64_t in) {
               if (best < 0 || x.data[in] > x.data[best])
                 best = in;
             },
             [&](int64_t out, int64_t) {
-              if (best >= 0)
-                dx.data[best] += dy.data[out];
+              // The position of `best` from the window's top-left corner.
+              int64_t top = ((out / ow) % oh) * strides[0] - pads[0];
+              int64_t left = (out % ow) * strides[1] - pads[1];
+              int64_t iy = (best / iw) % ih, ix = best % iw;
+              indices.data[out] =
+                  best < 0 ? 0 : (double)((iy - top) * kernel[1] + ix - left);
               best = -1;
             });
+        set(o.getResult(), std::move(indices));
+        return success();
+      })
+      .Case([&](MaxPool2DBackwardOp o) {
+        const HostTensor &indices = get(o.getIndices());
+        const HostTensor &dy = get(o.getGradOutput());
+        HostTensor dx = like(o.getResult());
+        ArrayRef<int64_t> kernel = o.getKernel(), strides = o.getStrides(),
+                          pads = o.getPads();
+        int64_t planes = dx.shape[0] * dx.shape[1], ih = dx.shape[2],
+                iw = dx.shape[3], oh = dy.shape[2], ow = dy.shape[3];
+        for (int64_t p = 0; p < planes; ++p)
+          for (int64_t yy = 0; yy < oh; ++yy)
+            for (int64_t xx = 0; xx < ow; ++xx) {
+              int64_t out = (p * oh + yy) * ow + xx;
+              auto position = (int64_t)indices.data[out];
+              int64_t iy = yy * strides[0] - pads[0] + position / kernel[1];
+              int64_t ix = xx * strides[1] - pads[1] + position % kernel[1];
+              if (iy >= 0 && iy < ih && ix >= 0 && ix < iw)
+                dx.data[(p * ih + iy) * iw + ix] += dy.data[out];
+            }
         set(o.getResult(), std::move(dx));
         return success();
       })

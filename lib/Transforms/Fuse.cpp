@@ -7,7 +7,8 @@
 //  - it recomputes nothing expensive: a value computed inside the kernel is
 //    never read at many positions (windows, gathers, broadcasts that expand
 //    it, except per-row values of a row kernel), and a row kernel, which
-//    evaluates its region once per pass, holds no window or gather;
+//    evaluates its region once per pass, holds no window or gather (but
+//    max pooling's gradient, two loads by stored indices);
 //  - it keeps every dependency: the producer's other readers all come after
 //    the consumer (the producer's results then stay outputs of the merged
 //    kernel, which runs where the consumer ran).
@@ -24,6 +25,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::gpuc {
 #define GEN_PASS_DEF_GPUCFUSE
@@ -57,11 +59,27 @@ bool recomputesWork(FusionOp fusion) {
         v = cast.getInput();
       return !isa<BlockArgument>(v);
     };
-    if (isa<MaxPool2DOp, AvgPool2DOp, MaxPool2DBackwardOp, AvgPool2DBackwardOp>(
-            op)) {
+    if (isa<MaxPool2DOp, MaxPool2DArgmaxOp, AvgPool2DOp>(op)) {
       // A row kernel evaluates its region once per pass over the row: a
-      // window there would be redone per reduction.
+      // window there would be redone per reduction. Windows that do not
+      // overlap (stride >= kernel) read each input element once, so a
+      // computed input costs what storing and loading it would.
+      bool overlap =
+          llvm::TypeSwitch<Operation *, bool>(&op)
+              .Case<MaxPool2DOp, MaxPool2DArgmaxOp, AvgPool2DOp>([](auto p) {
+                return p.getStrides()[0] < p.getKernel()[0] ||
+                       p.getStrides()[1] < p.getKernel()[1];
+              });
+      if (rows || (overlap && llvm::any_of(op.getOperands(), computed)))
+        return true;
+    } else if (isa<AvgPool2DBackwardOp>(op)) {
       if (rows || llvm::any_of(op.getOperands(), computed))
+        return true;
+    } else if (isa<MaxPool2DBackwardOp>(op)) {
+      // Routing by stored indices is two loads per window holding the
+      // element, cheap enough to redo in each pass of a row kernel (batch
+      // norm's backward reads the pooling's gradient without storing it).
+      if (llvm::any_of(op.getOperands(), computed))
         return true;
     } else if (auto gather = dyn_cast<GatherOp>(op)) {
       if (rows || computed(gather.getData()))
@@ -380,11 +398,11 @@ void dropResult(FusionOp fusion, unsigned index) {
 }
 
 /// Recomputes result `index` of `producer` inside each kernel that reads it,
-/// instead of storing it, when that is cheap and makes no reader read as
-/// many bytes anew as the result holds: it is pointwise (with broadcasts and
+/// instead of storing it, when that is cheap and makes no reader read more
+/// bytes than the result holds: it is pointwise (with broadcasts and
 /// constants) from the producer's inputs and other results, and the
-/// operands as large as it that a reader does not read already are smaller
-/// in bytes. Either they are read already (batch norm's scaled output
+/// operands as large as it that a reader does not read already are at most
+/// as many bytes. Either they are read already (batch norm's scaled output
 /// gradient, read beside the unscaled one it is computed from), or they are
 /// 16-bit where the result is f32 (under mixed precision, an f32 bias-add
 /// and ReLU that backward reads, recomputed from the GEMM's f16 output). The
@@ -463,11 +481,24 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
     // the result (smaller ones are broadcast: biases, per-row statistics).
     for (FusionOp reader : readers) {
       int64_t newBytes = 0;
-      for (Value leaf : leaves)
-        if (numElements(leaf) >= n &&
-            !llvm::is_contained(reader.getInputs(), outside(leaf)))
-          newBytes += tensorBytes(leaf);
-      if (newBytes >= tensorBytes(result))
+      bool extendsLife = false;
+      for (Value leaf : leaves) {
+        Value outer = outside(leaf);
+        if (numElements(leaf) < n ||
+            (outer && llvm::is_contained(reader.getInputs(), outer)))
+          continue;
+        newBytes += tensorBytes(leaf);
+        extendsLife |=
+            !outer || llvm::none_of(outer.getUsers(), [&](Operation *u) {
+              return reader->isBeforeInBlock(u);
+            });
+      }
+      // As many bytes as the result, of tensors live past the reader anyway:
+      // the reader reads them instead (batch norm's normalized input, kept
+      // for backward, instead of the affine output it is scaled into), the
+      // producer writes less, and no tensor lives longer.
+      if (newBytes > tensorBytes(result) ||
+          (newBytes == tensorBytes(result) && extendsLife))
         return false;
     }
     return true;

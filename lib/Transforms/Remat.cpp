@@ -207,13 +207,28 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     extraFlops += flopsOf(trial);
   }
 
+  /// Takes back kept trials, the last first.
+  void forget(SmallVectorImpl<Trial> &kept, int &recomputations) {
+    for (Trial &trial : llvm::reverse(kept)) {
+      for (auto [original, copy] : trial.made)
+        recomputed.erase(original);
+      extraFlops -= flopsOf(trial);
+      undo(trial);
+      --recomputations;
+    }
+    kept.clear();
+  }
+
   /// The second stage, greedy: the cheapest recomputation that reaches the
   /// budget when one does, else what saves the most bytes per FLOP. (Ratio
   /// alone overshoots: on the MLP at batch 1024 and 75 % it took two
   /// recomputations, 823 MFLOP, where one of 412 MFLOP meets the budget.)
-  /// The kept trials go to `made` when given.
+  /// `lowestPeak` ranks by the peak reached alone, FLOPs breaking ties: the
+  /// ratio can take a cheap step that leaves no way further down. The kept
+  /// trials go to `made` when given.
   void reduceGreedily(PlanEstimate &now, int &recomputations,
-                      SmallVectorImpl<Trial> *made = nullptr) {
+                      SmallVectorImpl<Trial> *made = nullptr,
+                      bool lowestPeak = false) {
     while (now.peak > budget) {
       std::optional<Value> best, finishing;
       double bestScore = 0;
@@ -232,7 +247,9 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
         // Peak first; a lower lower-bound breaks ties, as a step towards
         // a later peak reduction.
         double score = 0;
-        if (after.peak < now.peak)
+        if (after.peak < now.peak && lowestPeak)
+          score = 1e6 + (double)(now.peak - after.peak) - 1e-12 * flops;
+        else if (after.peak < now.peak)
           score = 1e6 + (double)(now.peak - after.peak) / flops;
         else if (after.peak == now.peak && after.lowerBound < now.lowerBound)
           score = (double)(now.lowerBound - after.lowerBound) / flops;
@@ -255,6 +272,26 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       now = bestAfter;
       ++recomputations;
     }
+  }
+
+  /// reduceGreedily by the FLOP-wise choice and, when that stops above the
+  /// budget, by peak alone, which may get lower (or meet it); the lower of
+  /// the two stays (the FLOP-wise one on a tie).
+  void reduceGreedilyTwice(PlanEstimate &now, int &recomputations,
+                           SmallVectorImpl<Trial> &kept) {
+    PlanEstimate start = now;
+    reduceGreedily(now, recomputations, &kept);
+    if (now.peak <= budget)
+      return;
+    PlanEstimate byRatio = now;
+    forget(kept, recomputations);
+    now = start;
+    reduceGreedily(now, recomputations, &kept, /*lowestPeak=*/true);
+    if (now.peak < byRatio.peak)
+      return;
+    forget(kept, recomputations);
+    now = start;
+    reduceGreedily(now, recomputations, &kept);
   }
 
   /// Aligned bytes live at each point of the function as it is now, in
@@ -398,7 +435,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       modelPlan = applyChosen(lowest, modelTrials);
       undoAll(modelTrials);
     }
-    reduceGreedily(greedyPlan, greedyCount, &greedyTrials);
+    reduceGreedilyTwice(greedyPlan, greedyCount, greedyTrials);
     if (!haveModel || greedyPlan.peak <= modelPlan.peak) {
       now = greedyPlan;
       recomputations += greedyCount;
@@ -470,7 +507,8 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
         if (failed(solveExactly(now, recomputations, optimal)))
           return signalPassFailure();
       } else {
-        reduceGreedily(now, recomputations);
+        SmallVector<Trial> kept;
+        reduceGreedilyTwice(now, recomputations, kept);
       }
     }
     // Recompute estimates leave in-place choices behind; the planner makes

@@ -13,7 +13,7 @@ int64_t dtypeBytes(const std::string &dtype) {
     return 2;
   if (dtype == "I64")
     return 8;
-  if (dtype == "BOOL")
+  if (dtype == "BOOL" || dtype == "I8")
     return 1;
   return 0;
 }

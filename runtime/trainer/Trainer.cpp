@@ -546,6 +546,8 @@ void storeElement(const PlanBuffer &b, std::vector<char> &bytes, int64_t i,
     ((uint16_t *)bytes.data())[i] = floatToBFloat16Bits((float)v);
   else if (b.dtype == "I32")
     ((int32_t *)bytes.data())[i] = (int32_t)v;
+  else if (b.dtype == "I8")
+    ((int8_t *)bytes.data())[i] = (int8_t)v;
   else if (b.dtype == "I64")
     ((int64_t *)bytes.data())[i] = (int64_t)v;
   else if (b.dtype == "BOOL")
@@ -788,6 +790,8 @@ int runStep(Session &s, const Options &o) {
         values[i] = bfloat16BitsToFloat(half);
       else if (b.dtype == "I32")
         values[i] = ((const int32_t *)data)[i];
+      else if (b.dtype == "I8")
+        values[i] = ((const int8_t *)data)[i];
       else if (b.dtype == "BOOL")
         values[i] = data[i] != 0;
       else

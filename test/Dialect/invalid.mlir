@@ -258,9 +258,41 @@ func.func @conv_backward_filter(%x: tensor<2x3x8x8xf32>, %dy: tensor<2x4x8x8xf32
 
 // -----
 
-func.func @max_pool_backward(%x: tensor<2x3x8x8xf32>, %dy: tensor<2x3x3x3xf32>) {
+func.func @max_pool_backward(%i: tensor<2x3x3x3xi8>, %dy: tensor<2x3x3x3xf32>) {
   // expected-error @+1 {{does not match the expected 2x3x4x4}}
-  %0 = gpuc.max_pool2d_backward %x, %dy kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x8x8xf32>, tensor<2x3x3x3xf32>
+  %0 = gpuc.max_pool2d_backward %i, %dy kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x3x3xi8>, tensor<2x3x3x3xf32> -> tensor<2x3x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_backward_indices(%i: tensor<2x3x4x3xi8>, %dy: tensor<2x3x4x4xf32>) {
+  // expected-error @+1 {{indices shape 2x3x4x3 differs from grad_output shape 2x3x4x4}}
+  %0 = gpuc.max_pool2d_backward %i, %dy kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x4x3xi8>, tensor<2x3x4x4xf32> -> tensor<2x3x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_backward_types(%i: tensor<2x3x4x4xi8>, %dy: tensor<2x3x4x4xf32>) {
+  // expected-error @+1 {{result and grad_output element types differ}}
+  %0 = gpuc.max_pool2d_backward %i, %dy kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x4x4xi8>, tensor<2x3x4x4xf32> -> tensor<2x3x8x8xf16>
+  return
+}
+
+// -----
+
+func.func @max_pool_argmax_shape(%x: tensor<2x3x8x8xf32>) {
+  // expected-error @+1 {{does not match the expected 2x3x4x4}}
+  %0 = gpuc.max_pool2d_argmax %x kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x8x8xf32> -> tensor<2x3x3x3xi8>
+  return
+}
+
+// -----
+
+func.func @max_pool_argmax_i8(%x: tensor<1x1x16x16xf32>) {
+  // expected-error @+1 {{window positions of a 12x12 kernel do not fit i8; use i32}}
+  %0 = gpuc.max_pool2d_argmax %x kernel = [12, 12] strides = [1, 1] pads = [0, 0, 0, 0] : tensor<1x1x16x16xf32> -> tensor<1x1x5x5xi8>
   return
 }
 

@@ -86,8 +86,10 @@ func.func @gradient_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %dy: t
   %0 = gpuc.conv2d_backward_input %dy, %w strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
   // CHECK: gpuc.conv2d_backward_filter %{{.+}}, %{{.+}} strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x3x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<4x3x3x3xf32>
   %1 = gpuc.conv2d_backward_filter %x, %dy strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x3x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<4x3x3x3xf32>
-  // CHECK: gpuc.max_pool2d_backward %{{.+}}, %{{.+}} kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x8x8xf32>, tensor<2x3x4x4xf32>
-  %2 = gpuc.max_pool2d_backward %x, %dp kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x8x8xf32>, tensor<2x3x4x4xf32>
+  // CHECK: gpuc.max_pool2d_argmax %{{.+}} kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x8x8xf32> -> tensor<2x3x4x4xi8>
+  %i = gpuc.max_pool2d_argmax %x kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x8x8xf32> -> tensor<2x3x4x4xi8>
+  // CHECK: gpuc.max_pool2d_backward %{{.+}}, %{{.+}} kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x4x4xi8>, tensor<2x3x4x4xf32> -> tensor<2x3x8x8xf32>
+  %2 = gpuc.max_pool2d_backward %i, %dp kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x4x4xi8>, tensor<2x3x4x4xf32> -> tensor<2x3x8x8xf32>
   // CHECK: gpuc.avg_pool2d_backward %{{.+}} kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] count_include_pad : tensor<2x3x4x4xf32> -> tensor<2x3x8x8xf32>
   %3 = gpuc.avg_pool2d_backward %dp kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] count_include_pad : tensor<2x3x4x4xf32> -> tensor<2x3x8x8xf32>
   // CHECK: gpuc.scatter_add %{{.+}}, %{{.+}} axis = 0 : (tensor<2x5x6xf32>, tensor<2x5xi64>) -> tensor<10x6xf32>

@@ -119,16 +119,56 @@ func.func @multi_output(%x: tensor<32xf32>) -> (tensor<32xf32>, tensor<32xf32>) 
 
 // -----
 
-// Must not fuse: the pool would recompute exp four times per output.
+// Must not fuse: overlapping windows (3x3, stride 2) would recompute exp up
+// to four times per input element.
 // CHECK-LABEL: func.func @no_window_recompute
 // CHECK: %[[E:.+]] = gpuc.fusion(%arg0)
 // CHECK: gpuc.exp
 // CHECK: gpuc.fusion(%[[E]])
 // CHECK: gpuc.max_pool2d
-func.func @no_window_recompute(%x: tensor<1x2x8x8xf32>) -> tensor<1x2x4x4xf32> {
+func.func @no_window_recompute(%x: tensor<1x2x9x9xf32>) -> tensor<1x2x4x4xf32> {
+  %e = gpuc.exp %x : tensor<1x2x9x9xf32>
+  %p = gpuc.max_pool2d %e kernel = [3, 3] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<1x2x9x9xf32> -> tensor<1x2x4x4xf32>
+  return %p : tensor<1x2x4x4xf32>
+}
+
+// -----
+
+// Windows that do not overlap read each input element once: the pooling
+// and its argmax compute exp where they read it, and the 8x8 tensor is
+// never stored.
+// CHECK-LABEL: func.func @window_tiles_recompute
+// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg0)
+// CHECK-DAG: gpuc.exp
+// CHECK-DAG: gpuc.max_pool2d
+// CHECK-DAG: gpuc.max_pool2d_argmax
+// CHECK: return %[[K]]#{{[01]}}, %[[K]]#{{[01]}}
+// CHECK-NOT: gpuc.fusion
+func.func @window_tiles_recompute(%x: tensor<1x2x8x8xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xi8>) {
   %e = gpuc.exp %x : tensor<1x2x8x8xf32>
   %p = gpuc.max_pool2d %e kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<1x2x8x8xf32> -> tensor<1x2x4x4xf32>
-  return %p : tensor<1x2x4x4xf32>
+  %i = gpuc.max_pool2d_argmax %e kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<1x2x8x8xf32> -> tensor<1x2x4x4xi8>
+  return %p, %i : tensor<1x2x4x4xf32>, tensor<1x2x4x4xi8>
+}
+
+// -----
+
+// Max pooling's gradient routed by stored indices is two loads: it joins
+// the row kernel that reduces it per channel (batch norm's backward), so
+// the full-size gradient is never stored.
+// CHECK-LABEL: func.func @pool_gradient_in_row_kernel
+// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg0, %arg1, %arg2)
+// CHECK: gpuc.max_pool2d_backward
+// CHECK: gpuc.reduce_sum
+// CHECK-NOT: gpuc.fusion
+func.func @pool_gradient_in_row_kernel(%i: tensor<2x3x4x4xi8>, %dy: tensor<2x3x4x4xf32>, %x: tensor<2x3x8x8xf32>) -> (tensor<3xf32>, tensor<2x3x8x8xf32>) {
+  %g = gpuc.max_pool2d_backward %i, %dy kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x4x4xi8>, tensor<2x3x4x4xf32> -> tensor<2x3x8x8xf32>
+  %m = gpuc.mul %g, %x : tensor<2x3x8x8xf32>
+  %s = gpuc.reduce_sum %m axes = [0, 2, 3] : tensor<2x3x8x8xf32> -> tensor<3xf32>
+  %sb = gpuc.reshape %s : tensor<3xf32> -> tensor<1x3x1x1xf32>
+  %b = gpuc.broadcast %sb : tensor<1x3x1x1xf32> -> tensor<2x3x8x8xf32>
+  %o = gpuc.mul %g, %b : tensor<2x3x8x8xf32>
+  return %s, %o : tensor<3xf32>, tensor<2x3x8x8xf32>
 }
 
 // -----

@@ -506,8 +506,24 @@ MaxPool2DOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0])
     return success();
+  // Where each window's maximum is, computed right after the pooling: the
+  // gradient then keeps 1 byte per output instead of the whole input.
+  Value indices;
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointAfter(*this);
+    ArrayRef<int64_t> kernel = getKernel();
+    Type indexType = kernel[0] * kernel[1] <= 127 ? builder.getIntegerType(8)
+                                                  : builder.getIntegerType(32);
+    indices = MaxPool2DArgmaxOp::create(
+        builder, getLoc(),
+        RankedTensorType::get(
+            cast<RankedTensorType>(getResult().getType()).getShape(),
+            indexType),
+        getInput(), getKernel(), getStrides(), getPads());
+  }
   operandGrads[0] = MaxPool2DBackwardOp::create(
-      builder, getLoc(), getInput().getType(), getInput(), resultGrads[0],
+      builder, getLoc(), getInput().getType(), indices, resultGrads[0],
       getKernel(), getStrides(), getPads());
   return success();
 }

@@ -242,12 +242,42 @@ LogicalResult Conv2DBackwardFilterOp::verify() {
       getGradOutput());
 }
 
+/// A window position `ky * kernel[1] + kx` must fit the index type.
+static LogicalResult verifyWindowIndexType(Operation *op, Value indices,
+                                           ArrayRef<int64_t> kernel) {
+  Type type = getElementTypeOrSelf(indices.getType());
+  if (kernel.size() == 2 && type.isInteger(8) && kernel[0] * kernel[1] > 127)
+    return op->emitOpError() << "window positions of a " << kernel[0] << "x"
+                             << kernel[1] << " kernel do not fit i8; use i32";
+  return success();
+}
+
+LogicalResult MaxPool2DArgmaxOp::verify() {
+  if (failed(verifyResultShape(
+          *this,
+          inferPool2DShape(shapeOf(getInput()), getKernel(), getStrides(),
+                           getPads(), [&] { return emitOpError(); }),
+          getResult())))
+    return failure();
+  return verifyWindowIndexType(*this, getResult(), getKernel());
+}
+
 LogicalResult MaxPool2DBackwardOp::verify() {
-  return verifyResultShape(*this,
-                           inferPool2DShape(shapeOf(getInput()), getKernel(),
-                                            getStrides(), getPads(),
-                                            [&] { return emitOpError(); }),
-                           getGradOutput());
+  if (getElementTypeOrSelf(getResult().getType()) !=
+      getElementTypeOrSelf(getGradOutput().getType()))
+    return emitOpError("result and grad_output element types differ");
+  if (shapeOf(getIndices()) != shapeOf(getGradOutput()))
+    return emitOpError() << "indices shape "
+                         << formatShape(shapeOf(getIndices()))
+                         << " differs from grad_output shape "
+                         << formatShape(shapeOf(getGradOutput()));
+  if (failed(verifyResultShape(
+          *this,
+          inferPool2DShape(shapeOf(getResult()), getKernel(), getStrides(),
+                           getPads(), [&] { return emitOpError(); }),
+          getGradOutput())))
+    return failure();
+  return verifyWindowIndexType(*this, getIndices(), getKernel());
 }
 
 LogicalResult AvgPool2DBackwardOp::verify() {

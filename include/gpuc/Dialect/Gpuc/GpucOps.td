@@ -23,8 +23,9 @@ def Gpuc_IndexElementType : AnyTypeOf<[I64, I32]>;
 def Gpuc_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 def Gpuc_NumericTensor : StaticShapeTensorOf<[F32, F16, BF16, I64, I32]>;
 def Gpuc_IndexTensor : StaticShapeTensorOf<[I64, I32]>;
+def Gpuc_WindowIndexTensor : StaticShapeTensorOf<[I8, I32]>;
 def Gpuc_BoolTensor : StaticShapeTensorOf<[I1]>;
-def Gpuc_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I64, I32, I1]>;
+def Gpuc_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I64, I32, I8, I1]>;
 def Gpuc_ScalarFloatTensor : 0DTensorOf<[F32, F16, BF16]>;
 def Gpuc_RngKey : RankedTensorOf<[I64],
     [CPred<"::llvm::cast<::mlir::RankedTensorType>($_self).getShape() == "
@@ -566,25 +567,52 @@ def Gpuc_Conv2DBackwardFilterOp : Gpuc_Op<"conv2d_backward_filter", [Pure,
   let hasVerifier = 1;
 }
 
-def Gpuc_MaxPool2DBackwardOp : Gpuc_Op<"max_pool2d_backward", [Pure,
-    SameOperandsAndResultElementType, AllTypesMatch<["input", "result"]>]> {
-  let summary = "gradient of max_pool2d";
+def Gpuc_MaxPool2DArgmaxOp : Gpuc_Op<"max_pool2d_argmax", [Pure]> {
+  let summary = "where each max_pool2d window has its maximum";
   let description = [{
-    Routes each window's output gradient to the first position of its maximum
-    in `input` (the forward input), as PyTorch does.
+    For each window of `max_pool2d` with the same attributes, the position of
+    its first maximum in scan order, `ky * kernel[1] + kx` from the window's
+    top-left corner (padding included in the count, never chosen). Computed
+    in the forward pass beside the pooling, it is all that the gradient needs
+    of the input: `i8` when the window has at most 127 positions, else `i32`.
 
     ```mlir
-    %dx = gpuc.max_pool2d_backward %x, %dy kernel = [2, 2] strides = [2, 2]
-            pads = [0, 0, 0, 0] : tensor<8x16x28x28xf32>, tensor<8x16x14x14xf32>
+    %i = gpuc.max_pool2d_argmax %x kernel = [2, 2] strides = [2, 2]
+           pads = [0, 0, 0, 0] : tensor<8x16x28x28xf32> -> tensor<8x16x14x14xi8>
     ```
   }];
-  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$grad_output,
+  let arguments = (ins Gpuc_FloatTensor:$input, ArrayProp<I64Prop>:$kernel,
+                       ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads);
+  let results = (outs Gpuc_WindowIndexTensor:$result);
+  let assemblyFormat = [{
+    $input `kernel` `=` $kernel `strides` `=` $strides `pads` `=` $pads
+    attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_MaxPool2DBackwardOp : Gpuc_Op<"max_pool2d_backward", [Pure]> {
+  let summary = "gradient of max_pool2d";
+  let description = [{
+    Routes each window's output gradient to the position `indices`
+    (`max_pool2d_argmax` of the forward input) names: the first position of
+    its maximum, as PyTorch does. The result type is the forward input's.
+
+    ```mlir
+    %dx = gpuc.max_pool2d_backward %i, %dy kernel = [2, 2] strides = [2, 2]
+            pads = [0, 0, 0, 0]
+            : tensor<8x16x14x14xi8>, tensor<8x16x14x14xf32> -> tensor<8x16x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_WindowIndexTensor:$indices,
+                       Gpuc_FloatTensor:$grad_output,
                        ArrayProp<I64Prop>:$kernel, ArrayProp<I64Prop>:$strides,
                        ArrayProp<I64Prop>:$pads);
   let results = (outs Gpuc_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $grad_output `kernel` `=` $kernel `strides` `=` $strides
-    `pads` `=` $pads attr-dict `:` type($input) `,` type($grad_output)
+    $indices `,` $grad_output `kernel` `=` $kernel `strides` `=` $strides
+    `pads` `=` $pads attr-dict `:` type($indices) `,` type($grad_output)
+    `->` type($result)
   }];
   let hasVerifier = 1;
 }
