@@ -152,6 +152,30 @@ private:
     auto known = coordMemo.find(key);
     if (known != coordMemo.end())
       return known->second;
+    // Known in a shape with the same leading dimensions (a row kernel's
+    // [n, c, h*w] for an NCHW tensor): those coordinates are taken as they
+    // are, and only the trailing ones are unravelled from theirs.
+    for (auto it = coordMemo.lower_bound({idx, {}});
+         it != coordMemo.end() && it->first.first == idx; ++it) {
+      ArrayRef<int64_t> other = it->first.second;
+      size_t common = 0;
+      while (common < other.size() && common < shape.size() &&
+             other[common] == shape[common])
+        ++common;
+      if (common == 0 || common == shape.size() || common == other.size() ||
+          getNumElements(other) != getNumElements(shape))
+        continue;
+      SmallVector<std::string> coords(it->second.begin(),
+                                      it->second.begin() + common);
+      ArrayRef<std::string> knownRest = ArrayRef(it->second).drop_front(common);
+      std::string rest =
+          knownRest.size() == 1
+              ? knownRest[0]
+              : index(ravel(knownRest, other.drop_front(common)));
+      llvm::append_range(coords, unravel(rest, shape.drop_front(common)));
+      rememberCoords(key, coords);
+      return coords;
+    }
     SmallVector<int64_t> strides = stridesOf(shape);
     SmallVector<std::string> coords;
     for (size_t d = 0; d < shape.size(); ++d) {
@@ -297,7 +321,9 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
       .Case([&](ErfOp) { return unary(fmt("erff({0})")); })
       .Case(
           [&](SigmoidOp) { return unary(fmt("(1.0f / (1.0f + expf(-{0})))")); })
-      .Case([&](ReluOp) { return unary(fmt("({0} > 0.0f ? {0} : 0.0f)")); })
+      .Case([&](ReluOp) {
+        return unary(fmt("gpuc::selectFloat({0} > 0.0f, {0}, 0.0f)"));
+      })
       .Case([&](GeluOp g) {
         return unary(g.getTanh()
                          ? fmt("(0.5f * {0} * (1.0f + tanhf(0.7978845608f * "
@@ -355,6 +381,9 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         FailureOr<std::string> c = operand(0), t = operand(1), f = operand(2);
         if (failed(c) || failed(t) || failed(f))
           return failure();
+        if (isFloat(v))
+          return define(
+              v, llvm::formatv("gpuc::selectFloat({0}, {1}, {2})", *c, *t, *f));
         return define(v, llvm::formatv("({0} ? {1} : {2})", *c, *t, *f));
       })
       .Case([&](CastOp) {
@@ -527,29 +556,52 @@ std::string Emitter::windowCount(const std::string &top,
                              w.kernel[1], right, start(left)));
 }
 
+/// The max_pool2d (or max_pool2d_argmax) beside `op` in its kernel: the
+/// other half of the same scan, or null.
+static Operation *maxPoolTwin(Operation *op) {
+  auto same = [&](auto a, auto b) {
+    return a.getInput() == b.getInput() && a.getKernel() == b.getKernel() &&
+           a.getStrides() == b.getStrides() && a.getPads() == b.getPads();
+  };
+  for (Operation *user : op->getOperand(0).getUsers()) {
+    if (user->getBlock() != op->getBlock())
+      continue;
+    if (auto max = dyn_cast<MaxPool2DOp>(op))
+      if (auto argmax = dyn_cast<MaxPool2DArgmaxOp>(user);
+          argmax && same(max, argmax))
+        return argmax;
+    if (auto argmax = dyn_cast<MaxPool2DArgmaxOp>(op))
+      if (auto max = dyn_cast<MaxPool2DOp>(user); max && same(max, argmax))
+        return max;
+  }
+  return nullptr;
+}
+
 FailureOr<std::string> Emitter::pool(Operation *op, Value v,
                                      const std::string &idx) {
   Window w = windowOf(op);
   Value input = op->getOperand(0);
   ArrayRef<int64_t> in = shapeOf(input), out = shapeOf(v);
-  bool isMax = isa<MaxPool2DOp>(op);
-  // The argmax tracks the first maximum's position in the window; the first
-  // position inside the input wins until a later one is strictly greater.
-  bool isArgmax = isa<MaxPool2DArgmaxOp>(op);
-  std::string p = index(llvm::formatv("{0} / {1}", idx, out[2] * out[3]));
-  std::string oy =
-      index(llvm::formatv("({0} / {1}) % {2}", idx, out[3], out[2]));
-  std::string ox = index(llvm::formatv("{0} % {1}", idx, out[3]));
-  std::string acc = fresh("acc"), bestAt = fresh("bestAt");
-  if (isArgmax)
-    line(llvm::formatv("float {0} = -INFINITY; int {1} = -1;", acc, bestAt));
-  else
+  // Max pooling and its argmax over the same windows share one scan: each
+  // input is loaded (or computed) once, and the twin's value is remembered
+  // at this index. The argmax tracks the first maximum's position in the
+  // window: the first position inside the input wins until a later one is
+  // strictly greater.
+  Operation *twin = maxPoolTwin(op);
+  Operation *maxOp = isa<MaxPool2DOp>(op) ? op : twin;
+  Operation *argmaxOp = isa<MaxPool2DArgmaxOp>(op) ? op : twin;
+  SmallVector<std::string> coords = unravel(idx, out);
+  std::string acc = fresh("acc"), best = fresh("best"),
+              bestAt = fresh("bestAt");
+  if (argmaxOp)
+    line(llvm::formatv("float {0} = -INFINITY; int {1} = -1;", best, bestAt));
+  if (maxOp || !argmaxOp)
     line(llvm::formatv("gpuc::Accumulator {0} = {1};", acc,
-                       isMax ? "-INFINITY" : "0"));
-  std::string top =
-      index(llvm::formatv("{0} * {1} - {2}", oy, w.strides[0], w.pads[0]));
-  std::string left =
-      index(llvm::formatv("{0} * {1} - {2}", ox, w.strides[1], w.pads[1]));
+                       maxOp ? "-INFINITY" : "0"));
+  std::string top = index(
+      llvm::formatv("{0} * {1} - {2}", coords[2], w.strides[0], w.pads[0]));
+  std::string left = index(
+      llvm::formatv("{0} * {1} - {2}", coords[3], w.strides[1], w.pads[1]));
   std::string ky = fresh("ky"), kx = fresh("kx");
   open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", ky, w.kernel[0]));
   std::string iy = index(top + " + " + ky);
@@ -558,28 +610,42 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
   std::string ix = index(left + " + " + kx);
   line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", ix, in[3]));
   FailureOr<std::string> x =
-      at(input, index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", p, in[2],
-                                    iy, in[3], ix)));
+      at(input, raveled({coords[0], coords[1], iy, ix}, in));
   if (failed(x))
     return failure();
-  if (isArgmax)
-    line(
-        llvm::formatv("if ({2} < 0 || {1} > {0}) {{ {0} = {1}; {2} = (int)({3} "
-                      "* {4} + {5}); }",
-                      acc, *x, bestAt, ky, w.kernel[1], kx));
-  else if (isMax)
-    line(llvm::formatv("{0} = {1} > {0} ? (gpuc::Accumulator){1} : {0};", acc,
+  if (argmaxOp) {
+    // Without a branch: which position of a window holds its maximum is
+    // data, and a jump on it mispredicts on the CPU.
+    std::string take = fresh("take");
+    line(llvm::formatv("const bool {0} = {1} < 0 || {2} > {3};", take, bestAt,
+                       *x, best));
+    line(llvm::formatv("{0} = gpuc::selectFloat({1}, {2}, {0});", best, take,
                        *x));
-  else
+    line(llvm::formatv("{0} = {1} ? (int)({2} * {3} + {4}) : {0};", bestAt,
+                       take, ky, w.kernel[1], kx));
+  }
+  if (maxOp)
+    line(llvm::formatv("{0} = gpuc::selectFloat({1} > {0}, "
+                       "(gpuc::Accumulator){1}, {0});",
+                       acc, *x));
+  else if (!argmaxOp)
     line(llvm::formatv("{0} += {1};", acc, *x));
   close();
   close();
-  if (isArgmax)
-    return define(v, llvm::formatv("({0})({1} < 0 ? 0 : {1})",
-                                   registerCType(elementOf(v)), bestAt)
-                         .str());
-  if (isMax)
-    return define(v, "(float)" + acc);
+  std::string argmaxReg, maxReg;
+  if (argmaxOp) {
+    Value result = argmaxOp->getResult(0);
+    argmaxReg =
+        define(result, llvm::formatv("({0})({1} < 0 ? 0 : {1})",
+                                     registerCType(elementOf(result)), bestAt)
+                           .str());
+  }
+  if (maxOp)
+    maxReg = define(maxOp->getResult(0), "(float)" + acc);
+  if (twin)
+    remember(twin->getResult(0), idx, twin == argmaxOp ? argmaxReg : maxReg);
+  if (argmaxOp || maxOp)
+    return op == argmaxOp ? argmaxReg : maxReg;
   std::string divisor = windowCount(top, left, w, in);
   return define(v, llvm::formatv("(float)({0} / (gpuc::Accumulator)({1} > 0 ? "
                                  "{1} : 1))",
@@ -596,9 +662,8 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
   auto maxOp = dyn_cast<MaxPool2DBackwardOp>(op);
   Value dy = maxOp ? maxOp.getGradOutput() : op->getOperand(0);
   ArrayRef<int64_t> in = shapeOf(v), out = shapeOf(dy);
-  std::string p = index(llvm::formatv("{0} / {1}", idx, in[2] * in[3]));
-  std::string h = index(llvm::formatv("({0} / {1}) % {2}", idx, in[3], in[2]));
-  std::string x = index(llvm::formatv("{0} % {1}", idx, in[3]));
+  SmallVector<std::string> coords = unravel(idx, in);
+  const std::string &h = coords[2], &x = coords[3];
   // Windows that tile the input exactly (stride = kernel, no padding, the
   // output covering every row and column): the one window holding (h, x)
   // is known without a search and needs no bounds checks.
@@ -610,14 +675,14 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
   if (tiles) {
     std::string oy = index(llvm::formatv("{0} / {1}", h, w.kernel[0]));
     std::string ox = index(llvm::formatv("{0} / {1}", x, w.kernel[1]));
-    std::string o = index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", p,
-                                        out[2], oy, out[3], ox));
+    std::string o = raveled({coords[0], coords[1], oy, ox}, out);
     FailureOr<std::string> position = at(maxOp.getIndices(), o);
     FailureOr<std::string> g = at(dy, o);
     if (failed(position) || failed(g))
       return failure();
-    return define(v, llvm::formatv("((int){0} == ({1} - {2} * {3}) * {4} + "
-                                   "({5} - {6} * {4}) ? {7} : 0.0f)",
+    return define(v, llvm::formatv("gpuc::selectFloat((int){0} == ({1} - {2} "
+                                   "* {3}) * {4} + ({5} - {6} * {4}), {7}, "
+                                   "0.0f)",
                                    *position, h, oy, w.kernel[0], w.kernel[1],
                                    x, ox, *g)
                          .str());
@@ -644,8 +709,7 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
       index(llvm::formatv("{0} * {1} - {2}", oy, w.strides[0], w.pads[0]));
   std::string left =
       index(llvm::formatv("{0} * {1} - {2}", ox, w.strides[1], w.pads[1]));
-  std::string o = index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", p,
-                                      out[2], oy, out[3], ox));
+  std::string o = raveled({coords[0], coords[1], oy, ox}, out);
   FailureOr<std::string> g = at(dy, o);
   if (failed(g))
     return failure();

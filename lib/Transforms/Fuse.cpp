@@ -49,7 +49,7 @@ int64_t rowsOf(FusionOp fusion) {
 }
 
 /// Whether a value computed inside `fusion` is read at many positions.
-bool recomputesWork(FusionOp fusion) {
+bool recomputesWork(FusionOp fusion, bool memoryFirst) {
   int64_t rows = rowsOf(fusion);
   for (Operation &op : fusion.getBodyBlock()) {
     // A conversion of an input costs nothing worth sharing (a 16-bit
@@ -70,7 +70,8 @@ bool recomputesWork(FusionOp fusion) {
                 return p.getStrides()[0] < p.getKernel()[0] ||
                        p.getStrides()[1] < p.getKernel()[1];
               });
-      if (rows || (overlap && llvm::any_of(op.getOperands(), computed)))
+      if (rows || ((overlap || !memoryFirst) &&
+                   llvm::any_of(op.getOperands(), computed)))
         return true;
     } else if (isa<AvgPool2DBackwardOp>(op)) {
       if (rows || llvm::any_of(op.getOperands(), computed))
@@ -79,7 +80,7 @@ bool recomputesWork(FusionOp fusion) {
       // Routing by stored indices is two loads per window holding the
       // element, cheap enough to redo in each pass of a row kernel (batch
       // norm's backward reads the pooling's gradient without storing it).
-      if (llvm::any_of(op.getOperands(), computed))
+      if ((rows && !memoryFirst) || llvm::any_of(op.getOperands(), computed))
         return true;
     } else if (auto gather = dyn_cast<GatherOp>(op)) {
       if (rows || computed(gather.getData()))
@@ -135,7 +136,7 @@ bool isStateUpdate(FusionOp fusion) {
 /// placed at `second`. `second` reads `first`'s results directly or through
 /// a reshape; `first`'s results that anything else reads stay results.
 /// Returns null (and changes nothing) when the merge is not legal.
-FusionOp tryMerge(FusionOp first, FusionOp second) {
+FusionOp tryMerge(FusionOp first, FusionOp second, bool memoryFirst) {
   // A reduction stays out of parameter and state updates: the optimizer's
   // run at the end of backward, and there a reduction would keep its
   // activation-sized inputs (batch norm's normalized input and output
@@ -225,7 +226,7 @@ FusionOp tryMerge(FusionOp first, FusionOp second) {
     yielded.push_back(firstValues[cast<OpResult>(v).getResultNumber()]);
   YieldOp::create(inner, second.getLoc(), yielded);
 
-  if (recomputesWork(merged) || !hasSchedule(merged)) {
+  if (recomputesWork(merged, memoryFirst) || !hasSchedule(merged)) {
     merged.erase();
     return nullptr;
   }
@@ -244,7 +245,8 @@ FusionOp tryMerge(FusionOp first, FusionOp second) {
 /// One kernel computing both `a` and `b` (neither reads the other), built at
 /// `at`, which both kernels' operands must dominate and all their readers
 /// follow. Null when the merged region has no schedule.
-FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at) {
+FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at,
+                         bool memoryFirst) {
   OpBuilder builder(at);
   SmallVector<Value> inputs(a.getInputs());
   for (Value v : b.getInputs())
@@ -265,7 +267,7 @@ FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at) {
     llvm::append_range(yielded, inlineBody(inner, part, mapping));
   }
   YieldOp::create(inner, a.getLoc(), yielded);
-  if (recomputesWork(merged) || !hasSchedule(merged)) {
+  if (recomputesWork(merged, memoryFirst) || !hasSchedule(merged)) {
     merged.erase();
     return nullptr;
   }
@@ -281,7 +283,7 @@ FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at) {
 /// the same number of elements or both row kernels over the same rows (batch
 /// norm's input gradient and its weight gradients, say), merged where
 /// `earlier` runs (so `later`'s operands must all be defined before it).
-FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later) {
+FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later, bool memoryFirst) {
   int64_t rows = rowsOf(earlier);
   if (rows != rowsOf(later))
     return nullptr;
@@ -296,7 +298,7 @@ FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later) {
         !def->isBeforeInBlock(earlier))
       return nullptr;
   }
-  return mergeSideBySide(earlier, later, earlier);
+  return mergeSideBySide(earlier, later, earlier, memoryFirst);
 }
 
 /// Whether `fusion` only computes values the step returns (parameter and
@@ -311,7 +313,7 @@ bool onlyReturned(FusionOp fusion) {
 /// Multi-tensor: the kernels that only produce returned values (the
 /// optimizer update of every parameter) become one kernel with a segment per
 /// tensor size, run where the last of them ran.
-bool fuseReturnedUpdates(func::FuncOp func) {
+bool fuseReturnedUpdates(func::FuncOp func, bool memoryFirst) {
   SmallVector<FusionOp> updates;
   for (Operation &op : func.getBody().front())
     if (auto f = dyn_cast<FusionOp>(op); f && onlyReturned(f))
@@ -321,7 +323,8 @@ bool fuseReturnedUpdates(func::FuncOp func) {
   bool changed = false;
   FusionOp group = updates[0];
   for (size_t k = 1; k < updates.size(); ++k) {
-    if (FusionOp merged = mergeSideBySide(group, updates[k], updates[k])) {
+    if (FusionOp merged =
+            mergeSideBySide(group, updates[k], updates[k], memoryFirst)) {
       group = merged;
       changed = true;
     } else {
@@ -339,7 +342,7 @@ FusionOp producerOf(Value v) {
   return dyn_cast_or_null<FusionOp>(def);
 }
 
-bool fuseProducers(func::FuncOp func) {
+bool fuseProducers(func::FuncOp func, bool memoryFirst) {
   bool changed = false;
   for (bool again = true; again;) {
     again = false;
@@ -351,7 +354,7 @@ bool fuseProducers(func::FuncOp func) {
         FusionOp producer = producerOf(input);
         if (!producer || producer->getBlock() != consumer->getBlock())
           continue;
-        if (tryMerge(producer, consumer)) {
+        if (tryMerge(producer, consumer, memoryFirst)) {
           again = changed = true;
           break;
         }
@@ -363,7 +366,7 @@ bool fuseProducers(func::FuncOp func) {
   return changed;
 }
 
-bool fuseSiblings(func::FuncOp func) {
+bool fuseSiblings(func::FuncOp func, bool memoryFirst) {
   bool changed = false;
   for (bool again = true; again;) {
     again = false;
@@ -376,7 +379,7 @@ bool fuseSiblings(func::FuncOp func) {
         bool shareInput = llvm::any_of(kernels[j].getInputs(), [&](Value v) {
           return llvm::is_contained(kernels[i].getInputs(), v);
         });
-        if (shareInput && tryMergeSiblings(kernels[i], kernels[j]))
+        if (shareInput && tryMergeSiblings(kernels[i], kernels[j], memoryFirst))
           again = changed = true;
       }
   }
@@ -410,7 +413,7 @@ void dropResult(FusionOp fusion, unsigned index) {
 /// A per-row statistic on the way (a reduction's result, smaller than the
 /// result: batch norm's mean under its normalized input) becomes a result
 /// of the producer and an operand of the readers.
-bool sinkCheapResult(FusionOp producer, unsigned index) {
+bool sinkCheapResult(FusionOp producer, unsigned index, bool memoryFirst) {
   Value result = producer.getResult(index);
   SmallVector<FusionOp> readers;
   for (Operation *user : result.getUsers()) {
@@ -554,7 +557,7 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
                   outer == result ? sliceMapping.lookup(root) : argFor(outer));
     YieldOp::create(inner, reader.getLoc(), inlineBody(inner, reader, mapping));
     rebuilt.push_back({reader, copy});
-    if (recomputesWork(copy) || !hasSchedule(copy)) {
+    if (recomputesWork(copy, memoryFirst) || !hasSchedule(copy)) {
       for (auto &[original, made] : rebuilt)
         made.erase();
       if (grown)
@@ -576,7 +579,7 @@ bool sinkCheapResult(FusionOp producer, unsigned index) {
   return true;
 }
 
-bool sinkCheapResults(func::FuncOp func) {
+bool sinkCheapResults(func::FuncOp func, bool memoryFirst) {
   bool changed = false;
   for (bool again = true; again;) {
     again = false;
@@ -585,7 +588,7 @@ bool sinkCheapResults(func::FuncOp func) {
       if (!fusion || fusion.getNumResults() < 2)
         continue;
       for (unsigned k = 0; k < fusion.getNumResults() && !again; ++k)
-        again = sinkCheapResult(fusion, k);
+        again = sinkCheapResult(fusion, k, memoryFirst);
       if (again) {
         changed = true;
         break;
@@ -596,14 +599,16 @@ bool sinkCheapResults(func::FuncOp func) {
 }
 
 struct Fuse : gpuc::impl::GpucFuseBase<Fuse> {
+  using Base::Base;
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp func) {
       if (func.isExternal())
         return;
-      while (fuseProducers(func) | fuseSiblings(func) |
-             sinkCheapResults(func)) {
+      while (fuseProducers(func, memoryFirst) |
+             fuseSiblings(func, memoryFirst) |
+             sinkCheapResults(func, memoryFirst)) {
       }
-      fuseReturnedUpdates(func);
+      fuseReturnedUpdates(func, memoryFirst);
     });
   }
 };

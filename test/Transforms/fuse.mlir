@@ -1,4 +1,5 @@
 // RUN: gpuc-opt %s --gpuc-form-kernels --gpuc-fuse -split-input-file | FileCheck %s
+// RUN: gpuc-opt %s --gpuc-form-kernels --gpuc-fuse=memory-first -split-input-file | FileCheck %s --check-prefix=MEM
 
 // A pointwise chain is one kernel.
 // CHECK-LABEL: func.func @chain
@@ -134,16 +135,24 @@ func.func @no_window_recompute(%x: tensor<1x2x9x9xf32>) -> tensor<1x2x4x4xf32> {
 
 // -----
 
-// Windows that do not overlap read each input element once: the pooling
-// and its argmax compute exp where they read it, and the 8x8 tensor is
-// never stored.
+// Windows that do not overlap read each input element once: memory-first,
+// the pooling and its argmax compute exp where they read it, and the 8x8
+// tensor is never stored. By default exp is stored (recomputing it costs
+// the CPU more than the bytes); the pooling and its argmax, siblings
+// reading one tensor, are one kernel either way.
 // CHECK-LABEL: func.func @window_tiles_recompute
-// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg0)
-// CHECK-DAG: gpuc.exp
+// CHECK: %[[E:.+]] = gpuc.fusion(%arg0)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: gpuc.exp
+// CHECK: %[[K:.+]]:2 = gpuc.fusion(%[[E]])
 // CHECK-DAG: gpuc.max_pool2d
 // CHECK-DAG: gpuc.max_pool2d_argmax
-// CHECK: return %[[K]]#{{[01]}}, %[[K]]#{{[01]}}
-// CHECK-NOT: gpuc.fusion
+// MEM-LABEL: func.func @window_tiles_recompute
+// MEM: %[[K:.+]]:2 = gpuc.fusion(%arg0)
+// MEM-DAG: gpuc.exp
+// MEM-DAG: gpuc.max_pool2d
+// MEM-DAG: gpuc.max_pool2d_argmax
+// MEM: return %[[K]]#{{[01]}}, %[[K]]#{{[01]}}
 func.func @window_tiles_recompute(%x: tensor<1x2x8x8xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xi8>) {
   %e = gpuc.exp %x : tensor<1x2x8x8xf32>
   %p = gpuc.max_pool2d %e kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<1x2x8x8xf32> -> tensor<1x2x4x4xf32>
@@ -153,14 +162,21 @@ func.func @window_tiles_recompute(%x: tensor<1x2x8x8xf32>) -> (tensor<1x2x4x4xf3
 
 // -----
 
-// Max pooling's gradient routed by stored indices is two loads: it joins
-// the row kernel that reduces it per channel (batch norm's backward), so
-// the full-size gradient is never stored.
+// Max pooling's gradient routed by stored indices is two loads: memory-
+// first, it joins the row kernel that reduces it per channel (batch norm's
+// backward), so the full-size gradient is never stored. By default it is
+// stored once (the row kernel's passes would each redo it).
 // CHECK-LABEL: func.func @pool_gradient_in_row_kernel
-// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg0, %arg1, %arg2)
-// CHECK: gpuc.max_pool2d_backward
+// CHECK: %[[G:.+]]:2 = gpuc.fusion(%arg0, %arg1, %arg2)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: gpuc.max_pool2d_backward
+// CHECK-NOT: reduce_sum
+// CHECK: gpuc.fusion(%[[G]]#0, %[[G]]#1)
 // CHECK: gpuc.reduce_sum
-// CHECK-NOT: gpuc.fusion
+// MEM-LABEL: func.func @pool_gradient_in_row_kernel
+// MEM: %[[K:.+]]:2 = gpuc.fusion(%arg0, %arg1, %arg2)
+// MEM: gpuc.max_pool2d_backward
+// MEM: gpuc.reduce_sum
 func.func @pool_gradient_in_row_kernel(%i: tensor<2x3x4x4xi8>, %dy: tensor<2x3x4x4xf32>, %x: tensor<2x3x8x8xf32>) -> (tensor<3xf32>, tensor<2x3x8x8xf32>) {
   %g = gpuc.max_pool2d_backward %i, %dy kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x3x4x4xi8>, tensor<2x3x4x4xf32> -> tensor<2x3x8x8xf32>
   %m = gpuc.mul %g, %x : tensor<2x3x8x8xf32>

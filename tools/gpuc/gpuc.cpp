@@ -469,10 +469,12 @@ static void addStepPipeline(PassManager &pm, StringRef lossOutput) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
-static void addKernelPipeline(PassManager &pm) {
+/// `memoryFirst` when the step must fit a budget: gpuc-fuse then stores
+/// fewer bytes at some CPU time (its memory-first option).
+static void addKernelPipeline(PassManager &pm, bool memoryFirst) {
   pm.addPass(gpuc::createGpucFormKernels());
   if (!noFuse)
-    pm.addPass(gpuc::createGpucFuse());
+    pm.addPass(gpuc::createGpucFuse(gpuc::GpucFuseOptions{memoryFirst}));
   if (!noSchedule)
     pm.addPass(gpuc::createGpucSchedule());
 }
@@ -805,7 +807,7 @@ planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
     return std::nullopt;
   PassManager pm(session.context.get());
   addStepPipeline(pm, *lossOutput);
-  addKernelPipeline(pm);
+  addKernelPipeline(pm, arenaBudget.has_value());
   addPlanPipeline(pm, arenaBudget);
   if (failed(pm.run(*module)))
     return std::nullopt;
@@ -1046,7 +1048,7 @@ static int runCompile(int argc, char **argv) {
   if (!kernelPassManager)
     return 1;
   PassManager &kernelPm = *kernelPassManager;
-  addKernelPipeline(kernelPm);
+  addKernelPipeline(kernelPm, budgetBytes.has_value() || rematSweep);
   if (failed(kernelPm.run(*module)))
     return 1;
   if (rematSweep && failed(printRematSweep(*module)))
