@@ -23,6 +23,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -35,6 +36,7 @@
 #include <functional>
 #include <limits.h>
 #include <mutex>
+#include <pthread.h>
 #include <random>
 #include <set>
 #include <sys/resource.h>
@@ -650,12 +652,33 @@ FILE *dropMetricsAfter(FILE *metrics, const std::string &path, int64_t step) {
 
 /// The signal (SIGINT, SIGTERM) that asked the training loop to stop: it
 /// finishes the step in flight (and an accumulation to its update), writes
-/// a checkpoint and exits. A second signal ends the process at once.
-volatile sig_atomic_t stopSignal = 0;
+/// a checkpoint and exits. A second signal, or one before training starts,
+/// ends the process at once.
+std::atomic<int> stopSignal{0};
+std::atomic<bool> training{false};
 
-extern "C" void requestStop(int signal) {
-  stopSignal = signal;
-  std::signal(signal, SIG_DFL);
+/// SIGINT and SIGTERM are blocked in every thread and taken by one thread
+/// that waits for them, so no handler ever runs on a compute thread's
+/// stack: oneDNN's JIT code keeps data below the stack pointer, and a
+/// handler frame written there corrupted the heap (the trainer aborted in
+/// about half of the Ctrl-C runs). Called first thing, before any thread
+/// exists, so that every thread inherits the mask.
+void takeStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    for (;;) {
+      int signal = 0;
+      if (sigwait(&set, &signal) != 0)
+        continue;
+      if (!training.load() || stopSignal.load())
+        _exit(128 + signal);
+      stopSignal.store(signal);
+    }
+  }).detach();
 }
 
 /// FNV-1a (64 bits) over every tensor's name, type, shape and bytes, by
@@ -980,6 +1003,7 @@ int bench(Session &s, const Options &o, const Dataset *data) {
 }
 
 int trainerMain(int argc, char **argv) {
+  takeStopSignals();
   Options o = parseOptions(argc, argv);
   std::string dir = artifactDir();
   if (!o.artifact.empty()) {
@@ -1140,8 +1164,7 @@ int trainerMain(int argc, char **argv) {
     if (!writeSafetensors(checkpointPath(o), tensors, meta, error))
       fail(error);
   };
-  std::signal(SIGINT, requestStop);
-  std::signal(SIGTERM, requestStop);
+  training.store(true);
   bool stopped = false;
   int64_t stepReached = startStep;
   for (int64_t step = startStep; step < totalSteps && !stopped;) {
