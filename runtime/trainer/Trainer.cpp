@@ -659,10 +659,11 @@ std::atomic<bool> training{false};
 
 /// SIGINT and SIGTERM are blocked in every thread and taken by one thread
 /// that waits for them, so no handler ever runs on a compute thread's
-/// stack: oneDNN's JIT code keeps data below the stack pointer, and a
-/// handler frame written there corrupted the heap (the trainer aborted in
-/// about half of the Ctrl-C runs). Called first thing, before any thread
-/// exists, so that every thread inherits the mask.
+/// stack. With a handler (that only set a flag) the heap was corrupted in
+/// most Ctrl-C runs, detected inside oneDNN's sgemm; the likely cause is
+/// JIT code keeping data below the stack pointer, where a handler frame
+/// goes. Called first thing, before any thread exists, so that every
+/// thread inherits the mask.
 void takeStopSignals() {
   sigset_t set;
   sigemptyset(&set);
