@@ -276,7 +276,8 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
 
   /// reduceGreedily by the FLOP-wise choice and, when that stops above the
   /// budget, by peak alone, which may get lower (or meet it); the lower of
-  /// the two stays (the FLOP-wise one on a tie).
+  /// the two stays (the FLOP-wise one on a tie, replayed from its choices
+  /// rather than searched again).
   void reduceGreedilyTwice(PlanEstimate &now, int &recomputations,
                            SmallVectorImpl<Trial> &kept) {
     PlanEstimate start = now;
@@ -284,14 +285,22 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     if (now.peak <= budget)
       return;
     PlanEstimate byRatio = now;
+    SmallVector<Value> byRatioChoices;
+    for (Trial &trial : kept)
+      byRatioChoices.push_back(trial.value);
     forget(kept, recomputations);
     now = start;
     reduceGreedily(now, recomputations, &kept, /*lowestPeak=*/true);
     if (now.peak < byRatio.peak)
       return;
     forget(kept, recomputations);
-    now = start;
-    reduceGreedily(now, recomputations, &kept);
+    for (Value v : byRatioChoices) {
+      Trial trial = apply(v);
+      keep(trial);
+      kept.push_back(trial);
+      ++recomputations;
+    }
+    now = byRatio;
   }
 
   /// Aligned bytes live at each point of the function as it is now, in
