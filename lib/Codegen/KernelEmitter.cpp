@@ -51,6 +51,12 @@ StringRef mlir::gpuc::registerCType(Type elementType) {
 }
 
 namespace {
+
+/// The CPU's loops over a line of elements: accumulators per lane of a
+/// group (a reduction's order is then fixed by the text), and the shortest
+/// innermost dimension worth a loop of its own.
+constexpr int64_t kCpuLanes = 8;
+constexpr int64_t kCpuMinLine = 8;
 /// `expr`, a float, rounded to `type` when that is f16 or bf16.
 std::string rounded(Type type, const std::string &expr) {
   if (type.isF16())
@@ -188,6 +194,8 @@ private:
                           : llvm::formatv("({0} / {1})", idx, strides[d]).str();
       if (d > 0)
         e = llvm::formatv("({0} % {1})", e, shape[d]).str();
+      if (e != idx)
+        ++divisions;
       coords.push_back(index(e));
     }
     rememberCoords(key, coords);
@@ -219,6 +227,26 @@ private:
     return e.empty() ? "0" : "(" + e + ")";
   }
 
+  /// Emits a loop twice when the CPU is better served by another form: the
+  /// portable loop (a block's threads stride over a flat range) for the GPU,
+  /// and `cpu` under GPUC_CPU. With `onlyIfDivides`, the portable loop alone
+  /// is kept unless its body unravels an index by division.
+  LogicalResult splitByTarget(function_ref<LogicalResult()> portable,
+                              function_ref<LogicalResult()> cpu,
+                              bool onlyIfDivides);
+  /// The CPU's loop over the flat range [begin, end) of `shape`: a loop over
+  /// lines (the innermost dimension, or the trailing dimensions that make a
+  /// line kCpuMinLine long) whose outer coordinates are unravelled once per
+  /// line, and an inner loop over the line that the host compiler
+  /// vectorizes. The flat index is the register `flat`,
+  /// with its coordinates in `shape` known. With `lanes`, the line is taken
+  /// kCpuLanes elements at a time and `emitBody` receives the lane register
+  /// ("lane"): a reduction adds element k of a group to its accumulator k,
+  /// so the sum's order is fixed by the text, not by the vectorizer.
+  LogicalResult cpuLoopNest(const std::string &flat, const std::string &begin,
+                            const std::string &end, ArrayRef<int64_t> shape,
+                            bool lanes,
+                            function_ref<LogicalResult(StringRef)> emitBody);
   FailureOr<std::string> at(Value v, const std::string &idx);
   FailureOr<std::string> compute(Operation *op, Value v,
                                  const std::string &idx);
@@ -232,6 +260,8 @@ private:
   SmallVector<int64_t> inPlace;
   /// Blocks per row of a row kernel (rowKernelSplits).
   int64_t splits = 1;
+  /// Index divisions unravel has emitted so far.
+  unsigned divisions = 0;
 
   FusionOp fusion;
   std::string body;
@@ -245,6 +275,85 @@ private:
   std::map<CoordKey, SmallVector<std::string>> coordMemo;
   std::vector<std::vector<CoordKey>> coordScopes{1};
 };
+
+LogicalResult Emitter::splitByTarget(function_ref<LogicalResult()> portable,
+                                     function_ref<LogicalResult()> cpu,
+                                     bool onlyIfDivides) {
+  size_t mark = body.size();
+  unsigned divided = divisions;
+  if (failed(portable()))
+    return failure();
+  if (onlyIfDivides && divisions == divided)
+    return success();
+  std::string portableText = body.substr(mark);
+  body.resize(mark);
+  line("#ifdef GPUC_CPU");
+  if (failed(cpu()))
+    return failure();
+  line("#else");
+  body += portableText;
+  line("#endif");
+  return success();
+}
+
+LogicalResult
+Emitter::cpuLoopNest(const std::string &flat, const std::string &begin,
+                     const std::string &end, ArrayRef<int64_t> shape,
+                     bool lanes,
+                     function_ref<LogicalResult(StringRef)> emitBody) {
+  // A line is the innermost dimension, or as many trailing ones as make it
+  // kCpuMinLine long (coordinates inside it are then unravelled).
+  size_t lineRank = 1;
+  int64_t inner = shape.back();
+  while (inner < kCpuMinLine && lineRank < shape.size())
+    inner *= shape[shape.size() - ++lineRank];
+  std::string lineIdx = flat + "Line", pos = flat + "At";
+  open(llvm::formatv("for (gidx {0} = {1} / {2}; {0} * {2} < {3}; ++{0})",
+                     lineIdx, begin, inner, end));
+  line(llvm::formatv("const gidx {0}Begin = {1} * {2} < {3} ? {3} - {1} * "
+                     "{2} : 0;",
+                     pos, lineIdx, inner, begin));
+  line(llvm::formatv("const gidx {0}End = {1} - {2} * {3} < {3} ? {1} - {2} "
+                     "* {3} : {3};",
+                     pos, end, lineIdx, inner));
+  SmallVector<std::string> outer = unravel(lineIdx, shape.drop_back(lineRank));
+  auto inside = [&](StringRef lane) {
+    line(llvm::formatv("const gidx {0} = {1} * {2} + {3};", flat, lineIdx,
+                       inner, pos));
+    SmallVector<std::string> coords(outer);
+    llvm::append_range(coords, unravel(pos, shape.take_back(lineRank)));
+    rememberCoords({flat, std::vector<int64_t>(shape.begin(), shape.end())},
+                   coords);
+    return emitBody(lane);
+  };
+  if (!lanes) {
+    line("GPUC_INDEPENDENT_ITERATIONS");
+    open(llvm::formatv("for (gidx {0} = {0}Begin; {0} < {0}End; ++{0})", pos));
+    if (failed(inside("")))
+      return failure();
+    close();
+  } else {
+    line(llvm::formatv("gidx {0}Group = {0}Begin;", pos));
+    open(llvm::formatv("for (; {0}Group + {1} <= {0}End; {0}Group += {1})", pos,
+                       kCpuLanes));
+    line("GPUC_INDEPENDENT_ITERATIONS");
+    open(llvm::formatv("for (gidx lane = 0; lane < {0}; ++lane)", kCpuLanes));
+    line(llvm::formatv("const gidx {0} = {0}Group + lane;", pos));
+    if (failed(inside("lane")))
+      return failure();
+    close();
+    close();
+    // The line's last elements, fewer than a group, go to the first lanes.
+    open(llvm::formatv("for (gidx lane = 0; {0}Group + lane < {0}End; ++lane)",
+                       pos));
+    line(llvm::formatv("const gidx {0} = {0}Group + lane;", pos));
+    if (failed(inside("lane")))
+      return failure();
+    close();
+  }
+  close();
+  return success();
+}
 
 FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
   auto it = memo.find({v.getAsOpaquePointer(), idx});
@@ -595,20 +704,31 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
               bestAt = fresh("bestAt");
   if (argmaxOp)
     line(llvm::formatv("float {0} = -INFINITY; int {1} = -1;", best, bestAt));
+  // A maximum is exact in float; a sum accumulates in gpuc::Accumulator.
   if (maxOp || !argmaxOp)
-    line(llvm::formatv("gpuc::Accumulator {0} = {1};", acc,
-                       maxOp ? "-INFINITY" : "0"));
+    line(llvm::formatv("{0} {1} = {2};", maxOp ? "float" : "gpuc::Accumulator",
+                       acc, maxOp ? "-INFINITY" : "0"));
   std::string top = index(
       llvm::formatv("{0} * {1} - {2}", coords[2], w.strides[0], w.pads[0]));
   std::string left = index(
       llvm::formatv("{0} * {1} - {2}", coords[3], w.strides[1], w.pads[1]));
+  // An axis without padding whose last window ends inside the input needs
+  // no bounds check: the window loop then has a fixed trip count without
+  // branches, which the host compiler unrolls and vectorizes.
+  auto inside = [&](int axis) {
+    return w.pads[axis] == 0 &&
+           (out[2 + axis] - 1) * w.strides[axis] + w.kernel[axis] <=
+               in[2 + axis];
+  };
   std::string ky = fresh("ky"), kx = fresh("kx");
   open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", ky, w.kernel[0]));
   std::string iy = index(top + " + " + ky);
-  line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", iy, in[2]));
+  if (!inside(0))
+    line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", iy, in[2]));
   open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", kx, w.kernel[1]));
   std::string ix = index(left + " + " + kx);
-  line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", ix, in[3]));
+  if (!inside(1))
+    line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", ix, in[3]));
   FailureOr<std::string> x =
       at(input, raveled({coords[0], coords[1], iy, ix}, in));
   if (failed(x))
@@ -625,9 +745,8 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
                        take, ky, w.kernel[1], kx));
   }
   if (maxOp)
-    line(llvm::formatv("{0} = gpuc::selectFloat({1} > {0}, "
-                       "(gpuc::Accumulator){1}, {0});",
-                       acc, *x));
+    line(llvm::formatv("{0} = gpuc::selectFloat({1} > {0}, {1}, {0});", acc,
+                       *x));
   else if (!argmaxOp)
     line(llvm::formatv("{0} += {1};", acc, *x));
   close();
@@ -646,7 +765,10 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
     remember(twin->getResult(0), idx, twin == argmaxOp ? argmaxReg : maxReg);
   if (argmaxOp || maxOp)
     return op == argmaxOp ? argmaxReg : maxReg;
-  std::string divisor = windowCount(top, left, w, in);
+  // Every window inside the input counts all its positions.
+  std::string divisor = inside(0) && inside(1)
+                            ? std::to_string(w.kernel[0] * w.kernel[1])
+                            : windowCount(top, left, w, in);
   return define(v, llvm::formatv("(float)({0} / (gpuc::Accumulator)({1} > 0 ? "
                                  "{1} : 1))",
                                  acc, divisor)
@@ -805,11 +927,29 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
       line(llvm::formatv("const gidx end = begin + {0} < {1} ? begin + "
                          "{0} : {1};",
                          tile, elements));
-      line("GPUC_INDEPENDENT_ITERATIONS");
-      open("for (gidx i = begin + threadIdx.x; i < end; i += blockDim.x)");
-      if (failed(storeResults(values, "i")))
+      auto portable = [&]() -> LogicalResult {
+        line("GPUC_INDEPENDENT_ITERATIONS");
+        open("for (gidx i = begin + threadIdx.x; i < end; i += blockDim.x)");
+        if (failed(storeResults(values, "i")))
+          return failure();
+        close();
+        return success();
+      };
+      // The CPU walks the lines of the first result of more than one
+      // dimension, when the flat loop would divide to find coordinates.
+      auto lined =
+          llvm::find_if(values, [](Value v) { return shapeOf(v).size() > 1; });
+      if (lined == values.end()
+              ? failed(portable())
+              : failed(splitByTarget(
+                    portable,
+                    [&] {
+                      return cpuLoopNest(
+                          "i", "begin", "end", shapeOf(*lined), /*lanes=*/false,
+                          [&](StringRef) { return storeResults(values, "i"); });
+                    },
+                    /*onlyIfDivides=*/true)))
         return failure();
-      close();
       if (!only)
         close();
       base += tiles;
@@ -969,6 +1109,9 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                      coords);
       return idx;
     };
+    // The CPU walks a row by lines of its innermost merged axis
+    // (cpuLoopNest) when those are long enough.
+    bool cpuLines = getNumElements(mergedRow) >= kCpuMinLine;
     auto rowLoop = [&] {
       open(llvm::formatv(
           "for (gidx r = {0} + threadIdx.x; r < {1}; r += blockDim.x)",
@@ -990,13 +1133,16 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
             llvm::formatv("gpuc::Accumulator {0} = {1};", accs.back(),
                           isa<ReduceMaxOp>(reductions[j]) ? "-INFINITY" : "0"));
       }
-      auto accumulate = [&](size_t m, const std::string &x) {
+      auto accumulate = [&](size_t m, const std::string &x,
+                            StringRef lane = "") {
+        std::string acc =
+            lane.empty() ? accs[m] : (accs[m] + "Lanes[" + lane + "]").str();
         if (isa<ReduceMaxOp>(reductions[members[m]]))
           line(llvm::formatv("{0} = ({1} > {0} || {1} != {1}) ? "
                              "(gpuc::Accumulator){1} : {0};",
-                             accs[m], x));
+                             acc, x));
         else
-          line(llvm::formatv("{0} += {1};", accs[m], x));
+          line(llvm::formatv("{0} += {1};", acc, x));
       };
       auto slot = [&](size_t m) {
         return llvm::formatv("({0} + o) * {1}", (int64_t)members[m] * rows,
@@ -1014,18 +1160,51 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
         close();
         open("else");
       }
-      rowLoop();
-      std::string element = fullIndex("r");
-      for (size_t m = 0; m < members.size(); ++m) {
-        FailureOr<std::string> x =
-            at(reductions[members[m]]->getOperand(0), element);
-        if (failed(x))
+      auto pass = [&](StringRef lane) -> LogicalResult {
+        std::string element = fullIndex("r");
+        for (size_t m = 0; m < members.size(); ++m) {
+          FailureOr<std::string> x =
+              at(reductions[members[m]]->getOperand(0), element);
+          if (failed(x))
+            return failure();
+          accumulate(m, *x, lane);
+        }
+        if (level == 0 && failed(storeResults(firstPass, element)))
           return failure();
-        accumulate(m, *x);
-      }
-      if (level == 0 && failed(storeResults(firstPass, element)))
+        return success();
+      };
+      auto portable = [&]() -> LogicalResult {
+        rowLoop();
+        if (failed(pass("")))
+          return failure();
+        close();
+        return success();
+      };
+      // The CPU adds a row's elements in lanes (one accumulator per lane,
+      // combined in lane order), so the adds vectorize and no longer wait
+      // on each other.
+      auto cpu = [&]() -> LogicalResult {
+        for (size_t m = 0; m < members.size(); ++m)
+          line(llvm::formatv(
+              "gpuc::Accumulator {0}Lanes[{1}]; for (int lane = 0; lane < "
+              "{1}; ++lane) {0}Lanes[lane] = {2};",
+              accs[m], kCpuLanes,
+              isa<ReduceMaxOp>(reductions[members[m]]) ? "-INFINITY" : "0"));
+        if (failed(cpuLoopNest("r", rowBegin, rowEnd, mergedRow,
+                               /*lanes=*/true, pass)))
+          return failure();
+        for (size_t m = 0; m < members.size(); ++m) {
+          open(llvm::formatv("for (int lane = 0; lane < {0}; ++lane)",
+                             kCpuLanes));
+          accumulate(m, accs[m] + "Lanes[lane]");
+          close();
+        }
+        return success();
+      };
+      if (cpuLines ? failed(splitByTarget(portable, cpu,
+                                          /*onlyIfDivides=*/false))
+                   : failed(portable()))
         return failure();
-      close();
       for (size_t m = 0; m < members.size(); ++m)
         line(llvm::formatv(isa<ReduceMaxOp>(reductions[members[m]])
                                ? "{0} = gpuc::blockReduceMax({0});"
@@ -1070,11 +1249,25 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     if (!perElement.empty()) {
       if (splits > 1)
         open(llvm::formatv("if (phase == {0})", elementPhase));
-      rowLoop();
-      std::string at = fullIndex("r");
-      if (failed(storeResults(perElement, at)))
+      auto pass = [&](StringRef) {
+        return storeResults(perElement, fullIndex("r"));
+      };
+      auto portable = [&]() -> LogicalResult {
+        rowLoop();
+        if (failed(pass("")))
+          return failure();
+        close();
+        return success();
+      };
+      if (cpuLines ? failed(splitByTarget(
+                         portable,
+                         [&] {
+                           return cpuLoopNest("r", rowBegin, rowEnd, mergedRow,
+                                              /*lanes=*/false, pass);
+                         },
+                         /*onlyIfDivides=*/true))
+                   : failed(portable()))
         return failure();
-      close();
       if (splits > 1)
         close();
     }

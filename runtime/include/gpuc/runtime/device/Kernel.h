@@ -4,7 +4,10 @@
 // NVRTC it is CUDA; compiled by the host compiler (GPUC_CPU), CpuShim.h first
 // defines the CUDA builtins for one thread per block and OpenMP launches the
 // blocks. Generated code uses only what is declared here: no raw
-// __syncthreads or shuffles, so both targets share every kernel's text.
+// __syncthreads or shuffles, so both targets share every kernel's text,
+// except the loops over elements: under GPUC_CPU a kernel walks the lines
+// of its shape (no index division per element, reductions in lanes) where
+// the GPU's threads stride over a flat range.
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_RUNTIME_DEVICE_KERNEL_H
