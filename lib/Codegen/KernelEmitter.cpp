@@ -174,10 +174,9 @@ private:
       SmallVector<std::string> coords(it->second.begin(),
                                       it->second.begin() + common);
       ArrayRef<std::string> knownRest = ArrayRef(it->second).drop_front(common);
-      std::string rest =
-          knownRest.size() == 1
-              ? knownRest[0]
-              : index(ravel(knownRest, other.drop_front(common)));
+      std::string rest = knownRest.size() == 1
+                             ? knownRest[0]
+                             : raveled(knownRest, other.drop_front(common));
       llvm::append_range(coords, unravel(rest, shape.drop_front(common)));
       rememberCoords(key, coords);
       return coords;
@@ -194,8 +193,11 @@ private:
                           : llvm::formatv("({0} / {1})", idx, strides[d]).str();
       if (d > 0)
         e = llvm::formatv("({0} % {1})", e, shape[d]).str();
-      if (e != idx)
-        ++divisions;
+      if (e == idx) {
+        coords.push_back(idx);
+        continue;
+      }
+      ++divisions;
       coords.push_back(index(e));
     }
     rememberCoords(key, coords);
@@ -1112,6 +1114,21 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     // The CPU walks a row by lines of its innermost merged axis
     // (cpuLoopNest) when those are long enough.
     bool cpuLines = getNumElements(mergedRow) >= kCpuMinLine;
+    // The CPU's walk over a row: by lines of the merged axes, or of the
+    // row's own axes when the body needs coordinates inside a merged axis
+    // (a pooling gradient's row and column), which the lines of the row's
+    // axes give without division.
+    auto cpuRowNest = [&](bool lanes,
+                          function_ref<LogicalResult(StringRef)> pass) {
+      size_t mark = body.size();
+      unsigned divided = divisions;
+      if (failed(cpuLoopNest("r", rowBegin, rowEnd, mergedRow, lanes, pass)))
+        return failure();
+      if (divisions == divided || rowShape == mergedRow)
+        return success();
+      body.resize(mark);
+      return cpuLoopNest("r", rowBegin, rowEnd, rowShape, lanes, pass);
+    };
     auto rowLoop = [&] {
       open(llvm::formatv(
           "for (gidx r = {0} + threadIdx.x; r < {1}; r += blockDim.x)",
@@ -1190,8 +1207,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
               "{1}; ++lane) {0}Lanes[lane] = {2};",
               accs[m], kCpuLanes,
               isa<ReduceMaxOp>(reductions[members[m]]) ? "-INFINITY" : "0"));
-        if (failed(cpuLoopNest("r", rowBegin, rowEnd, mergedRow,
-                               /*lanes=*/true, pass)))
+        if (failed(cpuRowNest(/*lanes=*/true, pass)))
           return failure();
         for (size_t m = 0; m < members.size(); ++m) {
           open(llvm::formatv("for (int lane = 0; lane < {0}; ++lane)",
@@ -1259,14 +1275,11 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
         close();
         return success();
       };
-      if (cpuLines ? failed(splitByTarget(
-                         portable,
-                         [&] {
-                           return cpuLoopNest("r", rowBegin, rowEnd, mergedRow,
-                                              /*lanes=*/false, pass);
-                         },
-                         /*onlyIfDivides=*/true))
-                   : failed(portable()))
+      if (cpuLines
+              ? failed(splitByTarget(
+                    portable, [&] { return cpuRowNest(/*lanes=*/false, pass); },
+                    /*onlyIfDivides=*/true))
+              : failed(portable()))
         return failure();
       if (splits > 1)
         close();
