@@ -5,7 +5,8 @@ model, batch, optimizer and thread count (eager, and with --torch-modes
 eager,compile,ort also torch.compile and onnxruntime-training), in one run,
 and prints the ratios.
 
-    /usr/bin/python3 bench/step_vs_pytorch.py [--models mlp,cnn] [--batch 128]
+    /usr/bin/python3 bench/step_vs_pytorch.py [--models mlp,cnn,transformer]
+        [--batch 128] [--transformer-batch 32]
         [--threads N] [--steps 50] [--torch-modes eager[,compile]]
 
 PyTorch 2.x (torch.compile) on this CPU-only machine: scripts/torch-peer.sh
@@ -38,10 +39,13 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 import export_models  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
+# examples/export_models.py's TransformerBlock: vocabulary and sequence.
+VOCAB, SEQ = 64, 16
 
 
 def torch_model(name, onnx_path):
-    model = {"mlp": export_models.MLP, "cnn": export_models.CNN}[name]()
+    model = {"mlp": export_models.MLP, "cnn": export_models.CNN,
+             "transformer": export_models.TransformerBlock}[name]()
     weights = {t.name: numpy_helper.to_array(t)
                for t in onnx.load(onnx_path).graph.initializer}
     state = model.state_dict()
@@ -72,16 +76,27 @@ def time_torch(name, onnx_path, batch, steps, warmup, mode="eager"):
                            **({"fused": True} if fused else {}))
     if mode == "compile":
         model = torch.compile(model)
-    x = torch.randn(batch, 1, 28, 28)
-    y = torch.randint(0, 10, (batch,))
+    x, y = torch_batch(name, batch)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        logits = model(x)
+        # The transformer predicts a token per position: the loss is the
+        # mean over batch and positions, as gpuc's --class-axis -1.
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         opt.step()
     return ms_per_step(step, steps, warmup)
+
+
+def torch_batch(name, batch):
+    """A resident batch: images and class labels, or the transformer's
+    tokens and a next token per position."""
+    if name == "transformer":
+        return (torch.randint(0, VOCAB, (batch, SEQ)),
+                torch.randint(0, VOCAB, (batch, SEQ)))
+    return torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))
 
 
 def time_ort(name, onnx_path, batch, steps, warmup, work):
@@ -95,8 +110,20 @@ def time_ort(name, onnx_path, batch, steps, warmup, work):
     onnxruntime.set_default_logger_severity(3)
     from onnxruntime.training.api import CheckpointState, Module, Optimizer
     model = onnx.load(onnx_path)
+    if name == "transformer":
+        # onnxruntime's cross-entropy takes [N, classes] and labels [N]:
+        # one row per position.
+        logits = model.graph.output[0]
+        model.graph.initializer.append(numpy_helper.from_array(
+            np.array([-1, VOCAB], dtype=np.int64), "rows_shape"))
+        model.graph.node.append(onnx.helper.make_node(
+            "Reshape", [logits.name, "rows_shape"], ["logit_rows"]))
+        del model.graph.output[:]
+        model.graph.output.append(onnx.helper.make_tensor_value_info(
+            "logit_rows", onnx.TensorProto.FLOAT, ["rows", VOCAB]))
     trainable = [t.name for t in model.graph.initializer
-                 if not t.name.endswith(("running_mean", "running_var"))]
+                 if not t.name.endswith(("running_mean", "running_var")) and
+                 t.data_type == onnx.TensorProto.FLOAT]
     frozen = [t.name for t in model.graph.initializer
               if t.name not in trainable]
     out = os.path.join(work, name + "-ort")
@@ -111,9 +138,8 @@ def time_ort(name, onnx_path, batch, steps, warmup, work):
     opt = Optimizer(os.path.join(out, "optimizer_model.onnx"), module)
     opt.set_learning_rate(1e-3)
     module.train()
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((batch, 1, 28, 28)).astype(np.float32)
-    y = rng.integers(0, 10, batch).astype(np.int64)
+    x, y = (t.numpy() for t in torch_batch(name, batch))
+    y = y.reshape(-1)
 
     def step():
         module(x, y)
@@ -122,11 +148,12 @@ def time_ort(name, onnx_path, batch, steps, warmup, work):
     return ms_per_step(step, steps, warmup)
 
 
-def compile_gpuc(args, name, onnx_path, work, env, fuse):
+def compile_gpuc(args, name, onnx_path, batch, work, env, fuse):
     out = os.path.join(work, name + ("" if fuse else "-unfused"))
     subprocess.run([args.gpuc, "compile", onnx_path, "--batch",
-                    str(args.batch), "--optimizer", "adam", "--lr", "0.001",
+                    str(batch), "--optimizer", "adam", "--lr", "0.001",
                     "--target", "cpu", "-o", out] +
+                   (["--class-axis", "-1"] if name == "transformer" else []) +
                    ([] if fuse else ["--no-fuse"]), check=True,
                    stdout=subprocess.DEVNULL, env=env)
     plan = json.load(open(os.path.join(out, "plan.json")))
@@ -135,9 +162,11 @@ def compile_gpuc(args, name, onnx_path, work, env, fuse):
     return out, kernels, len(steps)
 
 
-def time_gpuc(args, out, env):
-    r = subprocess.run([os.path.join(out, "train"), "--data", DATA,
-                        "--bench-steps", str(args.steps)],
+def time_gpuc(args, name, out, env):
+    # The transformer benches on a synthetic token batch (no dataset).
+    data = [] if name == "transformer" else ["--data", DATA]
+    r = subprocess.run([os.path.join(out, "train")] + data +
+                       ["--bench-steps", str(args.steps)],
                        check=True, capture_output=True, text=True, env=env)
     return json.loads(r.stdout.strip().splitlines()[-1])["ms_per_step"]
 
@@ -151,6 +180,9 @@ def main():
     p.add_argument("--gpuc", default=os.path.join(ROOT, "build/bin/gpuc"))
     p.add_argument("--models", default="mlp,cnn")
     p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--transformer-batch", type=int,
+                   help="batch of the transformer block (sequences of 16 "
+                   "tokens; default: --batch / 4)")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--repeats", type=int, default=3,
@@ -162,38 +194,40 @@ def main():
     modes = args.torch_modes.split(",")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     torch.set_num_threads(args.threads)
-    print("batch %d, Adam, %d threads, %d timed steps after 3 warm-up steps, "
-          "%d interleaved rounds (best and median); torch %s; load average "
-          "%s" % (args.batch, args.threads, args.steps, args.repeats,
-                  torch.__version__, load_average()))
+    transformer_batch = args.transformer_batch or max(1, args.batch // 4)
+    print("batch %d (transformer %d x %d tokens), Adam, %d threads, %d timed "
+          "steps after 3 warm-up steps, %d interleaved rounds (best and "
+          "median); torch %s; load average %s" % (
+              args.batch, transformer_batch, SEQ, args.threads, args.steps,
+              args.repeats, torch.__version__, load_average()))
     print("%-6s %-8s %10s %10s %10s %10s %7s %8s %6s %s" % (
         "model", "gpuc", "gpuc best", "median", "torch best", "median",
         "ratio", "kernels", "steps", "torch mode"))
     with tempfile.TemporaryDirectory() as work:
         for name in args.models.split(","):
             onnx_path = os.path.join(ROOT, "examples", name + ".onnx")
-            builds = {label: compile_gpuc(args, name, onnx_path, work, env,
-                                          label == "fused")
+            batch = transformer_batch if name == "transformer" else args.batch
+            builds = {label: compile_gpuc(args, name, onnx_path, batch, work,
+                                          env, label == "fused")
                       for label in ("unfused", "fused")}
             times = {"unfused": [], "fused": []}
             times.update({mode: [] for mode in modes})
             for _ in range(args.repeats):
                 for label in ("unfused", "fused"):
-                    times[label].append(time_gpuc(args, builds[label][0],
-                                                  env))
+                    times[label].append(time_gpuc(args, name,
+                                                  builds[label][0], env))
                 for mode in modes:
                     if mode == "ort":
                         try:
                             times[mode].append(time_ort(
-                                name, onnx_path, args.batch, args.steps, 3,
-                                work))
+                                name, onnx_path, batch, args.steps, 3, work))
                         except Exception as e:  # noqa: BLE001 - reported
                             print("%s: onnxruntime-training failed: %s"
-                                  % (name, str(e).splitlines()[-1][:300]))
+                                  % (name, " ".join(str(e).split())[:600]))
                         continue
                     # torch.compile's first steps compile: more warm-up.
                     times[mode].append(time_torch(
-                        name, onnx_path, args.batch, args.steps,
+                        name, onnx_path, batch, args.steps,
                         3 if mode == "eager" else 10, mode))
             for mode in modes:
                 t = times[mode]

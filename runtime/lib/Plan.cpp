@@ -1,6 +1,8 @@
 //===- Plan.cpp - read plan.json ------------------------------------------===//
 #include "gpuc/runtime/Executor.h"
 
+#include <algorithm>
+#include <climits>
 #include <fstream>
 #include <sstream>
 
@@ -22,8 +24,105 @@ int64_t dtypeBytes(const std::string &dtype) {
 /// call sizes its loops with, checked against the plan's buffers: a value
 /// the compiler never writes (a damaged or hand-edited plan) is an error
 /// here, not an out-of-bounds access or an abort in a library.
-bool checkStep(const nlohmann::json &step, size_t buffers,
+/// A library step's operands against their buffers: the elements a GEMM
+/// or convolution of the step's sizes reads or writes must lie inside each
+/// buffer (a damaged count would have the library run past it), and a
+/// convolution's shapes must agree with each other.
+bool checkLibraryOperands(const nlohmann::json &step,
+                          const std::vector<PlanBuffer> &buffers,
+                          const std::string &where, std::string &error) {
+  auto fits = [&](const char *field, __int128 needed) {
+    const PlanBuffer &b = buffers[step[field].get<int64_t>()];
+    if (needed <= b.numElements())
+      return true;
+    error = where + ": its sizes reach element " +
+            std::to_string((long long)std::min<__int128>(needed, INT64_MAX)) +
+            " of '" + field + "' (buffer " + b.name + " holds " +
+            std::to_string(b.numElements()) +
+            "); the plan is damaged, recompile the model";
+    return false;
+  };
+  const std::string &op = step["op"].get_ref<const std::string &>();
+  if (op == "gemm") {
+    for (const char *field :
+         {"a", "b", "c", "batch", "m", "n", "k", "stride_a", "stride_b"})
+      if (!step.contains(field)) {
+        error = where + ": gemm has no '" + field + "'";
+        return false;
+      }
+    __int128 batch = step["batch"].get<int64_t>(), m = step["m"].get<int64_t>(),
+             n = step["n"].get<int64_t>(), k = step["k"].get<int64_t>();
+    return fits("a", (batch - 1) * step["stride_a"].get<int64_t>() + m * k) &&
+           fits("b", (batch - 1) * step["stride_b"].get<int64_t>() + k * n) &&
+           fits("c", batch * m * n);
+  }
+  if (op.rfind("conv2d", 0) != 0)
+    return true;
+  for (const char *field : {"x", "w", "y"})
+    if (!step.contains(field)) {
+      error = where + ": " + op + " has no '" + field + "'";
+      return false;
+    }
+  std::vector<int64_t> shapes[3];
+  const char *shapeFields[] = {"x_shape", "w_shape", "y_shape"};
+  for (int i = 0; i < 3; ++i) {
+    const char *field = shapeFields[i];
+    if (!step.contains(field) || !step[field].is_array() ||
+        step[field].size() != 4) {
+      error = where + ": '" + field + "' is not a shape of 4 dimensions";
+      return false;
+    }
+    for (const auto &d : step[field]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 1 ||
+          d.get<int64_t>() > (int64_t(1) << 31)) {
+        error = where + ": '" + field + "' is " + step[field].dump() +
+                ", not a shape";
+        return false;
+      }
+      shapes[i].push_back(d.get<int64_t>());
+    }
+  }
+  for (const char *field : {"strides", "pads", "dilations"}) {
+    bool counts = step.contains(field) && step[field].is_array() &&
+                  step[field].size() >= 2;
+    for (size_t i = 0; counts && i < step[field].size(); ++i) {
+      const auto &v = step[field][i];
+      counts = v.is_number_integer() && v.get<int64_t>() >= 0 &&
+               v.get<int64_t>() <= (int64_t(1) << 31) &&
+               (field[0] == 'p' || v.get<int64_t>() >= 1);
+    }
+    if (!counts) {
+      error = where + ": '" + field + "' is not a list of 2 or more counts";
+      return false;
+    }
+  }
+  const std::vector<int64_t> &x = shapes[0], &w = shapes[1], &y = shapes[2];
+  int64_t groups = step.contains("groups") && step["groups"].is_number_integer()
+                       ? step["groups"].get<int64_t>()
+                       : 0;
+  if (groups < 1 || x[1] != w[1] * groups || w[0] % groups || y[0] != x[0] ||
+      y[1] != w[0]) {
+    error = where + ": shapes x " + step["x_shape"].dump() + ", w " +
+            step["w_shape"].dump() + ", y " + step["y_shape"].dump() +
+            " with groups " + std::to_string(groups) +
+            " are not one convolution; the plan is damaged, recompile";
+    return false;
+  }
+  auto product = [](const std::vector<int64_t> &s) {
+    __int128 n = 1;
+    for (int64_t d : s)
+      n *= d;
+    return n;
+  };
+  return fits("x", product(x)) && fits("w", product(w)) &&
+         fits("y", product(y));
+}
+
+bool checkStep(const nlohmann::json &step,
+               const std::vector<PlanBuffer> &planBuffers,
                const std::string &where, std::string &error) {
+  size_t buffers = planBuffers.size();
+
   if (!step.is_object() || !step.contains("op") || !step["op"].is_string()) {
     error = where + " has no op";
     return false;
@@ -86,7 +185,7 @@ bool checkStep(const nlohmann::json &step, size_t buffers,
               ", not true or false";
       return false;
     }
-  return true;
+  return checkLibraryOperands(step, planBuffers, where, error);
 }
 } // namespace
 
@@ -182,7 +281,7 @@ bool Plan::loadChecked(const std::string &path, std::string &error) {
       return false;
     }
     for (size_t i = 0; i < function["steps"].size(); ++i)
-      if (!checkStep(function["steps"][i], buffers.size(),
+      if (!checkStep(function["steps"][i], buffers,
                      path + ": " + name + " step " + std::to_string(i), error))
         return false;
     for (const char *role : {"inputs", "outputs"})

@@ -705,9 +705,38 @@ std::string checkpointChecksum(const std::vector<NamedTensor> &unordered) {
     add(t->shape.data(), t->shape.size() * sizeof(int64_t));
     add(t->data.data(), t->data.size());
   }
-  char text[24];
+  char text[32];
   snprintf(text, sizeof(text), "fnv1a64:%016llx", (unsigned long long)hash);
   return text;
+}
+
+/// Why `tensors` cannot be a checkpoint to train on: the first floating
+/// tensor holding NaN or infinite values (a diverged run), or "".
+std::string nonFiniteTensor(const std::vector<NamedTensor> &tensors) {
+  for (const NamedTensor &t : tensors) {
+    // Exponent bits all set: infinity or NaN, in every IEEE width.
+    size_t width = t.dtype == "F32"    ? 4
+                   : t.dtype == "F16"  ? 2
+                   : t.dtype == "BF16" ? 2
+                                       : 0;
+    if (!width)
+      continue;
+    uint32_t exponent = t.dtype == "F32"   ? 0x7f800000u
+                        : t.dtype == "F16" ? 0x7c00u
+                                           : 0x7f80u;
+    int64_t count = 0, first = -1;
+    for (size_t i = 0; i + width <= t.data.size(); i += width) {
+      uint32_t bits = 0;
+      memcpy(&bits, t.data.data() + i, width);
+      if ((bits & exponent) == exponent && !count++)
+        first = (int64_t)(i / width);
+    }
+    if (count)
+      return "'" + t.name + "' holds " + std::to_string(count) +
+             " NaN or infinite values (the first at element " +
+             std::to_string(first) + ")";
+  }
+  return "";
 }
 
 std::string checkpointPath(const Options &o) {
@@ -1103,11 +1132,21 @@ int trainerMain(int argc, char **argv) {
     // bytes); a flipped byte would otherwise resume silently. Checked after
     // restore(), whose diagnosis of another model's tensors is the sharper
     // one (the process ends either way before a step runs).
-    if (meta.count("checksum") &&
-        meta["checksum"] != checkpointChecksum(tensors))
+    // Checkpoints written before the checksum's text had room for all 16
+    // digits hold its first 15.
+    std::string checksum = checkpointChecksum(tensors);
+    if (meta.count("checksum") && meta["checksum"] != checksum &&
+        meta["checksum"] != checksum.substr(0, 23))
       fail(path + ": its tensors do not match the checksum it was written "
                   "with: the checkpoint is damaged; resume from a copy, or "
                   "start again without --resume");
+    // A diverged run's values would train on as NaN from the first step.
+    std::string diverged = nonFiniteTensor(tensors);
+    if (!diverged.empty())
+      fail(path + ": " + diverged +
+           ": the run had diverged when it was saved; resume from an "
+           "earlier checkpoint (with a lower --lr), or start again without "
+           "--resume");
     // The position in the data: a whole number of steps within the run.
     const std::string &stepText = meta["step"];
     char *end = nullptr;
@@ -1155,8 +1194,22 @@ int trainerMain(int argc, char **argv) {
   int64_t stepsDone = 0;
   LossReader losses(*s.device, s.loss);
   double lastAccuracy = -1;
+  bool divergedSaid = false;
   auto saveCheckpoint = [&](int64_t stepsDoneInRun) {
     std::vector<NamedTensor> tensors = s.snapshot();
+    // A diverged run does not replace the last good checkpoint.
+    std::string diverged = nonFiniteTensor(tensors);
+    if (!diverged.empty()) {
+      if (!divergedSaid)
+        fprintf(stderr,
+                "train: checkpoint at step %lld not written: %s; the run "
+                "has diverged (lower --lr), and %s keeps the last checkpoint "
+                "written before\n",
+                (long long)stepsDoneInRun, diverged.c_str(),
+                checkpointPath(o).c_str());
+      divergedSaid = true;
+      return false;
+    }
     std::map<std::string, std::string> meta = {
         {"step", std::to_string(stepsDoneInRun)},
         {"epoch", std::to_string(stepsDoneInRun / stepsPerEpoch)},
@@ -1164,10 +1217,12 @@ int trainerMain(int argc, char **argv) {
         {"checksum", checkpointChecksum(tensors)}};
     if (!writeSafetensors(checkpointPath(o), tensors, meta, error))
       fail(error);
+    return true;
   };
   training.store(true);
   bool stopped = false;
   int64_t stepReached = startStep;
+  bool saved = false;
   for (int64_t step = startStep; step < totalSteps && !stopped;) {
     int64_t epoch = step / stepsPerEpoch, inEpoch = step % stepsPerEpoch;
     loader.startEpoch(permutation(data.train.count, o.seed, epoch), inEpoch,
@@ -1268,8 +1323,7 @@ int trainerMain(int argc, char **argv) {
       }
     }
     stepReached = step;
-    if (!o.checkpointDir.empty())
-      saveCheckpoint(step);
+    saved = !o.checkpointDir.empty() && saveCheckpoint(step);
   }
   if (stopped) {
     losses.drain(true);
@@ -1281,6 +1335,12 @@ int trainerMain(int argc, char **argv) {
               "\ntrain: %s: stopped after step %lld of %lld; nothing saved "
               "(run with --checkpoint-dir to keep the progress)\n",
               name, (long long)stepReached, (long long)totalSteps);
+    else if (!saved)
+      fprintf(stderr,
+              "\ntrain: %s: stopped after step %lld of %lld; the run had "
+              "diverged, so %s keeps the last checkpoint written before\n",
+              name, (long long)stepReached, (long long)totalSteps,
+              checkpointPath(o).c_str());
     else
       fprintf(stderr,
               "\ntrain: %s: stopped after step %lld of %lld; checkpoint %s "
