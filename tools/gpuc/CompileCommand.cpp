@@ -263,6 +263,8 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
         // then vectorize.
         "-fno-math-errno", "-fopenmp", "-std=c++17", "-DGPUC_CPU", "-I",
         GPUC_RUNTIME_INCLUDE_DIR, "-x", "c++", "-c", source, "-o", object};
+    if (GPUC_CPU_VECTOR_MATH && options.cpu)
+      compile.push_back("-DGPUC_CPU_VECTOR_MATH");
     if (!runTool(compile, log))
       return 1;
     std::vector<std::string> link = {

@@ -52,6 +52,18 @@ template <typename Block> void cpuLaunch(int64_t grid, Block block) {
 #define blockDim (::gpuc::cpuBlockDim)
 
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+#ifdef GPUC_CPU_VECTOR_MATH
+// glibc's libmvec has 8-lane versions of these (within 4 ulp, against the
+// scalar functions' 1): declared as SIMD functions, a vectorized loop calls
+// them once per 8 elements. glibc declares them so only under -ffast-math,
+// which generated code does not use (it would reorder the reductions).
+extern "C" {
+__attribute__((__simd__("notinbranch"))) float expf(float) noexcept;
+__attribute__((__simd__("notinbranch"))) float logf(float) noexcept;
+__attribute__((__simd__("notinbranch"))) float erff(float) noexcept;
+__attribute__((__simd__("notinbranch"))) float tanhf(float) noexcept;
+}
+#endif
 // erff, expf, ... come from <math.h> through <cmath>.
 
 #endif // GPUC_RUNTIME_DEVICE_CPUSHIM_H
