@@ -115,18 +115,26 @@ private:
   void open(const Twine &header) {
     line(header + " {");
     ++depth;
+    pushScope();
+  }
+  void close() {
+    popScope();
+    --depth;
+    line("}");
+  }
+  /// What is remembered from here on is forgotten at popScope (a block's
+  /// braces, or a stretch of text emitted twice, once per target).
+  void pushScope() {
     scopes.emplace_back();
     coordScopes.emplace_back();
   }
-  void close() {
+  void popScope() {
     for (const Key &key : scopes.back())
       memo.erase(key);
     scopes.pop_back();
     for (const CoordKey &key : coordScopes.back())
       coordMemo.erase(key);
     coordScopes.pop_back();
-    --depth;
-    line("}");
   }
   void remember(Value v, const std::string &idx, const std::string &reg) {
     Key key{v.getAsOpaquePointer(), idx};
@@ -241,13 +249,22 @@ private:
   /// line kCpuMinLine long) whose outer coordinates are unravelled once per
   /// line, and an inner loop over the line that the host compiler
   /// vectorizes. The flat index is the register `flat`,
-  /// with its coordinates in `shape` known. With `lanes`, the line is taken
-  /// kCpuLanes elements at a time and `emitBody` receives the lane register
-  /// ("lane"): a reduction adds element k of a group to its accumulator k,
-  /// so the sum's order is fixed by the text, not by the vectorizer.
+  /// with its coordinates in `shape` known. How the line's loop runs:
+  enum class CpuLine {
+    /// vectorized along the line;
+    Simd,
+    /// vectorized along the line kCpuLanes elements at a time, `emitBody`
+    /// receiving the lane register ("lane"): a reduction adds element k of
+    /// a group to its accumulator k, so the sum's order is fixed by the
+    /// text, not by the vectorizer;
+    Lanes,
+    /// in order, element by element (the body vectorizes across something
+    /// else: a column reduction's rows).
+    Plain,
+  };
   LogicalResult cpuLoopNest(const std::string &flat, const std::string &begin,
                             const std::string &end, ArrayRef<int64_t> shape,
-                            bool lanes,
+                            CpuLine mode,
                             function_ref<LogicalResult(StringRef)> emitBody);
   FailureOr<std::string> at(Value v, const std::string &idx);
   FailureOr<std::string> compute(Operation *op, Value v,
@@ -301,7 +318,7 @@ LogicalResult Emitter::splitByTarget(function_ref<LogicalResult()> portable,
 LogicalResult
 Emitter::cpuLoopNest(const std::string &flat, const std::string &begin,
                      const std::string &end, ArrayRef<int64_t> shape,
-                     bool lanes,
+                     CpuLine mode,
                      function_ref<LogicalResult(StringRef)> emitBody) {
   // A line is the innermost dimension, or as many trailing ones as make it
   // kCpuMinLine long (coordinates inside it are then unravelled).
@@ -328,8 +345,9 @@ Emitter::cpuLoopNest(const std::string &flat, const std::string &begin,
                    coords);
     return emitBody(lane);
   };
-  if (!lanes) {
-    line("GPUC_INDEPENDENT_ITERATIONS");
+  if (mode != CpuLine::Lanes) {
+    if (mode == CpuLine::Simd)
+      line("GPUC_INDEPENDENT_ITERATIONS");
     open(llvm::formatv("for (gidx {0} = {0}Begin; {0} < {0}End; ++{0})", pos));
     if (failed(inside("")))
       return failure();
@@ -894,6 +912,8 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
 
   EmittedKernel kernel;
   kernel.name = name.str();
+  // Blocks of the CPU's launch, when not the GPU's grid.
+  int64_t cpuGrid = 0;
   inPlace.assign(fusion.getNumResults(), -1);
   if (auto attr = fusion->getAttrOfType<DenseI64ArrayAttr>(
           GpucDialect::kInPlaceAttrName)) {
@@ -947,7 +967,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                     portable,
                     [&] {
                       return cpuLoopNest(
-                          "i", "begin", "end", shapeOf(*lined), /*lanes=*/false,
+                          "i", "begin", "end", shapeOf(*lined), CpuLine::Simd,
                           [&](StringRef) { return storeResults(values, "i"); });
                     },
                     /*onlyIfDivides=*/true)))
@@ -1079,210 +1099,313 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
       mergedFull.push_back(run.size);
       (run.reduced ? mergedRow : mergedKept).push_back(run.size);
     }
-    // The part of the row this block covers: all of it, or its chunk.
-    std::string rowBegin = "0", rowEnd = llvm::formatv("{0}", rowLength);
-    if (splits > 1) {
-      line(llvm::formatv("const gidx o = blockIdx.x / {0};", splits));
-      line(llvm::formatv("const gidx part = blockIdx.x % {0};", splits));
-      line(llvm::formatv("const gidx rowBegin = part * {0};", chunk));
-      line(llvm::formatv("const gidx rowEnd = rowBegin + {0} < {1} ? "
-                         "rowBegin + {0} : {1};",
-                         chunk, rowLength));
-      line("gpuc::Accumulator *partials = (gpuc::Accumulator *)workspace;");
-      rowBegin = "rowBegin";
-      rowEnd = "rowEnd";
-    } else {
-      line("const gidx o = blockIdx.x;");
-    }
-    SmallVector<std::string> kept = unravel("o", mergedKept);
-    auto fullIndex = [&](StringRef r) {
-      SmallVector<std::string> rcoords = unravel(r.str(), mergedRow);
-      SmallVector<std::string> merged, coords;
-      size_t nk = 0, nr = 0;
-      for (const Run &run : runs) {
-        merged.push_back(run.reduced ? rcoords[nr++] : kept[nk++]);
-        if (run.dims.size() == 1)
-          coords.push_back(merged.back());
-        else
-          llvm::append_range(coords, unravel(merged.back(), run.dims));
+    // On the CPU, a row kernel whose rows are adjacent elements (its
+    // innermost axis is kept: a bias gradient's sum over the batch, an
+    // embedding's gradient) runs kCpuLanes rows per block, the row's loop
+    // outside and the rows' lanes inside: the lanes load adjacent elements
+    // and vectorize, where each row alone would gather elements a row's
+    // length apart. Each row still adds its elements in order.
+    bool columns = splits == 1 && !runs.back().reduced &&
+                   runs.back().dims.back() % kCpuLanes == 0;
+    SmallVector<std::string> kept;
+    auto emitRows = [&](bool column) -> LogicalResult {
+      // The part of the row this block covers: all of it, or its chunk.
+      std::string rowBegin = "0", rowEnd = llvm::formatv("{0}", rowLength);
+      if (column) {
+        line(llvm::formatv("const gidx oGroup = (gidx)blockIdx.x * {0};",
+                           kCpuLanes));
+      } else if (splits > 1) {
+        line(llvm::formatv("const gidx o = blockIdx.x / {0};", splits));
+        line(llvm::formatv("const gidx part = blockIdx.x % {0};", splits));
+        line(llvm::formatv("const gidx rowBegin = part * {0};", chunk));
+        line(llvm::formatv("const gidx rowEnd = rowBegin + {0} < {1} ? "
+                           "rowBegin + {0} : {1};",
+                           chunk, rowLength));
+        line("gpuc::Accumulator *partials = (gpuc::Accumulator *)workspace;");
+        rowBegin = "rowBegin";
+        rowEnd = "rowEnd";
+      } else {
+        line("const gidx o = blockIdx.x;");
       }
-      std::string idx = raveled(merged, mergedFull);
-      rememberCoords({idx, std::vector<int64_t>(full.begin(), full.end())},
-                     coords);
-      return idx;
-    };
-    // The CPU walks a row by lines of its innermost merged axis
-    // (cpuLoopNest) when those are long enough.
-    bool cpuLines = getNumElements(mergedRow) >= kCpuMinLine;
-    // The CPU's walk over a row: by lines of the merged axes, or of the
-    // row's own axes when the body needs coordinates inside a merged axis
-    // (a pooling gradient's row and column), which the lines of the row's
-    // axes give without division.
-    auto cpuRowNest = [&](bool lanes,
-                          function_ref<LogicalResult(StringRef)> pass) {
-      size_t mark = body.size();
-      unsigned divided = divisions;
-      if (failed(cpuLoopNest("r", rowBegin, rowEnd, mergedRow, lanes, pass)))
-        return failure();
-      if (divisions == divided || rowShape == mergedRow)
-        return success();
-      body.resize(mark);
-      return cpuLoopNest("r", rowBegin, rowEnd, rowShape, lanes, pass);
-    };
-    auto rowLoop = [&] {
-      open(llvm::formatv(
-          "for (gidx r = {0} + threadIdx.x; r < {1}; r += blockDim.x)",
-          rowBegin, rowEnd));
-    };
-    // Reductions that read no other reduction's result share one pass over
-    // the row, and so on by level: batch norm's gradient takes two passes
-    // (the sums of dy, dy*x, ... then the one that needs them), not one per
-    // sum. Each accumulator still adds the same elements in the same order.
-    for (int64_t level = 0; level < levels; ++level) {
-      SmallVector<size_t> members;
-      for (size_t j = 0; j < reductions.size(); ++j)
-        if (levelOf[j] == level)
-          members.push_back(j);
-      SmallVector<std::string> accs;
-      for (size_t j : members) {
-        accs.push_back(fresh("acc"));
-        line(
-            llvm::formatv("gpuc::Accumulator {0} = {1};", accs.back(),
-                          isa<ReduceMaxOp>(reductions[j]) ? "-INFINITY" : "0"));
-      }
-      auto accumulate = [&](size_t m, const std::string &x,
-                            StringRef lane = "") {
-        std::string acc =
-            lane.empty() ? accs[m] : (accs[m] + "Lanes[" + lane + "]").str();
-        if (isa<ReduceMaxOp>(reductions[members[m]]))
-          line(llvm::formatv("{0} = ({1} > {0} || {1} != {1}) ? "
-                             "(gpuc::Accumulator){1} : {0};",
-                             acc, x));
-        else
-          line(llvm::formatv("{0} += {1};", acc, x));
-      };
-      auto slot = [&](size_t m) {
-        return llvm::formatv("({0} + o) * {1}", (int64_t)members[m] * rows,
-                             splits)
-            .str();
-      };
-      if (splits > 1) {
-        // An earlier launch reduced this row's chunks: combine them.
-        open(llvm::formatv("if (phase > {0})", level));
-        std::string s = fresh("s");
-        open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", s, splits));
-        for (size_t m = 0; m < members.size(); ++m)
-          accumulate(m, llvm::formatv("partials[{0} + {1}]", slot(m), s).str());
-        close();
-        close();
-        open("else");
-      }
-      auto pass = [&](StringRef lane) -> LogicalResult {
-        std::string element = fullIndex("r");
-        for (size_t m = 0; m < members.size(); ++m) {
-          FailureOr<std::string> x =
-              at(reductions[members[m]]->getOperand(0), element);
-          if (failed(x))
-            return failure();
-          accumulate(m, *x, lane);
+      // A column block's rows share every kept coordinate but the
+      // innermost, which is the group's plus the lane (the group starts at
+      // a multiple of kCpuLanes, which divides the innermost kept axis).
+      SmallVector<std::string> keptGroup;
+      if (column)
+        keptGroup = unravel("oGroup", mergedKept);
+      else
+        kept = unravel("o", mergedKept);
+      // A column block's loop over its rows, innermost; `o` is the row.
+      auto openRowLanes = [&] {
+        line("GPUC_INDEPENDENT_ITERATIONS");
+        open(llvm::formatv("for (gidx lane = 0; lane < {0}; ++lane)",
+                           kCpuLanes));
+        line("const gidx o = oGroup + lane;");
+        kept = keptGroup;
+        kept.back() = index(keptGroup.back() + " + lane");
+        ArrayRef<int64_t> dims = runs.back().dims;
+        if (dims.size() > 1) {
+          SmallVector<std::string> coords = unravel(keptGroup.back(), dims);
+          coords.back() = index(coords.back() + " + lane");
+          rememberCoords(
+              {kept.back(), std::vector<int64_t>(dims.begin(), dims.end())},
+              coords);
         }
-        if (level == 0 && failed(storeResults(firstPass, element)))
-          return failure();
-        return success();
       };
-      auto portable = [&]() -> LogicalResult {
-        rowLoop();
-        if (failed(pass("")))
-          return failure();
-        close();
-        return success();
+      auto fullIndex = [&](StringRef r) {
+        SmallVector<std::string> rcoords = unravel(r.str(), mergedRow);
+        SmallVector<std::string> merged, coords;
+        size_t nk = 0, nr = 0;
+        for (const Run &run : runs) {
+          merged.push_back(run.reduced ? rcoords[nr++] : kept[nk++]);
+          if (run.dims.size() == 1)
+            coords.push_back(merged.back());
+          else
+            llvm::append_range(coords, unravel(merged.back(), run.dims));
+        }
+        std::string idx = raveled(merged, mergedFull);
+        rememberCoords({idx, std::vector<int64_t>(full.begin(), full.end())},
+                       coords);
+        return idx;
       };
-      // The CPU adds a row's elements in lanes (one accumulator per lane,
-      // combined in lane order), so the adds vectorize and no longer wait
-      // on each other.
-      auto cpu = [&]() -> LogicalResult {
-        for (size_t m = 0; m < members.size(); ++m)
-          line(llvm::formatv(
-              "gpuc::Accumulator {0}Lanes[{1}]; for (int lane = 0; lane < "
-              "{1}; ++lane) {0}Lanes[lane] = {2};",
-              accs[m], kCpuLanes,
-              isa<ReduceMaxOp>(reductions[members[m]]) ? "-INFINITY" : "0"));
-        if (failed(cpuRowNest(/*lanes=*/true, pass)))
+      // The CPU walks a row by lines of its innermost merged axis
+      // (cpuLoopNest) when those are long enough.
+      bool cpuLines = !columns && getNumElements(mergedRow) >= kCpuMinLine;
+      // The CPU's walk over a row: by lines of the merged axes, or of the
+      // row's own axes when the body needs coordinates inside a merged axis
+      // (a pooling gradient's row and column), which the lines of the row's
+      // axes give without division.
+      auto cpuRowNest = [&](CpuLine mode,
+                            function_ref<LogicalResult(StringRef)> pass) {
+        size_t mark = body.size();
+        unsigned divided = divisions;
+        if (failed(cpuLoopNest("r", rowBegin, rowEnd, mergedRow, mode, pass)))
           return failure();
-        for (size_t m = 0; m < members.size(); ++m) {
-          open(llvm::formatv("for (int lane = 0; lane < {0}; ++lane)",
-                             kCpuLanes));
-          accumulate(m, accs[m] + "Lanes[lane]");
+        if (divisions == divided || rowShape == mergedRow)
+          return success();
+        body.resize(mark);
+        return cpuLoopNest("r", rowBegin, rowEnd, rowShape, mode, pass);
+      };
+      auto rowLoop = [&] {
+        open(llvm::formatv(
+            "for (gidx r = {0} + threadIdx.x; r < {1}; r += blockDim.x)",
+            rowBegin, rowEnd));
+      };
+      // Reductions that read no other reduction's result share one pass over
+      // the row, and so on by level: batch norm's gradient takes two passes
+      // (the sums of dy, dy*x, ... then the one that needs them), not one per
+      // sum. Each accumulator still adds the same elements in the same order.
+      for (int64_t level = 0; level < levels; ++level) {
+        SmallVector<size_t> members;
+        for (size_t j = 0; j < reductions.size(); ++j)
+          if (levelOf[j] == level)
+            members.push_back(j);
+        SmallVector<std::string> accs;
+        for (size_t j : members) {
+          accs.push_back(fresh("acc"));
+          StringRef init = isa<ReduceMaxOp>(reductions[j]) ? "-INFINITY" : "0";
+          if (column)
+            line(llvm::formatv("gpuc::Accumulator {0}Lanes[{1}]; for (int lane "
+                               "= 0; lane < {1}; ++lane) {0}Lanes[lane] = {2};",
+                               accs.back(), kCpuLanes, init));
+          else
+            line(llvm::formatv("gpuc::Accumulator {0} = {1};", accs.back(),
+                               init));
+        }
+        auto accumulate = [&](size_t m, const std::string &x,
+                              StringRef lane = "") {
+          std::string acc =
+              lane.empty() ? accs[m] : (accs[m] + "Lanes[" + lane + "]").str();
+          if (isa<ReduceMaxOp>(reductions[members[m]]))
+            line(llvm::formatv("{0} = ({1} > {0} || {1} != {1}) ? "
+                               "(gpuc::Accumulator){1} : {0};",
+                               acc, x));
+          else
+            line(llvm::formatv("{0} += {1};", acc, x));
+        };
+        auto slot = [&](size_t m) {
+          return llvm::formatv("({0} + o) * {1}", (int64_t)members[m] * rows,
+                               splits)
+              .str();
+        };
+        if (splits > 1) {
+          // An earlier launch reduced this row's chunks: combine them.
+          open(llvm::formatv("if (phase > {0})", level));
+          std::string s = fresh("s");
+          open(
+              llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", s, splits));
+          for (size_t m = 0; m < members.size(); ++m)
+            accumulate(m,
+                       llvm::formatv("partials[{0} + {1}]", slot(m), s).str());
+          close();
+          close();
+          open("else");
+        }
+        auto pass = [&](StringRef lane) -> LogicalResult {
+          std::string element = fullIndex("r");
+          for (size_t m = 0; m < members.size(); ++m) {
+            FailureOr<std::string> x =
+                at(reductions[members[m]]->getOperand(0), element);
+            if (failed(x))
+              return failure();
+            accumulate(m, *x, lane);
+          }
+          if (level == 0 && failed(storeResults(firstPass, element)))
+            return failure();
+          return success();
+        };
+        auto portable = [&]() -> LogicalResult {
+          rowLoop();
+          if (failed(pass("")))
+            return failure();
+          close();
+          return success();
+        };
+        // The CPU adds a row's elements in lanes (one accumulator per lane,
+        // combined in lane order), so the adds vectorize and no longer wait
+        // on each other.
+        auto cpu = [&]() -> LogicalResult {
+          for (size_t m = 0; m < members.size(); ++m)
+            line(llvm::formatv(
+                "gpuc::Accumulator {0}Lanes[{1}]; for (int lane = 0; lane < "
+                "{1}; ++lane) {0}Lanes[lane] = {2};",
+                accs[m], kCpuLanes,
+                isa<ReduceMaxOp>(reductions[members[m]]) ? "-INFINITY" : "0"));
+          if (failed(cpuRowNest(CpuLine::Lanes, pass)))
+            return failure();
+          for (size_t m = 0; m < members.size(); ++m) {
+            open(llvm::formatv("for (int lane = 0; lane < {0}; ++lane)",
+                               kCpuLanes));
+            accumulate(m, accs[m] + "Lanes[lane]");
+            close();
+          }
+          return success();
+        };
+        if (column) {
+          // Row lanes inside each element of the row: lane k adds row k's
+          // elements in order.
+          if (failed(cpuRowNest(CpuLine::Plain, [&](StringRef) {
+                openRowLanes();
+                if (failed(pass("lane")))
+                  return failure();
+                close();
+                return success();
+              })))
+            return failure();
+        } else if (cpuLines ? failed(splitByTarget(portable, cpu,
+                                                   /*onlyIfDivides=*/false))
+                            : failed(portable())) {
+          return failure();
+        }
+        for (size_t m = 0; m < members.size() && !column; ++m)
+          line(llvm::formatv(isa<ReduceMaxOp>(reductions[members[m]])
+                                 ? "{0} = gpuc::blockReduceMax({0});"
+                                 : "{0} = gpuc::blockReduceSum({0});",
+                             accs[m]));
+        if (splits > 1) {
+          // This launch's reductions: store the chunk's partials and stop.
+          open(llvm::formatv("if (phase == {0})", level));
+          for (size_t m = 0; m < members.size(); ++m)
+            line(llvm::formatv(
+                "if (threadIdx.x == 0) partials[{0} + part] = {1};", slot(m),
+                accs[m]));
+          line("return;");
+          close();
           close();
         }
-        return success();
-      };
-      if (cpuLines ? failed(splitByTarget(portable, cpu,
-                                          /*onlyIfDivides=*/false))
-                   : failed(portable()))
-        return failure();
-      for (size_t m = 0; m < members.size(); ++m)
-        line(llvm::formatv(isa<ReduceMaxOp>(reductions[members[m]])
-                               ? "{0} = gpuc::blockReduceMax({0});"
-                               : "{0} = gpuc::blockReduceSum({0});",
-                           accs[m]));
-      if (splits > 1) {
-        // This launch's reductions: store the chunk's partials and stop.
-        open(llvm::formatv("if (phase == {0})", level));
-        for (size_t m = 0; m < members.size(); ++m)
-          line(
-              llvm::formatv("if (threadIdx.x == 0) partials[{0} + part] = {1};",
-                            slot(m), accs[m]));
-        line("return;");
-        close();
-        close();
+        for (size_t m = 0; m < members.size(); ++m) {
+          Operation *reduce = reductions[members[m]];
+          Value result = reduce->getResult(0);
+          std::string type = registerCType(elementOf(result)).str();
+          std::string acc = column ? accs[m] + "Lanes[lane]" : accs[m];
+          std::string value = rounded(
+              elementOf(result),
+              isa<ReduceMeanOp>(reduce)
+                  ? llvm::formatv("({0})({1} / {2}.0)", type, acc, rowLength)
+                        .str()
+                  : llvm::formatv("({0}){1}", type, acc).str());
+          std::string reg = fresh("red");
+          if (column) {
+            // One per row of the block, read in the rows' later lane loops.
+            line(llvm::formatv("{0} {1}[{2}];", type, reg, kCpuLanes));
+            open(llvm::formatv("for (int lane = 0; lane < {0}; ++lane)",
+                               kCpuLanes));
+            line(llvm::formatv("{0}[lane] = {1};", reg, value));
+            close();
+            reg += "[lane]";
+          } else {
+            line(llvm::formatv("const {0} {1} = {2};", type, reg, value));
+          }
+          rowValues[result.getAsOpaquePointer()] = reg;
+        }
       }
-      for (size_t m = 0; m < members.size(); ++m) {
-        Operation *reduce = reductions[members[m]];
-        Value result = reduce->getResult(0);
-        std::string type = registerCType(elementOf(result)).str();
-        std::string value = rounded(
-            elementOf(result),
-            isa<ReduceMeanOp>(reduce)
-                ? llvm::formatv("({0})({1} / {2}.0)", type, accs[m], rowLength)
-                      .str()
-                : llvm::formatv("({0}){1}", type, accs[m]).str());
-        std::string reg = fresh("red");
-        line(llvm::formatv("const {0} {1} = {2};", type, reg, value));
-        rowValues[result.getAsOpaquePointer()] = reg;
-      }
-    }
-    if (!perRow.empty()) {
-      open(splits > 1 ? llvm::formatv("if (phase == {0} && part == 0 && "
-                                      "threadIdx.x == 0)",
-                                      rowPhase)
-                            .str()
-                      : std::string("if (threadIdx.x == 0)"));
-      if (failed(storeResults(perRow, "o")))
-        return failure();
-      close();
-    }
-    if (!perElement.empty()) {
-      if (splits > 1)
-        open(llvm::formatv("if (phase == {0})", elementPhase));
-      auto pass = [&](StringRef) {
-        return storeResults(perElement, fullIndex("r"));
-      };
-      auto portable = [&]() -> LogicalResult {
-        rowLoop();
-        if (failed(pass("")))
+      if (!perRow.empty() && column) {
+        openRowLanes();
+        if (failed(storeResults(perRow, "o")))
           return failure();
         close();
-        return success();
-      };
-      if (cpuLines
-              ? failed(splitByTarget(
-                    portable, [&] { return cpuRowNest(/*lanes=*/false, pass); },
-                    /*onlyIfDivides=*/true))
-              : failed(portable()))
-        return failure();
-      if (splits > 1)
+      } else if (!perRow.empty()) {
+        open(splits > 1 ? llvm::formatv("if (phase == {0} && part == 0 && "
+                                        "threadIdx.x == 0)",
+                                        rowPhase)
+                              .str()
+                        : std::string("if (threadIdx.x == 0)"));
+        if (failed(storeResults(perRow, "o")))
+          return failure();
         close();
+      }
+      if (!perElement.empty()) {
+        if (splits > 1)
+          open(llvm::formatv("if (phase == {0})", elementPhase));
+        auto pass = [&](StringRef) {
+          return storeResults(perElement, fullIndex("r"));
+        };
+        auto portable = [&]() -> LogicalResult {
+          rowLoop();
+          if (failed(pass("")))
+            return failure();
+          close();
+          return success();
+        };
+        if (column) {
+          if (failed(cpuRowNest(CpuLine::Plain, [&](StringRef) {
+                openRowLanes();
+                if (failed(pass("")))
+                  return failure();
+                close();
+                return success();
+              })))
+            return failure();
+        } else if (cpuLines
+                       ? failed(splitByTarget(
+                             portable,
+                             [&] { return cpuRowNest(CpuLine::Simd, pass); },
+                             /*onlyIfDivides=*/true))
+                       : failed(portable())) {
+          return failure();
+        }
+        if (splits > 1)
+          close();
+      }
+      return success();
+    };
+    size_t mark = body.size();
+    pushScope();
+    if (failed(emitRows(/*column=*/false)))
+      return failure();
+    popScope();
+    if (columns) {
+      std::string portableText = body.substr(mark);
+      body.resize(mark);
+      line("#ifdef GPUC_CPU");
+      pushScope();
+      if (failed(emitRows(/*column=*/true)))
+        return failure();
+      popScope();
+      line("#else");
+      body += portableText;
+      line("#endif");
+      cpuGrid = rows / kCpuLanes;
     }
   }
 
@@ -1352,7 +1475,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     kernel.cpuLauncher =
         llvm::formatv("static void gpuc_cpu_{0}(void *const *args) {{\n"
                       "  gpuc::cpuLaunch({1}LL, [&] {{ {0}({2}); });\n}\n",
-                      name, kernel.grid, casts)
+                      name, cpuGrid ? cpuGrid : kernel.grid, casts)
             .str();
     return kernel;
   }
