@@ -9,9 +9,11 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/Frontend/OnnxImporter.h"
 #include "OnnxModelLoader.h"
+#include "gpuc/Dialect/Gpuc/ExprBuilder.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
 #include "gpuc/Dialect/Gpuc/TensorBuilder.h"
+#include "gpuc/Frontend/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -174,6 +176,13 @@ private:
                bool keepDims, bool noopWithEmptyAxes,
                function_ref<Value(Type, Value, Shape, bool)> make);
   LogicalResult importIdentity(Node &node);
+  LogicalResult importActivation(Node &node);
+  LogicalResult importClip(Node &node);
+  LogicalResult importPRelu(Node &node);
+  LogicalResult importRange(Node &node);
+  LogicalResult importTrilu(Node &node);
+  LogicalResult importSplit(Node &node);
+  LogicalResult importTile(Node &node);
   LogicalResult importPow(Node &node);
   LogicalResult importWhere(Node &node);
   LogicalResult importCast(Node &node);
@@ -499,6 +508,327 @@ LogicalResult OnnxImporter::importCast(Node &node) {
   setOutput(node, 0,
             builder.createOrFold<CastOp>(
                 node.loc, RankedTensorType::get(shapeOf(x), *to), x));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Activations composed of core ops (their gradients come from those ops)
+//===----------------------------------------------------------------------===//
+
+/// Max(lo, min(hi, x)) elementwise, for scalars lo and hi. (One op per
+/// statement here and below: the order of a call's argument evaluation
+/// would otherwise decide the order of ops in the IR.)
+static Value clamp(ExprBuilder &B, Value x, double lo, double hi) {
+  Value upper = B.splat(x, hi);
+  Value below = B.minimum(x, upper);
+  Value lower = B.splat(x, lo);
+  return B.maximum(below, lower);
+}
+
+/// log(1 + exp(x)), as relu(x) + log(1 + exp(-|x|)): exp never overflows.
+static Value softplus(ExprBuilder &B, Value x) {
+  Value magnitude = B.abs(x);
+  Value decay = B.exp(B.neg(magnitude));
+  Value one = B.splat(x, 1.0);
+  Value tail = B.log(B.add(one, decay));
+  Value relu = B.relu(x);
+  return B.add(relu, tail);
+}
+
+/// alpha * (exp(x) - 1).
+static Value expm1Scaled(ExprBuilder &B, Value x, double alpha) {
+  Value e = B.exp(x);
+  Value one = B.splat(x, 1.0);
+  return B.scale(B.sub(e, one), alpha);
+}
+
+LogicalResult OnnxImporter::importActivation(Node &node) {
+  Value x = node.in(0);
+  if (!isa<FloatType>(typeOf(x).getElementType()))
+    return nodeError(node) << "takes a floating-point input, not "
+                           << typeOf(x).getElementType();
+  ExprBuilder B(builder, node.loc);
+  StringRef op = node.proto.op_type();
+  auto compareWith = [&](ComparePredicate predicate, double c) {
+    Value constant = B.splat(x, c);
+    return B.cmp(predicate, x, constant);
+  };
+  Value y;
+  if (op == "LeakyRelu") {
+    Value negative = compareWith(ComparePredicate::lt, 0.0);
+    Value scaled = B.scale(x, node.getFloat("alpha", 0.01));
+    y = B.select(negative, scaled, x);
+  } else if (op == "Elu") {
+    Value negative = compareWith(ComparePredicate::lt, 0.0);
+    Value e = expm1Scaled(B, x, node.getFloat("alpha", 1.0));
+    y = B.select(negative, e, x);
+  } else if (op == "Selu") {
+    double alpha = node.getFloat("alpha", 1.67326319217681884765625);
+    double gamma = node.getFloat("gamma", 1.05070102214813232421875);
+    Value positive = compareWith(ComparePredicate::gt, 0.0);
+    Value e = expm1Scaled(B, x, alpha);
+    y = B.scale(B.select(positive, x, e), gamma);
+  } else if (op == "Celu") {
+    double alpha = node.getFloat("alpha", 1.0);
+    if (alpha == 0)
+      return nodeError(node) << "alpha must not be 0";
+    Value e = expm1Scaled(B, B.scale(x, 1.0 / alpha), alpha);
+    Value zero = B.splat(x, 0.0);
+    Value negativePart = B.minimum(e, zero);
+    Value relu = B.relu(x);
+    y = B.add(relu, negativePart);
+  } else if (op == "ThresholdedRelu") {
+    Value above =
+        compareWith(ComparePredicate::gt, node.getFloat("alpha", 1.0));
+    y = B.where(above, x);
+  } else if (op == "HardSigmoid") {
+    Value scaled = B.scale(x, node.getFloat("alpha", 0.2));
+    Value beta = B.splat(x, node.getFloat("beta", 0.5));
+    y = clamp(B, B.add(scaled, beta), 0.0, 1.0);
+  } else if (op == "HardSwish") {
+    Value scaled = B.scale(x, 1.0 / 6.0);
+    Value half = B.splat(x, 0.5);
+    Value gate = clamp(B, B.add(scaled, half), 0.0, 1.0);
+    y = B.mul(x, gate);
+  } else if (op == "Softplus") {
+    y = softplus(B, x);
+  } else if (op == "Softsign") {
+    Value magnitude = B.abs(x);
+    Value one = B.splat(x, 1.0);
+    y = B.div(x, B.add(one, magnitude));
+  } else {
+    return nodeError(node) << "is not an activation the importer composes";
+  }
+  setOutput(node, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::importClip(Node &node) {
+  Value x = node.in(0);
+  if (!isa<FloatType>(typeOf(x).getElementType()))
+    return nodeError(node) << "takes a floating-point input, not "
+                           << typeOf(x).getElementType();
+  Value y = x;
+  // Opset 6: attributes; 11 on: optional scalar inputs.
+  auto bound = [&](unsigned input, StringRef attr) -> FailureOr<Value> {
+    if (opset < 11) {
+      if (!node.attr(attr))
+        return Value();
+      return splatLike(node.loc, x, node.getFloat(attr, 0.0));
+    }
+    Value v = node.in(input);
+    if (!v)
+      return Value();
+    if (!shapeOf(v).empty() && getNumElements(shapeOf(v)) != 1)
+      return nodeError(node) << attr << " (input " << input
+                             << ") must be a scalar, not " << typeOf(v);
+    if (typeOf(v).getElementType() != typeOf(x).getElementType())
+      return nodeError(node) << attr << " has element type "
+                             << typeOf(v).getElementType() << ", not the "
+                             << "input's " << typeOf(x).getElementType();
+    return broadcastTo(node.loc, reshape(node.loc, v, {}), shapeOf(x));
+  };
+  FailureOr<Value> lo = bound(1, "min"), hi = bound(2, "max");
+  if (failed(lo) || failed(hi))
+    return failure();
+  if (*lo)
+    y = builder.createOrFold<MaxOp>(node.loc, y.getType(), y, *lo);
+  if (*hi)
+    y = builder.createOrFold<MinOp>(node.loc, y.getType(), y, *hi);
+  setOutput(node, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::importPRelu(Node &node) {
+  Value x = node.in(0), slope = node.in(1);
+  if (!isa<FloatType>(typeOf(x).getElementType()) ||
+      typeOf(slope).getElementType() != typeOf(x).getElementType())
+    return nodeError(node) << "takes floating-point x and slope of one type";
+  // The slope broadcasts to x (unidirectionally).
+  FailureOr<Shape> shape = inferBroadcastShape(shapeOf(x), shapeOf(slope),
+                                               [&] { return nodeError(node); });
+  if (failed(shape))
+    return failure();
+  if (*shape != shapeOf(x))
+    return nodeError(node) << "slope " << typeOf(slope)
+                           << " does not broadcast to x " << typeOf(x);
+  ExprBuilder B(builder, node.loc);
+  Value zero = B.splat(x, 0.0);
+  Value negative = B.cmp(ComparePredicate::lt, x, zero);
+  Value slopes = broadcastTo(node.loc, slope, *shape);
+  Value scaled = B.mul(slopes, x);
+  setOutput(node, 0, B.select(negative, scaled, x));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes: Range, Trilu, Split, Tile
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnnxImporter::importRange(Node &node) {
+  Type type = typeOf(node.in(0)).getElementType();
+  std::optional<double> start = getConstantFloat(node.in(0)),
+                        limit = getConstantFloat(node.in(1)),
+                        delta = getConstantFloat(node.in(2));
+  if (!start || !limit || !delta)
+    return nodeError(node) << "start, limit and delta must be compile-time "
+                              "constant scalars; gpuc compiles static shapes";
+  if (*delta == 0)
+    return nodeError(node) << "delta must not be 0";
+  double steps = std::ceil((*limit - *start) / *delta);
+  if (!(steps <= (double)kMaxElements))
+    return nodeError(node) << "would have " << steps << " elements (at most "
+                           << kMaxElements << ")";
+  int64_t n = std::max<int64_t>(0, (int64_t)steps);
+  auto resultType = RankedTensorType::get({n}, type);
+  DenseElementsAttr values;
+  if (isa<FloatType>(type)) {
+    SmallVector<APFloat> v;
+    for (int64_t i = 0; i < n; ++i) {
+      APFloat f(*start + i * *delta);
+      bool lost;
+      f.convert(cast<FloatType>(type).getFloatSemantics(),
+                APFloat::rmNearestTiesToEven, &lost);
+      v.push_back(f);
+    }
+    values = DenseElementsAttr::get(resultType, v);
+  } else if (type.isInteger(32) || type.isInteger(64)) {
+    SmallVector<APInt> v;
+    for (int64_t i = 0; i < n; ++i)
+      v.push_back(APInt(type.getIntOrFloatBitWidth(),
+                        (int64_t)*start + i * (int64_t)*delta,
+                        /*isSigned=*/true));
+    values = DenseElementsAttr::get(resultType, v);
+  } else {
+    return nodeError(node) << "element type " << type << " is not supported";
+  }
+  setOutput(node, 0, ConstantOp::create(builder, node.loc, values));
+  return success();
+}
+
+LogicalResult OnnxImporter::importTrilu(Node &node) {
+  Value x = node.in(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t rank = shape.size();
+  if (rank < 2)
+    return nodeError(node) << "needs a tensor of rank 2 or more, not "
+                           << typeOf(x);
+  int64_t k = 0;
+  if (node.in(1)) {
+    FailureOr<Shape> given = requireConstantInts(node, 1, "k");
+    if (failed(given))
+      return failure();
+    if (given->size() != 1)
+      return nodeError(node) << "k must be a scalar";
+    k = given->front();
+  }
+  bool upper = node.getInt("upper", 1) != 0;
+  // Keep (i, j) where j - i >= k (upper) or j - i <= k (lower).
+  ExprBuilder B(builder, node.loc);
+  auto indexType = RankedTensorType::get(shape, builder.getI64Type());
+  Value row = IotaOp::create(builder, node.loc, indexType, rank - 2);
+  Value column = IotaOp::create(builder, node.loc, indexType, rank - 1);
+  Value offset = B.sub(column, row);
+  Value diagonal = B.splat(offset, (double)k);
+  Value keep = B.cmp(upper ? ComparePredicate::ge : ComparePredicate::le,
+                     offset, diagonal);
+  setOutput(node, 0, B.where(keep, x));
+  return success();
+}
+
+LogicalResult OnnxImporter::importSplit(Node &node) {
+  Value x = node.in(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  FailureOr<int64_t> axis = gpuc::normalizeAxis(
+      node.getInt("axis", 0), shape.size(), [&] { return nodeError(node); });
+  if (failed(axis))
+    return failure();
+  int64_t dim = shape[*axis];
+  int64_t outputs = node.proto.output_size();
+  Shape sizes;
+  if (opset < 13 && node.getInts("split")) {
+    sizes = *node.getInts("split");
+  } else if (opset >= 13 && node.in(1)) {
+    FailureOr<Shape> given = requireConstantInts(node, 1, "split");
+    if (failed(given))
+      return failure();
+    sizes = *given;
+  } else {
+    // Equal parts; from opset 18 `num_outputs`, the last part smaller when
+    // the axis does not divide.
+    int64_t parts = node.getInt("num_outputs", outputs);
+    if (parts < 1 || parts != outputs)
+      return nodeError(node)
+             << "num_outputs " << parts << " for " << outputs << " outputs";
+    int64_t each = opset >= 18 ? (dim + parts - 1) / parts : dim / parts;
+    if (opset < 18 && dim % parts)
+      return nodeError(node)
+             << "axis " << *axis << " of " << dim << " does not split into "
+             << parts << " equal parts";
+    for (int64_t i = 0, left = dim; i < parts; ++i, left -= each)
+      sizes.push_back(std::min(each, std::max<int64_t>(left, 0)));
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0)
+      return nodeError(node) << "split sizes must not be negative";
+    total += s;
+  }
+  if ((int64_t)sizes.size() != outputs || total != dim)
+    return nodeError(node) << "split sizes ["
+                           << llvm::join(
+                                  llvm::map_range(sizes,
+                                                  [](int64_t s) {
+                                                    return std::to_string(s);
+                                                  }),
+                                  ", ")
+                           << "] do not cover axis " << *axis << " of " << dim
+                           << " in " << outputs << " outputs";
+  int64_t start = 0;
+  for (auto [i, size] : llvm::enumerate(sizes)) {
+    Shape starts(shape.size(), 0), limits(shape), steps(shape.size(), 1);
+    starts[*axis] = start;
+    limits[*axis] = start + size;
+    Shape part(shape);
+    part[*axis] = size;
+    setOutput(node, i,
+              builder.createOrFold<SliceOp>(node.loc, withShape(x, part), x,
+                                            starts, limits, steps));
+    start += size;
+  }
+  return success();
+}
+
+LogicalResult OnnxImporter::importTile(Node &node) {
+  Value x = node.in(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  FailureOr<Shape> repeats = requireConstantInts(node, 1, "repeats");
+  if (failed(repeats))
+    return failure();
+  if (repeats->size() != shape.size())
+    return nodeError(node) << "repeats has " << repeats->size()
+                           << " entries for a tensor of rank " << shape.size();
+  // [d0, d1, ...] -> [1, d0, 1, d1, ...] -> [r0, d0, r1, d1, ...]
+  //   -> [r0 * d0, r1 * d1, ...]
+  Shape interleaved, broadcast, tiled;
+  for (auto [d, r] : llvm::zip(shape, *repeats)) {
+    if (r < 0)
+      return nodeError(node) << "repeats must not be negative";
+    if (d && r > kMaxElements / d)
+      return nodeError(node)
+             << "tiles a dimension of " << d << " " << r << " times: too large";
+    interleaved.append({1, d});
+    broadcast.append({r, d});
+    tiled.push_back(r * d);
+  }
+  FailureOr<Shape> checked = inferBroadcastShape(
+      interleaved, broadcast, [&] { return nodeError(node); });
+  if (failed(checked) || getNumElements(tiled) > kMaxElements)
+    return failed(checked)
+               ? failure()
+               : (LogicalResult)(nodeError(node) << "the result is too large");
+  Value v = broadcastTo(node.loc, reshape(node.loc, x, interleaved), broadcast);
+  setOutput(node, 0, reshape(node.loc, v, tiled));
   return success();
 }
 
@@ -1398,13 +1728,16 @@ const llvm::StringMap<OpRule> &OnnxImporter::rules() {
       {"Add", {&I::importBinary<AddOp>, {7, 13, 14}}},
       {"AveragePool", {&I::importAveragePool, {7, 10, 11}}},
       {"BatchNormalization", {&I::importBatchNormalization, {9, 14, 15}}},
+      {"Celu", {&I::importActivation, {12}}},
       {"Cast", {&I::importCast, {6, 9, 13}}},
+      {"Clip", {&I::importClip, {6, 11, 12, 13}}},
       {"Concat", {&I::importConcat, {4, 11, 13}}},
       {"Constant", {&I::importConstant, {1, 9, 11, 12, 13}}},
       {"ConstantOfShape", {&I::importConstantOfShape, {9}}},
       {"Conv", {&I::importConv, {1, 11}}},
       {"Div", {&I::importBinary<DivOp>, {7, 13, 14}}},
       {"Dropout", {&I::importDropout, {12, 13}}},
+      {"Elu", {&I::importActivation, {6}}},
       {"Equal", {&I::importCompare<ComparePredicate::eq>, {11, 13}}},
       {"Erf", {&I::importUnary<ErfOp>, {9, 13}}},
       {"Exp", {&I::importUnary<ExpOp>, {6, 13}}},
@@ -1415,8 +1748,11 @@ const llvm::StringMap<OpRule> &OnnxImporter::rules() {
       {"GlobalAveragePool", {&I::importGlobalAveragePool, {1}}},
       {"Greater", {&I::importCompare<ComparePredicate::gt>, {9, 13}}},
       {"GreaterOrEqual", {&I::importCompare<ComparePredicate::ge>, {12, 16}}},
+      {"HardSigmoid", {&I::importActivation, {6}}},
+      {"HardSwish", {&I::importActivation, {14}}},
       {"Identity", {&I::importIdentity, {1, 13, 14, 16}}},
       {"LayerNormalization", {&I::importLayerNormalization, {17}}},
+      {"LeakyRelu", {&I::importActivation, {6, 16}}},
       {"Less", {&I::importCompare<ComparePredicate::lt>, {9, 13}}},
       {"LessOrEqual", {&I::importCompare<ComparePredicate::le>, {12, 16}}},
       {"Log", {&I::importUnary<LogOp>, {6, 13}}},
@@ -1430,24 +1766,33 @@ const llvm::StringMap<OpRule> &OnnxImporter::rules() {
       {"NegativeLogLikelihoodLoss", {&I::importClassLoss<NllLossOp>, {12, 13}}},
       {"Pad", {&I::importPad, {11, 13}}},
       {"Pow", {&I::importPow, {12, 13, 15}}},
+      {"PRelu", {&I::importPRelu, {9, 16}}},
+      {"Range", {&I::importRange, {11}}},
       {"Reciprocal", {&I::importUnary<ReciprocalOp>, {6, 13}}},
       {"ReduceMax", {&I::importReduceAttrAxes<ReduceMaxOp>, {11, 12, 13}}},
       {"ReduceMean", {&I::importReduceAttrAxes<ReduceMeanOp>, {11, 13}}},
       {"ReduceSum", {&I::importReduceSum, {11, 13}}},
       {"Relu", {&I::importUnary<ReluOp>, {6, 13, 14}}},
       {"Reshape", {&I::importReshape, {5, 13, 14}}},
+      {"Selu", {&I::importActivation, {6}}},
       {"Shape", {&I::importShape, {1, 13, 15}}},
       {"Sigmoid", {&I::importUnary<SigmoidOp>, {6, 13}}},
       {"Slice", {&I::importSlice, {10, 11, 13}}},
       {"Softmax", {&I::importSoftmaxLike<SoftmaxOp>, {13}}},
       {"SoftmaxCrossEntropyLoss",
        {&I::importClassLoss<CrossEntropyOp>, {12, 13}}},
+      {"Softplus", {&I::importActivation, {1}}},
+      {"Softsign", {&I::importActivation, {1}}},
+      {"Split", {&I::importSplit, {2, 11, 13, 18}}},
       {"Sqrt", {&I::importUnary<SqrtOp>, {6, 13}}},
       {"Squeeze", {&I::importSqueeze, {1, 11, 13}}},
       {"Sub", {&I::importBinary<SubOp>, {7, 13, 14}}},
       {"Sum", {&I::importVariadic<AddOp>, {8, 13}}},
       {"Tanh", {&I::importUnary<TanhOp>, {6, 13}}},
+      {"ThresholdedRelu", {&I::importActivation, {10}}},
+      {"Tile", {&I::importTile, {6, 13}}},
       {"Transpose", {&I::importTranspose, {1, 13}}},
+      {"Trilu", {&I::importTrilu, {14}}},
       {"Unsqueeze", {&I::importUnsqueeze, {1, 11, 13}}},
       {"Where", {&I::importWhere, {9, 16}}},
   };

@@ -35,6 +35,15 @@ public:
   Value exp(Value x) { return ExpOp::create(b, loc, x.getType(), x); }
   Value log(Value x) { return LogOp::create(b, loc, x.getType(), x); }
   Value rsqrt(Value x) { return RsqrtOp::create(b, loc, x.getType(), x); }
+  Value abs(Value x) { return AbsOp::create(b, loc, x.getType(), x); }
+  Value relu(Value x) { return ReluOp::create(b, loc, x.getType(), x); }
+  /// Elementwise minimum and maximum of two tensors of one shape.
+  Value minimum(Value x, Value y) {
+    return MinOp::create(b, loc, x.getType(), x, y);
+  }
+  Value maximum(Value x, Value y) {
+    return MaxOp::create(b, loc, x.getType(), x, y);
+  }
   Value scale(Value x, double c) { return mul(x, splat(x, c)); }
   Value splat(Value like, double c) { return splatLike(loc, like, c); }
   Value cmp(ComparePredicate p, Value x, Value y) {
