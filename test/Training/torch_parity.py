@@ -35,7 +35,29 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 from export_models import CNN, MLP, TransformerBlock, export  # noqa: E402
 
-BATCH = {"mlp": 8, "cnn": 4, "transformer": 4}
+BATCH = {"mlp": 8, "cnn": 4, "transformer": 4, "activations": 8}
+
+
+class Activations(torch.nn.Module):
+    """The activations MobileNets and other torchvision/timm models export
+    (ReLU6 as Clip, Hardswish, Hardsigmoid, LeakyReLU, ELU, SELU, CELU,
+    Softplus, Mish as Softplus + Tanh + Mul, Softsign, PReLU) between
+    linear layers, so each one's gradient reaches a weight."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        acts = [nn.ReLU6(), nn.Hardswish(), nn.Hardsigmoid(),
+                nn.LeakyReLU(0.1), nn.ELU(0.7), nn.SELU(), nn.CELU(1.3),
+                nn.Softplus(), nn.Mish(), nn.Softsign(), nn.PReLU(32)]
+        layers = [nn.Flatten(), nn.Linear(784, 32)]
+        for act in acts:
+            layers += [act, nn.Linear(32, 32)]
+        layers.append(nn.Linear(32, 10))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
 OPTIMIZERS = {
     "sgd": (["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"],
             lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
@@ -51,6 +73,8 @@ def make_model(name):
         return MLP(dropout=0.0), "image", 17
     if name == "cnn":
         return CNN(), "image", 17
+    if name == "activations":
+        return Activations(), "image", 17
     return TransformerBlock(), "tokens", 14
 
 
