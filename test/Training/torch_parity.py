@@ -35,7 +35,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 from export_models import CNN, MLP, TransformerBlock, export  # noqa: E402
 
-BATCH = {"mlp": 8, "cnn": 4, "transformer": 4, "activations": 8}
+BATCH = {"mlp": 8, "cnn": 4, "transformer": 4, "activations": 8,
+         "decoder": 4}
+# Models of token sequences: a next token per position.
+TOKEN_MODELS = ("transformer", "decoder")
 
 
 class Activations(torch.nn.Module):
@@ -58,6 +61,36 @@ class Activations(torch.nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+class Decoder(torch.nn.Module):
+    """A GPT-style decoder block written as people write it: positions from
+    torch.arange, the causal mask from torch.triu and masked_fill, q, k and
+    v from one projection's split, GELU in the MLP."""
+
+    def __init__(self, vocab=64, seq=16, dim=32, heads=4):
+        super().__init__()
+        nn = torch.nn
+        self.heads = heads
+        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
+        self.ln1, self.ln2, self.ln_f = (nn.LayerNorm(dim), nn.LayerNorm(dim),
+                                         nn.LayerNorm(dim))
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc, self.out = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, idx):
+        b, t = idx.shape
+        x = self.tok(idx) + self.pos(torch.arange(0, t, dtype=torch.long))
+        c, h = x.shape[-1], self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, h, c // h).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (c // h) ** 0.5)
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, c))
+        x = x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
+        return self.head(self.ln_f(x))
 OPTIMIZERS = {
     "sgd": (["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"],
             lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
@@ -75,6 +108,8 @@ def make_model(name):
         return CNN(), "image", 17
     if name == "activations":
         return Activations(), "image", 17
+    if name == "decoder":
+        return Decoder(), "tokens", 17
     return TransformerBlock(), "tokens", 14
 
 
@@ -82,7 +117,7 @@ def batches(name, steps):
     rng = np.random.RandomState(1)
     for _ in range(steps):
         b = BATCH[name]
-        if name == "transformer":
+        if name in TOKEN_MODELS:
             yield (rng.randint(0, 64, (b, 16)).astype(np.int64),
                    rng.randint(0, 64, (b, 16)).astype(np.int64))
         else:
@@ -129,7 +164,7 @@ def run_one(gpuc, name, opt_name, steps, workdir, precision, forced):
     model, input_name, opset = make_model(name)
     path = os.path.join(workdir, f"{name}.onnx")
     export(model, torch.zeros((2, 16), dtype=torch.int64)
-           if name == "transformer" else torch.randn(2, 1, 28, 28),
+           if name in TOKEN_MODELS else torch.randn(2, 1, 28, 28),
            path, input_name, opset)
     # Start PyTorch from exactly the ONNX initializers (tracing in training
     # mode may have touched batch-norm statistics).
@@ -160,7 +195,7 @@ def run_one(gpuc, name, opt_name, steps, workdir, precision, forced):
     cmd = [gpuc, "import", path, "--batch", str(BATCH[name]), "--train",
            "--loss", "cross_entropy", "--loss-output", "logits",
            "-o", step_mlir, "--precision", precision] + flags
-    if name == "transformer":
+    if name in TOKEN_MODELS:
         cmd += ["--class-axis", "-1"]
     subprocess.run(cmd, check=True)
     state_dir = os.path.join(workdir, f"{name}.{opt_name}.state")
@@ -185,7 +220,7 @@ def run_one(gpuc, name, opt_name, steps, workdir, precision, forced):
                             enabled=precision == "bf16"):
             out = model(xt.double() if xt.is_floating_point() and
                         precision == "fp32" else xt)
-            if name == "transformer":
+            if name in TOKEN_MODELS:
                 out = out.permute(0, 2, 1)
             loss = loss_fn(out, torch.from_numpy(y))
         loss.backward()
