@@ -13,10 +13,11 @@ packages=(
   dataset-fashion-mnist
   python3-numpy python3-onnx
 )
-# Optional: PyTorch, for exporting the examples and the parity tests. Large, so
-# GPUC_SKIP_TORCH=1 leaves it out (the tests that need it then skip).
+# Optional: PyTorch, for exporting the examples and the parity tests, and
+# torchvision for the model zoo test. Large, so GPUC_SKIP_TORCH=1 leaves them
+# out (the tests that need them then skip).
 if [[ "${GPUC_SKIP_TORCH:-0}" != 1 ]]; then
-  packages+=(python3-torch)
+  packages+=(python3-torch python3-torchvision)
 fi
 
 missing=()

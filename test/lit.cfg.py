@@ -54,6 +54,9 @@ for feature, modules, skipped in (
         ("torch", ["torch", "onnx", "numpy"],
          "python3-torch/python3-onnx not importable from /usr/bin/python3: "
          "the PyTorch parity tests are skipped"),
+        ("torchvision", ["torch", "torchvision", "onnx", "numpy"],
+         "python3-torchvision not importable from /usr/bin/python3: the "
+         "model zoo test is skipped"),
         ("numpy", ["numpy"],
          "python3-numpy not importable from /usr/bin/python3: the "
          "generated-code parity tests are skipped"),

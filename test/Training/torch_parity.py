@@ -19,6 +19,10 @@ and takes full steps in random directions, so no two implementations agree on
 them. Elements whose PyTorch gradient is nonzero but never exceeds 1e-7 in
 magnitude are therefore left out of the weight comparison, and their count is
 printed. (Exactly zero gradients, as of dead ReLU units, are compared.)
+Where the PyTorch weight stays near zero (a batch-norm bias whose gradient
+cancels exactly in float64 but leaves float32 noise, as in MobileNet's
+projection layers), the difference is measured against 1e-3 per element
+instead of the weight's norm: at the default tolerance, 1e-7 per element.
 """
 import argparse
 import os
@@ -36,7 +40,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 from export_models import CNN, MLP, TransformerBlock, export  # noqa: E402
 
 BATCH = {"mlp": 8, "cnn": 4, "transformer": 4, "activations": 8,
-         "decoder": 4}
+         "decoder": 4, "resnet18": 2, "mobilenet_v2": 2,
+         "mobilenet_v3_small": 2}
+# torchvision's classifiers (10 classes) on small RGB images: the model zoo.
+ZOO = ("resnet18", "mobilenet_v2", "mobilenet_v3_small")
+
+
+def image_shape(name):
+    return (3, 64, 64) if name in ZOO else (1, 28, 28)
 # Models of token sequences: a next token per position.
 TOKEN_MODELS = ("transformer", "decoder")
 
@@ -110,6 +121,12 @@ def make_model(name):
         return Activations(), "image", 17
     if name == "decoder":
         return Decoder(), "tokens", 17
+    if name in ZOO:
+        import torchvision
+        # Dropout off: its masks are random on each side.
+        kwargs = {} if name == "resnet18" else {"dropout": 0.0}
+        return (getattr(torchvision.models, name)(num_classes=10, **kwargs),
+                "image", 17)
     return TransformerBlock(), "tokens", 14
 
 
@@ -121,7 +138,7 @@ def batches(name, steps):
             yield (rng.randint(0, 64, (b, 16)).astype(np.int64),
                    rng.randint(0, 64, (b, 16)).astype(np.int64))
         else:
-            yield (rng.randn(b, 1, 28, 28).astype(np.float32),
+            yield (rng.randn(b, *image_shape(name)).astype(np.float32),
                    rng.randint(0, 10, b).astype(np.int64))
 
 
@@ -138,7 +155,11 @@ def weight_difference(model, state_dir, max_grad):
         mine, ref = mine[live], ref[live]
         if ref.size == 0:
             continue
-        rel = np.linalg.norm(mine - ref) / max(np.linalg.norm(ref), 1e-30)
+        # A reference near zero (a bias whose gradient cancels: float64
+        # PyTorch leaves it at ~0, float32 gpuc moves it by rounding noise)
+        # is measured against 1e-3 per element instead.
+        rel = np.linalg.norm(mine - ref) / max(np.linalg.norm(ref),
+                                               1e-3 * np.sqrt(ref.size))
         if rel > worst_weight:
             worst_weight, worst_name = rel, pname
     return worst_weight, worst_name, excluded
@@ -164,7 +185,7 @@ def run_one(gpuc, name, opt_name, steps, workdir, precision, forced):
     model, input_name, opset = make_model(name)
     path = os.path.join(workdir, f"{name}.onnx")
     export(model, torch.zeros((2, 16), dtype=torch.int64)
-           if name in TOKEN_MODELS else torch.randn(2, 1, 28, 28),
+           if name in TOKEN_MODELS else torch.randn(2, *image_shape(name)),
            path, input_name, opset)
     # Start PyTorch from exactly the ONNX initializers (tracing in training
     # mode may have touched batch-norm statistics).
