@@ -1186,10 +1186,28 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
         body.resize(mark);
         return cpuLoopNest("r", rowBegin, rowEnd, rowShape, mode, pass);
       };
-      auto rowLoop = [&] {
+      // The GPU's loop over the row's elements, `pass` its body.
+      auto portableRowLoop =
+          [&](function_ref<LogicalResult(StringRef)> pass) -> LogicalResult {
         open(llvm::formatv(
             "for (gidx r = {0} + threadIdx.x; r < {1}; r += blockDim.x)",
             rowBegin, rowEnd));
+        if (failed(pass("")))
+          return failure();
+        close();
+        return success();
+      };
+      // A column block's walk: each element of the row, the rows' lanes
+      // inside (lane k of a reduction adds row k's elements in order).
+      auto cpuColumnNest = [&](function_ref<LogicalResult(StringRef)> pass,
+                               StringRef lane) {
+        return cpuRowNest(CpuLine::Plain, [&](StringRef) -> LogicalResult {
+          openRowLanes();
+          if (failed(pass(lane)))
+            return failure();
+          close();
+          return success();
+        });
       };
       // Reductions that read no other reduction's result share one pass over
       // the row, and so on by level: batch norm's gradient takes two passes
@@ -1254,13 +1272,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
             return failure();
           return success();
         };
-        auto portable = [&]() -> LogicalResult {
-          rowLoop();
-          if (failed(pass("")))
-            return failure();
-          close();
-          return success();
-        };
+        auto portable = [&] { return portableRowLoop(pass); };
         // The CPU adds a row's elements in lanes (one accumulator per lane,
         // combined in lane order), so the adds vectorize and no longer wait
         // on each other.
@@ -1282,15 +1294,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
           return success();
         };
         if (column) {
-          // Row lanes inside each element of the row: lane k adds row k's
-          // elements in order.
-          if (failed(cpuRowNest(CpuLine::Plain, [&](StringRef) {
-                openRowLanes();
-                if (failed(pass("lane")))
-                  return failure();
-                close();
-                return success();
-              })))
+          if (failed(cpuColumnNest(pass, "lane")))
             return failure();
         } else if (cpuLines ? failed(splitByTarget(portable, cpu,
                                                    /*onlyIfDivides=*/false))
@@ -1360,21 +1364,9 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
         auto pass = [&](StringRef) {
           return storeResults(perElement, fullIndex("r"));
         };
-        auto portable = [&]() -> LogicalResult {
-          rowLoop();
-          if (failed(pass("")))
-            return failure();
-          close();
-          return success();
-        };
+        auto portable = [&] { return portableRowLoop(pass); };
         if (column) {
-          if (failed(cpuRowNest(CpuLine::Plain, [&](StringRef) {
-                openRowLanes();
-                if (failed(pass("")))
-                  return failure();
-                close();
-                return success();
-              })))
+          if (failed(cpuColumnNest(pass, "")))
             return failure();
         } else if (cpuLines
                        ? failed(splitByTarget(
