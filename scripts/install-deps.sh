@@ -12,6 +12,7 @@ packages=(
   coinor-libcbc-dev
   dataset-fashion-mnist
   python3-numpy python3-onnx
+  clang libclang-rt-dev
 )
 # Optional: PyTorch, for exporting the examples and the parity tests, and
 # torchvision for the model zoo test. Large, so GPUC_SKIP_TORCH=1 leaves them

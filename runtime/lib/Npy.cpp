@@ -107,6 +107,16 @@ bool gpuc::readNpy(const std::string &path, NpyArray &array,
     in.read((char *)len, 4);
     headerLength = len[0] | (len[1] << 8) | (len[2] << 16) | (len[3] << 24);
   }
+  // Sizes read from the file are checked against what the file holds
+  // before anything that large is allocated.
+  std::streamoff headerStart = in.tellg();
+  in.seekg(0, std::ios::end);
+  std::streamoff fileSize = in.tellg();
+  in.seekg(headerStart);
+  if (!in || headerStart < 0 || headerLength > fileSize - headerStart) {
+    error = path + ": truncated .npy header";
+    return false;
+  }
   std::string header(headerLength, '\0');
   if (!in || !in.read(header.data(), headerLength)) {
     error = path + ": truncated .npy header";
@@ -165,6 +175,13 @@ bool gpuc::readNpy(const std::string &path, NpyArray &array,
     array.shape.push_back(d);
   }
   int64_t bytes = array.numElements() * array.elementSize();
+  std::streamoff dataStart = in.tellg();
+  if (dataStart < 0 || bytes > fileSize - dataStart) {
+    error = path + ": truncated data (expected " + std::to_string(bytes) +
+            " bytes for shape " + shape + ", the file holds " +
+            std::to_string(dataStart < 0 ? 0 : fileSize - dataStart) + ")";
+    return false;
+  }
   array.bytes.resize(bytes);
   if (!in.read(array.bytes.data(), bytes)) {
     error = path + ": truncated data (expected " + std::to_string(bytes) +

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Fuzzes the runtime's readers of files a user or a damaged disk hands the
+# trainer (plan.json, safetensors checkpoints, .npy data, IDX datasets raw
+# and gzipped) with libFuzzer under AddressSanitizer and UBSan:
+#
+#   scripts/fuzz.sh [SECONDS per target, default 60] [TARGET...]
+#
+# Built with clang (libFuzzer ships with Debian's clang) into build-fuzz/,
+# from seed corpora made here (an MLP artifact's plan and weights, small
+# .npy files, IDX headers). Each target runs SECONDS; a crash, leak,
+# sanitizer report or timeout leaves its input in build-fuzz/findings/ and
+# makes the script fail. The corpora grow in build-fuzz/corpus/ across runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+shift || true
+targets=("$@")
+if ((${#targets[@]} == 0)); then
+  targets=(plan safetensors npy idx)
+fi
+cxx=""
+for c in clang++ clang++-19 clang++-16 clang++-15 clang++-14; do
+  if command -v "$c" >/dev/null; then cxx=$c; break; fi
+done
+if [[ -z $cxx ]]; then
+  echo "fuzz.sh: no clang++ (libFuzzer needs clang: apt-get install clang)" >&2
+  exit 1
+fi
+out=build-fuzz
+mkdir -p "$out/findings"
+flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer
+       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+       -Iruntime/include -DGPUC_FUZZ)
+sources=(runtime/lib/Plan.cpp runtime/lib/Safetensors.cpp runtime/lib/Npy.cpp
+         runtime/lib/Dataset.cpp)
+declare -A main=([plan]=PlanFuzzer [safetensors]=SafetensorsFuzzer
+                 [npy]=NpyFuzzer [idx]=IdxFuzzer)
+for t in "${targets[@]}"; do
+  [[ -n ${main[$t]:-} ]] || { echo "fuzz.sh: no target '$t' (plan, safetensors, npy, idx)" >&2; exit 1; }
+  if [[ ! $out/$t -nt fuzz/${main[$t]}.cpp ]] ||
+     [[ -n $(find runtime/lib runtime/include fuzz -newer "$out/$t" -name '*.[ch]*' | head -1) ]]; then
+    echo "fuzz.sh: building $t with $cxx"
+    "$cxx" "${flags[@]}" "fuzz/${main[$t]}.cpp" "${sources[@]}" -lz -o "$out/$t"
+  fi
+done
+
+# Seed corpora.
+seeds=$out/seeds
+if [[ ! -d $seeds ]]; then
+  mkdir -p "$seeds"/{plan,safetensors,npy,idx}
+  if [[ -x build/bin/gpuc ]]; then
+    build/bin/gpuc compile examples/mlp.onnx --batch 2 --target cpu \
+      -o "$out/seed-artifact" >/dev/null
+    cp "$out/seed-artifact/plan.json" "$seeds/plan/mlp.json"
+    cp "$out/seed-artifact/init.safetensors" "$seeds/safetensors/mlp"
+  fi
+  python3 - "$seeds/npy" <<'PY'
+import struct, sys
+def npy(path, descr, shape, payload):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, "".join("%d, " % d for d in shape))
+    header += " " * (-(len(header) + 11) % 64) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" +
+                           struct.pack("<H", len(header)) + header.encode() +
+                           payload)
+npy(sys.argv[1] + "/f4", "<f4", (2, 3), struct.pack("<6f", *range(6)))
+npy(sys.argv[1] + "/i8", "<i8", (4,), struct.pack("<4q", 1, 2, 3, 4))
+npy(sys.argv[1] + "/u1", "|u1", (2, 2, 2), bytes(range(8)))
+PY
+  printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02\x00\x01\x02\x03\x04\x05\x06\x07' \
+    > "$seeds/idx/raw"
+  printf '\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00\x02\x00\x01\x02\x03' |
+    gzip -c > "$seeds/idx/gz"
+  # An odd first byte makes IdxFuzzer name the input .gz (gzip starts 0x1f).
+fi
+
+status=0
+for t in "${targets[@]}"; do
+  corpus=$out/corpus/$t
+  mkdir -p "$corpus"
+  log=$out/$t.log
+  echo "fuzz.sh: $t for ${seconds}s"
+  if ! "$out/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_len=65536 -print_final_stats=1 \
+      -artifact_prefix="$out/findings/$t-" "$corpus" "$seeds/$t" \
+      >"$log" 2>&1; then
+    echo "fuzz.sh: $t FAILED; input and report: $out/findings/$t-*, $log" >&2
+    grep -E "ERROR|SUMMARY|runtime error" "$log" | head -5 >&2 || true
+    status=1
+  fi
+  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$log" |
+    tr '\n' ' ' | sed "s/^/fuzz.sh: $t: /"
+  echo "corpus $(ls "$corpus" | wc -l) inputs"
+done
+exit $status
