@@ -33,8 +33,14 @@ bool headerField(const std::string &header, const std::string &key,
   if (colon == std::string::npos)
     return false;
   size_t start = header.find_first_not_of(' ', colon + 1);
-  size_t end = header[start] == '(' ? header.find(')', start) + 1
+  if (start == std::string::npos)
+    return false;
+  size_t end = header[start] == '(' ? header.find(')', start)
                                     : header.find_first_of(",}", start);
+  if (end == std::string::npos)
+    return false;
+  if (header[start] == '(')
+    ++end;
   value = header.substr(start, end - start);
   return true;
 }
@@ -132,6 +138,11 @@ bool gpuc::readNpy(const std::string &path, NpyArray &array,
   if (order.rfind("False", 0) != 0) {
     error = path + ": Fortran-ordered arrays are not supported; save a "
                    "C-contiguous array (numpy.ascontiguousarray)";
+    return false;
+  }
+  if (descr.size() < 2 || shape.size() < 2 || shape.front() != '(' ||
+      shape.back() != ')') {
+    error = path + ": malformed .npy header '" + header + "'";
     return false;
   }
   array.dtype = descr.substr(1, descr.size() - 2);

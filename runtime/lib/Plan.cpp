@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -135,6 +136,24 @@ bool checkStep(const nlohmann::json &step,
             ", not one of the plan's " + std::to_string(buffers) + " buffers";
     return false;
   };
+  // The fields each kind of step is executed with.
+  static const std::map<std::string, std::vector<const char *>> required = {
+      {"kernel", {"kernel", "args"}},
+      {"copy", {"src", "dst", "bytes"}},
+      {"gemm",
+       {"a", "b", "c", "batch", "m", "n", "k", "stride_a", "stride_b",
+        "trans_a", "trans_b", "dtype"}},
+      {"conv2d", {"x", "w", "y", "groups", "dtype"}},
+      {"conv2d_backward_input", {"x", "w", "y", "groups", "dtype"}},
+      {"conv2d_backward_filter", {"x", "w", "y", "groups", "dtype"}}};
+  auto fields = required.find(step["op"].get<std::string>());
+  if (fields != required.end())
+    for (const char *field : fields->second)
+      if (!step.contains(field)) {
+        error = where + ": " + step["op"].get<std::string>() + " has no '" +
+                field + "'";
+        return false;
+      }
   for (const char *field : {"a", "b", "c", "x", "w", "y", "src", "dst"})
     if (step.contains(field) && !bufferId(step[field], field))
       return false;
@@ -228,16 +247,18 @@ bool Plan::loadChecked(const std::string &path, std::string &error) {
   }
   for (const auto &b : json["buffers"]) {
     PlanBuffer buffer;
-    buffer.id = b["id"];
-    buffer.name = b["name"];
-    buffer.kind = b["kind"];
-    buffer.dtype = b["dtype"];
-    buffer.shape = b["shape"].get<std::vector<int64_t>>();
-    buffer.bytes = b["bytes"];
+    // at(), not [], on fields that must be there: a missing one throws
+    // (reported by load() with the file) where [] reads past the object.
+    buffer.id = b.at("id");
+    buffer.name = b.at("name");
+    buffer.kind = b.at("kind");
+    buffer.dtype = b.at("dtype");
+    buffer.shape = b.at("shape").get<std::vector<int64_t>>();
+    buffer.bytes = b.at("bytes");
     buffer.offset = b.value("offset", (int64_t)-1);
     if (b.contains("default")) {
       buffer.hasDefault = true;
-      buffer.defaultValue = b["default"];
+      buffer.defaultValue = b.at("default");
     }
     if (buffer.id != (int)buffers.size()) {
       error = path + ": buffer ids are not 0..n-1 in order";

@@ -17,6 +17,15 @@ for name, shape in [("neg", "(-4, 1, 28, 28)"), ("str", "('a',)"),
                   "wb") as f:
             f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) +
                     header.encode() + b"\0" * 16)
+# A header whose last field has no value (scripts/fuzz.sh: read past the
+# header's end).
+os.makedirs(os.path.join(out, "in-novalue"), exist_ok=True)
+for input_name in ("image", "label"):
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape':"
+    with open(os.path.join(out, "in-novalue", input_name + ".npy"),
+              "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) +
+                header.encode())
 # A header longer than the file (a v2 header length of 4 GB).
 os.makedirs(os.path.join(out, "in-longheader"), exist_ok=True)
 for input_name in ("image", "label"):
