@@ -18,6 +18,10 @@ config.substitutions.append(("%gpuc_src", config.gpuc_src_root))
 config.substitutions.append(("%gpuc_tooldir", config.gpuc_tools_dir))
 config.substitutions.append(("%gpuc_bin", os.path.join(config.gpuc_tools_dir, "gpuc")))
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
+# Compiled kernels are cached in the build tree, not the user's cache home:
+# the suite shares them between its tests and runs, and leaves $HOME alone.
+config.environment["GPUC_CACHE_DIR"] = os.path.join(config.test_exec_root,
+                                                    "gpuc-cache")
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()

@@ -16,6 +16,9 @@ struct ArtifactOptions {
   bool cpu = true, cuda = false;
   std::vector<std::string> archs = {"sm_80", "sm_90"};
   std::string cxx;
+  /// Where compiled kernel objects are kept by the hash of what produced
+  /// them ("": no cache).
+  std::string cacheDir;
   /// What the trainer needs to know about the model (its data input, labels,
   /// the output it evaluates).
   nlohmann::json trainer;

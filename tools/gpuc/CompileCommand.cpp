@@ -20,10 +20,13 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <algorithm>
 #include <fstream>
+#include <unistd.h>
 
 using namespace mlir;
 
@@ -66,6 +69,75 @@ static bool runTool(ArrayRef<std::string> args, const std::string &log) {
       llvm::errs() << text.substr(text.size() > 4000 ? text.size() - 4000 : 0);
     }
     return false;
+  }
+  return true;
+}
+
+/// Compiles `compile` (a host compiler command ending in `-c SOURCE -o
+/// OBJECT`), or copies its object from the cache. The key is a hash of the
+/// preprocessed source (so every header it includes counts), the command
+/// and the compiler: an identical kernel source compiles once per machine.
+/// Sets `cached` when the object came from the cache.
+static bool compileCached(ArrayRef<std::string> compile,
+                          const std::string &object, const std::string &log,
+                          const std::string &cacheDir, bool &cached) {
+  cached = false;
+  if (cacheDir.empty())
+    return runTool(compile, log);
+  // The same command with -E instead of -c, writing the preprocessed text.
+  // -P: no line markers, which would name the output directory.
+  std::vector<std::string> preprocess(compile.begin(), compile.end());
+  std::string preprocessed = object + ".ii", source;
+  for (size_t i = 0; i < preprocess.size(); ++i) {
+    if (preprocess[i] == "-c" && i + 1 < preprocess.size()) {
+      preprocess[i] = "-E";
+      source = preprocess[i + 1];
+    }
+    if (preprocess[i] == "-o" && i + 1 < preprocess.size())
+      preprocess[i + 1] = preprocessed;
+  }
+  preprocess.push_back("-P");
+  if (!runTool(preprocess, log))
+    return false;
+  auto text = llvm::MemoryBuffer::getFile(preprocessed);
+  llvm::sys::fs::remove(preprocessed);
+  if (!text) {
+    llvm::errs() << "gpuc compile: cannot read " << preprocessed << "\n";
+    return false;
+  }
+  llvm::SHA256 hash;
+  hash.update((*text)->getBuffer());
+  for (const std::string &arg : compile)
+    if (arg != object && arg != source)
+      hash.update(arg + '\0');
+  // -march=native means this CPU: a cache shared between machines must not
+  // hand one's object to another.
+  hash.update(llvm::sys::getHostCPUName());
+  std::string key = llvm::toHex(hash.final(), /*LowerCase=*/true);
+  std::string entry = cacheDir + "/kernels/" + key + ".o";
+  if (llvm::sys::fs::exists(entry)) {
+    llvm::sys::fs::remove(object);
+    if (!llvm::sys::fs::copy_file(entry, object)) {
+      cached = true;
+      return true;
+    }
+  }
+  if (!runTool(compile, log))
+    return false;
+  // Stored through a temporary and a rename: a concurrent compile of the
+  // same source never sees half an object. A cache that cannot be written
+  // only costs the next compile its time.
+  std::error_code ec = llvm::sys::fs::create_directories(cacheDir + "/kernels");
+  std::string temporary = entry + ".tmp" + std::to_string(::getpid());
+  if (!ec)
+    ec = llvm::sys::fs::copy_file(object, temporary);
+  if (!ec)
+    ec = llvm::sys::fs::rename(temporary, entry);
+  if (ec) {
+    llvm::sys::fs::remove(temporary);
+    llvm::errs() << "gpuc compile: warning: cannot store the kernels in the "
+                    "cache "
+                 << cacheDir << ": " << ec.message() << "\n";
   }
   return true;
 }
@@ -246,6 +318,7 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
   }
   // The trainer: with the CPU kernels for --target cpu|all; for --target
   // cuda with an empty CPU kernel table (the plan says it has no CPU code).
+  bool fromCache = false;
   {
     std::string object = dir + "/kernels.cpu.o", log = dir + "/build.log";
     std::string source = dir + "/kernels.cu";
@@ -265,8 +338,10 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
         GPUC_RUNTIME_INCLUDE_DIR, "-x", "c++", "-c", source, "-o", object};
     if (GPUC_CPU_VECTOR_MATH && options.cpu)
       compile.push_back("-DGPUC_CPU_VECTOR_MATH");
-    if (!runTool(compile, log))
+    bool cached = false;
+    if (!compileCached(compile, object, log, options.cacheDir, cached))
       return 1;
+    fromCache = cached;
     std::vector<std::string> link = {
         options.cxx,
         object,
@@ -297,6 +372,8 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
   if (options.cuda)
     llvm::outs() << "; cubin+PTX for " << llvm::join(options.archs, ", ");
   llvm::outs() << "; trainer " << dir << "/train";
+  if (fromCache)
+    llvm::outs() << ", CPU kernels from the cache";
   llvm::outs() << ")\n";
   return 0;
 }

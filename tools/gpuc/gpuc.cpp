@@ -171,6 +171,18 @@ static cl::opt<std::string>
                  cl::value_desc("path"), cl::init(""),
                  cl::cat(compileCategory));
 
+static cl::opt<std::string> cacheDir(
+    "cache-dir",
+    cl::desc("compile: keep compiled CPU kernels in DIR, by a hash of their "
+             "preprocessed source, flags and compiler, and reuse them "
+             "(default $GPUC_CACHE_DIR, else $XDG_CACHE_HOME/gpuc, else "
+             "~/.cache/gpuc)"),
+    cl::value_desc("DIR"), cl::init(""), cl::cat(compileCategory));
+static cl::opt<bool> noCache("no-cache",
+                             cl::desc("compile: compile the CPU kernels "
+                                      "without the cache"),
+                             cl::init(false), cl::cat(compileCategory));
+
 static cl::opt<bool>
     report("report",
            cl::desc("compile: print each kernel of the training step (ops, "
@@ -983,6 +995,16 @@ static int runCompile(int argc, char **argv) {
   artifact.cxx = !hostCompiler.empty() ? hostCompiler.getValue()
                  : getenv("CXX")       ? getenv("CXX")
                                        : "c++";
+  if (!noCache) {
+    if (!cacheDir.empty())
+      artifact.cacheDir = cacheDir;
+    else if (const char *env = getenv("GPUC_CACHE_DIR"); env && *env)
+      artifact.cacheDir = env;
+    else if (const char *xdg = getenv("XDG_CACHE_HOME"); xdg && *xdg)
+      artifact.cacheDir = std::string(xdg) + "/gpuc";
+    else if (const char *home = getenv("HOME"); home && *home)
+      artifact.cacheDir = std::string(home) + "/.cache/gpuc";
+  }
   artifact.dumpDir = dumpDir;
   if (!dumpDir.empty())
     if (std::error_code ec =
