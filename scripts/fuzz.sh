@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Fuzzes the runtime's readers of files a user or a damaged disk hands the
 # trainer (plan.json, safetensors checkpoints, .npy data, IDX datasets raw
-# and gzipped) with libFuzzer under AddressSanitizer and UBSan:
+# and gzipped) and the model DSL's parser with libFuzzer under
+# AddressSanitizer and UBSan:
 #
 #   scripts/fuzz.sh [SECONDS per target, default 60] [TARGET...]
 #
-# Built with clang (libFuzzer ships with Debian's clang) into build-fuzz/,
-# from seed corpora made here (an MLP artifact's plan and weights, small
+# Built with clang (libFuzzer ships with Debian's clang) into build-fuzz/;
+# the DSL target instruments the parser and links the dialect and MLIR from
+# build/ (scripts/build.sh first). Seed corpora are made here (an MLP artifact's plan and weights, small
 # .npy files, IDX headers). Each target runs SECONDS; a crash, leak,
 # sanitizer report or timeout leaves its input in build-fuzz/findings/ and
 # makes the script fail. The corpora grow in build-fuzz/corpus/ across runs.
@@ -16,7 +18,7 @@ seconds=${1:-60}
 shift || true
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(plan safetensors npy idx)
+  targets=(plan safetensors npy idx dsl)
 fi
 cxx=""
 for c in clang++ clang++-19 clang++-16 clang++-15 clang++-14; do
@@ -34,9 +36,34 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer
 sources=(runtime/lib/Plan.cpp runtime/lib/Safetensors.cpp runtime/lib/Npy.cpp
          runtime/lib/Dataset.cpp)
 declare -A main=([plan]=PlanFuzzer [safetensors]=SafetensorsFuzzer
-                 [npy]=NpyFuzzer [idx]=IdxFuzzer)
+                 [npy]=NpyFuzzer [idx]=IdxFuzzer [dsl]=DslFuzzer)
 for t in "${targets[@]}"; do
-  [[ -n ${main[$t]:-} ]] || { echo "fuzz.sh: no target '$t' (plan, safetensors, npy, idx)" >&2; exit 1; }
+  [[ -n ${main[$t]:-} ]] || { echo "fuzz.sh: no target '$t' (plan, safetensors, npy, idx, dsl)" >&2; exit 1; }
+  if [[ $t == dsl ]]; then
+    if [[ ! -x build/bin/gpuc-opt ]]; then
+      echo "fuzz.sh: build/ has no gpuc-opt (run scripts/build.sh): the dsl target needs its libraries" >&2
+      exit 1
+    fi
+    if [[ ! $out/dsl -nt lib/Frontend/DslParser.cpp || ! $out/dsl -nt fuzz/DslFuzzer.cpp ||
+          ! $out/dsl -nt build/lib/libGpucDialect.a ]]; then
+      echo "fuzz.sh: building dsl with $cxx"
+      # The parser instrumented; the dialect and MLIR as gpuc-opt links them
+      # (built without RTTI, as LLVM is).
+      dslflags=("${flags[@]}" -fno-rtti -fno-exceptions
+                -I/usr/lib/llvm-22/include -Iinclude -Ibuild/include)
+      dslflags=("${dslflags[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}")
+      "$cxx" "${dslflags[@]}" -Wno-deprecated-declarations -c lib/Frontend/DslParser.cpp -o "$out/DslParser.o"
+      "$cxx" "${dslflags[@]}" -c fuzz/DslFuzzer.cpp -o "$out/DslFuzzer.o"
+      mapfile -t libs < <(ninja -C build -t commands bin/gpuc-opt | tail -1 |
+        tr ' ' '\n' | grep -E '\.a$|^-l' |
+        grep -v 'GpucInitAll\|OptLib\|GpucTransforms\|GpucCodegen\|GpucInterpreter\|gpuc_runtime' |
+        sed 's|^lib/|build/lib/|')
+      "$cxx" -fsanitize=fuzzer,address,undefined "$out/DslFuzzer.o" "$out/DslParser.o" \
+        "${libs[@]}" /usr/lib/llvm-22/lib/libLLVMSupport.a \
+        /usr/lib/llvm-22/lib/libLLVMDemangle.a -lz -ltinfo -o "$out/dsl"
+    fi
+    continue
+  fi
   if [[ ! $out/$t -nt fuzz/${main[$t]}.cpp ]] ||
      [[ -n $(find runtime/lib runtime/include fuzz -newer "$out/$t" -name '*.[ch]*' | head -1) ]]; then
     echo "fuzz.sh: building $t with $cxx"
@@ -47,7 +74,8 @@ done
 # Seed corpora.
 seeds=$out/seeds
 if [[ ! -d $seeds ]]; then
-  mkdir -p "$seeds"/{plan,safetensors,npy,idx}
+  mkdir -p "$seeds"/{plan,safetensors,npy,idx,dsl}
+  cp test/Frontend/dsl/*.gdsl test/Trainer/Inputs/*.gdsl "$seeds/dsl/"
   if [[ -x build/bin/gpuc ]]; then
     build/bin/gpuc compile examples/mlp.onnx --batch 2 --target cpu \
       -o "$out/seed-artifact" >/dev/null
