@@ -1,4 +1,5 @@
-//===- DslFuzzer.cpp - the model DSL's parser ------------------------------===//
+//===- DslFuzzer.cpp - the model DSL's parser
+//------------------------------===//
 #include "FuzzInput.h"
 #include "gpuc/Dialect/Gpuc/GpucDialect.h"
 #include "gpuc/Frontend/DslParser.h"

@@ -31,9 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string raw = gpuc::fuzz::workDir() + "/train-images-idx3-ubyte";
   unlink(raw.c_str());
   unlink((raw + ".gz").c_str());
-  gpuc::fuzz::writeInput(
-      gzipped ? "train-images-idx3-ubyte.gz" : "train-images-idx3-ubyte",
-      data, size);
+  gpuc::fuzz::writeInput(gzipped ? "train-images-idx3-ubyte.gz"
+                                 : "train-images-idx3-ubyte",
+                         data, size);
   gpuc::Dataset dataset;
   std::string error;
   gpuc::loadDataset(gpuc::fuzz::workDir(), dataset, error);

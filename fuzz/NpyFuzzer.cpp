@@ -5,7 +5,6 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   gpuc::NpyArray array;
   std::string error;
-  gpuc::readNpy(gpuc::fuzz::writeInput("input.npy", data, size), array,
-                error);
+  gpuc::readNpy(gpuc::fuzz::writeInput("input.npy", data, size), array, error);
   return 0;
 }

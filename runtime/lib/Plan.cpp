@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <map>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace gpuc {
