@@ -76,6 +76,8 @@ if os.path.isdir("/usr/share/datasets/fashion-mnist"):
 else:
     lit_config.note("/usr/share/datasets/fashion-mnist missing: the trainer "
                     "tests are skipped (apt-get install dataset-fashion-mnist)")
+if getattr(config, "gpuc_have_libmvec", False):
+    config.available_features.add("libmvec")
 if getattr(config, "gpuc_have_nvrtc", False):
     config.available_features.add("nvrtc")
 else:

@@ -46,7 +46,8 @@ def check(args, name, optimizer, work):
     out = os.path.join(work, name + "-" + optimizer)
     common = ["--batch", "4", "--optimizer", optimizer,
               "--precision", args.precision] + extra
-    run([args.gpuc, "compile", model, "-o", out, "--target", "cpu"] + common)
+    run([args.gpuc, "compile", model, "-o", out, "--target", "cpu"] + common +
+        args.compile_flag)
     step = os.path.join(work, name + "-" + optimizer + ".mlir")
     run([args.gpuc, "import", model, "--train", "--loss", "cross_entropy",
          "--loss-output", "logits", "-o", step] + common)
@@ -92,6 +93,9 @@ def main():
     p.add_argument("--models", default="mlp,cnn,transformer,windows")
     p.add_argument("--optimizers", default="sgd,adamw")
     p.add_argument("--precision", default="fp32", choices=sorted(TOLERANCE))
+    p.add_argument("--compile-flag", action="append", default=[],
+                   help="passed to gpuc compile only (the reference is the "
+                   "interpreter either way), e.g. --memory-budget=1GiB")
     args = p.parse_args()
     ok = True
     with tempfile.TemporaryDirectory() as work:
