@@ -25,7 +25,8 @@ int64_t dtypeBytes(const std::string &dtype) {
 /// call sizes its loops with, checked against the plan's buffers: a value
 /// the compiler never writes (a damaged or hand-edited plan) is an error
 /// here, not an out-of-bounds access or an abort in a library.
-/// A library step's operands against their buffers: the elements a GEMM
+/// A library step's operands against their buffers (checkStep has made
+/// sure the step carries its fields): the elements a GEMM
 /// or convolution of the step's sizes reads or writes must lie inside each
 /// buffer (a damaged count would have the library run past it), and a
 /// convolution's shapes must agree with each other.
@@ -45,12 +46,6 @@ bool checkLibraryOperands(const nlohmann::json &step,
   };
   const std::string &op = step["op"].get_ref<const std::string &>();
   if (op == "gemm") {
-    for (const char *field :
-         {"a", "b", "c", "batch", "m", "n", "k", "stride_a", "stride_b"})
-      if (!step.contains(field)) {
-        error = where + ": gemm has no '" + field + "'";
-        return false;
-      }
     __int128 batch = step["batch"].get<int64_t>(), m = step["m"].get<int64_t>(),
              n = step["n"].get<int64_t>(), k = step["k"].get<int64_t>();
     return fits("a", (batch - 1) * step["stride_a"].get<int64_t>() + m * k) &&
@@ -59,11 +54,6 @@ bool checkLibraryOperands(const nlohmann::json &step,
   }
   if (op.rfind("conv2d", 0) != 0)
     return true;
-  for (const char *field : {"x", "w", "y"})
-    if (!step.contains(field)) {
-      error = where + ": " + op + " has no '" + field + "'";
-      return false;
-    }
   std::vector<int64_t> shapes[3];
   const char *shapeFields[] = {"x_shape", "w_shape", "y_shape"};
   for (int i = 0; i < 3; ++i) {
