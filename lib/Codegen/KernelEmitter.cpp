@@ -1008,6 +1008,30 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                << "writes " << value.getType()
                << ", neither one value per row nor the reduced shape";
     }
+    // A reduction's result lives in a register of its row, read whatever
+    // index asks for it: every op between it and a store must read it at
+    // its own row, so only pointwise ops, reshapes (the linear index stays)
+    // and broadcasts back to the reduced shape may follow. A permutation
+    // (a transpose of the per-row values, as a gather's gradient has) would
+    // store row o's value where another row's belongs.
+    DenseSet<Value> fromRows;
+    for (Operation &op : block.without_terminator()) {
+      bool readsRows = llvm::any_of(
+          op.getOperands(), [&](Value v) { return fromRows.contains(v); });
+      if (!readsRows) {
+        if (isReduction(&op))
+          fromRows.insert(op.getResult(0));
+        continue;
+      }
+      auto broadcast = dyn_cast<BroadcastOp>(op);
+      if (!isPointwise(&op) && !isReduction(&op) && !isa<ReshapeOp>(op) &&
+          !(broadcast && shapeOf(broadcast.getResult()) == full))
+        return op.emitOpError()
+               << "reads a row kernel's per-row value at other positions than "
+                  "its row; it needs a kernel of its own";
+      for (Value result : op.getResults())
+        fromRows.insert(result);
+    }
     // Per-element values that depend on no reduction (and overwrite no
     // operand) are stored in the first pass over the row, which visits
     // every element once (split rows: the first launch, each block its

@@ -944,6 +944,30 @@ LogicalResult Interpreter::execute(Operation *op) {
                              : total / std::max<int64_t>(1, x.numElements())));
         return success();
       })
+      // A kernel formed by gpuc-form-kernels/gpuc-fuse: its body, op by op
+      // (so the IR after fusion can be checked against the IR before it).
+      .Case([&](FusionOp o) -> LogicalResult {
+        Block &block = o.getBodyBlock();
+        for (auto [arg, operand] :
+             llvm::zip(block.getArguments(), o.getOperands())) {
+          // A copy first: inserting may move what get() refers to.
+          HostTensor value = get(operand);
+          values[arg] = std::move(value);
+        }
+        for (Operation &inner : block) {
+          if (auto yield = dyn_cast<YieldOp>(inner)) {
+            for (auto [result, v] :
+                 llvm::zip(o.getResults(), yield.getOperands())) {
+              HostTensor value = get(v);
+              values[result] = std::move(value);
+            }
+            return success();
+          }
+          if (failed(execute(&inner)))
+            return failure();
+        }
+        return o.emitOpError() << "has no gpuc.yield";
+      })
       .Default([&](Operation *other) {
         return other->emitOpError()
                << "is not supported by the gpuc interpreter";

@@ -26,8 +26,12 @@ MODELS = {
     # Grouped strided conv, overlapping padded max pool, average pools
     # counting and not counting their padding: the general window paths.
     "windows": ("image", (4, 2, 9, 9), "float", (4,), 5, []),
+    # An LSTM with peepholes into a bidirectional GRU, unrolled at import;
+    # the last step's outputs (a gather) into a linear layer.
+    "recurrent": ("image", (4, 24), "float", (4,), 3, []),
 }
-MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt"}
+MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt",
+               "recurrent": "test/Codegen/Inputs/recurrent.onnxtxt"}
 
 
 
@@ -90,7 +94,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--gpuc", required=True)
     p.add_argument("--src", required=True)
-    p.add_argument("--models", default="mlp,cnn,transformer,windows")
+    p.add_argument("--models",
+                   default="mlp,cnn,transformer,windows,recurrent")
     p.add_argument("--optimizers", default="sgd,adamw")
     p.add_argument("--precision", default="fp32", choices=sorted(TOLERANCE))
     p.add_argument("--compile-flag", action="append", default=[],

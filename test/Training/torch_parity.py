@@ -40,7 +40,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 from export_models import CNN, MLP, TransformerBlock, export  # noqa: E402
 
 BATCH = {"mlp": 8, "cnn": 4, "transformer": 4, "activations": 8,
-         "decoder": 4, "resnet18": 2, "mobilenet_v2": 2,
+         "decoder": 4, "lstm": 8, "gru": 8,
+         "bigru": 8, "resnet18": 2, "mobilenet_v2": 2,
          "mobilenet_v3_small": 2}
 # torchvision's classifiers (10 classes) on small RGB images: the model zoo.
 ZOO = ("resnet18", "mobilenet_v2", "mobilenet_v3_small")
@@ -102,6 +103,22 @@ class Decoder(torch.nn.Module):
         x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, c))
         x = x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
         return self.head(self.ln_f(x))
+class RowRNN(torch.nn.Module):
+    """A sequence classifier: an image's 28 rows as 28 steps of an LSTM or
+    GRU (batch first, optionally bidirectional), the last step's output
+    into a linear layer."""
+
+    def __init__(self, cell, bidirectional=False):
+        super().__init__()
+        self.rnn = getattr(torch.nn, cell)(28, 32, batch_first=True,
+                                           bidirectional=bidirectional)
+        self.fc = torch.nn.Linear(64 if bidirectional else 32, 10)
+
+    def forward(self, x):
+        y, _ = self.rnn(x.reshape(x.shape[0], 28, 28))
+        return self.fc(y[:, -1])
+
+
 OPTIMIZERS = {
     "sgd": (["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"],
             lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
@@ -119,6 +136,8 @@ def make_model(name):
         return CNN(), "image", 17
     if name == "activations":
         return Activations(), "image", 17
+    if name in ("lstm", "gru", "bigru"):
+        return RowRNN(name[-3:].upper(), name == "bigru"), "image", 17
     if name == "decoder":
         return Decoder(), "tokens", 17
     if name in ZOO:

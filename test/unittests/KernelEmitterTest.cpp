@@ -243,3 +243,35 @@ TEST(KernelEmitterTest, IndependentReductionsShareAPass) {
       << src;
   EXPECT_EQ(launch0.find("partials[(8 + o)"), std::string::npos) << src;
 }
+
+// A row kernel keeps each row's sum in a register of that row: a transpose
+// of the per-row sums would read other rows' values, so codegen refuses the
+// kernel (and gpuc-fuse, which asks it, leaves the transpose outside).
+TEST(KernelEmitterTest, PerRowValuesAreNotPermuted) {
+  std::string source = R"mlir(
+func.func @f(%a: tensor<4x2x3xf32>) -> tensor<2x4xf32> {
+  %r = gpuc.fusion(%a) : (tensor<4x2x3xf32>) -> tensor<2x4xf32> {
+  ^bb0(%x: tensor<4x2x3xf32>):
+    %s = gpuc.reduce_sum %x axes = [2] : tensor<4x2x3xf32> -> tensor<4x2xf32>
+    %t = gpuc.transpose %s perm = [1, 0] : tensor<4x2xf32> -> tensor<2x4xf32>
+    gpuc.yield %t : tensor<2x4xf32>
+  }
+  return %r : tensor<2x4xf32>
+}
+)mlir";
+  EXPECT_TRUE(failed(emitFirstFusion(source)));
+  // Pointwise ops and a reshape keep the row's own index.
+  std::string kept = R"mlir(
+func.func @f(%a: tensor<4x2x3xf32>) -> tensor<8xf32> {
+  %r = gpuc.fusion(%a) : (tensor<4x2x3xf32>) -> tensor<8xf32> {
+  ^bb0(%x: tensor<4x2x3xf32>):
+    %s = gpuc.reduce_sum %x axes = [2] : tensor<4x2x3xf32> -> tensor<4x2xf32>
+    %n = gpuc.neg %s : tensor<4x2xf32>
+    %f = gpuc.reshape %n : tensor<4x2xf32> -> tensor<8xf32>
+    gpuc.yield %f : tensor<8xf32>
+  }
+  return %r : tensor<8xf32>
+}
+)mlir";
+  EXPECT_TRUE(succeeded(emitFirstFusion(kept)));
+}
