@@ -27,7 +27,7 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.gpuc_tools_dir, config.llvm_tools_dir]
-tools = ["gpuc", "gpuc-opt", "gpuc-conformance", "not", "count"]
+tools = ["gpuc", "gpuc-opt", "gpuc-conformance", "not", "count", "split-file"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # ONNX's node tests ship with Debian's libonnx-testdata.

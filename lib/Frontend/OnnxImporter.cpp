@@ -29,7 +29,9 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 using namespace mlir;
@@ -200,9 +202,14 @@ private:
   LogicalResult importConcat(Node &node);
   LogicalResult importExpand(Node &node);
   LogicalResult importPad(Node &node);
+  LogicalResult importInstanceNormalization(Node &node);
+  LogicalResult importGlobalMaxPool(Node &node);
+  LogicalResult importEinsum(Node &node);
+  LogicalResult importResize(Node &node);
   LogicalResult importMatMul(Node &node);
   LogicalResult importGemm(Node &node);
   LogicalResult importConv(Node &node);
+  LogicalResult importConvTranspose(Node &node);
   LogicalResult importMaxPool(Node &node);
   LogicalResult importAveragePool(Node &node);
   LogicalResult importGlobalAveragePool(Node &node);
@@ -218,7 +225,22 @@ private:
   FailureOr<Shape> windowPads(Node &node, ArrayRef<int64_t> inputShape,
                               ArrayRef<int64_t> kernel,
                               ArrayRef<int64_t> strides,
-                              ArrayRef<int64_t> dilations, bool ceilMode);
+                              ArrayRef<int64_t> dilations, bool ceilMode,
+                              bool lifted);
+  /// A 1-D window op runs as the 2-D one over [N, C, 1, L]: its input and
+  /// its attributes gain a leading spatial axis of extent 1.
+  struct Window {
+    Value input;
+    bool lifted = false;
+    Shape kernel, strides, dilations;
+  };
+  FailureOr<Window> windowOf(Node &node, Value x, StringRef what);
+  Value unlift(const Window &window, Location loc, Value y) {
+    if (!window.lifted)
+      return y;
+    ArrayRef<int64_t> s = shapeOf(y);
+    return reshape(loc, y, {s[0], s[1], s[3]});
+  }
 
   MLIRContext *context;
   OpBuilder builder;
@@ -253,6 +275,9 @@ OnnxImporter::convertElementType(int32_t onnxType,
                                  function_ref<InFlightDiagnostic()> emit) {
   switch (onnxType) {
   case onnx::TensorProto::FLOAT:
+  // DOUBLE computes in float32 (a training step has no float64 kernels);
+  // its data is rounded to float32 as it is read.
+  case onnx::TensorProto::DOUBLE:
     return Type(Float32Type::get(context));
   case onnx::TensorProto::FLOAT16:
     return Type(Float16Type::get(context));
@@ -272,7 +297,7 @@ OnnxImporter::convertElementType(int32_t onnxType,
   return emit() << "element type "
                 << (value ? value->name() : std::to_string(onnxType))
                 << " is not supported (gpuc supports FLOAT, FLOAT16, "
-                   "BFLOAT16, INT64, INT32 and BOOL)";
+                   "BFLOAT16, INT64, INT32 and BOOL, and DOUBLE as FLOAT)";
 }
 
 FailureOr<RankedTensorType>
@@ -296,7 +321,11 @@ OnnxImporter::readTensorBytes(const onnx::TensorProto &tensor,
                               function_ref<InFlightDiagnostic()> emit) {
   int64_t n = type.getNumElements();
   Type et = type.getElementType();
-  size_t width = et.isInteger(1) ? 1 : et.getIntOrFloatBitWidth() / 8;
+  // DOUBLE data is read as stored, then rounded to the float32 of `type`.
+  const bool narrow = tensor.data_type() == onnx::TensorProto::DOUBLE;
+  size_t width = narrow            ? 8
+                 : et.isInteger(1) ? 1
+                                   : et.getIntOrFloatBitWidth() / 8;
   std::string bytes;
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
     ExternalData data;
@@ -322,6 +351,8 @@ OnnxImporter::readTensorBytes(const onnx::TensorProto &tensor,
         uint64_t bits = 0;
         if constexpr (std::is_same_v<std::decay_t<decltype(v)>, float>)
           std::memcpy(&bits, &v, 4);
+        else if constexpr (std::is_same_v<std::decay_t<decltype(v)>, double>)
+          std::memcpy(&bits, &v, 8);
         else
           bits = static_cast<uint64_t>(v);
         bytes.append(reinterpret_cast<const char *>(&bits), elemBytes);
@@ -330,6 +361,9 @@ OnnxImporter::readTensorBytes(const onnx::TensorProto &tensor,
     switch (tensor.data_type()) {
     case onnx::TensorProto::FLOAT:
       append(tensor.float_data(), 4);
+      break;
+    case onnx::TensorProto::DOUBLE:
+      append(tensor.double_data(), 8);
       break;
     case onnx::TensorProto::INT64:
       append(tensor.int64_data(), 8);
@@ -352,6 +386,16 @@ OnnxImporter::readTensorBytes(const onnx::TensorProto &tensor,
     return emit() << "tensor '" << tensor.name() << "' holds " << bytes.size()
                   << " bytes of data but its type " << type << " needs "
                   << n * width;
+  if (narrow) {
+    std::string rounded(n * 4, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      double d;
+      std::memcpy(&d, bytes.data() + i * 8, 8);
+      float f = static_cast<float>(d);
+      std::memcpy(rounded.data() + i * 4, &f, 4);
+    }
+    return rounded;
+  }
   return bytes;
 }
 
@@ -1555,12 +1599,87 @@ LogicalResult OnnxImporter::importExpand(Node &node) {
   return success();
 }
 
+/// y = (x - mean) / sqrt(var + epsilon) * scale + B over each sample's and
+/// channel's spatial axes (GroupNorm, as PyTorch exports it, is a Reshape to
+/// [N, groups, -1], this with unit scale, and a Reshape back).
+LogicalResult OnnxImporter::importInstanceNormalization(Node &node) {
+  Value x = node.in(0), scale = node.in(1), bias = node.in(2);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  if (shape.size() < 3 || !isa<FloatType>(typeOf(x).getElementType()))
+    return nodeError(node) << "needs a floating-point N x C x D1 ... input, "
+                              "not "
+                           << typeOf(x);
+  for (auto [what, v] : {std::pair{"scale", scale}, {"B", bias}})
+    if (!v || shapeOf(v) != ArrayRef<int64_t>{shape[1]} ||
+        typeOf(v).getElementType() != typeOf(x).getElementType())
+      return nodeError(node) << what << " must be a vector of the input's "
+                             << shape[1] << " channels";
+  ExprBuilder B(builder, node.loc);
+  Normalized n = normalize(B, x, axisRange(2, shape.size()),
+                           node.getFloat("epsilon", 1e-5));
+  Value scaled = B.mul(
+      n.xhat, broadcastTo(node.loc, B.channelView(scale, shape.size()), shape));
+  setOutput(
+      node, 0,
+      B.add(scaled,
+            broadcastTo(node.loc, B.channelView(bias, shape.size()), shape)));
+  return success();
+}
+
+LogicalResult OnnxImporter::importGlobalMaxPool(Node &node) {
+  Value x = node.in(0);
+  int64_t rank = shapeOf(x).size();
+  if (rank < 3)
+    return nodeError(node) << "input must be N x C x spatial...";
+  ExprBuilder B(builder, node.loc);
+  setOutput(node, 0, B.max(x, axisRange(2, rank), /*keepDims=*/true));
+  return success();
+}
+
+/// Pad's edge and reflect modes: each padded axis in turn, its new border
+/// elements gathered from the tensor by constant indices and concatenated
+/// on either side.
+static Value padByGather(ExprBuilder &B, Value x, int64_t axis, int64_t low,
+                         int64_t high, bool reflect) {
+  ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
+  int64_t n = shape[axis];
+  auto source = [&](int64_t j) -> int64_t {
+    if (!reflect)
+      return std::clamp<int64_t>(j, 0, n - 1);
+    return j < 0 ? -j : (j >= n ? 2 * (n - 1) - j : j);
+  };
+  auto border = [&](int64_t begin, int64_t count) -> Value {
+    SmallVector<int64_t> indices;
+    for (int64_t j = begin; j < begin + count; ++j)
+      indices.push_back(source(j));
+    auto type = RankedTensorType::get({count}, B.b.getI64Type());
+    Value idx = ConstantOp::create(
+        B.b, B.loc, DenseElementsAttr::get(type, ArrayRef<int64_t>(indices)));
+    Shape result(shape);
+    result[axis] = count;
+    return GatherOp::create(B.b, B.loc, TensorBuilder::withShape(x, result), x,
+                            idx, axis);
+  };
+  SmallVector<Value> parts;
+  if (low)
+    parts.push_back(border(-low, low));
+  parts.push_back(x);
+  if (high)
+    parts.push_back(border(n, high));
+  if (parts.size() == 1)
+    return x;
+  Shape result(shape);
+  result[axis] += low + high;
+  return ConcatOp::create(B.b, B.loc, TensorBuilder::withShape(x, result),
+                          parts, axis);
+}
+
 LogicalResult OnnxImporter::importPad(Node &node) {
   Value x = node.in(0);
   std::string mode = node.getString("mode", "constant");
-  if (mode != "constant")
-    return nodeError(node) << "only mode 'constant' is supported, not '" << mode
-                           << "'";
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
+    return nodeError(node) << "mode '" << mode
+                           << "' is not supported (constant, edge, reflect)";
   FailureOr<Shape> pads = requireConstantInts(node, 1, "the pads");
   if (failed(pads))
     return failure();
@@ -1570,6 +1689,22 @@ LogicalResult OnnxImporter::importPad(Node &node) {
                            << pads->size();
   if (llvm::any_of(*pads, [](int64_t p) { return p < 0; }))
     return nodeError(node) << "negative pads (cropping) are not supported";
+  if (mode != "constant") {
+    ExprBuilder B(builder, node.loc);
+    Value y = x;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t n = shapeOf(x)[d], low = (*pads)[d], high = (*pads)[rank + d];
+      if (!low && !high)
+        continue;
+      if (n == 0 || (mode == "reflect" && std::max(low, high) > n - 1))
+        return nodeError(node)
+               << "cannot " << mode << "-pad axis " << d << " of " << n
+               << " by " << low << " and " << high;
+      y = padByGather(B, y, d, low, high, mode == "reflect");
+    }
+    setOutput(node, 0, y);
+    return success();
+  }
   double value = 0.0;
   if (node.in(2)) {
     std::optional<double> given = getConstantFloat(node.in(2));
@@ -1648,6 +1783,382 @@ LogicalResult OnnxImporter::importMatMul(Node &node) {
   return success();
 }
 
+/// Einsum as transposes, reductions and batched GEMMs: the operands are
+/// contracted left to right, each pair as [batch, M, K] x [batch, K, N] over
+/// the labels they share, keeping the labels a later operand or the output
+/// needs. A label repeated within one operand (a diagonal) is refused.
+LogicalResult OnnxImporter::importEinsum(Node &node) {
+  std::string equation;
+  for (char c : node.getString("equation", ""))
+    if (c != ' ')
+      equation.push_back(c);
+  if (node.inputs.empty())
+    return nodeError(node) << "needs at least one input";
+  size_t arrow = equation.find("->");
+  std::string lhs = equation.substr(0, arrow);
+  SmallVector<std::string> terms;
+  for (StringRef t : llvm::split(StringRef(lhs), ','))
+    terms.push_back(t.str());
+  if (terms.size() != node.inputs.size())
+    return nodeError(node) << "equation '" << equation << "' names "
+                           << terms.size() << " operands, the node has "
+                           << node.inputs.size();
+  // Labels as integers: letters by their code, the dimensions an ellipsis
+  // stands for as 256 + their position from the right.
+  int64_t ellipsisRank = 0;
+  SmallVector<SmallVector<int64_t>> labels;
+  auto parse = [&](StringRef term, int64_t rank,
+                   SmallVector<int64_t> &out) -> LogicalResult {
+    size_t dots = term.find("...");
+    StringRef before = term.substr(0, dots),
+              after = dots == StringRef::npos ? "" : term.substr(dots + 3);
+    int64_t letters = before.size() + after.size();
+    int64_t covered = dots == StringRef::npos ? 0 : rank - letters;
+    if (covered < 0 || (dots == StringRef::npos && letters != rank))
+      return nodeError(node)
+             << "term '" << term << "' does not match rank " << rank;
+    for (StringRef part : {before, after}) {
+      for (char c : part)
+        if (!llvm::isAlpha(c))
+          return nodeError(node) << "'" << c << "' is not a label";
+      if (part.data() == after.data())
+        for (int64_t i = covered - 1; i >= 0; --i)
+          out.push_back(256 + i);
+      for (char c : part)
+        out.push_back(c);
+      if (dots == StringRef::npos)
+        break;
+    }
+    ellipsisRank = std::max(ellipsisRank, covered);
+    return success();
+  };
+  for (auto [term, v] : llvm::zip(terms, node.inputs)) {
+    labels.emplace_back();
+    if (failed(parse(term, shapeOf(v).size(), labels.back())))
+      return failure();
+    for (size_t i = 0; i < labels.back().size(); ++i)
+      if (llvm::count(labels.back(), labels.back()[i]) > 1)
+        return nodeError(node) << "a label repeated within a term (a "
+                                  "diagonal) is not supported";
+  }
+  // Each label's extent (extents of 1 broadcast).
+  std::map<int64_t, int64_t> extent;
+  for (auto [ls, v] : llvm::zip(labels, node.inputs))
+    for (auto [l, d] : llvm::zip(ls, shapeOf(v))) {
+      int64_t &e = extent.try_emplace(l, d).first->second;
+      if (e != d && e != 1 && d != 1)
+        return nodeError(node) << "label '" << (l < 256 ? (char)l : '.')
+                               << "' has extents " << e << " and " << d;
+      e = std::max(e, d);
+    }
+  SmallVector<int64_t> output;
+  if (arrow != std::string::npos) {
+    std::string rhs = equation.substr(arrow + 2);
+    size_t dots = rhs.find("...");
+    for (size_t i = 0; i < rhs.size(); ++i) {
+      if (i == dots) {
+        for (int64_t k = ellipsisRank - 1; k >= 0; --k)
+          output.push_back(256 + k);
+        i += 2;
+        continue;
+      }
+      if (!extent.count(rhs[i]))
+        return nodeError(node)
+               << "output label '" << rhs[i] << "' is in no input";
+      output.push_back(rhs[i]);
+    }
+  } else {
+    // Implicit output: the ellipsis, then the labels used once, in order.
+    for (int64_t k = ellipsisRank - 1; k >= 0; --k)
+      output.push_back(256 + k);
+    std::map<int64_t, int> uses;
+    for (auto &ls : labels)
+      for (int64_t l : ls)
+        ++uses[l];
+    for (auto [l, count] : uses)
+      if (l < 256 && count == 1)
+        output.push_back(l);
+  }
+
+  ExprBuilder B(builder, node.loc);
+  Location loc = node.loc;
+  auto transpose = [&](Value v, SmallVector<int64_t> &ls,
+                       ArrayRef<int64_t> order) -> Value {
+    Shape perm, shape;
+    for (int64_t l : order) {
+      int64_t at = llvm::find(ls, l) - ls.begin();
+      perm.push_back(at);
+      shape.push_back(shapeOf(v)[at]);
+    }
+    ls.assign(order.begin(), order.end());
+    if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+      return v;
+    return builder.createOrFold<TransposeOp>(loc, withShape(v, shape), v, perm);
+  };
+  // Sums the labels of `v` that `keep` does not hold.
+  auto sumOut = [&](Value v, SmallVector<int64_t> &ls,
+                    function_ref<bool(int64_t)> keep) -> Value {
+    Shape axes;
+    SmallVector<int64_t> kept;
+    for (auto [i, l] : llvm::enumerate(ls))
+      (keep(l) ? kept : axes).push_back(keep(l) ? l : (int64_t)i);
+    ls = kept;
+    return B.sum(v, axes, /*keepDims=*/false);
+  };
+  auto expandTo = [&](Value v, ArrayRef<int64_t> ls) {
+    Shape shape;
+    for (int64_t l : ls)
+      shape.push_back(extent[l]);
+    return broadcastTo(loc, v, shape);
+  };
+  auto size = [&](ArrayRef<int64_t> ls) {
+    int64_t n = 1;
+    for (int64_t l : ls)
+      n *= extent[l];
+    return n;
+  };
+
+  Value acc = node.in(0);
+  SmallVector<int64_t> accLabels = labels[0];
+  auto neededAfter = [&](int64_t l, size_t operand) {
+    if (llvm::is_contained(output, l))
+      return true;
+    for (size_t j = operand + 1; j < labels.size(); ++j)
+      if (llvm::is_contained(labels[j], l))
+        return true;
+    return false;
+  };
+  acc = sumOut(acc, accLabels, [&](int64_t l) { return neededAfter(l, 0); });
+  for (size_t j = 1; j < node.inputs.size(); ++j) {
+    Value other = node.in(j);
+    SmallVector<int64_t> otherLabels = labels[j];
+    other = sumOut(other, otherLabels, [&](int64_t l) {
+      return neededAfter(l, j) || llvm::is_contained(accLabels, l);
+    });
+    SmallVector<int64_t> batch, left, right, contracted;
+    for (int64_t l : accLabels)
+      (llvm::is_contained(otherLabels, l)
+           ? (neededAfter(l, j) ? batch : contracted)
+           : left)
+          .push_back(l);
+    for (int64_t l : otherLabels)
+      if (!llvm::is_contained(accLabels, l))
+        right.push_back(l);
+    SmallVector<int64_t> aOrder(batch), bOrder(batch);
+    aOrder.append(left);
+    aOrder.append(contracted);
+    bOrder.append(contracted);
+    bOrder.append(right);
+    Value a = expandTo(transpose(acc, accLabels, aOrder), aOrder);
+    Value b = expandTo(transpose(other, otherLabels, bOrder), bOrder);
+    int64_t nb = size(batch), m = size(left), k = size(contracted),
+            n = size(right);
+    if (getNumElements({nb, m, n}) > kMaxElements)
+      return nodeError(node) << "an intermediate product is too large";
+    a = reshape(loc, a, {nb, m, k});
+    b = reshape(loc, b, {nb, k, n});
+    Value product = builder.createOrFold<MatmulOp>(
+        loc, withShape(a, {nb, m, n}), a, b, false, false);
+    accLabels = batch;
+    accLabels.append(left);
+    accLabels.append(right);
+    Shape shape;
+    for (int64_t l : accLabels)
+      shape.push_back(extent[l]);
+    acc = reshape(loc, product, shape);
+  }
+  acc = sumOut(acc, accLabels,
+               [&](int64_t l) { return llvm::is_contained(output, l); });
+  acc = expandTo(transpose(acc, accLabels, output), output);
+  setOutput(node, 0, acc);
+  return success();
+}
+
+/// Resize as separable gathers: along each resized axis, every output
+/// coordinate reads 1 (nearest), 2 (linear) or 4 (cubic) input positions
+/// with constant weights, computed here from the coordinate transformation
+/// ONNX specifies; positions outside the input read its edge.
+LogicalResult OnnxImporter::importResize(Node &node) {
+  Value x = node.in(0);
+  ArrayRef<int64_t> inShape = shapeOf(x);
+  int64_t rank = inShape.size();
+  if (!isa<FloatType>(typeOf(x).getElementType()))
+    return nodeError(node) << "takes a floating-point input, not " << typeOf(x);
+  std::string mode = node.getString("mode", "nearest");
+  std::string transform =
+      node.getString("coordinate_transformation_mode",
+                     opset < 11 ? "asymmetric" : "half_pixel");
+  std::string nearestMode =
+      node.getString("nearest_mode", "round_prefer_floor");
+  double cubicA = node.getFloat("cubic_coeff_a", -0.75);
+  bool excludeOutside = node.getInt("exclude_outside", 0);
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return nodeError(node) << "unknown mode '" << mode << "'";
+  if (transform == "tf_crop_and_resize")
+    return nodeError(node) << "coordinate_transformation_mode "
+                              "'tf_crop_and_resize' is not supported";
+  if (transform != "half_pixel" && transform != "pytorch_half_pixel" &&
+      transform != "align_corners" && transform != "asymmetric" &&
+      transform != "tf_half_pixel_for_nn")
+    return nodeError(node) << "unknown coordinate_transformation_mode '"
+                           << transform << "'";
+  // Opset 10: (X, scales); 11 on: (X, roi, scales, sizes).
+  Value scalesInput = opset < 11 ? node.in(1) : node.in(2);
+  Value sizesInput = opset < 11 ? Value() : node.in(3);
+  SmallVector<double> scales(rank, 1.0);
+  Shape outShape(inShape);
+  if (sizesInput && getNumElements(shapeOf(sizesInput)) > 0) {
+    FailureOr<Shape> sizes = requireConstantInts(node, 3, "sizes");
+    if (failed(sizes))
+      return failure();
+    if ((int64_t)sizes->size() != rank)
+      return nodeError(node)
+             << "sizes has " << sizes->size() << " entries for rank " << rank;
+    for (int64_t d = 0; d < rank; ++d) {
+      if ((*sizes)[d] < 1 || (*sizes)[d] > kMaxElements)
+        return nodeError(node) << "size " << (*sizes)[d] << " of axis " << d
+                               << " is out of range";
+      outShape[d] = (*sizes)[d];
+      scales[d] = (double)outShape[d] / inShape[d];
+    }
+  } else if (scalesInput) {
+    DenseElementsAttr attr;
+    if (!matchPattern(scalesInput, m_Constant(&attr)) ||
+        !isa<FloatType>(attr.getElementType()))
+      return nodeError(node) << "scales must be a compile-time constant "
+                                "float tensor; gpuc compiles static shapes";
+    SmallVector<double> given;
+    for (APFloat f : attr.getValues<APFloat>())
+      given.push_back(f.convertToDouble());
+    if ((int64_t)given.size() != rank)
+      return nodeError(node)
+             << "scales has " << given.size() << " entries for rank " << rank;
+    for (int64_t d = 0; d < rank; ++d) {
+      double out = std::floor(inShape[d] * given[d]);
+      if (!(given[d] > 0) || !(out >= 1) || out > (double)kMaxElements)
+        return nodeError(node) << "scale " << given[d] << " of axis " << d
+                               << " is out of range";
+      scales[d] = given[d];
+      outShape[d] = (int64_t)out;
+    }
+  } else {
+    return nodeError(node) << "needs scales or sizes";
+  }
+  if (getNumElements(outShape) > kMaxElements)
+    return nodeError(node) << "the result " << formatShape(outShape)
+                           << " is too large";
+
+  ExprBuilder B(builder, node.loc);
+  Value y = x;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t in = inShape[d], out = outShape[d];
+    double scale = scales[d];
+    if (out == in && scale == 1.0)
+      continue;
+    // ONNX measures the resized length unrounded (in x scale), as its
+    // reference implementation does.
+    double length = scale * in;
+    auto original = [&](int64_t i) -> double {
+      if (transform == "align_corners")
+        return length == 1 ? 0.0 : i * double(in - 1) / (length - 1);
+      if (transform == "asymmetric")
+        return i / scale;
+      if (transform == "tf_half_pixel_for_nn")
+        return (i + 0.5) / scale;
+      if (transform == "pytorch_half_pixel" && length == 1)
+        return -0.5;
+      return (i + 0.5) / scale - 0.5;
+    };
+    // taps[t][i]: the input position and weight of tap t for output i.
+    int64_t taps = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
+    SmallVector<SmallVector<int64_t>> index(taps, SmallVector<int64_t>(out));
+    SmallVector<SmallVector<double>> weight(taps, SmallVector<double>(out));
+    auto clampIndex = [&](int64_t j) {
+      return std::clamp<int64_t>(j, 0, in - 1);
+    };
+    for (int64_t i = 0; i < out; ++i) {
+      double xo = original(i);
+      if (mode == "nearest") {
+        double f = std::floor(xo), frac = xo - f;
+        int64_t j;
+        if (nearestMode == "floor")
+          j = (int64_t)f;
+        else if (nearestMode == "ceil")
+          j = (int64_t)std::ceil(xo);
+        else if (nearestMode == "round_prefer_ceil")
+          j = (int64_t)(frac >= 0.5 ? f + 1 : f);
+        else if (nearestMode == "round_prefer_floor")
+          j = (int64_t)(frac > 0.5 ? f + 1 : f);
+        else
+          return nodeError(node)
+                 << "unknown nearest_mode '" << nearestMode << "'";
+        index[0][i] = clampIndex(j);
+        weight[0][i] = 1.0;
+        continue;
+      }
+      double f = std::floor(xo), r = xo - f;
+      int64_t base = (int64_t)f;
+      SmallVector<double> w;
+      if (mode == "linear") {
+        w = {1 - r, r};
+      } else {
+        double A = cubicA;
+        auto near = [&](double t) {
+          return ((A + 2) * t - (A + 3)) * t * t + 1;
+        };
+        auto far = [&](double t) {
+          return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
+        };
+        w = {far(r + 1), near(r), near(1 - r), far(2 - r)};
+        base -= 1;
+      }
+      double total = 0;
+      for (int64_t t = 0; t < taps; ++t) {
+        int64_t j = base + t;
+        if (excludeOutside && (j < 0 || j >= in))
+          w[t] = 0;
+        total += w[t];
+      }
+      for (int64_t t = 0; t < taps; ++t) {
+        index[t][i] = clampIndex(base + t);
+        weight[t][i] = excludeOutside && total != 0 ? w[t] / total : w[t];
+      }
+    }
+    Shape resized(shapeOf(y));
+    resized[d] = out;
+    Shape weightShape(rank, 1);
+    weightShape[d] = out;
+    Value sum;
+    for (int64_t t = 0; t < taps; ++t) {
+      auto indexType = RankedTensorType::get({out}, builder.getI64Type());
+      Value idx = ConstantOp::create(
+          builder, node.loc,
+          DenseElementsAttr::get(indexType, ArrayRef<int64_t>(index[t])));
+      Value tap =
+          GatherOp::create(builder, node.loc, withShape(y, resized), y, idx, d);
+      if (mode != "nearest") {
+        Type et = typeOf(y).getElementType();
+        auto weightType = RankedTensorType::get(weightShape, et);
+        SmallVector<APFloat> values;
+        for (double v : weight[t]) {
+          APFloat f(v);
+          bool lost;
+          f.convert(cast<FloatType>(et).getFloatSemantics(),
+                    APFloat::rmNearestTiesToEven, &lost);
+          values.push_back(f);
+        }
+        Value w = ConstantOp::create(
+            builder, node.loc, DenseElementsAttr::get(weightType, values));
+        tap = B.mul(tap, broadcastTo(node.loc, w, resized));
+      }
+      sum = sum ? B.add(sum, tap) : tap;
+    }
+    y = sum;
+  }
+  setOutput(node, 0, y);
+  return success();
+}
+
 LogicalResult OnnxImporter::importGemm(Node &node) {
   Value a = node.in(0), b = node.in(1), c = node.in(2);
   bool transA = node.getInt("transA", 0), transB = node.getInt("transB", 0);
@@ -1679,12 +2190,17 @@ LogicalResult OnnxImporter::importGemm(Node &node) {
   return success();
 }
 
-FailureOr<Shape>
-OnnxImporter::windowPads(Node &node, ArrayRef<int64_t> inputShape,
-                         ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
-                         ArrayRef<int64_t> dilations, bool ceilMode) {
+FailureOr<Shape> OnnxImporter::windowPads(Node &node,
+                                          ArrayRef<int64_t> inputShape,
+                                          ArrayRef<int64_t> kernel,
+                                          ArrayRef<int64_t> strides,
+                                          ArrayRef<int64_t> dilations,
+                                          bool ceilMode, bool lifted) {
   std::string autoPad = node.getString("auto_pad", "NOTSET");
   Shape pads = node.getInts("pads").value_or(Shape(4, 0));
+  // A 1-D window's [begin, end] for the lifted [1, L] window.
+  if (lifted && pads.size() == 2)
+    pads = {0, pads[0], 0, pads[1]};
   if (pads.size() != 4)
     return nodeError(node) << "expects 4 pads for a 2-D window, got "
                            << pads.size();
@@ -1722,22 +2238,62 @@ OnnxImporter::windowPads(Node &node, ArrayRef<int64_t> inputShape,
   return pads;
 }
 
+FailureOr<OnnxImporter::Window> OnnxImporter::windowOf(Node &node, Value x,
+                                                       StringRef what) {
+  Window window;
+  int64_t rank = shapeOf(x).size();
+  if (rank != 3 && rank != 4)
+    return nodeError(node) << "only 1-D and 2-D " << what
+                           << " (an input of rank 3 or 4) are supported, not "
+                           << typeOf(x);
+  window.lifted = rank == 3;
+  window.input = x;
+  if (window.lifted) {
+    ArrayRef<int64_t> s = shapeOf(x);
+    window.input = reshape(node.loc, x, {s[0], s[1], 1, s[2]});
+  }
+  auto attr = [&](StringRef name, Shape dflt) -> FailureOr<Shape> {
+    std::optional<Shape> given = node.getInts(name);
+    if (!given)
+      return dflt;
+    if ((int64_t)given->size() != rank - 2)
+      return nodeError(node) << name << " has " << given->size()
+                             << " entries for " << rank - 2 << " spatial axes";
+    if (window.lifted)
+      given->insert(given->begin(), 1);
+    return *given;
+  };
+  FailureOr<Shape> kernel = attr("kernel_shape", {});
+  FailureOr<Shape> strides = attr("strides", {1, 1});
+  FailureOr<Shape> dilations = attr("dilations", {1, 1});
+  if (failed(kernel) || failed(strides) || failed(dilations))
+    return failure();
+  window.kernel = *kernel;
+  window.strides = *strides;
+  window.dilations = *dilations;
+  return window;
+}
+
 LogicalResult OnnxImporter::importConv(Node &node) {
-  Value x = node.in(0), w = node.in(1), bias = node.in(2);
-  if (shapeOf(x).size() != 4 || shapeOf(w).size() != 4)
-    return nodeError(node) << "only 2-D convolution (4-D input and filter) is "
-                              "supported, got input "
-                           << formatShape(shapeOf(x));
+  Value bias = node.in(2);
+  FailureOr<Window> window = windowOf(node, node.in(0), "convolutions");
+  if (failed(window))
+    return failure();
+  Value x = window->input, w = node.in(1);
+  if (shapeOf(w).size() != shapeOf(node.in(0)).size())
+    return nodeError(node) << "the filter " << typeOf(w)
+                           << " does not have the input's rank";
+  if (window->lifted) {
+    ArrayRef<int64_t> s = shapeOf(w);
+    w = reshape(node.loc, w, {s[0], s[1], 1, s[2]});
+  }
   Shape kernel(shapeOf(w).drop_front(2));
-  if (auto given = node.getInts("kernel_shape"); given && *given != kernel)
+  if (!window->kernel.empty() && window->kernel != kernel)
     return nodeError(node) << "kernel_shape does not match the filter's shape";
-  Shape strides = node.getInts("strides").value_or(Shape{1, 1});
-  Shape dilations = node.getInts("dilations").value_or(Shape{1, 1});
+  Shape strides = window->strides, dilations = window->dilations;
   int64_t groups = node.getInt("group", 1);
-  if (strides.size() != 2 || dilations.size() != 2)
-    return nodeError(node) << "expects 2 strides and 2 dilations";
-  FailureOr<Shape> pads =
-      windowPads(node, shapeOf(x), kernel, strides, dilations, false);
+  FailureOr<Shape> pads = windowPads(node, shapeOf(x), kernel, strides,
+                                     dilations, false, window->lifted);
   if (failed(pads))
     return failure();
   FailureOr<Shape> shape =
@@ -1754,54 +2310,173 @@ LogicalResult OnnxImporter::importConv(Node &node) {
     y = builder.createOrFold<AddOp>(node.loc, y.getType(), y,
                                     broadcastTo(node.loc, b, *shape));
   }
-  setOutput(node, 0, y);
+  setOutput(node, 0, unlift(*window, node.loc, y));
+  return success();
+}
+
+/// ConvTranspose is the gradient of a convolution with respect to its
+/// input: conv2d_backward_input of X with W, whose result is the
+/// convolution's input shape (its gradient rule makes it trainable).
+LogicalResult OnnxImporter::importConvTranspose(Node &node) {
+  Value bias = node.in(2);
+  FailureOr<Window> window =
+      windowOf(node, node.in(0), "transposed convolutions");
+  if (failed(window))
+    return failure();
+  Value x = window->input, w = node.in(1);
+  int64_t spatial = shapeOf(node.in(0)).size() - 2;
+  if ((int64_t)shapeOf(w).size() != spatial + 2)
+    return nodeError(node) << "the filter " << typeOf(w)
+                           << " does not have the input's rank";
+  if (window->lifted) {
+    ArrayRef<int64_t> s = shapeOf(w);
+    w = reshape(node.loc, w, {s[0], s[1], 1, s[2]});
+  }
+  Shape kernel(shapeOf(w).drop_front(2));
+  if (!window->kernel.empty() && window->kernel != kernel)
+    return nodeError(node) << "kernel_shape does not match the filter's shape";
+  int64_t groups = node.getInt("group", 1);
+  ArrayRef<int64_t> in = shapeOf(x), ws = shapeOf(w);
+  if (groups < 1 || in[1] % groups || ws[0] != in[1])
+    return nodeError(node) << "the filter " << typeOf(w) << " does not fit "
+                           << in[1] << " input channels in " << groups
+                           << " group(s) (ConvTranspose's filter is "
+                              "C_in x C_out/group x kH x kW)";
+  const Shape &strides = window->strides, &dilations = window->dilations;
+  for (int64_t i = 0; i < 2; ++i)
+    if (strides[i] < 1 || dilations[i] < 1 || kernel[i] < 1)
+      return nodeError(node) << "strides, dilations and the kernel must be "
+                                "positive";
+  auto lifted = [&](StringRef name, int64_t dflt) -> FailureOr<Shape> {
+    Shape v = node.getInts(name).value_or(Shape(spatial, dflt));
+    if ((int64_t)v.size() != spatial)
+      return nodeError(node) << name << " has " << v.size() << " entries for "
+                             << spatial << " spatial axes";
+    if (window->lifted)
+      v.insert(v.begin(), dflt);
+    return v;
+  };
+  FailureOr<Shape> outputPadding = lifted("output_padding", 0);
+  if (failed(outputPadding))
+    return failure();
+  std::string autoPad = node.getString("auto_pad", "NOTSET");
+  Shape pads(4, 0), outSize(2);
+  std::optional<Shape> outputShape;
+  if (node.getInts("output_shape")) {
+    FailureOr<Shape> given = lifted("output_shape", 1);
+    if (failed(given))
+      return failure();
+    outputShape = *given;
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    outputShape = Shape{in[2] * strides[0], in[3] * strides[1]};
+  }
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t span = dilations[i] * (kernel[i] - 1) + 1;
+    int64_t full = strides[i] * (in[2 + i] - 1) + (*outputPadding)[i] + span;
+    if ((*outputPadding)[i] < 0 ||
+        (*outputPadding)[i] >= std::max(strides[i], dilations[i]))
+      return nodeError(node) << "output_padding must be less than the stride "
+                                "or the dilation";
+    if (outputShape) {
+      // A larger output_shape than the full one extends the end as
+      // output_padding does (the forward check below bounds it).
+      int64_t total = std::max<int64_t>(full - (*outputShape)[i], 0);
+      bool upper = autoPad == "SAME_UPPER";
+      pads[i] = upper ? total / 2 : total - total / 2;
+      pads[2 + i] = total - pads[i];
+      outSize[i] = (*outputShape)[i];
+    } else {
+      if (autoPad != "NOTSET" && autoPad != "VALID")
+        return nodeError(node) << "unknown auto_pad '" << autoPad << "'";
+      if (std::optional<Shape> p = node.getInts("pads");
+          p && autoPad == "NOTSET") {
+        if ((int64_t)p->size() != 2 * spatial)
+          return nodeError(node)
+                 << "expects " << 2 * spatial << " pads, got " << p->size();
+        pads = spatial == 1 ? Shape{0, (*p)[0], 0, (*p)[1]} : *p;
+      }
+      outSize[i] = full - pads[i] - pads[2 + i];
+    }
+    if (pads[i] < 0 || pads[2 + i] < 0 || outSize[i] < 1)
+      return nodeError(node)
+             << "the pads leave no output along spatial axis " << i;
+  }
+  Shape shape{in[0], ws[1] * groups, outSize[0], outSize[1]};
+  if (getNumElements(shape) > kMaxElements)
+    return nodeError(node) << "the result " << formatShape(shape)
+                           << " is too large";
+  // The convolution that this one is the input gradient of must map the
+  // result's shape back to X's.
+  FailureOr<Shape> forward =
+      inferConv2DShape(shape, ws, strides, pads, dilations, groups,
+                       [&] { return nodeError(node); });
+  if (failed(forward))
+    return failure();
+  if (*forward != in)
+    return nodeError(node) << "output " << formatShape(shape)
+                           << " does not convolve back to the input "
+                           << formatShape(in);
+  Value y = builder.createOrFold<Conv2DBackwardInputOp>(
+      node.loc, withShape(x, shape), x, w, strides, pads, dilations, groups);
+  if (bias) {
+    if (shapeOf(bias) != ArrayRef<int64_t>{shape[1]})
+      return nodeError(node) << "bias must have shape " << shape[1];
+    Value b = reshape(node.loc, bias, {1, shape[1], 1, 1});
+    y = builder.createOrFold<AddOp>(node.loc, y.getType(), y,
+                                    broadcastTo(node.loc, b, shape));
+  }
+  setOutput(node, 0, unlift(*window, node.loc, y));
   return success();
 }
 
 LogicalResult OnnxImporter::importMaxPool(Node &node) {
-  Value x = node.in(0);
-  if (shapeOf(x).size() != 4)
-    return nodeError(node) << "only 2-D pooling (4-D input) is supported";
-  if (usedNames.count(node.proto.output_size() > 1 ? node.proto.output(1) : ""))
+  FailureOr<Window> window = windowOf(node, node.in(0), "pooling");
+  if (failed(window))
+    return failure();
+  Value x = window->input;
+  if (node.proto.output_size() > 1 && !node.proto.output(1).empty() &&
+      usedNames.count(node.proto.output(1)))
     return nodeError(node) << "the Indices output is not supported";
   if (node.getInt("storage_order", 0) != 0)
     return nodeError(node) << "storage_order 1 is not supported";
-  Shape kernel = node.getInts("kernel_shape").value_or(Shape());
-  Shape strides = node.getInts("strides").value_or(Shape{1, 1});
-  Shape dilations = node.getInts("dilations").value_or(Shape{1, 1});
-  if (kernel.size() != 2 || strides.size() != 2)
-    return nodeError(node) << "expects a 2-D kernel_shape and strides";
+  Shape kernel = window->kernel, strides = window->strides,
+        dilations = window->dilations;
+  if (kernel.size() != 2)
+    return nodeError(node) << "needs kernel_shape";
   if (dilations != Shape{1, 1})
     return nodeError(node) << "dilated pooling is not supported";
-  FailureOr<Shape> pads = windowPads(node, shapeOf(x), kernel, strides,
-                                     dilations, node.getInt("ceil_mode", 0));
+  FailureOr<Shape> pads =
+      windowPads(node, shapeOf(x), kernel, strides, dilations,
+                 node.getInt("ceil_mode", 0), window->lifted);
   if (failed(pads))
     return failure();
   FailureOr<Shape> shape = inferPool2DShape(shapeOf(x), kernel, strides, *pads,
                                             [&] { return nodeError(node); });
   if (failed(shape))
     return failure();
-  setOutput(node, 0,
-            builder.createOrFold<MaxPool2DOp>(node.loc, withShape(x, *shape), x,
-                                              kernel, strides, *pads));
+  setOutput(
+      node, 0,
+      unlift(*window, node.loc,
+             builder.createOrFold<MaxPool2DOp>(node.loc, withShape(x, *shape),
+                                               x, kernel, strides, *pads)));
   return success();
 }
 
 LogicalResult OnnxImporter::importAveragePool(Node &node) {
-  Value x = node.in(0);
-  if (shapeOf(x).size() != 4)
-    return nodeError(node) << "only 2-D pooling (4-D input) is supported";
-  Shape kernel = node.getInts("kernel_shape").value_or(Shape());
-  Shape strides = node.getInts("strides").value_or(Shape{1, 1});
-  if (kernel.size() != 2 || strides.size() != 2)
-    return nodeError(node) << "expects a 2-D kernel_shape and strides";
+  FailureOr<Window> window = windowOf(node, node.in(0), "pooling");
+  if (failed(window))
+    return failure();
+  Value x = window->input;
+  Shape kernel = window->kernel, strides = window->strides;
+  if (kernel.size() != 2)
+    return nodeError(node) << "needs kernel_shape";
   bool countPad = node.getInt("count_include_pad", 0);
   bool ceilMode = node.getInt("ceil_mode", 0);
   if (ceilMode && countPad)
     return nodeError(node) << "ceil_mode together with count_include_pad is "
                               "not supported";
-  FailureOr<Shape> pads =
-      windowPads(node, shapeOf(x), kernel, strides, {1, 1}, ceilMode);
+  FailureOr<Shape> pads = windowPads(node, shapeOf(x), kernel, strides, {1, 1},
+                                     ceilMode, window->lifted);
   if (failed(pads))
     return failure();
   FailureOr<Shape> shape = inferPool2DShape(shapeOf(x), kernel, strides, *pads,
@@ -1809,9 +2484,10 @@ LogicalResult OnnxImporter::importAveragePool(Node &node) {
   if (failed(shape))
     return failure();
   setOutput(node, 0,
-            builder.createOrFold<AvgPool2DOp>(node.loc, withShape(x, *shape), x,
-                                              kernel, strides, *pads,
-                                              countPad));
+            unlift(*window, node.loc,
+                   builder.createOrFold<AvgPool2DOp>(
+                       node.loc, withShape(x, *shape), x, kernel, strides,
+                       *pads, countPad)));
   return success();
 }
 
@@ -2097,8 +2773,10 @@ const llvm::StringMap<OpRule> &OnnxImporter::rules() {
       {"Constant", {&I::importConstant, {1, 9, 11, 12, 13}}},
       {"ConstantOfShape", {&I::importConstantOfShape, {9}}},
       {"Conv", {&I::importConv, {1, 11}}},
+      {"ConvTranspose", {&I::importConvTranspose, {1, 11}}},
       {"Div", {&I::importBinary<DivOp>, {7, 13, 14}}},
       {"Dropout", {&I::importDropout, {12, 13}}},
+      {"Einsum", {&I::importEinsum, {12}}},
       {"Elu", {&I::importActivation, {6}}},
       {"Equal", {&I::importCompare<ComparePredicate::eq>, {11, 13}}},
       {"Erf", {&I::importUnary<ErfOp>, {9, 13}}},
@@ -2109,11 +2787,13 @@ const llvm::StringMap<OpRule> &OnnxImporter::rules() {
       {"Gemm", {&I::importGemm, {11, 13}}},
       {"GRU", {&I::importRecurrent, {7, 14}}},
       {"GlobalAveragePool", {&I::importGlobalAveragePool, {1}}},
+      {"GlobalMaxPool", {&I::importGlobalMaxPool, {1}}},
       {"Greater", {&I::importCompare<ComparePredicate::gt>, {9, 13}}},
       {"GreaterOrEqual", {&I::importCompare<ComparePredicate::ge>, {12, 16}}},
       {"HardSigmoid", {&I::importActivation, {6}}},
       {"HardSwish", {&I::importActivation, {14}}},
       {"Identity", {&I::importIdentity, {1, 13, 14, 16}}},
+      {"InstanceNormalization", {&I::importInstanceNormalization, {1, 6}}},
       {"LSTM", {&I::importRecurrent, {7, 14}}},
       {"LayerNormalization", {&I::importLayerNormalization, {17}}},
       {"LeakyRelu", {&I::importActivation, {6, 16}}},
@@ -2139,6 +2819,7 @@ const llvm::StringMap<OpRule> &OnnxImporter::rules() {
       {"ReduceSum", {&I::importReduceSum, {11, 13}}},
       {"Relu", {&I::importUnary<ReluOp>, {6, 13, 14}}},
       {"Reshape", {&I::importReshape, {5, 13, 14}}},
+      {"Resize", {&I::importResize, {10, 11, 13}}},
       {"Selu", {&I::importActivation, {6}}},
       {"Shape", {&I::importShape, {1, 13, 15}}},
       {"Sigmoid", {&I::importUnary<SigmoidOp>, {6, 13}}},
@@ -2270,9 +2951,11 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
     onnxTypes[info.name()] = &info.type();
   for (const auto &info : graph.output())
     onnxTypes[info.name()] = &info.type();
+  // (An empty name marks an optional input left out: it names no value.)
   for (const auto &node : graph.node())
     for (const auto &input : node.input())
-      usedNames.insert(input);
+      if (!input.empty())
+        usedNames.insert(input);
   for (const auto &output : graph.output())
     usedNames.insert(output.name());
 
@@ -2306,7 +2989,13 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
         GpucDialect::kInputAttrName, builder.getStringAttr(input.name()))));
   }
   // Float initializers of rank >= 1 are parameters (arguments of the step);
-  // everything else (shape vectors, scalars) is a constant.
+  // everything else (shape vectors, scalars, and a Resize's roi and scales,
+  // which are its geometry) is a constant.
+  std::set<std::string> geometry;
+  for (const auto &node : graph.node())
+    if (node.op_type() == "Resize")
+      for (int i = 1; i < std::min(node.input_size(), 3); ++i)
+        geometry.insert(node.input(i));
   SmallVector<std::pair<std::string, DenseElementsAttr>> constants;
   SmallVector<ParameterOp> params;
   for (const auto &init : graph.initializer()) {
@@ -2316,7 +3005,8 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
     FailureOr<RankedTensorType> type = convertTensorType(init, emit);
     if (failed(type))
       return nullptr;
-    if (!isa<FloatType>(type->getElementType()) || type->getRank() == 0) {
+    if (!isa<FloatType>(type->getElementType()) || type->getRank() == 0 ||
+        geometry.count(init.name())) {
       FailureOr<DenseElementsAttr> value = convertTensor(init, *type, emit);
       if (failed(value))
         return nullptr;

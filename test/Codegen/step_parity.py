@@ -29,7 +29,16 @@ MODELS = {
     # An LSTM with peepholes into a bidirectional GRU, unrolled at import;
     # the last step's outputs (a gather) into a linear layer.
     "recurrent": ("image", (4, 24), "float", (4,), 3, []),
+    # PyTorch models of torch_parity.py, exported here (needs torch): the
+    # LSTM and GRU classifiers, 2-D upsampling layers (padding modes,
+    # instance/group norm, ConvTranspose, Resize), 1-D convolutions and
+    # einsum attention.
+    "lstm": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
+    "bigru": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
+    "upsampler": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
+    "sequence1d": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
 }
+TORCH_MODELS = ("lstm", "bigru", "upsampler", "sequence1d")
 MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt",
                "recurrent": "test/Codegen/Inputs/recurrent.onnxtxt"}
 
@@ -43,10 +52,24 @@ def run(cmd):
     return r.stdout
 
 
+def export_torch_model(args, name, work):
+    sys.path.insert(0, os.path.join(args.src, "test", "Training"))
+    import torch
+    from torch_parity import export, image_shape, make_model
+    path = os.path.join(work, name + ".onnx")
+    if not os.path.exists(path):
+        model, input_name, opset = make_model(name)
+        export(model, torch.randn(2, *image_shape(name)), path, input_name,
+               opset)
+    return path
+
+
 def check(args, name, optimizer, work):
     input_name, shape, kind, label_shape, classes, extra = MODELS[name]
     model = os.path.join(args.src, MODEL_FILES.get(
         name, os.path.join("examples", name + ".onnx")))
+    if name in TORCH_MODELS:
+        model = export_torch_model(args, name, work)
     out = os.path.join(work, name + "-" + optimizer)
     common = ["--batch", "4", "--optimizer", optimizer,
               "--precision", args.precision] + extra

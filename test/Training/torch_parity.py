@@ -41,7 +41,7 @@ from export_models import CNN, MLP, TransformerBlock, export  # noqa: E402
 
 BATCH = {"mlp": 8, "cnn": 4, "transformer": 4, "activations": 8,
          "decoder": 4, "lstm": 8, "gru": 8,
-         "bigru": 8, "resnet18": 2, "mobilenet_v2": 2,
+         "bigru": 8, "upsampler": 4, "sequence1d": 8, "resnet18": 2, "mobilenet_v2": 2,
          "mobilenet_v3_small": 2}
 # torchvision's classifiers (10 classes) on small RGB images: the model zoo.
 ZOO = ("resnet18", "mobilenet_v2", "mobilenet_v3_small")
@@ -119,6 +119,53 @@ class RowRNN(torch.nn.Module):
         return self.fc(y[:, -1])
 
 
+class Upsampler(torch.nn.Module):
+    """Image-to-image layers: reflect and replicate padding, instance and
+    group norm, a strided transposed convolution with output padding,
+    nearest and bilinear upsampling (ONNX Pad edge/reflect,
+    InstanceNormalization, ConvTranspose, Resize)."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.net = nn.Sequential(
+            nn.Conv2d(1, 8, 3, padding=1, padding_mode="reflect"),
+            nn.InstanceNorm2d(8, affine=True), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 8, 3, padding=1, padding_mode="replicate"),
+            nn.GroupNorm(2, 8), nn.ReLU(),
+            nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1,
+                               output_padding=1),
+            nn.Upsample(scale_factor=2, mode="nearest"), nn.AvgPool2d(4),
+            nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
+            nn.AvgPool2d(4), nn.Flatten(), nn.Linear(4 * 7 * 7, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class Sequence1d(torch.nn.Module):
+    """An image's rows as 28 channels of a length-28 signal: 1-D
+    convolutions (one reflect-padded) and pooling, then self-attention
+    written with einsum."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.conv = nn.Sequential(
+            nn.Conv1d(28, 16, 5, padding=2), nn.ReLU(), nn.MaxPool1d(2),
+            nn.Conv1d(16, 16, 3, padding=1, padding_mode="reflect"),
+            nn.AvgPool1d(2))
+        self.qkv = nn.Linear(16, 48)
+        self.fc = nn.Linear(7 * 16, 10)
+
+    def forward(self, x):
+        h = self.conv(x.reshape(x.shape[0], 28, 28)).transpose(1, 2)
+        q, k, v = self.qkv(h).split(16, dim=2)
+        att = torch.softmax(torch.einsum("bid,bjd->bij", q, k) * 0.25, dim=-1)
+        y = torch.einsum("bij,bjd->bid", att, v)
+        return self.fc(y.reshape(y.shape[0], -1))
+
+
 OPTIMIZERS = {
     "sgd": (["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"],
             lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
@@ -137,7 +184,12 @@ def make_model(name):
     if name == "activations":
         return Activations(), "image", 17
     if name in ("lstm", "gru", "bigru"):
-        return RowRNN(name[-3:].upper(), name == "bigru"), "image", 17
+        return (RowRNN("LSTM" if name == "lstm" else "GRU", name == "bigru"),
+                "image", 17)
+    if name == "upsampler":
+        return Upsampler(), "image", 17
+    if name == "sequence1d":
+        return Sequence1d(), "image", 17
     if name == "decoder":
         return Decoder(), "tokens", 17
     if name in ZOO:

@@ -4,7 +4,8 @@
 // the importer and prints the count imported / attempted, then each failure
 // with its first diagnostic. Integer and boolean inputs, and scalars, are bound
 // to the test's own data as compile-time constants: gpuc compiles static
-// shapes, and those inputs are the shapes, axes and ratios of the tests.
+// shapes, and those inputs are the shapes, axes and ratios of the tests (as
+// are Resize's roi and scales).
 // Each imported test then runs in the reference interpreter on the test's
 // inputs and is compared with its expected outputs at ONNX's own backend-test
 // tolerance (|got - want| <= 1e-7 + 1e-3 |want|). Prints
@@ -246,6 +247,13 @@ int main(int argc, char **argv) {
     std::set<std::string> initializers;
     for (const auto &init : model.graph().initializer())
       initializers.insert(init.name());
+    // Resize's roi and scales are its geometry, constants in any model
+    // gpuc can compile (PyTorch exports them as Constant nodes).
+    std::set<std::string> geometry;
+    for (const auto &node : model.graph().node())
+      if (node.op_type() == "Resize")
+        for (int i = 1; i < std::min(node.input_size(), 3); ++i)
+          geometry.insert(node.input(i));
     int index = 0;
     for (const auto &input : model.graph().input()) {
       if (initializers.count(input.name()))
@@ -257,7 +265,8 @@ int main(int argc, char **argv) {
       bool isScalar = type.has_shape() && type.shape().dim_size() == 0;
       std::string data = readFile(dir + "/test_data_set_0/input_" +
                                   std::to_string(index++) + ".pb");
-      if ((!isFloat || isScalar) && !data.empty())
+      if ((!isFloat || isScalar || geometry.count(input.name())) &&
+          !data.empty())
         options.constantInputs[input.name()] = data;
     }
     MLIRContext context(registry);

@@ -499,6 +499,28 @@ LogicalResult Conv2DOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
+/// Linear in each operand: the result is the adjoint of conv2d(., filter)
+/// applied to grad_output, so grad_output's gradient is that convolution of
+/// the result's gradient, and the filter's pairs the result's gradient (as
+/// the convolution's input) with grad_output (as its output gradient).
+LogicalResult Conv2DBackwardInputOp::buildGradients(
+    OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,
+    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(2, Value());
+  Value g = resultGrads[0];
+  if (!g)
+    return success();
+  if (wanted[0])
+    operandGrads[0] = Conv2DOp::create(
+        builder, getLoc(), getGradOutput().getType(), g, getFilter(),
+        getStrides(), getPads(), getDilations(), getGroups());
+  if (wanted[1])
+    operandGrads[1] = Conv2DBackwardFilterOp::create(
+        builder, getLoc(), getFilter().getType(), g, getGradOutput(),
+        getStrides(), getPads(), getDilations(), getGroups());
+  return success();
+}
+
 LogicalResult
 MaxPool2DOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
                             ArrayRef<bool> wanted,

@@ -517,12 +517,15 @@ def Gpuc_ScatterAddOp : Gpuc_Op<"scatter_add", [Pure,
   let hasVerifier = 1;
 }
 
-def Gpuc_Conv2DBackwardInputOp : Gpuc_Op<"conv2d_backward_input", [Pure,
+def Gpuc_Conv2DBackwardInputOp : Gpuc_Op<"conv2d_backward_input", [
+    DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure,
     SameOperandsAndResultElementType]> {
   let summary = "gradient of conv2d with respect to its input";
   let description = [{
     The transposed convolution of the output gradient with the filter; the
     result type is the forward input's. Attributes are the forward op's.
+    ONNX's ConvTranspose imports as this op; its own gradients are a conv2d
+    (for `grad_output`) and a conv2d_backward_filter (for `filter`).
 
     ```mlir
     %dx = gpuc.conv2d_backward_input %dy, %w strides = [1, 1] pads = [1, 1, 1, 1]
