@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Fuzzes the runtime's readers of files a user or a damaged disk hands the
 # trainer (plan.json, safetensors checkpoints, .npy data, IDX datasets raw
-# and gzipped) and the model DSL's parser with libFuzzer under
-# AddressSanitizer and UBSan:
+# and gzipped), the ONNX importer (binary and text models) and the model
+# DSL's parser with libFuzzer under AddressSanitizer and UBSan:
 #
 #   scripts/fuzz.sh [SECONDS per target, default 60] [TARGET...]
 #
 # Built with clang (libFuzzer ships with Debian's clang) into build-fuzz/;
-# the DSL target instruments the parser and links the dialect and MLIR from
-# build/ (scripts/build.sh first). Seed corpora are made here (an MLP artifact's plan and weights, small
+# the DSL and ONNX targets instrument the parser or the importer and link
+# the rest of gpuc and MLIR from build/ (scripts/build.sh first). Seed corpora are made here (an MLP artifact's plan and weights, small
 # .npy files, IDX headers). Each target runs SECONDS; a crash, leak,
 # sanitizer report or timeout leaves its input in build-fuzz/findings/ and
 # makes the script fail. The corpora grow in build-fuzz/corpus/ across runs.
@@ -18,7 +18,7 @@ seconds=${1:-60}
 shift || true
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(plan safetensors npy idx dsl)
+  targets=(plan safetensors npy idx dsl onnx)
 fi
 cxx=""
 for c in clang++ clang++-19 clang++-16 clang++-15 clang++-14; do
@@ -36,9 +36,38 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer
 sources=(runtime/lib/Plan.cpp runtime/lib/Safetensors.cpp runtime/lib/Npy.cpp
          runtime/lib/Dataset.cpp)
 declare -A main=([plan]=PlanFuzzer [safetensors]=SafetensorsFuzzer
-                 [npy]=NpyFuzzer [idx]=IdxFuzzer [dsl]=DslFuzzer)
+                 [npy]=NpyFuzzer [idx]=IdxFuzzer [dsl]=DslFuzzer
+                 [onnx]=OnnxFuzzer)
 for t in "${targets[@]}"; do
-  [[ -n ${main[$t]:-} ]] || { echo "fuzz.sh: no target '$t' (plan, safetensors, npy, idx, dsl)" >&2; exit 1; }
+  [[ -n ${main[$t]:-} ]] || { echo "fuzz.sh: no target '$t' (plan, safetensors, npy, idx, dsl, onnx)" >&2; exit 1; }
+  if [[ $t == onnx ]]; then
+    if [[ ! -x build/bin/gpuc ]]; then
+      echo "fuzz.sh: build/ has no gpuc (run scripts/build.sh): the onnx target needs its libraries" >&2
+      exit 1
+    fi
+    if [[ ! $out/onnx -nt lib/Frontend/OnnxImporter.cpp ||
+          ! $out/onnx -nt lib/Frontend/OnnxModelLoader.cpp ||
+          ! $out/onnx -nt fuzz/OnnxFuzzer.cpp ||
+          ! $out/onnx -nt build/lib/libGpucDialect.a ]]; then
+      echo "fuzz.sh: building onnx with $cxx"
+      # The importer and its loader instrumented (compiled as CMake does);
+      # everything else as gpuc links it.
+      onnxflags=("${flags[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}"
+                 -DONNX_ML=1 -DONNX_NAMESPACE=onnx
+                 -I/usr/lib/llvm-22/include -Iinclude -Ibuild/include
+                 -Wno-deprecated-declarations)
+      "$cxx" "${onnxflags[@]}" -fno-exceptions -c lib/Frontend/OnnxImporter.cpp -o "$out/OnnxImporter.o"
+      "$cxx" "${onnxflags[@]}" -fexceptions -c lib/Frontend/OnnxModelLoader.cpp -o "$out/OnnxModelLoader.o"
+      "$cxx" "${onnxflags[@]}" -fno-exceptions -c fuzz/OnnxFuzzer.cpp -o "$out/OnnxFuzzer.o"
+      mapfile -t libs < <(ninja -C build -t commands bin/gpuc | tail -1 |
+        tr ' ' '\n' | grep -E '\.a$|\.so$|^-l' | sed 's|^lib/|build/lib/|;s|^runtime/|build/runtime/|')
+      "$cxx" -fsanitize=fuzzer,address,undefined "$out/OnnxFuzzer.o" \
+        "$out/OnnxImporter.o" "$out/OnnxModelLoader.o" "${libs[@]}" \
+        /usr/lib/llvm-22/lib/libLLVMSupport.a /usr/lib/llvm-22/lib/libLLVMDemangle.a \
+        -lz -ltinfo -o "$out/onnx"
+    fi
+    continue
+  fi
   if [[ $t == dsl ]]; then
     if [[ ! -x build/bin/gpuc-opt ]]; then
       echo "fuzz.sh: build/ has no gpuc-opt (run scripts/build.sh): the dsl target needs its libraries" >&2
@@ -100,6 +129,19 @@ PY
   printf '\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00\x02\x00\x01\x02\x03' |
     gzip -c > "$seeds/idx/gz"
   # An odd first byte makes IdxFuzzer name the input .gz (gzip starts 0x1f).
+fi
+
+if [[ ! -d $seeds/onnx ]]; then
+  # ONNX: the importer tests' text models and ONNX's small node-test models.
+  mkdir -p "$seeds/onnx"
+  cp test/Frontend/onnx/*.onnxtxt test/Codegen/Inputs/*.onnxtxt "$seeds/onnx/"
+  if [[ -d /usr/share/libonnx-testdata/data/node ]]; then
+    for d in /usr/share/libonnx-testdata/data/node/test_{conv,maxpool,lstm,gru,rnn,resize,einsum,gemm,matmul,slice,reshape,softmax,layer_norm,batchnorm,pad,split,clip,gather,instancenorm}*; do
+      if [[ -f $d/model.onnx ]]; then
+        cp "$d/model.onnx" "$seeds/onnx/$(basename "$d").onnx"
+      fi
+    done
+  fi
 fi
 
 status=0

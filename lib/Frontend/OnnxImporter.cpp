@@ -2959,7 +2959,9 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
   for (const auto &output : graph.output())
     usedNames.insert(output.name());
 
-  module = ModuleOp::create(fileLoc());
+  // Owned from here on: every error return below destroys it.
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(fileLoc());
+  module = *owned;
   builder.setInsertionPointToEnd(module.getBody());
 
   // Graph inputs first, then one argument per parameter.
@@ -3077,7 +3079,7 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
     module->erase();
     return nullptr;
   }
-  return OwningOpRef<ModuleOp>(module);
+  return owned;
 }
 
 //===----------------------------------------------------------------------===//

@@ -83,11 +83,29 @@ func.func @forward(%a: tensor<4xf32> {gpuc.param = @a}) -> (tensor<f32> {gpuc.ou
 
 // -----
 
-// Backward ops have no gradient rule of their own (no second derivatives).
-gpuc.parameter @w trainable : tensor<1x1x1x1xf32> = dense<1.0> : tensor<1x1x1x1xf32>
-func.func @forward(%x: tensor<1x1x2x2xf32> {gpuc.input = "x"}, %w: tensor<1x1x1x1xf32> {gpuc.param = @w}) -> (tensor<f32> {gpuc.output = "loss"}) {
-  // expected-error @+1 {{'gpuc.conv2d_backward_input' op is not differentiable, but the loss depends on a trainable parameter through it}}
-  %d = gpuc.conv2d_backward_input %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<1x1x2x2xf32>, tensor<1x1x1x1xf32>) -> tensor<1x1x2x2xf32>
-  %s = gpuc.reduce_sum %d axes = [0, 1, 2, 3] : tensor<1x1x2x2xf32> -> tensor<f32>
+// Backward ops have no gradient rule of their own (no second derivatives),
+// but for conv2d_backward_input (ONNX's ConvTranspose).
+gpuc.parameter @g trainable : tensor<1x1x2x2xf32> = dense<1.0> : tensor<1x1x2x2xf32>
+func.func @forward(%x: tensor<1x1x2x2xf32> {gpuc.input = "x"}, %g: tensor<1x1x2x2xf32> {gpuc.param = @g}) -> (tensor<f32> {gpuc.output = "loss"}) {
+  // expected-error @+1 {{'gpuc.conv2d_backward_filter' op is not differentiable, but the loss depends on a trainable parameter through it}}
+  %d = gpuc.conv2d_backward_filter %x, %g strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x1x1xf32>
+  %s = gpuc.reduce_sum %d axes = [0, 1, 2, 3] : tensor<1x1x1x1xf32> -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// conv2d_backward_input (ONNX's ConvTranspose) is linear in both operands:
+// its input's gradient is the forward convolution of the result's gradient,
+// its filter's the filter gradient with the roles of input and output
+// gradient exchanged.
+gpuc.parameter @w trainable : tensor<1x1x1x1xf32> = dense<1.0> : tensor<1x1x1x1xf32>
+func.func @forward(%x: tensor<1x1x2x2xf32> {gpuc.input = "x"}, %w: tensor<1x1x1x1xf32> {gpuc.param = @w}) -> (tensor<f32> {gpuc.output = "loss"}) {
+  %d = gpuc.conv2d_backward_input %x, %w strides = [2, 2] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<1x1x2x2xf32>, tensor<1x1x1x1xf32>) -> tensor<1x1x3x3xf32>
+  %s = gpuc.reduce_sum %d axes = [0, 1, 2, 3] : tensor<1x1x3x3xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+// CHECK-LABEL: func.func @train_step(%arg0: tensor<1x1x2x2xf32> {gpuc.input = "x"}, %arg1: tensor<1x1x1x1xf32> {gpuc.param = @w})
+// CHECK: %[[G:.+]] = gpuc.constant dense<1.000000e+00> : tensor<1x1x3x3xf32>
+// CHECK: %[[DW:.+]] = gpuc.conv2d_backward_filter %[[G]], %arg0 strides = [2, 2] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<1x1x3x3xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x1x1xf32>
+// CHECK: return %{{.+}}, %[[DW]]
