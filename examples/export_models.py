@@ -72,6 +72,41 @@ class TransformerBlock(nn.Module):
         return self.head(self.ln_f(x))
 
 
+class CharGPT(nn.Module):
+    """A character-level GPT: byte embeddings and learned positions, pre-
+    LayerNorm blocks of causal self-attention (the mask from torch.triu) and
+    a GELU MLP, a head over the 256 byte values at every position."""
+
+    def __init__(self, vocab=256, seq=64, dim=64, heads=4, layers=2):
+        super().__init__()
+        self.heads = heads
+        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
+        self.blocks = nn.ModuleList(
+            nn.ModuleDict(dict(
+                ln1=nn.LayerNorm(dim), qkv=nn.Linear(dim, 3 * dim),
+                proj=nn.Linear(dim, dim), ln2=nn.LayerNorm(dim),
+                fc=nn.Linear(dim, 4 * dim), out=nn.Linear(4 * dim, dim)))
+            for _ in range(layers))
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, idx):
+        b, t = idx.shape
+        x = self.tok(idx) + self.pos(torch.arange(0, t, dtype=torch.long))
+        c, h = x.shape[-1], self.heads
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        for blk in self.blocks:
+            q, k, v = blk["qkv"](blk["ln1"](x)).split(c, dim=2)
+            q, k, v = (z.view(b, t, h, c // h).transpose(1, 2)
+                       for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / (c // h) ** 0.5)
+            att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+            y = (att @ v).transpose(1, 2).reshape(b, t, c)
+            x = x + blk["proj"](y)
+            x = x + blk["out"](nn.functional.gelu(blk["fc"](blk["ln2"](x))))
+        return self.head(self.ln_f(x))
+
+
 def export(model, example, path, input_name, opset):
     model.train()
     torch.onnx.export(
@@ -97,6 +132,9 @@ def main():
     # most PyTorch exports have.
     export(TransformerBlock(), torch.randint(0, 64, (2, 16)),
            os.path.join(args.out, "transformer.onnx"), "tokens", 14)
+    torch.manual_seed(0)
+    export(CharGPT(), torch.randint(0, 256, (2, 64)),
+           os.path.join(args.out, "chargpt.onnx"), "tokens", 17)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ packages=(
   libgtest-dev
   libdnnl-dev nlohmann-json3-dev zlib1g-dev
   coinor-libcbc-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist fortunes
   python3-numpy python3-onnx
   clang libclang-rt-dev
 )

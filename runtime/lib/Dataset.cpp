@@ -173,6 +173,70 @@ bool loadDataset(const std::string &dir, Dataset &data, std::string &error) {
   return true;
 }
 
+bool loadTokenStream(const std::string &path, int64_t window, double heldOut,
+                     Dataset &data, std::string &error) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = "--data " + path +
+            ": not a file (a language model trains on a token file: a .npy "
+            "of integer token ids, or a text file read as bytes)";
+    return false;
+  }
+  std::vector<int64_t> tokens;
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
+    NpyArray array;
+    if (!readNpy(path, array, error))
+      return false;
+    if (array.dtype[1] == 'f' || array.dtype[1] == 'b') {
+      error = path + ": token ids must be integers, not " + array.dtype;
+      return false;
+    }
+    tokens.resize(array.numElements());
+    for (int64_t i = 0; i < array.numElements(); ++i) {
+      double v = array.at(i);
+      if (!(v >= 0 && v < 16777216.0)) {
+        error = path + ": token " + std::to_string((long long)v) + " at " +
+                std::to_string(i) + " is not an id in [0, 2^24)";
+        return false;
+      }
+      tokens[i] = (int64_t)v;
+    }
+    data.format = "tokens (npy)";
+  } else {
+    std::vector<unsigned char> bytes;
+    if (!readMaybeGzip(path, bytes, error))
+      return false;
+    tokens.assign(bytes.begin(), bytes.end());
+    data.format = "bytes";
+  }
+  // Each split needs one window and the token after it.
+  int64_t n = tokens.size();
+  int64_t testTokens = (int64_t)(n * heldOut);
+  int64_t trainTokens = n - testTokens;
+  auto cut = [&](int64_t begin, int64_t length, Split &split) {
+    split.count = length > window ? (length - 1) / window : 0;
+    split.sampleSize = window;
+    split.labelsPerSample = window;
+    split.sampleShape = {window};
+    split.samples.resize(split.count * window);
+    split.labels.resize(split.count * window);
+    for (int64_t i = 0; i < split.count * window; ++i) {
+      split.samples[i] = (float)tokens[begin + i];
+      split.labels[i] = tokens[begin + i + 1];
+    }
+  };
+  cut(0, trainTokens, data.train);
+  cut(trainTokens, testTokens, data.test);
+  if (data.train.count == 0 || (heldOut > 0 && data.test.count == 0)) {
+    error = path + ": " + std::to_string(n) + " tokens are too few for " +
+            "windows of " + std::to_string(window) + " in both splits (the " +
+            "last " + std::to_string((int)std::lround(heldOut * 100)) +
+            "% is held out)";
+    return false;
+  }
+  return true;
+}
+
 void normalize(Dataset &data, double &mean, double &stddev) {
   double sum = 0, squares = 0;
   for (float v : data.train.samples) {

@@ -58,7 +58,7 @@ struct Options {
   int64_t epochs = 1, batchSize = 0, limitTrain = 0, benchSteps = 0;
   int64_t evalEvery = 0, logEvery = 50, step = 0;
   uint64_t seed = 0;
-  double lr = -1;
+  double lr = -1, heldOut = 0.1;
   bool quiet = false;
 };
 
@@ -79,7 +79,11 @@ const char *kUsage =
     "K]\n"
     "  --data: MNIST-family IDX files (e.g. "
     "/usr/share/datasets/fashion-mnist)\n"
-    "          or train_x.npy, train_y.npy, test_x.npy, test_y.npy\n"
+    "          or train_x.npy, train_y.npy, test_x.npy, test_y.npy;\n"
+    "          for a language model (token input and labels [batch, T]) a\n"
+    "          token file: a .npy of integer ids, or any file read as bytes\n"
+    "  --held-out F: a language model's test split, the last fraction F of\n"
+    "          the token file (0.1)\n"
     "  --run-step: one step of the step program on IN_DIR/<input>.npy,\n"
     "          writing outputs and every parameter/state to OUT_DIR as .npy\n"
     "  --device: cuda runs the step on the GPU (one CUDA Graph launch per\n"
@@ -150,6 +154,12 @@ Options parseOptions(int argc, char **argv) {
       o.device = value(i);
       if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
         fail("--device expects auto, cpu or cuda, got '" + o.device + "'");
+    } else if (a == "--held-out") {
+      std::string v = value(i);
+      char *end;
+      o.heldOut = strtod(v.c_str(), &end);
+      if (*end || v.empty() || !(o.heldOut >= 0 && o.heldOut < 1))
+        fail("--held-out expects a fraction in [0, 1), got '" + v + "'");
     } else if (a == "--lr") {
       std::string v = value(i);
       char *end;
@@ -188,6 +198,10 @@ public:
   /// Why the trainer cannot evaluate (no class scores), or empty.
   std::string noEvalReason;
   int64_t batch = 0, classes = 0;
+  /// A language model: integer tokens in, next-token labels of the same
+  /// [batch, window] shape, class scores [batch, window, classes].
+  bool tokens = false;
+  int64_t window = 0;
   /// Steps whose gradients one update applies (1: every step updates).
   int64_t accumulate = 1;
 
@@ -224,8 +238,14 @@ public:
       fail(dir + "/plan.json asks for accumulate " +
            std::to_string(accumulate) +
            " but has no apply_update function; recompile");
+    const PlanBuffer &in = plan.buffers[image];
+    tokens = (in.dtype == "I64" || in.dtype == "I32") && in.shape.size() == 2 &&
+             label >= 0 && plan.buffers[label].shape == in.shape;
+    if (tokens)
+      window = in.shape[1];
     if (logits >= 0 && plan.buffers[logits].shape.size() >= 2)
-      classes = plan.buffers[logits].shape[1];
+      classes = tokens ? plan.buffers[logits].shape.back()
+                       : plan.buffers[logits].shape[1];
     // Hyperparameters other than the learning rate keep their compiled
     // defaults; they are set once.
     for (const PlanBuffer &b : plan.buffers)
@@ -386,6 +406,14 @@ void storeFloats(const std::string &dtype, const float *src, int64_t n,
     auto *bits = static_cast<uint16_t *>(dst);
     for (int64_t i = 0; i < n; ++i)
       bits[i] = floatToBFloat16Bits(src[i]);
+  } else if (dtype == "I64") { // token ids (exact in a float up to 2^24)
+    auto *ids = static_cast<int64_t *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      ids[i] = (int64_t)src[i];
+  } else if (dtype == "I32") {
+    auto *ids = static_cast<int32_t *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      ids[i] = (int32_t)src[i];
   } else {
     fail("the data input has type " + dtype +
          ", which the trainer cannot fill with images");
@@ -434,12 +462,14 @@ private:
       Batch b;
       b.step = k;
       b.images.resize(batch * bytesPerSample);
-      b.labels.resize(batch);
+      int64_t perSample = split.labelsPerSample;
+      b.labels.resize(batch * perSample);
       for (int64_t i = 0; i < batch; ++i) {
         int64_t s = order[k * batch + i];
         storeFloats(dtype, &split.samples[s * split.sampleSize],
                     split.sampleSize, &b.images[i * bytesPerSample]);
-        b.labels[i] = split.labels[s];
+        std::copy_n(&split.labels[s * perSample], perSample,
+                    &b.labels[i * perSample]);
       }
       std::unique_lock<std::mutex> lock(mutex);
       space.wait(lock, [&] { return !full || done; });
@@ -571,9 +601,46 @@ void uploadImages(Session &s, const std::vector<float> &images) {
   s.device->upload(b.id, bytes.data(), b.bytes);
 }
 
-double evaluate(Session &s, const Split &test) {
+/// A language model on the test split's windows: the mean cross-entropy
+/// per token (nats) in `meanLoss`, and the next-token accuracy returned.
+double evaluateTokens(Session &s, const Split &test, double &meanLoss) {
+  int64_t B = s.batch, T = s.window, V = s.classes;
+  std::vector<float> tokens(B * T), logits(B * T * V);
+  double loss = 0;
+  int64_t correct = 0, counted = 0;
+  for (int64_t first = 0; first < test.count; first += B) {
+    int64_t n = std::min(B, test.count - first);
+    std::fill(tokens.begin(), tokens.end(), 0.0f);
+    std::copy_n(&test.samples[first * T], n * T, tokens.data());
+    uploadImages(s, tokens);
+    s.run("eval");
+    s.device->download(s.logits, logits.data(), logits.size() * sizeof(float));
+    for (int64_t i = 0; i < n * T; ++i) {
+      const float *row = &logits[i * V];
+      int64_t best = 0;
+      float top = row[0];
+      for (int64_t c = 1; c < V; ++c)
+        if (row[c] > top)
+          top = row[c], best = c;
+      double sum = 0;
+      for (int64_t c = 0; c < V; ++c)
+        sum += std::exp((double)row[c] - top);
+      int64_t label = test.labels[first * T + i];
+      loss += std::log(sum) + top - row[label];
+      correct += best == label;
+      ++counted;
+    }
+  }
+  meanLoss = loss / std::max<int64_t>(counted, 1);
+  return (double)correct / std::max<int64_t>(counted, 1);
+}
+
+double evaluate(Session &s, const Split &test, double &meanLoss) {
+  meanLoss = -1;
   if (s.logits < 0 || s.classes <= 0)
     return -1;
+  if (s.tokens)
+    return evaluateTokens(s, test, meanLoss);
   int64_t B = s.batch, C = s.classes, correct = 0;
   std::vector<float> images(B * test.sampleSize), logits(B * C);
   for (int64_t first = 0; first < test.count; first += B) {
@@ -597,6 +664,21 @@ double evaluate(Session &s, const Split &test) {
 
 void checkData(const Session &s, const Dataset &data, const std::string &dir) {
   const PlanBuffer &in = s.plan.buffers[s.image];
+  if (s.tokens) {
+    // Token ids index the embedding and the class scores: one outside the
+    // vocabulary would read past them.
+    for (const Split *split : {&data.train, &data.test})
+      for (size_t i = 0; i < split->labels.size(); ++i)
+        if (s.classes && (split->labels[i] >= s.classes ||
+                          split->samples[i] >= (float)s.classes))
+          fail(dir + ": token " +
+               std::to_string(std::max<int64_t>(split->labels[i],
+                                                (int64_t)split->samples[i])) +
+               " is outside the model's vocabulary of " +
+               std::to_string(s.classes) +
+               " (its class scores); a byte file needs a vocabulary of 256");
+    return;
+  }
   int64_t perSample = in.numElements() / in.shape[0];
   if (data.train.sampleSize != perSample)
     fail(dir + ": samples have " + std::to_string(data.train.sampleSize) +
@@ -982,9 +1064,10 @@ int bench(Session &s, const Options &o, const Dataset *data) {
     std::vector<float> images(&data->train.samples[0],
                               &data->train.samples[B * data->train.sampleSize]);
     std::vector<int64_t> labels(data->train.labels.begin(),
-                                data->train.labels.begin() + B);
+                                data->train.labels.begin() +
+                                    B * data->train.labelsPerSample);
     uploadImages(s, images);
-    s.device->upload(s.label, labels.data(), B * sizeof(int64_t));
+    s.device->upload(s.label, labels.data(), labels.size() * sizeof(int64_t));
   } else {
     std::mt19937_64 rng(o.seed);
     for (auto &[name, id] :
@@ -1068,7 +1151,8 @@ int trainerMain(int argc, char **argv) {
 
   Dataset data;
   std::string error;
-  if (!loadDataset(o.data, data, error))
+  if (s.tokens ? !loadTokenStream(o.data, s.window, o.heldOut, data, error)
+               : !loadDataset(o.data, data, error))
     fail(error);
   double mean = 0, stddev = 1;
   if (isFloatBuffer(s.plan.buffers[s.image]))
@@ -1175,7 +1259,13 @@ int trainerMain(int argc, char **argv) {
     return bench(s, o, &data);
 
   bool tty = isatty(fileno(stdout)) && !o.quiet;
-  if (!o.quiet)
+  if (!o.quiet && s.tokens)
+    printf("training on %lld windows of %lld tokens (%s; %lld held-out "
+           "windows) for %lld epochs, %lld steps/epoch of %lld\n",
+           (long long)data.train.count, (long long)s.window,
+           data.format.c_str(), (long long)data.test.count, (long long)o.epochs,
+           (long long)stepsPerEpoch, (long long)B);
+  else if (!o.quiet)
     printf("training %lld samples (%lld steps/epoch of %lld, last partial "
            "batch dropped) for %lld epochs; data %s normalized with mean "
            "%.4f std %.4f\n",
@@ -1193,7 +1283,7 @@ int trainerMain(int argc, char **argv) {
   auto start = Clock::now();
   int64_t stepsDone = 0;
   LossReader losses(*s.device, s.loss);
-  double lastAccuracy = -1;
+  double lastAccuracy = -1, lastLoss = -1;
   bool divergedSaid = false;
   auto saveCheckpoint = [&](int64_t stepsDoneInRun) {
     std::vector<NamedTensor> tensors = s.snapshot();
@@ -1234,7 +1324,8 @@ int trainerMain(int argc, char **argv) {
       profile.loaderWait(stepStart);
       s.device->upload(s.plan.buffers[s.image].id, b.images.data(),
                        b.images.size());
-      s.device->upload(s.label, b.labels.data(), B * sizeof(int64_t));
+      s.device->upload(s.label, b.labels.data(),
+                       b.labels.size() * sizeof(int64_t));
       s.setStepScalars(o.seed, step, o.lr);
       s.trainStep(step, [&] { losses.submitted(step); });
       profile.step(stepStart, step);
@@ -1275,6 +1366,14 @@ int trainerMain(int argc, char **argv) {
                    (long long)skipped);
           scalingJson = text;
         }
+        if (s.tokens) {
+          char text[96];
+          snprintf(text, sizeof(text), " tokens/s %.0f", rate * s.window);
+          scaling = text + scaling;
+          snprintf(text, sizeof(text), ", \"tokens_per_s\": %.1f",
+                   rate * s.window);
+          scalingJson = text + scalingJson;
+        }
         if (!tty && !o.quiet)
           printf("epoch %lld step %lld loss %.4f samples/s %.0f%s\n",
                  (long long)epoch + 1, (long long)step + 1, mean, rate,
@@ -1293,23 +1392,37 @@ int trainerMain(int argc, char **argv) {
       bool evalPoint = o.evalEvery && (step + 1) % o.evalEvery == 0 &&
                        inEpoch + 1 != stepsPerEpoch;
       if (evalPoint || inEpoch + 1 == stepsPerEpoch) {
-        lastAccuracy = evaluate(s, data.test);
+        lastAccuracy = evaluate(s, data.test, lastLoss);
         double epochSeconds =
             std::chrono::duration<double>(Clock::now() - epochStart).count();
         if (tty)
           printf("\n");
+        // A language model: the held-out loss per token and its perplexity.
+        std::string lm, lmJson;
+        if (lastLoss >= 0) {
+          char text[160];
+          snprintf(text, sizeof(text), " val_loss %.4f val_perplexity %.3f",
+                   lastLoss, std::exp(lastLoss));
+          lm = text;
+          snprintf(text, sizeof(text),
+                   ", \"val_loss\": %.9g, \"val_perplexity\": %.9g", lastLoss,
+                   std::exp(lastLoss));
+          lmJson = text;
+        }
         if (!o.quiet && lastAccuracy >= 0)
-          printf(
-              "epoch %lld step %lld test_accuracy %.4f (epoch time %.1f s)\n",
-              (long long)epoch + 1, (long long)step + 1, lastAccuracy,
-              epochSeconds);
+          printf("epoch %lld step %lld%s %s %.4f (epoch time %.1f s)\n",
+                 (long long)epoch + 1, (long long)step + 1, lm.c_str(),
+                 s.tokens ? "next_token_accuracy" : "test_accuracy",
+                 lastAccuracy, epochSeconds);
         fflush(stdout);
         if (metrics && lastAccuracy >= 0)
-          fprintf(metrics,
-                  "{\"epoch\": %lld, \"step\": %lld, \"test_accuracy\": %.6f, "
-                  "\"elapsed_s\": %.2f}\n",
-                  (long long)epoch + 1, (long long)step + 1, lastAccuracy,
-                  std::chrono::duration<double>(Clock::now() - start).count());
+          fprintf(
+              metrics,
+              "{\"epoch\": %lld, \"step\": %lld, \"test_accuracy\": %.6f%s, "
+              "\"elapsed_s\": %.2f}\n",
+              (long long)epoch + 1, (long long)step + 1, lastAccuracy,
+              lmJson.c_str(),
+              std::chrono::duration<double>(Clock::now() - start).count());
         if (metrics && fflush(metrics) != 0)
           fail("cannot write --metrics " + o.metrics + ": " + strerror(errno));
       }
@@ -1357,7 +1470,11 @@ int trainerMain(int argc, char **argv) {
   if (!o.quiet) {
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
-    if (lastAccuracy >= 0)
+    if (lastLoss >= 0)
+      printf("done: %lld steps in %.1f s, final val_perplexity %.3f, "
+             "next_token_accuracy %.4f\n",
+             (long long)stepsDone, seconds, std::exp(lastLoss), lastAccuracy);
+    else if (lastAccuracy >= 0)
       printf("done: %lld steps in %.1f s, final test_accuracy %.4f\n",
              (long long)stepsDone, seconds, lastAccuracy);
     else

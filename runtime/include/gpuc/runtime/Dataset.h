@@ -8,9 +8,10 @@
 
 namespace gpuc {
 
-/// One split: `count` samples of `sampleSize` floats, and their labels.
+/// One split: `count` samples of `sampleSize` floats, and their labels
+/// (`labelsPerSample` each: 1 for a class, T for a window of T tokens).
 struct Split {
-  int64_t count = 0, sampleSize = 0;
+  int64_t count = 0, sampleSize = 0, labelsPerSample = 1;
   std::vector<int64_t> sampleShape;
   std::vector<float> samples;
   std::vector<int64_t> labels;
@@ -18,8 +19,17 @@ struct Split {
 
 struct Dataset {
   Split train, test;
-  std::string format; // "idx" or "npy"
+  std::string format; // "idx", "npy", "tokens (npy)" or "bytes"
 };
+
+/// Reads a token stream for a language model: a .npy of integer token ids
+/// (any shape, read in order), or any other file as its bytes (one token
+/// per byte, 0-255: a character-level model). The last `heldOut` fraction
+/// of the stream is the test split. Each split is cut into windows of
+/// `window` tokens, back to back; a window's labels are the tokens that
+/// follow each of its tokens (the stream shifted by one).
+bool loadTokenStream(const std::string &path, int64_t window, double heldOut,
+                     Dataset &data, std::string &error);
 
 /// Reads DIR: either the MNIST-family IDX files
 /// ({train,t10k}-{images-idx3,labels-idx1}-ubyte, gzipped or raw) or
