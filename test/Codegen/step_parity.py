@@ -37,8 +37,9 @@ MODELS = {
     "bigru": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
     "upsampler": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
     "sequence1d": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
+    "vit": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
 }
-TORCH_MODELS = ("lstm", "bigru", "upsampler", "sequence1d")
+TORCH_MODELS = ("lstm", "bigru", "upsampler", "sequence1d", "vit")
 MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt",
                "recurrent": "test/Codegen/Inputs/recurrent.onnxtxt"}
 

@@ -41,7 +41,8 @@ from export_models import CNN, MLP, TransformerBlock, export  # noqa: E402
 
 BATCH = {"mlp": 8, "cnn": 4, "transformer": 4, "activations": 8,
          "decoder": 4, "lstm": 8, "gru": 8,
-         "bigru": 8, "upsampler": 4, "sequence1d": 8, "resnet18": 2, "mobilenet_v2": 2,
+         "bigru": 8, "upsampler": 4, "sequence1d": 8,
+         "vit": 4, "resnet18": 2, "mobilenet_v2": 2,
          "mobilenet_v3_small": 2}
 # torchvision's classifiers (10 classes) on small RGB images: the model zoo.
 ZOO = ("resnet18", "mobilenet_v2", "mobilenet_v3_small")
@@ -166,6 +167,30 @@ class Sequence1d(torch.nn.Module):
         return self.fc(y.reshape(y.shape[0], -1))
 
 
+class ViT(torch.nn.Module):
+    """A ViT-like classifier: 7x7 patches embedded by a strided convolution,
+    learned positions and a class token, two torch.nn.TransformerEncoder
+    layers (pre-norm, GELU), the class token's output into a linear head."""
+
+    def __init__(self, dim=32):
+        super().__init__()
+        nn = torch.nn
+        self.patch = nn.Conv2d(1, dim, 7, stride=7)
+        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, 17, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, 4, 64, dropout=0.0,
+                                           activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2,
+                                             enable_nested_tensor=False)
+        self.head = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        p = self.patch(x).flatten(2).transpose(1, 2)
+        p = torch.cat([self.cls.expand(x.shape[0], -1, -1), p], dim=1)
+        return self.head(self.encoder(p + self.pos)[:, 0])
+
+
 OPTIMIZERS = {
     "sgd": (["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"],
             lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
@@ -186,6 +211,8 @@ def make_model(name):
     if name in ("lstm", "gru", "bigru"):
         return (RowRNN("LSTM" if name == "lstm" else "GRU", name == "bigru"),
                 "image", 17)
+    if name == "vit":
+        return ViT(), "image", 17
     if name == "upsampler":
         return Upsampler(), "image", 17
     if name == "sequence1d":
