@@ -3,6 +3,7 @@
 #define GPUC_TOOLS_GPUC_COMMANDS_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/Timing.h"
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,10 +32,13 @@ struct ArtifactOptions {
   nlohmann::json unfused;
   /// Mixed precision: {"storage": fp32|fp16|bf16, "loss_scale": mode}.
   nlohmann::json precision = nlohmann::json::object();
+  /// --time: where the back end's phases nest (a disabled scope times
+  /// nothing).
+  TimingScope timing;
 };
 
 /// `gpuc compile`'s back end: the step program, kernels, trainer.
-int writeArtifact(ModuleOp module, const ArtifactOptions &options);
+int writeArtifact(ModuleOp module, ArtifactOptions &options);
 
 } // namespace mlir::gpuc
 

@@ -14,6 +14,7 @@
 #include "gpuc/runtime/Safetensors.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <thread>
 #include <unistd.h>
 
 using namespace mlir;
@@ -222,10 +224,13 @@ static bool writeReport(const nlohmann::json &plan,
   return true;
 }
 
-int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
+int writeArtifact(ModuleOp module, ArtifactOptions &options) {
+  TimingScope phase = options.timing.nest("step program, kernel source");
   FailureOr<StepProgram> program = buildStepProgram(module);
   if (failed(program))
     return 1;
+  phase.stop();
+  phase = options.timing.nest("plan.json, init.safetensors, report");
   const std::string &dir = options.outputDir;
   if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
     llvm::errs() << "gpuc compile: cannot create " << dir << ": "
@@ -280,8 +285,43 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
   if (!options.memoryPicture.empty() &&
       !writeFile(options.memoryPicture, memoryPicture(program->plan)))
     return 1;
+  phase.stop();
+  // The trainer: with the CPU kernels for --target cpu|all; for --target
+  // cuda with an empty CPU kernel table (the plan says it has no CPU code).
+  // Its kernels compile on a thread of their own while NVRTC compiles the
+  // cubins (the host compiler is a process: the two share the cores).
+  std::string object = dir + "/kernels.cpu.o", log = dir + "/build.log";
+  std::string source = dir + "/kernels.cu";
+  if (!options.cpu) {
+    source = dir + "/cpu-table.cu";
+    if (!writeFile(source, "#include \"gpuc/runtime/device/Kernel.h\"\n"
+                           "extern \"C\" const gpuc::CpuKernel "
+                           "gpuc_cpu_kernels[] = {{nullptr, nullptr}};\n"))
+      return 1;
+  }
+  std::vector<std::string> compile = {
+      options.cxx, "-O3", "-march=native",
+      // sqrtf and friends need not set errno: a loop calling them may then
+      // vectorize.
+      "-fno-math-errno", "-fopenmp", "-std=c++17", "-DGPUC_CPU", "-I",
+      GPUC_RUNTIME_INCLUDE_DIR, "-x", "c++", "-c", source, "-o", object};
+  if (GPUC_CPU_VECTOR_MATH && options.cpu)
+    compile.push_back("-DGPUC_CPU_VECTOR_MATH");
+  bool fromCache = false, hostCompiled = false;
+  std::thread hostCompiler([&] {
+    TimingScope scope =
+        options.timing.nest("host compiler: kernels.cu (or the cache)");
+    hostCompiled =
+        compileCached(compile, object, log, options.cacheDir, fromCache);
+  });
+  // Joined on every return below.
+  auto joinHostCompiler = llvm::make_scope_exit([&] {
+    if (hostCompiler.joinable())
+      hostCompiler.join();
+  });
   if (options.cuda) {
     for (const std::string &arch : options.archs) {
+      phase = options.timing.nest("NVRTC " + arch);
       GpuBinary binary;
       if (!compileWithNvrtc(program->kernelSource, arch,
                             GPUC_RUNTIME_INCLUDE_DIR, binary, error)) {
@@ -293,6 +333,7 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
       if (!writeFile(dir + "/kernels." + arch + ".cubin", binary.cubin) ||
           !writeFile(dir + "/kernels." + arch + ".ptx", binary.ptx))
         return 1;
+      phase.stop();
     }
   }
   if (options.cuda) {
@@ -316,52 +357,30 @@ int writeArtifact(ModuleOp module, const ArtifactOptions &options) {
                     "cannot run them\n";
 #endif
   }
-  // The trainer: with the CPU kernels for --target cpu|all; for --target
-  // cuda with an empty CPU kernel table (the plan says it has no CPU code).
-  bool fromCache = false;
-  {
-    std::string object = dir + "/kernels.cpu.o", log = dir + "/build.log";
-    std::string source = dir + "/kernels.cu";
-    if (!options.cpu) {
-      source = dir + "/cpu-table.cu";
-      if (!writeFile(source, "#include \"gpuc/runtime/device/Kernel.h\"\n"
-                             "extern \"C\" const gpuc::CpuKernel "
-                             "gpuc_cpu_kernels[] = {{nullptr, nullptr}};\n"))
-        return 1;
-    }
-    std::vector<std::string> compile = {
-        options.cxx, "-O3", "-march=native",
-        // sqrtf and friends need not set
-        // errno: a loop calling them may
-        // then vectorize.
-        "-fno-math-errno", "-fopenmp", "-std=c++17", "-DGPUC_CPU", "-I",
-        GPUC_RUNTIME_INCLUDE_DIR, "-x", "c++", "-c", source, "-o", object};
-    if (GPUC_CPU_VECTOR_MATH && options.cpu)
-      compile.push_back("-DGPUC_CPU_VECTOR_MATH");
-    bool cached = false;
-    if (!compileCached(compile, object, log, options.cacheDir, cached))
-      return 1;
-    fromCache = cached;
-    std::vector<std::string> link = {
-        options.cxx,
-        object,
-        GPUC_TRAINER_LIB,
-        options.cpu ? GPUC_CPU_DEVICE_LIB : GPUC_NO_CPU_DEVICE_LIB,
-        GPUC_RUNTIME_LIB,
-        "-o",
-        dir + "/train"};
-    SmallVector<StringRef> libs;
-    StringRef(GPUC_TRAINER_LINK_LIBS).split(libs, ' ', -1, false);
-    if (options.cpu)
-      StringRef(GPUC_CPU_DEVICE_LINK_LIBS).split(libs, ' ', -1, false);
-    for (StringRef lib : libs)
-      link.push_back(lib.str());
-    if (!runTool(link, log))
-      return 1;
-    if (!options.cpu) {
-      llvm::sys::fs::remove(source);
-      llvm::sys::fs::remove(object);
-    }
+  hostCompiler.join();
+  if (!hostCompiled)
+    return 1;
+  std::vector<std::string> link = {
+      options.cxx,
+      object,
+      GPUC_TRAINER_LIB,
+      options.cpu ? GPUC_CPU_DEVICE_LIB : GPUC_NO_CPU_DEVICE_LIB,
+      GPUC_RUNTIME_LIB,
+      "-o",
+      dir + "/train"};
+  SmallVector<StringRef> libs;
+  StringRef(GPUC_TRAINER_LINK_LIBS).split(libs, ' ', -1, false);
+  if (options.cpu)
+    StringRef(GPUC_CPU_DEVICE_LINK_LIBS).split(libs, ' ', -1, false);
+  for (StringRef lib : libs)
+    link.push_back(lib.str());
+  phase = options.timing.nest("link the trainer");
+  if (!runTool(link, log))
+    return 1;
+  phase.stop();
+  if (!options.cpu) {
+    llvm::sys::fs::remove(source);
+    llvm::sys::fs::remove(object);
   }
   llvm::outs() << "gpuc compile: wrote " << dir << " (" << kernelCount
                << " kernels, "

@@ -178,6 +178,12 @@ static cl::opt<std::string> cacheDir(
              "(default $GPUC_CACHE_DIR, else $XDG_CACHE_HOME/gpuc, else "
              "~/.cache/gpuc)"),
     cl::value_desc("DIR"), cl::init(""), cl::cat(compileCategory));
+static cl::opt<bool>
+    timeCompile("time",
+                cl::desc("compile: print where the compile's time goes: "
+                         "import, every pass (MLIR's pass timing), the step "
+                         "program, NVRTC, the host compiler and the link"),
+                cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> noCache("no-cache",
                              cl::desc("compile: compile the CPU kernels "
                                       "without the cache"),
@@ -1014,11 +1020,20 @@ static int runCompile(int argc, char **argv) {
       return 1;
     }
 
+  // --time: one tree of timers, printed to stderr when the compile ends.
+  DefaultTimingManager timing;
+  timing.setEnabled(timeCompile);
+  timing.setDisplayMode(DefaultTimingManager::DisplayMode::Tree);
+  TimingScope rootTiming = timing.getRootScope();
+  TimingScope importTiming = rootTiming.nest("import");
   ModelSession session;
   OwningOpRef<ModuleOp> module = session.load();
   if (!module)
     return 1;
+  importTiming.stop();
   MLIRContext &context = *session.context;
+  // Each pass manager's passes nest in a scope of their own.
+  std::vector<std::unique_ptr<TimingScope>> passTimings;
 
   std::optional<std::string> chosenLoss = chooseLossOutput(*module);
   if (!chosenLoss)
@@ -1035,6 +1050,14 @@ static int runCompile(int argc, char **argv) {
     auto pm = std::make_unique<PassManager>(&context);
     if (failed(applyPassManagerCLOptions(*pm)))
       return nullptr;
+    if (timeCompile) {
+      static const char *const stages[] = {"passes: the training step",
+                                           "passes: kernels",
+                                           "passes: remat and memory plan"};
+      passTimings.push_back(std::make_unique<TimingScope>(
+          rootTiming.nest(stages[std::min<size_t>(passTimings.size(), 2)])));
+      pm->enableTiming(*passTimings.back());
+    }
     if (!dumpDir.empty())
       pm->addInstrumentation(std::make_unique<DumpAfterEachPass>(
           dumpDir.getValue(), *module, &passCount));
@@ -1047,6 +1070,8 @@ static int runCompile(int argc, char **argv) {
   addStepPipeline(pm, lossOutput);
   if (failed(pm.run(*module)))
     return 1;
+  if (!passTimings.empty())
+    passTimings.back()->stop();
   // The program one kernel per core op would run, for the report.
   auto step = module->lookupSymbol<func::FuncOp>("train_step");
   artifact.unfused = gpuc::unfusedCost(step);
@@ -1073,6 +1098,8 @@ static int runCompile(int argc, char **argv) {
   addKernelPipeline(kernelPm, budgetBytes.has_value() || rematSweep);
   if (failed(kernelPm.run(*module)))
     return 1;
+  if (!passTimings.empty())
+    passTimings.back()->stop();
   if (rematSweep && failed(printRematSweep(*module)))
     return 1;
 
@@ -1084,6 +1111,8 @@ static int runCompile(int argc, char **argv) {
   addPlanPipeline(planPm, budgetBytes);
   if (failed(planPm.run(*module)))
     return 1;
+  if (!passTimings.empty())
+    passTimings.back()->stop();
   // The step must fit --memory-limit or, without it, a CPU-only trainer
   // this machine's memory (a batch of 10^8 once compiled to a 305 GB arena
   // without a word).
@@ -1136,7 +1165,11 @@ static int runCompile(int argc, char **argv) {
                       {"batch", (int64_t)batchSize},
                       {"accumulate", (int64_t)accumulateSteps},
                       {"optimizer", optimizerKind.getValue()}};
-  return gpuc::writeArtifact(*module, artifact);
+  artifact.timing = rootTiming.nest("back end");
+  int status = gpuc::writeArtifact(*module, artifact);
+  // Every timer stops before `timing` (declared after `artifact`) prints.
+  artifact.timing = TimingScope();
+  return status;
 }
 
 static int runRun(int argc, char **argv) {
