@@ -16,6 +16,13 @@ using namespace mlir::gpuc;
 #ifdef GPUC_HAVE_NVRTC
 bool mlir::gpuc::nvrtcAvailable() { return true; }
 
+std::string mlir::gpuc::nvrtcIdentity() {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  return "nvrtc " + std::to_string(major) + "." + std::to_string(minor) +
+         " -std=c++17 -default-device";
+}
+
 bool mlir::gpuc::compileWithNvrtc(const std::string &source,
                                   const std::string &arch,
                                   const std::string &runtimeIncludeDir,
@@ -56,6 +63,8 @@ bool mlir::gpuc::compileWithNvrtc(const std::string &source,
 }
 #else
 bool mlir::gpuc::nvrtcAvailable() { return false; }
+
+std::string mlir::gpuc::nvrtcIdentity() { return "no nvrtc"; }
 
 bool mlir::gpuc::compileWithNvrtc(const std::string &, const std::string &,
                                   const std::string &, GpuBinary &,

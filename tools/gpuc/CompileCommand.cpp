@@ -75,6 +75,32 @@ static bool runTool(ArrayRef<std::string> args, const std::string &log) {
   return true;
 }
 
+/// Stores `bytes` as the cache entry `entry` through a temporary and a
+/// rename: a concurrent compile of the same source never sees half an entry.
+/// A cache that cannot be written only costs the next compile its time.
+static void storeInCache(const std::string &entry, llvm::StringRef bytes,
+                         llvm::StringRef what, const std::string &cacheDir) {
+  std::error_code ec =
+      llvm::sys::fs::create_directories(llvm::sys::path::parent_path(entry));
+  std::string temporary = entry + ".tmp" + std::to_string(::getpid());
+  if (!ec) {
+    llvm::raw_fd_ostream out(temporary, ec);
+    if (!ec) {
+      out << bytes;
+      out.close();
+      ec = out.error();
+    }
+  }
+  if (!ec)
+    ec = llvm::sys::fs::rename(temporary, entry);
+  if (ec) {
+    llvm::sys::fs::remove(temporary);
+    llvm::errs() << "gpuc compile: warning: cannot store " << what
+                 << " in the cache " << cacheDir << ": " << ec.message()
+                 << "\n";
+  }
+}
+
 /// Compiles `compile` (a host compiler command ending in `-c SOURCE -o
 /// OBJECT`), or copies its object from the cache. The key is a hash of the
 /// preprocessed source (so every header it includes counts), the command
@@ -126,20 +152,56 @@ static bool compileCached(ArrayRef<std::string> compile,
   }
   if (!runTool(compile, log))
     return false;
-  // Stored through a temporary and a rename: a concurrent compile of the
-  // same source never sees half an object. A cache that cannot be written
-  // only costs the next compile its time.
-  std::error_code ec = llvm::sys::fs::create_directories(cacheDir + "/kernels");
-  std::string temporary = entry + ".tmp" + std::to_string(::getpid());
-  if (!ec)
-    ec = llvm::sys::fs::copy_file(object, temporary);
-  if (!ec)
-    ec = llvm::sys::fs::rename(temporary, entry);
-  if (ec) {
-    llvm::sys::fs::remove(temporary);
-    llvm::errs() << "gpuc compile: warning: cannot store the kernels in the "
-                    "cache "
-                 << cacheDir << ": " << ec.message() << "\n";
+  if (auto built = llvm::MemoryBuffer::getFile(object))
+    storeInCache(entry, (*built)->getBuffer(), "the kernels", cacheDir);
+  return true;
+}
+
+/// Compiles kernels.cu for `arch` with NVRTC, or reads its cubin and PTX
+/// from the cache: the key hashes the source, the architecture, NVRTC's
+/// identity and every runtime header the source can include.
+static bool compileCubinCached(const std::string &source,
+                               const std::string &arch,
+                               const std::string &cacheDir, GpuBinary &binary,
+                               bool &cached, std::string &error) {
+  cached = false;
+  std::string entry;
+  if (!cacheDir.empty()) {
+    llvm::SHA256 hash;
+    hash.update(source);
+    hash.update("\0" + arch + "\0" + nvrtcIdentity() + "\0");
+    std::vector<std::string> headers;
+    std::error_code ec;
+    for (llvm::sys::fs::recursive_directory_iterator
+             it(GPUC_RUNTIME_INCLUDE_DIR, ec),
+         end;
+         it != end && !ec; it.increment(ec))
+      if (it->type() == llvm::sys::fs::file_type::regular_file)
+        headers.push_back(it->path());
+    std::sort(headers.begin(), headers.end());
+    for (const std::string &header : headers)
+      if (auto text = llvm::MemoryBuffer::getFile(header)) {
+        hash.update(llvm::sys::path::filename(header).str() + '\0');
+        hash.update((*text)->getBuffer());
+      }
+    entry =
+        cacheDir + "/cubins/" + llvm::toHex(hash.final(), /*LowerCase=*/true);
+    auto cubin = llvm::MemoryBuffer::getFile(entry + ".cubin");
+    auto ptx = llvm::MemoryBuffer::getFile(entry + ".ptx");
+    if (cubin && ptx) {
+      binary.arch = arch;
+      binary.cubin = (*cubin)->getBuffer().str();
+      binary.ptx = (*ptx)->getBuffer().str();
+      cached = true;
+      return true;
+    }
+  }
+  if (!compileWithNvrtc(source, arch, GPUC_RUNTIME_INCLUDE_DIR, binary, error))
+    return false;
+  if (!entry.empty()) {
+    // The PTX last: a reader finds both or misses.
+    storeInCache(entry + ".cubin", binary.cubin, "the cubins", cacheDir);
+    storeInCache(entry + ".ptx", binary.ptx, "the cubins", cacheDir);
   }
   return true;
 }
@@ -319,17 +381,20 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
     if (hostCompiler.joinable())
       hostCompiler.join();
   });
+  bool cubinsFromCache = options.cuda;
   if (options.cuda) {
     for (const std::string &arch : options.archs) {
-      phase = options.timing.nest("NVRTC " + arch);
+      phase = options.timing.nest("NVRTC " + arch + " (or the cache)");
       GpuBinary binary;
-      if (!compileWithNvrtc(program->kernelSource, arch,
-                            GPUC_RUNTIME_INCLUDE_DIR, binary, error)) {
+      bool cached = false;
+      if (!compileCubinCached(program->kernelSource, arch, options.cacheDir,
+                              binary, cached, error)) {
         llvm::errs() << "gpuc compile: NVRTC could not compile kernels.cu for "
                      << arch << ":\n"
                      << error << "\n";
         return 1;
       }
+      cubinsFromCache &= cached;
       if (!writeFile(dir + "/kernels." + arch + ".cubin", binary.cubin) ||
           !writeFile(dir + "/kernels." + arch + ".ptx", binary.ptx))
         return 1;
@@ -393,6 +458,8 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
   llvm::outs() << "; trainer " << dir << "/train";
   if (fromCache)
     llvm::outs() << ", CPU kernels from the cache";
+  if (cubinsFromCache)
+    llvm::outs() << ", cubins from the cache";
   llvm::outs() << ")\n";
   return 0;
 }

@@ -16,6 +16,10 @@ struct GpuBinary {
 /// Whether this build of gpuc can call NVRTC (found at configure time).
 bool nvrtcAvailable();
 
+/// NVRTC's version and the options compileWithNvrtc passes: what besides
+/// the source and its headers decides the cubin (a cache key's part).
+std::string nvrtcIdentity();
+
 /// Compiles `source` (kernels.cu) for `arch` with NVRTC, the runtime's
 /// include directory on the path. On failure, `error` holds NVRTC's log.
 bool compileWithNvrtc(const std::string &source, const std::string &arch,
