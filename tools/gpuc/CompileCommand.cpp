@@ -369,6 +369,18 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
       GPUC_RUNTIME_INCLUDE_DIR, "-x", "c++", "-c", source, "-o", object};
   if (GPUC_CPU_VECTOR_MATH && options.cpu)
     compile.push_back("-DGPUC_CPU_VECTOR_MATH");
+  // The host compiler's extra flags: a sanitized gpuc's own (its runtime is
+  // sanitized), then $GPUC_CXXFLAGS; both for the compile and the link.
+  std::vector<std::string> extraFlags;
+  for (StringRef flags :
+       {StringRef(GPUC_BUILD_CXXFLAGS),
+        StringRef(getenv("GPUC_CXXFLAGS") ? getenv("GPUC_CXXFLAGS") : "")}) {
+    SmallVector<StringRef> split;
+    flags.split(split, ' ', -1, /*KeepEmpty=*/false);
+    for (StringRef flag : split)
+      extraFlags.push_back(flag.str());
+  }
+  compile.insert(compile.begin() + 1, extraFlags.begin(), extraFlags.end());
   bool fromCache = false, hostCompiled = false;
   std::thread hostCompiler([&] {
     TimingScope scope =
@@ -425,14 +437,12 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
   hostCompiler.join();
   if (!hostCompiled)
     return 1;
-  std::vector<std::string> link = {
-      options.cxx,
-      object,
-      GPUC_TRAINER_LIB,
-      options.cpu ? GPUC_CPU_DEVICE_LIB : GPUC_NO_CPU_DEVICE_LIB,
-      GPUC_RUNTIME_LIB,
-      "-o",
-      dir + "/train"};
+  std::vector<std::string> link = {options.cxx};
+  link.insert(link.end(), extraFlags.begin(), extraFlags.end());
+  link.insert(link.end(),
+              {object, GPUC_TRAINER_LIB,
+               options.cpu ? GPUC_CPU_DEVICE_LIB : GPUC_NO_CPU_DEVICE_LIB,
+               GPUC_RUNTIME_LIB, "-o", dir + "/train"});
   SmallVector<StringRef> libs;
   StringRef(GPUC_TRAINER_LINK_LIBS).split(libs, ' ', -1, false);
   if (options.cpu)
