@@ -706,8 +706,10 @@ FILE *dropMetricsAfter(FILE *metrics, const std::string &path, int64_t step) {
   int64_t dropped = 0;
   while (std::getline(in, line)) {
     size_t at = line.find("\"step\": ");
-    if (at != std::string::npos &&
-        strtoll(line.c_str() + at + 8, nullptr, 10) > step) {
+    // A line cut short (the process killed while writing it) goes too.
+    if ((at != std::string::npos &&
+         strtoll(line.c_str() + at + 8, nullptr, 10) > step) ||
+        line.empty() || line.back() != '}') {
       ++dropped;
       continue;
     }
@@ -1203,6 +1205,9 @@ int trainerMain(int argc, char **argv) {
                "weights\n",
                o.checkpointDir.c_str());
       resumePath.clear();
+      // The lines of a run that never reached a checkpoint: it starts again.
+      if (metrics)
+        metrics = dropMetricsAfter(metrics, o.metrics, 0);
     }
   }
   if (!resumePath.empty()) {
@@ -1386,6 +1391,9 @@ int trainerMain(int argc, char **argv) {
                   "\"samples_per_s\": %.1f%s}\n",
                   (long long)epoch + 1, (long long)step + 1, mean, rate,
                   scalingJson.c_str());
+        // Each line reaches the file at once (tail -f, a killed run).
+        if (metrics && fflush(metrics) != 0)
+          fail("cannot write --metrics " + o.metrics + ": " + strerror(errno));
         losses.sum = 0;
         losses.count = 0;
       }
