@@ -229,12 +229,17 @@ private:
                               bool lifted);
   /// A 1-D window op runs as the 2-D one over [N, C, 1, L]: its input and
   /// its attributes gain a leading spatial axis of extent 1.
+  /// With a `filter` (Conv, ConvTranspose), it is lifted alike and its
+  /// spatial extent is the kernel (checked against kernel_shape).
   struct Window {
-    Value input;
+    Value input, filter;
     bool lifted = false;
     Shape kernel, strides, dilations;
   };
-  FailureOr<Window> windowOf(Node &node, Value x, StringRef what);
+  FailureOr<Window> windowOf(Node &node, Value x, StringRef what,
+                             Value filter = {});
+  /// `y` plus a per-channel `bias` (none: `y`).
+  FailureOr<Value> addChannelBias(Node &node, Value y, Value bias);
   Value unlift(const Window &window, Location loc, Value y) {
     if (!window.lifted)
       return y;
@@ -2238,8 +2243,8 @@ FailureOr<Shape> OnnxImporter::windowPads(Node &node,
   return pads;
 }
 
-FailureOr<OnnxImporter::Window> OnnxImporter::windowOf(Node &node, Value x,
-                                                       StringRef what) {
+FailureOr<OnnxImporter::Window>
+OnnxImporter::windowOf(Node &node, Value x, StringRef what, Value filter) {
   Window window;
   int64_t rank = shapeOf(x).size();
   if (rank != 3 && rank != 4)
@@ -2271,25 +2276,42 @@ FailureOr<OnnxImporter::Window> OnnxImporter::windowOf(Node &node, Value x,
   window.kernel = *kernel;
   window.strides = *strides;
   window.dilations = *dilations;
+  if (filter) {
+    if ((int64_t)shapeOf(filter).size() != rank)
+      return nodeError(node) << "the filter " << typeOf(filter)
+                             << " does not have the input's rank";
+    ArrayRef<int64_t> s = shapeOf(filter);
+    window.filter = window.lifted
+                        ? reshape(node.loc, filter, {s[0], s[1], 1, s[2]})
+                        : filter;
+    Shape extent(shapeOf(window.filter).drop_front(2));
+    if (!window.kernel.empty() && window.kernel != extent)
+      return nodeError(node)
+             << "kernel_shape does not match the filter's shape";
+    window.kernel = extent;
+  }
   return window;
 }
 
+FailureOr<Value> OnnxImporter::addChannelBias(Node &node, Value y,
+                                              Value bias) {
+  if (!bias)
+    return y;
+  ArrayRef<int64_t> shape = shapeOf(y);
+  if (shapeOf(bias) != ArrayRef<int64_t>{shape[1]})
+    return nodeError(node) << "bias must have shape " << shape[1];
+  Value b = reshape(node.loc, bias, {1, shape[1], 1, 1});
+  return builder.createOrFold<AddOp>(node.loc, y.getType(), y,
+                                     broadcastTo(node.loc, b, shape));
+}
+
 LogicalResult OnnxImporter::importConv(Node &node) {
-  Value bias = node.in(2);
-  FailureOr<Window> window = windowOf(node, node.in(0), "convolutions");
+  FailureOr<Window> window =
+      windowOf(node, node.in(0), "convolutions", node.in(1));
   if (failed(window))
     return failure();
-  Value x = window->input, w = node.in(1);
-  if (shapeOf(w).size() != shapeOf(node.in(0)).size())
-    return nodeError(node) << "the filter " << typeOf(w)
-                           << " does not have the input's rank";
-  if (window->lifted) {
-    ArrayRef<int64_t> s = shapeOf(w);
-    w = reshape(node.loc, w, {s[0], s[1], 1, s[2]});
-  }
-  Shape kernel(shapeOf(w).drop_front(2));
-  if (!window->kernel.empty() && window->kernel != kernel)
-    return nodeError(node) << "kernel_shape does not match the filter's shape";
+  Value x = window->input, w = window->filter;
+  const Shape &kernel = window->kernel;
   Shape strides = window->strides, dilations = window->dilations;
   int64_t groups = node.getInt("group", 1);
   FailureOr<Shape> pads = windowPads(node, shapeOf(x), kernel, strides,
@@ -2301,16 +2323,14 @@ LogicalResult OnnxImporter::importConv(Node &node) {
                        groups, [&] { return nodeError(node); });
   if (failed(shape))
     return failure();
-  Value y = builder.createOrFold<Conv2DOp>(node.loc, withShape(x, *shape), x, w,
-                                           strides, *pads, dilations, groups);
-  if (bias) {
-    if (shapeOf(bias) != ArrayRef<int64_t>{(*shape)[1]})
-      return nodeError(node) << "bias must have shape " << (*shape)[1];
-    Value b = reshape(node.loc, bias, {1, (*shape)[1], 1, 1});
-    y = builder.createOrFold<AddOp>(node.loc, y.getType(), y,
-                                    broadcastTo(node.loc, b, *shape));
-  }
-  setOutput(node, 0, unlift(*window, node.loc, y));
+  FailureOr<Value> y = addChannelBias(
+      node,
+      builder.createOrFold<Conv2DOp>(node.loc, withShape(x, *shape), x, w,
+                                     strides, *pads, dilations, groups),
+      node.in(2));
+  if (failed(y))
+    return failure();
+  setOutput(node, 0, unlift(*window, node.loc, *y));
   return success();
 }
 
@@ -2318,23 +2338,13 @@ LogicalResult OnnxImporter::importConv(Node &node) {
 /// input: conv2d_backward_input of X with W, whose result is the
 /// convolution's input shape (its gradient rule makes it trainable).
 LogicalResult OnnxImporter::importConvTranspose(Node &node) {
-  Value bias = node.in(2);
   FailureOr<Window> window =
-      windowOf(node, node.in(0), "transposed convolutions");
+      windowOf(node, node.in(0), "transposed convolutions", node.in(1));
   if (failed(window))
     return failure();
-  Value x = window->input, w = node.in(1);
+  Value x = window->input, w = window->filter;
+  const Shape &kernel = window->kernel;
   int64_t spatial = shapeOf(node.in(0)).size() - 2;
-  if ((int64_t)shapeOf(w).size() != spatial + 2)
-    return nodeError(node) << "the filter " << typeOf(w)
-                           << " does not have the input's rank";
-  if (window->lifted) {
-    ArrayRef<int64_t> s = shapeOf(w);
-    w = reshape(node.loc, w, {s[0], s[1], 1, s[2]});
-  }
-  Shape kernel(shapeOf(w).drop_front(2));
-  if (!window->kernel.empty() && window->kernel != kernel)
-    return nodeError(node) << "kernel_shape does not match the filter's shape";
   int64_t groups = node.getInt("group", 1);
   ArrayRef<int64_t> in = shapeOf(x), ws = shapeOf(w);
   if (groups < 1 || in[1] % groups || ws[0] != in[1])
@@ -2416,16 +2426,15 @@ LogicalResult OnnxImporter::importConvTranspose(Node &node) {
     return nodeError(node) << "output " << formatShape(shape)
                            << " does not convolve back to the input "
                            << formatShape(in);
-  Value y = builder.createOrFold<Conv2DBackwardInputOp>(
-      node.loc, withShape(x, shape), x, w, strides, pads, dilations, groups);
-  if (bias) {
-    if (shapeOf(bias) != ArrayRef<int64_t>{shape[1]})
-      return nodeError(node) << "bias must have shape " << shape[1];
-    Value b = reshape(node.loc, bias, {1, shape[1], 1, 1});
-    y = builder.createOrFold<AddOp>(node.loc, y.getType(), y,
-                                    broadcastTo(node.loc, b, shape));
-  }
-  setOutput(node, 0, unlift(*window, node.loc, y));
+  FailureOr<Value> y = addChannelBias(
+      node,
+      builder.createOrFold<Conv2DBackwardInputOp>(
+          node.loc, withShape(x, shape), x, w, strides, pads, dilations,
+          groups),
+      node.in(2));
+  if (failed(y))
+    return failure();
+  setOutput(node, 0, unlift(*window, node.loc, *y));
   return success();
 }
 

@@ -20,13 +20,11 @@ import sys
 import tempfile
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
-from export_models import export  # noqa: E402
+sys.path.insert(0, HERE)
+from torch_parity import export, load_initializers  # noqa: E402
 
 
 def make(name):
@@ -52,13 +50,7 @@ def distance(gpuc, name, work):
     model, shape, batch = make(name)
     path = os.path.join(work, name + ".onnx")
     export(model, torch.randn(2, *shape), path, "image", 17)
-    inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
-             for t in onnx.load(path).graph.initializer}
-    state = model.state_dict()
-    for key in state:
-        if key in inits:
-            state[key] = inits[key]
-    model.load_state_dict(state)
+    load_initializers(model, path)
     model.train()
     rng = np.random.RandomState(1)
     x = rng.randn(batch, *shape).astype(np.float32)

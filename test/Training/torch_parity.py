@@ -240,6 +240,22 @@ def batches(name, steps):
                    rng.randint(0, 10, b).astype(np.int64))
 
 
+def load_initializers(model, path):
+    """Starts `model` from exactly the ONNX file's initializers (tracing in
+    training mode may have touched batch-norm statistics)."""
+    inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
+             for t in onnx.load(path).graph.initializer}
+    state = model.state_dict()
+    for key in state:
+        if key in inits:
+            state[key] = inits[key]
+    missing = [n for n, _ in model.named_parameters() if n not in inits]
+    if missing:
+        raise SystemExit(f"{path}: parameters missing from the ONNX file: "
+                         f"{missing}")
+    model.load_state_dict(state)
+
+
 def weight_difference(model, state_dir, max_grad):
     """The largest per-tensor ||w_gpuc - w_torch|| / ||w_torch||, its
     tensor, and the elements left out (see the module's docstring)."""
@@ -285,19 +301,7 @@ def run_one(gpuc, name, opt_name, steps, workdir, precision, forced):
     export(model, torch.zeros((2, 16), dtype=torch.int64)
            if name in TOKEN_MODELS else torch.randn(2, *image_shape(name)),
            path, input_name, opset)
-    # Start PyTorch from exactly the ONNX initializers (tracing in training
-    # mode may have touched batch-norm statistics).
-    inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
-             for t in onnx.load(path).graph.initializer}
-    state = model.state_dict()
-    for key in state:
-        if key in inits:
-            state[key] = inits[key]
-    missing = [n for n, _ in model.named_parameters() if n not in inits]
-    if missing:
-        raise SystemExit(f"{name}: parameters missing from the ONNX file: "
-                         f"{missing}")
-    model.load_state_dict(state)
+    load_initializers(model, path)
     model.train()
     # PyTorch runs in float64, so the reference carries no float32
     # reduction error of its own: a batch-norm bias gradient is a sum of
