@@ -23,7 +23,11 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixe
 config.environment["GPUC_CACHE_DIR"] = os.path.join(config.test_exec_root,
                                                     "gpuc-cache")
 
-llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+# The sanitizers' options (scripts/test.sh --sanitize) and the host
+# compiler's extra flags reach every test.
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP",
+                                     "ASAN_OPTIONS", "UBSAN_OPTIONS",
+                                     "LSAN_OPTIONS", "GPUC_CXXFLAGS"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.gpuc_tools_dir, config.llvm_tools_dir]

@@ -587,7 +587,9 @@ bool sinkCheapResults(func::FuncOp func, bool memoryFirst) {
       auto fusion = dyn_cast<FusionOp>(op);
       if (!fusion || fusion.getNumResults() < 2)
         continue;
-      for (unsigned k = 0; k < fusion.getNumResults() && !again; ++k)
+      // A sink replaces `fusion` (erased): `again` is tested before the
+      // old op is read.
+      for (unsigned k = 0; !again && k < fusion.getNumResults(); ++k)
         again = sinkCheapResult(fusion, k, memoryFirst);
       if (again) {
         changed = true;
