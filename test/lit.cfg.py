@@ -82,6 +82,11 @@ else:
                     "tests are skipped (apt-get install dataset-fashion-mnist)")
 if getattr(config, "gpuc_have_libmvec", False):
     config.available_features.add("libmvec")
+# A sanitized build (-DGPUC_SANITIZE): tests that limit the address space
+# (ASan reserves terabytes of shadow) or ship its binaries to a GPU machine
+# are UNSUPPORTED there.
+if getattr(config, "gpuc_sanitize", ""):
+    config.available_features.add("sanitize")
 if getattr(config, "gpuc_have_nvrtc", False):
     config.available_features.add("nvrtc")
 else:
