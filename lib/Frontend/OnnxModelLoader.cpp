@@ -120,11 +120,33 @@ bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
       return false;
     }
   }
+  // Declared ranks (graph inputs, initializers): ONNX's shape inference
+  // for a convolution indexes its filter's dimensions without checking
+  // them (a rank-1 ConvTranspose filter crashed it; found by fuzzing).
+  std::map<std::string, int> declaredRank;
+  for (const auto &v : graph.input())
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      declaredRank[v.name()] = v.type().tensor_type().shape().dim_size();
+  for (const onnx::TensorProto &t : graph.initializer())
+    declaredRank[t.name()] = t.dims_size();
   for (int n = 0; n < graph.node_size(); ++n) {
     const onnx::NodeProto &node = graph.node(n);
     std::string where = (node.name().empty() ? "node #" + std::to_string(n)
                                              : "node '" + node.name() + "'") +
                         " (" + node.op_type() + ")";
+    if ((node.op_type() == "Conv" || node.op_type() == "ConvTranspose") &&
+        node.input_size() >= 2 && declaredRank.count(node.input(0)) &&
+        declaredRank.count(node.input(1))) {
+      int x = declaredRank[node.input(0)], w = declaredRank[node.input(1)];
+      if (x < 3 || w != x) {
+        error = where + ": input '" + node.input(0) + "' has rank " +
+                std::to_string(x) + " and filter '" + node.input(1) +
+                "' rank " + std::to_string(w) +
+                "; a convolution needs both of one rank, at least 3 "
+                "(N x C x spatial...)";
+        return false;
+      }
+    }
     for (const onnx::AttributeProto &attr : node.attribute()) {
       int64_t least = -1;
       if (attr.name() == "strides" || attr.name() == "dilations" ||
