@@ -21,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return r;
   }();
   bool text = size > 0 && data[0] == '<';
-  std::string path = gpuc::fuzz::writeInput(
-      text ? "model.onnxtxt" : "model.onnx", data, size);
+  std::string path =
+      gpuc::fuzz::writeInput(text ? "model.onnxtxt" : "model.onnx", data, size);
   // A context per input: the importer interns every name and constant it
   // reads, which would otherwise grow without bound across inputs.
   mlir::MLIRContext context(*registry);

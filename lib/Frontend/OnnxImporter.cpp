@@ -2293,8 +2293,7 @@ OnnxImporter::windowOf(Node &node, Value x, StringRef what, Value filter) {
   return window;
 }
 
-FailureOr<Value> OnnxImporter::addChannelBias(Node &node, Value y,
-                                              Value bias) {
+FailureOr<Value> OnnxImporter::addChannelBias(Node &node, Value y, Value bias) {
   if (!bias)
     return y;
   ArrayRef<int64_t> shape = shapeOf(y);
@@ -2426,12 +2425,12 @@ LogicalResult OnnxImporter::importConvTranspose(Node &node) {
     return nodeError(node) << "output " << formatShape(shape)
                            << " does not convolve back to the input "
                            << formatShape(in);
-  FailureOr<Value> y = addChannelBias(
-      node,
-      builder.createOrFold<Conv2DBackwardInputOp>(
-          node.loc, withShape(x, shape), x, w, strides, pads, dilations,
-          groups),
-      node.in(2));
+  FailureOr<Value> y =
+      addChannelBias(node,
+                     builder.createOrFold<Conv2DBackwardInputOp>(
+                         node.loc, withShape(x, shape), x, w, strides, pads,
+                         dilations, groups),
+                     node.in(2));
   if (failed(y))
     return failure();
   setOutput(node, 0, unlift(*window, node.loc, *y));
