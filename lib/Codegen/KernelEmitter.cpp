@@ -1489,7 +1489,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                                   name, params, body)
                         .str();
     kernel.cpuLauncher =
-        llvm::formatv("static void gpuc_cpu_{0}(void *const *args) {{\n"
+        llvm::formatv("extern \"C\" void gpuc_cpu_{0}(void *const *args) {{\n"
                       "  gpuc::cpuLaunch({1}LL, [&] {{ {0}({2}); });\n}\n",
                       name, cpuGrid ? cpuGrid : kernel.grid, casts)
             .str();
@@ -1511,7 +1511,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                                    launch, params, name, phase, names)
                          .str();
     kernel.cpuLauncher +=
-        llvm::formatv("static void gpuc_cpu_{0}(void *const *args) {{\n"
+        llvm::formatv("extern \"C\" void gpuc_cpu_{0}(void *const *args) {{\n"
                       "  gpuc::cpuLaunch({1}LL, [&] {{ {0}({2}); });\n}\n",
                       launch, kernel.grid, casts)
             .str();

@@ -17,6 +17,9 @@ struct ArtifactOptions {
   bool cpu = true, cuda = false;
   std::vector<std::string> archs = {"sm_80", "sm_90"};
   std::string cxx;
+  /// Host compiler processes run in parallel (at most; small models use
+  /// fewer).
+  unsigned jobs = 1;
   /// Where compiled kernel objects are kept by the hash of what produced
   /// them ("": no cache).
   std::string cacheDir;

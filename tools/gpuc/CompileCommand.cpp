@@ -101,47 +101,77 @@ static void storeInCache(const std::string &entry, llvm::StringRef bytes,
   }
 }
 
+/// Hex SHA-256 of every runtime header a kernel source can include (their
+/// names and contents): part of each cache key, so a changed header never
+/// hands out an object or cubin built against the old one.
+static const std::string &runtimeHeadersDigest() {
+  static const std::string digest = [] {
+    std::vector<std::string> headers;
+    std::error_code ec;
+    for (llvm::sys::fs::recursive_directory_iterator
+             it(GPUC_RUNTIME_INCLUDE_DIR, ec),
+         end;
+         it != end && !ec; it.increment(ec))
+      if (it->type() == llvm::sys::fs::file_type::regular_file)
+        headers.push_back(it->path());
+    std::sort(headers.begin(), headers.end());
+    llvm::SHA256 hash;
+    for (const std::string &header : headers)
+      if (auto text = llvm::MemoryBuffer::getFile(header)) {
+        hash.update(llvm::sys::path::filename(header).str() + '\0');
+        hash.update((*text)->getBuffer());
+      }
+    return llvm::toHex(hash.final(), /*LowerCase=*/true);
+  }();
+  return digest;
+}
+
+/// What identifies the host compiler in a cache key: its resolved path and
+/// what `--version` prints (a compiler upgrade, with its system headers,
+/// changes the latter). Empty when the compiler cannot run.
+static std::string compilerIdentity(const std::string &cxx,
+                                    const std::string &scratch) {
+  auto program = llvm::sys::findProgramByName(cxx);
+  if (!program)
+    return "";
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(scratch),
+                                          StringRef(scratch)};
+  int rc = llvm::sys::ExecuteAndWait(*program, {*program, "--version"},
+                                     std::nullopt, redirects);
+  auto text = llvm::MemoryBuffer::getFile(scratch);
+  llvm::sys::fs::remove(scratch);
+  if (rc != 0 || !text)
+    return "";
+  return *program + "\n" + (*text)->getBuffer().str();
+}
+
 /// Compiles `compile` (a host compiler command ending in `-c SOURCE -o
-/// OBJECT`), or copies its object from the cache. The key is a hash of the
-/// preprocessed source (so every header it includes counts), the command
-/// and the compiler: an identical kernel source compiles once per machine.
-/// Sets `cached` when the object came from the cache.
-static bool compileCached(ArrayRef<std::string> compile,
-                          const std::string &object, const std::string &log,
-                          const std::string &cacheDir, bool &cached) {
+/// OBJECT`; SOURCE holds `text`), or copies its object from the cache. The
+/// key hashes the source text, the runtime headers it can include, the
+/// command, the compiler's identity and this CPU, so an identical unit
+/// compiles once per machine. Sets `cached` when the object came from the
+/// cache and `key` to the key ("" without a cache).
+static bool compileCached(ArrayRef<std::string> compile, StringRef text,
+                          StringRef identity, const std::string &log,
+                          const std::string &cacheDir, bool &cached,
+                          std::string &key) {
   cached = false;
-  if (cacheDir.empty())
+  key.clear();
+  if (cacheDir.empty() || identity.empty())
     return runTool(compile, log);
-  // The same command with -E instead of -c, writing the preprocessed text.
-  // -P: no line markers, which would name the output directory.
-  std::vector<std::string> preprocess(compile.begin(), compile.end());
-  std::string preprocessed = object + ".ii", source;
-  for (size_t i = 0; i < preprocess.size(); ++i) {
-    if (preprocess[i] == "-c" && i + 1 < preprocess.size()) {
-      preprocess[i] = "-E";
-      source = preprocess[i + 1];
-    }
-    if (preprocess[i] == "-o" && i + 1 < preprocess.size())
-      preprocess[i + 1] = preprocessed;
-  }
-  preprocess.push_back("-P");
-  if (!runTool(preprocess, log))
-    return false;
-  auto text = llvm::MemoryBuffer::getFile(preprocessed);
-  llvm::sys::fs::remove(preprocessed);
-  if (!text) {
-    llvm::errs() << "gpuc compile: cannot read " << preprocessed << "\n";
-    return false;
-  }
+  const std::string &object = compile.back();
+  const std::string &source = compile[compile.size() - 3];
   llvm::SHA256 hash;
-  hash.update((*text)->getBuffer());
+  hash.update(text);
+  hash.update("\0" + runtimeHeadersDigest() + "\0");
+  hash.update(identity);
   for (const std::string &arg : compile)
     if (arg != object && arg != source)
       hash.update(arg + '\0');
   // -march=native means this CPU: a cache shared between machines must not
   // hand one's object to another.
   hash.update(llvm::sys::getHostCPUName());
-  std::string key = llvm::toHex(hash.final(), /*LowerCase=*/true);
+  key = llvm::toHex(hash.final(), /*LowerCase=*/true);
   std::string entry = cacheDir + "/kernels/" + key + ".o";
   if (llvm::sys::fs::exists(entry)) {
     llvm::sys::fs::remove(object);
@@ -154,6 +184,77 @@ static bool compileCached(ArrayRef<std::string> compile,
     return false;
   if (auto built = llvm::MemoryBuffer::getFile(object))
     storeInCache(entry, (*built)->getBuffer(), "the kernels", cacheDir);
+  return true;
+}
+
+/// Splits `kernels` into at most `units` contiguous runs of about equal
+/// source size, none smaller than kMinUnitBytes (each unit parses the
+/// runtime headers again): the translation units of a parallel host compile.
+static std::vector<ArrayRef<KernelText>>
+splitIntoUnits(ArrayRef<KernelText> kernels, unsigned units) {
+  constexpr size_t kMinUnitBytes = 48 << 10;
+  size_t total = 0;
+  for (const KernelText &kernel : kernels)
+    total += kernel.source.size() + kernel.cpuLaunchers.size();
+  units = std::max<size_t>(
+      1, std::min<size_t>(units, (total + kMinUnitBytes - 1) / kMinUnitBytes));
+  std::vector<ArrayRef<KernelText>> runs;
+  size_t begin = 0, done = 0;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    done += kernels[i].source.size() + kernels[i].cpuLaunchers.size();
+    // Close a run once it reaches its share of the total.
+    if (runs.size() + 1 < units && done * units >= total * (runs.size() + 1)) {
+      runs.push_back(kernels.slice(begin, i + 1 - begin));
+      begin = i + 1;
+    }
+  }
+  if (begin < kernels.size() || runs.empty())
+    runs.push_back(kernels.slice(begin));
+  return runs;
+}
+
+/// Links the trainer (`link` names it after `-o`), or copies it from the
+/// cache: the key hashes the cache keys of the kernel objects it links
+/// (`objectKeys`, all non-empty), the command, the libraries it names and the
+/// compiler's identity.
+static bool linkCached(ArrayRef<std::string> link,
+                       ArrayRef<std::string> objectKeys, StringRef identity,
+                       const std::string &log, const std::string &cacheDir) {
+  bool cacheable = !cacheDir.empty() && !identity.empty() &&
+                   llvm::none_of(objectKeys, [](const std::string &key) {
+                     return key.empty();
+                   });
+  if (!cacheable)
+    return runTool(link, log);
+  auto output = llvm::find(link, "-o");
+  assert(output != link.end() && output + 1 != link.end());
+  const std::string &trainer = *(output + 1);
+  llvm::SHA256 hash;
+  hash.update(identity);
+  for (const std::string &key : objectKeys)
+    hash.update(key + '\0');
+  for (const std::string &arg : link) {
+    if (arg == trainer || StringRef(arg).ends_with(".o"))
+      continue; // the kernels are hashed by their keys
+    hash.update(arg + '\0');
+    if (StringRef(arg).ends_with(".a"))
+      if (auto library = llvm::MemoryBuffer::getFile(arg))
+        hash.update((*library)->getBuffer());
+  }
+  std::string entry =
+      cacheDir + "/trainers/" + llvm::toHex(hash.final(), /*LowerCase=*/true);
+  llvm::sys::fs::remove(trainer);
+  if (llvm::sys::fs::exists(entry) &&
+      !llvm::sys::fs::copy_file(entry, trainer)) {
+    llvm::sys::fs::setPermissions(trainer, llvm::sys::fs::all_read |
+                                               llvm::sys::fs::all_exe |
+                                               llvm::sys::fs::owner_write);
+    return true;
+  }
+  if (!runTool(link, log))
+    return false;
+  if (auto built = llvm::MemoryBuffer::getFile(trainer))
+    storeInCache(entry, (*built)->getBuffer(), "the trainer", cacheDir);
   return true;
 }
 
@@ -170,20 +271,7 @@ static bool compileCubinCached(const std::string &source,
     llvm::SHA256 hash;
     hash.update(source);
     hash.update("\0" + arch + "\0" + nvrtcIdentity() + "\0");
-    std::vector<std::string> headers;
-    std::error_code ec;
-    for (llvm::sys::fs::recursive_directory_iterator
-             it(GPUC_RUNTIME_INCLUDE_DIR, ec),
-         end;
-         it != end && !ec; it.increment(ec))
-      if (it->type() == llvm::sys::fs::file_type::regular_file)
-        headers.push_back(it->path());
-    std::sort(headers.begin(), headers.end());
-    for (const std::string &header : headers)
-      if (auto text = llvm::MemoryBuffer::getFile(header)) {
-        hash.update(llvm::sys::path::filename(header).str() + '\0');
-        hash.update((*text)->getBuffer());
-      }
+    hash.update(runtimeHeadersDigest());
     entry =
         cacheDir + "/cubins/" + llvm::toHex(hash.final(), /*LowerCase=*/true);
     auto cubin = llvm::MemoryBuffer::getFile(entry + ".cubin");
@@ -350,25 +438,19 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
   phase.stop();
   // The trainer: with the CPU kernels for --target cpu|all; for --target
   // cuda with an empty CPU kernel table (the plan says it has no CPU code).
-  // Its kernels compile on a thread of their own while NVRTC compiles the
-  // cubins (the host compiler is a process: the two share the cores).
+  // The kernels are split into translation units compiled in parallel, one
+  // per job (the host compiler is a process per unit), beside NVRTC
+  // compiling the cubins on this thread; their objects are combined into
+  // kernels.cpu.o.
   std::string object = dir + "/kernels.cpu.o", log = dir + "/build.log";
-  std::string source = dir + "/kernels.cu";
-  if (!options.cpu) {
-    source = dir + "/cpu-table.cu";
-    if (!writeFile(source, "#include \"gpuc/runtime/device/Kernel.h\"\n"
-                           "extern \"C\" const gpuc::CpuKernel "
-                           "gpuc_cpu_kernels[] = {{nullptr, nullptr}};\n"))
-      return 1;
-  }
-  std::vector<std::string> compile = {
-      options.cxx, "-O3", "-march=native",
+  std::vector<std::string> compileFlags = {
+      "-O3", "-march=native",
       // sqrtf and friends need not set errno: a loop calling them may then
       // vectorize.
       "-fno-math-errno", "-fopenmp", "-std=c++17", "-DGPUC_CPU", "-I",
-      GPUC_RUNTIME_INCLUDE_DIR, "-x", "c++", "-c", source, "-o", object};
+      GPUC_RUNTIME_INCLUDE_DIR, "-x", "c++"};
   if (GPUC_CPU_VECTOR_MATH && options.cpu)
-    compile.push_back("-DGPUC_CPU_VECTOR_MATH");
+    compileFlags.push_back("-DGPUC_CPU_VECTOR_MATH");
   // The host compiler's extra flags: a sanitized gpuc's own (its runtime is
   // sanitized), then $GPUC_CXXFLAGS; both for the compile and the link.
   std::vector<std::string> extraFlags;
@@ -380,37 +462,86 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
     for (StringRef flag : split)
       extraFlags.push_back(flag.str());
   }
-  compile.insert(compile.begin() + 1, extraFlags.begin(), extraFlags.end());
-  bool fromCache = false, hostCompiled = false;
+  compileFlags.insert(compileFlags.begin(), extraFlags.begin(),
+                      extraFlags.end());
+  struct HostUnit {
+    std::string text, source, object, log, key;
+    bool ok = false, cached = false;
+  };
+  std::vector<HostUnit> units;
+  if (options.cpu) {
+    for (ArrayRef<KernelText> run :
+         splitIntoUnits(program->kernels, options.jobs))
+      units.push_back({cpuKernelUnit(run)});
+  }
+  units.push_back({cpuKernelTable(options.cpu ? ArrayRef(program->kernels)
+                                              : ArrayRef<KernelText>())});
+  for (auto [i, unit] : llvm::enumerate(units)) {
+    std::string stem = dir + "/kernels.cpu." + std::to_string(i);
+    unit.source = stem + ".cu";
+    unit.object = stem + ".o";
+    unit.log = stem + ".log";
+    if (!writeFile(unit.source, unit.text))
+      return 1;
+  }
+  std::string identity;
   std::thread hostCompiler([&] {
-    TimingScope scope =
-        options.timing.nest("host compiler: kernels.cu (or the cache)");
-    hostCompiled =
-        compileCached(compile, object, log, options.cacheDir, fromCache);
+    TimingScope scope = options.timing.nest(
+        llvm::formatv("host compiler: {0} units in parallel (or the cache)",
+                      units.size())
+            .str());
+    if (!options.cacheDir.empty())
+      identity = compilerIdentity(options.cxx, dir + "/kernels.cpu.version");
+    std::vector<std::thread> compilers;
+    for (HostUnit &unit : units)
+      compilers.emplace_back([&] {
+        std::vector<std::string> compile = {options.cxx};
+        compile.insert(compile.end(), compileFlags.begin(), compileFlags.end());
+        compile.insert(compile.end(), {"-c", unit.source, "-o", unit.object});
+        unit.ok = compileCached(compile, unit.text, identity, unit.log,
+                                options.cacheDir, unit.cached, unit.key);
+      });
+    for (std::thread &compiler : compilers)
+      compiler.join();
   });
   // Joined on every return below.
-  auto joinHostCompiler = llvm::make_scope_exit([&] {
+  llvm::scope_exit joinHostCompiler([&] {
     if (hostCompiler.joinable())
       hostCompiler.join();
   });
+  // One NVRTC compile per architecture, each on a thread of its own (NVRTC
+  // programs are independent).
   bool cubinsFromCache = options.cuda;
   if (options.cuda) {
-    for (const std::string &arch : options.archs) {
-      phase = options.timing.nest("NVRTC " + arch + " (or the cache)");
+    struct ArchCompile {
       GpuBinary binary;
-      bool cached = false;
-      if (!compileCubinCached(program->kernelSource, arch, options.cacheDir,
-                              binary, cached, error)) {
+      bool ok = false, cached = false;
+      std::string error;
+    };
+    std::vector<ArchCompile> compiles(options.archs.size());
+    std::vector<std::thread> threads;
+    for (auto [arch, compile] : llvm::zip(options.archs, compiles))
+      threads.emplace_back([&] {
+        TimingScope scope =
+            options.timing.nest("NVRTC " + arch + " (or the cache)");
+        compile.ok =
+            compileCubinCached(program->kernelSource, arch, options.cacheDir,
+                               compile.binary, compile.cached, compile.error);
+      });
+    for (std::thread &thread : threads)
+      thread.join();
+    for (auto [arch, compile] : llvm::zip(options.archs, compiles)) {
+      if (!compile.ok) {
         llvm::errs() << "gpuc compile: NVRTC could not compile kernels.cu for "
                      << arch << ":\n"
-                     << error << "\n";
+                     << compile.error << "\n";
         return 1;
       }
-      cubinsFromCache &= cached;
-      if (!writeFile(dir + "/kernels." + arch + ".cubin", binary.cubin) ||
-          !writeFile(dir + "/kernels." + arch + ".ptx", binary.ptx))
+      cubinsFromCache &= compile.cached;
+      if (!writeFile(dir + "/kernels." + arch + ".cubin",
+                     compile.binary.cubin) ||
+          !writeFile(dir + "/kernels." + arch + ".ptx", compile.binary.ptx))
         return 1;
-      phase.stop();
     }
   }
   if (options.cuda) {
@@ -435,8 +566,31 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
 #endif
   }
   hostCompiler.join();
-  if (!hostCompiled)
+  bool fromCache = true;
+  for (const HostUnit &unit : units) {
+    if (!unit.ok)
+      return 1;
+    fromCache &= unit.cached;
+  }
+  // The units' logs (warnings) in build.log; on success the units go.
+  std::string logs;
+  for (const HostUnit &unit : units) {
+    if (auto text = llvm::MemoryBuffer::getFile(unit.log))
+      logs += (*text)->getBuffer();
+    llvm::sys::fs::remove(unit.log);
+    llvm::sys::fs::remove(unit.source);
+  }
+  if (!writeFile(log, logs))
     return 1;
+  phase = options.timing.nest("combine the objects, link the trainer");
+  std::vector<std::string> combine = {options.cxx, "-r", "-nostdlib"};
+  for (const HostUnit &unit : units)
+    combine.push_back(unit.object);
+  combine.insert(combine.end(), {"-o", object});
+  if (!runTool(combine, log))
+    return 1;
+  for (const HostUnit &unit : units)
+    llvm::sys::fs::remove(unit.object);
   std::vector<std::string> link = {options.cxx};
   link.insert(link.end(), extraFlags.begin(), extraFlags.end());
   link.insert(link.end(),
@@ -449,14 +603,14 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
     StringRef(GPUC_CPU_DEVICE_LINK_LIBS).split(libs, ' ', -1, false);
   for (StringRef lib : libs)
     link.push_back(lib.str());
-  phase = options.timing.nest("link the trainer");
-  if (!runTool(link, log))
+  std::vector<std::string> objectKeys;
+  for (const HostUnit &unit : units)
+    objectKeys.push_back(unit.key);
+  if (!linkCached(link, objectKeys, identity, log, options.cacheDir))
     return 1;
   phase.stop();
-  if (!options.cpu) {
-    llvm::sys::fs::remove(source);
+  if (!options.cpu)
     llvm::sys::fs::remove(object);
-  }
   llvm::outs() << "gpuc compile: wrote " << dir << " (" << kernelCount
                << " kernels, "
                << program->plan["functions"]["train_step"]["steps"].size()

@@ -35,6 +35,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <unistd.h>
 
 using namespace mlir;
@@ -173,9 +174,9 @@ static cl::opt<std::string>
 
 static cl::opt<std::string> cacheDir(
     "cache-dir",
-    cl::desc("compile: keep compiled CPU kernels in DIR, by a hash of their "
-             "preprocessed source, flags and compiler, and reuse them "
-             "(default $GPUC_CACHE_DIR, else $XDG_CACHE_HOME/gpuc, else "
+    cl::desc("compile: keep compiled CPU kernels, cubins and trainers in "
+             "DIR, by a hash of their source, flags and compiler, and reuse "
+             "them (default $GPUC_CACHE_DIR, else $XDG_CACHE_HOME/gpuc, else "
              "~/.cache/gpuc)"),
     cl::value_desc("DIR"), cl::init(""), cl::cat(compileCategory));
 static cl::opt<bool>
@@ -184,6 +185,12 @@ static cl::opt<bool>
                          "import, every pass (MLIR's pass timing), the step "
                          "program, NVRTC, the host compiler and the link"),
                 cl::init(false), cl::cat(compileCategory));
+static cl::opt<unsigned> compileJobs(
+    "jobs",
+    cl::desc("compile: host compiler processes run in parallel on the CPU "
+             "kernels, each on a share of them (default: this machine's "
+             "hardware threads)"),
+    cl::value_desc("N"), cl::init(0), cl::cat(compileCategory));
 static cl::opt<bool> noCache("no-cache",
                              cl::desc("compile: compile the CPU kernels "
                                       "without the cache"),
@@ -1011,6 +1018,9 @@ static int runCompile(int argc, char **argv) {
     else if (const char *home = getenv("HOME"); home && *home)
       artifact.cacheDir = std::string(home) + "/.cache/gpuc";
   }
+  artifact.jobs = compileJobs
+                      ? compileJobs.getValue()
+                      : std::max(1u, std::thread::hardware_concurrency());
   artifact.dumpDir = dumpDir;
   if (!dumpDir.empty())
     if (std::error_code ec =

@@ -28,17 +28,36 @@ struct InitialTensor {
   std::vector<char> bytes;
 };
 
+/// One kernel's text: its CUDA source, its CPU launchers and the names the
+/// CPU launch table lists.
+struct KernelText {
+  std::string source;
+  std::string cpuLaunchers;
+  std::vector<std::string> launchNames;
+};
+
 struct StepProgram {
   /// plan.json: buffers, arena size, kernels, and each function's steps.
   nlohmann::json plan;
   /// kernels.cu: every kernel, plus the CPU launch table under GPUC_CPU.
   std::string kernelSource;
+  /// The same kernels one by one, for a host compile split into
+  /// translation units (cpuKernelUnit, cpuKernelTable).
+  std::vector<KernelText> kernels;
   std::vector<InitialTensor> initialTensors;
 };
 
 /// Lowers @train_step and @eval (those present) of `module`. Errors name the
 /// op that cannot be lowered.
 FailureOr<StepProgram> buildStepProgram(ModuleOp module);
+
+/// A translation unit for the CPU target holding `kernels` and their
+/// launchers; kernels.cu's kernels split among such units, plus the one
+/// cpuKernelTable, link into the same trainer kernels.cu alone does.
+std::string cpuKernelUnit(llvm::ArrayRef<KernelText> kernels);
+/// The translation unit with the CPU launch table `gpuc_cpu_kernels` of
+/// `kernels`, whose launchers are defined in other units.
+std::string cpuKernelTable(llvm::ArrayRef<KernelText> kernels);
 
 } // namespace mlir::gpuc
 

@@ -8,7 +8,6 @@
 #ifndef GPUC_RUNTIME_DEVICE_CPUSHIM_H
 #define GPUC_RUNTIME_DEVICE_CPUSHIM_H
 
-#include <cmath>
 #include <cstdint>
 
 #include "gpuc/runtime/device/CpuKernelTable.h"
@@ -51,7 +50,27 @@ template <typename Block> void cpuLaunch(int64_t grid, Block block) {
 #define threadIdx (::gpuc::cpuThreadIdx)
 #define blockDim (::gpuc::cpuBlockDim)
 
-inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+// The C math functions generated kernels call, declared here rather than
+// taken from <cmath>, whose parse is most of a small translation unit's
+// compile (each unit of a parallel host compile parses this header).
+extern "C" {
+float expf(float) noexcept;
+float logf(float) noexcept;
+float sqrtf(float) noexcept;
+float tanhf(float) noexcept;
+float erff(float) noexcept;
+float powf(float, float) noexcept;
+float fabsf(float) noexcept;
+double pow(double, double) noexcept;
+}
+#ifndef INFINITY
+#define INFINITY (__builtin_inff())
+#endif
+#ifndef NAN
+#define NAN (__builtin_nanf(""))
+#endif
+
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 #ifdef GPUC_CPU_VECTOR_MATH
 // glibc's libmvec has 8-lane versions of these (within 4 ulp, against the
 // scalar functions' 1): declared as SIMD functions, a vectorized loop calls
@@ -64,6 +83,5 @@ __attribute__((__simd__("notinbranch"))) float erff(float) noexcept;
 __attribute__((__simd__("notinbranch"))) float tanhf(float) noexcept;
 }
 #endif
-// erff, expf, ... come from <math.h> through <cmath>.
 
 #endif // GPUC_RUNTIME_DEVICE_CPUSHIM_H
