@@ -96,13 +96,73 @@ bool recomputesWork(FusionOp fusion, bool memoryFirst) {
   return false;
 }
 
-/// Whether codegen has a schedule for `fusion` (its diagnostics are
-/// swallowed: a failed check only means "do not merge").
-bool hasSchedule(FusionOp fusion) {
-  ScopedDiagnosticHandler quiet(fusion.getContext(),
-                                [](Diagnostic &) { return success(); });
-  return succeeded(emitKernel(fusion, "check"));
+/// What the kernel emitter sees of `fusion`: its attributes, operand and
+/// result types, and every op of its body with its name, attributes, result
+/// types and operands (numbered within the region, which is isolated from
+/// above). Attributes and types are uniqued, so their addresses stand for
+/// them: equal fingerprints, equal kernels modulo names.
+std::string fingerprint(FusionOp fusion) {
+  std::string key;
+  auto add = [&](const void *p) {
+    key.append(reinterpret_cast<const char *>(&p), sizeof(p));
+  };
+  auto addNumber = [&](uint64_t n) {
+    key.append(reinterpret_cast<const char *>(&n), sizeof(n));
+  };
+  add(fusion->getAttrDictionary().getAsOpaquePointer());
+  for (Type type : fusion->getOperandTypes())
+    add(type.getAsOpaquePointer());
+  DenseMap<Value, uint64_t> number;
+  for (BlockArgument arg : fusion.getBodyBlock().getArguments()) {
+    number.try_emplace(arg, number.size() + 1);
+    add(arg.getType().getAsOpaquePointer());
+  }
+  fusion.getBody().walk<WalkOrder::PreOrder>([&](Operation *op) {
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (BlockArgument arg : block.getArguments()) {
+          number.try_emplace(arg, number.size() + 1);
+          add(arg.getType().getAsOpaquePointer());
+        }
+    add(op->getName().getAsOpaquePointer());
+    add(op->getAttrDictionary().getAsOpaquePointer());
+    addNumber(op->getNumOperands());
+    for (Value operand : op->getOperands()) {
+      auto it = number.find(operand);
+      if (it != number.end())
+        addNumber(it->second);
+      else
+        add(operand.getAsOpaquePointer());
+    }
+    for (Value result : op->getResults()) {
+      number.try_emplace(result, number.size() + 1);
+      add(result.getType().getAsOpaquePointer());
+    }
+  });
+  return key;
 }
+
+/// The state of one gpuc-fuse run: its policy, and what the kernel emitter
+/// said of each candidate kernel it was asked about. The greedy sweeps ask
+/// about the same candidates again (a failed merge is retried after others
+/// changed the function), and a network's repeated blocks make equal
+/// candidates: each is emitted once.
+struct Fusing {
+  bool memoryFirst;
+  llvm::StringMap<bool> scheduled;
+
+  /// Whether codegen has a schedule for `fusion` (its diagnostics are
+  /// swallowed: a failed check only means "do not merge").
+  bool hasSchedule(FusionOp fusion) {
+    auto [it, inserted] = scheduled.try_emplace(fingerprint(fusion), false);
+    if (inserted) {
+      ScopedDiagnosticHandler quiet(fusion.getContext(),
+                                    [](Diagnostic &) { return success(); });
+      it->second = succeeded(emitKernel(fusion, "check"));
+    }
+    return it->second;
+  }
+};
 
 /// Clones `fusion`'s body at `inner` with `mapping` (which maps its block
 /// arguments) and returns the clones of the values it yields.
@@ -136,7 +196,7 @@ bool isStateUpdate(FusionOp fusion) {
 /// placed at `second`. `second` reads `first`'s results directly or through
 /// a reshape; `first`'s results that anything else reads stay results.
 /// Returns null (and changes nothing) when the merge is not legal.
-FusionOp tryMerge(FusionOp first, FusionOp second, bool memoryFirst) {
+FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
   // A reduction stays out of parameter and state updates: the optimizer's
   // run at the end of backward, and there a reduction would keep its
   // activation-sized inputs (batch norm's normalized input and output
@@ -226,7 +286,8 @@ FusionOp tryMerge(FusionOp first, FusionOp second, bool memoryFirst) {
     yielded.push_back(firstValues[cast<OpResult>(v).getResultNumber()]);
   YieldOp::create(inner, second.getLoc(), yielded);
 
-  if (recomputesWork(merged, memoryFirst) || !hasSchedule(merged)) {
+  if (recomputesWork(merged, fusing.memoryFirst) ||
+      !fusing.hasSchedule(merged)) {
     merged.erase();
     return nullptr;
   }
@@ -246,7 +307,7 @@ FusionOp tryMerge(FusionOp first, FusionOp second, bool memoryFirst) {
 /// `at`, which both kernels' operands must dominate and all their readers
 /// follow. Null when the merged region has no schedule.
 FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at,
-                         bool memoryFirst) {
+                         Fusing &fusing) {
   OpBuilder builder(at);
   SmallVector<Value> inputs(a.getInputs());
   for (Value v : b.getInputs())
@@ -267,7 +328,8 @@ FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at,
     llvm::append_range(yielded, inlineBody(inner, part, mapping));
   }
   YieldOp::create(inner, a.getLoc(), yielded);
-  if (recomputesWork(merged, memoryFirst) || !hasSchedule(merged)) {
+  if (recomputesWork(merged, fusing.memoryFirst) ||
+      !fusing.hasSchedule(merged)) {
     merged.erase();
     return nullptr;
   }
@@ -283,7 +345,7 @@ FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at,
 /// the same number of elements or both row kernels over the same rows (batch
 /// norm's input gradient and its weight gradients, say), merged where
 /// `earlier` runs (so `later`'s operands must all be defined before it).
-FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later, bool memoryFirst) {
+FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later, Fusing &fusing) {
   int64_t rows = rowsOf(earlier);
   if (rows != rowsOf(later))
     return nullptr;
@@ -298,7 +360,7 @@ FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later, bool memoryFirst) {
         !def->isBeforeInBlock(earlier))
       return nullptr;
   }
-  return mergeSideBySide(earlier, later, earlier, memoryFirst);
+  return mergeSideBySide(earlier, later, earlier, fusing);
 }
 
 /// Whether `fusion` only computes values the step returns (parameter and
@@ -313,7 +375,7 @@ bool onlyReturned(FusionOp fusion) {
 /// Multi-tensor: the kernels that only produce returned values (the
 /// optimizer update of every parameter) become one kernel with a segment per
 /// tensor size, run where the last of them ran.
-bool fuseReturnedUpdates(func::FuncOp func, bool memoryFirst) {
+bool fuseReturnedUpdates(func::FuncOp func, Fusing &fusing) {
   SmallVector<FusionOp> updates;
   for (Operation &op : func.getBody().front())
     if (auto f = dyn_cast<FusionOp>(op); f && onlyReturned(f))
@@ -324,7 +386,7 @@ bool fuseReturnedUpdates(func::FuncOp func, bool memoryFirst) {
   FusionOp group = updates[0];
   for (size_t k = 1; k < updates.size(); ++k) {
     if (FusionOp merged =
-            mergeSideBySide(group, updates[k], updates[k], memoryFirst)) {
+            mergeSideBySide(group, updates[k], updates[k], fusing)) {
       group = merged;
       changed = true;
     } else {
@@ -342,7 +404,7 @@ FusionOp producerOf(Value v) {
   return dyn_cast_or_null<FusionOp>(def);
 }
 
-bool fuseProducers(func::FuncOp func, bool memoryFirst) {
+bool fuseProducers(func::FuncOp func, Fusing &fusing) {
   bool changed = false;
   for (bool again = true; again;) {
     again = false;
@@ -354,7 +416,7 @@ bool fuseProducers(func::FuncOp func, bool memoryFirst) {
         FusionOp producer = producerOf(input);
         if (!producer || producer->getBlock() != consumer->getBlock())
           continue;
-        if (tryMerge(producer, consumer, memoryFirst)) {
+        if (tryMerge(producer, consumer, fusing)) {
           again = changed = true;
           break;
         }
@@ -366,7 +428,7 @@ bool fuseProducers(func::FuncOp func, bool memoryFirst) {
   return changed;
 }
 
-bool fuseSiblings(func::FuncOp func, bool memoryFirst) {
+bool fuseSiblings(func::FuncOp func, Fusing &fusing) {
   bool changed = false;
   for (bool again = true; again;) {
     again = false;
@@ -379,7 +441,7 @@ bool fuseSiblings(func::FuncOp func, bool memoryFirst) {
         bool shareInput = llvm::any_of(kernels[j].getInputs(), [&](Value v) {
           return llvm::is_contained(kernels[i].getInputs(), v);
         });
-        if (shareInput && tryMergeSiblings(kernels[i], kernels[j], memoryFirst))
+        if (shareInput && tryMergeSiblings(kernels[i], kernels[j], fusing))
           again = changed = true;
       }
   }
@@ -413,7 +475,7 @@ void dropResult(FusionOp fusion, unsigned index) {
 /// A per-row statistic on the way (a reduction's result, smaller than the
 /// result: batch norm's mean under its normalized input) becomes a result
 /// of the producer and an operand of the readers.
-bool sinkCheapResult(FusionOp producer, unsigned index, bool memoryFirst) {
+bool sinkCheapResult(FusionOp producer, unsigned index, Fusing &fusing) {
   Value result = producer.getResult(index);
   SmallVector<FusionOp> readers;
   for (Operation *user : result.getUsers()) {
@@ -557,7 +619,7 @@ bool sinkCheapResult(FusionOp producer, unsigned index, bool memoryFirst) {
                   outer == result ? sliceMapping.lookup(root) : argFor(outer));
     YieldOp::create(inner, reader.getLoc(), inlineBody(inner, reader, mapping));
     rebuilt.push_back({reader, copy});
-    if (recomputesWork(copy, memoryFirst) || !hasSchedule(copy)) {
+    if (recomputesWork(copy, fusing.memoryFirst) || !fusing.hasSchedule(copy)) {
       for (auto &[original, made] : rebuilt)
         made.erase();
       if (grown)
@@ -579,7 +641,7 @@ bool sinkCheapResult(FusionOp producer, unsigned index, bool memoryFirst) {
   return true;
 }
 
-bool sinkCheapResults(func::FuncOp func, bool memoryFirst) {
+bool sinkCheapResults(func::FuncOp func, Fusing &fusing) {
   bool changed = false;
   for (bool again = true; again;) {
     again = false;
@@ -590,7 +652,7 @@ bool sinkCheapResults(func::FuncOp func, bool memoryFirst) {
       // A sink replaces `fusion` (erased): `again` is tested before the
       // old op is read.
       for (unsigned k = 0; !again && k < fusion.getNumResults(); ++k)
-        again = sinkCheapResult(fusion, k, memoryFirst);
+        again = sinkCheapResult(fusion, k, fusing);
       if (again) {
         changed = true;
         break;
@@ -606,11 +668,11 @@ struct Fuse : gpuc::impl::GpucFuseBase<Fuse> {
     getOperation().walk([&](func::FuncOp func) {
       if (func.isExternal())
         return;
-      while (fuseProducers(func, memoryFirst) |
-             fuseSiblings(func, memoryFirst) |
-             sinkCheapResults(func, memoryFirst)) {
+      Fusing fusing{memoryFirst};
+      while (fuseProducers(func, fusing) | fuseSiblings(func, fusing) |
+             sinkCheapResults(func, fusing)) {
       }
-      fuseReturnedUpdates(func, memoryFirst);
+      fuseReturnedUpdates(func, fusing);
     });
   }
 };
