@@ -2925,8 +2925,38 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &proto,
       return nodeError(node) << "input '" << input << "' is not defined";
     node.inputs.push_back(v);
   }
+  Block *block = builder.getInsertionBlock();
+  Operation *last = builder.getInsertionPoint() == block->begin()
+                        ? nullptr
+                        : &*std::prev(builder.getInsertionPoint());
   if (failed((this->*rule->second.handler)(node)))
     return failure();
+  // The ops built for the node must verify: a handler relies on ONNX's type
+  // rules, which a hostile model can break (an Einsum of f64 and f16 inputs
+  // passes ONNX's checker). The verifier's complaint is reported as the
+  // node's, with its inputs' types.
+  for (Operation *op = last ? last->getNextNode() : &block->front();
+       op && op != &*builder.getInsertionPoint(); op = op->getNextNode()) {
+    std::string complaint;
+    LogicalResult verified = success();
+    {
+      ScopedDiagnosticHandler capture(context, [&](Diagnostic &diag) {
+        if (complaint.empty())
+          complaint = diag.str();
+        return success();
+      });
+      verified = verify(op, /*verifyRecursively=*/true);
+    }
+    if (failed(verified)) {
+      InFlightDiagnostic diag = nodeError(node);
+      diag << "its inputs cannot be imported together (" << complaint
+           << "); input types:";
+      for (Value input : node.inputs)
+        if (input)
+          diag << " " << input.getType();
+      return diag;
+    }
+  }
   for (int i = 0; i < proto.output_size(); ++i) {
     const std::string &output = proto.output(i);
     if (output.empty())
@@ -3083,10 +3113,10 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
   }
   func.setAllResultAttrs(resultAttrs);
 
-  if (failed(verify(module))) {
-    module->erase();
+  // On failure `owned` erases the module (erasing it here as well freed it
+  // twice: found by the ONNX fuzz target).
+  if (failed(verify(module)))
     return nullptr;
-  }
   return owned;
 }
 
