@@ -16,6 +16,16 @@ using namespace mlir::gpuc;
 #ifdef GPUC_HAVE_NVRTC
 bool mlir::gpuc::nvrtcAvailable() { return true; }
 
+std::vector<int> mlir::gpuc::nvrtcSupportedArchs() {
+  int count = 0;
+  if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0)
+    return {};
+  std::vector<int> archs(count);
+  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS)
+    return {};
+  return archs;
+}
+
 std::string mlir::gpuc::nvrtcIdentity() {
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
@@ -63,6 +73,8 @@ bool mlir::gpuc::compileWithNvrtc(const std::string &source,
 }
 #else
 bool mlir::gpuc::nvrtcAvailable() { return false; }
+
+std::vector<int> mlir::gpuc::nvrtcSupportedArchs() { return {}; }
 
 std::string mlir::gpuc::nvrtcIdentity() { return "no nvrtc"; }
 

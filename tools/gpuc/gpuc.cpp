@@ -160,6 +160,12 @@ static cl::opt<std::string> codegenTarget(
     cl::desc("compile: cpu (the trainer), cuda (NVRTC cubin + PTX for "
              "sm_80 and sm_90) or all (default: all when NVRTC is available)"),
     cl::value_desc("cpu|cuda|all"), cl::init(""), cl::cat(compileCategory));
+static cl::list<std::string> cudaArchs(
+    "cuda-arch",
+    cl::desc("compile: the GPU architectures to build cubins (and PTX) for "
+             "with the CUDA target, e.g. sm_90 for an H100 alone (default "
+             "sm_80,sm_90; each one is an NVRTC compile)"),
+    cl::value_desc("sm_XX,..."), cl::CommaSeparated, cl::cat(compileCategory));
 static cl::opt<std::string>
     dumpDir("dump-dir",
             cl::desc("compile: write the IR after every pass (NN-pass.mlir), "
@@ -983,6 +989,35 @@ static int runCompile(int argc, char **argv) {
                  << " needs NVRTC, which this gpuc was built without (install "
                     "the CUDA toolkit under /usr/local/cuda and rebuild)\n";
     return 1;
+  }
+  if (!cudaArchs.empty() && !artifact.cuda) {
+    llvm::errs() << "gpuc compile: --cuda-arch needs --target cuda or all\n";
+    return 1;
+  }
+  if (!cudaArchs.empty()) {
+    std::vector<int> supported = gpuc::nvrtcSupportedArchs();
+    std::string listed;
+    for (int arch : supported)
+      if (arch >= 70)
+        listed += (listed.empty() ? "sm_" : ", sm_") + std::to_string(arch);
+    artifact.archs.clear();
+    for (const std::string &arch : cudaArchs) {
+      unsigned number = 0;
+      bool known = StringRef(arch).starts_with("sm_") &&
+                   !StringRef(arch).drop_front(3).getAsInteger(10, number) &&
+                   number >= 70 && llvm::is_contained(supported, (int)number);
+      if (!known) {
+        llvm::errs() << "gpuc compile: --cuda-arch '" << arch
+                     << "' is not an architecture this gpuc's NVRTC compiles "
+                        "for; choose from "
+                     << (listed.empty() ? std::string("none (no NVRTC)")
+                                        : listed)
+                     << "\n";
+        return 1;
+      }
+      if (!llvm::is_contained(artifact.archs, arch))
+        artifact.archs.push_back(arch);
+    }
   }
   std::optional<int64_t> budgetBytes, limitBytes;
   if (!memoryBudget.empty() &&

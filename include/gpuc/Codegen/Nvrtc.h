@@ -16,6 +16,10 @@ struct GpuBinary {
 /// Whether this build of gpuc can call NVRTC (found at configure time).
 bool nvrtcAvailable();
 
+/// The real architectures this NVRTC compiles for (75 for sm_75, ...);
+/// empty without NVRTC.
+std::vector<int> nvrtcSupportedArchs();
+
 /// NVRTC's version and the options compileWithNvrtc passes: what besides
 /// the source and its headers decides the cubin (a cache key's part).
 std::string nvrtcIdentity();
