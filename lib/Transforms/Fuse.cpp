@@ -150,6 +150,10 @@ std::string fingerprint(FusionOp fusion) {
 struct Fusing {
   bool memoryFirst;
   llvm::StringMap<bool> scheduled;
+  /// Whether the merge of two kernels, described by mergeKey, makes a kernel
+  /// that neither recomputes work nor lacks a schedule: a merge refused once
+  /// is refused again without building the merged kernel.
+  llvm::StringMap<bool> mergeVerdicts;
 
   /// Whether codegen has a schedule for `fusion` (its diagnostics are
   /// swallowed: a failed check only means "do not merge").
@@ -163,6 +167,28 @@ struct Fusing {
     return it->second;
   }
 };
+
+/// Describes the kernel merging `parts` would build: each part's
+/// fingerprint, where each part's inputs land among the merged kernel's
+/// (`inputs`; -1 - k for a value the first part yields as its result k, which
+/// the merged kernel computes instead of reading) and `extra` (what else
+/// decides the merged body). Equal keys, equal merged kernels.
+std::string mergeKey(StringRef kind, ArrayRef<FusionOp> parts,
+                     ArrayRef<int64_t> placement, ArrayRef<int64_t> extra) {
+  std::string key = kind.str();
+  auto addNumbers = [&](ArrayRef<int64_t> numbers) {
+    key.append(std::to_string(numbers.size()) + ":");
+    key.append(reinterpret_cast<const char *>(numbers.data()),
+               numbers.size() * sizeof(int64_t));
+  };
+  for (FusionOp part : parts) {
+    std::string print = fingerprint(part);
+    key += std::to_string(print.size()) + ":" + print;
+  }
+  addNumbers(placement);
+  addNumbers(extra);
+  return key;
+}
 
 /// Clones `fusion`'s body at `inner` with `mapping` (which maps its block
 /// arguments) and returns the clones of the values it yields.
@@ -252,6 +278,37 @@ FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
     if (!producedByFirst(v) && !throughReshape(v))
       addInput(v);
 
+  // A merge refused before is refused again: the merged kernel is not built.
+  SmallVector<int64_t> placement, extra;
+  auto position = [&](Value v) -> int64_t {
+    return llvm::find(inputs, v) - inputs.begin();
+  };
+  for (Value v : first.getInputs())
+    placement.push_back(position(v));
+  for (Value v : second.getInputs()) {
+    if (std::optional<unsigned> k = producedByFirst(v)) {
+      placement.push_back(-1 - (int64_t)*k);
+    } else if (Operation *reshape = throughReshape(v)) {
+      placement.push_back(-1 -
+                          (int64_t)*producedByFirst(reshape->getOperand(0)));
+      extra.push_back(placement.size());
+      extra.push_back(
+          (int64_t)(intptr_t)reshape->getName().getAsOpaquePointer());
+      extra.push_back(
+          (int64_t)(intptr_t)reshape->getAttrDictionary().getAsOpaquePointer());
+      extra.push_back((int64_t)(intptr_t)v.getType().getAsOpaquePointer());
+    } else {
+      placement.push_back(position(v));
+    }
+  }
+  extra.push_back(-1);
+  for (Value v : keptResults)
+    extra.push_back(cast<OpResult>(v).getResultNumber());
+  std::string key = mergeKey("producer", {first, second}, placement, extra);
+  auto known = fusing.mergeVerdicts.find(key);
+  if (known != fusing.mergeVerdicts.end() && !known->second)
+    return nullptr;
+
   SmallVector<Type> resultTypes(second.getResultTypes());
   for (Value v : keptResults)
     resultTypes.push_back(v.getType());
@@ -286,8 +343,10 @@ FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
     yielded.push_back(firstValues[cast<OpResult>(v).getResultNumber()]);
   YieldOp::create(inner, second.getLoc(), yielded);
 
-  if (recomputesWork(merged, fusing.memoryFirst) ||
-      !fusing.hasSchedule(merged)) {
+  if (known == fusing.mergeVerdicts.end())
+    fusing.mergeVerdicts[key] = !recomputesWork(merged, fusing.memoryFirst) &&
+                                fusing.hasSchedule(merged);
+  if (!fusing.mergeVerdicts[key]) {
     merged.erase();
     return nullptr;
   }
@@ -313,6 +372,14 @@ FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at,
   for (Value v : b.getInputs())
     if (!llvm::is_contained(inputs, v))
       inputs.push_back(v);
+  SmallVector<int64_t> placement;
+  for (FusionOp part : {a, b})
+    for (Value v : part.getInputs())
+      placement.push_back(llvm::find(inputs, v) - inputs.begin());
+  std::string key = mergeKey("siblings", {a, b}, placement, {});
+  auto known = fusing.mergeVerdicts.find(key);
+  if (known != fusing.mergeVerdicts.end() && !known->second)
+    return nullptr;
   SmallVector<Type> types(a.getResultTypes());
   llvm::append_range(types, b.getResultTypes());
   auto merged = FusionOp::create(builder, a.getLoc(), types, inputs);
@@ -328,8 +395,10 @@ FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at,
     llvm::append_range(yielded, inlineBody(inner, part, mapping));
   }
   YieldOp::create(inner, a.getLoc(), yielded);
-  if (recomputesWork(merged, fusing.memoryFirst) ||
-      !fusing.hasSchedule(merged)) {
+  if (known == fusing.mergeVerdicts.end())
+    fusing.mergeVerdicts[key] = !recomputesWork(merged, fusing.memoryFirst) &&
+                                fusing.hasSchedule(merged);
+  if (!fusing.mergeVerdicts[key]) {
     merged.erase();
     return nullptr;
   }
@@ -404,11 +473,18 @@ FusionOp producerOf(Value v) {
   return dyn_cast_or_null<FusionOp>(def);
 }
 
+/// Merges producers into consumers, always the first legal merge in block
+/// order (of consumers, then of their inputs), until none is left. A merge
+/// changes the verdict only of pairs whose producer feeds the merged kernel
+/// (their results' readers moved) or that involve it, so the next scan
+/// starts at the earliest of those instead of the block's start: the same
+/// merges as rescanning the block, without its quadratic cost.
 bool fuseProducers(func::FuncOp func, Fusing &fusing) {
   bool changed = false;
-  for (bool again = true; again;) {
-    again = false;
-    for (Operation &op : func.getBody().front()) {
+  Block &block = func.getBody().front();
+  for (Operation *from = block.empty() ? nullptr : &block.front(); from;) {
+    Operation *restart = nullptr;
+    for (Operation *op = from; op && !restart; op = op->getNextNode()) {
       auto consumer = dyn_cast<FusionOp>(op);
       if (!consumer)
         continue;
@@ -416,14 +492,24 @@ bool fuseProducers(func::FuncOp func, Fusing &fusing) {
         FusionOp producer = producerOf(input);
         if (!producer || producer->getBlock() != consumer->getBlock())
           continue;
-        if (tryMerge(producer, consumer, fusing)) {
-          again = changed = true;
+        if (FusionOp merged = tryMerge(producer, consumer, fusing)) {
+          changed = true;
+          restart = merged;
+          for (Value v : merged.getInputs()) {
+            Operation *def = v.getDefiningOp();
+            if (def && def->getBlock() == &block &&
+                def->isBeforeInBlock(restart))
+              restart = def;
+            if (FusionOp feeder = producerOf(v);
+                feeder && feeder->getBlock() == &block &&
+                feeder->isBeforeInBlock(restart))
+              restart = feeder;
+          }
           break;
         }
       }
-      if (again)
-        break;
     }
+    from = restart;
   }
   return changed;
 }
