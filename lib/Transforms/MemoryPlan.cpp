@@ -145,19 +145,20 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
     SmallVector<int64_t> inPlace(fusion.getNumResults(), -1);
     DenseSet<unsigned> claimed;
     // An operand passed twice is read at two indices; never overwrite it.
-    auto passedOnce = [&](unsigned j) {
-      Value root = aliasRoot(fusion.getOperand(j));
-      return llvm::count_if(fusion.getOperands(), [&](Value other) {
-               return aliasRoot(other) == root;
-             }) == 1;
-    };
+    // (Counted once per kernel: merged optimizer updates have hundreds of
+    // operands.)
+    SmallVector<Value> roots;
+    DenseMap<Value, unsigned> timesPassed;
+    for (Value operand : fusion.getOperands())
+      ++timesPassed[roots.emplace_back(aliasRoot(operand))];
+    auto passedOnce = [&](unsigned j) { return timesPassed[roots[j]] == 1; };
     // Whether operand j may hold result k: the old value of the parameter
     // k updates, read for the last time here (first choice: it saves a
     // copy), else a transient dying here that holds no parameter.
     auto legal = [&](unsigned j, unsigned k, bool parameters) {
       if (claimed.contains(j) || !passedOnce(j))
         return false;
-      Value root = aliasRoot(fusion.getOperand(j));
+      Value root = roots[j];
       if (auto arg = dyn_cast<BlockArgument>(root)) {
         FlatSymbolRefAttr update = updateOf.lookup(fusion->getResult(k));
         if (!parameters || !update || lastUse.lookup(arg) != here ||
