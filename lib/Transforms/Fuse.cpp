@@ -362,31 +362,36 @@ FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
   return merged;
 }
 
-/// One kernel computing both `a` and `b` (neither reads the other), built at
-/// `at`, which both kernels' operands must dominate and all their readers
-/// follow. Null when the merged region has no schedule.
-FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at,
-                         Fusing &fusing) {
+/// One kernel computing all of `parts` (none reads another), built at `at`,
+/// which the parts' operands must dominate and all their readers follow.
+/// Null (and nothing changed) when the merged region has no schedule; with
+/// `checkOnly`, the merged kernel is erased again and `parts` returned as
+/// they were (the first of them), to say that merging them would succeed.
+FusionOp mergeSideBySide(ArrayRef<FusionOp> parts, Operation *at,
+                         Fusing &fusing, bool checkOnly = false) {
   OpBuilder builder(at);
-  SmallVector<Value> inputs(a.getInputs());
-  for (Value v : b.getInputs())
-    if (!llvm::is_contained(inputs, v))
-      inputs.push_back(v);
+  SmallVector<Value> inputs;
+  for (FusionOp part : parts)
+    for (Value v : part.getInputs())
+      if (!llvm::is_contained(inputs, v))
+        inputs.push_back(v);
   SmallVector<int64_t> placement;
-  for (FusionOp part : {a, b})
+  for (FusionOp part : parts)
     for (Value v : part.getInputs())
       placement.push_back(llvm::find(inputs, v) - inputs.begin());
-  std::string key = mergeKey("siblings", {a, b}, placement, {});
+  std::string key = mergeKey("siblings", parts, placement, {});
   auto known = fusing.mergeVerdicts.find(key);
-  if (known != fusing.mergeVerdicts.end() && !known->second)
-    return nullptr;
-  SmallVector<Type> types(a.getResultTypes());
-  llvm::append_range(types, b.getResultTypes());
-  auto merged = FusionOp::create(builder, a.getLoc(), types, inputs);
+  if (known != fusing.mergeVerdicts.end() && (!known->second || checkOnly))
+    return known->second ? parts.front() : nullptr;
+  SmallVector<Type> types;
+  for (FusionOp part : parts)
+    llvm::append_range(types, part.getResultTypes());
+  Location loc = FusionOp(parts.front()).getLoc();
+  auto merged = FusionOp::create(builder, loc, types, inputs);
   Block &body = merged.getBodyBlock();
   OpBuilder inner = OpBuilder::atBlockBegin(&body);
   SmallVector<Value> yielded;
-  for (FusionOp part : {a, b}) {
+  for (FusionOp part : parts) {
     IRMapping mapping;
     for (auto [outer, arg] :
          llvm::zip(part.getInputs(), part.getBodyBlock().getArguments()))
@@ -394,19 +399,20 @@ FusionOp mergeSideBySide(FusionOp a, FusionOp b, Operation *at,
                   body.getArgument(llvm::find(inputs, outer) - inputs.begin()));
     llvm::append_range(yielded, inlineBody(inner, part, mapping));
   }
-  YieldOp::create(inner, a.getLoc(), yielded);
+  YieldOp::create(inner, loc, yielded);
   if (known == fusing.mergeVerdicts.end())
     fusing.mergeVerdicts[key] = !recomputesWork(merged, fusing.memoryFirst) &&
                                 fusing.hasSchedule(merged);
-  if (!fusing.mergeVerdicts[key]) {
+  if (!fusing.mergeVerdicts[key] || checkOnly) {
     merged.erase();
-    return nullptr;
+    return fusing.mergeVerdicts[key] ? parts.front() : nullptr;
   }
-  unsigned n = a.getNumResults();
-  a.replaceAllUsesWith(merged.getResults().take_front(n));
-  b.replaceAllUsesWith(merged.getResults().drop_front(n));
-  a.erase();
-  b.erase();
+  unsigned n = 0;
+  for (FusionOp part : parts) {
+    part.replaceAllUsesWith(merged.getResults().slice(n, part.getNumResults()));
+    n += part.getNumResults();
+    part.erase();
+  }
   return merged;
 }
 
@@ -429,7 +435,7 @@ FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later, Fusing &fusing) {
         !def->isBeforeInBlock(earlier))
       return nullptr;
   }
-  return mergeSideBySide(earlier, later, earlier, fusing);
+  return mergeSideBySide({earlier, later}, earlier, fusing);
 }
 
 /// Whether `fusion` only computes values the step returns (parameter and
@@ -451,16 +457,34 @@ bool fuseReturnedUpdates(func::FuncOp func, Fusing &fusing) {
       updates.push_back(f);
   if (updates.size() < 2)
     return false;
+  // Runs of updates whose neighbours merge pairwise are merged at once (a
+  // schedule for each neighbouring pair of pointwise segments is one for
+  // the run); were a run's kernel refused after all, its updates are merged
+  // one at a time, each into the group before it, as long as that works.
   bool changed = false;
-  FusionOp group = updates[0];
-  for (size_t k = 1; k < updates.size(); ++k) {
-    if (FusionOp merged =
-            mergeSideBySide(group, updates[k], updates[k], fusing)) {
-      group = merged;
+  size_t begin = 0;
+  while (begin < updates.size()) {
+    size_t end = begin + 1;
+    while (end < updates.size() &&
+           mergeSideBySide({updates[end - 1], updates[end]}, updates[end],
+                           fusing, /*checkOnly=*/true))
+      ++end;
+    ArrayRef<FusionOp> run = ArrayRef(updates).slice(begin, end - begin);
+    if (run.size() > 1 && mergeSideBySide(run, run.back(), fusing)) {
       changed = true;
     } else {
-      group = updates[k];
+      FusionOp group = run.front();
+      for (FusionOp update : run.drop_front()) {
+        if (FusionOp merged =
+                mergeSideBySide({group, update}, update, fusing)) {
+          group = merged;
+          changed = true;
+        } else {
+          group = update;
+        }
+      }
     }
+    begin = end;
   }
   return changed;
 }
@@ -474,11 +498,13 @@ FusionOp producerOf(Value v) {
 }
 
 /// Merges producers into consumers, always the first legal merge in block
-/// order (of consumers, then of their inputs), until none is left. A merge
-/// changes the verdict only of pairs whose producer feeds the merged kernel
-/// (their results' readers moved) or that involve it, so the next scan
-/// starts at the earliest of those instead of the block's start: the same
-/// merges as rescanning the block, without its quadratic cost.
+/// order (of consumers, then of their inputs), until none is left. Merging
+/// `first` into `second` moves `first`'s reads to `second`'s place and
+/// makes a new kernel there; a pair whose consumer precedes `first` keeps
+/// its verdict (a reader that was after the consumer still is; bodies and
+/// state updates are unchanged), so the next scan starts where `first` was
+/// instead of at the block's start: the same merges as rescanning the
+/// block, without its quadratic cost.
 bool fuseProducers(func::FuncOp func, Fusing &fusing) {
   bool changed = false;
   Block &block = func.getBody().front();
@@ -492,19 +518,10 @@ bool fuseProducers(func::FuncOp func, Fusing &fusing) {
         FusionOp producer = producerOf(input);
         if (!producer || producer->getBlock() != consumer->getBlock())
           continue;
-        if (FusionOp merged = tryMerge(producer, consumer, fusing)) {
+        Operation *beforeFirst = producer->getPrevNode();
+        if (tryMerge(producer, consumer, fusing)) {
           changed = true;
-          restart = merged;
-          for (Value v : merged.getInputs()) {
-            Operation *def = v.getDefiningOp();
-            if (def && def->getBlock() == &block &&
-                def->isBeforeInBlock(restart))
-              restart = def;
-            if (FusionOp feeder = producerOf(v);
-                feeder && feeder->getBlock() == &block &&
-                feeder->isBeforeInBlock(restart))
-              restart = feeder;
-          }
+          restart = beforeFirst ? beforeFirst->getNextNode() : &block.front();
           break;
         }
       }
