@@ -52,6 +52,29 @@ StringRef mlir::gpuc::registerCType(Type elementType) {
 
 namespace {
 
+/// `pattern` with {0}, {1}, ... replaced by `args` ({{ is a brace): what
+/// llvm::formatv does for plain strings, without parsing a format each
+/// time, for the emitter's hottest helpers (the fusion pass emits every
+/// candidate kernel).
+std::string substitute(StringRef pattern, ArrayRef<StringRef> args) {
+  std::string out;
+  out.reserve(pattern.size() + 16);
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '{' && i + 1 < pattern.size() && pattern[i + 1] == '{') {
+      out += '{';
+      ++i;
+    } else if (c == '{' && i + 2 < pattern.size() && isdigit(pattern[i + 1]) &&
+               pattern[i + 2] == '}') {
+      out += args[pattern[i + 1] - '0'];
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 /// The CPU's loops over a line of elements: accumulators per lane of a
 /// group (a reduction's order is then fixed by the text), and the shortest
 /// innermost dimension worth a loop of its own.
@@ -109,7 +132,9 @@ private:
   using CoordKey = std::pair<std::string, std::vector<int64_t>>;
 
   void line(const Twine &text) {
-    body += std::string(2 * depth, ' ') + text.str() + "\n";
+    body.append(2 * depth, ' ');
+    text.print(bodyStream);
+    body += '\n';
   }
   std::string fresh(StringRef prefix) { return (prefix + Twine(next++)).str(); }
   void open(const Twine &header) {
@@ -147,14 +172,15 @@ private:
   /// needs no rounding.
   std::string define(Value v, const std::string &expr, bool exact = false) {
     std::string reg = fresh("v");
-    line(llvm::formatv("const {0} {1} = {2};", registerCType(elementOf(v)), reg,
-                       exact ? expr : rounded(elementOf(v), expr)));
+    std::string value = exact ? expr : rounded(elementOf(v), expr);
+    line(substitute("const {0} {1} = {2};",
+                    {registerCType(elementOf(v)), reg, value}));
     return reg;
   }
   /// Declares an index register.
   std::string index(const std::string &expr) {
     std::string reg = fresh("i");
-    line(llvm::formatv("const gidx {0} = {1};", reg, expr));
+    line(substitute("const gidx {0} = {1};", {reg, expr}));
     return reg;
   }
   /// The coordinates of linear index `idx` in `shape`.
@@ -284,6 +310,9 @@ private:
 
   FusionOp fusion;
   std::string body;
+  /// Writes to `body` (unbuffered): line() prints a Twine without first
+  /// building a string of it.
+  llvm::raw_string_ostream bodyStream{body};
   int depth = 1;
   unsigned next = 0;
   std::map<Key, std::string> memo;
@@ -384,8 +413,9 @@ FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
     return row->second;
   std::string reg;
   if (auto arg = dyn_cast<BlockArgument>(v)) {
-    reg = define(v, llvm::formatv("in{0}[{1}]", arg.getArgNumber(), idx).str(),
-                 /*exact=*/true);
+    reg = define(
+        v, substitute("in{0}[{1}]", {std::to_string(arg.getArgNumber()), idx}),
+        /*exact=*/true);
   } else {
     FailureOr<std::string> computed = compute(v.getDefiningOp(), v, idx);
     if (failed(computed))
@@ -412,13 +442,11 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
     return define(v, format(*a, *b));
   };
   auto fmt = [](const char *pattern) {
-    return [pattern](const std::string &x) {
-      return llvm::formatv(pattern, x).str();
-    };
+    return [pattern](const std::string &x) { return substitute(pattern, {x}); };
   };
   auto fmt2 = [](const char *pattern) {
     return [pattern](const std::string &a, const std::string &b) {
-      return llvm::formatv(pattern, a, b).str();
+      return substitute(pattern, {a, b});
     };
   };
   bool floating = isFloat(v);
