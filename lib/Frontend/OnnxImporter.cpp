@@ -256,8 +256,19 @@ private:
   llvm::StringMap<Value> values;
   /// Shapes and element types that ONNX shape inference found, by value name.
   llvm::StringMap<const onnx::TypeProto *> onnxTypes;
+  /// The element type of each initializer, by name.
+  llvm::StringMap<int32_t> initializerTypes;
   /// Names used by later nodes or as graph outputs.
   std::set<std::string> usedNames;
+
+  /// The ONNX element type of the value `name` (-1 when unknown).
+  int32_t onnxElementType(StringRef name) const {
+    if (auto it = initializerTypes.find(name); it != initializerTypes.end())
+      return it->second;
+    const onnx::TypeProto *type = onnxTypes.lookup(name);
+    return type && type->has_tensor_type() ? type->tensor_type().elem_type()
+                                           : -1;
+  }
   /// Which parameter (by symbol name) a function argument holds.
   DenseMap<Value, ParameterOp> paramOfArg;
   /// Buffers written back by the step, in order of first write.
@@ -284,6 +295,14 @@ OnnxImporter::convertElementType(int32_t onnxType,
   // its data is rounded to float32 as it is read.
   case onnx::TensorProto::DOUBLE:
     return Type(Float32Type::get(context));
+  // 8- and 16-bit integers (images stored as bytes) are read as INT32,
+  // exactly; the importer lets only data movement and Cast read them (see
+  // kNarrowIntegerReaders), where no arithmetic would wrap differently.
+  case onnx::TensorProto::UINT8:
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::UINT16:
+  case onnx::TensorProto::INT16:
+    return Type(IntegerType::get(context, 32));
   case onnx::TensorProto::FLOAT16:
     return Type(Float16Type::get(context));
   case onnx::TensorProto::BFLOAT16:
@@ -302,7 +321,8 @@ OnnxImporter::convertElementType(int32_t onnxType,
   return emit() << "element type "
                 << (value ? value->name() : std::to_string(onnxType))
                 << " is not supported (gpuc supports FLOAT, FLOAT16, "
-                   "BFLOAT16, INT64, INT32 and BOOL, and DOUBLE as FLOAT)";
+                   "BFLOAT16, INT64, INT32 and BOOL, DOUBLE as FLOAT, and "
+                   "UINT8, INT8, UINT16 and INT16 as INT32)";
 }
 
 FailureOr<RankedTensorType>
@@ -326,9 +346,24 @@ OnnxImporter::readTensorBytes(const onnx::TensorProto &tensor,
                               function_ref<InFlightDiagnostic()> emit) {
   int64_t n = type.getNumElements();
   Type et = type.getElementType();
-  // DOUBLE data is read as stored, then rounded to the float32 of `type`.
+  // DOUBLE data is read as stored, then rounded to the float32 of `type`;
+  // 8- and 16-bit integers in raw_data are widened to the INT32 of `type`
+  // (the typed field, int32_data, already holds them as int32).
   const bool narrow = tensor.data_type() == onnx::TensorProto::DOUBLE;
+  const int32_t dataType = tensor.data_type();
+  const size_t smallWidth =
+      !tensor.has_raw_data() &&
+              tensor.data_location() != onnx::TensorProto::EXTERNAL
+          ? 0
+      : dataType == onnx::TensorProto::UINT8 ||
+              dataType == onnx::TensorProto::INT8
+          ? 1
+      : dataType == onnx::TensorProto::UINT16 ||
+              dataType == onnx::TensorProto::INT16
+          ? 2
+          : 0;
   size_t width = narrow            ? 8
+                 : smallWidth      ? smallWidth
                  : et.isInteger(1) ? 1
                                    : et.getIntOrFloatBitWidth() / 8;
   std::string bytes;
@@ -374,6 +409,10 @@ OnnxImporter::readTensorBytes(const onnx::TensorProto &tensor,
       append(tensor.int64_data(), 8);
       break;
     case onnx::TensorProto::INT32:
+    case onnx::TensorProto::UINT8:
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT16:
+    case onnx::TensorProto::INT16:
       append(tensor.int32_data(), 4);
       break;
     case onnx::TensorProto::FLOAT16:
@@ -391,6 +430,23 @@ OnnxImporter::readTensorBytes(const onnx::TensorProto &tensor,
     return emit() << "tensor '" << tensor.name() << "' holds " << bytes.size()
                   << " bytes of data but its type " << type << " needs "
                   << n * width;
+  if (smallWidth) {
+    bool isSigned = dataType == onnx::TensorProto::INT8 ||
+                    dataType == onnx::TensorProto::INT16;
+    std::string widened(n * 4, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      int32_t v;
+      if (smallWidth == 1)
+        v = isSigned ? (int32_t)(int8_t)bytes[i] : (int32_t)(uint8_t)bytes[i];
+      else {
+        uint16_t bits;
+        std::memcpy(&bits, bytes.data() + i * 2, 2);
+        v = isSigned ? (int32_t)(int16_t)bits : (int32_t)bits;
+      }
+      std::memcpy(widened.data() + i * 4, &v, 4);
+    }
+    return widened;
+  }
   if (narrow) {
     std::string rounded(n * 4, '\0');
     for (int64_t i = 0; i < n; ++i) {
@@ -2915,6 +2971,29 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &proto,
                            << llvm::join(versions, ", ")
                            << "); re-export the model with opset 13 to 17";
   }
+  // 8- and 16-bit integers are read as INT32: only ops that move data or
+  // cast it may read them (arithmetic would not wrap around as theirs does).
+  static const std::set<std::string> kNarrowIntegerReaders = {
+      "Cast",      "Identity",  "Reshape", "Flatten", "Squeeze",
+      "Unsqueeze", "Transpose", "Slice",   "Gather",  "Concat",
+      "Shape",     "Expand",    "Tile",    "Split"};
+  if (!kNarrowIntegerReaders.count(proto.op_type()))
+    for (const std::string &input : proto.input()) {
+      int32_t type = input.empty() ? -1 : onnxElementType(input);
+      if (type != onnx::TensorProto::UINT8 && type != onnx::TensorProto::INT8 &&
+          type != onnx::TensorProto::UINT16 && type != onnx::TensorProto::INT16)
+        continue;
+      return nodeError(node)
+             << "input '" << input << "' is "
+             << onnx::TensorProto::DataType_Name(
+                    static_cast<onnx::TensorProto::DataType>(type))
+             << ", which gpuc reads as INT32 and lets only Cast and data "
+                "movement (Reshape, Transpose, Slice, Gather, Concat, ...) "
+                "read: "
+             << proto.op_type()
+             << " on INT32 would not wrap around as it does on the narrow "
+                "type; Cast the input to FLOAT (or INT32) first";
+    }
   for (const std::string &input : proto.input()) {
     if (input.empty()) {
       node.inputs.push_back(Value());
@@ -2989,6 +3068,10 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
     onnxTypes[info.name()] = &info.type();
   for (const auto &info : graph.output())
     onnxTypes[info.name()] = &info.type();
+  for (const auto &info : graph.input())
+    onnxTypes[info.name()] = &info.type();
+  for (const auto &init : graph.initializer())
+    initializerTypes[init.name()] = init.data_type();
   // (An empty name marks an optional input left out: it names no value.)
   for (const auto &node : graph.node())
     for (const auto &input : node.input())

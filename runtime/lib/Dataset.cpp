@@ -112,6 +112,7 @@ bool loadIdxSplit(const std::string &dir, const std::string &prefix,
   split.samples.resize(pixels.size());
   for (size_t i = 0; i < pixels.size(); ++i)
     split.samples[i] = pixels[i] / 255.0f;
+  split.fromBytes = true;
   split.labels.assign(classes.begin(), classes.end());
   return true;
 }
@@ -136,6 +137,7 @@ bool loadNpySplit(const std::string &dir, const std::string &prefix,
   split.sampleShape.assign(x.shape.begin() + 1, x.shape.end());
   split.sampleSize = split.count ? x.numElements() / split.count : 0;
   bool bytes = x.dtype == "|u1";
+  split.fromBytes = bytes;
   split.samples.resize(x.numElements());
   for (int64_t i = 0; i < x.numElements(); ++i)
     split.samples[i] = bytes ? x.at(i) / 255.0 : x.at(i);

@@ -409,11 +409,11 @@ void storeFloats(const std::string &dtype, const float *src, int64_t n,
   } else if (dtype == "I64") { // token ids (exact in a float up to 2^24)
     auto *ids = static_cast<int64_t *>(dst);
     for (int64_t i = 0; i < n; ++i)
-      ids[i] = (int64_t)src[i];
-  } else if (dtype == "I32") {
+      ids[i] = (int64_t)std::lround(src[i]);
+  } else if (dtype == "I32") { // token ids, or byte images (integerSamples)
     auto *ids = static_cast<int32_t *>(dst);
     for (int64_t i = 0; i < n; ++i)
-      ids[i] = (int32_t)src[i];
+      ids[i] = (int32_t)std::lround(src[i]);
   } else {
     fail("the data input has type " + dtype +
          ", which the trainer cannot fill with images");
@@ -660,6 +660,29 @@ double evaluate(Session &s, const Split &test, double &meanLoss) {
     }
   }
   return (double)correct / std::max<int64_t>(test.count, 1);
+}
+
+/// An integer data input (a model whose images are UINT8, say, and which
+/// casts and scales them itself) gets the data's integer values: bytes as
+/// 0..255, not the [0, 1] floats float inputs get. Data that is neither
+/// bytes nor integral is refused rather than truncated.
+void integerSamples(const Session &s, Dataset &data, const std::string &dir) {
+  const PlanBuffer &input = s.plan.buffers[s.image];
+  for (Split *split : {&data.train, &data.test}) {
+    if (split->fromBytes) {
+      for (float &v : split->samples)
+        v = std::round(v * 255.0f);
+      continue;
+    }
+    for (float v : split->samples)
+      if (v != std::floor(v) || !std::isfinite(v))
+        fail("the model's data input '" + input.name + "' is " + input.dtype +
+             " (an integer type; UINT8/INT8/UINT16/INT16 in an ONNX model are "
+             "read as I32) but the samples in " +
+             dir + " are not integers (" + std::to_string(v) +
+             "): give it byte images (IDX, or a .npy of uint8) or integer "
+             "values");
+  }
 }
 
 void checkData(const Session &s, const Dataset &data, const std::string &dir) {
@@ -1159,6 +1182,8 @@ int trainerMain(int argc, char **argv) {
   double mean = 0, stddev = 1;
   if (isFloatBuffer(s.plan.buffers[s.image]))
     normalize(data, mean, stddev);
+  else if (!s.tokens)
+    integerSamples(s, data, o.data);
   checkData(s, data, o.data);
   if (o.limitTrain && o.limitTrain < data.train.count)
     data.train.count = o.limitTrain;

@@ -12,6 +12,8 @@ namespace gpuc {
 /// (`labelsPerSample` each: 1 for a class, T for a window of T tokens).
 struct Split {
   int64_t count = 0, sampleSize = 0, labelsPerSample = 1;
+  /// The samples were bytes (IDX, or a .npy of uint8), stored as byte/255.
+  bool fromBytes = false;
   std::vector<int64_t> sampleShape;
   std::vector<float> samples;
   std::vector<int64_t> labels;
