@@ -464,6 +464,24 @@ FailureOr<DenseElementsAttr>
 OnnxImporter::convertTensor(const onnx::TensorProto &tensor,
                             RankedTensorType type,
                             function_ref<InFlightDiagnostic()> emit) {
+  // raw_data already in MLIR's layout (FLOAT, FLOAT16, BFLOAT16, INT32,
+  // INT64) becomes the attribute without an intermediate copy: a model's
+  // parameters are most of its bytes.
+  int32_t dataType = tensor.data_type();
+  bool storedAsIs = dataType == onnx::TensorProto::FLOAT ||
+                    dataType == onnx::TensorProto::FLOAT16 ||
+                    dataType == onnx::TensorProto::BFLOAT16 ||
+                    dataType == onnx::TensorProto::INT32 ||
+                    dataType == onnx::TensorProto::INT64;
+  if (storedAsIs && tensor.has_raw_data() &&
+      tensor.data_location() != onnx::TensorProto::EXTERNAL &&
+      tensor.raw_data().size() ==
+          (size_t)type.getNumElements() *
+              type.getElementType().getIntOrFloatBitWidth() / 8 &&
+      llvm::endianness::native == llvm::endianness::little)
+    return DenseElementsAttr::getFromRawBuffer(
+        type,
+        ArrayRef<char>(tensor.raw_data().data(), tensor.raw_data().size()));
   FailureOr<std::string> bytes = readTensorBytes(tensor, type, emit);
   if (failed(bytes))
     return failure();
