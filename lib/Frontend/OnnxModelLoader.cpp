@@ -70,6 +70,108 @@ bool readModel(const std::string &path, onnx::ModelProto &model,
 /// the graph's values and initializers is >= 0, and every node's window
 /// attributes are in range (strides, dilations and kernel_shape >= 1, pads
 /// >= 0). Nested graphs (If, Loop) are checked too.
+/// How errors name node `n` of a graph.
+static std::string describeNode(const onnx::NodeProto &node, int n) {
+  return (node.name().empty() ? "node #" + std::to_string(n)
+                              : "node '" + node.name() + "'") +
+         " (" + node.op_type() + ")";
+}
+
+static bool isConvolution(const onnx::NodeProto &node) {
+  return node.op_type() == "Conv" || node.op_type() == "ConvTranspose";
+}
+
+/// ONNX's shape inference for a convolution indexes its filter's
+/// dimensions without checking how many there are (a rank-1 ConvTranspose
+/// filter crashed it inside libonnx; found by fuzzing): every convolution
+/// of `graph` whose input and filter ranks `rank` knows must have both of
+/// one rank, at least 3.
+static bool checkConvolutionRanks(const onnx::GraphProto &graph,
+                                  const std::map<std::string, int> &rank,
+                                  std::string &error) {
+  for (int n = 0; n < graph.node_size(); ++n) {
+    const onnx::NodeProto &node = graph.node(n);
+    if (!isConvolution(node) || node.input_size() < 2)
+      continue;
+    auto x = rank.find(node.input(0)), w = rank.find(node.input(1));
+    if (x == rank.end() || w == rank.end())
+      continue;
+    if (x->second < 3 || w->second != x->second) {
+      error = describeNode(node, n) + ": input '" + node.input(0) +
+              "' has rank " + std::to_string(x->second) + " and filter '" +
+              node.input(1) + "' rank " + std::to_string(w->second) +
+              "; a convolution needs both of one rank, at least 3 "
+              "(N x C x spatial...)";
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The convolutions' operands whose ranks only shape inference knows (a
+/// filter computed by another node): inference runs first on a skeleton of
+/// the model without its convolutions (large initializers as typed inputs,
+/// so nothing big is copied), and the ranks it finds are checked before the
+/// real inference runs on the convolutions.
+static bool checkInferredConvolutionRanks(const onnx::ModelProto &model,
+                                          std::string &error) {
+  const onnx::GraphProto &graph = model.graph();
+  if (llvm::none_of(graph.node(), isConvolution))
+    return true;
+  onnx::ModelProto skeleton;
+  skeleton.set_ir_version(model.ir_version());
+  *skeleton.mutable_opset_import() = model.opset_import();
+  onnx::GraphProto &g = *skeleton.mutable_graph();
+  g.set_name(graph.name());
+  *g.mutable_input() = graph.input();
+  std::set<std::string> inputs;
+  for (const auto &v : graph.input())
+    inputs.insert(v.name());
+  for (const onnx::TensorProto &t : graph.initializer()) {
+    int64_t elements = 1;
+    for (int64_t d : t.dims())
+      elements *= std::max<int64_t>(d, 1);
+    // Small initializers keep their values (shape vectors that data
+    // propagation reads); large ones become typed inputs.
+    if (elements <= 4096) {
+      *g.add_initializer() = t;
+      continue;
+    }
+    if (inputs.count(t.name()))
+      continue;
+    onnx::ValueInfoProto *v = g.add_input();
+    v->set_name(t.name());
+    auto *type = v->mutable_type()->mutable_tensor_type();
+    type->set_elem_type(t.data_type());
+    for (int64_t d : t.dims())
+      type->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  for (const onnx::NodeProto &node : graph.node())
+    if (!isConvolution(node))
+      *g.add_node() = node;
+  try {
+    onnx::ShapeInferenceOptions inference(/*check_type_val=*/false,
+                                          /*strict_mode_val=*/0,
+                                          /*data_prop_val=*/true);
+    onnx::shape_inference::InferShapes(
+        skeleton, onnx::OpSchemaRegistry::Instance(), inference);
+  } catch (const std::exception &) {
+    return true; // the real inference reports it
+  }
+  std::map<std::string, int> rank;
+  auto note = [&](const onnx::ValueInfoProto &v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      rank[v.name()] = v.type().tensor_type().shape().dim_size();
+  };
+  for (const auto &v : g.input())
+    note(v);
+  for (const auto &v : g.value_info())
+    note(v);
+  for (const onnx::TensorProto &t : g.initializer())
+    rank[t.name()] = t.dims_size();
+  return checkConvolutionRanks(graph, rank, error);
+}
+
 bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
   auto checkShape = [&](const onnx::ValueInfoProto &value, const char *kind) {
     if (!value.type().has_tensor_type())
@@ -120,33 +222,18 @@ bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
       return false;
     }
   }
-  // Declared ranks (graph inputs, initializers): ONNX's shape inference
-  // for a convolution indexes its filter's dimensions without checking
-  // them (a rank-1 ConvTranspose filter crashed it; found by fuzzing).
+  // Declared ranks (graph inputs, initializers) of convolution operands.
   std::map<std::string, int> declaredRank;
   for (const auto &v : graph.input())
     if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
       declaredRank[v.name()] = v.type().tensor_type().shape().dim_size();
   for (const onnx::TensorProto &t : graph.initializer())
     declaredRank[t.name()] = t.dims_size();
+  if (!checkConvolutionRanks(graph, declaredRank, error))
+    return false;
   for (int n = 0; n < graph.node_size(); ++n) {
     const onnx::NodeProto &node = graph.node(n);
-    std::string where = (node.name().empty() ? "node #" + std::to_string(n)
-                                             : "node '" + node.name() + "'") +
-                        " (" + node.op_type() + ")";
-    if ((node.op_type() == "Conv" || node.op_type() == "ConvTranspose") &&
-        node.input_size() >= 2 && declaredRank.count(node.input(0)) &&
-        declaredRank.count(node.input(1))) {
-      int x = declaredRank[node.input(0)], w = declaredRank[node.input(1)];
-      if (x < 3 || w != x) {
-        error = where + ": input '" + node.input(0) + "' has rank " +
-                std::to_string(x) + " and filter '" + node.input(1) +
-                "' rank " + std::to_string(w) +
-                "; a convolution needs both of one rank, at least 3 "
-                "(N x C x spatial...)";
-        return false;
-      }
-    }
+    std::string where = describeNode(node, n);
     for (const onnx::AttributeProto &attr : node.attribute()) {
       int64_t least = -1;
       if (attr.name() == "strides" || attr.name() == "dilations" ||
@@ -433,6 +520,8 @@ bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
       return false;
     }
     if (!bindInputShapes(*model.mutable_graph(), options, error))
+      return false;
+    if (!checkInferredConvolutionRanks(model, error))
       return false;
     try {
       onnx::ShapeInferenceOptions inference(/*check_type_val=*/true,
