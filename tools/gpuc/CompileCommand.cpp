@@ -101,6 +101,28 @@ static void storeInCache(const std::string &entry, llvm::StringRef bytes,
   }
 }
 
+/// Copies the cache entry `entry` to `output` when there is one (setting
+/// `cached`), else runs `command`, which writes `output`, and stores what it
+/// wrote as the entry. `what` names the output in a warning.
+static bool runOrReuse(ArrayRef<std::string> command, const std::string &output,
+                       const std::string &entry, StringRef what,
+                       const std::string &log, const std::string &cacheDir,
+                       bool &cached) {
+  cached = false;
+  if (llvm::sys::fs::exists(entry)) {
+    llvm::sys::fs::remove(output);
+    if (!llvm::sys::fs::copy_file(entry, output)) {
+      cached = true;
+      return true;
+    }
+  }
+  if (!runTool(command, log))
+    return false;
+  if (auto built = llvm::MemoryBuffer::getFile(output))
+    storeInCache(entry, (*built)->getBuffer(), what, cacheDir);
+  return true;
+}
+
 /// Hex SHA-256 of every runtime header a kernel source can include (their
 /// names and contents): part of each cache key, so a changed header never
 /// hands out an object or cubin built against the old one.
@@ -172,19 +194,8 @@ static bool compileCached(ArrayRef<std::string> compile, StringRef text,
   // hand one's object to another.
   hash.update(llvm::sys::getHostCPUName());
   key = llvm::toHex(hash.final(), /*LowerCase=*/true);
-  std::string entry = cacheDir + "/kernels/" + key + ".o";
-  if (llvm::sys::fs::exists(entry)) {
-    llvm::sys::fs::remove(object);
-    if (!llvm::sys::fs::copy_file(entry, object)) {
-      cached = true;
-      return true;
-    }
-  }
-  if (!runTool(compile, log))
-    return false;
-  if (auto built = llvm::MemoryBuffer::getFile(object))
-    storeInCache(entry, (*built)->getBuffer(), "the kernels", cacheDir);
-  return true;
+  return runOrReuse(compile, object, cacheDir + "/kernels/" + key + ".o",
+                    "the kernels", log, cacheDir, cached);
 }
 
 /// Splits `kernels` into at most `units` contiguous runs of about equal
@@ -243,18 +254,13 @@ static bool linkCached(ArrayRef<std::string> link,
   }
   std::string entry =
       cacheDir + "/trainers/" + llvm::toHex(hash.final(), /*LowerCase=*/true);
-  llvm::sys::fs::remove(trainer);
-  if (llvm::sys::fs::exists(entry) &&
-      !llvm::sys::fs::copy_file(entry, trainer)) {
+  bool cached = false;
+  if (!runOrReuse(link, trainer, entry, "the trainer", log, cacheDir, cached))
+    return false;
+  if (cached)
     llvm::sys::fs::setPermissions(trainer, llvm::sys::fs::all_read |
                                                llvm::sys::fs::all_exe |
                                                llvm::sys::fs::owner_write);
-    return true;
-  }
-  if (!runTool(link, log))
-    return false;
-  if (auto built = llvm::MemoryBuffer::getFile(trainer))
-    storeInCache(entry, (*built)->getBuffer(), "the trainer", cacheDir);
   return true;
 }
 
