@@ -510,21 +510,24 @@ bool fuseProducers(func::FuncOp func, Fusing &fusing) {
   Block &block = func.getBody().front();
   for (Operation *from = block.empty() ? nullptr : &block.front(); from;) {
     Operation *restart = nullptr;
-    for (Operation *op = from; op && !restart; op = op->getNextNode()) {
-      auto consumer = dyn_cast<FusionOp>(op);
-      if (!consumer)
-        continue;
-      for (Value input : consumer.getInputs()) {
-        FusionOp producer = producerOf(input);
-        if (!producer || producer->getBlock() != consumer->getBlock())
-          continue;
-        Operation *beforeFirst = producer->getPrevNode();
-        if (tryMerge(producer, consumer, fusing)) {
-          changed = true;
-          restart = beforeFirst ? beforeFirst->getNextNode() : &block.front();
-          break;
+    // (A merge erases the consumer: the scan stops there, before stepping
+    // past it.)
+    for (Operation *op = from; op && !restart;) {
+      if (auto consumer = dyn_cast<FusionOp>(op)) {
+        for (Value input : consumer.getInputs()) {
+          FusionOp producer = producerOf(input);
+          if (!producer || producer->getBlock() != consumer->getBlock())
+            continue;
+          Operation *beforeFirst = producer->getPrevNode();
+          if (tryMerge(producer, consumer, fusing)) {
+            changed = true;
+            restart = beforeFirst ? beforeFirst->getNextNode() : &block.front();
+            break;
+          }
         }
       }
+      if (!restart)
+        op = op->getNextNode();
     }
     from = restart;
   }
