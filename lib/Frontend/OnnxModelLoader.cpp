@@ -77,24 +77,48 @@ static std::string describeNode(const onnx::NodeProto &node, int n) {
          " (" + node.op_type() + ")";
 }
 
-static bool isConvolution(const onnx::NodeProto &node) {
-  return node.op_type() == "Conv" || node.op_type() == "ConvTranspose";
+/// Ops whose shape inference in ONNX indexes an operand's dimensions
+/// without checking how many there are: a convolution's filter (a rank-1
+/// ConvTranspose filter crashed it inside libonnx), LayerNormalization's
+/// input at its axis (a scalar input, or axis -9). Found by fuzzing and by
+/// test/Frontend/onnx/hostile_models.py.
+static bool trustsOperandRanks(const onnx::NodeProto &node) {
+  return node.op_type() == "Conv" || node.op_type() == "ConvTranspose" ||
+         node.op_type() == "LayerNormalization";
 }
 
-/// ONNX's shape inference for a convolution indexes its filter's
-/// dimensions without checking how many there are (a rank-1 ConvTranspose
-/// filter crashed it inside libonnx; found by fuzzing): every convolution
-/// of `graph` whose input and filter ranks `rank` knows must have both of
-/// one rank, at least 3.
-static bool checkConvolutionRanks(const onnx::GraphProto &graph,
-                                  const std::map<std::string, int> &rank,
-                                  std::string &error) {
+/// Checks what ONNX's inference would trust in each op of `graph` for which
+/// trustsOperandRanks holds, as far as `rank` (by value name) knows the
+/// ranks of its operands.
+static bool checkTrustedRanks(const onnx::GraphProto &graph,
+                              const std::map<std::string, int> &rank,
+                              std::string &error) {
   for (int n = 0; n < graph.node_size(); ++n) {
     const onnx::NodeProto &node = graph.node(n);
-    if (!isConvolution(node) || node.input_size() < 2)
+    if (!trustsOperandRanks(node) || node.input_size() < 1)
       continue;
-    auto x = rank.find(node.input(0)), w = rank.find(node.input(1));
-    if (x == rank.end() || w == rank.end())
+    auto x = rank.find(node.input(0));
+    if (x == rank.end())
+      continue;
+    if (node.op_type() == "LayerNormalization") {
+      int64_t axis = -1;
+      for (const onnx::AttributeProto &attr : node.attribute())
+        if (attr.name() == "axis")
+          axis = attr.i();
+      if (x->second < 1 || axis < -x->second || axis >= x->second) {
+        error = describeNode(node, n) + ": input '" + node.input(0) +
+                "' has rank " + std::to_string(x->second) + " and axis is " +
+                std::to_string(axis) +
+                "; layer normalization needs an input of rank at least 1 "
+                "and an axis in [-rank, rank)";
+        return false;
+      }
+      continue;
+    }
+    if (node.input_size() < 2)
+      continue;
+    auto w = rank.find(node.input(1));
+    if (w == rank.end())
       continue;
     if (x->second < 3 || w->second != x->second) {
       error = describeNode(node, n) + ": input '" + node.input(0) +
@@ -108,15 +132,15 @@ static bool checkConvolutionRanks(const onnx::GraphProto &graph,
   return true;
 }
 
-/// The convolutions' operands whose ranks only shape inference knows (a
-/// filter computed by another node): inference runs first on a skeleton of
-/// the model without its convolutions (large initializers as typed inputs,
-/// so nothing big is copied), and the ranks it finds are checked before the
-/// real inference runs on the convolutions.
-static bool checkInferredConvolutionRanks(const onnx::ModelProto &model,
-                                          std::string &error) {
+/// The operands of trustsOperandRanks ops whose ranks only shape inference
+/// knows (a filter computed by another node): inference runs first on a
+/// skeleton of the model without those ops (large initializers as typed
+/// inputs, so nothing big is copied), and the ranks it finds are checked
+/// before the real inference runs on them.
+static bool checkInferredRanks(const onnx::ModelProto &model,
+                               std::string &error) {
   const onnx::GraphProto &graph = model.graph();
-  if (llvm::none_of(graph.node(), isConvolution))
+  if (llvm::none_of(graph.node(), trustsOperandRanks))
     return true;
   onnx::ModelProto skeleton;
   skeleton.set_ir_version(model.ir_version());
@@ -147,7 +171,7 @@ static bool checkInferredConvolutionRanks(const onnx::ModelProto &model,
       type->mutable_shape()->add_dim()->set_dim_value(d);
   }
   for (const onnx::NodeProto &node : graph.node())
-    if (!isConvolution(node))
+    if (!trustsOperandRanks(node))
       *g.add_node() = node;
   try {
     onnx::ShapeInferenceOptions inference(/*check_type_val=*/false,
@@ -169,7 +193,7 @@ static bool checkInferredConvolutionRanks(const onnx::ModelProto &model,
     note(v);
   for (const onnx::TensorProto &t : g.initializer())
     rank[t.name()] = t.dims_size();
-  return checkConvolutionRanks(graph, rank, error);
+  return checkTrustedRanks(graph, rank, error);
 }
 
 bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
@@ -222,14 +246,15 @@ bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
       return false;
     }
   }
-  // Declared ranks (graph inputs, initializers) of convolution operands.
+  // Declared ranks (graph inputs, initializers) of the operands of ops whose
+  // inference trusts them.
   std::map<std::string, int> declaredRank;
   for (const auto &v : graph.input())
     if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
       declaredRank[v.name()] = v.type().tensor_type().shape().dim_size();
   for (const onnx::TensorProto &t : graph.initializer())
     declaredRank[t.name()] = t.dims_size();
-  if (!checkConvolutionRanks(graph, declaredRank, error))
+  if (!checkTrustedRanks(graph, declaredRank, error))
     return false;
   for (int n = 0; n < graph.node_size(); ++n) {
     const onnx::NodeProto &node = graph.node(n);
@@ -521,7 +546,7 @@ bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
     }
     if (!bindInputShapes(*model.mutable_graph(), options, error))
       return false;
-    if (!checkInferredConvolutionRanks(model, error))
+    if (!checkInferredRanks(model, error))
       return false;
     try {
       onnx::ShapeInferenceOptions inference(/*check_type_val=*/true,

@@ -99,8 +99,10 @@ for op in ops:
         schema = defs.get_schema(op, 17)
     except Exception:
         continue
+    # Outputs declared as scalars: ONNX's checker wants a shape, and shape
+    # inference then runs on the node (a mismatch is an error, not a crash).
     outputs = [helper.make_tensor_value_info("out%d" % j, TensorProto.FLOAT,
-                                             None)
+                                             [])
                for j in range(len(schema.outputs))]
     out_names = [o.name for o in outputs]
     arity = min(len(schema.inputs), 2)
