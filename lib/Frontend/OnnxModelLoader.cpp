@@ -81,7 +81,11 @@ static std::string describeNode(const onnx::NodeProto &node, int n) {
 /// without checking how many there are: a convolution's filter (a rank-1
 /// ConvTranspose filter crashed it inside libonnx), LayerNormalization's
 /// input at its axis (a scalar input, or axis -9). Found by fuzzing and by
-/// test/Frontend/onnx/hostile_models.py.
+/// test/Frontend/onnx/hostile_models.py. Only declared ranks (graph inputs,
+/// initializers) are checked: an operand computed by another node has a
+/// rank only ONNX's inference knows, and inferring a graph without these ops
+/// first (to learn it) crashed libonnx on valid models whose later ops then
+/// lacked input types.
 static bool trustsOperandRanks(const onnx::NodeProto &node) {
   return node.op_type() == "Conv" || node.op_type() == "ConvTranspose" ||
          node.op_type() == "LayerNormalization";
@@ -130,70 +134,6 @@ static bool checkTrustedRanks(const onnx::GraphProto &graph,
     }
   }
   return true;
-}
-
-/// The operands of trustsOperandRanks ops whose ranks only shape inference
-/// knows (a filter computed by another node): inference runs first on a
-/// skeleton of the model without those ops (large initializers as typed
-/// inputs, so nothing big is copied), and the ranks it finds are checked
-/// before the real inference runs on them.
-static bool checkInferredRanks(const onnx::ModelProto &model,
-                               std::string &error) {
-  const onnx::GraphProto &graph = model.graph();
-  if (llvm::none_of(graph.node(), trustsOperandRanks))
-    return true;
-  onnx::ModelProto skeleton;
-  skeleton.set_ir_version(model.ir_version());
-  *skeleton.mutable_opset_import() = model.opset_import();
-  onnx::GraphProto &g = *skeleton.mutable_graph();
-  g.set_name(graph.name());
-  *g.mutable_input() = graph.input();
-  std::set<std::string> inputs;
-  for (const auto &v : graph.input())
-    inputs.insert(v.name());
-  for (const onnx::TensorProto &t : graph.initializer()) {
-    int64_t elements = 1;
-    for (int64_t d : t.dims())
-      elements *= std::max<int64_t>(d, 1);
-    // Small initializers keep their values (shape vectors that data
-    // propagation reads); large ones become typed inputs.
-    if (elements <= 4096) {
-      *g.add_initializer() = t;
-      continue;
-    }
-    if (inputs.count(t.name()))
-      continue;
-    onnx::ValueInfoProto *v = g.add_input();
-    v->set_name(t.name());
-    auto *type = v->mutable_type()->mutable_tensor_type();
-    type->set_elem_type(t.data_type());
-    for (int64_t d : t.dims())
-      type->mutable_shape()->add_dim()->set_dim_value(d);
-  }
-  for (const onnx::NodeProto &node : graph.node())
-    if (!trustsOperandRanks(node))
-      *g.add_node() = node;
-  try {
-    onnx::ShapeInferenceOptions inference(/*check_type_val=*/false,
-                                          /*strict_mode_val=*/0,
-                                          /*data_prop_val=*/true);
-    onnx::shape_inference::InferShapes(
-        skeleton, onnx::OpSchemaRegistry::Instance(), inference);
-  } catch (const std::exception &) {
-    return true; // the real inference reports it
-  }
-  std::map<std::string, int> rank;
-  auto note = [&](const onnx::ValueInfoProto &v) {
-    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
-      rank[v.name()] = v.type().tensor_type().shape().dim_size();
-  };
-  for (const auto &v : g.input())
-    note(v);
-  for (const auto &v : g.value_info())
-    note(v);
-  for (const onnx::TensorProto &t : g.initializer())
-    rank[t.name()] = t.dims_size();
-  return checkTrustedRanks(graph, rank, error);
 }
 
 bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
@@ -545,8 +485,6 @@ bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
       return false;
     }
     if (!bindInputShapes(*model.mutable_graph(), options, error))
-      return false;
-    if (!checkInferredRanks(model, error))
       return false;
     try {
       onnx::ShapeInferenceOptions inference(/*check_type_val=*/true,
