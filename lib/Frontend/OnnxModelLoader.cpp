@@ -186,14 +186,36 @@ bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
       return false;
     }
   }
-  // Declared ranks (graph inputs, initializers) of the operands of ops whose
-  // inference trusts them.
-  std::map<std::string, int> declaredRank;
-  for (const auto &v : graph.input())
-    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
-      declaredRank[v.name()] = v.type().tensor_type().shape().dim_size();
+  // Declared ranks (graph inputs, initializers, outputs, value_info): one
+  // value declared with two ranks is refused (ONNX's inference takes the
+  // last declaration, and the ops that trust ranks were handed a rank-2
+  // declaration of a rank-4 filter: found by fuzzing); then the operands of
+  // ops whose inference trusts their ranks are checked.
+  std::map<std::string, std::pair<int, std::string>> declared;
+  auto declare = [&](const std::string &name, int rank,
+                     const std::string &where) {
+    auto [it, inserted] = declared.try_emplace(name, rank, where);
+    if (inserted || it->second.first == rank)
+      return true;
+    error = "value '" + name + "' is declared with rank " +
+            std::to_string(it->second.first) + " (" + it->second.second +
+            ") and rank " + std::to_string(rank) + " (" + where +
+            "); a value has one type";
+    return false;
+  };
   for (const onnx::TensorProto &t : graph.initializer())
-    declaredRank[t.name()] = t.dims_size();
+    if (!declare(t.name(), t.dims_size(), "initializer"))
+      return false;
+  for (auto [values, where] : {std::pair(&graph.input(), "graph input"),
+                               std::pair(&graph.output(), "graph output"),
+                               std::pair(&graph.value_info(), "value_info")})
+    for (const onnx::ValueInfoProto &v : *values)
+      if (v.type().has_tensor_type() && v.type().tensor_type().has_shape() &&
+          !declare(v.name(), v.type().tensor_type().shape().dim_size(), where))
+        return false;
+  std::map<std::string, int> declaredRank;
+  for (const auto &[name, rank] : declared)
+    declaredRank[name] = rank.first;
   if (!checkTrustedRanks(graph, declaredRank, error))
     return false;
   for (int n = 0; n < graph.node_size(); ++n) {
