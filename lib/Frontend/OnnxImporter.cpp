@@ -1064,6 +1064,12 @@ LogicalResult OnnxImporter::importRecurrent(Node &node) {
     x = transpose(x, {1, 0, 2});
   const int64_t seq = shapeOf(x)[0], batch = shapeOf(x)[1],
                 inputSize = shapeOf(x)[2];
+  // The sequence is unrolled: an empty one has no step to take its final
+  // state from (found by the ONNX fuzz target).
+  if (seq < 1)
+    return nodeError(node) << "X is " << typeOf(x)
+                           << ": a recurrent layer needs a sequence of at "
+                              "least one step";
   ArrayRef<int64_t> wShape = shapeOf(w);
   if (wShape.size() != 3 || wShape[0] != dirs || wShape[2] != inputSize ||
       wShape[1] % gates != 0)
