@@ -86,8 +86,16 @@ static std::string describeNode(const onnx::NodeProto &node, int n) {
 /// rank only ONNX's inference knows, and inferring a graph without these ops
 /// first (to learn it) crashed libonnx on valid models whose later ops then
 /// lacked input types.
-static bool trustsOperandRanks(const onnx::NodeProto &node) {
+static bool isConvolution(const onnx::NodeProto &node) {
   return node.op_type() == "Conv" || node.op_type() == "ConvTranspose" ||
+         node.op_type() == "ConvInteger";
+}
+static bool isPooling(const onnx::NodeProto &node) {
+  return node.op_type() == "MaxPool" || node.op_type() == "AveragePool" ||
+         node.op_type() == "LpPool";
+}
+static bool trustsOperandRanks(const onnx::NodeProto &node) {
+  return isConvolution(node) || isPooling(node) ||
          node.op_type() == "LayerNormalization";
 }
 
@@ -115,6 +123,15 @@ static bool checkTrustedRanks(const onnx::GraphProto &graph,
                 std::to_string(axis) +
                 "; layer normalization needs an input of rank at least 1 "
                 "and an axis in [-rank, rank)";
+        return false;
+      }
+      continue;
+    }
+    if (isPooling(node)) {
+      if (x->second < 3) {
+        error = describeNode(node, n) + ": input '" + node.input(0) +
+                "' has rank " + std::to_string(x->second) +
+                "; pooling needs rank at least 3 (N x C x spatial...)";
         return false;
       }
       continue;
