@@ -89,6 +89,8 @@ if getattr(config, "gpuc_sanitize", ""):
     config.available_features.add("sanitize")
 if getattr(config, "gpuc_have_nvrtc", False):
     config.available_features.add("nvrtc")
+if getattr(config, "gpuc_have_ptxas", False):
+    config.available_features.add("ptxas")
 else:
     lit_config.note("gpuc was built without NVRTC (CUDA toolkit not found): "
                     "the CUDA-target compile tests are skipped")

@@ -7,6 +7,10 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/Codegen/Nvrtc.h"
 
+#include "llvm/Support/FileSystem.h"
+
+#include <cstdlib>
+
 #ifdef GPUC_HAVE_NVRTC
 #include <nvrtc.h>
 #endif
@@ -33,11 +37,11 @@ std::string mlir::gpuc::nvrtcIdentity() {
          " -std=c++17 -default-device";
 }
 
-bool mlir::gpuc::compileWithNvrtc(const std::string &source,
-                                  const std::string &arch,
-                                  const std::string &runtimeIncludeDir,
-                                  GpuBinary &binary, std::string &error) {
-  nvrtcProgram program;
+/// Compiles `source` for `arch` (sm_XX or compute_XX) into `program`; on
+/// failure destroys it and sets `error` to NVRTC's log.
+static bool runNvrtc(const std::string &source, const std::string &arch,
+                     const std::string &runtimeIncludeDir,
+                     nvrtcProgram &program, std::string &error) {
   if (nvrtcCreateProgram(&program, source.c_str(), "kernels.cu", 0, nullptr,
                          nullptr) != NVRTC_SUCCESS) {
     error = "nvrtcCreateProgram failed";
@@ -48,31 +52,78 @@ bool mlir::gpuc::compileWithNvrtc(const std::string &source,
   const char *options[] = {archOption.c_str(), include.c_str(), "-std=c++17",
                            "-default-device"};
   nvrtcResult result = nvrtcCompileProgram(program, 4, options);
+  if (result == NVRTC_SUCCESS)
+    return true;
   size_t logSize = 0;
   nvrtcGetProgramLogSize(program, &logSize);
   std::string log(logSize, '\0');
   if (logSize)
     nvrtcGetProgramLog(program, log.data());
-  if (result != NVRTC_SUCCESS) {
-    error = std::string(nvrtcGetErrorString(result)) + "\n" + log;
-    nvrtcDestroyProgram(&program);
+  error = std::string(nvrtcGetErrorString(result)) + "\n" + log;
+  nvrtcDestroyProgram(&program);
+  return false;
+}
+
+static std::string programPtx(nvrtcProgram program) {
+  size_t size = 0;
+  nvrtcGetPTXSize(program, &size);
+  std::string ptx(size, '\0');
+  nvrtcGetPTX(program, ptx.data());
+  if (!ptx.empty() && ptx.back() == '\0')
+    ptx.pop_back();
+  return ptx;
+}
+
+bool mlir::gpuc::compileToPtx(const std::string &source,
+                              const std::string &virtualArch,
+                              const std::string &runtimeIncludeDir,
+                              std::string &ptx, std::string &error) {
+  nvrtcProgram program;
+  if (!runNvrtc(source, virtualArch, runtimeIncludeDir, program, error))
     return false;
-  }
+  ptx = programPtx(program);
+  nvrtcDestroyProgram(&program);
+  return true;
+}
+
+bool mlir::gpuc::compileWithNvrtc(const std::string &source,
+                                  const std::string &arch,
+                                  const std::string &runtimeIncludeDir,
+                                  GpuBinary &binary, std::string &error) {
+  nvrtcProgram program;
+  if (!runNvrtc(source, arch, runtimeIncludeDir, program, error))
+    return false;
   size_t size = 0;
   nvrtcGetCUBINSize(program, &size);
   binary.cubin.resize(size);
   nvrtcGetCUBIN(program, binary.cubin.data());
-  nvrtcGetPTXSize(program, &size);
-  binary.ptx.resize(size);
-  nvrtcGetPTX(program, binary.ptx.data());
-  if (!binary.ptx.empty() && binary.ptx.back() == '\0')
-    binary.ptx.pop_back();
+  binary.ptx = programPtx(program);
   binary.arch = arch;
   nvrtcDestroyProgram(&program);
   return true;
 }
+
+std::string mlir::gpuc::ptxasPath() {
+#ifdef GPUC_PTXAS_PATH
+  // A toolkit moved since the build leaves one NVRTC compile per
+  // architecture.
+  if (llvm::sys::fs::can_execute(GPUC_PTXAS_PATH))
+    return GPUC_PTXAS_PATH;
+#endif
+  return "";
+}
 #else
 bool mlir::gpuc::nvrtcAvailable() { return false; }
+
+std::string mlir::gpuc::ptxasPath() { return ""; }
+
+bool mlir::gpuc::compileToPtx(const std::string &, const std::string &,
+                              const std::string &, std::string &,
+                              std::string &error) {
+  error = "this gpuc was built without the CUDA toolkit (NVRTC not found at "
+          "configure time); install it under /usr/local/cuda and rebuild";
+  return false;
+}
 
 std::vector<int> mlir::gpuc::nvrtcSupportedArchs() { return {}; }
 
@@ -86,3 +137,29 @@ bool mlir::gpuc::compileWithNvrtc(const std::string &, const std::string &,
   return false;
 }
 #endif
+
+std::vector<PtxFamily>
+mlir::gpuc::groupByPtxFamily(const std::vector<std::string> &archs,
+                             bool assemble) {
+  // The first architecture whose kernels.cu text serves every later one:
+  // Float16.h's `__CUDA_ARCH__ >= 800` is the headers' only test of it.
+  constexpr int kSharedFrom = 80;
+  std::vector<PtxFamily> families;
+  PtxFamily shared;
+  int sharedLowest = 0;
+  for (const std::string &arch : archs) {
+    int number = std::atoi(arch.c_str() + 3); // sm_XX
+    if (assemble && number >= kSharedFrom) {
+      if (shared.archs.empty() || number < sharedLowest)
+        sharedLowest = number;
+      shared.archs.push_back(arch);
+    } else {
+      families.push_back({"compute_" + arch.substr(3), {arch}});
+    }
+  }
+  if (!shared.archs.empty()) {
+    shared.virtualArch = "compute_" + std::to_string(sharedLowest);
+    families.push_back(std::move(shared));
+  }
+  return families;
+}

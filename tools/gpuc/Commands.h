@@ -16,6 +16,9 @@ struct ArtifactOptions {
   std::string modelPath;
   bool cpu = true, cuda = false;
   std::vector<std::string> archs = {"sm_80", "sm_90"};
+  /// One whole NVRTC compile per architecture instead of one PTX per family
+  /// assembled by ptxas (to compare their cubins).
+  bool nvrtcWhole = false;
   std::string cxx;
   /// Host compiler processes run in parallel (at most; small models use
   /// fewer).

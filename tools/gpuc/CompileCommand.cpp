@@ -264,40 +264,108 @@ static bool linkCached(ArrayRef<std::string> link,
   return true;
 }
 
-/// Compiles kernels.cu for `arch` with NVRTC, or reads its cubin and PTX
-/// from the cache: the key hashes the source, the architecture, NVRTC's
-/// identity and every runtime header the source can include.
-static bool compileCubinCached(const std::string &source,
-                               const std::string &arch,
-                               const std::string &cacheDir, GpuBinary &binary,
-                               bool &cached, std::string &error) {
-  cached = false;
-  std::string entry;
-  if (!cacheDir.empty()) {
-    llvm::SHA256 hash;
-    hash.update(source);
-    hash.update("\0" + arch + "\0" + nvrtcIdentity() + "\0");
-    hash.update(runtimeHeadersDigest());
-    entry =
-        cacheDir + "/cubins/" + llvm::toHex(hash.final(), /*LowerCase=*/true);
-    auto cubin = llvm::MemoryBuffer::getFile(entry + ".cubin");
-    auto ptx = llvm::MemoryBuffer::getFile(entry + ".ptx");
-    if (cubin && ptx) {
-      binary.arch = arch;
-      binary.cubin = (*cubin)->getBuffer().str();
-      binary.ptx = (*ptx)->getBuffer().str();
-      cached = true;
-      return true;
+/// One architecture's cubin and PTX in a compile of kernels.cu.
+struct ArchCompile {
+  std::string arch;
+  GpuBinary binary;
+  bool ok = false, cached = false;
+  std::string error;
+};
+
+/// Compiles kernels.cu for the architectures of `family`, or reads their
+/// cubins and PTX from the cache. With ptxas (`ptxasIdentity` non-empty
+/// then, or "-" without a cache), NVRTC compiles the source to PTX once for
+/// the family's virtual architecture and ptxas assembles each cubin from it
+/// (in `dir`, in parallel); without, NVRTC compiles each architecture whole.
+/// A cache key hashes the source, the architecture, the family's virtual
+/// architecture, NVRTC's and ptxas's identities and every runtime header
+/// the source can include.
+static void
+compileFamilyCached(const std::string &source, const PtxFamily &family,
+                    const std::string &ptxasIdentity, const std::string &dir,
+                    const std::string &cacheDir, TimingScope &timing,
+                    MutableArrayRef<ArchCompile> compiles) {
+  std::vector<std::string> entries(compiles.size());
+  std::vector<ArchCompile *> missing;
+  for (auto [compile, entry] : llvm::zip(compiles, entries)) {
+    if (!cacheDir.empty()) {
+      llvm::SHA256 hash;
+      hash.update(source);
+      hash.update("\0" + compile.arch + "\0" + family.virtualArch + "\0" +
+                  nvrtcIdentity() + "\0" + ptxasIdentity + "\0");
+      hash.update(runtimeHeadersDigest());
+      entry =
+          cacheDir + "/cubins/" + llvm::toHex(hash.final(), /*LowerCase=*/true);
+      auto cubin = llvm::MemoryBuffer::getFile(entry + ".cubin");
+      auto ptx = llvm::MemoryBuffer::getFile(entry + ".ptx");
+      if (cubin && ptx) {
+        compile.binary = {compile.arch, (*cubin)->getBuffer().str(),
+                          (*ptx)->getBuffer().str()};
+        compile.ok = compile.cached = true;
+        continue;
+      }
+    }
+    missing.push_back(&compile);
+  }
+  if (missing.empty())
+    return;
+  if (ptxasIdentity.empty()) {
+    for (ArchCompile *compile : missing) {
+      TimingScope scope = timing.nest("NVRTC " + compile->arch);
+      compile->ok =
+          compileWithNvrtc(source, compile->arch, GPUC_RUNTIME_INCLUDE_DIR,
+                           compile->binary, compile->error);
+    }
+  } else {
+    std::string ptx, error;
+    {
+      TimingScope scope = timing.nest("NVRTC " + family.virtualArch + " (PTX)");
+      if (!compileToPtx(source, family.virtualArch, GPUC_RUNTIME_INCLUDE_DIR,
+                        ptx, error)) {
+        for (ArchCompile *compile : missing)
+          compile->error = error;
+        return;
+      }
+    }
+    std::string ptxFile = dir + "/kernels." + family.virtualArch + ".ptx";
+    if (!writeFile(ptxFile, ptx))
+      return;
+    std::vector<std::thread> assemblers;
+    for (ArchCompile *compile : missing)
+      assemblers.emplace_back([&, compile] {
+        TimingScope scope = timing.nest("ptxas " + compile->arch);
+        std::string cubinFile = dir + "/kernels." + compile->arch + ".cubin";
+        std::string log = dir + "/kernels." + compile->arch + ".ptxas.log";
+        if (!runTool({ptxasPath(), "-arch=" + compile->arch, ptxFile, "-o",
+                      cubinFile},
+                     log)) {
+          compile->error = "ptxas failed; its output is in " + log;
+          return;
+        }
+        llvm::sys::fs::remove(log);
+        auto cubin = llvm::MemoryBuffer::getFile(cubinFile);
+        if (!cubin) {
+          compile->error = "ptxas wrote no " + cubinFile;
+          return;
+        }
+        compile->binary = {compile->arch, (*cubin)->getBuffer().str(), ptx};
+        compile->ok = true;
+      });
+    for (std::thread &assembler : assemblers)
+      assembler.join();
+    llvm::sys::fs::remove(ptxFile);
+  }
+  for (ArchCompile *compile : missing) {
+    if (!compile->ok)
+      continue;
+    std::string &entry = entries[compile - compiles.data()];
+    if (!entry.empty()) {
+      // The PTX last: a reader finds both or misses.
+      storeInCache(entry + ".cubin", compile->binary.cubin, "the cubins",
+                   cacheDir);
+      storeInCache(entry + ".ptx", compile->binary.ptx, "the cubins", cacheDir);
     }
   }
-  if (!compileWithNvrtc(source, arch, GPUC_RUNTIME_INCLUDE_DIR, binary, error))
-    return false;
-  if (!entry.empty()) {
-    // The PTX last: a reader finds both or misses.
-    storeInCache(entry + ".cubin", binary.cubin, "the cubins", cacheDir);
-    storeInCache(entry + ".ptx", binary.ptx, "the cubins", cacheDir);
-  }
-  return true;
 }
 
 /// report.json, and with --report the same on stdout.
@@ -515,40 +583,46 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
     if (hostCompiler.joinable())
       hostCompiler.join();
   });
-  // One NVRTC compile per architecture, each on a thread of its own (NVRTC
-  // programs are independent).
+  // kernels.cu for each architecture: one PTX family at a time on a thread
+  // of its own (families are independent), beside the host compiler.
   bool cubinsFromCache = options.cuda;
   if (options.cuda) {
-    struct ArchCompile {
-      GpuBinary binary;
-      bool ok = false, cached = false;
-      std::string error;
-    };
-    std::vector<ArchCompile> compiles(options.archs.size());
+    std::string ptxasIdentity;
+    bool assemble = !ptxasPath().empty() && !options.nvrtcWhole;
+    if (assemble) {
+      ptxasIdentity = "-";
+      if (!options.cacheDir.empty())
+        ptxasIdentity =
+            compilerIdentity(ptxasPath(), dir + "/kernels.ptxas.version");
+    }
+    std::vector<PtxFamily> families = groupByPtxFamily(options.archs, assemble);
+    std::vector<std::vector<ArchCompile>> compiles(families.size());
     std::vector<std::thread> threads;
-    for (auto [arch, compile] : llvm::zip(options.archs, compiles))
-      threads.emplace_back([&] {
-        TimingScope scope =
-            options.timing.nest("NVRTC " + arch + " (or the cache)");
-        compile.ok =
-            compileCubinCached(program->kernelSource, arch, options.cacheDir,
-                               compile.binary, compile.cached, compile.error);
+    for (size_t i = 0; i < families.size(); ++i) {
+      for (const std::string &arch : families[i].archs)
+        compiles[i].push_back({arch});
+      threads.emplace_back([&, i] {
+        compileFamilyCached(program->kernelSource, families[i], ptxasIdentity,
+                            dir, options.cacheDir, options.timing, compiles[i]);
       });
+    }
     for (std::thread &thread : threads)
       thread.join();
-    for (auto [arch, compile] : llvm::zip(options.archs, compiles)) {
-      if (!compile.ok) {
-        llvm::errs() << "gpuc compile: NVRTC could not compile kernels.cu for "
-                     << arch << ":\n"
-                     << compile.error << "\n";
-        return 1;
+    for (const std::vector<ArchCompile> &familyCompiles : compiles)
+      for (const ArchCompile &compile : familyCompiles) {
+        if (!compile.ok) {
+          llvm::errs() << "gpuc compile: could not compile kernels.cu for "
+                       << compile.arch << ":\n"
+                       << compile.error << "\n";
+          return 1;
+        }
+        cubinsFromCache &= compile.cached;
+        if (!writeFile(dir + "/kernels." + compile.arch + ".cubin",
+                       compile.binary.cubin) ||
+            !writeFile(dir + "/kernels." + compile.arch + ".ptx",
+                       compile.binary.ptx))
+          return 1;
       }
-      cubinsFromCache &= compile.cached;
-      if (!writeFile(dir + "/kernels." + arch + ".cubin",
-                     compile.binary.cubin) ||
-          !writeFile(dir + "/kernels." + arch + ".ptx", compile.binary.ptx))
-        return 1;
-    }
   }
   if (options.cuda) {
     // The trainer opens the CUDA device plugin from its own directory.

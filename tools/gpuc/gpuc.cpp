@@ -164,7 +164,8 @@ static cl::list<std::string> cudaArchs(
     "cuda-arch",
     cl::desc("compile: the GPU architectures to build cubins (and PTX) for "
              "with the CUDA target, e.g. sm_90 for an H100 alone (default "
-             "sm_80,sm_90; each one is an NVRTC compile)"),
+             "sm_80,sm_90; NVRTC compiles sm_80 and later to PTX once and "
+             "ptxas assembles each)"),
     cl::value_desc("sm_XX,..."), cl::CommaSeparated, cl::cat(compileCategory));
 static cl::opt<std::string>
     dumpDir("dump-dir",
@@ -197,6 +198,11 @@ static cl::opt<unsigned> compileJobs(
              "kernels, each on a share of them (default: this machine's "
              "hardware threads)"),
     cl::value_desc("N"), cl::init(0), cl::cat(compileCategory));
+static cl::opt<bool> nvrtcWhole(
+    "nvrtc-whole",
+    cl::desc("compile: one whole NVRTC compile per GPU architecture instead "
+             "of one PTX per family assembled by ptxas (to compare cubins)"),
+    cl::init(false), cl::Hidden, cl::cat(compileCategory));
 static cl::opt<bool> noCache("no-cache",
                              cl::desc("compile: compile the CPU kernels "
                                       "without the cache"),
@@ -1040,6 +1046,7 @@ static int runCompile(int argc, char **argv) {
   }
   artifact.outputDir = outputFilename;
   artifact.modelPath = inputFilename;
+  artifact.nvrtcWhole = nvrtcWhole;
   artifact.cxx = !hostCompiler.empty() ? hostCompiler.getValue()
                  : getenv("CXX")       ? getenv("CXX")
                                        : "c++";

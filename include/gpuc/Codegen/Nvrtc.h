@@ -24,6 +24,33 @@ std::vector<int> nvrtcSupportedArchs();
 /// the source and its headers decides the cubin (a cache key's part).
 std::string nvrtcIdentity();
 
+/// The ptxas of the toolkit NVRTC came from (found at configure time), or
+/// "" without one: with it, kernels.cu is compiled once to PTX for a family
+/// of architectures and assembled for each by ptxas, as `nvcc -gencode
+/// arch=compute_80,code=[sm_80,sm_90]` does, instead of one whole NVRTC
+/// compile per architecture.
+std::string ptxasPath();
+
+/// Architectures for which kernels.cu is one text, compiled to PTX once for
+/// the lowest of them (`virtualArch`, compute_80) and assembled for each.
+struct PtxFamily {
+  std::string virtualArch;
+  std::vector<std::string> archs;
+};
+
+/// Groups `archs` (sm_XX, in the order given) into PTX families: when
+/// `assemble` (with ptxas), sm_80 and later form one (the runtime's device
+/// headers test __CUDA_ARCH__ against 800 only; test/Codegen/ptx-families.test
+/// checks that) and each earlier architecture its own; else each its own.
+std::vector<PtxFamily> groupByPtxFamily(const std::vector<std::string> &archs,
+                                        bool assemble);
+
+/// Compiles `source` (kernels.cu) to PTX for `virtualArch` (compute_XX)
+/// with NVRTC. On failure, `error` holds NVRTC's log.
+bool compileToPtx(const std::string &source, const std::string &virtualArch,
+                  const std::string &runtimeIncludeDir, std::string &ptx,
+                  std::string &error);
+
 /// Compiles `source` (kernels.cu) for `arch` with NVRTC, the runtime's
 /// include directory on the path. On failure, `error` holds NVRTC's log.
 bool compileWithNvrtc(const std::string &source, const std::string &arch,
