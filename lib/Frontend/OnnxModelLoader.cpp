@@ -534,9 +534,13 @@ bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
     std::string modelDir = llvm::sys::path::parent_path(path).str();
     for (const onnx::TensorProto &tensor : model.graph().initializer()) {
       ExternalData data;
-      if (tensor.data_location() == onnx::TensorProto::EXTERNAL &&
-          !resolveExternalData(tensor, modelDir, data, error))
+      if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
+        continue;
+      if (!resolveExternalData(tensor, modelDir, data, error))
         return false;
+      if (options.externalFiles &&
+          !llvm::is_contained(*options.externalFiles, data.file))
+        options.externalFiles->push_back(data.file);
     }
     try {
       llvm::SmallString<256> cwd;

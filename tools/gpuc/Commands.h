@@ -41,10 +41,26 @@ struct ArtifactOptions {
   /// --time: where the back end's phases nest (a disabled scope times
   /// nothing).
   TimingScope timing;
+  /// The line writeArtifact printed ("gpuc compile: wrote ...").
+  std::string summary;
 };
 
-/// `gpuc compile`'s back end: the step program, kernels, trainer.
+/// `gpuc compile`'s back end: the step program, kernels, trainer. Sets
+/// `summary` to the line it prints.
 int writeArtifact(ModuleOp module, ArtifactOptions &options);
+
+/// The files of an artifact writeArtifact writes into `outputDir` with
+/// `options` (names relative to it), build.log included.
+std::vector<std::string> artifactFiles(const ArtifactOptions &options);
+
+/// Hex SHA-256 of every runtime header a kernel source can include.
+const std::string &runtimeHeadersDigest();
+
+/// What identifies a compiler (the host's, or ptxas) in a cache key: its
+/// resolved path and what `--version` prints; "" when it cannot run.
+/// `scratch` is a file it may write and removes.
+std::string compilerIdentity(const std::string &cxx,
+                             const std::string &scratch);
 
 } // namespace mlir::gpuc
 

@@ -126,7 +126,7 @@ static bool runOrReuse(ArrayRef<std::string> command, const std::string &output,
 /// Hex SHA-256 of every runtime header a kernel source can include (their
 /// names and contents): part of each cache key, so a changed header never
 /// hands out an object or cubin built against the old one.
-static const std::string &runtimeHeadersDigest() {
+const std::string &runtimeHeadersDigest() {
   static const std::string digest = [] {
     std::vector<std::string> headers;
     std::error_code ec;
@@ -151,8 +151,8 @@ static const std::string &runtimeHeadersDigest() {
 /// What identifies the host compiler in a cache key: its resolved path and
 /// what `--version` prints (a compiler upgrade, with its system headers,
 /// changes the latter). Empty when the compiler cannot run.
-static std::string compilerIdentity(const std::string &cxx,
-                                    const std::string &scratch) {
+std::string compilerIdentity(const std::string &cxx,
+                             const std::string &scratch) {
   auto program = llvm::sys::findProgramByName(cxx);
   if (!program)
     return "";
@@ -691,21 +691,42 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
   phase.stop();
   if (!options.cpu)
     llvm::sys::fs::remove(object);
-  llvm::outs() << "gpuc compile: wrote " << dir << " (" << kernelCount
-               << " kernels, "
-               << program->plan["functions"]["train_step"]["steps"].size()
-               << " steps per training step, arena "
-               << program->plan["arena_bytes"].get<int64_t>() / (1 << 20)
-               << " MiB";
+  llvm::raw_string_ostream summary(options.summary);
+  summary << "gpuc compile: wrote " << dir << " (" << kernelCount
+          << " kernels, "
+          << program->plan["functions"]["train_step"]["steps"].size()
+          << " steps per training step, arena "
+          << program->plan["arena_bytes"].get<int64_t>() / (1 << 20) << " MiB";
   if (options.cuda)
-    llvm::outs() << "; cubin+PTX for " << llvm::join(options.archs, ", ");
-  llvm::outs() << "; trainer " << dir << "/train";
+    summary << "; cubin+PTX for " << llvm::join(options.archs, ", ");
+  summary << "; trainer " << dir << "/train";
   if (fromCache)
-    llvm::outs() << ", CPU kernels from the cache";
+    summary << ", CPU kernels from the cache";
   if (cubinsFromCache)
-    llvm::outs() << ", cubins from the cache";
-  llvm::outs() << ")\n";
+    summary << ", cubins from the cache";
+  summary << ")\n";
+  llvm::outs() << options.summary;
   return 0;
+}
+
+std::vector<std::string> artifactFiles(const ArtifactOptions &options) {
+  std::vector<std::string> files = {"plan.json",  "report.json",
+                                    "kernels.cu", "init.safetensors",
+                                    "build.log",  "train"};
+  if (StringRef(options.modelPath).ends_with(".onnx"))
+    files.push_back("model.onnx");
+  if (options.cpu)
+    files.push_back("kernels.cpu.o");
+  if (options.cuda) {
+#ifdef GPUC_CUDA_PLUGIN_LIB
+    files.push_back("libgpuc_cuda.so");
+#endif
+    for (const std::string &arch : options.archs) {
+      files.push_back("kernels." + arch + ".cubin");
+      files.push_back("kernels." + arch + ".ptx");
+    }
+  }
+  return files;
 }
 
 } // namespace mlir::gpuc

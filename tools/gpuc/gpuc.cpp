@@ -5,6 +5,7 @@
 // (train, compile) extend the same driver.
 //
 //===----------------------------------------------------------------------===//
+#include "ArtifactCache.h"
 #include "Commands.h"
 #include "MemoryReport.h"
 #include "gpuc/Codegen/Cost.h"
@@ -203,6 +204,12 @@ static cl::opt<bool> nvrtcWhole(
     cl::desc("compile: one whole NVRTC compile per GPU architecture instead "
              "of one PTX per family assembled by ptxas (to compare cubins)"),
     cl::init(false), cl::Hidden, cl::cat(compileCategory));
+static cl::opt<bool> noArtifactCache(
+    "no-artifact-cache",
+    cl::desc("compile: build the artifact even when the cache holds one from "
+             "the same model, options and tools (its kernels and cubins still "
+             "come from the cache)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> noCache("no-cache",
                              cl::desc("compile: compile the CPU kernels "
                                       "without the cache"),
@@ -390,6 +397,8 @@ struct ModelSession {
   /// The model named on the command line, with --batch/--input-shape bound;
   /// null after a diagnostic.
   OwningOpRef<ModuleOp> load();
+  /// The external data files load() read (an ONNX model's).
+  std::vector<std::string> externalFiles;
 };
 
 /// --batch and --input-shape as import options.
@@ -406,6 +415,7 @@ OwningOpRef<ModuleOp> ModelSession::load() {
   gpuc::OnnxImportOptions options;
   if (failed(importOptions(options)))
     return nullptr;
+  options.externalFiles = &externalFiles;
   if (StringRef(inputFilename).ends_with(".gdsl")) {
     gpuc::DslOptions dslOptions;
     dslOptions.batch = options.batch;
@@ -1077,6 +1087,26 @@ static int runCompile(int argc, char **argv) {
   timing.setEnabled(timeCompile);
   timing.setDisplayMode(DefaultTimingManager::DisplayMode::Tree);
   TimingScope rootTiming = timing.getRootScope();
+  // A compile whose inputs are all unchanged copies the artifact an earlier
+  // one wrote (ArtifactCache.h); one that writes or prints more than the
+  // artifact (dumps, the memory picture, the report, the remat sweep, the
+  // timing tree, MLIR's own printing) runs whole.
+  bool reuse = !noArtifactCache && dumpDir.empty() &&
+               memoryPictureFile.empty() && !report && !rematSweep &&
+               !timeCompile;
+  for (int i = 1; i < argc && reuse; ++i)
+    reuse = !StringRef(argv[i]).ltrim('-').starts_with("mlir");
+  std::string artifactEntry;
+  if (reuse) {
+    TimingScope scope = rootTiming.nest("artifact cache");
+    artifactEntry = gpuc::artifactCacheEntry(
+        std::vector<std::string>(argv + 1, argv + argc), artifact);
+    if (gpuc::restoreArtifact(artifactEntry, artifact))
+      return 0;
+  }
+  // Only a compile that printed nothing but its summary is stored: a
+  // restore replays no warnings.
+  uint64_t errorsBefore = llvm::errs().tell();
   TimingScope importTiming = rootTiming.nest("import");
   ModelSession session;
   OwningOpRef<ModuleOp> module = session.load();
@@ -1219,6 +1249,8 @@ static int runCompile(int argc, char **argv) {
                       {"optimizer", optimizerKind.getValue()}};
   artifact.timing = rootTiming.nest("back end");
   int status = gpuc::writeArtifact(*module, artifact);
+  if (status == 0 && llvm::errs().tell() == errorsBefore)
+    gpuc::storeArtifact(artifactEntry, artifact, session.externalFiles);
   // Every timer stops before `timing` (declared after `artifact`) prints.
   artifact.timing = TimingScope();
   return status;

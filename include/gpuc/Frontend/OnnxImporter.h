@@ -22,6 +22,9 @@ struct OnnxImportOptions {
   /// Graph inputs replaced by constants (serialized onnx TensorProtos), for
   /// models whose shape arguments are inputs (the ONNX node tests).
   std::map<std::string, std::string> constantInputs;
+  /// When set, receives the path of every external data file the model's
+  /// initializers name (what besides the model decides the import).
+  std::vector<std::string> *externalFiles = nullptr;
 };
 
 /// Imports an ONNX model (binary protobuf, or ONNX text syntax when the file
