@@ -218,11 +218,33 @@ bool isStateUpdate(FusionOp fusion) {
   return false;
 }
 
+/// The most results one kernel has (an SGD update with momentum has 2 per
+/// parameter, Adam's 3). Like PyTorch's multi_tensor_apply (36 tensors a
+/// launch for Adam), a model with hundreds of parameters gets a few update
+/// kernels instead of one: the host compiler and NVRTC take superlinear
+/// time on one function of hundreds of kilobytes (DenseNet-121's updates
+/// of its 120 128-channel batch norms were one loop of 240 results that
+/// took GCC 9 s), while a few more launches cost a CUDA Graph next to
+/// nothing.
+constexpr unsigned kMaxKernelResults = 64;
+
+/// Whether `parts` merged would have at most kMaxKernelResults results
+/// (counting those a merge drops, which only a producer-consumer merge
+/// does).
+bool fitOneKernel(ArrayRef<FusionOp> parts) {
+  unsigned results = 0;
+  for (FusionOp part : parts)
+    results += part.getNumResults();
+  return results <= kMaxKernelResults;
+}
+
 /// The merged kernel of `first` and `second` (`second` later in the block),
 /// placed at `second`. `second` reads `first`'s results directly or through
 /// a reshape; `first`'s results that anything else reads stay results.
 /// Returns null (and changes nothing) when the merge is not legal.
 FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
+  if (!fitOneKernel({first, second}))
+    return nullptr;
   // A reduction stays out of parameter and state updates: the optimizer's
   // run at the end of backward, and there a reduction would keep its
   // activation-sized inputs (batch norm's normalized input and output
@@ -416,6 +438,15 @@ FusionOp mergeSideBySide(ArrayRef<FusionOp> parts, Operation *at,
   return merged;
 }
 
+/// Whether `fusion` only computes values the step returns (parameter and
+/// optimizer-state updates, typically): nothing in the step reads them.
+bool onlyReturned(FusionOp fusion) {
+  return !rowsOf(fusion) &&
+         llvm::all_of(fusion->getUsers(), [](Operation *user) {
+           return isa<func::ReturnOp>(user);
+         });
+}
+
 /// Siblings: two kernels that read a common buffer, both elementwise over
 /// the same number of elements or both row kernels over the same rows (batch
 /// norm's input gradient and its weight gradients, say), merged where
@@ -429,6 +460,8 @@ FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later, Fusing &fusing) {
     return nullptr;
   if (isStateUpdate(earlier) || isStateUpdate(later))
     return nullptr;
+  if (!fitOneKernel({earlier, later}))
+    return nullptr;
   for (Value v : later.getInputs()) {
     Operation *def = v.getDefiningOp();
     if (def && def->getBlock() == earlier->getBlock() &&
@@ -438,18 +471,10 @@ FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later, Fusing &fusing) {
   return mergeSideBySide({earlier, later}, earlier, fusing);
 }
 
-/// Whether `fusion` only computes values the step returns (parameter and
-/// optimizer-state updates, typically): nothing in the step reads them.
-bool onlyReturned(FusionOp fusion) {
-  return !rowsOf(fusion) &&
-         llvm::all_of(fusion->getUsers(), [](Operation *user) {
-           return isa<func::ReturnOp>(user);
-         });
-}
-
 /// Multi-tensor: the kernels that only produce returned values (the
-/// optimizer update of every parameter) become one kernel with a segment per
-/// tensor size, run where the last of them ran.
+/// optimizer update of every parameter) become kernels with a segment per
+/// tensor size, of up to kMaxKernelResults results each, each run where the
+/// last of its updates ran.
 bool fuseReturnedUpdates(func::FuncOp func, Fusing &fusing) {
   SmallVector<FusionOp> updates;
   for (Operation &op : func.getBody().front())
@@ -466,6 +491,7 @@ bool fuseReturnedUpdates(func::FuncOp func, Fusing &fusing) {
   while (begin < updates.size()) {
     size_t end = begin + 1;
     while (end < updates.size() &&
+           fitOneKernel(ArrayRef(updates).slice(begin, end + 1 - begin)) &&
            mergeSideBySide({updates[end - 1], updates[end]}, updates[end],
                            fusing, /*checkOnly=*/true))
       ++end;
@@ -473,6 +499,7 @@ bool fuseReturnedUpdates(func::FuncOp func, Fusing &fusing) {
     if (run.size() > 1 && mergeSideBySide(run, run.back(), fusing)) {
       changed = true;
     } else {
+      // The run fits one kernel, so each group does.
       FusionOp group = run.front();
       for (FusionOp update : run.drop_front()) {
         if (FusionOp merged =

@@ -251,6 +251,150 @@ func.func @multi_tensor_update(%w: tensor<8xf32>, %gw: tensor<8xf32>, %v: tensor
 
 // -----
 
+// A kernel of parameter updates has at most 64 results (Fuse.cpp's
+// kMaxUpdateResults): 65 parameters' updates are two kernels.
+// CHECK-LABEL: func.func @multi_tensor_chunks
+// CHECK: %[[FIRST:.+]]:64 = gpuc.fusion(
+// CHECK: %[[LAST:.+]] = gpuc.fusion(
+// CHECK-NOT: gpuc.fusion
+// CHECK: return %[[FIRST]]#0, {{.*}}, %[[FIRST]]#63, %[[LAST]] :
+func.func @multi_tensor_chunks(%w0: tensor<4xf32>, %g0: tensor<4xf32>, %w1: tensor<4xf32>, %g1: tensor<4xf32>, %w2: tensor<4xf32>, %g2: tensor<4xf32>, %w3: tensor<4xf32>, %g3: tensor<4xf32>, %w4: tensor<4xf32>, %g4: tensor<4xf32>, %w5: tensor<4xf32>, %g5: tensor<4xf32>, %w6: tensor<4xf32>, %g6: tensor<4xf32>, %w7: tensor<4xf32>, %g7: tensor<4xf32>, %w8: tensor<4xf32>, %g8: tensor<4xf32>, %w9: tensor<4xf32>, %g9: tensor<4xf32>, %w10: tensor<4xf32>, %g10: tensor<4xf32>, %w11: tensor<4xf32>, %g11: tensor<4xf32>, %w12: tensor<4xf32>, %g12: tensor<4xf32>, %w13: tensor<4xf32>, %g13: tensor<4xf32>, %w14: tensor<4xf32>, %g14: tensor<4xf32>, %w15: tensor<4xf32>, %g15: tensor<4xf32>, %w16: tensor<4xf32>, %g16: tensor<4xf32>, %w17: tensor<4xf32>, %g17: tensor<4xf32>, %w18: tensor<4xf32>, %g18: tensor<4xf32>, %w19: tensor<4xf32>, %g19: tensor<4xf32>, %w20: tensor<4xf32>, %g20: tensor<4xf32>, %w21: tensor<4xf32>, %g21: tensor<4xf32>, %w22: tensor<4xf32>, %g22: tensor<4xf32>, %w23: tensor<4xf32>, %g23: tensor<4xf32>, %w24: tensor<4xf32>, %g24: tensor<4xf32>, %w25: tensor<4xf32>, %g25: tensor<4xf32>, %w26: tensor<4xf32>, %g26: tensor<4xf32>, %w27: tensor<4xf32>, %g27: tensor<4xf32>, %w28: tensor<4xf32>, %g28: tensor<4xf32>, %w29: tensor<4xf32>, %g29: tensor<4xf32>, %w30: tensor<4xf32>, %g30: tensor<4xf32>, %w31: tensor<4xf32>, %g31: tensor<4xf32>, %w32: tensor<4xf32>, %g32: tensor<4xf32>, %w33: tensor<4xf32>, %g33: tensor<4xf32>, %w34: tensor<4xf32>, %g34: tensor<4xf32>, %w35: tensor<4xf32>, %g35: tensor<4xf32>, %w36: tensor<4xf32>, %g36: tensor<4xf32>, %w37: tensor<4xf32>, %g37: tensor<4xf32>, %w38: tensor<4xf32>, %g38: tensor<4xf32>, %w39: tensor<4xf32>, %g39: tensor<4xf32>, %w40: tensor<4xf32>, %g40: tensor<4xf32>, %w41: tensor<4xf32>, %g41: tensor<4xf32>, %w42: tensor<4xf32>, %g42: tensor<4xf32>, %w43: tensor<4xf32>, %g43: tensor<4xf32>, %w44: tensor<4xf32>, %g44: tensor<4xf32>, %w45: tensor<4xf32>, %g45: tensor<4xf32>, %w46: tensor<4xf32>, %g46: tensor<4xf32>, %w47: tensor<4xf32>, %g47: tensor<4xf32>, %w48: tensor<4xf32>, %g48: tensor<4xf32>, %w49: tensor<4xf32>, %g49: tensor<4xf32>, %w50: tensor<4xf32>, %g50: tensor<4xf32>, %w51: tensor<4xf32>, %g51: tensor<4xf32>, %w52: tensor<4xf32>, %g52: tensor<4xf32>, %w53: tensor<4xf32>, %g53: tensor<4xf32>, %w54: tensor<4xf32>, %g54: tensor<4xf32>, %w55: tensor<4xf32>, %g55: tensor<4xf32>, %w56: tensor<4xf32>, %g56: tensor<4xf32>, %w57: tensor<4xf32>, %g57: tensor<4xf32>, %w58: tensor<4xf32>, %g58: tensor<4xf32>, %w59: tensor<4xf32>, %g59: tensor<4xf32>, %w60: tensor<4xf32>, %g60: tensor<4xf32>, %w61: tensor<4xf32>, %g61: tensor<4xf32>, %w62: tensor<4xf32>, %g62: tensor<4xf32>, %w63: tensor<4xf32>, %g63: tensor<4xf32>, %w64: tensor<4xf32>, %g64: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %lr = gpuc.constant dense<0.1> : tensor<4xf32>
+  %s0 = gpuc.mul %g0, %lr : tensor<4xf32>
+  %u0 = gpuc.sub %w0, %s0 : tensor<4xf32>
+  %s1 = gpuc.mul %g1, %lr : tensor<4xf32>
+  %u1 = gpuc.sub %w1, %s1 : tensor<4xf32>
+  %s2 = gpuc.mul %g2, %lr : tensor<4xf32>
+  %u2 = gpuc.sub %w2, %s2 : tensor<4xf32>
+  %s3 = gpuc.mul %g3, %lr : tensor<4xf32>
+  %u3 = gpuc.sub %w3, %s3 : tensor<4xf32>
+  %s4 = gpuc.mul %g4, %lr : tensor<4xf32>
+  %u4 = gpuc.sub %w4, %s4 : tensor<4xf32>
+  %s5 = gpuc.mul %g5, %lr : tensor<4xf32>
+  %u5 = gpuc.sub %w5, %s5 : tensor<4xf32>
+  %s6 = gpuc.mul %g6, %lr : tensor<4xf32>
+  %u6 = gpuc.sub %w6, %s6 : tensor<4xf32>
+  %s7 = gpuc.mul %g7, %lr : tensor<4xf32>
+  %u7 = gpuc.sub %w7, %s7 : tensor<4xf32>
+  %s8 = gpuc.mul %g8, %lr : tensor<4xf32>
+  %u8 = gpuc.sub %w8, %s8 : tensor<4xf32>
+  %s9 = gpuc.mul %g9, %lr : tensor<4xf32>
+  %u9 = gpuc.sub %w9, %s9 : tensor<4xf32>
+  %s10 = gpuc.mul %g10, %lr : tensor<4xf32>
+  %u10 = gpuc.sub %w10, %s10 : tensor<4xf32>
+  %s11 = gpuc.mul %g11, %lr : tensor<4xf32>
+  %u11 = gpuc.sub %w11, %s11 : tensor<4xf32>
+  %s12 = gpuc.mul %g12, %lr : tensor<4xf32>
+  %u12 = gpuc.sub %w12, %s12 : tensor<4xf32>
+  %s13 = gpuc.mul %g13, %lr : tensor<4xf32>
+  %u13 = gpuc.sub %w13, %s13 : tensor<4xf32>
+  %s14 = gpuc.mul %g14, %lr : tensor<4xf32>
+  %u14 = gpuc.sub %w14, %s14 : tensor<4xf32>
+  %s15 = gpuc.mul %g15, %lr : tensor<4xf32>
+  %u15 = gpuc.sub %w15, %s15 : tensor<4xf32>
+  %s16 = gpuc.mul %g16, %lr : tensor<4xf32>
+  %u16 = gpuc.sub %w16, %s16 : tensor<4xf32>
+  %s17 = gpuc.mul %g17, %lr : tensor<4xf32>
+  %u17 = gpuc.sub %w17, %s17 : tensor<4xf32>
+  %s18 = gpuc.mul %g18, %lr : tensor<4xf32>
+  %u18 = gpuc.sub %w18, %s18 : tensor<4xf32>
+  %s19 = gpuc.mul %g19, %lr : tensor<4xf32>
+  %u19 = gpuc.sub %w19, %s19 : tensor<4xf32>
+  %s20 = gpuc.mul %g20, %lr : tensor<4xf32>
+  %u20 = gpuc.sub %w20, %s20 : tensor<4xf32>
+  %s21 = gpuc.mul %g21, %lr : tensor<4xf32>
+  %u21 = gpuc.sub %w21, %s21 : tensor<4xf32>
+  %s22 = gpuc.mul %g22, %lr : tensor<4xf32>
+  %u22 = gpuc.sub %w22, %s22 : tensor<4xf32>
+  %s23 = gpuc.mul %g23, %lr : tensor<4xf32>
+  %u23 = gpuc.sub %w23, %s23 : tensor<4xf32>
+  %s24 = gpuc.mul %g24, %lr : tensor<4xf32>
+  %u24 = gpuc.sub %w24, %s24 : tensor<4xf32>
+  %s25 = gpuc.mul %g25, %lr : tensor<4xf32>
+  %u25 = gpuc.sub %w25, %s25 : tensor<4xf32>
+  %s26 = gpuc.mul %g26, %lr : tensor<4xf32>
+  %u26 = gpuc.sub %w26, %s26 : tensor<4xf32>
+  %s27 = gpuc.mul %g27, %lr : tensor<4xf32>
+  %u27 = gpuc.sub %w27, %s27 : tensor<4xf32>
+  %s28 = gpuc.mul %g28, %lr : tensor<4xf32>
+  %u28 = gpuc.sub %w28, %s28 : tensor<4xf32>
+  %s29 = gpuc.mul %g29, %lr : tensor<4xf32>
+  %u29 = gpuc.sub %w29, %s29 : tensor<4xf32>
+  %s30 = gpuc.mul %g30, %lr : tensor<4xf32>
+  %u30 = gpuc.sub %w30, %s30 : tensor<4xf32>
+  %s31 = gpuc.mul %g31, %lr : tensor<4xf32>
+  %u31 = gpuc.sub %w31, %s31 : tensor<4xf32>
+  %s32 = gpuc.mul %g32, %lr : tensor<4xf32>
+  %u32 = gpuc.sub %w32, %s32 : tensor<4xf32>
+  %s33 = gpuc.mul %g33, %lr : tensor<4xf32>
+  %u33 = gpuc.sub %w33, %s33 : tensor<4xf32>
+  %s34 = gpuc.mul %g34, %lr : tensor<4xf32>
+  %u34 = gpuc.sub %w34, %s34 : tensor<4xf32>
+  %s35 = gpuc.mul %g35, %lr : tensor<4xf32>
+  %u35 = gpuc.sub %w35, %s35 : tensor<4xf32>
+  %s36 = gpuc.mul %g36, %lr : tensor<4xf32>
+  %u36 = gpuc.sub %w36, %s36 : tensor<4xf32>
+  %s37 = gpuc.mul %g37, %lr : tensor<4xf32>
+  %u37 = gpuc.sub %w37, %s37 : tensor<4xf32>
+  %s38 = gpuc.mul %g38, %lr : tensor<4xf32>
+  %u38 = gpuc.sub %w38, %s38 : tensor<4xf32>
+  %s39 = gpuc.mul %g39, %lr : tensor<4xf32>
+  %u39 = gpuc.sub %w39, %s39 : tensor<4xf32>
+  %s40 = gpuc.mul %g40, %lr : tensor<4xf32>
+  %u40 = gpuc.sub %w40, %s40 : tensor<4xf32>
+  %s41 = gpuc.mul %g41, %lr : tensor<4xf32>
+  %u41 = gpuc.sub %w41, %s41 : tensor<4xf32>
+  %s42 = gpuc.mul %g42, %lr : tensor<4xf32>
+  %u42 = gpuc.sub %w42, %s42 : tensor<4xf32>
+  %s43 = gpuc.mul %g43, %lr : tensor<4xf32>
+  %u43 = gpuc.sub %w43, %s43 : tensor<4xf32>
+  %s44 = gpuc.mul %g44, %lr : tensor<4xf32>
+  %u44 = gpuc.sub %w44, %s44 : tensor<4xf32>
+  %s45 = gpuc.mul %g45, %lr : tensor<4xf32>
+  %u45 = gpuc.sub %w45, %s45 : tensor<4xf32>
+  %s46 = gpuc.mul %g46, %lr : tensor<4xf32>
+  %u46 = gpuc.sub %w46, %s46 : tensor<4xf32>
+  %s47 = gpuc.mul %g47, %lr : tensor<4xf32>
+  %u47 = gpuc.sub %w47, %s47 : tensor<4xf32>
+  %s48 = gpuc.mul %g48, %lr : tensor<4xf32>
+  %u48 = gpuc.sub %w48, %s48 : tensor<4xf32>
+  %s49 = gpuc.mul %g49, %lr : tensor<4xf32>
+  %u49 = gpuc.sub %w49, %s49 : tensor<4xf32>
+  %s50 = gpuc.mul %g50, %lr : tensor<4xf32>
+  %u50 = gpuc.sub %w50, %s50 : tensor<4xf32>
+  %s51 = gpuc.mul %g51, %lr : tensor<4xf32>
+  %u51 = gpuc.sub %w51, %s51 : tensor<4xf32>
+  %s52 = gpuc.mul %g52, %lr : tensor<4xf32>
+  %u52 = gpuc.sub %w52, %s52 : tensor<4xf32>
+  %s53 = gpuc.mul %g53, %lr : tensor<4xf32>
+  %u53 = gpuc.sub %w53, %s53 : tensor<4xf32>
+  %s54 = gpuc.mul %g54, %lr : tensor<4xf32>
+  %u54 = gpuc.sub %w54, %s54 : tensor<4xf32>
+  %s55 = gpuc.mul %g55, %lr : tensor<4xf32>
+  %u55 = gpuc.sub %w55, %s55 : tensor<4xf32>
+  %s56 = gpuc.mul %g56, %lr : tensor<4xf32>
+  %u56 = gpuc.sub %w56, %s56 : tensor<4xf32>
+  %s57 = gpuc.mul %g57, %lr : tensor<4xf32>
+  %u57 = gpuc.sub %w57, %s57 : tensor<4xf32>
+  %s58 = gpuc.mul %g58, %lr : tensor<4xf32>
+  %u58 = gpuc.sub %w58, %s58 : tensor<4xf32>
+  %s59 = gpuc.mul %g59, %lr : tensor<4xf32>
+  %u59 = gpuc.sub %w59, %s59 : tensor<4xf32>
+  %s60 = gpuc.mul %g60, %lr : tensor<4xf32>
+  %u60 = gpuc.sub %w60, %s60 : tensor<4xf32>
+  %s61 = gpuc.mul %g61, %lr : tensor<4xf32>
+  %u61 = gpuc.sub %w61, %s61 : tensor<4xf32>
+  %s62 = gpuc.mul %g62, %lr : tensor<4xf32>
+  %u62 = gpuc.sub %w62, %s62 : tensor<4xf32>
+  %s63 = gpuc.mul %g63, %lr : tensor<4xf32>
+  %u63 = gpuc.sub %w63, %s63 : tensor<4xf32>
+  %s64 = gpuc.mul %g64, %lr : tensor<4xf32>
+  %u64 = gpuc.sub %w64, %s64 : tensor<4xf32>
+  return %u0, %u1, %u2, %u3, %u4, %u5, %u6, %u7, %u8, %u9, %u10, %u11, %u12, %u13, %u14, %u15, %u16, %u17, %u18, %u19, %u20, %u21, %u22, %u23, %u24, %u25, %u26, %u27, %u28, %u29, %u30, %u31, %u32, %u33, %u34, %u35, %u36, %u37, %u38, %u39, %u40, %u41, %u42, %u43, %u44, %u45, %u46, %u47, %u48, %u49, %u50, %u51, %u52, %u53, %u54, %u55, %u56, %u57, %u58, %u59, %u60, %u61, %u62, %u63, %u64 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
 // A cheap pointwise result is recomputed in the kernel that reads it beside
 // the operand it is computed from, instead of being stored (batch norm's
 // scaled output gradient): exp's kernel keeps one result and drops the
