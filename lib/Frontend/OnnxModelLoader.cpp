@@ -17,6 +17,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -493,6 +494,69 @@ bool resolveExternalData(const onnx::TensorProto &tensor,
 /// only the inference functions of the ops gpuc imports see a hostile model
 /// (ONNX 1.12's ConvInteger inference crashed on mismatched ranks; found by
 /// fuzzing). The message is the importer's.
+/// The rank of input `n` when ONNX's inference knows its shape, else -1.
+static int knownRank(onnx::InferenceContext &ctx, size_t n) {
+  if (ctx.getNumInputs() <= n || !onnx::hasInputShape(ctx, n))
+    return -1;
+  return ctx.getInputType(n)->tensor_type().shape().dim_size();
+}
+
+/// Refuses (as an inference error) what ONNX 1.12's inference functions of
+/// ConvTranspose and LayerNormalization index out of bounds on: a filter of
+/// another rank than the input, a LayerNormalization input of rank 0 or an
+/// axis outside it.
+static void checkBeforeOnnxInference(const std::string &op,
+                                     onnx::InferenceContext &ctx) {
+  if (op == "ConvTranspose") {
+    int input = knownRank(ctx, 0), filter = knownRank(ctx, 1);
+    if (input >= 0 && filter >= 0 && (input != filter || input < 3))
+      fail_shape_inference("ConvTranspose: input of rank ", input,
+                           " and filter of rank ", filter,
+                           "; a convolution needs both of one rank, at least "
+                           "3 (N x C x spatial...)");
+    return;
+  }
+  int rank = knownRank(ctx, 0);
+  if (rank < 0)
+    return;
+  const onnx::AttributeProto *attribute = ctx.getAttribute("axis");
+  int64_t axis = attribute ? attribute->i() : -1;
+  if (rank == 0 || axis < -rank || axis >= rank)
+    fail_shape_inference("LayerNormalization: axis ", axis,
+                         " is out of range for an input of rank ", rank);
+}
+
+/// The loader checks declared ranks before ONNX's inference
+/// (checkTrustedRanks), but an operand another node computes has a rank
+/// only inference learns, and ONNX 1.12's inference functions of
+/// ConvTranspose and LayerNormalization crash on wrong ones. Those
+/// functions are wrapped, once, in checkBeforeOnnxInference.
+static void guardOnnxInference() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (std::string op : {"ConvTranspose", "LayerNormalization"}) {
+      // Every version of it: the newest, then each older one.
+      for (const onnx::OpSchema *schema =
+               onnx::OpSchemaRegistry::Schema(op, 1 << 20, "");
+           schema; schema = schema->since_version() > 1
+                                ? onnx::OpSchemaRegistry::Schema(
+                                      op, schema->since_version() - 1, "")
+                                : nullptr) {
+        onnx::InferenceFunction original =
+            schema->GetTypeAndShapeInferenceFunction();
+        // The registry keeps its schemas as mutable objects and hands out
+        // const pointers; nothing else changes them.
+        const_cast<onnx::OpSchema *>(schema)->TypeAndShapeInferenceFunction(
+            [op, original](onnx::InferenceContext &ctx) {
+              checkBeforeOnnxInference(op, ctx);
+              if (original)
+                original(ctx);
+            });
+      }
+    }
+  });
+}
+
 static bool checkSupportedOps(const onnx::ModelProto &model,
                               std::string &error) {
   int64_t opset = 0;
@@ -563,6 +627,7 @@ bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
       return false;
     if (!checkSupportedOps(model, error))
       return false;
+    guardOnnxInference();
     try {
       onnx::ShapeInferenceOptions inference(/*check_type_val=*/true,
                                             /*strict_mode_val=*/1,

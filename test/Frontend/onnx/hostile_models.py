@@ -7,8 +7,11 @@ attributes out of range, imports or is refused with an error: never a crash
 The op list is gpuc's own (the error for an op it does not support names
 them). Each op gets its first two operands at every pair of a few ranks
 (scalar, rank 1, rank 4, and an empty dimension; --full adds ranks 2, 3
-and 5), then each of its integer, float and string attributes at values
-out of range on rank-4 operands. Prints one line per crash and a summary.
+and 5), declared (graph inputs and initializers) and again computed by an
+Identity node, whose rank only ONNX's inference learns (scalar, rank 1 and
+rank 4; --full: every rank), then each of its integer, float and string
+attributes at values out of range on rank-4 operands. Prints one line per
+crash and a summary.
 """
 import itertools
 import os
@@ -74,8 +77,10 @@ def check(path):
               (run.returncode, path, lines[0] if lines else ""))
 
 
-def operands(schema, shape_of):
-    names, inputs, initializers = [], [], []
+def operands(schema, shape_of, computed=0):
+    """The op's operands, the first `computed` of them through Identity
+    nodes (returned last)."""
+    names, inputs, initializers, nodes = [], [], [], []
     for k, formal in enumerate(schema.inputs):
         name = "in%d" % k
         names.append(name)
@@ -89,7 +94,10 @@ def operands(schema, shape_of):
         else:
             initializers.append(numpy_helper.from_array(
                 np.asarray(rng.randn(*shape), dtype=np.float32), name))
-    return names, inputs, initializers
+        if k < computed:
+            names[-1] = name + "_computed"
+            nodes.append(helper.make_node("Identity", [name], [names[-1]]))
+    return names, inputs, initializers, nodes
 
 
 for op in ops:
@@ -106,12 +114,17 @@ for op in ops:
                for j in range(len(schema.outputs))]
     out_names = [o.name for o in outputs]
     arity = min(len(schema.inputs), 2)
-    for combo in itertools.product(range(len(shapes)), repeat=arity):
-        names, inputs, initializers = operands(
-            schema, lambda k: shapes[combo[k]] if k < len(combo) else [2])
-        node = helper.make_node(op, names, out_names, **REQUIRED.get(op, {}))
-        check(save([node], inputs, outputs, initializers,
-                   "%s-ranks-%s" % (op, "-".join(map(str, combo)))))
+    for computed in (0, arity):
+        sweep = shapes if not computed or full else shapes[:3]
+        for combo in itertools.product(range(len(sweep)), repeat=arity):
+            names, inputs, initializers, identities = operands(
+                schema, lambda k: sweep[combo[k]] if k < len(combo) else [2],
+                computed)
+            node = helper.make_node(op, names, out_names,
+                                    **REQUIRED.get(op, {}))
+            check(save(identities + [node], inputs, outputs, initializers,
+                       "%s-%sranks-%s" % (op, "computed-" if computed else "",
+                                          "-".join(map(str, combo)))))
     for name, attr in schema.attributes.items():
         values = {onnx.AttributeProto.INT: [-9, 7, 0, 2**40],
                   onnx.AttributeProto.INTS: [[], [7], [-1] * 7, [0, 0],
@@ -120,8 +133,8 @@ for op in ops:
                   onnx.AttributeProto.STRING: ["", "bogus"]}.get(attr.type,
                                                                  [])
         for i, value in enumerate(values):
-            names, inputs, initializers = operands(schema,
-                                                   lambda k: [2, 3, 4, 5])
+            names, inputs, initializers, _ = operands(schema,
+                                                      lambda k: [2, 3, 4, 5])
             attrs = dict(REQUIRED.get(op, {}))
             attrs[name] = value
             node = helper.make_node(op, names, out_names, **attrs)
