@@ -259,7 +259,13 @@ void mlir::gpuc::storeArtifact(const std::string &entry,
   }
   // A finished entry replaces an older one whole.
   llvm::sys::fs::remove_directories(entry);
-  if (std::error_code ec = llvm::sys::fs::rename(temporary, entry))
+  if (std::error_code ec = llvm::sys::fs::rename(temporary, entry)) {
+    // A compile of the same model beside this one stored it first.
+    if (llvm::sys::fs::exists(entry + "/summary")) {
+      llvm::sys::fs::remove_directories(temporary);
+      return;
+    }
     return fail(ec.message());
+  }
   trimArtifacts(llvm::sys::path::parent_path(entry).str());
 }
