@@ -80,78 +80,79 @@ static std::string describeNode(const onnx::NodeProto &node, int n) {
          " (" + node.op_type() + ")";
 }
 
-/// Ops whose shape inference in ONNX indexes an operand's dimensions
+/// Ops whose shape inference in ONNX 1.12 indexes an operand's dimensions
 /// without checking how many there are: a convolution's filter (a rank-1
-/// ConvTranspose filter crashed it inside libonnx), LayerNormalization's
-/// input at its axis (a scalar input, or axis -9). Found by fuzzing and by
-/// test/Frontend/onnx/hostile_models.py. Only declared ranks (graph inputs,
-/// initializers) are checked: an operand computed by another node has a
-/// rank only ONNX's inference knows, and inferring a graph without these ops
-/// first (to learn it) crashed libonnx on valid models whose later ops then
-/// lacked input types.
-static bool isConvolution(const onnx::NodeProto &node) {
-  return node.op_type() == "Conv" || node.op_type() == "ConvTranspose" ||
-         node.op_type() == "ConvInteger";
-}
-static bool isPooling(const onnx::NodeProto &node) {
-  return node.op_type() == "MaxPool" || node.op_type() == "AveragePool" ||
-         node.op_type() == "LpPool";
-}
-static bool trustsOperandRanks(const onnx::NodeProto &node) {
-  return isConvolution(node) || isPooling(node) ||
-         node.op_type() == "LayerNormalization";
+/// ConvTranspose filter crashed it inside libonnx), a pooling input,
+/// LayerNormalization's input at its axis (a scalar input, or axis -9).
+/// Found by fuzzing and by test/Frontend/onnx/hostile_models.py. Their
+/// declared ranks are checked before inference (checkTrustedRanks), the
+/// ranks of operands other nodes compute during it (guardOnnxInference),
+/// both by ranksFit.
+static const char *const kRankTrustingOps[] = {
+    "Conv",        "ConvTranspose", "ConvInteger",       "MaxPool",
+    "AveragePool", "LpPool",        "LayerNormalization"};
+
+static bool trustsOperandRanks(llvm::StringRef op) {
+  return llvm::is_contained(kRankTrustingOps, op);
 }
 
-/// Checks what ONNX's inference would trust in each op of `graph` for which
-/// trustsOperandRanks holds, as far as `rank` (by value name) knows the
-/// ranks of its operands.
+/// Whether ONNX's inference of `op` (one of kRankTrustingOps) can take an
+/// input of rank `input`, a filter of rank `filter` (-1 when not known) and,
+/// for LayerNormalization, `axis`. Else `rule` says what it needs.
+static bool ranksFit(llvm::StringRef op, int input, int filter, int64_t axis,
+                     std::string &rule) {
+  if (op == "LayerNormalization") {
+    rule = "layer normalization needs an input of rank at least 1 and an "
+           "axis in [-rank, rank)";
+    return input >= 1 && axis >= -input && axis < input;
+  }
+  if (op.ends_with("Pool")) {
+    rule = "pooling needs rank at least 3 (N x C x spatial...)";
+    return input >= 3;
+  }
+  rule = "a convolution needs both of one rank, at least 3 (N x C x "
+         "spatial...)";
+  return filter < 0 || (input >= 3 && filter == input);
+}
+
+/// LayerNormalization's axis attribute (default -1).
+static int64_t axisOf(const onnx::NodeProto &node) {
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == "axis")
+      return attr.i();
+  return -1;
+}
+
+/// Checks, by ranksFit, each op of `graph` that trusts its operands' ranks,
+/// as far as `rank` (by value name) knows them.
 static bool checkTrustedRanks(const onnx::GraphProto &graph,
                               const std::map<std::string, int> &rank,
                               std::string &error) {
   for (int n = 0; n < graph.node_size(); ++n) {
     const onnx::NodeProto &node = graph.node(n);
-    if (!trustsOperandRanks(node) || node.input_size() < 1)
+    const std::string &op = node.op_type();
+    if (!trustsOperandRanks(op) || node.input_size() < 1)
       continue;
     auto x = rank.find(node.input(0));
     if (x == rank.end())
       continue;
-    if (node.op_type() == "LayerNormalization") {
-      int64_t axis = -1;
-      for (const onnx::AttributeProto &attr : node.attribute())
-        if (attr.name() == "axis")
-          axis = attr.i();
-      if (x->second < 1 || axis < -x->second || axis >= x->second) {
-        error = describeNode(node, n) + ": input '" + node.input(0) +
-                "' has rank " + std::to_string(x->second) + " and axis is " +
-                std::to_string(axis) +
-                "; layer normalization needs an input of rank at least 1 "
-                "and an axis in [-rank, rank)";
-        return false;
-      }
+    bool convolution = op.rfind("Conv", 0) == 0;
+    auto w = convolution && node.input_size() >= 2 ? rank.find(node.input(1))
+                                                   : rank.end();
+    int filter = w == rank.end() ? -1 : w->second;
+    int64_t axis = axisOf(node);
+    std::string rule;
+    if (ranksFit(op, x->second, filter, axis, rule))
       continue;
-    }
-    if (isPooling(node)) {
-      if (x->second < 3) {
-        error = describeNode(node, n) + ": input '" + node.input(0) +
-                "' has rank " + std::to_string(x->second) +
-                "; pooling needs rank at least 3 (N x C x spatial...)";
-        return false;
-      }
-      continue;
-    }
-    if (node.input_size() < 2)
-      continue;
-    auto w = rank.find(node.input(1));
-    if (w == rank.end())
-      continue;
-    if (x->second < 3 || w->second != x->second) {
-      error = describeNode(node, n) + ": input '" + node.input(0) +
-              "' has rank " + std::to_string(x->second) + " and filter '" +
-              node.input(1) + "' rank " + std::to_string(w->second) +
-              "; a convolution needs both of one rank, at least 3 "
-              "(N x C x spatial...)";
-      return false;
-    }
+    error = describeNode(node, n) + ": input '" + node.input(0) +
+            "' has rank " + std::to_string(x->second);
+    if (filter >= 0)
+      error +=
+          " and filter '" + node.input(1) + "' rank " + std::to_string(filter);
+    if (op == "LayerNormalization")
+      error += " and axis is " + std::to_string(axis);
+    error += "; " + rule;
+    return false;
   }
   return true;
 }
@@ -490,10 +491,6 @@ bool resolveExternalData(const onnx::TensorProto &tensor,
   return true;
 }
 
-/// Ops gpuc does not import are refused before ONNX's shape inference runs:
-/// only the inference functions of the ops gpuc imports see a hostile model
-/// (ONNX 1.12's ConvInteger inference crashed on mismatched ranks; found by
-/// fuzzing). The message is the importer's.
 /// The rank of input `n` when ONNX's inference knows its shape, else -1.
 static int knownRank(onnx::InferenceContext &ctx, size_t n) {
   if (ctx.getNumInputs() <= n || !onnx::hasInputShape(ctx, n))
@@ -501,40 +498,15 @@ static int knownRank(onnx::InferenceContext &ctx, size_t n) {
   return ctx.getInputType(n)->tensor_type().shape().dim_size();
 }
 
-/// Refuses (as an inference error) what ONNX 1.12's inference functions of
-/// ConvTranspose and LayerNormalization index out of bounds on: a filter of
-/// another rank than the input, a LayerNormalization input of rank 0 or an
-/// axis outside it.
-static void checkBeforeOnnxInference(const std::string &op,
-                                     onnx::InferenceContext &ctx) {
-  if (op == "ConvTranspose") {
-    int input = knownRank(ctx, 0), filter = knownRank(ctx, 1);
-    if (input >= 0 && filter >= 0 && (input != filter || input < 3))
-      fail_shape_inference("ConvTranspose: input of rank ", input,
-                           " and filter of rank ", filter,
-                           "; a convolution needs both of one rank, at least "
-                           "3 (N x C x spatial...)");
-    return;
-  }
-  int rank = knownRank(ctx, 0);
-  if (rank < 0)
-    return;
-  const onnx::AttributeProto *attribute = ctx.getAttribute("axis");
-  int64_t axis = attribute ? attribute->i() : -1;
-  if (rank == 0 || axis < -rank || axis >= rank)
-    fail_shape_inference("LayerNormalization: axis ", axis,
-                         " is out of range for an input of rank ", rank);
-}
-
-/// The loader checks declared ranks before ONNX's inference
-/// (checkTrustedRanks), but an operand another node computes has a rank
-/// only inference learns, and ONNX 1.12's inference functions of
-/// ConvTranspose and LayerNormalization crash on wrong ones. Those
-/// functions are wrapped, once, in checkBeforeOnnxInference.
+/// ONNX's inference of the ops in kRankTrustingOps wrapped, once, so that
+/// ranksFit refuses (as an inference error) what it would index out of
+/// bounds on: an operand another node computes has a rank only inference
+/// learns (a ConvTranspose filter or LayerNormalization input of a wrong
+/// one crashed ONNX 1.12).
 static void guardOnnxInference() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (std::string op : {"ConvTranspose", "LayerNormalization"}) {
+    for (std::string op : kRankTrustingOps) {
       // Every version of it: the newest, then each older one.
       for (const onnx::OpSchema *schema =
                onnx::OpSchemaRegistry::Schema(op, 1 << 20, "");
@@ -548,7 +520,18 @@ static void guardOnnxInference() {
         // const pointers; nothing else changes them.
         const_cast<onnx::OpSchema *>(schema)->TypeAndShapeInferenceFunction(
             [op, original](onnx::InferenceContext &ctx) {
-              checkBeforeOnnxInference(op, ctx);
+              int input = knownRank(ctx, 0);
+              int filter = op.rfind("Conv", 0) == 0 ? knownRank(ctx, 1) : -1;
+              const onnx::AttributeProto *axisAttr = ctx.getAttribute("axis");
+              int64_t axis = axisAttr ? axisAttr->i() : -1;
+              std::string rule, detail;
+              if (filter >= 0)
+                detail = " and filter of rank " + std::to_string(filter);
+              if (op == "LayerNormalization")
+                detail = " and axis " + std::to_string(axis);
+              if (input >= 0 && !ranksFit(op, input, filter, axis, rule))
+                fail_shape_inference(op, ": input of rank ", input, detail,
+                                     "; ", rule);
               if (original)
                 original(ctx);
             });
@@ -557,6 +540,10 @@ static void guardOnnxInference() {
   });
 }
 
+/// Ops gpuc does not import are refused before ONNX's shape inference runs:
+/// only the inference functions of the ops gpuc imports see a hostile model
+/// (ONNX 1.12's ConvInteger inference crashed on mismatched ranks; found by
+/// fuzzing). The message is the importer's.
 static bool checkSupportedOps(const onnx::ModelProto &model,
                               std::string &error) {
   int64_t opset = 0;
