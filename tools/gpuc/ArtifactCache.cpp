@@ -161,9 +161,28 @@ bool mlir::gpuc::restoreArtifact(const std::string &entry,
   return true;
 }
 
-/// Removes the least recently used entries of `artifacts` until the rest
-/// hold at most kMaxArtifactCacheBytes.
-static void trimArtifacts(const std::string &artifacts) {
+/// What the artifacts may hold: $GPUC_ARTIFACT_CACHE_MAX bytes, else
+/// kMaxArtifactCacheBytes.
+static uint64_t artifactCacheLimit() {
+  const char *text = getenv("GPUC_ARTIFACT_CACHE_MAX");
+  if (!text || !*text)
+    return kMaxArtifactCacheBytes;
+  uint64_t bytes = 0;
+  if (llvm::StringRef(text).getAsInteger(10, bytes)) {
+    llvm::errs() << "gpuc compile: warning: GPUC_ARTIFACT_CACHE_MAX '" << text
+                 << "' is not a number of bytes; keeping at most "
+                 << (kMaxArtifactCacheBytes >> 30) << " GiB of artifacts\n";
+    return kMaxArtifactCacheBytes;
+  }
+  return bytes;
+}
+
+/// Removes the least recently used entries of `artifacts` but `keep` (the
+/// one just stored) until the rest hold at most artifactCacheLimit(), and
+/// the temporaries of compiles killed while storing (an hour old).
+static void trimArtifacts(const std::string &artifacts,
+                          const std::string &keep) {
+  uint64_t limit = artifactCacheLimit();
   struct Entry {
     std::string path;
     llvm::sys::TimePoint<> used;
@@ -175,7 +194,16 @@ static void trimArtifacts(const std::string &artifacts) {
   for (llvm::sys::fs::directory_iterator it(artifacts, ec), end;
        it != end && !ec; it.increment(ec)) {
     llvm::sys::fs::file_status status;
-    if (it->type() != llvm::sys::fs::file_type::directory_file ||
+    if (it->type() != llvm::sys::fs::file_type::directory_file)
+      continue;
+    if (llvm::sys::path::filename(it->path()).contains(".tmp")) {
+      if (!llvm::sys::fs::status(it->path(), status) &&
+          std::chrono::system_clock::now() - status.getLastModificationTime() >
+              std::chrono::hours(1))
+        llvm::sys::fs::remove_directories(it->path());
+      continue;
+    }
+    if (it->path() == keep ||
         llvm::sys::fs::status(it->path() + "/summary", status))
       continue;
     Entry entry{it->path(), status.getLastModificationTime()};
@@ -192,7 +220,7 @@ static void trimArtifacts(const std::string &artifacts) {
   std::sort(entries.begin(), entries.end(),
             [](const Entry &a, const Entry &b) { return a.used < b.used; });
   for (const Entry &entry : entries) {
-    if (total <= (uint64_t)kMaxArtifactCacheBytes)
+    if (total <= limit)
       break;
     llvm::sys::fs::remove_directories(entry.path);
     total -= entry.bytes;
@@ -267,5 +295,5 @@ void mlir::gpuc::storeArtifact(const std::string &entry,
     }
     return fail(ec.message());
   }
-  trimArtifacts(llvm::sys::path::parent_path(entry).str());
+  trimArtifacts(llvm::sys::path::parent_path(entry).str(), entry);
 }

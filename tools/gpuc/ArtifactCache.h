@@ -33,7 +33,8 @@ bool restoreArtifact(const std::string &entry, const ArtifactOptions &options);
 
 /// Stores the artifact writeArtifact just wrote into options.outputDir as
 /// `entry`, with the external data files its import read, then trims the
-/// cache's artifacts to kMaxArtifactCacheBytes, least recently used first.
+/// cache's other artifacts, least recently used first, until they hold at
+/// most $GPUC_ARTIFACT_CACHE_MAX bytes (default kMaxArtifactCacheBytes).
 /// A cache that cannot be written only costs the next compile its time.
 void storeArtifact(const std::string &entry, const ArtifactOptions &options,
                    llvm::ArrayRef<std::string> externalFiles);

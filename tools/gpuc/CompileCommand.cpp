@@ -273,18 +273,19 @@ struct ArchCompile {
 };
 
 /// Compiles kernels.cu for the architectures of `family`, or reads their
-/// cubins and PTX from the cache. With ptxas (`ptxasIdentity` non-empty
-/// then, or "-" without a cache), NVRTC compiles the source to PTX once for
-/// the family's virtual architecture and ptxas assembles each cubin from it
-/// (in `dir`, in parallel); without, NVRTC compiles each architecture whole.
-/// A cache key hashes the source, the architecture, the family's virtual
-/// architecture, NVRTC's and ptxas's identities and every runtime header
-/// the source can include.
-static void
-compileFamilyCached(const std::string &source, const PtxFamily &family,
-                    const std::string &ptxasIdentity, const std::string &dir,
-                    const std::string &cacheDir, TimingScope &timing,
-                    MutableArrayRef<ArchCompile> compiles) {
+/// cubins and PTX from the cache. With `assemble`, NVRTC compiles the source
+/// to PTX once for the family's virtual architecture and ptxas assembles
+/// each cubin from it (in `dir`, in parallel); without, NVRTC compiles each
+/// architecture whole. A cache key hashes the source, the architecture, the
+/// family's virtual architecture, NVRTC's and (`ptxasIdentity`) ptxas's
+/// identities and every runtime header the source can include.
+static void compileFamilyCached(const std::string &source,
+                                const PtxFamily &family, bool assemble,
+                                const std::string &ptxasIdentity,
+                                const std::string &dir,
+                                const std::string &cacheDir,
+                                TimingScope &timing,
+                                MutableArrayRef<ArchCompile> compiles) {
   std::vector<std::string> entries(compiles.size());
   std::vector<ArchCompile *> missing;
   for (auto [compile, entry] : llvm::zip(compiles, entries)) {
@@ -309,7 +310,7 @@ compileFamilyCached(const std::string &source, const PtxFamily &family,
   }
   if (missing.empty())
     return;
-  if (ptxasIdentity.empty()) {
+  if (!assemble) {
     for (ArchCompile *compile : missing) {
       TimingScope scope = timing.nest("NVRTC " + compile->arch);
       compile->ok =
@@ -587,14 +588,11 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
   // of its own (families are independent), beside the host compiler.
   bool cubinsFromCache = options.cuda;
   if (options.cuda) {
-    std::string ptxasIdentity;
     bool assemble = !ptxasPath().empty() && !options.nvrtcWhole;
-    if (assemble) {
-      ptxasIdentity = "-";
-      if (!options.cacheDir.empty())
-        ptxasIdentity =
-            compilerIdentity(ptxasPath(), dir + "/kernels.ptxas.version");
-    }
+    std::string ptxasIdentity;
+    if (assemble && !options.cacheDir.empty())
+      ptxasIdentity =
+          compilerIdentity(ptxasPath(), dir + "/kernels.ptxas.version");
     std::vector<PtxFamily> families = groupByPtxFamily(options.archs, assemble);
     std::vector<std::vector<ArchCompile>> compiles(families.size());
     std::vector<std::thread> threads;
@@ -602,8 +600,9 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
       for (const std::string &arch : families[i].archs)
         compiles[i].push_back({arch});
       threads.emplace_back([&, i] {
-        compileFamilyCached(program->kernelSource, families[i], ptxasIdentity,
-                            dir, options.cacheDir, options.timing, compiles[i]);
+        compileFamilyCached(program->kernelSource, families[i], assemble,
+                            ptxasIdentity, dir, options.cacheDir,
+                            options.timing, compiles[i]);
       });
     }
     for (std::thread &thread : threads)

@@ -1098,7 +1098,6 @@ static int runCompile(int argc, char **argv) {
     reuse = !StringRef(argv[i]).ltrim('-').starts_with("mlir");
   std::string artifactEntry;
   if (reuse) {
-    TimingScope scope = rootTiming.nest("artifact cache");
     artifactEntry = gpuc::artifactCacheEntry(
         std::vector<std::string>(argv + 1, argv + argc), artifact);
     if (gpuc::restoreArtifact(artifactEntry, artifact))
