@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <map>
+#include <numeric>
 
 using namespace mlir;
 using namespace mlir::gpuc;
@@ -288,14 +289,23 @@ private:
     /// else: a column reduction's rows).
     Plain,
   };
+  /// `boundsDivisor` divides both `begin` and `end` (1 when nothing is
+  /// known): lines that are all whole and a multiple of kCpuLanes long need
+  /// no loop for a last, partial group of lanes.
   LogicalResult cpuLoopNest(const std::string &flat, const std::string &begin,
-                            const std::string &end, ArrayRef<int64_t> shape,
-                            CpuLine mode,
+                            const std::string &end, int64_t boundsDivisor,
+                            ArrayRef<int64_t> shape, CpuLine mode,
                             function_ref<LogicalResult(StringRef)> emitBody);
   FailureOr<std::string> at(Value v, const std::string &idx);
   FailureOr<std::string> compute(Operation *op, Value v,
                                  const std::string &idx);
   FailureOr<std::string> pool(Operation *op, Value v, const std::string &idx);
+  std::string concatOfArguments(ConcatOp c, Value v,
+                                ArrayRef<std::string> coords);
+  /// Declares and sets the pointer to the input of `c` that holds
+  /// `coordinate` along its axis (with that input's extent and first
+  /// coordinate there), once per scope; returns its name.
+  std::string selectConcatInput(ConcatOp c, const std::string &coordinate);
   std::string windowCount(const std::string &top, const std::string &left,
                           const Window &w, ArrayRef<int64_t> in);
   FailureOr<std::string> poolBackward(Operation *op, Value v,
@@ -346,8 +356,8 @@ LogicalResult Emitter::splitByTarget(function_ref<LogicalResult()> portable,
 
 LogicalResult
 Emitter::cpuLoopNest(const std::string &flat, const std::string &begin,
-                     const std::string &end, ArrayRef<int64_t> shape,
-                     CpuLine mode,
+                     const std::string &end, int64_t boundsDivisor,
+                     ArrayRef<int64_t> shape, CpuLine mode,
                      function_ref<LogicalResult(StringRef)> emitBody) {
   // A line is the innermost dimension, or as many trailing ones as make it
   // kCpuMinLine long (coordinates inside it are then unravelled).
@@ -392,13 +402,16 @@ Emitter::cpuLoopNest(const std::string &flat, const std::string &begin,
       return failure();
     close();
     close();
-    // The line's last elements, fewer than a group, go to the first lanes.
-    open(llvm::formatv("for (gidx lane = 0; {0}Group + lane < {0}End; ++lane)",
-                       pos));
-    line(llvm::formatv("const gidx {0} = {0}Group + lane;", pos));
-    if (failed(inside("lane")))
-      return failure();
-    close();
+    // The line's last elements, fewer than a group, go to the first lanes
+    // (unless every line is whole and its groups are all full).
+    if (boundsDivisor % inner != 0 || inner % kCpuLanes != 0) {
+      open(llvm::formatv(
+          "for (gidx lane = 0; {0}Group + lane < {0}End; ++lane)", pos));
+      line(llvm::formatv("const gidx {0} = {0}Group + lane;", pos));
+      if (failed(inside("lane")))
+        return failure();
+      close();
+    }
   }
   close();
   return success();
@@ -623,6 +636,9 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
       .Case([&](ConcatOp c) -> FailureOr<std::string> {
         int64_t axis = c.getAxis();
         SmallVector<std::string> coords = unravel(idx, shape);
+        if (llvm::all_of(c.getInputs(),
+                         [](Value in) { return isa<BlockArgument>(in); }))
+          return concatOfArguments(c, v, coords);
         std::string reg = fresh("v");
         line(llvm::formatv("{0} {1};", registerCType(elementOf(v)), reg));
         int64_t offset = 0;
@@ -682,6 +698,60 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
                   "(a reduction must be the kernel's only one, and library "
                   "calls run outside kernels)";
       });
+}
+
+/// A concatenation of the kernel's inputs read at `coords`: a chain of
+/// comparisons picks the input that holds the coordinate along the axis
+/// (selectConcatInput), and one load reads it. Only the axis's extent tells
+/// the inputs' layouts apart, so the coordinates before and after the axis
+/// ravel once for all of them. (The general form, a load per branch, would
+/// repeat the index arithmetic for every input at every read: DenseNet's
+/// concatenations of up to 32 inputs, fused into the batch norms that read
+/// them, were a third of its kernel source.)
+std::string Emitter::concatOfArguments(ConcatOp c, Value v,
+                                       ArrayRef<std::string> coords) {
+  int64_t axis = c.getAxis();
+  ArrayRef<int64_t> shape = shapeOf(v);
+  std::string outer = index(ravel(coords.take_front(axis),
+                                  shape.take_front(axis))),
+              inner = index(ravel(coords.drop_front(axis + 1),
+                                  shape.drop_front(axis + 1)));
+  std::string from = selectConcatInput(c, coords[axis]);
+  std::string at = index(llvm::formatv(
+      "({0} * {1}Extent + {2} - {1}Start) * {3} + {4}", outer, from,
+      coords[axis], getNumElements(shape.drop_front(axis + 1)), inner));
+  return define(v, from + "[" + at + "]", /*exact=*/true);
+}
+
+std::string Emitter::selectConcatInput(ConcatOp c,
+                                       const std::string &coordinate) {
+  // Remembered like a value: a row kernel selects once per row, before its
+  // loops, for a concatenation along an axis it keeps.
+  Key key{c.getResult().getAsOpaquePointer(), "concat input at " + coordinate};
+  auto known = memo.find(key);
+  if (known != memo.end())
+    return known->second;
+  int64_t axis = c.getAxis();
+  std::string from = fresh("p");
+  line(llvm::formatv("const {0} *{1}; gidx {1}Extent, {1}Start;",
+                     storageCType(elementOf(c.getResult())), from));
+  int64_t start = 0;
+  for (auto [k, input] : llvm::enumerate(c.getInputs())) {
+    int64_t extent = shapeOf(input)[axis];
+    bool last = k + 1 == c.getInputs().size();
+    std::string test =
+        last ? (k == 0 ? "" : "else")
+             : llvm::formatv("{0}if ({1} < {2})", k == 0 ? "" : "else ",
+                             coordinate, start + extent)
+                   .str();
+    line(llvm::formatv("{0} {{ {1} = in{2}; {1}Extent = {3}; {1}Start = {4}; }",
+                       test, from, cast<BlockArgument>(input).getArgNumber(),
+                       extent, start));
+    start += extent;
+  }
+  memo[key] = from;
+  scopes.back().push_back(key);
+  return from;
 }
 
 Window windowOf(Operation *op) {
@@ -995,7 +1065,8 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                     portable,
                     [&] {
                       return cpuLoopNest(
-                          "i", "begin", "end", shapeOf(*lined), CpuLine::Simd,
+                          "i", "begin", "end", /*boundsDivisor=*/1,
+                          shapeOf(*lined), CpuLine::Simd,
                           [&](StringRef) { return storeResults(values, "i"); });
                     },
                     /*onlyIfDivides=*/true)))
@@ -1163,6 +1234,9 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     auto emitRows = [&](bool column) -> LogicalResult {
       // The part of the row this block covers: all of it, or its chunk.
       std::string rowBegin = "0", rowEnd = llvm::formatv("{0}", rowLength);
+      // Divides both ends of the block's part of the row.
+      int64_t rowBoundsDivisor =
+          splits > 1 ? std::gcd(chunk, rowLength) : rowLength;
       if (column) {
         line(llvm::formatv("const gidx oGroup = (gidx)blockIdx.x * {0};",
                            kCpuLanes));
@@ -1187,6 +1261,26 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
         keptGroup = unravel("oGroup", mergedKept);
       else
         kept = unravel("o", mergedKept);
+      // A concatenation of inputs along a kept axis (DenseNet's batch norms
+      // over the concatenated features) picks its input once per row, here,
+      // rather than at each element of every pass over the row.
+      if (!column) {
+        std::map<int64_t, std::string> keptAxes;
+        size_t d = 0, nk = 0;
+        for (const Run &run : runs) {
+          if (!run.reduced && run.dims.size() == 1)
+            keptAxes[d] = kept[nk];
+          nk += !run.reduced;
+          d += run.dims.size();
+        }
+        fusion.getBody().walk([&](ConcatOp c) {
+          auto axis = keptAxes.find(c.getAxis());
+          if (axis != keptAxes.end() && shapeOf(c.getResult()) == full &&
+              llvm::all_of(c.getInputs(),
+                           [](Value in) { return isa<BlockArgument>(in); }))
+            selectConcatInput(c, axis->second);
+        });
+      }
       // A column block's loop over its rows, innermost; `o` is the row.
       auto openRowLanes = [&] {
         line("GPUC_INDEPENDENT_ITERATIONS");
@@ -1231,12 +1325,14 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                             function_ref<LogicalResult(StringRef)> pass) {
         size_t mark = body.size();
         unsigned divided = divisions;
-        if (failed(cpuLoopNest("r", rowBegin, rowEnd, mergedRow, mode, pass)))
+        if (failed(cpuLoopNest("r", rowBegin, rowEnd, rowBoundsDivisor,
+                               mergedRow, mode, pass)))
           return failure();
         if (divisions == divided || rowShape == mergedRow)
           return success();
         body.resize(mark);
-        return cpuLoopNest("r", rowBegin, rowEnd, rowShape, mode, pass);
+        return cpuLoopNest("r", rowBegin, rowEnd, rowBoundsDivisor, rowShape,
+                           mode, pass);
       };
       // The GPU's loop over the row's elements, `pass` its body.
       auto portableRowLoop =
