@@ -712,8 +712,8 @@ std::string Emitter::concatOfArguments(ConcatOp c, Value v,
                                        ArrayRef<std::string> coords) {
   int64_t axis = c.getAxis();
   ArrayRef<int64_t> shape = shapeOf(v);
-  std::string outer = index(ravel(coords.take_front(axis),
-                                  shape.take_front(axis))),
+  std::string outer =
+                  index(ravel(coords.take_front(axis), shape.take_front(axis))),
               inner = index(ravel(coords.drop_front(axis + 1),
                                   shape.drop_front(axis + 1)));
   std::string from = selectConcatInput(c, coords[axis]);

@@ -275,3 +275,60 @@ func.func @f(%a: tensor<4x2x3xf32>) -> tensor<8xf32> {
 )mlir";
   EXPECT_TRUE(succeeded(emitFirstFusion(kept)));
 }
+
+// Batch norm's statistics over a concatenation of kernel inputs along the
+// channel axis (DenseNet): `spatial` elements per channel and image.
+std::string statisticsOfConcat(int64_t spatial) {
+  auto t = [&](int64_t c) {
+    return "tensor<4x" + std::to_string(c) + "x" + std::to_string(spatial) +
+           "xf32>";
+  };
+  std::string v = "tensor<8xf32>";
+  return "func.func @f(%a: " + t(3) + ", %b: " + t(5) + ") -> " + v +
+         " {\n  %r = gpuc.fusion(%a, %b) : (" + t(3) + ", " + t(5) + ") -> " +
+         v + " {\n  ^bb0(%x: " + t(3) + ", %y: " + t(5) +
+         "):\n    %c = gpuc.concat %x, %y axis = 1 : (" + t(3) + ", " + t(5) +
+         ") -> " + t(8) + "\n    %q = gpuc.mul %c, %c : " + t(8) +
+         "\n    %s = gpuc.reduce_sum %c axes = [0, 2] : " + t(8) + " -> " + v +
+         "\n    %s2 = gpuc.reduce_sum %q axes = [0, 2] : " + t(8) + " -> " + v +
+         "\n    gpuc.yield %s2 : " + v + "\n  }\n  return %r : " + v + "\n}\n";
+}
+
+size_t occurrences(const std::string &text, const std::string &part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos;
+       at = text.find(part, at + 1))
+    ++n;
+  return n;
+}
+
+// The row's channel picks the concatenation's input once per row, before any
+// loop, however many passes and targets read it; each read is one load from
+// the picked input.
+TEST(KernelEmitterTest, ConcatAlongAKeptAxisSelectsItsInputOncePerRow) {
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(statisticsOfConcat(64));
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  size_t select = src.find("if (o < 3) { p");
+  ASSERT_NE(select, std::string::npos) << src;
+  EXPECT_EQ(occurrences(src, "if (o < 3)"), 1u) << src;
+  EXPECT_LT(select, src.find("for (")) << src;
+  EXPECT_NE(src.find("else { p0 = in1; p0Extent = 5; p0Start = 3; }"),
+            std::string::npos)
+      << src;
+  EXPECT_EQ(src.find("in0["), std::string::npos) << src;
+  EXPECT_NE(src.find("p0Extent + o - p0Start) * 64"), std::string::npos) << src;
+}
+
+// The CPU adds a row in groups of 8 lanes; a last, partial group needs a loop
+// of its own only when the row's lines are not a multiple of 8 long.
+TEST(KernelEmitterTest, RowsOfWholeLaneGroupsHaveNoRemainderLoop) {
+  const std::string remainder = "rAtGroup + lane < rAtEnd";
+  FailureOr<EmittedKernel> whole = emitFirstFusion(statisticsOfConcat(64));
+  ASSERT_TRUE(succeeded(whole));
+  EXPECT_EQ(whole->source.find(remainder), std::string::npos) << whole->source;
+  FailureOr<EmittedKernel> partial = emitFirstFusion(statisticsOfConcat(25));
+  ASSERT_TRUE(succeeded(partial));
+  EXPECT_NE(partial->source.find(remainder), std::string::npos)
+      << partial->source;
+}
