@@ -585,6 +585,11 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
       .Case([&](ReshapeOp r) { return at(r.getInput(), idx); })
       .Case([&](BroadcastOp b) -> FailureOr<std::string> {
         ArrayRef<int64_t> in = shapeOf(b.getInput());
+        // A single element (an optimizer's learning rate) needs no
+        // coordinates: unravelling them would divide for nothing, and a
+        // division makes the CPU walk lines instead of the flat range.
+        if (getNumElements(in) == 1)
+          return at(b.getInput(), "0");
         SmallVector<std::string> coords = unravel(idx, shape);
         int64_t lead = shape.size() - in.size();
         SmallVector<std::string> inCoords;

@@ -332,3 +332,27 @@ TEST(KernelEmitterTest, RowsOfWholeLaneGroupsHaveNoRemainderLoop) {
   EXPECT_NE(partial->source.find(remainder), std::string::npos)
       << partial->source;
 }
+
+// A single element broadcast over a tensor (an optimizer's learning rate) is
+// read at index 0 without unravelling the tensor's coordinates, so the
+// kernel has no division and the CPU runs the flat loop, not one of lines.
+TEST(KernelEmitterTest, BroadcastScalarNeedsNoCoordinates) {
+  std::string source = R"mlir(
+func.func @f(%w: tensor<64x3x3xf32>, %g: tensor<64x3x3xf32>, %lr: tensor<f32>) -> tensor<64x3x3xf32> {
+  %r = gpuc.fusion(%w, %g, %lr) : (tensor<64x3x3xf32>, tensor<64x3x3xf32>, tensor<f32>) -> tensor<64x3x3xf32> {
+  ^bb0(%x: tensor<64x3x3xf32>, %y: tensor<64x3x3xf32>, %s: tensor<f32>):
+    %b = gpuc.broadcast %s : tensor<f32> -> tensor<64x3x3xf32>
+    %m = gpuc.mul %b, %y : tensor<64x3x3xf32>
+    %u = gpuc.sub %x, %m : tensor<64x3x3xf32>
+    gpuc.yield %u : tensor<64x3x3xf32>
+  }
+  return %r : tensor<64x3x3xf32>
+}
+)mlir";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  EXPECT_NE(src.find("in2[0]"), std::string::npos) << src;
+  EXPECT_EQ(src.find(" / "), std::string::npos) << src;
+  EXPECT_EQ(src.find("#ifdef GPUC_CPU"), std::string::npos) << src;
+}
