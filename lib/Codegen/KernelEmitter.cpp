@@ -732,8 +732,8 @@ std::string Emitter::selectConcatInput(ConcatOp c,
                                        const std::string &coordinate) {
   // Remembered like a value: a row kernel selects once per row, before its
   // loops, for a concatenation along an axis it keeps.
-  Key key{c.getResult().getAsOpaquePointer(), "concat input at " + coordinate};
-  auto known = memo.find(key);
+  std::string key = "concat input at " + coordinate;
+  auto known = memo.find({c.getResult().getAsOpaquePointer(), key});
   if (known != memo.end())
     return known->second;
   int64_t axis = c.getAxis();
@@ -754,8 +754,7 @@ std::string Emitter::selectConcatInput(ConcatOp c,
                        extent, start));
     start += extent;
   }
-  memo[key] = from;
-  scopes.back().push_back(key);
+  remember(c.getResult(), key, from);
   return from;
 }
 
