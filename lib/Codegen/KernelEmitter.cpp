@@ -53,6 +53,13 @@ StringRef mlir::gpuc::registerCType(Type elementType) {
 
 namespace {
 
+/// Whether every input of `c` is one of the kernel's inputs (so a read is
+/// one load from the input that holds the element: concatOfArguments).
+bool concatenatesKernelInputs(ConcatOp c) {
+  return llvm::all_of(c.getInputs(),
+                      [](Value in) { return isa<BlockArgument>(in); });
+}
+
 /// `pattern` with {0}, {1}, ... replaced by `args` ({{ is a brace): what
 /// llvm::formatv does for plain strings, without parsing a format each
 /// time, for the emitter's hottest helpers (the fusion pass emits every
@@ -641,8 +648,7 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
       .Case([&](ConcatOp c) -> FailureOr<std::string> {
         int64_t axis = c.getAxis();
         SmallVector<std::string> coords = unravel(idx, shape);
-        if (llvm::all_of(c.getInputs(),
-                         [](Value in) { return isa<BlockArgument>(in); }))
+        if (concatenatesKernelInputs(c))
           return concatOfArguments(c, v, coords);
         std::string reg = fresh("v");
         line(llvm::formatv("{0} {1};", registerCType(elementOf(v)), reg));
@@ -1280,8 +1286,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
         fusion.getBody().walk([&](ConcatOp c) {
           auto axis = keptAxes.find(c.getAxis());
           if (axis != keptAxes.end() && shapeOf(c.getResult()) == full &&
-              llvm::all_of(c.getInputs(),
-                           [](Value in) { return isa<BlockArgument>(in); }))
+              concatenatesKernelInputs(c))
             selectConcatInput(c, axis->second);
         });
       }
