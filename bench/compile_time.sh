@@ -3,7 +3,7 @@
 # (the same model again: the artifact cache copies what the first compile
 # wrote) and kernels-warm (again with --no-artifact-cache: import, passes and
 # the step program run, the kernel objects, cubins and trainer come from the
-# cache, as after changing only --lr), for the models issue 14 names:
+# cache, as after changing only --lr), for three models of growing size:
 # torchvision's ResNet-18 and DenseNet-121 (64x64 RGB, 10 classes, batch 4)
 # and the example transformer block (batch 4).
 #

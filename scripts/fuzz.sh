@@ -34,7 +34,7 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -Iruntime/include -DGPUC_FUZZ)
 sources=(runtime/lib/Plan.cpp runtime/lib/Safetensors.cpp runtime/lib/Npy.cpp
-         runtime/lib/Dataset.cpp)
+         runtime/data/Dataset.cpp)
 declare -A main=([plan]=PlanFuzzer [safetensors]=SafetensorsFuzzer
                  [npy]=NpyFuzzer [idx]=IdxFuzzer [dsl]=DslFuzzer
                  [onnx]=OnnxFuzzer)
@@ -45,10 +45,11 @@ for t in "${targets[@]}"; do
       echo "fuzz.sh: build/ has no gpuc (run scripts/build.sh): the onnx target needs its libraries" >&2
       exit 1
     fi
-    if [[ ! $out/onnx -nt lib/Frontend/OnnxImporter.cpp ||
-          ! $out/onnx -nt lib/Frontend/OnnxModelLoader.cpp ||
-          ! $out/onnx -nt fuzz/OnnxFuzzer.cpp ||
-          ! $out/onnx -nt build/lib/libGpucDialect.a ]]; then
+    stale=0
+    for f in lib/Frontend/Onnx/* fuzz/OnnxFuzzer.cpp build/lib/libGpucDialect.a; do
+      [[ $out/onnx -nt $f ]] || stale=1
+    done
+    if ((stale)); then
       echo "fuzz.sh: building onnx with $cxx"
       # The importer and its loader instrumented (compiled as CMake does);
       # everything else as gpuc links it.
@@ -56,13 +57,19 @@ for t in "${targets[@]}"; do
                  -DONNX_ML=1 -DONNX_NAMESPACE=onnx
                  -I/usr/lib/llvm-22/include -Iinclude -Ibuild/include
                  -Wno-deprecated-declarations)
-      "$cxx" "${onnxflags[@]}" -fno-exceptions -c lib/Frontend/OnnxImporter.cpp -o "$out/OnnxImporter.o"
-      "$cxx" "${onnxflags[@]}" -fexceptions -c lib/Frontend/OnnxModelLoader.cpp -o "$out/OnnxModelLoader.o"
+      importer=()
+      for f in lib/Frontend/Onnx/*.cpp; do
+        name=$(basename "$f" .cpp)
+        exceptions=-fno-exceptions
+        [[ $name == OnnxModelLoader ]] && exceptions=-fexceptions
+        "$cxx" "${onnxflags[@]}" $exceptions -c "$f" -o "$out/onnx-$name.o"
+        importer+=("$out/onnx-$name.o")
+      done
       "$cxx" "${onnxflags[@]}" -fno-exceptions -c fuzz/OnnxFuzzer.cpp -o "$out/OnnxFuzzer.o"
       mapfile -t libs < <(ninja -C build -t commands bin/gpuc | tail -1 |
         tr ' ' '\n' | grep -E '\.a$|\.so$|^-l' | sed 's|^lib/|build/lib/|;s|^runtime/|build/runtime/|')
       "$cxx" -fsanitize=fuzzer,address,undefined "$out/OnnxFuzzer.o" \
-        "$out/OnnxImporter.o" "$out/OnnxModelLoader.o" "${libs[@]}" \
+        "${importer[@]}" "${libs[@]}" \
         /usr/lib/llvm-22/lib/libLLVMSupport.a /usr/lib/llvm-22/lib/libLLVMDemangle.a \
         -lz -ltinfo -o "$out/onnx"
     fi

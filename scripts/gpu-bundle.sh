@@ -117,7 +117,7 @@ EOF
   done
 done
 
-# Bench (AdamW) at the batches; the batch-128 MLP and CNN also train.
+# Bench (AdamW) at batches 128 and 1024 (transformer 32 and 256); the batch-128 MLP and CNN also train.
 benches="mlp:128 cnn:128 transformer:32"
 if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   benches+=" mlp:1024 cnn:1024 transformer:256"

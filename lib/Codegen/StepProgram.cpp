@@ -266,6 +266,9 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
   return op->emitOpError() << "is not a library call";
 }
 
+// A single walk over the function's ops in schedule order, each becoming
+// plan steps over the slots the memory plan recorded; the serialization of
+// kernels, library calls and copies shares the walk's buffer table.
 LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   json steps = json::array(), inputs = json::object(), outputs = json::object();
   bufferOf.clear();

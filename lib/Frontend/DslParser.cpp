@@ -654,6 +654,8 @@ FailureOr<Shape> DslParser::parseIntList() {
   return list;
 }
 
+// One case per DSL function, each checking its own arguments: a table of
+// the language in one place (long, and meant to be).
 FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
   advance(); // '('
   SmallVector<Operand> positional;

@@ -412,6 +412,9 @@ LogicalResult Interpreter::classLoss(OpTy op, bool logits) {
   return success();
 }
 
+// One case per op, in one place: this switch is the semantic reference
+// every generated kernel is checked against, and a reader compares an op's
+// case with its neighbours' (long, and meant to be).
 LogicalResult Interpreter::execute(Operation *op) {
   using std::exp;
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)

@@ -242,6 +242,8 @@ bool fitOneKernel(ArrayRef<FusionOp> parts) {
 /// placed at `second`. `second` reads `first`'s results directly or through
 /// a reshape; `first`'s results that anything else reads stay results.
 /// Returns null (and changes nothing) when the merge is not legal.
+// Long: every legality check reads the two bodies' value maps built at the
+// top, and the merge reuses them.
 FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
   if (!fitOneKernel({first, second}))
     return nullptr;
@@ -608,6 +610,8 @@ void dropResult(FusionOp fusion, unsigned index) {
 /// A per-row statistic on the way (a reduction's result, smaller than the
 /// result: batch norm's mean under its normalized input) becomes a result
 /// of the producer and an operand of the readers.
+// Long: the legality checks and the rewrite read the same chain of
+// producers, collected once at the top.
 bool sinkCheapResult(FusionOp producer, unsigned index, Fusing &fusing) {
   Value result = producer.getResult(index);
   SmallVector<FusionOp> readers;

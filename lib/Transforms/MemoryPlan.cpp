@@ -100,6 +100,8 @@ ArrayRef<int64_t> inPlaceOf(Operation *op) {
 }
 } // namespace
 
+// One walk deciding every in-place write over one table of last readers;
+// the cases (updates of state, elementwise and row kernels) share it.
 void mlir::gpuc::chooseInPlace(func::FuncOp func) {
   Block &body = func.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -476,6 +478,8 @@ int64_t mlir::gpuc::packArena(const StepLiveness &liveness,
   return best;
 }
 
+// One pass over the plan checking each of its promises (sizes, in-place
+// legality, no two live buffers sharing a byte) against one liveness table.
 LogicalResult mlir::gpuc::verifyMemoryPlan(func::FuncOp func) {
   auto memory =
       func->getAttrOfType<DictionaryAttr>(GpucDialect::kMemoryAttrName);

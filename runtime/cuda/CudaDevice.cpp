@@ -115,6 +115,7 @@ public:
   bool init(const std::string &dir, std::string &error);
 
   std::string describe() const override { return description; }
+  Numerics numerics() const override { return {"cuda", gpu, 0}; }
   void upload(int id, const void *src, size_t bytes) override;
   void download(int id, void *dst, size_t bytes) override;
   bool run(const std::string &function, std::string &error) override;
@@ -171,6 +172,8 @@ private:
   const Plan &plan;
   CudaOptions options;
   std::string description;
+  /// The GPU's name and compute capability (numerics()).
+  std::string gpu;
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUmodule module = nullptr;
@@ -274,6 +277,7 @@ bool CudaDevice::loadModule(const std::string &dir, std::string &error) {
   cuDeviceGetName(name, sizeof(name), device);
   int sms = 0;
   cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  gpu = std::string(name) + " (sm_" + std::to_string(capability) + ")";
   description = std::string("cuda: ") + name + " (sm_" +
                 std::to_string(capability) + ", " + std::to_string(sms) +
                 " SMs), kernels from " + file;

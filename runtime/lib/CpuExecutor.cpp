@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/runtime/Executor.h"
+#include "gpuc/runtime/Numbers.h"
 #include "gpuc/runtime/PlanSteps.h"
 #include "gpuc/runtime/StepProfile.h"
 #include "gpuc/runtime/device/CpuKernelTable.h"
@@ -29,12 +30,15 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -59,13 +63,71 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   }
 }
 
+/// The CPU's model name as /proc/cpuinfo gives it ("unknown CPU" where it
+/// gives none).
+std::string cpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon == std::string::npos)
+        break;
+      size_t first = line.find_first_not_of(" \t", colon + 1);
+      return first == std::string::npos ? "unknown CPU" : line.substr(first);
+    }
+  return "unknown CPU";
+}
+
+/// The instruction set oneDNN dispatches its kernels on here.
+std::string dnnlIsaName() {
+  switch (dnnl_get_effective_cpu_isa()) {
+  case dnnl_cpu_isa_sse41:
+    return "sse41";
+  case dnnl_cpu_isa_avx:
+    return "avx";
+  case dnnl_cpu_isa_avx2:
+    return "avx2";
+  case dnnl_cpu_isa_avx2_vnni:
+    return "avx2_vnni";
+  case dnnl_cpu_isa_avx512_mic:
+  case dnnl_cpu_isa_avx512_mic_4ops:
+    return "avx512_mic";
+  case dnnl_cpu_isa_avx512_core:
+    return "avx512_core";
+  case dnnl_cpu_isa_avx512_core_vnni:
+    return "avx512_core_vnni";
+  case dnnl_cpu_isa_avx512_core_bf16:
+    return "avx512_core_bf16";
+  case dnnl_cpu_isa_avx512_core_amx:
+    return "avx512_core_amx";
+  default:
+    return "isa " + std::to_string((int)dnnl_get_effective_cpu_isa());
+  }
+}
+
 /// The most bytes a convolution's chunk of the batch takes in oneDNN's
 /// layouts (input and output; the scratchpad comes on top): 32 MiB, or
 /// GPUC_CONV_CHUNK_BYTES (what the tests use to make small batches run in
 /// several chunks).
 int64_t convChunkBytes() {
-  const char *bytes = getenv("GPUC_CONV_CHUNK_BYTES");
-  return bytes && atoll(bytes) > 0 ? atoll(bytes) : int64_t(32) << 20;
+  // Read once: a bad value is said once, not at every convolution.
+  static const int64_t bytes = [] {
+    const int64_t fallback = int64_t(32) << 20;
+    const char *text = getenv("GPUC_CONV_CHUNK_BYTES");
+    int64_t parsed = 0;
+    if (!text)
+      return fallback;
+    if (!parseInteger(text, 1, int64_t(1) << 40, parsed)) {
+      fprintf(stderr,
+              "gpuc: warning: GPUC_CONV_CHUNK_BYTES='%s' is not a byte count "
+              "from 1 to 2^40; using 32 MiB\n",
+              text);
+      return fallback;
+    }
+    return parsed;
+  }();
+  return bytes;
 }
 
 /// The storage type of a library call's tensors.
@@ -290,6 +352,11 @@ public:
 
   std::string describe() const override {
     return "cpu (generated kernels and oneDNN GEMMs on OpenMP threads)";
+  }
+
+  Numerics numerics() const override {
+    return {"cpu", cpuModel() + " (" + dnnlIsaName() + ")",
+            (int64_t)omp_get_max_threads()};
   }
 
   void upload(int id, const void *src, size_t bytes) override {

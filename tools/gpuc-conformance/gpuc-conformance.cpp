@@ -199,6 +199,8 @@ static std::string runNumerics(ModuleOp module, const std::string &dir,
   }
 }
 
+// The whole run: each node test imported, run in the interpreter and
+// compared, with the reasons for skips counted, in the order it reports.
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::ParseCommandLineOptions(argc, argv,

@@ -106,6 +106,8 @@ static std::string dtypeFor(Type type) {
   return "<f4"; // f32, and f16/bf16 widened
 }
 
+// gpuc run, in the order a user reads its output: the module, the inputs
+// and parameters bound to arguments, the run, the results written.
 int mlir::gpuc::runInterpreterCommand(StringRef modulePath) {
   DialectRegistry registry;
   registerAllDialects(registry);

@@ -59,11 +59,43 @@ struct Plan {
                      const std::string &name) const;
 };
 
+/// What a step's floating-point results depend on beyond the artifact and
+/// its inputs: the determinism contract (README, "Determinism"). Runs under
+/// equal conditions are bit-identical; under different ones they agree
+/// within the step-parity tolerance only.
+struct Numerics {
+  /// "cpu" or "cuda".
+  std::string device;
+  /// The CPU's model and the instruction set oneDNN runs on it (its
+  /// kernels, and so their rounding, differ by instruction set), or the
+  /// GPU's name and compute capability.
+  std::string processor;
+  /// The threads that split the step's library reductions (oneDNN
+  /// partitions a GEMM's and a convolution's sums by thread count); 0 where
+  /// results do not depend on a thread count.
+  int64_t threads = 0;
+
+  bool operator==(const Numerics &other) const {
+    return device == other.device && processor == other.processor &&
+           threads == other.threads;
+  }
+  /// "cpu on AMD EPYC (avx2), 2 threads".
+  std::string describe() const {
+    std::string text = device + " on " + processor;
+    if (threads)
+      text += ", " + std::to_string(threads) +
+              (threads == 1 ? " thread" : " threads");
+    return text;
+  }
+};
+
 class Device {
 public:
   virtual ~Device() = default;
   /// What runs the steps, for the trainer's first line ("cpu", "cuda: ...").
   virtual std::string describe() const = 0;
+  /// The conditions this device's results depend on (see Numerics).
+  virtual Numerics numerics() const = 0;
   /// Host copies in and out of buffer `id`. An upload is seen by every
   /// later run(); a download waits for the runs submitted before it.
   virtual void upload(int id, const void *src, size_t bytes) = 0;

@@ -7,7 +7,7 @@
 // hash and path, checked again on restore: the import alone knows them).
 //
 //===----------------------------------------------------------------------===//
-#include "ArtifactCache.h"
+#include "gpuc/Target/ArtifactCache.h"
 
 #include "gpuc/Codegen/Nvrtc.h"
 

@@ -157,6 +157,8 @@ static bool checkTrustedRanks(const onnx::GraphProto &graph,
   return true;
 }
 
+// A checklist over every place a dimension can be declared, before ONNX's
+// checker sees any of them: one rule after another, in one place.
 bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
   auto checkShape = [&](const onnx::ValueInfoProto &value, const char *kind) {
     if (!value.type().has_tensor_type())

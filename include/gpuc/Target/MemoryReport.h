@@ -7,8 +7,8 @@
 // timeline). Neither decides anything.
 //
 //===----------------------------------------------------------------------===//
-#ifndef GPUC_TOOLS_GPUC_MEMORYREPORT_H
-#define GPUC_TOOLS_GPUC_MEMORYREPORT_H
+#ifndef GPUC_TARGET_MEMORYREPORT_H
+#define GPUC_TARGET_MEMORYREPORT_H
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,4 +31,4 @@ std::string memoryPicture(const nlohmann::json &plan);
 
 } // namespace mlir::gpuc
 
-#endif // GPUC_TOOLS_GPUC_MEMORYREPORT_H
+#endif // GPUC_TARGET_MEMORYREPORT_H

@@ -1,5 +1,5 @@
 //===- MemoryReport.cpp - the plan's memory, as numbers and a picture -----===//
-#include "MemoryReport.h"
+#include "gpuc/Target/MemoryReport.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

@@ -8,10 +8,10 @@
 // takes as long as hashing it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef GPUC_TOOLS_ARTIFACTCACHE_H
-#define GPUC_TOOLS_ARTIFACTCACHE_H
+#ifndef GPUC_TARGET_ARTIFACTCACHE_H
+#define GPUC_TARGET_ARTIFACTCACHE_H
 
-#include "Commands.h"
+#include "gpuc/Target/Artifact.h"
 
 #include "llvm/ADT/ArrayRef.h"
 
@@ -45,4 +45,4 @@ constexpr int64_t kMaxArtifactCacheBytes = int64_t(4) << 30;
 
 } // namespace mlir::gpuc
 
-#endif // GPUC_TOOLS_ARTIFACTCACHE_H
+#endif // GPUC_TARGET_ARTIFACTCACHE_H

@@ -1,6 +1,17 @@
-//===- Commands.h - what the gpuc driver's command files share --*- C++ -*-===//
-#ifndef GPUC_TOOLS_GPUC_COMMANDS_H
-#define GPUC_TOOLS_GPUC_COMMANDS_H
+//===- Artifact.h - gpuc compile's back end: the trainer artifact -*- C++
+//-*-===//
+//
+// Writes into the output directory: plan.json (buffers, arena, steps),
+// kernels.cu (every kernel, one source for both targets), init.safetensors
+// (initial parameters, optimizer state, constants), model.onnx (for
+// --export-onnx), kernels.sm_XX.cubin/.ptx (CUDA target: NVRTC and ptxas),
+// and kernels.cpu.o linked with the runtime's trainer into `train` (CPU
+// target). Compiled objects, cubins and trainers are cached by what made
+// them; whole artifacts too (ArtifactCache.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_TARGET_ARTIFACT_H
+#define GPUC_TARGET_ARTIFACT_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/Timing.h"
@@ -64,4 +75,4 @@ std::string compilerIdentity(const std::string &cxx,
 
 } // namespace mlir::gpuc
 
-#endif // GPUC_TOOLS_GPUC_COMMANDS_H
+#endif // GPUC_TARGET_ARTIFACT_H

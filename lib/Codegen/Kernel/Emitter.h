@@ -1,0 +1,345 @@
+//===- Emitter.h - the kernel emitter, shared by its parts --*- C++ -*-===//
+//
+// Values are computed "at an index": `at(v, idx)` emits the statements that
+// compute element `idx` (a C++ expression of v's linear index) of `v` and
+// returns the register that holds it. Kernel inputs are loads; ops inside the
+// region translate the index to their operands' (broadcast, transpose,
+// slice, gather, windows...) and combine the operands' registers. Results are
+// memoized per (value, index) within a C++ scope, so a value read twice at
+// the same position is computed once.
+//
+// The parts: the values of ops (Pointwise.cpp), concatenations
+// (Concat.cpp), pooling windows (Windows.cpp), the CPU's loop forms
+// (CpuLoops.cpp), the elementwise and row kernels (ElementwiseKernel.cpp,
+// RowKernel.cpp) and the kernel's function (KernelEmitter.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_CODEGEN_KERNEL_EMITTER_H
+#define GPUC_CODEGEN_KERNEL_EMITTER_H
+
+#include "gpuc/Codegen/KernelEmitter.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/OpKinds.h"
+#include "gpuc/Dialect/Gpuc/ShapeInference.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <map>
+#include <numeric>
+
+namespace mlir::gpuc::kernel_emitter {
+
+/// Whether every input of `c` is one of the kernel's inputs (so a read is
+/// one load from the input that holds the element: concatOfArguments).
+inline bool concatenatesKernelInputs(ConcatOp c) {
+  return llvm::all_of(c.getInputs(),
+                      [](Value in) { return isa<BlockArgument>(in); });
+}
+
+/// `pattern` with {0}, {1}, ... replaced by `args` ({{ is a brace): what
+/// llvm::formatv does for plain strings, without parsing a format each
+/// time, for the emitter's hottest helpers (the fusion pass emits every
+/// candidate kernel).
+inline std::string substitute(StringRef pattern, ArrayRef<StringRef> args) {
+  std::string out;
+  out.reserve(pattern.size() + 16);
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '{' && i + 1 < pattern.size() && pattern[i + 1] == '{') {
+      out += '{';
+      ++i;
+    } else if (c == '{' && i + 2 < pattern.size() && isdigit(pattern[i + 1]) &&
+               pattern[i + 2] == '}') {
+      out += args[pattern[i + 1] - '0'];
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/// The CPU's loops over a line of elements: accumulators per lane of a
+/// group (a reduction's order is then fixed by the text), and the shortest
+/// innermost dimension worth a loop of its own.
+constexpr int64_t kCpuLanes = 8;
+constexpr int64_t kCpuMinLine = 8;
+/// `expr`, a float, rounded to `type` when that is f16 or bf16.
+inline std::string rounded(Type type, const std::string &expr) {
+  if (type.isF16())
+    return "gpuc::roundF16(" + expr + ")";
+  if (type.isBF16())
+    return "gpuc::roundBF16(" + expr + ")";
+  return expr;
+}
+
+inline ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+inline Type elementOf(Value v) { return getElementTypeOrSelf(v.getType()); }
+inline bool isFloat(Value v) { return isa<FloatType>(elementOf(v)); }
+
+inline SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+inline std::string literal(double value, Type type) {
+  if (isa<FloatType>(type)) {
+    if (std::isnan(value))
+      return "NAN";
+    if (std::isinf(value))
+      return value > 0 ? "INFINITY" : "(-INFINITY)";
+    return llvm::formatv("{0:e9}f", value).str();
+  }
+  if (type.isInteger(1))
+    return value != 0 ? "true" : "false";
+  return llvm::formatv("(({0}){1}LL)", storageCType(type), (int64_t)value)
+      .str();
+}
+
+/// The window geometry shared by the pooling ops and their gradients.
+struct Window {
+  ArrayRef<int64_t> kernel, strides, pads;
+  bool countIncludePad = false;
+};
+
+/// A pooling op's window.
+Window windowOf(Operation *op);
+/// The max_pool2d (or max_pool2d_argmax) beside `op` in its kernel: the
+/// other half of the same scan, or null.
+Operation *maxPoolTwin(Operation *op);
+/// The axes a reduction reduces.
+SmallVector<int64_t> reducedAxes(Operation *reduce);
+
+class Emitter {
+public:
+  explicit Emitter(FusionOp fusion) : fusion(fusion) {}
+  FailureOr<EmittedKernel> run(StringRef name);
+
+private:
+  // The two kinds of kernel (ElementwiseKernel.cpp, RowKernel.cpp), then
+  // the function around their body (KernelEmitter.cpp).
+  LogicalResult emitElementwise(EmittedKernel &kernel);
+  LogicalResult emitRowKernel(ArrayRef<Operation *> reductions,
+                              EmittedKernel &kernel, int64_t &cpuGrid);
+  FailureOr<EmittedKernel> assemble(StringRef name, EmittedKernel kernel,
+                                    int64_t cpuGrid,
+                                    ArrayRef<Operation *> reductions);
+
+private:
+  using Key = std::pair<void *, std::string>;
+  using CoordKey = std::pair<std::string, std::vector<int64_t>>;
+
+  void line(const Twine &text) {
+    body.append(2 * depth, ' ');
+    text.print(bodyStream);
+    body += '\n';
+  }
+  std::string fresh(StringRef prefix) { return (prefix + Twine(next++)).str(); }
+  void open(const Twine &header) {
+    line(header + " {");
+    ++depth;
+    pushScope();
+  }
+  void close() {
+    popScope();
+    --depth;
+    line("}");
+  }
+  /// What is remembered from here on is forgotten at popScope (a block's
+  /// braces, or a stretch of text emitted twice, once per target).
+  void pushScope() {
+    scopes.emplace_back();
+    coordScopes.emplace_back();
+  }
+  void popScope() {
+    for (const Key &key : scopes.back())
+      memo.erase(key);
+    scopes.pop_back();
+    for (const CoordKey &key : coordScopes.back())
+      coordMemo.erase(key);
+    coordScopes.pop_back();
+  }
+  void remember(Value v, const std::string &idx, const std::string &reg) {
+    Key key{v.getAsOpaquePointer(), idx};
+    memo[key] = reg;
+    scopes.back().push_back(key);
+  }
+  /// Declares a register holding `expr` and returns its name. An f16 or
+  /// bf16 value is computed in f32 and rounded to its type, so a fused
+  /// kernel computes what the op-by-op interpreter does; `exact` (a load)
+  /// needs no rounding.
+  std::string define(Value v, const std::string &expr, bool exact = false) {
+    std::string reg = fresh("v");
+    std::string value = exact ? expr : rounded(elementOf(v), expr);
+    line(substitute("const {0} {1} = {2};",
+                    {registerCType(elementOf(v)), reg, value}));
+    return reg;
+  }
+  /// Declares an index register.
+  std::string index(const std::string &expr) {
+    std::string reg = fresh("i");
+    line(substitute("const gidx {0} = {1};", {reg, expr}));
+    return reg;
+  }
+  /// The coordinates of linear index `idx` in `shape`.
+  SmallVector<std::string> unravel(const std::string &idx,
+                                   ArrayRef<int64_t> shape) {
+    // An index built from known coordinates, or already unravelled in this
+    // scope, gives its coordinates back without any division.
+    CoordKey key{idx, std::vector<int64_t>(shape.begin(), shape.end())};
+    auto known = coordMemo.find(key);
+    if (known != coordMemo.end())
+      return known->second;
+    // Known in a shape with the same leading dimensions (a row kernel's
+    // [n, c, h*w] for an NCHW tensor): those coordinates are taken as they
+    // are, and only the trailing ones are unravelled from theirs.
+    for (auto it = coordMemo.lower_bound({idx, {}});
+         it != coordMemo.end() && it->first.first == idx; ++it) {
+      ArrayRef<int64_t> other = it->first.second;
+      size_t common = 0;
+      while (common < other.size() && common < shape.size() &&
+             other[common] == shape[common])
+        ++common;
+      if (common == 0 || common == shape.size() || common == other.size() ||
+          getNumElements(other) != getNumElements(shape))
+        continue;
+      SmallVector<std::string> coords(it->second.begin(),
+                                      it->second.begin() + common);
+      ArrayRef<std::string> knownRest = ArrayRef(it->second).drop_front(common);
+      std::string rest = knownRest.size() == 1
+                             ? knownRest[0]
+                             : raveled(knownRest, other.drop_front(common));
+      llvm::append_range(coords, unravel(rest, shape.drop_front(common)));
+      rememberCoords(key, coords);
+      return coords;
+    }
+    SmallVector<int64_t> strides = stridesOf(shape);
+    SmallVector<std::string> coords;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1) {
+        coords.push_back("0");
+        continue;
+      }
+      std::string e = strides[d] == 1
+                          ? idx
+                          : llvm::formatv("({0} / {1})", idx, strides[d]).str();
+      if (d > 0)
+        e = llvm::formatv("({0} % {1})", e, shape[d]).str();
+      if (e == idx) {
+        coords.push_back(idx);
+        continue;
+      }
+      ++divisions;
+      coords.push_back(index(e));
+    }
+    rememberCoords(key, coords);
+    return coords;
+  }
+  void rememberCoords(const CoordKey &key, ArrayRef<std::string> coords) {
+    coordMemo[key] = SmallVector<std::string>(coords);
+    coordScopes.back().push_back(key);
+  }
+  /// An index register for `coords` in `shape`, whose coordinates are known.
+  std::string raveled(ArrayRef<std::string> coords, ArrayRef<int64_t> shape) {
+    std::string reg = index(ravel(coords, shape));
+    rememberCoords({reg, std::vector<int64_t>(shape.begin(), shape.end())},
+                   coords);
+    return reg;
+  }
+  std::string ravel(ArrayRef<std::string> coords, ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> strides = stridesOf(shape);
+    std::string e;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1 || coords[d] == "0")
+        continue;
+      if (!e.empty())
+        e += " + ";
+      e += strides[d] == 1
+               ? coords[d]
+               : llvm::formatv("{0} * {1}", coords[d], strides[d]).str();
+    }
+    return e.empty() ? "0" : "(" + e + ")";
+  }
+
+  /// Emits a loop twice when the CPU is better served by another form: the
+  /// portable loop (a block's threads stride over a flat range) for the GPU,
+  /// and `cpu` under GPUC_CPU. With `onlyIfDivides`, the portable loop alone
+  /// is kept unless its body unravels an index by division.
+  LogicalResult splitByTarget(function_ref<LogicalResult()> portable,
+                              function_ref<LogicalResult()> cpu,
+                              bool onlyIfDivides);
+  /// The CPU's loop over the flat range [begin, end) of `shape`: a loop over
+  /// lines (the innermost dimension, or the trailing dimensions that make a
+  /// line kCpuMinLine long) whose outer coordinates are unravelled once per
+  /// line, and an inner loop over the line that the host compiler
+  /// vectorizes. The flat index is the register `flat`,
+  /// with its coordinates in `shape` known. How the line's loop runs:
+  enum class CpuLine {
+    /// vectorized along the line;
+    Simd,
+    /// vectorized along the line kCpuLanes elements at a time, `emitBody`
+    /// receiving the lane register ("lane"): a reduction adds element k of
+    /// a group to its accumulator k, so the sum's order is fixed by the
+    /// text, not by the vectorizer;
+    Lanes,
+    /// in order, element by element (the body vectorizes across something
+    /// else: a column reduction's rows).
+    Plain,
+  };
+  /// `boundsDivisor` divides both `begin` and `end` (1 when nothing is
+  /// known): lines that are all whole and a multiple of kCpuLanes long need
+  /// no loop for a last, partial group of lanes.
+  LogicalResult cpuLoopNest(const std::string &flat, const std::string &begin,
+                            const std::string &end, int64_t boundsDivisor,
+                            ArrayRef<int64_t> shape, CpuLine mode,
+                            function_ref<LogicalResult(StringRef)> emitBody);
+  FailureOr<std::string> at(Value v, const std::string &idx);
+  FailureOr<std::string> compute(Operation *op, Value v,
+                                 const std::string &idx);
+  FailureOr<std::string> pool(Operation *op, Value v, const std::string &idx);
+  std::string concatOfArguments(ConcatOp c, Value v,
+                                ArrayRef<std::string> coords);
+  /// Declares and sets the pointer to the input of `c` that holds
+  /// `coordinate` along its axis (with that input's extent and first
+  /// coordinate there), once per scope; returns its name.
+  std::string selectConcatInput(ConcatOp c, const std::string &coordinate);
+  std::string windowCount(const std::string &top, const std::string &left,
+                          const Window &w, ArrayRef<int64_t> in);
+  FailureOr<std::string> poolBackward(Operation *op, Value v,
+                                      const std::string &idx);
+  LogicalResult storeResults(ValueRange values, const std::string &idx);
+  /// Per result: the operand it overwrites in place (gpuc.in_place), or -1.
+  SmallVector<int64_t> inPlace;
+  /// Blocks per row of a row kernel (rowKernelSplits).
+  int64_t splits = 1;
+  /// Index divisions unravel has emitted so far.
+  unsigned divisions = 0;
+
+  FusionOp fusion;
+  std::string body;
+  /// Writes to `body` (unbuffered): line() prints a Twine without first
+  /// building a string of it.
+  llvm::raw_string_ostream bodyStream{body};
+  int depth = 1;
+  unsigned next = 0;
+  std::map<Key, std::string> memo;
+  std::vector<std::vector<Key>> scopes{1};
+  /// In a row kernel, a reduction's result is one register per block,
+  /// whatever index of it is asked for.
+  DenseMap<void *, std::string> rowValues;
+  std::map<CoordKey, SmallVector<std::string>> coordMemo;
+  std::vector<std::vector<CoordKey>> coordScopes{1};
+};
+
+} // namespace mlir::gpuc::kernel_emitter
+
+#endif // GPUC_CODEGEN_KERNEL_EMITTER_H

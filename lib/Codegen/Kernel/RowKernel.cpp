@@ -1,0 +1,493 @@
+//===- RowKernel.cpp - kernels of one block per row of their reductions
+//-----===//
+#include "Emitter.h"
+
+namespace mlir::gpuc::kernel_emitter {
+
+/// The axes a reduction reduces.
+SmallVector<int64_t> reducedAxes(Operation *reduce) {
+  if (auto r = dyn_cast<ReduceSumOp>(reduce))
+    return SmallVector<int64_t>(r.getAxes());
+  if (auto r = dyn_cast<ReduceMaxOp>(reduce))
+    return SmallVector<int64_t>(r.getAxes());
+  return SmallVector<int64_t>(cast<ReduceMeanOp>(reduce).getAxes());
+}
+
+// One function for the row kernel's plan and its passes: the passes
+// (emitRows) read two dozen facts the plan computes (kept and reduced
+// shapes, the per-row and per-element values, reduction levels, launch
+// phases, merged axes), and they are emitted twice on the CPU (row by row,
+// and in columns of rows); splitting it would pass all of them around.
+LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
+                                     EmittedKernel &kernel, int64_t &cpuGrid) {
+  Block &block = fusion.getBodyBlock();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  // A row kernel: one block per element of the kept axes ("row"); every
+  // reduction reduces the same axes of the same shape. Each reduction is a
+  // pass over the row (threads stride, then a block reduction), after
+  // which its value is a register of the block; values written per row
+  // are stored by thread 0, values of the full shape in a last pass.
+  ArrayRef<int64_t> full = shapeOf(reductions[0]->getOperand(0));
+  SmallVector<int64_t> axes = reducedAxes(reductions[0]);
+  for (Operation *reduce : reductions)
+    if (shapeOf(reduce->getOperand(0)) != full || reducedAxes(reduce) != axes)
+      return reduce->emitOpError()
+             << "reduces other axes or another shape than the kernel's "
+                "first reduction; a kernel's reductions share their rows";
+  SmallVector<int64_t> keptShape, rowShape;
+  for (size_t d = 0; d < full.size(); ++d)
+    (llvm::is_contained(axes, (int64_t)d) ? rowShape : keptShape)
+        .push_back(full[d]);
+  int64_t rows = getNumElements(keptShape);
+  int64_t rowLength = getNumElements(rowShape);
+  SmallVector<Value> perRow, perElement;
+  for (Value value : yield.getValues()) {
+    int64_t n = getNumElements(shapeOf(value));
+    if (n == rows)
+      perRow.push_back(value);
+    else if (shapeOf(value) == full)
+      perElement.push_back(value);
+    else
+      return fusion.emitOpError()
+             << "writes " << value.getType()
+             << ", neither one value per row nor the reduced shape";
+  }
+  // A reduction's result lives in a register of its row, read whatever
+  // index asks for it: every op between it and a store must read it at
+  // its own row, so only pointwise ops, reshapes (the linear index stays)
+  // and broadcasts back to the reduced shape may follow. A permutation
+  // (a transpose of the per-row values, as a gather's gradient has) would
+  // store row o's value where another row's belongs.
+  DenseSet<Value> fromRows;
+  for (Operation &op : block.without_terminator()) {
+    bool readsRows = llvm::any_of(
+        op.getOperands(), [&](Value v) { return fromRows.contains(v); });
+    if (!readsRows) {
+      if (isReduction(&op))
+        fromRows.insert(op.getResult(0));
+      continue;
+    }
+    auto broadcast = dyn_cast<BroadcastOp>(op);
+    if (!isPointwise(&op) && !isReduction(&op) && !isa<ReshapeOp>(op) &&
+        !(broadcast && shapeOf(broadcast.getResult()) == full))
+      return op.emitOpError()
+             << "reads a row kernel's per-row value at other positions than "
+                "its row; it needs a kernel of its own";
+    for (Value result : op.getResults())
+      fromRows.insert(result);
+  }
+  // Per-element values that depend on no reduction (and overwrite no
+  // operand) are stored in the first pass over the row, which visits
+  // every element once (split rows: the first launch, each block its
+  // chunk), so only values computed from a reduction need the last pass.
+  // A dropout gradient summed over the batch then draws its mask once,
+  // not once per pass.
+  DenseSet<Operation *> afterReduction;
+  for (Operation &op : block.without_terminator())
+    if (isReduction(&op) || llvm::any_of(op.getOperands(), [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return def && afterReduction.contains(def);
+        }))
+      afterReduction.insert(&op);
+  // A value written over an operand stays in the last pass: the row's
+  // reductions read that operand until then (canOverwrite's contract).
+  auto writtenInPlace = [&](Value v) {
+    for (auto [k, yielded] : llvm::enumerate(yield.getValues()))
+      if (yielded == v && inPlace[k] >= 0)
+        return true;
+    return false;
+  };
+  SmallVector<Value> firstPass;
+  llvm::erase_if(perElement, [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    if ((def && afterReduction.contains(def)) || writtenInPlace(v))
+      return false;
+    firstPass.push_back(v);
+    return true;
+  });
+  // A reduction's level: 0 when it reads no reduction's result, else one
+  // more than the highest level it reads.
+  DenseMap<Operation *, int64_t> levelAfter; // of ops after a reduction
+  SmallVector<int64_t> levelOf;
+  int64_t levels = 0;
+  for (Operation &op : block.without_terminator()) {
+    int64_t reads = -1;
+    for (Value v : op.getOperands())
+      if (Operation *def = v.getDefiningOp())
+        if (levelAfter.count(def))
+          reads = std::max(reads, levelAfter[def]);
+    if (isReduction(&op)) {
+      levelOf.push_back(reads + 1);
+      levels = std::max(levels, reads + 2);
+      levelAfter[&op] = reads + 1;
+    } else if (reads >= 0) {
+      levelAfter[&op] = reads;
+    }
+  }
+  // Few long rows (batch norm's per-channel statistics) would leave most
+  // of a GPU idle with one block per row: such a row is split into
+  // `splits` chunks, one block each, and the kernel runs as one launch
+  // per reduction (each block reduces its chunk into `partials`) plus a
+  // last launch that writes the results. Every launch combines the
+  // partials of the reductions before its own in the same order, so all
+  // blocks of a row agree and replays are bit-identical.
+  splits = rowKernelSplits(rows, rowLength);
+  int64_t chunk = (rowLength + splits - 1) / splits;
+  kernel.grid = std::max<int64_t>(1, rows) * splits;
+  // Launches of a split kernel: one per reduction, one writing the
+  // per-element values, then (when there are any) one writing the per-row
+  // values, so that a per-row result may overwrite a per-row operand that
+  // the per-element launch still reads in every block of the row.
+  int64_t elementPhase = levels;
+  int64_t rowPhase =
+      !perRow.empty() && !perElement.empty() ? elementPhase + 1 : elementPhase;
+  kernel.launches = splits > 1 ? rowPhase + 1 : 1;
+  if (splits > 1)
+    kernel.workspaceBytes = (int64_t)reductions.size() * rows * splits * 8;
+  // Adjacent axes that are both kept or both reduced are one axis of the
+  // iteration (batch norm's [N, C, H, W] over {0, 2, 3} is [N, C, H*W]
+  // over {0, 2}), so an element's index costs one division less per
+  // merged axis; the original coordinates are derived from the merged
+  // ones (the host compiler drops those nobody reads).
+  struct Run {
+    bool reduced;
+    int64_t size;
+    SmallVector<int64_t> dims;
+  };
+  SmallVector<Run> runs;
+  for (size_t d = 0; d < full.size(); ++d) {
+    bool reduced = llvm::is_contained(axes, (int64_t)d);
+    if (runs.empty() || runs.back().reduced != reduced)
+      runs.push_back({reduced, 1, {}});
+    runs.back().size *= full[d];
+    runs.back().dims.push_back(full[d]);
+  }
+  SmallVector<int64_t> mergedFull, mergedKept, mergedRow;
+  for (const Run &run : runs) {
+    mergedFull.push_back(run.size);
+    (run.reduced ? mergedRow : mergedKept).push_back(run.size);
+  }
+  // On the CPU, a row kernel whose rows are adjacent elements (its
+  // innermost axis is kept: a bias gradient's sum over the batch, an
+  // embedding's gradient) runs kCpuLanes rows per block, the row's loop
+  // outside and the rows' lanes inside: the lanes load adjacent elements
+  // and vectorize, where each row alone would gather elements a row's
+  // length apart. Each row still adds its elements in order.
+  bool columns = splits == 1 && !runs.back().reduced &&
+                 runs.back().dims.back() % kCpuLanes == 0;
+  SmallVector<std::string> kept;
+  auto emitRows = [&](bool column) -> LogicalResult {
+    // The part of the row this block covers: all of it, or its chunk.
+    std::string rowBegin = "0", rowEnd = llvm::formatv("{0}", rowLength);
+    // Divides both ends of the block's part of the row.
+    int64_t rowBoundsDivisor =
+        splits > 1 ? std::gcd(chunk, rowLength) : rowLength;
+    if (column) {
+      line(llvm::formatv("const gidx oGroup = (gidx)blockIdx.x * {0};",
+                         kCpuLanes));
+    } else if (splits > 1) {
+      line(llvm::formatv("const gidx o = blockIdx.x / {0};", splits));
+      line(llvm::formatv("const gidx part = blockIdx.x % {0};", splits));
+      line(llvm::formatv("const gidx rowBegin = part * {0};", chunk));
+      line(llvm::formatv("const gidx rowEnd = rowBegin + {0} < {1} ? "
+                         "rowBegin + {0} : {1};",
+                         chunk, rowLength));
+      line("gpuc::Accumulator *partials = (gpuc::Accumulator *)workspace;");
+      rowBegin = "rowBegin";
+      rowEnd = "rowEnd";
+    } else {
+      line("const gidx o = blockIdx.x;");
+    }
+    // A column block's rows share every kept coordinate but the
+    // innermost, which is the group's plus the lane (the group starts at
+    // a multiple of kCpuLanes, which divides the innermost kept axis).
+    SmallVector<std::string> keptGroup;
+    if (column)
+      keptGroup = unravel("oGroup", mergedKept);
+    else
+      kept = unravel("o", mergedKept);
+    // A concatenation of inputs along a kept axis (DenseNet's batch norms
+    // over the concatenated features) picks its input once per row, here,
+    // rather than at each element of every pass over the row.
+    if (!column) {
+      std::map<int64_t, std::string> keptAxes;
+      size_t d = 0, nk = 0;
+      for (const Run &run : runs) {
+        if (!run.reduced && run.dims.size() == 1)
+          keptAxes[d] = kept[nk];
+        nk += !run.reduced;
+        d += run.dims.size();
+      }
+      fusion.getBody().walk([&](ConcatOp c) {
+        auto axis = keptAxes.find(c.getAxis());
+        if (axis != keptAxes.end() && shapeOf(c.getResult()) == full &&
+            concatenatesKernelInputs(c))
+          selectConcatInput(c, axis->second);
+      });
+    }
+    // A column block's loop over its rows, innermost; `o` is the row.
+    auto openRowLanes = [&] {
+      line("GPUC_INDEPENDENT_ITERATIONS");
+      open(llvm::formatv("for (gidx lane = 0; lane < {0}; ++lane)", kCpuLanes));
+      line("const gidx o = oGroup + lane;");
+      kept = keptGroup;
+      kept.back() = index(keptGroup.back() + " + lane");
+      ArrayRef<int64_t> dims = runs.back().dims;
+      if (dims.size() > 1) {
+        SmallVector<std::string> coords = unravel(keptGroup.back(), dims);
+        coords.back() = index(coords.back() + " + lane");
+        rememberCoords(
+            {kept.back(), std::vector<int64_t>(dims.begin(), dims.end())},
+            coords);
+      }
+    };
+    auto fullIndex = [&](StringRef r) {
+      SmallVector<std::string> rcoords = unravel(r.str(), mergedRow);
+      SmallVector<std::string> merged, coords;
+      size_t nk = 0, nr = 0;
+      for (const Run &run : runs) {
+        merged.push_back(run.reduced ? rcoords[nr++] : kept[nk++]);
+        if (run.dims.size() == 1)
+          coords.push_back(merged.back());
+        else
+          llvm::append_range(coords, unravel(merged.back(), run.dims));
+      }
+      std::string idx = raveled(merged, mergedFull);
+      rememberCoords({idx, std::vector<int64_t>(full.begin(), full.end())},
+                     coords);
+      return idx;
+    };
+    // The CPU walks a row by lines of its innermost merged axis
+    // (cpuLoopNest) when those are long enough.
+    bool cpuLines = !columns && getNumElements(mergedRow) >= kCpuMinLine;
+    // The CPU's walk over a row: by lines of the merged axes, or of the
+    // row's own axes when the body needs coordinates inside a merged axis
+    // (a pooling gradient's row and column), which the lines of the row's
+    // axes give without division.
+    auto cpuRowNest = [&](CpuLine mode,
+                          function_ref<LogicalResult(StringRef)> pass) {
+      size_t mark = body.size();
+      unsigned divided = divisions;
+      if (failed(cpuLoopNest("r", rowBegin, rowEnd, rowBoundsDivisor, mergedRow,
+                             mode, pass)))
+        return failure();
+      if (divisions == divided || rowShape == mergedRow)
+        return success();
+      body.resize(mark);
+      return cpuLoopNest("r", rowBegin, rowEnd, rowBoundsDivisor, rowShape,
+                         mode, pass);
+    };
+    // The GPU's loop over the row's elements, `pass` its body.
+    auto portableRowLoop =
+        [&](function_ref<LogicalResult(StringRef)> pass) -> LogicalResult {
+      open(llvm::formatv(
+          "for (gidx r = {0} + threadIdx.x; r < {1}; r += blockDim.x)",
+          rowBegin, rowEnd));
+      if (failed(pass("")))
+        return failure();
+      close();
+      return success();
+    };
+    // A column block's walk: each element of the row, the rows' lanes
+    // inside (lane k of a reduction adds row k's elements in order).
+    auto cpuColumnNest = [&](function_ref<LogicalResult(StringRef)> pass,
+                             StringRef lane) {
+      return cpuRowNest(CpuLine::Plain, [&](StringRef) -> LogicalResult {
+        openRowLanes();
+        if (failed(pass(lane)))
+          return failure();
+        close();
+        return success();
+      });
+    };
+    // Reductions that read no other reduction's result share one pass over
+    // the row, and so on by level: batch norm's gradient takes two passes
+    // (the sums of dy, dy*x, ... then the one that needs them), not one per
+    // sum. Each accumulator still adds the same elements in the same order.
+    for (int64_t level = 0; level < levels; ++level) {
+      SmallVector<size_t> members;
+      for (size_t j = 0; j < reductions.size(); ++j)
+        if (levelOf[j] == level)
+          members.push_back(j);
+      SmallVector<std::string> accs;
+      for (size_t j : members) {
+        accs.push_back(fresh("acc"));
+        StringRef init = isa<ReduceMaxOp>(reductions[j]) ? "-INFINITY" : "0";
+        if (column)
+          line(llvm::formatv("gpuc::Accumulator {0}Lanes[{1}]; for (int lane "
+                             "= 0; lane < {1}; ++lane) {0}Lanes[lane] = {2};",
+                             accs.back(), kCpuLanes, init));
+        else
+          line(
+              llvm::formatv("gpuc::Accumulator {0} = {1};", accs.back(), init));
+      }
+      auto accumulate = [&](size_t m, const std::string &x,
+                            StringRef lane = "") {
+        std::string acc =
+            lane.empty() ? accs[m] : (accs[m] + "Lanes[" + lane + "]").str();
+        if (isa<ReduceMaxOp>(reductions[members[m]]))
+          line(llvm::formatv("{0} = ({1} > {0} || {1} != {1}) ? "
+                             "(gpuc::Accumulator){1} : {0};",
+                             acc, x));
+        else
+          line(llvm::formatv("{0} += {1};", acc, x));
+      };
+      auto slot = [&](size_t m) {
+        return llvm::formatv("({0} + o) * {1}", (int64_t)members[m] * rows,
+                             splits)
+            .str();
+      };
+      if (splits > 1) {
+        // An earlier launch reduced this row's chunks: combine them.
+        open(llvm::formatv("if (phase > {0})", level));
+        std::string s = fresh("s");
+        open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", s, splits));
+        for (size_t m = 0; m < members.size(); ++m)
+          accumulate(m, llvm::formatv("partials[{0} + {1}]", slot(m), s).str());
+        close();
+        close();
+        open("else");
+      }
+      auto pass = [&](StringRef lane) -> LogicalResult {
+        std::string element = fullIndex("r");
+        for (size_t m = 0; m < members.size(); ++m) {
+          FailureOr<std::string> x =
+              at(reductions[members[m]]->getOperand(0), element);
+          if (failed(x))
+            return failure();
+          accumulate(m, *x, lane);
+        }
+        if (level == 0 && failed(storeResults(firstPass, element)))
+          return failure();
+        return success();
+      };
+      auto portable = [&] { return portableRowLoop(pass); };
+      // The CPU adds a row's elements in lanes (one accumulator per lane,
+      // combined in lane order), so the adds vectorize and no longer wait
+      // on each other.
+      auto cpu = [&]() -> LogicalResult {
+        for (size_t m = 0; m < members.size(); ++m)
+          line(llvm::formatv(
+              "gpuc::Accumulator {0}Lanes[{1}]; for (int lane = 0; lane < "
+              "{1}; ++lane) {0}Lanes[lane] = {2};",
+              accs[m], kCpuLanes,
+              isa<ReduceMaxOp>(reductions[members[m]]) ? "-INFINITY" : "0"));
+        if (failed(cpuRowNest(CpuLine::Lanes, pass)))
+          return failure();
+        for (size_t m = 0; m < members.size(); ++m) {
+          open(llvm::formatv("for (int lane = 0; lane < {0}; ++lane)",
+                             kCpuLanes));
+          accumulate(m, accs[m] + "Lanes[lane]");
+          close();
+        }
+        return success();
+      };
+      if (column) {
+        if (failed(cpuColumnNest(pass, "lane")))
+          return failure();
+      } else if (cpuLines ? failed(splitByTarget(portable, cpu,
+                                                 /*onlyIfDivides=*/false))
+                          : failed(portable())) {
+        return failure();
+      }
+      for (size_t m = 0; m < members.size() && !column; ++m)
+        line(llvm::formatv(isa<ReduceMaxOp>(reductions[members[m]])
+                               ? "{0} = gpuc::blockReduceMax({0});"
+                               : "{0} = gpuc::blockReduceSum({0});",
+                           accs[m]));
+      if (splits > 1) {
+        // This launch's reductions: store the chunk's partials and stop.
+        open(llvm::formatv("if (phase == {0})", level));
+        for (size_t m = 0; m < members.size(); ++m)
+          line(
+              llvm::formatv("if (threadIdx.x == 0) partials[{0} + part] = {1};",
+                            slot(m), accs[m]));
+        line("return;");
+        close();
+        close();
+      }
+      for (size_t m = 0; m < members.size(); ++m) {
+        Operation *reduce = reductions[members[m]];
+        Value result = reduce->getResult(0);
+        std::string type = registerCType(elementOf(result)).str();
+        std::string acc = column ? accs[m] + "Lanes[lane]" : accs[m];
+        std::string value = rounded(
+            elementOf(result),
+            isa<ReduceMeanOp>(reduce)
+                ? llvm::formatv("({0})({1} / {2}.0)", type, acc, rowLength)
+                      .str()
+                : llvm::formatv("({0}){1}", type, acc).str());
+        std::string reg = fresh("red");
+        if (column) {
+          // One per row of the block, read in the rows' later lane loops.
+          line(llvm::formatv("{0} {1}[{2}];", type, reg, kCpuLanes));
+          open(llvm::formatv("for (int lane = 0; lane < {0}; ++lane)",
+                             kCpuLanes));
+          line(llvm::formatv("{0}[lane] = {1};", reg, value));
+          close();
+          reg += "[lane]";
+        } else {
+          line(llvm::formatv("const {0} {1} = {2};", type, reg, value));
+        }
+        rowValues[result.getAsOpaquePointer()] = reg;
+      }
+    }
+    if (!perRow.empty() && column) {
+      openRowLanes();
+      if (failed(storeResults(perRow, "o")))
+        return failure();
+      close();
+    } else if (!perRow.empty()) {
+      open(splits > 1 ? llvm::formatv("if (phase == {0} && part == 0 && "
+                                      "threadIdx.x == 0)",
+                                      rowPhase)
+                            .str()
+                      : std::string("if (threadIdx.x == 0)"));
+      if (failed(storeResults(perRow, "o")))
+        return failure();
+      close();
+    }
+    if (!perElement.empty()) {
+      if (splits > 1)
+        open(llvm::formatv("if (phase == {0})", elementPhase));
+      auto pass = [&](StringRef) {
+        return storeResults(perElement, fullIndex("r"));
+      };
+      auto portable = [&] { return portableRowLoop(pass); };
+      if (column) {
+        if (failed(cpuColumnNest(pass, "")))
+          return failure();
+      } else if (cpuLines ? failed(splitByTarget(
+                                portable,
+                                [&] { return cpuRowNest(CpuLine::Simd, pass); },
+                                /*onlyIfDivides=*/true))
+                          : failed(portable())) {
+        return failure();
+      }
+      if (splits > 1)
+        close();
+    }
+    return success();
+  };
+  size_t mark = body.size();
+  pushScope();
+  if (failed(emitRows(/*column=*/false)))
+    return failure();
+  popScope();
+  if (columns) {
+    std::string portableText = body.substr(mark);
+    body.resize(mark);
+    line("#ifdef GPUC_CPU");
+    pushScope();
+    if (failed(emitRows(/*column=*/true)))
+      return failure();
+    popScope();
+    line("#else");
+    body += portableText;
+    line("#endif");
+    cpuGrid = rows / kCpuLanes;
+  }
+  return success();
+}
+
+} // namespace mlir::gpuc::kernel_emitter

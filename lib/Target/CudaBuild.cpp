@@ -1,0 +1,191 @@
+//===- CudaBuild.cpp - kernels.cu to cubins and PTX, cached ---------------===//
+#include "Backend.h"
+
+#include "gpuc/Codegen/Nvrtc.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <algorithm>
+#include <unistd.h>
+
+using namespace mlir;
+
+namespace mlir::gpuc {
+
+namespace {
+
+/// One architecture's cubin and PTX in a compile of kernels.cu.
+struct ArchCompile {
+  std::string arch;
+  GpuBinary binary;
+  bool ok = false, cached = false;
+  std::string error;
+};
+
+/// Compiles kernels.cu for the architectures of `family`, or reads their
+/// cubins and PTX from the cache. With `assemble`, NVRTC compiles the source
+/// to PTX once for the family's virtual architecture and ptxas assembles
+/// each cubin from it (in `dir`, in parallel); without, NVRTC compiles each
+/// architecture whole. A cache key hashes the source, the architecture, the
+/// family's virtual architecture, NVRTC's and (`ptxasIdentity`) ptxas's
+/// identities and every runtime header the source can include.
+void compileFamilyCached(const std::string &source, const PtxFamily &family,
+                         bool assemble, const std::string &ptxasIdentity,
+                         const std::string &dir, const std::string &cacheDir,
+                         TimingScope &timing,
+                         MutableArrayRef<ArchCompile> compiles) {
+  std::vector<std::string> entries(compiles.size());
+  std::vector<ArchCompile *> missing;
+  for (auto [compile, entry] : llvm::zip(compiles, entries)) {
+    if (!cacheDir.empty()) {
+      llvm::SHA256 hash;
+      hash.update(source);
+      hash.update("\0" + compile.arch + "\0" + family.virtualArch + "\0" +
+                  nvrtcIdentity() + "\0" + ptxasIdentity + "\0");
+      hash.update(runtimeHeadersDigest());
+      entry =
+          cacheDir + "/cubins/" + llvm::toHex(hash.final(), /*LowerCase=*/true);
+      auto cubin = llvm::MemoryBuffer::getFile(entry + ".cubin");
+      auto ptx = llvm::MemoryBuffer::getFile(entry + ".ptx");
+      if (cubin && ptx) {
+        compile.binary = {compile.arch, (*cubin)->getBuffer().str(),
+                          (*ptx)->getBuffer().str()};
+        compile.ok = compile.cached = true;
+        continue;
+      }
+    }
+    missing.push_back(&compile);
+  }
+  if (missing.empty())
+    return;
+  if (!assemble) {
+    for (ArchCompile *compile : missing) {
+      TimingScope scope = timing.nest("NVRTC " + compile->arch);
+      compile->ok =
+          compileWithNvrtc(source, compile->arch, GPUC_RUNTIME_INCLUDE_DIR,
+                           compile->binary, compile->error);
+    }
+  } else {
+    std::string ptx, error;
+    {
+      TimingScope scope = timing.nest("NVRTC " + family.virtualArch + " (PTX)");
+      if (!compileToPtx(source, family.virtualArch, GPUC_RUNTIME_INCLUDE_DIR,
+                        ptx, error)) {
+        for (ArchCompile *compile : missing)
+          compile->error = error;
+        return;
+      }
+    }
+    std::string ptxFile = dir + "/kernels." + family.virtualArch + ".ptx";
+    if (!writeFile(ptxFile, ptx))
+      return;
+    std::vector<std::thread> assemblers;
+    for (ArchCompile *compile : missing)
+      assemblers.emplace_back([&, compile] {
+        TimingScope scope = timing.nest("ptxas " + compile->arch);
+        std::string cubinFile = dir + "/kernels." + compile->arch + ".cubin";
+        std::string log = dir + "/kernels." + compile->arch + ".ptxas.log";
+        if (!runTool({ptxasPath(), "-arch=" + compile->arch, ptxFile, "-o",
+                      cubinFile},
+                     log)) {
+          compile->error = "ptxas failed; its output is in " + log;
+          return;
+        }
+        llvm::sys::fs::remove(log);
+        auto cubin = llvm::MemoryBuffer::getFile(cubinFile);
+        if (!cubin) {
+          compile->error = "ptxas wrote no " + cubinFile;
+          return;
+        }
+        compile->binary = {compile->arch, (*cubin)->getBuffer().str(), ptx};
+        compile->ok = true;
+      });
+    for (std::thread &assembler : assemblers)
+      assembler.join();
+    llvm::sys::fs::remove(ptxFile);
+  }
+  for (ArchCompile *compile : missing) {
+    if (!compile->ok)
+      continue;
+    std::string &entry = entries[compile - compiles.data()];
+    if (!entry.empty()) {
+      // The PTX last: a reader finds both or misses.
+      storeInCache(entry + ".cubin", compile->binary.cubin, "the cubins",
+                   cacheDir);
+      storeInCache(entry + ".ptx", compile->binary.ptx, "the cubins", cacheDir);
+    }
+  }
+}
+
+} // namespace
+
+bool buildCudaKernels(const std::string &kernelSource, ArtifactOptions &options,
+                      bool &fromCache) {
+  const std::string &dir = options.outputDir;
+  // One PTX family at a time on a thread of its own (families are
+  // independent), beside the host compiler.
+  bool assemble = !ptxasPath().empty() && !options.nvrtcWhole;
+  std::string ptxasIdentity;
+  if (assemble && !options.cacheDir.empty())
+    ptxasIdentity =
+        compilerIdentity(ptxasPath(), dir + "/kernels.ptxas.version");
+  std::vector<PtxFamily> families = groupByPtxFamily(options.archs, assemble);
+  std::vector<std::vector<ArchCompile>> compiles(families.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < families.size(); ++i) {
+    for (const std::string &arch : families[i].archs)
+      compiles[i].push_back({arch});
+    threads.emplace_back([&, i] {
+      compileFamilyCached(kernelSource, families[i], assemble, ptxasIdentity,
+                          dir, options.cacheDir, options.timing, compiles[i]);
+    });
+  }
+  for (std::thread &thread : threads)
+    thread.join();
+  fromCache = true;
+  for (const std::vector<ArchCompile> &familyCompiles : compiles)
+    for (const ArchCompile &compile : familyCompiles) {
+      if (!compile.ok) {
+        llvm::errs() << "gpuc compile: could not compile kernels.cu for "
+                     << compile.arch << ":\n"
+                     << compile.error << "\n";
+        return false;
+      }
+      fromCache &= compile.cached;
+      if (!writeFile(dir + "/kernels." + compile.arch + ".cubin",
+                     compile.binary.cubin) ||
+          !writeFile(dir + "/kernels." + compile.arch + ".ptx",
+                     compile.binary.ptx))
+        return false;
+    }
+    // The trainer opens the CUDA device plugin from its own directory.
+#ifdef GPUC_CUDA_PLUGIN_LIB
+  llvm::sys::fs::remove(dir + "/libgpuc_cuda.so");
+  if (std::error_code ec = llvm::sys::fs::copy_file(GPUC_CUDA_PLUGIN_LIB,
+                                                    dir + "/libgpuc_cuda.so")) {
+    llvm::errs() << "gpuc compile: cannot copy the CUDA device plugin: "
+                 << ec.message() << "\n";
+    return false;
+  }
+  llvm::sys::fs::setPermissions(dir + "/libgpuc_cuda.so",
+                                llvm::sys::fs::all_read |
+                                    llvm::sys::fs::all_exe |
+                                    llvm::sys::fs::owner_write);
+#else
+  llvm::errs() << "gpuc compile: warning: this gpuc was built without the "
+                  "CUDA device (cuDNN or the CUDA toolkit was missing at "
+                  "configure time): the cubins are written but the trainer "
+                  "cannot run them\n";
+#endif
+  return true;
+}
+
+} // namespace mlir::gpuc

@@ -1,0 +1,93 @@
+//===- KernelReport.cpp - report.json: the step's kernels and traffic -----===//
+#include "Backend.h"
+
+#include "gpuc/Target/MemoryReport.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace mlir::gpuc {
+
+/// report.json, and with --report the same on stdout.
+bool writeKernelReport(const nlohmann::json &plan,
+                       const ArtifactOptions &options) {
+  using json = nlohmann::json;
+  const json &steps = plan["functions"]["train_step"]["steps"];
+  json kernels = json::array();
+  int64_t launches = 0, library = 0, copies = 0, bytes = 0, flops = 0;
+  for (const json &s : steps) {
+    const std::string &op = s["op"].get_ref<const std::string &>();
+    if (op == "copy") {
+      ++copies;
+      continue;
+    }
+    flops += s.value("flops", (int64_t)0);
+    if (op != "kernel") {
+      ++library;
+      continue;
+    }
+    ++launches;
+    int64_t read = s["bytes_read"], written = s["bytes_written"];
+    bytes += read + written;
+    kernels.push_back({{"kernel", s["kernel"]},
+                       {"ops", s["ops"]},
+                       {"bytes_read", read},
+                       {"bytes_written", written},
+                       {"flops", s["flops"]}});
+  }
+  const json &unfused = options.unfused;
+  int64_t unfusedOps = unfused.value("ops", (int64_t)0);
+  int64_t unfusedBytes = unfused.value("bytes_non_gemm", (int64_t)0);
+  json report = {{"function", "train_step"},
+                 {"kernels", launches},
+                 {"library_calls", library},
+                 {"copies", copies},
+                 {"launches", launches + library},
+                 {"unfused_ops", unfusedOps},
+                 {"bytes_non_gemm", bytes},
+                 {"unfused_bytes_non_gemm", unfusedBytes},
+                 {"flops", flops},
+                 {"precision", options.precision},
+                 {"memory", memorySummary(plan)},
+                 {"per_kernel", kernels}};
+  if (!writeFile(options.outputDir + "/report.json", report.dump(1)))
+    return false;
+  if (!options.report)
+    return true;
+  auto mib = [](int64_t b) { return b / 1048576.0; };
+  llvm::outs() << llvm::formatv("{0,-6} {1,5} {2,10} {3,10} {4,10}  ops\n",
+                                "kernel", "#ops", "read MiB", "write MiB",
+                                "MFLOP");
+  for (const json &k : kernels) {
+    std::string ops;
+    for (const json &o : k["ops"]) {
+      if (ops.size() > 70) {
+        ops += " ...";
+        break;
+      }
+      ops += (ops.empty() ? "" : " ") + o.get<std::string>();
+    }
+    llvm::outs() << llvm::formatv(
+        "{0,-6} {1,5} {2,10:f2} {3,10:f2} {4,10:f1}  {5}\n",
+        k["kernel"].get<std::string>(), k["ops"].size(), mib(k["bytes_read"]),
+        mib(k["bytes_written"]), k["flops"].get<int64_t>() / 1e6, ops);
+  }
+  llvm::outs() << llvm::formatv(
+      "train_step: {0} kernels + {1} library calls = {2} launches (+{3} "
+      "copies) against {4} ops unfused ({5:f2}x); non-GEMM traffic {6:f1} MiB "
+      "against {7:f1} MiB unfused ({8:f2}x)\n",
+      launches, library, launches + library, copies, unfusedOps,
+      unfusedOps ? (double)(launches + library) / unfusedOps : 0.0, mib(bytes),
+      mib(unfusedBytes), unfusedBytes ? (double)bytes / unfusedBytes : 0.0);
+  if (options.precision.contains("storage"))
+    llvm::outs() << "precision: "
+                 << options.precision["storage"].get<std::string>()
+                 << " storage, loss scaling "
+                 << options.precision["loss_scale"].get<std::string>() << "\n";
+  llvm::outs() << formatMemorySummary(report["memory"]);
+  return true;
+}
+
+} // namespace mlir::gpuc

@@ -1,0 +1,64 @@
+//===- BatchLoader.h - batches prepared on a thread of their own -----*- C++
+//-*-===//
+#ifndef GPUC_TRAINER_BATCHLOADER_H
+#define GPUC_TRAINER_BATCHLOADER_H
+
+#include "gpuc/runtime/Dataset.h"
+#include "gpuc/runtime/Executor.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpuc::trainer {
+
+/// A batch as the step's inputs hold it: the images already in the input's
+/// storage type (converted on the loader's thread, off the step's path).
+struct Batch {
+  std::vector<char> images;
+  std::vector<int64_t> labels;
+  int64_t step = -1;
+};
+
+/// Fills batches of the epoch's permutation on its own thread, one ahead of
+/// the step that consumes them.
+class Loader {
+public:
+  Loader(const Split &split, int64_t batch, const PlanBuffer &input)
+      : split(split), batch(batch), dtype(input.dtype),
+        bytesPerSample(input.bytes / batch) {}
+  ~Loader() { stop(); }
+
+  /// Starts filling `batches` batches of `order` from batch `firstBatch`.
+  void startEpoch(const std::vector<int64_t> &order, int64_t firstBatch,
+                  int64_t batches);
+  /// The next batch, once it is ready.
+  Batch take();
+
+private:
+  void produce();
+  void stop();
+
+  const Split &split;
+  int64_t batch;
+  std::string dtype;
+  int64_t bytesPerSample;
+  std::vector<int64_t> order;
+  int64_t next = 0, end = 0;
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable ready, space;
+  Batch slot;
+  bool full = false, done = false;
+};
+
+/// Epoch `epoch`'s visiting order of `n` samples: Fisher-Yates driven by a
+/// 64-bit Mersenne Twister seeded from (seed, epoch).
+std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch);
+
+} // namespace gpuc::trainer
+
+#endif // GPUC_TRAINER_BATCHLOADER_H

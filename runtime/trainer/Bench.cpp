@@ -1,0 +1,88 @@
+//===- Bench.cpp - train --bench-steps, and the step's memory
+//---------------===//
+#include "Bench.h"
+
+#include "BufferFill.h"
+#include "HostProfile.h"
+#include "Session.h"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <sys/resource.h>
+
+namespace gpuc::trainer {
+
+MemoryUse memoryUse(const Session &s) {
+  MemoryUse use;
+  use.plan = s.plan.arenaBytes;
+  for (const PlanBuffer &b : s.plan.buffers)
+    if (b.persistent())
+      use.plan += b.bytes;
+  use.device = s.device->allocatedBytes();
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) == 0)
+    use.peakRss = (int64_t)usage.ru_maxrss * 1024;
+  return use;
+}
+
+int bench(Session &s, const Options &o, const Dataset *data) {
+  int64_t B = s.batch;
+  if (data) {
+    std::vector<float> images(&data->train.samples[0],
+                              &data->train.samples[B * data->train.sampleSize]);
+    std::vector<int64_t> labels(data->train.labels.begin(),
+                                data->train.labels.begin() +
+                                    B * data->train.labelsPerSample);
+    uploadImages(s, images);
+    s.device->upload(s.label, labels.data(), labels.size() * sizeof(int64_t));
+  } else {
+    std::mt19937_64 rng(o.seed);
+    for (auto &[name, id] :
+         s.plan.json["functions"]["train_step"]["inputs"].items()) {
+      const PlanBuffer &b = s.plan.buffers[id.get<int>()];
+      std::vector<char> bytes(b.bytes);
+      for (int64_t i = 0; i < b.numElements(); ++i)
+        storeElement(b, bytes, i,
+                     isFloatBuffer(b) ? (rng() >> 40) * 0x1p-23 - 1.0
+                                      : (double)(rng() % 10));
+      s.device->upload(b.id, bytes.data(), b.bytes);
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    s.setStepScalars(o.seed, i, o.lr);
+    s.trainStep(i);
+  }
+  s.device->synchronize();
+  HostProfile profile(s, o);
+  Device::Counters before = s.device->counters();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < o.benchSteps; ++i) {
+    double start = profileClock();
+    s.setStepScalars(o.seed, i, o.lr);
+    s.trainStep(i);
+    profile.step(start, i);
+  }
+  s.device->synchronize();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  Device::Counters after = s.device->counters();
+  MemoryUse memory = memoryUse(s);
+  printf("{\"steps\": %lld, \"batch\": %lld, \"ms_per_step\": %.4f, "
+         "\"graph_launches\": %lld, \"host_launches\": %lld, "
+         "\"plan_bytes\": %lld, \"device_bytes\": %lld, "
+         "\"peak_rss_bytes\": %lld}\n",
+         (long long)o.benchSteps, (long long)B, 1000.0 * seconds / o.benchSteps,
+         (long long)(after.graphLaunches["train_step"] -
+                     before.graphLaunches["train_step"]),
+         (long long)(after.hostLaunches["train_step"] -
+                     before.hostLaunches["train_step"]),
+         (long long)memory.plan, (long long)memory.device,
+         (long long)memory.peakRss);
+  fflush(stdout);
+  profile.finish(s, o);
+  return 0;
+}
+
+} // namespace gpuc::trainer

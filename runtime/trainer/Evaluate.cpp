@@ -1,0 +1,79 @@
+//===- Evaluate.cpp - accuracy on the test split
+//----------------------------===//
+#include "Evaluate.h"
+
+#include "BufferFill.h"
+#include "Session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace gpuc::trainer {
+
+namespace {
+
+/// A language model on the test split's windows: the mean cross-entropy
+/// per token (nats) in `meanLoss`, and the next-token accuracy returned.
+double evaluateTokens(Session &s, const Split &test, double &meanLoss) {
+  int64_t B = s.batch, T = s.window, V = s.classes;
+  std::vector<float> tokens(B * T), logits(B * T * V);
+  double loss = 0;
+  int64_t correct = 0, counted = 0;
+  for (int64_t first = 0; first < test.count; first += B) {
+    int64_t n = std::min(B, test.count - first);
+    std::fill(tokens.begin(), tokens.end(), 0.0f);
+    std::copy_n(&test.samples[first * T], n * T, tokens.data());
+    uploadImages(s, tokens);
+    s.run("eval");
+    s.device->download(s.logits, logits.data(), logits.size() * sizeof(float));
+    for (int64_t i = 0; i < n * T; ++i) {
+      const float *row = &logits[i * V];
+      int64_t best = 0;
+      float top = row[0];
+      for (int64_t c = 1; c < V; ++c)
+        if (row[c] > top)
+          top = row[c], best = c;
+      double sum = 0;
+      for (int64_t c = 0; c < V; ++c)
+        sum += std::exp((double)row[c] - top);
+      int64_t label = test.labels[first * T + i];
+      loss += std::log(sum) + top - row[label];
+      correct += best == label;
+      ++counted;
+    }
+  }
+  meanLoss = loss / std::max<int64_t>(counted, 1);
+  return (double)correct / std::max<int64_t>(counted, 1);
+}
+
+} // namespace
+
+double evaluate(Session &s, const Split &test, double &meanLoss) {
+  meanLoss = -1;
+  if (s.logits < 0 || s.classes <= 0)
+    return -1;
+  if (s.tokens)
+    return evaluateTokens(s, test, meanLoss);
+  int64_t B = s.batch, C = s.classes, correct = 0;
+  std::vector<float> images(B * test.sampleSize), logits(B * C);
+  for (int64_t first = 0; first < test.count; first += B) {
+    int64_t n = std::min(B, test.count - first);
+    std::fill(images.begin(), images.end(), 0.0f);
+    memcpy(images.data(), &test.samples[first * test.sampleSize],
+           n * test.sampleSize * sizeof(float));
+    uploadImages(s, images);
+    s.run("eval");
+    s.device->download(s.logits, logits.data(), B * C * sizeof(float));
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t best = 0;
+      for (int64_t c = 1; c < C; ++c)
+        if (logits[i * C + c] > logits[i * C + best])
+          best = c;
+      correct += best == test.labels[first + i];
+    }
+  }
+  return (double)correct / std::max<int64_t>(test.count, 1);
+}
+
+} // namespace gpuc::trainer

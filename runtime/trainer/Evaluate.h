@@ -1,0 +1,19 @@
+//===- Evaluate.h - accuracy on the test split -----------------------*- C++
+//-*-===//
+#ifndef GPUC_TRAINER_EVALUATE_H
+#define GPUC_TRAINER_EVALUATE_H
+
+#include "gpuc/runtime/Dataset.h"
+
+namespace gpuc::trainer {
+
+class Session;
+
+/// The test split's accuracy (next-token accuracy for a language model),
+/// or -1 where the model has no class scores; a language model's mean
+/// cross-entropy per token (nats) in `meanLoss`, else -1.
+double evaluate(Session &s, const Split &test, double &meanLoss);
+
+} // namespace gpuc::trainer
+
+#endif // GPUC_TRAINER_EVALUATE_H

@@ -1,0 +1,38 @@
+//===- Options.h - the trainer's command line -------------------*- C++ -*-===//
+#ifndef GPUC_TRAINER_OPTIONS_H
+#define GPUC_TRAINER_OPTIONS_H
+
+#include <cstdint>
+#include <string>
+
+namespace gpuc::trainer {
+
+struct Options {
+  std::string data, checkpointDir, resume, exportOnnx, metrics;
+  std::string runStepInputs, outputDir, profile;
+  std::string device = "auto";
+  std::string artifact;
+  bool graphs = true;
+  int64_t epochs = 1, batchSize = 0, limitTrain = 0, benchSteps = 0;
+  int64_t evalEvery = 0, logEvery = 50, step = 0;
+  uint64_t seed = 0;
+  double lr = -1, heldOut = 0.1;
+  bool quiet = false;
+};
+
+/// Prints "train: MESSAGE" and exits 1: every user-facing error of the
+/// trainer ends here.
+[[noreturn]] void fail(const std::string &message);
+
+/// The usage text (`train --help`).
+extern const char *const kUsage;
+
+/// The options of `argv`; a bad flag or value is an error naming it.
+Options parseOptions(int argc, char **argv);
+
+/// The directory the trainer's executable is in: its artifact.
+std::string artifactDir();
+
+} // namespace gpuc::trainer
+
+#endif // GPUC_TRAINER_OPTIONS_H

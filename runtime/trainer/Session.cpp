@@ -1,0 +1,180 @@
+//===- Session.cpp - the trainer's view of the compiled step --------------===//
+#include "Session.h"
+
+#include "gpuc/runtime/Safetensors.h"
+#include "gpuc/runtime/device/CpuKernelTable.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+namespace gpuc::trainer {
+
+void Session::open(const std::string &dir, const Options &o) {
+  std::string error;
+  if (!plan.load(dir + "/plan.json", error))
+    fail(error);
+  openDevice(dir, o);
+  const auto &t = plan.json["trainer"];
+  imageName = t.value("data_input", "");
+  labelName = t.value("label_input", "");
+  image = plan.functionBuffer("train_step", "inputs", imageName);
+  label = plan.functionBuffer("train_step", "inputs", labelName);
+  loss = plan.functionBuffer("train_step", "outputs",
+                             t.value("loss_output", "loss"));
+  logits = plan.functionBuffer("eval", "outputs", t.value("eval_output", ""));
+  noEvalReason = t.value("no_eval_reason", "");
+  if (logits < 0 && noEvalReason.empty())
+    noEvalReason = "the plan names no output to evaluate";
+  if (const PlanBuffer *b = plan.find("rng"))
+    rng = b->id;
+  if (const PlanBuffer *b = plan.find("hyper.lr"))
+    lr = b->id;
+  if (const PlanBuffer *b = plan.find("amp.loss_scale"))
+    lossScale = b->id;
+  if (const PlanBuffer *b = plan.find("amp.skipped_steps"))
+    skippedSteps = b->id;
+  if (image < 0 || loss < 0)
+    fail(dir + "/plan.json has no train_step with a data input and a loss");
+  batch = plan.buffers[image].shape[0];
+  accumulate = t.value("accumulate", (int64_t)1);
+  if (accumulate < 1 ||
+      (accumulate > 1 && !plan.json["functions"].contains("apply_update")))
+    fail(dir + "/plan.json asks for accumulate " + std::to_string(accumulate) +
+         " but has no apply_update function; recompile");
+  const PlanBuffer &in = plan.buffers[image];
+  tokens = (in.dtype == "I64" || in.dtype == "I32") && in.shape.size() == 2 &&
+           label >= 0 && plan.buffers[label].shape == in.shape;
+  if (tokens)
+    window = in.shape[1];
+  if (logits >= 0 && plan.buffers[logits].shape.size() >= 2)
+    classes = tokens ? plan.buffers[logits].shape.back()
+                     : plan.buffers[logits].shape[1];
+  // Hyperparameters other than the learning rate keep their compiled
+  // defaults; they are set once.
+  for (const PlanBuffer &b : plan.buffers)
+    if (b.kind == "hyper" && b.id != lr && b.hasDefault) {
+      float v = (float)b.defaultValue;
+      device->upload(b.id, &v, sizeof(v));
+    }
+  // Initial weights, optimizer state and constants.
+  std::vector<NamedTensor> tensors;
+  std::map<std::string, std::string> metadata;
+  if (!readSafetensors(dir + "/init.safetensors", tensors, metadata, error))
+    fail(error);
+  restore(tensors, "init.safetensors");
+}
+
+void Session::openDevice(const std::string &dir, const Options &o) {
+  std::vector<std::string> targets = {"cpu"};
+  if (plan.json.contains("targets"))
+    targets = plan.json["targets"].get<std::vector<std::string>>();
+  bool hasCpu = std::count(targets.begin(), targets.end(), "cpu") > 0;
+  bool hasCuda = std::count(targets.begin(), targets.end(), "cuda") > 0;
+  std::string error, why;
+  if (o.device == "cuda" && !hasCuda)
+    fail("--device cuda: " + dir +
+         " has no GPU kernels; compile with gpuc compile --target cuda "
+         "(or all)");
+  if (o.device == "cpu" && !hasCpu)
+    fail("--device cpu: " + dir +
+         " was compiled with --target cuda and has no CPU kernels; "
+         "recompile with --target cpu (or all)");
+  if (o.device != "cpu" && hasCuda) {
+    CudaOptions options;
+    options.graphs = o.graphs;
+    options.profile = !o.profile.empty();
+    device = loadCudaDevice(plan, dir, options, error);
+    if (!device && o.device == "cuda")
+      fail("--device cuda: " + error +
+           (hasCpu ? "; train on the CPU with --device cpu" : ""));
+    why = error;
+  }
+  if (!device) {
+    if (!hasCpu)
+      fail("this artifact has GPU kernels only (gpuc compile --target "
+           "cuda) and the GPU cannot be used: " +
+           why + "; recompile with --target all to train on the CPU");
+    device = createCpuDevice(plan, gpuc_cpu_kernels, !o.profile.empty(), error);
+    if (!device)
+      fail(error);
+  }
+  std::string line = "device: " + device->describe();
+  if (o.device == "auto" && !why.empty())
+    line += " [no GPU: " + why + "]";
+  // Status goes to stderr when stdout carries results (--run-step,
+  // --bench-steps print JSON or nothing).
+  bool toStderr = !o.runStepInputs.empty() || o.benchSteps;
+  if (!o.quiet || toStderr)
+    fprintf(toStderr ? stderr : stdout, "%s\n", line.c_str());
+}
+
+void Session::restore(const std::vector<NamedTensor> &tensors,
+                      const std::string &from, bool complete) {
+  auto shapeText = [](const std::vector<int64_t> &shape) {
+    std::string text = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+      text += (i ? ", " : "") + std::to_string(shape[i]);
+    return text + "]";
+  };
+  std::set<std::string> restored;
+  for (const NamedTensor &t : tensors) {
+    const PlanBuffer *b = plan.find(t.name);
+    if (!b)
+      continue;
+    if ((int64_t)t.data.size() != b->bytes || t.dtype != b->dtype ||
+        t.shape != b->shape)
+      fail(from + ": tensor " + t.name + " is " + t.dtype + shapeText(t.shape) +
+           " (" + std::to_string(t.data.size()) +
+           " bytes) but the model's buffer is " + b->dtype +
+           shapeText(b->shape) + " (" + std::to_string(b->bytes) +
+           " bytes) (checkpoint of another model?)");
+    device->upload(b->id, t.data.data(), t.data.size());
+    restored.insert(t.name);
+  }
+  if (complete)
+    for (const PlanBuffer &b : plan.buffers)
+      if ((b.kind == "param" || b.kind == "state") && !restored.count(b.name))
+        fail(from + " has no tensor " + b.name +
+             ", which the model's checkpoints hold (a damaged checkpoint, "
+             "or one of another model?)");
+}
+
+std::vector<NamedTensor> Session::snapshot() {
+  std::vector<NamedTensor> out;
+  for (const PlanBuffer &b : plan.buffers)
+    if (b.kind == "param" || b.kind == "state") {
+      NamedTensor t{b.name, b.dtype, b.shape, std::vector<char>(b.bytes)};
+      device->download(b.id, t.data.data(), b.bytes);
+      out.push_back(std::move(t));
+    }
+  return out;
+}
+
+void Session::setStepScalars(uint64_t seed, int64_t step, double learningRate) {
+  if (rng >= 0) {
+    int64_t key[2] = {(int64_t)seed, step};
+    device->upload(rng, key, sizeof(key));
+  }
+  if (lr >= 0) {
+    const PlanBuffer &b = plan.buffers[lr];
+    float v = (float)(learningRate > 0 ? learningRate : b.defaultValue);
+    device->upload(lr, &v, sizeof(v));
+  }
+}
+
+void Session::run(const char *function) {
+  std::string error;
+  if (!device->run(function, error))
+    fail(error);
+}
+
+void Session::trainStep(int64_t step, const std::function<void()> &afterStep) {
+  run("train_step");
+  if (afterStep)
+    afterStep();
+  if (accumulate > 1 && (step + 1) % accumulate == 0)
+    run("apply_update");
+}
+
+} // namespace gpuc::trainer

@@ -1,0 +1,64 @@
+//===- Session.h - the trainer's view of the compiled step ------*- C++ -*-===//
+#ifndef GPUC_TRAINER_SESSION_H
+#define GPUC_TRAINER_SESSION_H
+
+#include "Options.h"
+
+#include "gpuc/runtime/Executor.h"
+#include "gpuc/runtime/Safetensors.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gpuc::trainer {
+
+/// The trainer's view of the compiled step: the plan, the device that runs
+/// it, and the buffers the trainer feeds and reads.
+class Session {
+public:
+  Plan plan;
+  std::unique_ptr<Device> device;
+  int image = -1, label = -1, loss = -1, logits = -1, rng = -1, lr = -1;
+  /// Mixed precision's loss-scale state (f32 scalars), -1 without it.
+  int lossScale = -1, skippedSteps = -1;
+  std::string imageName, labelName;
+  /// Why the trainer cannot evaluate (no class scores), or empty.
+  std::string noEvalReason;
+  int64_t batch = 0, classes = 0;
+  /// A language model: integer tokens in, next-token labels of the same
+  /// [batch, window] shape, class scores [batch, window, classes].
+  bool tokens = false;
+  int64_t window = 0;
+  /// Steps whose gradients one update applies (1: every step updates).
+  int64_t accumulate = 1;
+
+  /// Loads `dir`'s plan, opens the device and uploads init.safetensors.
+  void open(const std::string &dir, const Options &o);
+  /// --device: cuda, cpu, or auto (the GPU when the artifact has GPU kernels
+  /// and one is present, else the CPU, saying why).
+  void openDevice(const std::string &dir, const Options &o);
+  /// Uploads `tensors` into the buffers of the same names, each checked
+  /// for dtype, shape and size. `complete` (a checkpoint, which holds every
+  /// parameter and state buffer): a buffer it lacks is an error too;
+  /// init.safetensors leaves out all-zero tensors, which devices start with.
+  void restore(const std::vector<NamedTensor> &tensors, const std::string &from,
+               bool complete = false);
+  /// Every parameter and state buffer (what a checkpoint holds).
+  std::vector<NamedTensor> snapshot();
+  /// The RNG key (seed, step) and the learning rate of the next step.
+  void setStepScalars(uint64_t seed, int64_t step, double learningRate);
+  /// Runs `function` of the plan; a device error ends the trainer.
+  void run(const char *function);
+  /// One training step of `batch` samples; with gradient accumulation
+  /// (gpuc compile --accumulate K) every K-th also applies the update.
+  /// `afterStep` runs between the two: what reads the step's outputs (the
+  /// loss lives in the arena, which the update's own buffers reuse).
+  void trainStep(int64_t step,
+                 const std::function<void()> &afterStep = nullptr);
+};
+
+} // namespace gpuc::trainer
+
+#endif // GPUC_TRAINER_SESSION_H

@@ -1,0 +1,89 @@
+//===- TrainingData.cpp - the data a run trains on
+//--------------------------===//
+#include "TrainingData.h"
+
+#include "BufferFill.h"
+#include "Session.h"
+
+#include <cmath>
+
+namespace gpuc::trainer {
+
+namespace {
+
+/// An integer data input (a model whose images are UINT8, say, and which
+/// casts and scales them itself) gets the data's integer values: bytes as
+/// 0..255, not the [0, 1] floats float inputs get. Data that is neither
+/// bytes nor integral is refused rather than truncated.
+void integerSamples(const Session &s, Dataset &data, const std::string &dir) {
+  const PlanBuffer &input = s.plan.buffers[s.image];
+  for (Split *split : {&data.train, &data.test}) {
+    if (split->fromBytes) {
+      for (float &v : split->samples)
+        v = std::round(v * 255.0f);
+      continue;
+    }
+    for (float v : split->samples)
+      if (v != std::floor(v) || !std::isfinite(v))
+        fail("the model's data input '" + input.name + "' is " + input.dtype +
+             " (an integer type; UINT8/INT8/UINT16/INT16 in an ONNX model are "
+             "read as I32) but the samples in " +
+             dir + " are not integers (" + std::to_string(v) +
+             "): give it byte images (IDX, or a .npy of uint8) or integer "
+             "values");
+  }
+}
+
+void checkData(const Session &s, const Dataset &data, const std::string &dir) {
+  const PlanBuffer &in = s.plan.buffers[s.image];
+  if (s.tokens) {
+    // Token ids index the embedding and the class scores: one outside the
+    // vocabulary would read past them.
+    for (const Split *split : {&data.train, &data.test})
+      for (size_t i = 0; i < split->labels.size(); ++i)
+        if (s.classes && (split->labels[i] >= s.classes ||
+                          split->samples[i] >= (float)s.classes))
+          fail(dir + ": token " +
+               std::to_string(std::max<int64_t>(split->labels[i],
+                                                (int64_t)split->samples[i])) +
+               " is outside the model's vocabulary of " +
+               std::to_string(s.classes) +
+               " (its class scores); a byte file needs a vocabulary of 256");
+    return;
+  }
+  int64_t perSample = in.numElements() / in.shape[0];
+  if (data.train.sampleSize != perSample)
+    fail(dir + ": samples have " + std::to_string(data.train.sampleSize) +
+         " values, but the model's input '" + s.imageName + "' takes " +
+         std::to_string(perSample) + " per sample");
+  if (s.label < 0 || s.plan.buffers[s.label].shape.size() != 1)
+    fail("the trainer feeds one class label per sample, but this model's "
+         "labels input is not [batch]; use --run-step to drive it");
+  for (const Split *split : {&data.train, &data.test})
+    for (int64_t i = 0; i < split->count; ++i)
+      if (split->labels[i] < 0 || (s.classes && split->labels[i] >= s.classes))
+        fail(dir + ": label " + std::to_string(split->labels[i]) +
+             " of sample " + std::to_string(i) + " is outside [0, " +
+             std::to_string(s.classes) + "), the model's classes");
+}
+
+} // namespace
+
+void loadTrainingData(const Session &s, const Options &o, Dataset &data,
+                      double &mean, double &stddev) {
+  std::string error;
+  if (s.tokens ? !loadTokenStream(o.data, s.window, o.heldOut, data, error)
+               : !loadDataset(o.data, data, error))
+    fail(error);
+  mean = 0;
+  stddev = 1;
+  if (isFloatBuffer(s.plan.buffers[s.image]))
+    normalize(data, mean, stddev);
+  else if (!s.tokens)
+    integerSamples(s, data, o.data);
+  checkData(s, data, o.data);
+  if (o.limitTrain && o.limitTrain < data.train.count)
+    data.train.count = o.limitTrain;
+}
+
+} // namespace gpuc::trainer

@@ -1,0 +1,237 @@
+//===- TrainingRun.cpp - epochs of steps, logged and checkpointed ---------===//
+#include "TrainingRun.h"
+
+#include "Bench.h"
+#include "Evaluate.h"
+#include "Session.h"
+#include "Signals.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <unistd.h>
+
+namespace gpuc::trainer {
+
+TrainingRun::TrainingRun(Session &s, const Options &o, const Dataset &data,
+                         int64_t stepsPerEpoch, FILE *metrics)
+    : s(s), o(o), data(data), stepsPerEpoch(stepsPerEpoch),
+      totalSteps(stepsPerEpoch * o.epochs), metrics(metrics),
+      tty(isatty(fileno(stdout)) && !o.quiet),
+      loader(data.train, s.batch, s.plan.buffers[s.image]), profile(s, o),
+      losses(*s.device, s.loss), checkpoints(s, o, stepsPerEpoch) {}
+
+void TrainingRun::run(int64_t startStep) {
+  start = Clock::now();
+  training.store(true);
+  for (int64_t step = startStep; step < totalSteps;) {
+    int64_t epoch = step / stepsPerEpoch, inEpoch = step % stepsPerEpoch;
+    bool stopped = !runEpoch(epoch, inEpoch, step);
+    bool saved = !o.checkpointDir.empty() && checkpoints.save(step);
+    if (stopped)
+      stop(step, saved);
+  }
+}
+
+bool TrainingRun::runEpoch(int64_t epoch, int64_t inEpoch, int64_t &step) {
+  loader.startEpoch(permutation(data.train.count, o.seed, epoch), inEpoch,
+                    stepsPerEpoch - inEpoch);
+  auto epochStart = Clock::now();
+  for (; inEpoch < stepsPerEpoch; ++inEpoch, ++step) {
+    double stepStart = profileClock();
+    Batch b = loader.take();
+    profile.loaderWait(stepStart);
+    s.device->upload(s.plan.buffers[s.image].id, b.images.data(),
+                     b.images.size());
+    s.device->upload(s.label, b.labels.data(),
+                     b.labels.size() * sizeof(int64_t));
+    s.setStepScalars(o.seed, step, o.lr);
+    s.trainStep(step, [&] { losses.submitted(step); });
+    profile.step(stepStart, step);
+    ++stepsDone;
+    double elapsed =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    double rate = stepsDone * s.batch / std::max(elapsed, 1e-9);
+    bool lastOfEpoch = inEpoch + 1 == stepsPerEpoch;
+    bool isLogPoint = (step + 1) % o.logEvery == 0 || lastOfEpoch;
+    if (isLogPoint)
+      losses.drain(true);
+    else if (tty)
+      losses.drain(false);
+    if (tty)
+      progressLine(epoch, inEpoch, step, rate);
+    if (isLogPoint)
+      logPoint(epoch, step, rate);
+    if (lastOfEpoch || (o.evalEvery && (step + 1) % o.evalEvery == 0))
+      evalPoint(epoch, step, epochStart);
+    // Asked to stop: after an update (accumulated gradients are not
+    // checkpointed mid-way), before the next step.
+    if (stopSignal && (step + 1) % s.accumulate == 0 && step + 1 < totalSteps) {
+      ++step;
+      return false;
+    }
+  }
+  return true;
+}
+
+void TrainingRun::progressLine(int64_t epoch, int64_t inEpoch, int64_t step,
+                               double rate) {
+  double eta = (totalSteps - step - 1) * s.batch / std::max(rate, 1e-9);
+  printf("\repoch %lld/%lld  step %lld/%lld  loss %.4f  %.0f samples/s  "
+         "ETA %02d:%02d   ",
+         (long long)epoch + 1, (long long)o.epochs, (long long)inEpoch + 1,
+         (long long)stepsPerEpoch, losses.last, rate, (int)eta / 60,
+         (int)eta % 60);
+  fflush(stdout);
+}
+
+void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
+  double mean = losses.sum / std::max<int64_t>(losses.count, 1);
+  // The loss scale as the step left it: read at log points only, where the
+  // host waits for the device anyway.
+  std::string extra, extraJson;
+  char text[160];
+  if (s.tokens) {
+    snprintf(text, sizeof(text), " tokens/s %.0f", rate * s.window);
+    extra = text;
+    snprintf(text, sizeof(text), ", \"tokens_per_s\": %.1f", rate * s.window);
+    extraJson = text;
+  }
+  if (s.lossScale >= 0 && s.skippedSteps >= 0) {
+    float scale = 0, skipped = 0;
+    s.device->download(s.lossScale, &scale, sizeof(scale));
+    s.device->download(s.skippedSteps, &skipped, sizeof(skipped));
+    snprintf(text, sizeof(text), " loss_scale %g skipped_steps %lld", scale,
+             (long long)skipped);
+    extra += text;
+    snprintf(text, sizeof(text),
+             ", \"loss_scale\": %.17g, \"skipped_steps\": %lld", scale,
+             (long long)skipped);
+    extraJson += text;
+  }
+  if (!tty && !o.quiet)
+    printf("epoch %lld step %lld loss %.4f samples/s %.0f%s\n",
+           (long long)epoch + 1, (long long)step + 1, mean, rate,
+           extra.c_str());
+  // Plain lines go to logs and pipes: each is worth seeing at once.
+  fflush(stdout);
+  snprintf(text, sizeof(text),
+           "{\"epoch\": %lld, \"step\": %lld, \"loss\": %.9g, "
+           "\"samples_per_s\": %.1f",
+           (long long)epoch + 1, (long long)step + 1, mean, rate);
+  metricsLine(text + extraJson + "}");
+  losses.sum = 0;
+  losses.count = 0;
+}
+
+void TrainingRun::evalPoint(int64_t epoch, int64_t step,
+                            Clock::time_point epochStart) {
+  lastAccuracy = evaluate(s, data.test, lastLoss);
+  double epochSeconds =
+      std::chrono::duration<double>(Clock::now() - epochStart).count();
+  if (tty)
+    printf("\n");
+  // A language model: the held-out loss per token and its perplexity.
+  std::string lm, lmJson;
+  char text[200];
+  if (lastLoss >= 0) {
+    snprintf(text, sizeof(text), " val_loss %.4f val_perplexity %.3f", lastLoss,
+             std::exp(lastLoss));
+    lm = text;
+    snprintf(text, sizeof(text),
+             ", \"val_loss\": %.9g, \"val_perplexity\": %.9g", lastLoss,
+             std::exp(lastLoss));
+    lmJson = text;
+  }
+  if (!o.quiet && lastAccuracy >= 0)
+    printf("epoch %lld step %lld%s %s %.4f (epoch time %.1f s)\n",
+           (long long)epoch + 1, (long long)step + 1, lm.c_str(),
+           s.tokens ? "next_token_accuracy" : "test_accuracy", lastAccuracy,
+           epochSeconds);
+  fflush(stdout);
+  if (lastAccuracy < 0)
+    return;
+  snprintf(text, sizeof(text),
+           "{\"epoch\": %lld, \"step\": %lld, \"test_accuracy\": %.6f",
+           (long long)epoch + 1, (long long)step + 1, lastAccuracy);
+  std::string line = text + lmJson;
+  snprintf(text, sizeof(text), ", \"elapsed_s\": %.2f}",
+           std::chrono::duration<double>(Clock::now() - start).count());
+  metricsLine(line + text);
+}
+
+void TrainingRun::metricsLine(const std::string &line) {
+  if (!metrics)
+    return;
+  fprintf(metrics, "%s\n", line.c_str());
+  if (fflush(metrics) != 0)
+    fail("cannot write --metrics " + o.metrics + ": " + strerror(errno));
+}
+
+void TrainingRun::stop(int64_t stepReached, bool saved) {
+  losses.drain(true);
+  if (metrics)
+    fclose(metrics);
+  const char *name = stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
+  if (o.checkpointDir.empty())
+    fprintf(stderr,
+            "\ntrain: %s: stopped after step %lld of %lld; nothing saved "
+            "(run with --checkpoint-dir to keep the progress)\n",
+            name, (long long)stepReached, (long long)totalSteps);
+  else if (!saved)
+    fprintf(stderr,
+            "\ntrain: %s: stopped after step %lld of %lld; the run had "
+            "diverged, so %s keeps the last checkpoint written before\n",
+            name, (long long)stepReached, (long long)totalSteps,
+            checkpointPath(o).c_str());
+  else
+    fprintf(stderr,
+            "\ntrain: %s: stopped after step %lld of %lld; checkpoint %s "
+            "written; the same command with --resume continues\n",
+            name, (long long)stepReached, (long long)totalSteps,
+            checkpointPath(o).c_str());
+  fflush(nullptr);
+  _exit(128 + stopSignal);
+}
+
+void TrainingRun::finish() {
+  if (metrics && (ferror(metrics) | fclose(metrics)))
+    fail("cannot write --metrics " + o.metrics + ": " + strerror(errno) +
+         " (the metrics written so far may be incomplete)");
+  metrics = nullptr;
+  s.device->synchronize();
+  if (!o.quiet) {
+    double seconds =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    if (lastLoss >= 0)
+      printf("done: %lld steps in %.1f s, final val_perplexity %.3f, "
+             "next_token_accuracy %.4f\n",
+             (long long)stepsDone, seconds, std::exp(lastLoss), lastAccuracy);
+    else if (lastAccuracy >= 0)
+      printf("done: %lld steps in %.1f s, final test_accuracy %.4f\n",
+             (long long)stepsDone, seconds, lastAccuracy);
+    else
+      printf("done: %lld steps in %.1f s (not evaluated: %s)\n",
+             (long long)stepsDone, seconds,
+             s.logits < 0 ? s.noEvalReason.c_str() : "no epoch ended");
+    Device::Counters c = s.device->counters();
+    if (!c.graphLaunches.empty() || !c.hostLaunches.empty())
+      printf(
+          "launches: train_step %lld graph launches for %lld steps, eval "
+          "%lld graph launches, %lld host launches\n",
+          (long long)c.graphLaunches["train_step"], (long long)stepsDone,
+          (long long)c.graphLaunches["eval"],
+          (long long)(c.hostLaunches["train_step"] + c.hostLaunches["eval"]));
+    MemoryUse memory = memoryUse(s);
+    printf("memory: plan %.2f MiB (arena + persistent buffers), the device "
+           "allocated %.2f MiB, peak resident set %.2f MiB (with the data "
+           "set and the runtime)\n",
+           memory.plan / 1048576.0, memory.device / 1048576.0,
+           memory.peakRss / 1048576.0);
+  }
+  profile.finish(s, o);
+}
+
+} // namespace gpuc::trainer

@@ -1,0 +1,66 @@
+//===- TrainingRun.h - epochs of steps, logged and checkpointed -*- C++ -*-===//
+#ifndef GPUC_TRAINER_TRAININGRUN_H
+#define GPUC_TRAINER_TRAININGRUN_H
+
+#include "BatchLoader.h"
+#include "Checkpoint.h"
+#include "HostProfile.h"
+#include "LossReader.h"
+#include "Options.h"
+
+#include "gpuc/runtime/Dataset.h"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace gpuc::trainer {
+
+class Session;
+
+/// A training run from `startStep` to the last step of the last epoch:
+/// each step's batch from the loader, the progress line, the log and
+/// evaluation points (and their --metrics lines), a checkpoint after each
+/// epoch, and a clean stop on SIGINT/SIGTERM.
+class TrainingRun {
+public:
+  /// `metrics` (may be null) is owned by the run from here on.
+  TrainingRun(Session &s, const Options &o, const Dataset &data,
+              int64_t stepsPerEpoch, FILE *metrics);
+  /// Trains from `startStep`; on a stop signal, checkpoints and exits the
+  /// process with 128 + the signal.
+  void run(int64_t startStep);
+  /// Closes --metrics and prints the run's summary lines.
+  void finish();
+
+private:
+  using Clock = std::chrono::steady_clock;
+
+  /// Runs the steps of `epoch` from `inEpoch`; false when asked to stop.
+  bool runEpoch(int64_t epoch, int64_t inEpoch, int64_t &step);
+  void progressLine(int64_t epoch, int64_t inEpoch, int64_t step, double rate);
+  void logPoint(int64_t epoch, int64_t step, double rate);
+  void evalPoint(int64_t epoch, int64_t step, Clock::time_point epochStart);
+  [[noreturn]] void stop(int64_t stepReached, bool saved);
+  /// Writes a line to --metrics at once (tail -f, a killed run).
+  void metricsLine(const std::string &line);
+
+  Session &s;
+  const Options &o;
+  const Dataset &data;
+  int64_t stepsPerEpoch, totalSteps;
+  FILE *metrics;
+  bool tty;
+  Loader loader;
+  HostProfile profile;
+  LossReader losses;
+  CheckpointWriter checkpoints;
+  Clock::time_point start;
+  int64_t stepsDone = 0;
+  double lastAccuracy = -1, lastLoss = -1;
+};
+
+} // namespace gpuc::trainer
+
+#endif // GPUC_TRAINER_TRAININGRUN_H

@@ -1,0 +1,218 @@
+//===- MemoryCommands.cpp - --max-batch-for and --remat-sweep
+//---------------===//
+#include "Driver.h"
+
+using namespace mlir;
+
+namespace mlir::gpuc::driver {
+
+/// --remat-sweep: gpuc-remat at fractions of the peak without it, each on
+/// a copy of the kernel-formed module, with each solver this gpuc has.
+LogicalResult printRematSweep(ModuleOp module) {
+  MLIRContext *context = module.getContext();
+  struct Point {
+    int64_t peak = 0, extraFlops = 0;
+    bool reached = true, optimal = false;
+  };
+  // A budget < 0 plans without remat.
+  auto plan = [&](int64_t budget, StringRef solver) -> std::optional<Point> {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager pm(context);
+    if (budget >= 0)
+      pm.addPass(
+          gpuc::createGpucRemat(gpuc::GpucRematOptions{budget, solver.str()}));
+    pm.addPass(gpuc::createGpucPlanMemory());
+    // An unreachable budget is a result of the sweep, not an error.
+    ScopedDiagnosticHandler quiet(context,
+                                  [](Diagnostic &) { return success(); });
+    bool ok = succeeded(pm.run(*copy));
+    auto step = copy->lookupSymbol<func::FuncOp>("train_step");
+    if (!step)
+      return std::nullopt;
+    auto integer = [](DictionaryAttr dict, StringRef key) {
+      auto value = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr();
+      return value ? value.getInt() : 0;
+    };
+    if (budget < 0)
+      return Point{integer(step->getAttrOfType<DictionaryAttr>(
+                               gpuc::GpucDialect::kMemoryAttrName),
+                           "arena_peak"),
+                   0, ok};
+    auto remat =
+        step->getAttrOfType<DictionaryAttr>(gpuc::GpucDialect::kRematAttrName);
+    if (!remat)
+      return std::nullopt;
+    auto optimal = remat.getAs<BoolAttr>("optimal");
+    return Point{integer(remat, "peak"), integer(remat, "extra_flops"), ok,
+                 optimal && optimal.getValue()};
+  };
+  std::optional<Point> base = plan(-1, "greedy");
+  if (!base || !base->reached) {
+    llvm::errs() << "gpuc compile: --remat-sweep needs a kernel-formed "
+                    "@train_step\n";
+    return failure();
+  }
+  SmallVector<StringRef> solvers{"greedy"};
+  if (gpuc::haveBinaryProgramSolver())
+    solvers.push_back("milp");
+  llvm::outs() << llvm::formatv(
+      "remat sweep: arena peak without remat {0:f2} MiB; per solver, the "
+      "peak reached (MiB) and the recomputed MFLOP\n{1,8} {2,10}",
+      base->peak / 1048576.0, "budget", "MiB");
+  for (StringRef solver : solvers)
+    llvm::outs() << llvm::formatv(" {0,10} {1,14}", (solver + " peak").str(),
+                                  (solver + " MFLOP").str());
+  llvm::outs() << "\n";
+  bool anyUnreachable = false;
+  for (int percent : {100, 90, 75, 50, 30}) {
+    int64_t budget = base->peak * percent / 100;
+    llvm::outs() << llvm::formatv("{0,7}% {1,10:f2}", percent,
+                                  budget / 1048576.0);
+    for (StringRef solver : solvers) {
+      std::optional<Point> point = plan(budget, solver);
+      if (!point)
+        return failure();
+      std::string flops =
+          !point->reached
+              ? std::string("unreachable")
+              : llvm::formatv("{0:f1}{1}", point->extraFlops / 1e6,
+                              solver == "milp" && !point->optimal ? "?" : "")
+                    .str();
+      anyUnreachable |= !point->reached;
+      llvm::outs() << llvm::formatv(" {0,10:f2} {1,14}",
+                                    point->peak / 1048576.0, flops);
+    }
+    llvm::outs() << "\n";
+  }
+  if (anyUnreachable)
+    llvm::outs() << "(unreachable: the peak shown is the lowest reached)\n";
+  if (solvers.size() == 1)
+    llvm::outs() << "(the exact solver needs a gpuc built with COIN-OR CBC)\n";
+  else
+    llvm::outs() << "(milp: least FLOPs under the liveness model; '?': CBC's "
+                    "time limit ran out before it proved optimality)\n";
+  return success();
+}
+
+/// report.json's "memory" of a planned module (its step program's buffers).
+FailureOr<nlohmann::json> stepMemory(ModuleOp module) {
+  FailureOr<gpuc::StepProgram> program = gpuc::buildStepProgram(module);
+  if (failed(program))
+    return failure();
+  return gpuc::memorySummary(program->plan);
+}
+
+/// The whole step's bytes at `batch`, planned (with gpuc-remat to
+/// `arenaBudget` when given), or nullopt when it cannot be planned there
+/// (the budget is out of reach). Diagnostics are the caller's to show.
+static std::optional<nlohmann::json>
+planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
+  batchSize = batch;
+  ModelSession session;
+  std::optional<ScopedDiagnosticHandler> silence;
+  if (quiet)
+    silence.emplace(session.context.get(),
+                    [](Diagnostic &) { return success(); });
+  OwningOpRef<ModuleOp> module = session.load();
+  if (!module)
+    return std::nullopt;
+  std::optional<std::string> lossOutput = chooseLossOutput(*module);
+  if (!lossOutput)
+    return std::nullopt;
+  PassManager pm(session.context.get());
+  addStepPipeline(pm, *lossOutput);
+  addKernelPipeline(pm, arenaBudget.has_value());
+  addPlanPipeline(pm, arenaBudget);
+  if (failed(pm.run(*module)))
+    return std::nullopt;
+  FailureOr<nlohmann::json> memory = stepMemory(*module);
+  if (failed(memory))
+    return std::nullopt;
+  return *memory;
+}
+
+/// --max-batch-for SIZE: the largest batch whose step fits, by doubling
+/// and then bisecting (the step's bytes grow with the batch).
+int runMaxBatchFor() {
+  std::optional<int64_t> limit =
+      sizeOption("--max-batch-for", maxBatchFor, false);
+  if (!limit)
+    return 1;
+  // Batch 1 with diagnostics shown: a model that does not compile says so.
+  std::optional<nlohmann::json> one = planAtBatch(1, std::nullopt, false);
+  if (!one)
+    return 1;
+  auto describe = [](const nlohmann::json &m) {
+    int64_t total = m["total"], arena = m["arena_bytes"];
+    return llvm::formatv("{0} bytes ({1:f2} MiB: persistent {2:f2} + arena "
+                         "{3:f2})",
+                         total, total / 1048576.0, (total - arena) / 1048576.0,
+                         arena / 1048576.0)
+        .str();
+  };
+  llvm::outs() << llvm::formatv("max batch for {0} bytes ({1:f2} MiB):\n",
+                                *limit, *limit / 1048576.0);
+  constexpr int64_t kLargestBatch = int64_t(1) << 24;
+  for (bool remat : {false, true}) {
+    // With remat the arena may use what the persistent buffers leave.
+    auto fits = [&](int64_t batch) -> std::optional<nlohmann::json> {
+      std::optional<nlohmann::json> plain = planAtBatch(batch, {}, true);
+      if (!plain)
+        return std::nullopt;
+      if ((*plain)["total"].get<int64_t>() <= *limit)
+        return plain;
+      if (!remat)
+        return std::nullopt;
+      int64_t persistent = (*plain)["total"].get<int64_t>() -
+                           (*plain)["arena_bytes"].get<int64_t>();
+      if (persistent >= *limit)
+        return std::nullopt;
+      std::optional<nlohmann::json> recomputed =
+          planAtBatch(batch, *limit - persistent, true);
+      if (recomputed && (*recomputed)["total"].get<int64_t>() <= *limit)
+        return recomputed;
+      return std::nullopt;
+    };
+    const char *how = remat ? "with remat   " : "without remat";
+    std::optional<nlohmann::json> best = fits(1);
+    if (!best) {
+      llvm::outs() << "  " << how << ": none; batch 1 needs " << describe(*one)
+                   << "\n";
+      continue;
+    }
+    int64_t low = 1, high = 2;
+    while (high <= kLargestBatch) {
+      std::optional<nlohmann::json> at = fits(high);
+      if (!at)
+        break;
+      low = high;
+      best = at;
+      high *= 2;
+    }
+    while (high - low > 1) {
+      int64_t mid = low + (high - low) / 2;
+      if (std::optional<nlohmann::json> at = fits(mid)) {
+        low = mid;
+        best = at;
+      } else {
+        high = mid;
+      }
+    }
+    llvm::outs() << "  " << how << ": batch " << low << " needs "
+                 << describe(*best);
+    if (best->contains("remat"))
+      llvm::outs() << llvm::formatv(
+          ", recomputing {0:f1} MFLOP",
+          (*best)["remat"].value("extra_flops", (int64_t)0) / 1e6);
+    if (high <= kLargestBatch) {
+      std::optional<nlohmann::json> above = planAtBatch(high, {}, true);
+      llvm::outs() << "; batch " << high << " needs "
+                   << (above ? describe(*above) : std::string("more"))
+                   << (remat ? " before remat" : "");
+    }
+    llvm::outs() << "\n";
+  }
+  return 0;
+}
+
+} // namespace mlir::gpuc::driver

@@ -1,0 +1,231 @@
+//===- Options.cpp - the options of gpuc import and gpuc compile
+//------------===//
+#include "Driver.h"
+
+using namespace mlir;
+
+namespace mlir::gpuc::driver {
+
+cl::OptionCategory
+    importCategory("model options (gpuc import and gpuc compile)");
+
+cl::opt<std::string>
+    inputFilename(cl::Positional,
+                  cl::desc("<model.onnx|.onnxtxt|.gdsl> (import) or "
+                           "<module.mlir> (run)"),
+                  cl::cat(importCategory), cl::cat(gpuc::runCategory));
+cl::opt<std::string> outputFilename(
+    "o",
+    cl::desc("import: the .mlir file to write (default stdout); compile: the "
+             "artifact directory"),
+    cl::value_desc("path"), cl::init("-"), cl::cat(importCategory));
+cl::opt<int64_t>
+    batchSize("batch",
+              cl::desc("Bind the symbolic batch dimension (dimension 0 of the "
+                       "inputs) to N"),
+              cl::value_desc("N"), cl::init(0), cl::cat(importCategory));
+cl::list<std::string>
+    inputShapes("input-shape",
+                cl::desc("Give a full static shape to an input, e.g. "
+                         "--input-shape image=32x1x28x28 (repeatable)"),
+                cl::value_desc("name=D0xD1x..."), cl::cat(importCategory));
+cl::opt<bool> noSimplify(
+    "no-simplify",
+    cl::desc("Print the module as imported, before canonicalize and CSE"),
+    cl::init(false), cl::cat(importCategory));
+
+cl::OptionCategory
+    trainCategory("training options (gpuc compile; gpuc import --train)");
+cl::opt<bool>
+    train("train",
+          cl::desc("Build @train_step: loss, gradients and optimizer update"),
+          cl::init(false), cl::cat(trainCategory));
+cl::opt<std::string>
+    lossKind("loss",
+             cl::desc("Add a loss on --loss-output when the model has none: "
+                      "cross_entropy or mse"),
+             cl::value_desc("kind"), cl::init(""), cl::cat(trainCategory));
+cl::opt<std::string>
+    lossTarget("loss-output",
+               cl::desc("The model output the added loss is computed on"),
+               cl::value_desc("output"), cl::init(""), cl::cat(trainCategory));
+cl::opt<std::string> labelsName(
+    "labels", cl::desc("Name of the new input holding labels/targets"),
+    cl::value_desc("name"), cl::init("label"), cl::cat(trainCategory));
+cl::opt<int64_t> classAxis(
+    "class-axis",
+    cl::desc("cross_entropy: the output axis holding the classes (default 1; "
+             "-1 for the last, as language models have)"),
+    cl::value_desc("axis"), cl::init(1), cl::cat(trainCategory));
+cl::opt<int64_t> accumulateSteps(
+    "accumulate",
+    cl::desc("gradient accumulation: add the gradients of K steps of --batch "
+             "samples and update once from their mean (an effective batch of "
+             "K x --batch); the trainer runs @apply_update every K steps"),
+    cl::value_desc("K"), cl::init(1), cl::cat(trainCategory));
+cl::opt<std::string> precisionOption(
+    "precision",
+    cl::desc("fp32 (default), fp16 or bf16: the storage type of activations, "
+             "their gradients and GEMM/convolution operands (f32 master "
+             "weights, reductions, norms and the loss; see gpuc-amp)"),
+    cl::value_desc("type"), cl::init("fp32"), cl::cat(trainCategory));
+cl::opt<std::string> lossScaleOption(
+    "loss-scale",
+    cl::desc("mixed precision's loss scaling, decided on the device in the "
+             "step: dynamic (fp16's default), static:V or none (bf16's "
+             "default)"),
+    cl::value_desc("dynamic|static:V|none"), cl::init(""),
+    cl::cat(trainCategory));
+cl::opt<double> lossScaleInit(
+    "loss-scale-init",
+    cl::desc("the dynamic loss scale's initial value (default 65536)"),
+    cl::value_desc("V"), cl::init(65536.0), cl::cat(trainCategory));
+cl::opt<int64_t> lossScaleGrowthInterval(
+    "loss-scale-growth-interval",
+    cl::desc("dynamic loss scaling: clean steps before the scale doubles "
+             "(default 2000)"),
+    cl::value_desc("N"), cl::init(2000), cl::cat(trainCategory));
+cl::opt<std::string> optimizerKind("optimizer", cl::desc("sgd, adam or adamw"),
+                                   cl::value_desc("kind"), cl::init("sgd"),
+                                   cl::cat(trainCategory));
+cl::opt<double>
+    learningRate("lr",
+                 cl::desc("Default learning rate (sgd 0.01, adam/adamw 0.001)"),
+                 cl::init(-1.0), cl::cat(trainCategory));
+cl::opt<double> momentumValue("momentum",
+                              cl::desc("Default SGD momentum (0.9)"),
+                              cl::init(0.9), cl::cat(trainCategory));
+cl::opt<double> dampeningValue("dampening",
+                               cl::desc("Default SGD dampening (0)"),
+                               cl::init(0.0), cl::cat(trainCategory));
+cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"),
+                       cl::init(false), cl::cat(trainCategory));
+cl::opt<double>
+    weightDecay("weight-decay",
+                cl::desc("Default weight decay (sgd/adam 0, adamw 0.01)"),
+                cl::init(-1.0), cl::cat(trainCategory));
+cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (0.9)"), cl::init(0.9),
+                      cl::cat(trainCategory));
+cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (0.999)"), cl::init(0.999),
+                      cl::cat(trainCategory));
+cl::opt<double> adamEpsilon("epsilon", cl::desc("Adam epsilon (1e-8)"),
+                            cl::init(1e-8), cl::cat(trainCategory));
+
+cl::OptionCategory compileCategory("gpuc compile options");
+cl::opt<std::string> codegenTarget(
+    "target",
+    cl::desc("compile: cpu (the trainer), cuda (NVRTC cubin + PTX for "
+             "sm_80 and sm_90) or all (default: all when NVRTC is available)"),
+    cl::value_desc("cpu|cuda|all"), cl::init(""), cl::cat(compileCategory));
+cl::list<std::string> cudaArchs(
+    "cuda-arch",
+    cl::desc("compile: the GPU architectures to build cubins (and PTX) for "
+             "with the CUDA target, e.g. sm_90 for an H100 alone (default "
+             "sm_80,sm_90; NVRTC compiles sm_80 and later to PTX once and "
+             "ptxas assembles each)"),
+    cl::value_desc("sm_XX,..."), cl::CommaSeparated, cl::cat(compileCategory));
+cl::opt<std::string>
+    dumpDir("dump-dir",
+            cl::desc("compile: write the IR after every pass (NN-pass.mlir), "
+                     "the kernel source and the plan into DIR"),
+            cl::value_desc("DIR"), cl::init(""), cl::cat(compileCategory));
+cl::opt<std::string>
+    hostCompiler("cxx",
+                 cl::desc("compile: the host C++ compiler for the CPU target "
+                          "(default $CXX, else c++)"),
+                 cl::value_desc("path"), cl::init(""),
+                 cl::cat(compileCategory));
+
+cl::opt<std::string> cacheDir(
+    "cache-dir",
+    cl::desc("compile: keep compiled CPU kernels, cubins and trainers in "
+             "DIR, by a hash of their source, flags and compiler, and reuse "
+             "them (default $GPUC_CACHE_DIR, else $XDG_CACHE_HOME/gpuc, else "
+             "~/.cache/gpuc)"),
+    cl::value_desc("DIR"), cl::init(""), cl::cat(compileCategory));
+cl::opt<bool>
+    timeCompile("time",
+                cl::desc("compile: print where the compile's time goes: "
+                         "import, every pass (MLIR's pass timing), the step "
+                         "program, NVRTC, the host compiler and the link"),
+                cl::init(false), cl::cat(compileCategory));
+cl::opt<unsigned> compileJobs(
+    "jobs",
+    cl::desc("compile: host compiler processes run in parallel on the CPU "
+             "kernels, each on a share of them (default: this machine's "
+             "hardware threads)"),
+    cl::value_desc("N"), cl::init(0), cl::cat(compileCategory));
+cl::opt<bool> nvrtcWhole(
+    "nvrtc-whole",
+    cl::desc("compile: one whole NVRTC compile per GPU architecture instead "
+             "of one PTX per family assembled by ptxas (to compare cubins)"),
+    cl::init(false), cl::Hidden, cl::cat(compileCategory));
+cl::opt<bool> noArtifactCache(
+    "no-artifact-cache",
+    cl::desc("compile: build the artifact even when the cache holds one from "
+             "the same model, options and tools (its kernels and cubins still "
+             "come from the cache)"),
+    cl::init(false), cl::cat(compileCategory));
+cl::opt<bool> noCache("no-cache",
+                      cl::desc("compile: compile the CPU kernels "
+                               "without the cache"),
+                      cl::init(false), cl::cat(compileCategory));
+
+cl::opt<bool>
+    report("report",
+           cl::desc("compile: print each kernel of the training step (ops, "
+                    "bytes read and written, FLOPs) and the totals against "
+                    "one kernel per op; report.json is written either way"),
+           cl::init(false), cl::cat(compileCategory));
+cl::opt<std::string> memoryPictureFile(
+    "memory-picture",
+    cl::desc("compile: draw the training step's arena as an SVG: each "
+             "buffer over the steps it is live (x) at its arena offset (y), "
+             "coloured by what it holds"),
+    cl::value_desc("FILE.svg"), cl::init(""), cl::cat(compileCategory));
+cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("compile: bound the training step's arena peak by recomputing "
+             "forward values in backward (gpuc-remat): bytes, or with a unit "
+             "(512MiB, 2GiB, 1.5GB); 'auto' recomputes only the pointwise "
+             "kernels whose recomputation lowers the peak"),
+    cl::value_desc("SIZE|auto"), cl::init(""), cl::cat(compileCategory));
+cl::opt<std::string> rematSolver(
+    "remat-solver",
+    cl::desc("compile: how gpuc-remat chooses what to recompute to meet "
+             "--memory-budget: greedy (default; least FLOPs per byte saved), "
+             "or milp (least FLOPs under a 0-1 program solved by COIN-OR "
+             "CBC; slower, shows how far greedy is from optimal)"),
+    cl::value_desc("greedy|milp"), cl::init("greedy"),
+    cl::cat(compileCategory));
+cl::opt<bool> rematSweep(
+    "remat-sweep",
+    cl::desc("compile: print the arena peak and the recomputed FLOPs that "
+             "gpuc-remat reaches at budgets of 100, 90, 75, 50 and 30% of "
+             "the peak without it, with the greedy solver and, when gpuc "
+             "has CBC, the exact one"),
+    cl::init(false), cl::cat(compileCategory));
+cl::opt<std::string> maxBatchFor(
+    "max-batch-for",
+    cl::desc("compile: plan the step at growing batch sizes (nothing runs) "
+             "and print the largest batch whose whole step (persistent "
+             "buffers + arena) fits in SIZE, without and with "
+             "rematerialization; --batch is not needed"),
+    cl::value_desc("SIZE"), cl::init(""), cl::cat(compileCategory));
+cl::opt<std::string> memoryLimit(
+    "memory-limit",
+    cl::desc("compile: refuse to compile when the whole step (persistent "
+             "buffers + arena) needs more than SIZE, and say how much it "
+             "needs"),
+    cl::value_desc("SIZE"), cl::init(""), cl::cat(compileCategory));
+cl::opt<bool> noSchedule(
+    "no-schedule",
+    cl::desc("compile: keep the program order (skip gpuc-schedule, which "
+             "reorders independent kernels when that lowers the peak)"),
+    cl::init(false), cl::cat(compileCategory));
+cl::opt<bool>
+    noFuse("no-fuse",
+           cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),
+           cl::init(false), cl::cat(compileCategory));
+
+} // namespace mlir::gpuc::driver

@@ -1,0 +1,297 @@
+//===- Pipeline.cpp - the model session and the pass pipelines
+//--------------===//
+#include "Driver.h"
+
+using namespace mlir;
+
+namespace mlir::gpuc::driver {
+
+/// Parses --memory-budget: "auto" (0), or bytes with an optional unit.
+std::optional<int64_t> parseMemorySize(StringRef text) {
+  if (text == "auto")
+    return 0;
+  size_t digits = text.find_first_not_of("0123456789.");
+  StringRef number = text.take_front(digits), unit = text.drop_front(digits);
+  double value;
+  if (number.empty() || number.getAsDouble(value) || value <= 0)
+    return std::nullopt;
+  static const std::pair<StringRef, double> units[] = {{"", 1},
+                                                       {"B", 1},
+                                                       {"KiB", 1024.0},
+                                                       {"MiB", 1048576.0},
+                                                       {"GiB", 1073741824.0},
+                                                       {"TiB", 1099511627776.0},
+                                                       {"KB", 1e3},
+                                                       {"MB", 1e6},
+                                                       {"GB", 1e9},
+                                                       {"TB", 1e12}};
+  for (auto [name, scale] : units)
+    // Beyond 2^62 bytes no size is meaningful (and the conversion to
+    // int64 would overflow).
+    if (unit == name)
+      return value * scale <= 4611686018427387904.0
+                 ? std::optional<int64_t>((int64_t)(value * scale))
+                 : std::nullopt;
+  return std::nullopt;
+}
+
+/// Parses "name=2x3x4".
+static LogicalResult parseInputShape(StringRef spec,
+                                     gpuc::OnnxImportOptions &options) {
+  auto [name, dims] = spec.split('=');
+  if (name.empty() || dims.empty()) {
+    llvm::errs() << "gpuc: --input-shape expects name=D0xD1x..., got '" << spec
+                 << "'\n";
+    return failure();
+  }
+  std::vector<int64_t> shape;
+  SmallVector<StringRef> parts;
+  dims.split(parts, 'x');
+  for (StringRef part : parts) {
+    int64_t d;
+    if (part.getAsInteger(10, d) || d <= 0) {
+      llvm::errs() << "gpuc: --input-shape " << spec << ": '" << part
+                   << "' is not a positive dimension\n";
+      return failure();
+    }
+    shape.push_back(d);
+  }
+  options.inputShapes[name.str()] = shape;
+  return success();
+}
+
+/// --batch and --input-shape as import options.
+LogicalResult importOptions(gpuc::OnnxImportOptions &options) {
+  if (batchSize > 0)
+    options.batch = batchSize;
+  for (const std::string &spec : inputShapes)
+    if (failed(parseInputShape(spec, options)))
+      return failure();
+  return success();
+}
+
+OwningOpRef<ModuleOp> ModelSession::load() {
+  gpuc::OnnxImportOptions options;
+  if (failed(importOptions(options)))
+    return nullptr;
+  options.externalFiles = &externalFiles;
+  if (StringRef(inputFilename).ends_with(".gdsl")) {
+    gpuc::DslOptions dslOptions;
+    dslOptions.batch = options.batch;
+    return gpuc::parseDslFile(inputFilename, context.get(), sourceMgr,
+                              dslOptions);
+  }
+  return gpuc::importOnnxFile(inputFilename, context.get(), options);
+}
+
+/// attach-loss (when --loss), autodiff, optimizer: what --train adds.
+/// The gpuc-amp options the flags ask for, or nullopt after an error that
+/// names the flag (none for --precision fp32).
+std::optional<gpuc::GpucAmpOptions> ampOptions(StringRef tool) {
+  gpuc::GpucAmpOptions amp;
+  amp.precision = precisionOption;
+  if (precisionOption != "fp32" && precisionOption != "fp16" &&
+      precisionOption != "bf16") {
+    llvm::errs() << tool << ": --precision " << precisionOption
+                 << " is not one of fp32, fp16, bf16\n";
+    return std::nullopt;
+  }
+  StringRef mode = lossScaleOption;
+  amp.lossScaleInit = lossScaleInit;
+  if (mode.consume_front("static:")) {
+    double value;
+    if (mode.getAsDouble(value) || !(value > 0) || !std::isfinite(value)) {
+      llvm::errs() << tool << ": --loss-scale static:" << mode
+                   << " needs a positive finite scale, e.g. static:1024\n";
+      return std::nullopt;
+    }
+    amp.lossScale = "static";
+    amp.lossScaleInit = value;
+  } else if (mode.empty() || mode == "dynamic" || mode == "none") {
+    amp.lossScale = mode.str();
+  } else {
+    llvm::errs() << tool << ": --loss-scale " << lossScaleOption
+                 << " is not one of dynamic, static:V, none\n";
+    return std::nullopt;
+  }
+  if (!(lossScaleInit > 0) || !std::isfinite(lossScaleInit)) {
+    llvm::errs() << tool << ": --loss-scale-init " << lossScaleInit
+                 << " must be a positive finite number\n";
+    return std::nullopt;
+  }
+  if (lossScaleGrowthInterval < 1) {
+    llvm::errs() << tool << ": --loss-scale-growth-interval "
+                 << lossScaleGrowthInterval << " must be at least 1\n";
+    return std::nullopt;
+  }
+  amp.growthInterval = lossScaleGrowthInterval;
+  bool scaling = !lossScaleOption.empty() ||
+                 lossScaleInit.getNumOccurrences() > 0 ||
+                 lossScaleGrowthInterval.getNumOccurrences() > 0;
+  if (precisionOption == "fp32" && scaling) {
+    llvm::errs() << tool
+                 << ": loss scaling (--loss-scale*) needs --precision "
+                    "fp16 or bf16\n";
+    return std::nullopt;
+  }
+  return amp;
+}
+
+void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
+  if (!lossKind.empty())
+    pm.addPass(gpuc::createGpucAttachLoss(gpuc::GpucAttachLossOptions{
+        lossKind, lossOutput.str(), labelsName, classAxis}));
+  // Validated by ampOptions before any pipeline is built.
+  if (precisionOption != "fp32")
+    pm.addPass(gpuc::createGpucAmp(*ampOptions("gpuc")));
+  pm.addPass(gpuc::createGpucAutodiff());
+  gpuc::GpucOptimizerOptions opt;
+  opt.kind = optimizerKind;
+  opt.lr = learningRate;
+  opt.momentum = momentumValue;
+  opt.dampening = dampeningValue;
+  opt.nesterov = nesterov;
+  opt.weightDecay = weightDecay;
+  opt.beta1 = beta1;
+  opt.beta2 = beta2;
+  opt.epsilon = adamEpsilon;
+  opt.accumulate = accumulateSteps;
+  pm.addPass(gpuc::createGpucOptimizer(opt));
+  if (precisionOption != "fp32")
+    pm.addPass(gpuc::createGpucAmpWeightCopies());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+/// The passes of gpuc compile, in the three stages it runs them in (the
+/// report reads the step before kernels are formed, --remat-sweep the fused
+/// step before remat).
+void addStepPipeline(PassManager &pm, StringRef lossOutput) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(gpuc::createGpucEvalFunction());
+  addTrainingPasses(pm, lossOutput);
+  pm.addPass(gpuc::createGpucDecompose());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+/// `memoryFirst` when the step must fit a budget: gpuc-fuse then stores
+/// fewer bytes at some CPU time (its memory-first option).
+void addKernelPipeline(PassManager &pm, bool memoryFirst) {
+  pm.addPass(gpuc::createGpucFormKernels());
+  if (!noFuse)
+    pm.addPass(gpuc::createGpucFuse(gpuc::GpucFuseOptions{memoryFirst}));
+  if (!noSchedule)
+    pm.addPass(gpuc::createGpucSchedule());
+}
+void addPlanPipeline(PassManager &pm, std::optional<int64_t> arenaBudget) {
+  if (arenaBudget)
+    pm.addPass(gpuc::createGpucRemat(
+        gpuc::GpucRematOptions{*arenaBudget, rematSolver}));
+  pm.addPass(gpuc::createGpucPlanMemory());
+}
+
+/// The names of @forward's outputs.
+SmallVector<std::string> forwardOutputs(ModuleOp module) {
+  SmallVector<std::string> names;
+  if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+    for (unsigned i = 0; i < forward.getNumResults(); ++i)
+      if (auto name = forward.getResultAttrOfType<StringAttr>(
+              i, gpuc::GpucDialect::kOutputAttrName))
+        names.push_back(name.str());
+  return names;
+}
+
+/// The loss output the step trains on: the model's own "loss" output, else
+/// --loss (default cross_entropy) on --loss-output (default: the model's
+/// only output). Empty after an error.
+std::optional<std::string> chooseLossOutput(ModuleOp module) {
+  SmallVector<std::string> outputs = forwardOutputs(module);
+  std::string lossOutput = lossTarget;
+  if (llvm::is_contained(outputs, "loss"))
+    return lossOutput;
+  if (lossKind.empty())
+    lossKind = "cross_entropy";
+  if (lossOutput.empty()) {
+    if (outputs.size() != 1) {
+      llvm::errs() << "gpuc compile: the model has " << outputs.size()
+                   << " outputs (" << llvm::join(outputs, ", ")
+                   << "); name the one to train with --loss-output\n";
+      return std::nullopt;
+    }
+    lossOutput = outputs[0];
+  }
+  return lossOutput;
+}
+
+/// The output the trainer evaluates (class scores, argmax against the
+/// label): the one --loss was attached to, else, for a model that computes
+/// its own loss, the one output the loss is computed from. Empty with
+/// `why` set when there is no such single output.
+std::string chooseEvalOutput(ModuleOp module, StringRef lossOutput,
+                             std::string &why) {
+  if (!lossOutput.empty())
+    return lossOutput.str();
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward) {
+    why = "the model has no forward function";
+    return "";
+  }
+  auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+  Value loss;
+  SmallVector<std::pair<std::string, Value>> others;
+  for (unsigned i = 0; i < forward.getNumResults(); ++i) {
+    auto name = forward.getResultAttrOfType<StringAttr>(
+        i, gpuc::GpucDialect::kOutputAttrName);
+    if (!name)
+      continue;
+    if (name.getValue() == "loss")
+      loss = ret.getOperand(i);
+    else
+      others.push_back({name.str(), ret.getOperand(i)});
+  }
+  // What the loss is computed from.
+  DenseSet<Value> slice;
+  SmallVector<Value> worklist;
+  if (loss)
+    worklist.push_back(loss);
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    if (!slice.insert(v).second)
+      continue;
+    if (Operation *def = v.getDefiningOp())
+      llvm::append_range(worklist, def->getOperands());
+  }
+  SmallVector<std::string> scores;
+  for (auto &[name, value] : others) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (slice.contains(value) && type && type.getRank() >= 2)
+      scores.push_back(name);
+  }
+  if (scores.size() == 1)
+    return scores[0];
+  why = scores.empty()
+            ? "no output of the model holds what its loss is computed from "
+              "(output the class scores beside the loss to have them "
+              "evaluated)"
+            : "the loss is computed from several outputs (" +
+                  llvm::join(scores, ", ") +
+                  "); none is the obvious class "
+                  "scores";
+  return "";
+}
+
+/// A size option's bytes, or an error naming it.
+std::optional<int64_t> sizeOption(StringRef flag, StringRef text,
+                                  bool allowAuto) {
+  std::optional<int64_t> bytes = parseMemorySize(text);
+  if (bytes && (*bytes > 0 || allowAuto))
+    return bytes;
+  llvm::errs() << "gpuc compile: " << flag << " '" << text
+               << "' is not a size: give bytes, optionally with a unit "
+                  "(KiB, MiB, GiB, TiB, KB, MB, GB, TB), as in 512MiB"
+               << (allowAuto ? ", or auto" : "") << "\n";
+  return std::nullopt;
+}
+
+} // namespace mlir::gpuc::driver
