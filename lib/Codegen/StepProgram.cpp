@@ -510,6 +510,16 @@ FailureOr<StepProgram> Lowering::run() {
   }
   program.plan["version"] = 1;
   program.plan["buffers"] = list;
+  // Parameters gpuc-autodiff made constants of the step, with why (listed
+  // only when there are any, so other plans stay as they were).
+  json frozen = json::array();
+  for (ParameterOp param : module.getOps<ParameterOp>())
+    if (auto why =
+            param->getAttrOfType<StringAttr>(GpucDialect::kFrozenAttrName))
+      frozen.push_back(
+          {{"name", param.getSymName().str()}, {"why", why.getValue().str()}});
+  if (!frozen.empty())
+    program.plan["frozen"] = frozen;
   program.plan["arena_bytes"] = arenaBytes;
   program.plan["kernels"] = kernelList;
   std::string source = kSourceHeader;

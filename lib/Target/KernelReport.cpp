@@ -51,6 +51,7 @@ bool writeKernelReport(const nlohmann::json &plan,
                  {"flops", flops},
                  {"precision", options.precision},
                  {"memory", memorySummary(plan)},
+                 {"frozen", plan.value("frozen", json::array())},
                  {"per_kernel", kernels}};
   if (!writeFile(options.outputDir + "/report.json", report.dump(1)))
     return false;
@@ -87,6 +88,9 @@ bool writeKernelReport(const nlohmann::json &plan,
                  << " storage, loss scaling "
                  << options.precision["loss_scale"].get<std::string>() << "\n";
   llvm::outs() << formatMemorySummary(report["memory"]);
+  for (const json &f : report["frozen"])
+    llvm::outs() << "frozen: @" << f["name"].get<std::string>() << ": "
+                 << f["why"].get<std::string>() << "\n";
   return true;
 }
 

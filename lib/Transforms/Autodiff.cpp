@@ -34,11 +34,52 @@ struct Autodiff : gpuc::impl::GpucAutodiffBase<Autodiff> {
                             "@train_step";
       return signalPassFailure();
     }
+    if (failed(applyTrainabilityOptions(module)))
+      return signalPassFailure();
     auto step = cast<func::FuncOp>(forward->clone());
     step.setSymName("train_step");
     module.getBody()->getOperations().insertAfter(forward->getIterator(), step);
     if (failed(differentiate(step)))
       return signalPassFailure();
+  }
+
+  /// --frozen and --trainable: every name must be a parameter of the
+  /// module (the error lists them otherwise); --trainable ones must hold
+  /// floats.
+  LogicalResult applyTrainabilityOptions(ModuleOp module) {
+    auto lookup = [&](StringRef name) -> FailureOr<ParameterOp> {
+      if (auto param = module.lookupSymbol<ParameterOp>(name))
+        return param;
+      std::string known;
+      for (ParameterOp p : module.getOps<ParameterOp>())
+        known += (known.empty() ? "" : ", ") + p.getSymName().str();
+      return module.emitError()
+             << "gpuc-autodiff: no parameter named '" << name
+             << "' to freeze or train; the model's parameters are: " << known;
+    };
+    for (const std::string &name : trainable) {
+      if (llvm::is_contained(frozen, name))
+        return module.emitError() << "gpuc-autodiff: parameter '" << name
+                                  << "' is named both frozen and trainable";
+      FailureOr<ParameterOp> param = lookup(name);
+      if (failed(param))
+        return failure();
+      if (!isa<FloatType>(param->getTensorType().getElementType()))
+        return param->emitError()
+               << "gpuc-autodiff: parameter @" << name << " holds "
+               << param->getTensorType()
+               << ", and only floating-point parameters can be trained";
+      param->setTrainable(true);
+    }
+    for (const std::string &name : frozen) {
+      FailureOr<ParameterOp> param = lookup(name);
+      if (failed(param))
+        return failure();
+      param->setTrainable(false);
+      (*param)->setAttr(GpucDialect::kFrozenAttrName,
+                        StringAttr::get(&getContext(), "frozen by request"));
+    }
+    return success();
   }
 
   /// Finds the loss result: the output named `loss`, else the only scalar
@@ -160,12 +201,18 @@ struct Autodiff : gpuc::impl::GpucAutodiffBase<Autodiff> {
     SmallVector<NamedAttribute> roles;
     for (auto [arg, param] : params) {
       Value g = grads.lookup(arg);
-      if (!g) {
-        param.emitWarning() << "parameter @" << param.getSymName()
-                            << " does not affect the loss; its gradient is "
-                               "zero";
-        g = tensors.splatLike(param.getLoc(), arg, 0.0);
+      if (!g && !llvm::is_contained(trainable, param.getSymName().str())) {
+        // No differentiable op carries the loss back to it: a buffer.
+        param.setTrainable(false);
+        param->setAttr(GpucDialect::kFrozenAttrName,
+                       StringAttr::get(&getContext(),
+                                       "no gradient reaches it (it reaches "
+                                       "the loss through no differentiable "
+                                       "op)"));
+        continue;
       }
+      if (!g)
+        g = tensors.splatLike(param.getLoc(), arg, 0.0);
       results.push_back(g);
       roles.push_back(builder.getNamedAttr(GpucDialect::kGradAttrName,
                                            FlatSymbolRefAttr::get(param)));

@@ -42,22 +42,25 @@ func.func @forward(%x: tensor<2x4xf32> {gpuc.input = "x"}, %w: tensor<3x4xf32> {
 // -----
 
 // Dropout's gradient is the same dropout (same key and stream) of the
-// incoming gradient; a parameter that does not reach the loss gets zeros.
+// incoming gradient. A parameter that does not reach the loss is a buffer,
+// not a weight: frozen (no gradient result, no longer trainable), so the
+// optimizer gives it no state and no weight decay.
 gpuc.parameter @a trainable : tensor<4xf32> = dense<1.0> : tensor<4xf32>
-// expected-warning @+1 {{parameter @unused does not affect the loss; its gradient is zero}}
 gpuc.parameter @unused trainable : tensor<2xf32> = dense<1.0> : tensor<2xf32>
 func.func @forward(%a: tensor<4xf32> {gpuc.param = @a}, %u: tensor<2xf32> {gpuc.param = @unused}, %key: tensor<2xi64> {gpuc.rng}) -> (tensor<f32> {gpuc.output = "loss"}) {
   %d = gpuc.dropout %a, %key stream = 7 ratio = 0.25 : tensor<4xf32>
   %s = gpuc.reduce_sum %d axes = [0] : tensor<4xf32> -> tensor<f32>
   return %s : tensor<f32>
 }
+// CHECK: gpuc.parameter @a trainable
+// CHECK: gpuc.parameter @unused : tensor<2xf32> = {{.+}} {gpuc.frozen = "no gradient reaches it (it reaches the loss through no differentiable op)"}
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %[[KEY:[a-z0-9]+]]: tensor<2xi64> {gpuc.rng}
+// CHECK-SAME: -> (tensor<f32> {gpuc.output = "loss"}, tensor<4xf32> {gpuc.grad = @a})
 // The seed gradient folds through reshape and broadcast to a constant.
 // CHECK: %[[G:.+]] = gpuc.constant dense<1.000000e+00> : tensor<4xf32>
 // CHECK: %[[DA:.+]] = gpuc.dropout %[[G]], %[[KEY]] stream = 7 ratio = 2.500000e-01
-// CHECK: %[[ZERO:.+]] = gpuc.constant dense<0.000000e+00> : tensor<2xf32>
-// CHECK: return %{{.+}}, %[[DA]], %[[ZERO]]
+// CHECK: return %{{.+}}, %[[DA]] :
 
 // -----
 
@@ -69,17 +72,23 @@ func.func @forward(%a: tensor<4xf32> {gpuc.param = @a}) -> (tensor<4xf32> {gpuc.
 
 // -----
 
-// A step function has a zero derivative almost everywhere: the parameter
-// gets a zero gradient and a warning, not an error.
-// expected-warning @+1 {{parameter @a does not affect the loss}}
-gpuc.parameter @a trainable : tensor<4xf32> = dense<1.0> : tensor<4xf32>
-func.func @forward(%a: tensor<4xf32> {gpuc.param = @a}) -> (tensor<f32> {gpuc.output = "loss"}) {
+// A parameter read only by a comparison (a causal mask registered as a
+// buffer, `mask == 0`) reaches the loss through no differentiable op: it is
+// frozen, not given a zero gradient, and nothing is said about it (the
+// compile report lists it).
+gpuc.parameter @mask trainable : tensor<4xf32> = dense<1.0> : tensor<4xf32>
+gpuc.parameter @w trainable : tensor<4xf32> = dense<2.0> : tensor<4xf32>
+func.func @forward(%m: tensor<4xf32> {gpuc.param = @mask}, %w: tensor<4xf32> {gpuc.param = @w}) -> (tensor<f32> {gpuc.output = "loss"}) {
   %z = gpuc.constant dense<0.0> : tensor<4xf32>
-  %c = gpuc.compare gt, %a, %z : tensor<4xf32>
-  %f = gpuc.cast %c : tensor<4xi1> to tensor<4xf32>
-  %s = gpuc.reduce_sum %f axes = [0] : tensor<4xf32> -> tensor<f32>
+  %c = gpuc.compare eq, %m, %z : tensor<4xf32>
+  %y = gpuc.select %c, %z, %w : tensor<4xi1>, tensor<4xf32>
+  %s = gpuc.reduce_sum %y axes = [0] : tensor<4xf32> -> tensor<f32>
   return %s : tensor<f32>
 }
+// CHECK: gpuc.parameter @mask : tensor<4xf32> = {{.+}} {gpuc.frozen = "no gradient reaches it
+// CHECK: gpuc.parameter @w trainable
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: -> (tensor<f32> {gpuc.output = "loss"}, tensor<4xf32> {gpuc.grad = @w})
 
 // -----
 
@@ -109,3 +118,4 @@ func.func @forward(%x: tensor<1x1x2x2xf32> {gpuc.input = "x"}, %w: tensor<1x1x1x
 // CHECK: %[[G:.+]] = gpuc.constant dense<1.000000e+00> : tensor<1x1x3x3xf32>
 // CHECK: %[[DW:.+]] = gpuc.conv2d_backward_filter %[[G]], %arg0 strides = [2, 2] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<1x1x3x3xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x1x1xf32>
 // CHECK: return %{{.+}}, %[[DW]]
+

@@ -72,6 +72,8 @@ extern cl::opt<std::string> precisionOption;
 extern cl::opt<std::string> lossScaleOption;
 extern cl::opt<double> lossScaleInit;
 extern cl::opt<int64_t> lossScaleGrowthInterval;
+extern cl::list<std::string> frozenParameters;
+extern cl::list<std::string> trainableParameters;
 extern cl::opt<std::string> optimizerKind;
 extern cl::opt<double> learningRate;
 extern cl::opt<double> momentumValue;

@@ -85,6 +85,17 @@ cl::opt<int64_t> lossScaleGrowthInterval(
     cl::desc("dynamic loss scaling: clean steps before the scale doubles "
              "(default 2000)"),
     cl::value_desc("N"), cl::init(2000), cl::cat(trainCategory));
+cl::list<std::string> frozenParameters(
+    "frozen",
+    cl::desc("Parameters to keep constant: no gradient, no optimizer state "
+             "(comma-separated names; parameters no gradient reaches are "
+             "frozen anyway)"),
+    cl::CommaSeparated, cl::cat(trainCategory));
+cl::list<std::string> trainableParameters(
+    "trainable",
+    cl::desc("Parameters to train even where no gradient reaches them "
+             "(comma-separated names)"),
+    cl::CommaSeparated, cl::cat(trainCategory));
 cl::opt<std::string> optimizerKind("optimizer", cl::desc("sgd, adam or adamw"),
                                    cl::value_desc("kind"), cl::init("sgd"),
                                    cl::cat(trainCategory));

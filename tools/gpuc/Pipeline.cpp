@@ -144,7 +144,11 @@ void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   // Validated by ampOptions before any pipeline is built.
   if (precisionOption != "fp32")
     pm.addPass(gpuc::createGpucAmp(*ampOptions("gpuc")));
-  pm.addPass(gpuc::createGpucAutodiff());
+  gpuc::GpucAutodiffOptions autodiff;
+  autodiff.frozen.assign(frozenParameters.begin(), frozenParameters.end());
+  autodiff.trainable.assign(trainableParameters.begin(),
+                            trainableParameters.end());
+  pm.addPass(gpuc::createGpucAutodiff(autodiff));
   gpuc::GpucOptimizerOptions opt;
   opt.kind = optimizerKind;
   opt.lr = learningRate;

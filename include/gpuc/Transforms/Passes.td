@@ -42,10 +42,26 @@ def GpucAutodiff : Pass<"gpuc-autodiff", "::mlir::ModuleOp"> {
     gradient rule (GradientOpInterface); only values on a path from a
     trainable parameter to the loss are differentiated, so labels, indices
     and the RNG key need no rule. `@forward` stays for evaluation.
+
+    A trainable parameter whose gradient is structurally zero (it reaches
+    the loss through no differentiable op: a causal mask registered as a
+    buffer and read by a comparison) is a buffer, not a weight: it is made
+    non-trainable and marked `gpuc.frozen` with the reason, so the
+    optimizer gives it no state and no weight decay (PyTorch's optimizers
+    skip a parameter whose gradient is None the same way). `frozen` names
+    parameters to freeze whatever their gradient (fine-tuning a part of a
+    model); `trainable` names parameters to train even so (a float buffer
+    the importer did not mark trainable, or a weight to decay although no
+    gradient reaches it).
   }];
   let options = [
     Option<"loss", "loss", "std::string", "\"loss\"",
            "the name of the scalar output to differentiate">,
+    ListOption<"frozen", "frozen", "std::string",
+               "parameters to keep constant (no gradient, no optimizer "
+               "state)">,
+    ListOption<"trainable", "trainable", "std::string",
+               "parameters to train even when no gradient reaches them">,
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }

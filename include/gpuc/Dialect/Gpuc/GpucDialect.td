@@ -44,6 +44,9 @@ def Gpuc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kHyperAttrName = "gpuc.hyper";
     /// The gradient of the loss with respect to a trainable parameter.
     static constexpr ::llvm::StringLiteral kGradAttrName = "gpuc.grad";
+    /// On a gpuc.parameter that gpuc-autodiff made a constant of the step
+    /// (no gradient, no optimizer state, no weight decay): why, as a string.
+    static constexpr ::llvm::StringLiteral kFrozenAttrName = "gpuc.frozen";
     /// The value a hyperparameter takes when the runtime is not told one.
     static constexpr ::llvm::StringLiteral kDefaultAttrName = "gpuc.default";
     /// On a gpuc.parameter the optimizer created (moments, momentum

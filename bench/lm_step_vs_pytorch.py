@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""A GPT's CPU training step: gpuc against PyTorch, in interleaved rounds.
+
+    /usr/bin/python3 bench/lm_step_vs_pytorch.py --preset small --seq 256 --batch 4
+    /usr/bin/python3 bench/lm_step_vs_pytorch.py --preset gpt2 --seq 256 --batch 4 --steps 2
+
+The model is examples/gpt.py's nanoGPT-style GPT (`tiny`, `small`: GPT-2's
+vocabulary around a 4-layer width-384 body, `gpt2`: GPT-2 124M), exported
+once; gpuc compiles that ONNX file (CPU target, AdamW) and PyTorch trains
+the module it was exported from, with the same weights. One step is
+forward, next-token cross-entropy over [batch, T, vocabulary], backward and
+AdamW (lr 3e-4, weight decay 0.01 on both sides). gpuc's time is `train
+--bench-steps`; PyTorch's the same step in eager mode and, where the
+PyTorch has it, under torch.compile (with the fused AdamW). Both sides use
+--threads threads. Rounds interleave the systems, so a drift of the
+machine's speed hits all of them; the load average is printed. Best and
+median milliseconds per step and the ratio of the bests are reported.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+from torch.nn import functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+import gpt  # noqa: E402
+
+
+def load_average():
+    return "%.2f %.2f %.2f" % os.getloadavg()
+
+
+def torch_step_time(model, batch, seq, steps, mode):
+    """Milliseconds per training step of `model` (after two warm-up steps)."""
+    compiled = mode == "compile"
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01,
+                            **({"fused": True} if compiled else {}))
+    run = torch.compile(model) if compiled else model
+    vocab = model.wte.num_embeddings
+    x = torch.randint(0, vocab, (batch, seq))
+    y = torch.randint(0, vocab, (batch, seq))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits = run(x)
+        loss = F.cross_entropy(logits.view(-1, vocab), y.view(-1))
+        loss.backward()
+        opt.step()
+
+    for _ in range(2):
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return 1000.0 * (time.perf_counter() - start) / steps
+
+
+def gpuc_step_time(trainer, steps, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    out = subprocess.run([trainer, "--bench-steps", str(steps)], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["ms_per_step"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", choices=sorted(gpt.PRESETS),
+                        default="small")
+    parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=3,
+                        help="timed steps per system and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--torch-modes", default="eager,compile")
+    parser.add_argument("--gpuc", default=os.path.join(HERE, "..", "build",
+                                                       "bin", "gpuc"))
+    parser.add_argument("--gpuc-flags", default="",
+                        help="more flags for gpuc compile")
+    parser.add_argument("--work", default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    modes = [m for m in args.torch_modes.split(",") if m]
+    if "compile" in modes and not hasattr(torch, "compile"):
+        print("torch.compile: not in PyTorch %s (scripts/torch-peer.sh "
+              "installs PyTorch 2.x); left out" % torch.__version__)
+        modes.remove("compile")
+    work = args.work or tempfile.mkdtemp(prefix="gpuc-lm-bench-")
+    os.makedirs(work, exist_ok=True)
+    model = gpt.build(args.preset, args.seq, seed=0)
+    onnx_path = os.path.join(work, "gpt.onnx")
+    gpt.export(model, args.seq, onnx_path)
+    params = sum(p.numel() for p in model.parameters())
+    out = os.path.join(work, "gpuc")
+    start = time.perf_counter()
+    subprocess.run([args.gpuc, "compile", onnx_path, "--batch",
+                    str(args.batch), "--class-axis", "-1", "--optimizer",
+                    "adamw", "--lr", "3e-4", "--weight-decay", "0.01",
+                    "--target", "cpu", "-o", out] + args.gpuc_flags.split(),
+                   check=True, stdout=subprocess.DEVNULL)
+    print("%s preset: %.1fM parameters, T %d, batch %d, %d threads; gpuc "
+          "compile %.1f s; PyTorch %s" %
+          (args.preset, params / 1e6, args.seq, args.batch, args.threads,
+           time.perf_counter() - start, torch.__version__))
+    times = {"gpuc": []}
+    times.update({m: [] for m in modes})
+    for r in range(args.rounds):
+        print("round %d, load average %s" % (r + 1, load_average()),
+              flush=True)
+        times["gpuc"].append(gpuc_step_time(os.path.join(out, "train"),
+                                            args.steps, args.threads))
+        for mode in modes:
+            fresh = gpt.build(args.preset, args.seq, seed=0)
+            times[mode].append(torch_step_time(fresh, args.batch, args.seq,
+                                               args.steps, mode))
+        print("  " + ", ".join("%s %.1f ms" % (k, v[-1])
+                               for k, v in times.items()), flush=True)
+    print("ms per step, best / median over %d rounds (load average now %s):"
+          % (args.rounds, load_average()))
+    best = {k: min(v) for k, v in times.items()}
+    for name, values in times.items():
+        ratio = "" if name == "gpuc" else \
+            "  gpuc/%s %.2f" % (name, best["gpuc"] / best[name])
+        print("  %-8s %9.1f / %9.1f%s" % (name, best[name],
+                                         statistics.median(values), ratio))
+
+
+if __name__ == "__main__":
+    main()
