@@ -80,8 +80,10 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--torch-modes", default="eager,compile")
-    parser.add_argument("--gpuc", default=os.path.join(HERE, "..", "build",
-                                                       "bin", "gpuc"))
+    built = os.path.join(HERE, "..", "build", "bin", "gpuc")
+    parser.add_argument("--gpuc", default=built if os.path.exists(built)
+                        else "gpuc", help="the gpuc to time (default: the "
+                        "build's, else the one on PATH)")
     parser.add_argument("--gpuc-flags", default="",
                         help="more flags for gpuc compile")
     parser.add_argument("--work", default=None)
