@@ -3,8 +3,8 @@
 #include "Bench.h"
 
 #include "BufferFill.h"
+#include "CompiledStep.h"
 #include "HostProfile.h"
-#include "Session.h"
 
 #include <chrono>
 #include <cstdio>
@@ -13,7 +13,7 @@
 
 namespace gpuc::trainer {
 
-MemoryUse memoryUse(const Session &s) {
+MemoryUse memoryUse(const CompiledStep &s) {
   MemoryUse use;
   use.plan = s.plan.arenaBytes;
   for (const PlanBuffer &b : s.plan.buffers)
@@ -26,7 +26,7 @@ MemoryUse memoryUse(const Session &s) {
   return use;
 }
 
-int bench(Session &s, const Options &o, const Dataset *data) {
+int bench(CompiledStep &s, const Options &o, const Dataset *data) {
   int64_t B = s.batch;
   if (data) {
     std::vector<float> images(&data->train.samples[0],

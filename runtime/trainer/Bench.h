@@ -11,7 +11,7 @@
 
 namespace gpuc::trainer {
 
-class Session;
+class CompiledStep;
 
 /// What the step's memory is: the plan's bytes (arena + persistent
 /// buffers, what `gpuc compile --max-batch-for` adds up), what the device
@@ -19,14 +19,14 @@ class Session;
 struct MemoryUse {
   int64_t plan = 0, device = 0, peakRss = 0;
 };
-MemoryUse memoryUse(const Session &s);
+MemoryUse memoryUse(const CompiledStep &s);
 
 /// --bench-steps: times the step alone on one resident batch (the first of
 /// --data; without --data, every input filled from a fixed pseudo-random
 /// sequence: floats in [-1, 1), integers in [0, 10), valid tokens and
 /// labels for every example model). Warm-up steps are excluded and the
 /// device is drained before the clock stops.
-int bench(Session &s, const Options &o, const Dataset *data);
+int bench(CompiledStep &s, const Options &o, const Dataset *data);
 
 } // namespace gpuc::trainer
 

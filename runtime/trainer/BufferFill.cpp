@@ -2,7 +2,7 @@
 //--------------===//
 #include "BufferFill.h"
 
-#include "Session.h"
+#include "CompiledStep.h"
 
 #include "gpuc/runtime/device/Float16.h"
 
@@ -68,7 +68,7 @@ void storeElement(const PlanBuffer &b, std::vector<char> &bytes, int64_t i,
          ", which the trainer cannot fill");
 }
 
-void uploadImages(Session &s, const std::vector<float> &images) {
+void uploadImages(CompiledStep &s, const std::vector<float> &images) {
   const PlanBuffer &b = s.plan.buffers[s.image];
   if (b.dtype == "F32") {
     s.device->upload(b.id, images.data(), b.bytes);

@@ -11,7 +11,7 @@
 
 namespace gpuc::trainer {
 
-class Session;
+class CompiledStep;
 
 /// `n` floats in the storage type `dtype` (F32, or F16/BF16 rounded to
 /// nearest even: a mixed-precision step reads its images in 16 bits; token
@@ -28,7 +28,7 @@ void storeElement(const PlanBuffer &b, std::vector<char> &bytes, int64_t i,
                   double v);
 
 /// Uploads `images` (floats) into the data input, converting to its type.
-void uploadImages(Session &s, const std::vector<float> &images);
+void uploadImages(CompiledStep &s, const std::vector<float> &images);
 
 } // namespace gpuc::trainer
 

@@ -1,8 +1,8 @@
 //===- Checkpoint.cpp - checkpoints written, checked and resumed ----------===//
 #include "Checkpoint.h"
 
+#include "CompiledStep.h"
 #include "Metrics.h"
-#include "Session.h"
 
 #include "gpuc/runtime/Numbers.h"
 
@@ -158,7 +158,7 @@ void prepareCheckpointDir(const Options &o) {
   unlink((checkpointPath(o) + ".tmp").c_str());
 }
 
-int64_t resumeRun(Session &s, const Options &o, FILE *&metrics) {
+int64_t resumeRun(CompiledStep &s, const Options &o, FILE *&metrics) {
   if (o.resume.empty())
     return 0;
   if (o.resume == "auto" && o.checkpointDir.empty())

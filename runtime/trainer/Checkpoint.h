@@ -13,7 +13,7 @@
 
 namespace gpuc::trainer {
 
-class Session;
+class CompiledStep;
 
 /// --checkpoint-dir/checkpoint.safetensors.
 std::string checkpointPath(const Options &o);
@@ -27,20 +27,20 @@ void prepareCheckpointDir(const Options &o);
 /// its bits depend on differ) and returns the step to continue from; 0
 /// where there is nothing to resume. The lines `metrics` got after that
 /// step are dropped (all of them when the run starts again).
-int64_t resumeRun(Session &s, const Options &o, FILE *&metrics);
+int64_t resumeRun(CompiledStep &s, const Options &o, FILE *&metrics);
 
 /// Writes checkpoints after an epoch or on a stop signal. A diverged run
 /// (NaN or infinite values) does not replace the last good checkpoint.
 class CheckpointWriter {
 public:
-  CheckpointWriter(Session &s, const Options &o, int64_t stepsPerEpoch)
+  CheckpointWriter(CompiledStep &s, const Options &o, int64_t stepsPerEpoch)
       : s(s), o(o), stepsPerEpoch(stepsPerEpoch) {}
   /// Saves the state after `stepsDone` steps of the run; false when it was
   /// not written because the run has diverged (said once).
   bool save(int64_t stepsDone);
 
 private:
-  Session &s;
+  CompiledStep &s;
   const Options &o;
   int64_t stepsPerEpoch;
   bool divergedSaid = false;

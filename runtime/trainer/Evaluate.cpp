@@ -3,7 +3,7 @@
 #include "Evaluate.h"
 
 #include "BufferFill.h"
-#include "Session.h"
+#include "CompiledStep.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@ namespace {
 
 /// A language model on the test split's windows: the mean cross-entropy
 /// per token (nats) in `meanLoss`, and the next-token accuracy returned.
-double evaluateTokens(Session &s, const Split &test, double &meanLoss) {
+double evaluateTokens(CompiledStep &s, const Split &test, double &meanLoss) {
   int64_t B = s.batch, T = s.window, V = s.classes;
   std::vector<float> tokens(B * T), logits(B * T * V);
   double loss = 0;
@@ -49,7 +49,7 @@ double evaluateTokens(Session &s, const Split &test, double &meanLoss) {
 
 } // namespace
 
-double evaluate(Session &s, const Split &test, double &meanLoss) {
+double evaluate(CompiledStep &s, const Split &test, double &meanLoss) {
   meanLoss = -1;
   if (s.logits < 0 || s.classes <= 0)
     return -1;

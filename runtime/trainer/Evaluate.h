@@ -7,12 +7,12 @@
 
 namespace gpuc::trainer {
 
-class Session;
+class CompiledStep;
 
 /// The test split's accuracy (next-token accuracy for a language model),
 /// or -1 where the model has no class scores; a language model's mean
 /// cross-entropy per token (nats) in `meanLoss`, else -1.
-double evaluate(Session &s, const Split &test, double &meanLoss);
+double evaluate(CompiledStep &s, const Split &test, double &meanLoss);
 
 } // namespace gpuc::trainer
 

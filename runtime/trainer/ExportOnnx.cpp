@@ -2,7 +2,7 @@
 //---------===//
 #include "ExportOnnx.h"
 
-#include "Session.h"
+#include "CompiledStep.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -32,7 +32,8 @@ std::string exportTarget(const std::string &path) {
   return target;
 }
 
-void exportOnnx(Session &s, const std::string &dir, const std::string &path) {
+void exportOnnx(CompiledStep &s, const std::string &dir,
+                const std::string &path) {
   std::string source = dir + "/model.onnx";
   std::ifstream in(source, std::ios::binary);
   if (!in)

@@ -7,7 +7,7 @@
 
 namespace gpuc::trainer {
 
-class Session;
+class CompiledStep;
 
 /// The file --export-onnx writes: it replaces a regular file only. A
 /// symbolic link is followed (the link stays, its file gets the model); a
@@ -15,9 +15,10 @@ class Session;
 /// before training too, so a bad path costs no run.
 std::string exportTarget(const std::string &path);
 
-/// Writes the session's trained float32 parameters into the initializers
+/// Writes the compiled step's trained float32 parameters into the initializers
 /// of `dir`/model.onnx and saves it as `path` (atomically).
-void exportOnnx(Session &s, const std::string &dir, const std::string &path);
+void exportOnnx(CompiledStep &s, const std::string &dir,
+                const std::string &path);
 
 } // namespace gpuc::trainer
 

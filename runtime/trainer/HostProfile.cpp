@@ -2,7 +2,7 @@
 //-------------------===//
 #include "HostProfile.h"
 
-#include "Session.h"
+#include "CompiledStep.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -10,7 +10,7 @@
 
 namespace gpuc::trainer {
 
-HostProfile::HostProfile(Session &s, const Options &o)
+HostProfile::HostProfile(CompiledStep &s, const Options &o)
     : on(!o.profile.empty()) {
   if (on)
     peaks = s.device->measurePeaks();
@@ -37,7 +37,7 @@ nlohmann::json HostProfile::span(const std::string &name, int tid, double start,
   return {{"name", name}, {"ph", "X"},         {"pid", 1},
           {"tid", tid},   {"ts", start * 1e6}, {"dur", seconds * 1e6}};
 }
-void HostProfile::finish(Session &s, const Options &o) {
+void HostProfile::finish(CompiledStep &s, const Options &o) {
   if (!on)
     return;
   s.device->synchronize();

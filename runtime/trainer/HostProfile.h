@@ -14,7 +14,7 @@
 
 namespace gpuc::trainer {
 
-class Session;
+class CompiledStep;
 
 /// train --profile: the host's part of the trace (its training steps and
 /// the loader's waits) and what the report needs beside the device's steps.
@@ -27,13 +27,13 @@ struct HostProfile {
   nlohmann::json events = nlohmann::json::array();
   int64_t stepSpans = 0, waitSpans = 0;
 
-  HostProfile(Session &s, const Options &o);
+  HostProfile(CompiledStep &s, const Options &o);
   /// A training step the host timed from `start` (profileClock()).
   void step(double start, int64_t step);
   /// The host waited for the loader from `start`.
   void loaderWait(double start);
   /// Writes the trace to --profile and prints the roofline table.
-  void finish(Session &s, const Options &o);
+  void finish(CompiledStep &s, const Options &o);
 
 private:
   static nlohmann::json span(const std::string &name, int tid, double start,

@@ -3,7 +3,7 @@
 #include "RunStep.h"
 
 #include "BufferFill.h"
-#include "Session.h"
+#include "CompiledStep.h"
 
 #include "gpuc/runtime/Npy.h"
 #include "gpuc/runtime/device/Float16.h"
@@ -13,7 +13,7 @@
 
 namespace gpuc::trainer {
 
-int runStep(Session &s, const Options &o) {
+int runStep(CompiledStep &s, const Options &o) {
   // One step on given inputs: what tests compare with the interpreter.
   if (o.outputDir.empty())
     fail("--run-step needs --output-dir");

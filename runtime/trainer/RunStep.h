@@ -7,12 +7,12 @@
 
 namespace gpuc::trainer {
 
-class Session;
+class CompiledStep;
 
 /// --run-step: one step of the step program on IN_DIR/<input>.npy, writing
 /// its outputs and every parameter and state to --output-dir as .npy (what
 /// the tests compare with the interpreter).
-int runStep(Session &s, const Options &o);
+int runStep(CompiledStep &s, const Options &o);
 
 } // namespace gpuc::trainer
 

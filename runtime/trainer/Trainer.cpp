@@ -15,10 +15,10 @@
 //===----------------------------------------------------------------------===//
 #include "Bench.h"
 #include "Checkpoint.h"
+#include "CompiledStep.h"
 #include "ExportOnnx.h"
 #include "Options.h"
 #include "RunStep.h"
-#include "Session.h"
 #include "Signals.h"
 #include "TrainingData.h"
 #include "TrainingRun.h"
@@ -36,7 +36,7 @@ namespace {
 
 /// The steps of one epoch: a whole number of updates (an epoch ends with
 /// one under --accumulate), at least one.
-int64_t stepsPerEpochOf(const Session &s, const Dataset &data) {
+int64_t stepsPerEpochOf(const CompiledStep &s, const Dataset &data) {
   int64_t B = s.batch;
   int64_t steps = data.train.count / B / s.accumulate * s.accumulate;
   if (steps == 0)
@@ -51,7 +51,7 @@ int64_t stepsPerEpochOf(const Session &s, const Dataset &data) {
 }
 
 /// What the run is about to do, before it starts.
-void sayWhatRuns(const Session &s, const Options &o, const Dataset &data,
+void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
                  int64_t stepsPerEpoch, double mean, double stddev) {
   if (o.quiet)
     return;
@@ -88,7 +88,7 @@ int trainerMain(int argc, char **argv) {
            "and runs only the artifact beside it; use that artifact's train");
     dir = o.artifact;
   }
-  Session s;
+  CompiledStep s;
   s.open(dir, o);
   if (o.batchSize && o.batchSize != s.batch)
     fail("this trainer was compiled for batch " + std::to_string(s.batch) +

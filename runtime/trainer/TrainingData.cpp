@@ -3,7 +3,7 @@
 #include "TrainingData.h"
 
 #include "BufferFill.h"
-#include "Session.h"
+#include "CompiledStep.h"
 
 #include <cmath>
 
@@ -15,7 +15,8 @@ namespace {
 /// casts and scales them itself) gets the data's integer values: bytes as
 /// 0..255, not the [0, 1] floats float inputs get. Data that is neither
 /// bytes nor integral is refused rather than truncated.
-void integerSamples(const Session &s, Dataset &data, const std::string &dir) {
+void integerSamples(const CompiledStep &s, Dataset &data,
+                    const std::string &dir) {
   const PlanBuffer &input = s.plan.buffers[s.image];
   for (Split *split : {&data.train, &data.test}) {
     if (split->fromBytes) {
@@ -34,7 +35,8 @@ void integerSamples(const Session &s, Dataset &data, const std::string &dir) {
   }
 }
 
-void checkData(const Session &s, const Dataset &data, const std::string &dir) {
+void checkData(const CompiledStep &s, const Dataset &data,
+               const std::string &dir) {
   const PlanBuffer &in = s.plan.buffers[s.image];
   if (s.tokens) {
     // Token ids index the embedding and the class scores: one outside the
@@ -69,7 +71,7 @@ void checkData(const Session &s, const Dataset &data, const std::string &dir) {
 
 } // namespace
 
-void loadTrainingData(const Session &s, const Options &o, Dataset &data,
+void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
                       double &mean, double &stddev) {
   std::string error;
   if (s.tokens ? !loadTokenStream(o.data, s.window, o.heldOut, data, error)

@@ -9,13 +9,13 @@
 
 namespace gpuc::trainer {
 
-class Session;
+class CompiledStep;
 
-/// Loads --data for the session's model (images, or a token stream),
+/// Loads --data for the compiled step's model (images, or a token stream),
 /// normalizes float images (their mean and standard deviation in `mean`,
 /// `stddev`), checks that samples and labels fit the model, and applies
 /// --limit-train. Any mismatch is an error naming the data.
-void loadTrainingData(const Session &s, const Options &o, Dataset &data,
+void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
                       double &mean, double &stddev);
 
 } // namespace gpuc::trainer

@@ -2,8 +2,8 @@
 #include "TrainingRun.h"
 
 #include "Bench.h"
+#include "CompiledStep.h"
 #include "Evaluate.h"
-#include "Session.h"
 #include "Signals.h"
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 
 namespace gpuc::trainer {
 
-TrainingRun::TrainingRun(Session &s, const Options &o, const Dataset &data,
+TrainingRun::TrainingRun(CompiledStep &s, const Options &o, const Dataset &data,
                          int64_t stepsPerEpoch, FILE *metrics)
     : s(s), o(o), data(data), stepsPerEpoch(stepsPerEpoch),
       totalSteps(stepsPerEpoch * o.epochs), metrics(metrics),

@@ -17,7 +17,7 @@
 
 namespace gpuc::trainer {
 
-class Session;
+class CompiledStep;
 
 /// A training run from `startStep` to the last step of the last epoch:
 /// each step's batch from the loader, the progress line, the log and
@@ -26,7 +26,7 @@ class Session;
 class TrainingRun {
 public:
   /// `metrics` (may be null) is owned by the run from here on.
-  TrainingRun(Session &s, const Options &o, const Dataset &data,
+  TrainingRun(CompiledStep &s, const Options &o, const Dataset &data,
               int64_t stepsPerEpoch, FILE *metrics);
   /// Trains from `startStep`; on a stop signal, checkpoints and exits the
   /// process with 128 + the signal.
@@ -46,7 +46,7 @@ private:
   /// Writes a line to --metrics at once (tail -f, a killed run).
   void metricsLine(const std::string &line);
 
-  Session &s;
+  CompiledStep &s;
   const Options &o;
   const Dataset &data;
   int64_t stepsPerEpoch, totalSteps;

@@ -268,12 +268,12 @@ int runCompile(int argc, char **argv) {
   // restore replays no warnings.
   uint64_t errorsBefore = llvm::errs().tell();
   TimingScope importTiming = rootTiming.nest("import");
-  ModelSession session;
-  OwningOpRef<ModuleOp> module = session.load();
+  ModelLoader loader;
+  OwningOpRef<ModuleOp> module = loader.load();
   if (!module)
     return 1;
   importTiming.stop();
-  MLIRContext &context = *session.context;
+  MLIRContext &context = *loader.context;
   // Each pass manager's passes nest in a scope of their own.
   std::vector<std::unique_ptr<TimingScope>> passTimings;
 
@@ -350,7 +350,7 @@ int runCompile(int argc, char **argv) {
   artifact.timing = rootTiming.nest("back end");
   int status = gpuc::writeArtifact(*module, artifact);
   if (status == 0 && llvm::errs().tell() == errorsBefore)
-    gpuc::storeArtifact(artifactEntry, artifact, session.externalFiles);
+    gpuc::storeArtifact(artifactEntry, artifact, loader.externalFiles);
   // Every timer stops before `timing` (declared after `artifact`) prints.
   artifact.timing = TimingScope();
   return status;

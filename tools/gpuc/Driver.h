@@ -3,7 +3,7 @@
 // The gpuc driver: `gpuc import` (gpuc.cpp), `gpuc compile`
 // (CompileCommand.cpp; --max-batch-for and --remat-sweep in
 // MemoryCommands.cpp), `gpuc run` (RunCommand.cpp). The command-line options
-// (Options.cpp) and the model session and pass pipelines (Pipeline.cpp) are
+// (Options.cpp) and the model loader and pass pipelines (Pipeline.cpp) are
 // shared by the commands.
 //
 //===----------------------------------------------------------------------===//
@@ -106,13 +106,13 @@ extern cl::opt<bool> noFuse;
 
 /// The context a command reads a model into, with diagnostics printed
 /// against the model's source.
-struct ModelSession {
+struct ModelLoader {
   DialectRegistry registry;
   std::unique_ptr<MLIRContext> context;
   llvm::SourceMgr sourceMgr;
   std::unique_ptr<SourceMgrDiagnosticHandler> diagnostics;
 
-  ModelSession() {
+  ModelLoader() {
     gpuc::registerAllDialects(registry);
     context = std::make_unique<MLIRContext>(registry);
     // A user's error says what is wrong and where in the model; the whole

@@ -108,18 +108,18 @@ FailureOr<nlohmann::json> stepMemory(ModuleOp module) {
 static std::optional<nlohmann::json>
 planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
   batchSize = batch;
-  ModelSession session;
+  ModelLoader loader;
   std::optional<ScopedDiagnosticHandler> silence;
   if (quiet)
-    silence.emplace(session.context.get(),
+    silence.emplace(loader.context.get(),
                     [](Diagnostic &) { return success(); });
-  OwningOpRef<ModuleOp> module = session.load();
+  OwningOpRef<ModuleOp> module = loader.load();
   if (!module)
     return std::nullopt;
   std::optional<std::string> lossOutput = chooseLossOutput(*module);
   if (!lossOutput)
     return std::nullopt;
-  PassManager pm(session.context.get());
+  PassManager pm(loader.context.get());
   addStepPipeline(pm, *lossOutput);
   addKernelPipeline(pm, arenaBudget.has_value());
   addPlanPipeline(pm, arenaBudget);

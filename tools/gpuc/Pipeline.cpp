@@ -1,4 +1,4 @@
-//===- Pipeline.cpp - the model session and the pass pipelines
+//===- Pipeline.cpp - the model loader and the pass pipelines
 //--------------===//
 #include "Driver.h"
 
@@ -70,7 +70,7 @@ LogicalResult importOptions(gpuc::OnnxImportOptions &options) {
   return success();
 }
 
-OwningOpRef<ModuleOp> ModelSession::load() {
+OwningOpRef<ModuleOp> ModelLoader::load() {
   gpuc::OnnxImportOptions options;
   if (failed(importOptions(options)))
     return nullptr;

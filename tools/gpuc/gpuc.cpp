@@ -73,11 +73,11 @@ int runImport(int argc, char **argv) {
                  << gpuc::kMaxDim << "\n";
     return 1;
   }
-  ModelSession session;
-  OwningOpRef<ModuleOp> module = session.load();
+  ModelLoader loader;
+  OwningOpRef<ModuleOp> module = loader.load();
   if (!module)
     return 1;
-  MLIRContext &context = *session.context;
+  MLIRContext &context = *loader.context;
 
   if (!noSimplify) {
     PassManager pm(&context);

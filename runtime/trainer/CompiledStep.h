@@ -1,6 +1,6 @@
-//===- Session.h - the trainer's view of the compiled step ------*- C++ -*-===//
-#ifndef GPUC_TRAINER_SESSION_H
-#define GPUC_TRAINER_SESSION_H
+//===- CompiledStep.h - the trainer's view of the compiled step -*- C++ -*-===//
+#ifndef GPUC_TRAINER_COMPILEDSTEP_H
+#define GPUC_TRAINER_COMPILEDSTEP_H
 
 #include "Options.h"
 
@@ -16,7 +16,7 @@ namespace gpuc::trainer {
 
 /// The trainer's view of the compiled step: the plan, the device that runs
 /// it, and the buffers the trainer feeds and reads.
-class Session {
+class CompiledStep {
 public:
   Plan plan;
   std::unique_ptr<Device> device;
@@ -61,4 +61,4 @@ public:
 
 } // namespace gpuc::trainer
 
-#endif // GPUC_TRAINER_SESSION_H
+#endif // GPUC_TRAINER_COMPILEDSTEP_H

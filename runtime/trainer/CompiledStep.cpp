@@ -1,5 +1,5 @@
-//===- Session.cpp - the trainer's view of the compiled step --------------===//
-#include "Session.h"
+//===- CompiledStep.cpp - the trainer's view of the compiled step -------===//
+#include "CompiledStep.h"
 
 #include "gpuc/runtime/Safetensors.h"
 #include "gpuc/runtime/device/CpuKernelTable.h"
@@ -10,7 +10,7 @@
 
 namespace gpuc::trainer {
 
-void Session::open(const std::string &dir, const Options &o) {
+void CompiledStep::open(const std::string &dir, const Options &o) {
   std::string error;
   if (!plan.load(dir + "/plan.json", error))
     fail(error);
@@ -65,7 +65,7 @@ void Session::open(const std::string &dir, const Options &o) {
   restore(tensors, "init.safetensors");
 }
 
-void Session::openDevice(const std::string &dir, const Options &o) {
+void CompiledStep::openDevice(const std::string &dir, const Options &o) {
   std::vector<std::string> targets = {"cpu"};
   if (plan.json.contains("targets"))
     targets = plan.json["targets"].get<std::vector<std::string>>();
@@ -109,8 +109,8 @@ void Session::openDevice(const std::string &dir, const Options &o) {
     fprintf(toStderr ? stderr : stdout, "%s\n", line.c_str());
 }
 
-void Session::restore(const std::vector<NamedTensor> &tensors,
-                      const std::string &from, bool complete) {
+void CompiledStep::restore(const std::vector<NamedTensor> &tensors,
+                           const std::string &from, bool complete) {
   auto shapeText = [](const std::vector<int64_t> &shape) {
     std::string text = "[";
     for (size_t i = 0; i < shape.size(); ++i)
@@ -140,7 +140,7 @@ void Session::restore(const std::vector<NamedTensor> &tensors,
              "or one of another model?)");
 }
 
-std::vector<NamedTensor> Session::snapshot() {
+std::vector<NamedTensor> CompiledStep::snapshot() {
   std::vector<NamedTensor> out;
   for (const PlanBuffer &b : plan.buffers)
     if (b.kind == "param" || b.kind == "state") {
@@ -151,7 +151,8 @@ std::vector<NamedTensor> Session::snapshot() {
   return out;
 }
 
-void Session::setStepScalars(uint64_t seed, int64_t step, double learningRate) {
+void CompiledStep::setStepScalars(uint64_t seed, int64_t step,
+                                  double learningRate) {
   if (rng >= 0) {
     int64_t key[2] = {(int64_t)seed, step};
     device->upload(rng, key, sizeof(key));
@@ -163,13 +164,14 @@ void Session::setStepScalars(uint64_t seed, int64_t step, double learningRate) {
   }
 }
 
-void Session::run(const char *function) {
+void CompiledStep::run(const char *function) {
   std::string error;
   if (!device->run(function, error))
     fail(error);
 }
 
-void Session::trainStep(int64_t step, const std::function<void()> &afterStep) {
+void CompiledStep::trainStep(int64_t step,
+                             const std::function<void()> &afterStep) {
   run("train_step");
   if (afterStep)
     afterStep();
