@@ -53,6 +53,8 @@ int64_t mlir::gpuc::flopsOf(Operation *op) {
     return elementsOf(p.getGradOutput()) * p.getKernel()[0] * p.getKernel()[1];
   if (auto s = dyn_cast<ScatterAddOp>(op))
     return elementsOf(s.getUpdates());
+  if (auto s = dyn_cast<SegmentSumOp>(op))
+    return elementsOf(s.getUpdates());
   if (isPointwise(op))
     return elementsOf(op->getResult(0));
   return 0; // data movement

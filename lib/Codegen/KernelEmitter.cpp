@@ -55,10 +55,36 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                                   << "' needs one entry per result";
     inPlace.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
   }
+  for (Operation &op : block.without_terminator())
+    if (auto groups = dyn_cast<RowGroupsOp>(op))
+      return emitRowGroups(groups, name);
   if (failed(reductions.empty() ? emitElementwise(kernel)
                                 : emitRowKernel(reductions, kernel, cpuGrid)))
     return failure();
   return assemble(name, std::move(kernel), cpuGrid, reductions);
+}
+
+FailureOr<EmittedKernel> Emitter::emitRowGroups(RowGroupsOp groups,
+                                                StringRef name) {
+  // The counting sort is one block's work, in the device header: it is the
+  // kernel's only op, reading its indices and writing both results.
+  Block &block = fusion.getBodyBlock();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (block.getOperations().size() != 2 || block.getNumArguments() != 1 ||
+      groups.getIndices() != block.getArgument(0) ||
+      !llvm::equal(yield.getValues(), groups.getResults()))
+    return fusion.emitOpError()
+           << "holds a row_groups with other work; it must be a kernel of "
+              "its own";
+  if (llvm::any_of(inPlace, [](int64_t k) { return k >= 0; }))
+    return fusion.emitOpError() << "row_groups cannot write over its indices";
+  EmittedKernel kernel;
+  kernel.name = name.str();
+  kernel.grid = 1;
+  line(llvm::formatv("gpuc::groupRows(in0, {0}, {1}, out0, out1);",
+                     getNumElements(shapeOf(groups.getIndices())),
+                     groups.getRows()));
+  return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
 }
 
 FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,

@@ -672,6 +672,58 @@ LogicalResult Interpreter::execute(Operation *op) {
         set(o.getResult(), std::move(y));
         return success();
       })
+      .Case([&](RowGroupsOp o) -> LogicalResult {
+        const HostTensor &indices = get(o.getIndices());
+        int64_t rows = o.getRows(), n = indices.numElements();
+        HostTensor offsets = like(o.getOffsets()), order = like(o.getOrder());
+        // Position by position, each row's positions in increasing order.
+        SmallVector<int64_t> rowOf(n);
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t k = (int64_t)indices.data[j];
+          if (k < 0)
+            k += rows;
+          if (k < 0 || k >= rows)
+            return o.emitOpError()
+                   << "index " << (int64_t)indices.data[j] << " is outside [-"
+                   << rows << ", " << rows << ")";
+          rowOf[j] = k;
+          offsets.data[k + 1] += 1;
+        }
+        for (int64_t k = 0; k < rows; ++k)
+          offsets.data[k + 1] += offsets.data[k];
+        SmallVector<int64_t> next(offsets.data.begin(), offsets.data.end() - 1);
+        for (int64_t j = 0; j < n; ++j)
+          order.data[next[rowOf[j]]++] = j;
+        set(o.getOffsets(), std::move(offsets));
+        set(o.getOrder(), std::move(order));
+        return success();
+      })
+      .Case([&](SegmentSumOp o) -> LogicalResult {
+        const HostTensor &u = get(o.getUpdates());
+        const HostTensor &offsets = get(o.getOffsets());
+        const HostTensor &order = get(o.getOrder());
+        HostTensor y = like(o.getResult());
+        AxisView out(y.shape, o.getAxis()), in(u.shape, o.getAxis());
+        for (int64_t k = 0; k < out.size; ++k) {
+          auto begin = (int64_t)offsets.data[k],
+               end = (int64_t)offsets.data[k + 1];
+          if (begin < 0 || begin > end || end > in.size)
+            return o.emitOpError()
+                   << "row " << k << "'s group [" << begin << ", " << end
+                   << ") is not within the " << in.size << " positions";
+          for (int64_t p = begin; p < end; ++p) {
+            auto j = (int64_t)order.data[p];
+            if (j < 0 || j >= in.size)
+              return o.emitOpError() << "position " << j << " is outside [0, "
+                                     << in.size << ")";
+            for (int64_t a = 0; a < out.outer; ++a)
+              for (int64_t b = 0; b < out.inner; ++b)
+                y.data[out.at(a, k, b)] += u.data[in.at(a, j, b)];
+          }
+        }
+        set(o.getResult(), std::move(y));
+        return success();
+      })
       .Case([&](IotaOp o) {
         HostTensor y = like(o.getResult());
         Index index;

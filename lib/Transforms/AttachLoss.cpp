@@ -1,6 +1,7 @@
 //===- AttachLoss.cpp - add a loss on a named output of @forward ----------===//
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/Signature.h"
+#include "gpuc/Dialect/Gpuc/TensorBuilder.h"
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -73,7 +74,21 @@ struct AttachLoss : gpuc::impl::GpucAttachLossBase<AttachLoss> {
       }
       SmallVector<int64_t> labelShape(type.getShape());
       labelShape.erase(labelShape.begin() + axis);
-      if (axis != 1) {
+      Value labelArg = appendArgument(
+          func, RankedTensorType::get(labelShape, builder.getI64Type()),
+          builder.getNamedAttr(GpucDialect::kInputAttrName, named(labels)),
+          loc);
+      Value labelValue = labelArg;
+      if (axis == rank - 1 && rank > 2) {
+        // Classes last (a language model's [batch, T, vocabulary]): rows of
+        // [batch * T, vocabulary], a view of the same buffer, so the loss
+        // and its gradient read contiguous rows. The mean over all rows is
+        // the mean over [batch, T].
+        int64_t rows = getNumElements(labelShape);
+        TensorBuilder T(builder);
+        output = T.reshape(loc, output, {rows, type.getDimSize(axis)});
+        labelValue = T.reshape(loc, labelArg, {rows});
+      } else if (axis != 1) {
         // Move the classes to axis 1, where cross_entropy expects them.
         SmallVector<int64_t> perm = {0, axis};
         for (int64_t i = 1; i < rank; ++i)
@@ -86,13 +101,9 @@ struct AttachLoss : gpuc::impl::GpucAttachLossBase<AttachLoss> {
             builder, loc, RankedTensorType::get(shape, type.getElementType()),
             output, perm);
       }
-      Value labelArg = appendArgument(
-          func, RankedTensorType::get(labelShape, builder.getI64Type()),
-          builder.getNamedAttr(GpucDialect::kInputAttrName, named(labels)),
-          loc);
       lossValue = CrossEntropyOp::create(
           builder, loc, RankedTensorType::get({}, type.getElementType()),
-          output, labelArg, Reduction::mean, IntegerAttr());
+          output, labelValue, Reduction::mean, IntegerAttr());
     } else if (loss == "mse") {
       Value targetArg = appendArgument(
           func, type,

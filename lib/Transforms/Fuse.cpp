@@ -85,6 +85,12 @@ bool recomputesWork(FusionOp fusion, bool memoryFirst) {
     } else if (auto gather = dyn_cast<GatherOp>(op)) {
       if (rows || computed(gather.getData()))
         return true;
+    } else if (isa<SegmentSumOp>(op)) {
+      // Each update is read once, by the row its position names, so a
+      // computed one costs nothing extra; but a row kernel would redo the
+      // group's loop in every pass.
+      if (rows)
+        return true;
     } else if (auto broadcast = dyn_cast<BroadcastOp>(op)) {
       Value in = broadcast.getInput();
       if (computed(in) && !isInlinableConstant(in) &&
@@ -674,36 +680,51 @@ bool sinkCheapResult(FusionOp producer, unsigned index, Fusing &fusing) {
         leaves.insert(v);
         continue;
       }
-      if (!isPointwise(def) && !isa<BroadcastOp, ConstantOp>(def))
+      if (!isPointwise(def) && !isa<BroadcastOp, ConstantOp, IotaOp>(def))
         return false;
       if (slice.insert(def))
         llvm::append_range(worklist, def->getOperands());
     }
     // What each reader would read anew, counting only operands as large as
-    // the result (smaller ones are broadcast: biases, per-row statistics).
+    // the result (smaller ones are broadcast: biases, per-row statistics),
+    // and the large leaves that would then live longer than they do.
+    SetVector<Value> lengthened;
     for (FusionOp reader : readers) {
       int64_t newBytes = 0;
-      bool extendsLife = false;
+      bool readerLengthens = false;
       for (Value leaf : leaves) {
         Value outer = outside(leaf);
         if (numElements(leaf) < n ||
             (outer && llvm::is_contained(reader.getInputs(), outer)))
           continue;
         newBytes += tensorBytes(leaf);
-        extendsLife |=
-            !outer || llvm::none_of(outer.getUsers(), [&](Operation *u) {
+        if (!outer || llvm::none_of(outer.getUsers(), [&](Operation *u) {
               return reader->isBeforeInBlock(u);
-            });
+            })) {
+          lengthened.insert(leaf);
+          readerLengthens = true;
+        }
       }
-      // As many bytes as the result, of tensors live past the reader anyway:
-      // the reader reads them instead (batch norm's normalized input, kept
-      // for backward, instead of the affine output it is scaled into), the
-      // producer writes less, and no tensor lives longer.
+      // At most as many bytes as the result: the reader reads them instead
+      // (batch norm's normalized input, kept for backward, instead of the
+      // affine output it is scaled into) and the producer writes less.
+      // Memory-first (under a budget), a lengthened leaf of the result's
+      // size is refused: a GEMM's output kept in place of the cheap value
+      // computed from it is one that remat cannot recompute cheaply.
       if (newBytes > tensorBytes(result) ||
-          (newBytes == tensorBytes(result) && extendsLife))
+          (fusing.memoryFirst && readerLengthens &&
+           newBytes == tensorBytes(result)))
         return false;
     }
-    return true;
+    // A leaf that lives on to a reader is live at the producer already, so
+    // it takes over the stretch where the result was live: at most the
+    // result's bytes lengthened, no point of the schedule holds more
+    // (softmax's exp(x - max), recomputed by the loss gradient from the
+    // logits instead of stored beside them).
+    int64_t lengthenedBytes = 0;
+    for (Value leaf : lengthened)
+      lengthenedBytes += tensorBytes(leaf);
+    return lengthenedBytes <= tensorBytes(result);
   };
   if (!collect(/*exposeRounded=*/false) && !collect(/*exposeRounded=*/true))
     return false;

@@ -44,8 +44,12 @@ private:
     float loss;
     device.collect(ticket, &loss, sizeof(loss));
     if (!std::isfinite(loss))
-      fail("the loss became " + std::to_string(loss) + " at step " +
-           std::to_string(step) + "; lower --lr");
+      // (A NaN's sign bit says nothing; "-nan" would read as a number.)
+      fail(std::string("the loss became ") +
+           (std::isnan(loss) ? "nan"
+            : loss > 0       ? "inf"
+                             : "-inf") +
+           " at step " + std::to_string(step) + "; lower --lr");
     sum += loss;
     ++count;
     last = loss;

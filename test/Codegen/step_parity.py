@@ -29,6 +29,10 @@ MODELS = {
     # An LSTM with peepholes into a bidirectional GRU, unrolled at import;
     # the last step's outputs (a gather) into a linear layer.
     "recurrent": ("image", (4, 24), "float", (4,), 3, []),
+    # Token and position embeddings: 64 tokens over 50 rows (repeats, rows
+    # no token names) and constant slots with repeats and negative entries,
+    # whose gradients are sums over each row's positions.
+    "embedding": ("tokens", (4, 16), "tokens", (64,), 50, []),
     # PyTorch models of torch_parity.py, exported here (needs torch): the
     # LSTM and GRU classifiers, 2-D upsampling layers (padding modes,
     # instance/group norm, ConvTranspose, Resize), 1-D convolutions and
@@ -41,7 +45,8 @@ MODELS = {
 }
 TORCH_MODELS = ("lstm", "bigru", "upsampler", "sequence1d", "vit")
 MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt",
-               "recurrent": "test/Codegen/Inputs/recurrent.onnxtxt"}
+               "recurrent": "test/Codegen/Inputs/recurrent.onnxtxt",
+               "embedding": "test/Codegen/Inputs/embedding.onnxtxt"}
 
 
 
@@ -119,7 +124,8 @@ def main():
     p.add_argument("--gpuc", required=True)
     p.add_argument("--src", required=True)
     p.add_argument("--models",
-                   default="mlp,cnn,transformer,windows,recurrent")
+                   default="mlp,cnn,transformer,windows,recurrent,"
+                   "embedding")
     p.add_argument("--optimizers", default="sgd,adamw")
     p.add_argument("--precision", default="fp32", choices=sorted(TOLERANCE))
     p.add_argument("--compile-flag", action="append", default=[],

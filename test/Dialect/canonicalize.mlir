@@ -61,3 +61,60 @@ func.func @cast_round_trip(%h: tensor<4xf16>, %f: tensor<4xf32>) -> (tensor<4xf1
   %3 = gpuc.cast %2 : tensor<4xf16> to tensor<4xf32>
   return %1, %3 : tensor<4xf16>, tensor<4xf32>
 }
+
+// -----
+
+// Indices known at compile time (a position embedding's) are grouped at
+// compile time: -1 names row 2, and each row lists its positions in order.
+// CHECK-LABEL: func.func @row_groups_of_constants
+// CHECK-DAG: %[[OFFSETS:.+]] = gpuc.constant dense<[0, 1, 1, 4]> : tensor<4xi32>
+// CHECK-DAG: %[[ORDER:.+]] = gpuc.constant dense<[2, 0, 1, 3]> : tensor<4xi32>
+// CHECK: gpuc.segment_sum %arg0, %[[OFFSETS]], %[[ORDER]]
+// CHECK-NOT: gpuc.row_groups
+func.func @row_groups_of_constants(%u: tensor<4x2xf32>) -> tensor<3x2xf32> {
+  %ids = gpuc.constant dense<[2, -1, 0, 2]> : tensor<4xi64>
+  %offsets, %order = gpuc.row_groups %ids rows = 3 : tensor<4xi64> -> tensor<4xi32>, tensor<4xi32>
+  %g = gpuc.segment_sum %u, %offsets, %order axis = 0 : (tensor<4x2xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<3x2xf32>
+  return %g : tensor<3x2xf32>
+}
+
+// -----
+
+// An index outside the axis is left for the run-time check to report.
+// CHECK-LABEL: func.func @row_groups_out_of_range
+// CHECK: gpuc.row_groups
+func.func @row_groups_out_of_range() -> (tensor<4xi32>, tensor<2xi32>) {
+  %ids = gpuc.constant dense<[1, 3]> : tensor<2xi64>
+  %offsets, %order = gpuc.row_groups %ids rows = 3 : tensor<2xi64> -> tensor<4xi32>, tensor<2xi32>
+  return %offsets, %order : tensor<4xi32>, tensor<2xi32>
+}
+
+// -----
+
+// A transpose of a matmul operand's last two dimensions is the operand's
+// flag: the library reads the matrix as stored. Applied twice, it cancels.
+// CHECK-LABEL: func.func @matmul_of_transposes
+// CHECK-NOT: gpuc.transpose
+// CHECK: %[[Y:.+]] = gpuc.matmul %arg0, %arg1 transpose_lhs : (tensor<3x2xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+// CHECK: gpuc.matmul %arg0, %arg2 transpose_lhs : (tensor<3x2xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+func.func @matmul_of_transposes(%a: tensor<3x2xf32>, %b: tensor<3x4xf32>, %c: tensor<3x5xf32>) -> (tensor<2x4xf32>, tensor<2x5xf32>) {
+  %t = gpuc.transpose %a perm = [1, 0] : tensor<3x2xf32> -> tensor<2x3xf32>
+  %0 = gpuc.matmul %t, %b : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  %u = gpuc.transpose %c perm = [1, 0] : tensor<3x5xf32> -> tensor<5x3xf32>
+  %1 = gpuc.matmul %t, %u transpose_rhs : (tensor<2x3xf32>, tensor<5x3xf32>) -> tensor<2x5xf32>
+  return %0, %1 : tensor<2x4xf32>, tensor<2x5xf32>
+}
+
+// -----
+
+// Batched: only a swap of the last two dimensions folds; moving a batch
+// dimension does not.
+// CHECK-LABEL: func.func @batched_matmul_of_transposes
+// CHECK: %[[B:.+]] = gpuc.transpose %arg1 perm = [1, 0, 2]
+// CHECK: gpuc.matmul %arg0, %[[B]] transpose_lhs : (tensor<2x3x4xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+func.func @batched_matmul_of_transposes(%a: tensor<2x3x4xf32>, %b: tensor<3x2x5xf32>) -> tensor<2x4x5xf32> {
+  %t = gpuc.transpose %a perm = [0, 2, 1] : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  %u = gpuc.transpose %b perm = [1, 0, 2] : tensor<3x2x5xf32> -> tensor<2x3x5xf32>
+  %0 = gpuc.matmul %t, %u : (tensor<2x4x3xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+  return %0 : tensor<2x4x5xf32>
+}

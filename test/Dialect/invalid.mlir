@@ -242,6 +242,62 @@ func.func @scatter_add(%e: tensor<2x5x6xf32>, %ids: tensor<2x5xi64>) {
 
 // -----
 
+func.func @row_groups_offsets(%ids: tensor<2x5xi64>) {
+  // expected-error @+1 {{offsets shape 10 is not [rows + 1] = [11]}}
+  %o, %p = gpuc.row_groups %ids rows = 10 : tensor<2x5xi64> -> tensor<10xi32>, tensor<10xi32>
+  return
+}
+
+// -----
+
+func.func @row_groups_order(%ids: tensor<2x5xi64>) {
+  // expected-error @+1 {{order shape 2x5 is not [10], one per index}}
+  %o, %p = gpuc.row_groups %ids rows = 10 : tensor<2x5xi64> -> tensor<11xi32>, tensor<2x5xi32>
+  return
+}
+
+// -----
+
+func.func @row_groups_rows(%ids: tensor<3xi64>) {
+  // expected-error @+1 {{rows 0 is outside [1, 2147483647)}}
+  %o, %p = gpuc.row_groups %ids rows = 0 : tensor<3xi64> -> tensor<1xi32>, tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @segment_sum_updates(%u: tensor<6x5xf32>, %o: tensor<11xi32>, %p: tensor<6xi32>) {
+  // expected-error @+1 {{updates shape 6x5 does not match the expected 6x4 (the result's, with one entry per position along the axis)}}
+  %0 = gpuc.segment_sum %u, %o, %p axis = 0 : (tensor<6x5xf32>, tensor<11xi32>, tensor<6xi32>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
+func.func @segment_sum_offsets(%u: tensor<6x4xf32>, %o: tensor<10xi32>, %p: tensor<6xi32>) {
+  // expected-error @+1 {{offsets shape 10 is not [rows + 1] = [11]}}
+  %0 = gpuc.segment_sum %u, %o, %p axis = 0 : (tensor<6x4xf32>, tensor<10xi32>, tensor<6xi32>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
+func.func @segment_sum_axis(%u: tensor<6x4xf32>, %o: tensor<11xi32>, %p: tensor<6xi32>) {
+  // expected-error @+1 {{axis 2 is out of range for rank 2}}
+  %0 = gpuc.segment_sum %u, %o, %p axis = 2 : (tensor<6x4xf32>, tensor<11xi32>, tensor<6xi32>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
+func.func @segment_sum_type(%u: tensor<6x4xf16>, %o: tensor<11xi32>, %p: tensor<6xi32>) {
+  // expected-error @+1 {{result element type differs from the updates'}}
+  %0 = gpuc.segment_sum %u, %o, %p axis = 0 : (tensor<6x4xf16>, tensor<11xi32>, tensor<6xi32>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
 func.func @conv_backward_input(%dy: tensor<2x4x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
   // expected-error @+1 {{does not match the expected 2x4x7x7}}
   %0 = gpuc.conv2d_backward_input %dy, %w strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x7x7xf32>

@@ -94,6 +94,10 @@ func.func @gradient_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %dy: t
   %3 = gpuc.avg_pool2d_backward %dp kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] count_include_pad : tensor<2x3x4x4xf32> -> tensor<2x3x8x8xf32>
   // CHECK: gpuc.scatter_add %{{.+}}, %{{.+}} axis = 0 : (tensor<2x5x6xf32>, tensor<2x5xi64>) -> tensor<10x6xf32>
   %4 = gpuc.scatter_add %e, %ids axis = 0 : (tensor<2x5x6xf32>, tensor<2x5xi64>) -> tensor<10x6xf32>
+  // CHECK: gpuc.row_groups %{{.+}} rows = 10 : tensor<2x5xi64> -> tensor<11xi32>, tensor<10xi32>
+  %o, %p = gpuc.row_groups %ids rows = 10 : tensor<2x5xi64> -> tensor<11xi32>, tensor<10xi32>
+  // CHECK: gpuc.segment_sum %{{.+}}, %{{.+}}, %{{.+}} axis = 0 : (tensor<10x6xf32>, tensor<11xi32>, tensor<10xi32>) -> tensor<10x6xf32>
+  %s = gpuc.segment_sum %4, %o, %p axis = 0 : (tensor<10x6xf32>, tensor<11xi32>, tensor<10xi32>) -> tensor<10x6xf32>
   // CHECK: gpuc.iota dim = 1 : tensor<2x10xi64>
   %5 = gpuc.iota dim = 1 : tensor<2x10xi64>
   return %0, %1, %2, %3, %4, %5 : tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<10x6xf32>, tensor<2x10xi64>

@@ -17,16 +17,23 @@ func.func @softmax(%x: tensor<4x10xf32>) -> tensor<4x10xf32> {
 
 // -----
 
+// From logits: (max - x[label]) + log(sum(exp(x - max))), the labelled
+// logit picked by a sum over the row that does not wait for the maximum.
 // CHECK-LABEL: func.func @cross_entropy
 // CHECK: %[[N:.+]] = gpuc.constant dense<4.000000e+00> : tensor<f32>
-// CHECK: gpuc.reduce_max
-// CHECK: gpuc.log
 // CHECK: %[[CLASSES:.+]] = gpuc.iota dim = 1 : tensor<4x10xi64>
 // CHECK: %[[HOT:.+]] = gpuc.compare eq, %[[CLASSES]]
-// CHECK: gpuc.cast %[[HOT]] : tensor<4x10xi1> to tensor<4x10xf32>
-// CHECK: %[[PICK:.+]] = gpuc.reduce_sum %{{.+}} axes = [1] : tensor<4x10xf32> -> tensor<4xf32>
-// CHECK: %[[NEG:.+]] = gpuc.neg %[[PICK]]
-// CHECK: %[[TOTAL:.+]] = gpuc.reduce_sum %[[NEG]] axes = [0]
+// CHECK: %[[MASK:.+]] = gpuc.cast %[[HOT]] : tensor<4x10xi1> to tensor<4x10xf32>
+// CHECK: %[[X:.+]] = gpuc.mul %arg0, %[[MASK]]
+// CHECK: %[[PICK:.+]] = gpuc.reduce_sum %[[X]] axes = [1] : tensor<4x10xf32> -> tensor<4xf32>
+// CHECK: %[[MAX:.+]] = gpuc.reduce_max %arg0 axes = [1] keep_dims
+// CHECK: %[[SUM:.+]] = gpuc.reduce_sum %{{.+}} axes = [1] keep_dims
+// CHECK: %[[LOG:.+]] = gpuc.log %[[SUM]]
+// CHECK: %[[LOGS:.+]] = gpuc.reshape %[[LOG]] : tensor<4x1xf32> -> tensor<4xf32>
+// CHECK: %[[MAXS:.+]] = gpuc.reshape %[[MAX]] : tensor<4x1xf32> -> tensor<4xf32>
+// CHECK: %[[MARGIN:.+]] = gpuc.sub %[[MAXS]], %[[PICK]]
+// CHECK: %[[LOSSES:.+]] = gpuc.add %[[MARGIN]], %[[LOGS]]
+// CHECK: %[[TOTAL:.+]] = gpuc.reduce_sum %[[LOSSES]] axes = [0]
 // CHECK: gpuc.div %[[TOTAL]], %[[N]]
 // CHECK-NOT: gpuc.cross_entropy
 func.func @cross_entropy(%x: tensor<4x10xf32>, %l: tensor<4xi64>) -> tensor<f32> {
@@ -83,24 +90,15 @@ func.func @mse(%x: tensor<4x3xf32>, %t: tensor<4x3xf32>) -> tensor<f32> {
 
 // -----
 
-// scatter_add: a masked sum over the indices (axis 2 of [outer, V, n, inner]),
-// negative indices wrapped as in gather.
+// scatter_add: the positions grouped by the row they name, then a sum per
+// row over its group; no pass compares every row with every index.
 // CHECK-LABEL: func.func @scatter_add
-// CHECK-DAG: %[[IDS:.+]] = gpuc.reshape %arg1 : tensor<2x3xi64> -> tensor<1x1x6x1xi64>
-// CHECK-DAG: %[[ZERO:.+]] = gpuc.constant dense<0> : tensor<1x1x6x1xi64>
-// CHECK-DAG: %[[FIVE:.+]] = gpuc.constant dense<5> : tensor<1x1x6x1xi64>
-// CHECK: %[[NEG:.+]] = gpuc.compare lt, %[[IDS]], %[[ZERO]]
-// CHECK: %[[UP:.+]] = gpuc.add %[[IDS]], %[[FIVE]]
-// CHECK: %[[WRAPPED:.+]] = gpuc.select %[[NEG]], %[[UP]], %[[IDS]]
-// CHECK: %[[TARGET:.+]] = gpuc.broadcast %[[WRAPPED]] : tensor<1x1x6x1xi64> -> tensor<1x5x6x4xi64>
-// CHECK: %[[ROW:.+]] = gpuc.iota dim = 1 : tensor<1x5x6x4xi64>
-// CHECK: %[[HIT:.+]] = gpuc.compare eq, %[[ROW]], %[[TARGET]]
-// CHECK: %[[U:.+]] = gpuc.reshape %arg0 : tensor<2x3x4xf32> -> tensor<1x1x6x4xf32>
-// CHECK: %[[UB:.+]] = gpuc.broadcast %[[U]] : tensor<1x1x6x4xf32> -> tensor<1x5x6x4xf32>
-// CHECK: %[[MASKED:.+]] = gpuc.select %[[HIT]], %[[UB]], %{{.+}}
-// CHECK: %[[SUM:.+]] = gpuc.reduce_sum %[[MASKED]] axes = [2] : tensor<1x5x6x4xf32> -> tensor<1x5x4xf32>
-// CHECK: gpuc.reshape %[[SUM]] : tensor<1x5x4xf32> -> tensor<5x4xf32>
+// CHECK: %[[IDS:.+]] = gpuc.reshape %arg1 : tensor<2x3xi64> -> tensor<6xi64>
+// CHECK: %[[OFFSETS:.+]], %[[ORDER:.+]] = gpuc.row_groups %[[IDS]] rows = 5 : tensor<6xi64> -> tensor<6xi32>, tensor<6xi32>
+// CHECK: %[[U:.+]] = gpuc.reshape %arg0 : tensor<2x3x4xf32> -> tensor<6x4xf32>
+// CHECK: gpuc.segment_sum %[[U]], %[[OFFSETS]], %[[ORDER]] axis = 0 : (tensor<6x4xf32>, tensor<6xi32>, tensor<6xi32>) -> tensor<5x4xf32>
 // CHECK-NOT: gpuc.scatter_add
+// CHECK-NOT: gpuc.reduce_sum
 func.func @scatter_add(%u: tensor<2x3x4xf32>, %ids: tensor<2x3xi64>) -> tensor<5x4xf32> {
   %g = gpuc.scatter_add %u, %ids axis = 0 : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<5x4xf32>
   return %g : tensor<5x4xf32>
@@ -108,10 +106,10 @@ func.func @scatter_add(%u: tensor<2x3x4xf32>, %ids: tensor<2x3xi64>) -> tensor<5
 
 // -----
 
-// Along an inner axis: outer 2, inner 1.
+// Along an inner axis: the updates keep the outer dimension.
 // CHECK-LABEL: func.func @scatter_add_axis1
-// CHECK: gpuc.reduce_sum %{{.+}} axes = [2] : tensor<2x3x4x1xf32> -> tensor<2x3x1xf32>
-// CHECK: gpuc.reshape %{{.+}} : tensor<2x3x1xf32> -> tensor<2x3xf32>
+// CHECK: %[[OFFSETS:.+]], %[[ORDER:.+]] = gpuc.row_groups %arg1 rows = 3 : tensor<4xi64> -> tensor<4xi32>, tensor<4xi32>
+// CHECK: gpuc.segment_sum %arg0, %[[OFFSETS]], %[[ORDER]] axis = 1 : (tensor<2x4xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<2x3xf32>
 func.func @scatter_add_axis1(%u: tensor<2x4xf32>, %ids: tensor<4xi64>) -> tensor<2x3xf32> {
   %g = gpuc.scatter_add %u, %ids axis = 1 : (tensor<2x4xf32>, tensor<4xi64>) -> tensor<2x3xf32>
   return %g : tensor<2x3xf32>

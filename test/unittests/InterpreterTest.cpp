@@ -110,4 +110,25 @@ func.func @f(%x: tensor<1xf32>) -> tensor<1xf32> {
   EXPECT_EQ(r[0].data[0], (double)(1.0f / 3.0f));
 }
 
+// The decomposition of scatter_add, by hand: ids [3, -1, 0, 3, 1, 4] over 5
+// rows group as row 0: {2}, 1: {4}, 2: {}, 3: {0, 3}, 4: {1, 5}.
+TEST_F(InterpreterTest, RowGroupsAndSegmentSumAreScatterAdd) {
+  HostTensor ids({6}, IntegerType::get(&context, 64));
+  ids.data = {3, -1, 0, 3, 1, 4};
+  HostTensor updates = f32({6, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  auto r = run(R"mlir(
+func.func @f(%u: tensor<6x2xf32>, %ids: tensor<6xi64>) -> (tensor<6xi32>, tensor<6xi32>, tensor<5x2xf32>, tensor<5x2xf32>) {
+  %o, %p = gpuc.row_groups %ids rows = 5 : tensor<6xi64> -> tensor<6xi32>, tensor<6xi32>
+  %s = gpuc.segment_sum %u, %o, %p axis = 0 : (tensor<6x2xf32>, tensor<6xi32>, tensor<6xi32>) -> tensor<5x2xf32>
+  %t = gpuc.scatter_add %u, %ids axis = 0 : (tensor<6x2xf32>, tensor<6xi64>) -> tensor<5x2xf32>
+  return %o, %p, %s, %t : tensor<6xi32>, tensor<6xi32>, tensor<5x2xf32>, tensor<5x2xf32>
+})mlir",
+               {updates, ids});
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].data, (std::vector<double>{0, 1, 2, 2, 4, 6}));
+  EXPECT_EQ(r[1].data, (std::vector<double>{2, 4, 0, 3, 1, 5}));
+  EXPECT_EQ(r[2].data, (std::vector<double>{5, 6, 9, 10, 0, 0, 8, 10, 14, 16}));
+  EXPECT_EQ(r[2].data, r[3].data);
+}
+
 } // namespace

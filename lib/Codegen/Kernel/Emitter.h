@@ -130,6 +130,8 @@ private:
   LogicalResult emitElementwise(EmittedKernel &kernel);
   LogicalResult emitRowKernel(ArrayRef<Operation *> reductions,
                               EmittedKernel &kernel, int64_t &cpuGrid);
+  /// A row_groups: the one-block counting sort of the device header.
+  FailureOr<EmittedKernel> emitRowGroups(RowGroupsOp groups, StringRef name);
   FailureOr<EmittedKernel> assemble(StringRef name, EmittedKernel kernel,
                                     int64_t cpuGrid,
                                     ArrayRef<Operation *> reductions);

@@ -147,8 +147,13 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         if (elementOf(v).isInteger(1))
           return unary(fmt("({0} != 0)"));
         std::string type = registerCType(elementOf(v)).str();
-        return unary([type](const std::string &x) {
-          return "(" + type + ")(" + x + ")";
+        // A bool goes through int: GCC vectorizes (float)(int)b, but not
+        // (float)b (a one-hot mask built beside float math left the
+        // whole loop scalar, expf included).
+        bool fromBool =
+            getElementTypeOrSelf(op->getOperand(0).getType()).isInteger(1);
+        return unary([type, fromBool](const std::string &x) {
+          return "(" + type + ")(" + (fromBool ? "(int)" : "") + x + ")";
         });
       })
       .Case([&](DropoutOp d) -> FailureOr<std::string> {
@@ -273,6 +278,37 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         return at(g.getData(),
                   index(llvm::formatv("({0} * {1} + {2}) * {3} + {4}", outer,
                                       data[axis], wrapped, inner, b)));
+      })
+      .Case([&](SegmentSumOp s) -> FailureOr<std::string> {
+        // r[o, k, b] = sum over p in row k's group of u[o, order[p], b]:
+        // the group's bounds are two loads shared by the whole row, and the
+        // sum runs in increasing position.
+        // (Coordinates, not divisions: on the CPU, the line's loop knows
+        // all but the innermost.)
+        int64_t axis = s.getAxis();
+        SmallVector<std::string> coords = unravel(idx, shape);
+        std::string k = coords[axis];
+        FailureOr<std::string> begin = at(s.getOffsets(), k);
+        FailureOr<std::string> end =
+            at(s.getOffsets(), index(llvm::formatv("{0} + 1", k).str()));
+        if (failed(begin) || failed(end))
+          return failure();
+        std::string sum = fresh("acc"), p = fresh("p");
+        line(llvm::formatv("float {0} = 0.0f;", sum));
+        open(llvm::formatv("for (gidx {0} = {1}; {0} < {2}; ++{0})", p, *begin,
+                           *end));
+        FailureOr<std::string> position = at(s.getOrder(), p);
+        if (failed(position))
+          return failure();
+        SmallVector<std::string> from(coords);
+        from[axis] = index("(gidx)" + *position);
+        FailureOr<std::string> update =
+            at(s.getUpdates(), raveled(from, shapeOf(s.getUpdates())));
+        if (failed(update))
+          return failure();
+        line(llvm::formatv("{0} += {1};", sum, *update));
+        close();
+        return define(v, sum);
       })
       .Case([&](IotaOp i) -> FailureOr<std::string> {
         SmallVector<std::string> coords = unravel(idx, shape);

@@ -434,3 +434,62 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
     return src;
   });
 }
+
+LogicalResult RowGroupsOp::fold(FoldAdaptor adaptor,
+                                SmallVectorImpl<OpFoldResult> &results) {
+  DenseElementsAttr indices = getFoldable(adaptor.getIndices());
+  int64_t rows = getRows(), n = tensorTypeOf(getIndices()).getNumElements();
+  if (!indices || rows + 1 > kMaxFoldedElements)
+    return failure();
+  SmallVector<int64_t> row;
+  for (APInt v : indices.getValues<APInt>()) {
+    int64_t k = v.getSExtValue();
+    if (k < -rows || k >= rows)
+      return failure(); // Left for the run-time check to report.
+    row.push_back(k < 0 ? k + rows : k);
+  }
+  if (indices.isSplat())
+    row.assign(n, row.front());
+  // The counting sort the kernel does: counts, their prefix sums, then each
+  // position placed after the earlier ones of its row.
+  SmallVector<int32_t> offsets(rows + 1, 0), order(n);
+  for (int64_t k : row)
+    ++offsets[k + 1];
+  for (int64_t k = 0; k < rows; ++k)
+    offsets[k + 1] += offsets[k];
+  SmallVector<int32_t> next(offsets.begin(), offsets.end() - 1);
+  for (auto [position, k] : llvm::enumerate(row))
+    order[next[k]++] = position;
+  results.push_back(DenseElementsAttr::get(tensorTypeOf(getOffsets()),
+                                           ArrayRef<int32_t>(offsets)));
+  results.push_back(DenseElementsAttr::get(tensorTypeOf(getOrder()),
+                                           ArrayRef<int32_t>(order)));
+  return success();
+}
+
+/// Whether `perm` swaps the last two dimensions and keeps the others.
+static bool swapsLastTwo(ArrayRef<int64_t> perm) {
+  int64_t rank = perm.size();
+  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+    return false;
+  return llvm::equal(perm.drop_back(2), llvm::seq<int64_t>(0, rank - 2));
+}
+
+OpFoldResult MatmulOp::fold(FoldAdaptor) {
+  // matmul(transpose(a), b) is matmul(a, b) with the operand's flag
+  // flipped: folded in place.
+  bool changed = false;
+  if (auto t = getLhs().getDefiningOp<TransposeOp>();
+      t && swapsLastTwo(t.getPerm())) {
+    getLhsMutable().assign(t.getInput());
+    setTransposeLhs(!getTransposeLhs());
+    changed = true;
+  }
+  if (auto t = getRhs().getDefiningOp<TransposeOp>();
+      t && swapsLastTwo(t.getPerm())) {
+    getRhsMutable().assign(t.getInput());
+    setTransposeRhs(!getTransposeRhs());
+    changed = true;
+  }
+  return changed ? getResult() : OpFoldResult();
+}

@@ -224,6 +224,53 @@ LogicalResult ScatterAddOp::verify() {
   return success();
 }
 
+LogicalResult RowGroupsOp::verify() {
+  int64_t n = getNumElements(shapeOf(getIndices())), rows = getRows();
+  // Offsets and positions are i32: what a step's tokens and a vocabulary
+  // need, at half the bytes of i64.
+  if (rows < 1 || rows >= INT32_MAX)
+    return emitOpError() << "rows " << rows << " is outside [1, " << INT32_MAX
+                         << ")";
+  if (n >= INT32_MAX)
+    return emitOpError() << n << " indices do not fit i32 positions";
+  if (shapeOf(getOffsets()) != ArrayRef<int64_t>{rows + 1})
+    return emitOpError() << "offsets shape "
+                         << formatShape(shapeOf(getOffsets()))
+                         << " is not [rows + 1] = [" << rows + 1 << "]";
+  if (shapeOf(getOrder()) != ArrayRef<int64_t>{n})
+    return emitOpError() << "order shape " << formatShape(shapeOf(getOrder()))
+                         << " is not [" << n << "], one per index";
+  return success();
+}
+
+LogicalResult SegmentSumOp::verify() {
+  if (getElementTypeOrSelf(getUpdates().getType()) !=
+      getElementTypeOrSelf(getResult().getType()))
+    return emitOpError() << "result element type differs from the updates'";
+  ArrayRef<int64_t> updates = shapeOf(getUpdates()),
+                    result = shapeOf(getResult());
+  int64_t axis = getAxis(), rank = result.size();
+  if (axis < 0 || axis >= rank)
+    return emitOpError() << "axis " << axis << " is out of range for rank "
+                         << rank;
+  if (shapeOf(getOffsets()).size() != 1 || shapeOf(getOrder()).size() != 1)
+    return emitOpError() << "offsets and order must be 1-D";
+  int64_t rows = result[axis], n = shapeOf(getOrder())[0];
+  if (shapeOf(getOffsets())[0] != rows + 1)
+    return emitOpError() << "offsets shape "
+                         << formatShape(shapeOf(getOffsets()))
+                         << " is not [rows + 1] = [" << rows + 1 << "]";
+  Shape expected(result);
+  expected[axis] = n;
+  if (updates != ArrayRef<int64_t>(expected))
+    return emitOpError() << "updates shape " << formatShape(updates)
+                         << " does not match the expected "
+                         << formatShape(expected)
+                         << " (the result's, with one entry per position "
+                            "along the axis)";
+  return success();
+}
+
 LogicalResult Conv2DBackwardInputOp::verify() {
   return verifyResultShape(
       *this,

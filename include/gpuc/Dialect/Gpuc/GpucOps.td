@@ -23,6 +23,7 @@ def Gpuc_IndexElementType : AnyTypeOf<[I64, I32]>;
 def Gpuc_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 def Gpuc_NumericTensor : StaticShapeTensorOf<[F32, F16, BF16, I64, I32]>;
 def Gpuc_IndexTensor : StaticShapeTensorOf<[I64, I32]>;
+def Gpuc_I32Tensor : StaticShapeTensorOf<[I32]>;
 def Gpuc_WindowIndexTensor : StaticShapeTensorOf<[I8, I32]>;
 def Gpuc_BoolTensor : StaticShapeTensorOf<[I1]>;
 def Gpuc_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I64, I32, I8, I1]>;
@@ -386,7 +387,9 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
   let description = [{
     Both operands have the same rank (>= 2) and the same leading (batch)
     dimensions; the last two are the matrix. `transpose_lhs`/`transpose_rhs`
-    swap those two dimensions of an operand before the product.
+    swap those two dimensions of an operand before the product. An operand
+    that is a `transpose` of those two dimensions folds into the flag: the
+    library reads the matrix as stored, and no kernel copies it.
 
     ```mlir
     %y = gpuc.matmul %x, %w transpose_rhs
@@ -401,6 +404,7 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
     attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
   }];
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Gpuc_Conv2DOp : Gpuc_Op<"conv2d", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
@@ -513,6 +517,62 @@ def Gpuc_ScatterAddOp : Gpuc_Op<"scatter_add", [Pure,
   let assemblyFormat = [{
     $updates `,` $indices `axis` `=` $axis attr-dict `:`
     `(` type($updates) `,` type($indices) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_RowGroupsOp : Gpuc_Op<"row_groups", [Pure]> {
+  let summary = "the positions of indices, grouped by the row each names";
+  let description = [{
+    A stable counting sort of the positions of `indices` (flattened, `n` of
+    them) by the row of an axis of `rows` that each names: positions
+    `order[offsets[k]]` .. `order[offsets[k + 1] - 1]` name row `k`, in
+    increasing order. Negative indices count from the end; others outside
+    the axis are clamped, as gather clamps them. `scatter_add` decomposes
+    into this and `segment_sum`, so an embedding's gradient costs work in
+    proportion to the tokens, not to the vocabulary. One block computes it;
+    indices known at compile time fold to constants.
+
+    ```mlir
+    %offsets, %order = gpuc.row_groups %ids rows = 50257
+        : tensor<4x256xi64> -> tensor<50258xi32>, tensor<1024xi32>
+    ```
+  }];
+  let arguments = (ins Gpuc_IndexTensor:$indices, I64Prop:$rows);
+  let results = (outs Gpuc_I32Tensor:$offsets, Gpuc_I32Tensor:$order);
+  let assemblyFormat = [{
+    $indices `rows` `=` $rows attr-dict `:` type($indices) `->` type($offsets)
+    `,` type($order)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Gpuc_SegmentSumOp : Gpuc_Op<"segment_sum", [Pure]> {
+  let summary = "sums the slices of updates that each row's group names";
+  let description = [{
+    With `offsets` and `order` from `row_groups`, row `k` of the result along
+    `axis` is the sum, in increasing position, of the slices
+    `updates[..., order[p], ...]` for `p` in `offsets[k]` .. `offsets[k+1]-1`
+    (zero for a row no position names). `updates` has the result's shape
+    but along `axis`, where it has one entry per position. Each result
+    element adds its own group's slices in a fixed order: the same sum on
+    every run and on both targets. Not differentiable: it only stands for a
+    `scatter_add`, which carries the gradient rule.
+
+    ```mlir
+    %g = gpuc.segment_sum %dy, %offsets, %order axis = 0
+           : (tensor<1024x384xf32>, tensor<50258xi32>, tensor<1024xi32>)
+             -> tensor<50257x384xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$updates, Gpuc_I32Tensor:$offsets,
+                       Gpuc_I32Tensor:$order, I64Prop:$axis);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $updates `,` $offsets `,` $order `axis` `=` $axis attr-dict `:`
+    `(` type($updates) `,` type($offsets) `,` type($order) `)` `->`
+    type($result)
   }];
   let hasVerifier = 1;
 }

@@ -141,4 +141,6 @@ __device__ __forceinline__ double selectFloat(bool c, double a, double b) {
 
 } // namespace gpuc
 
+#include "gpuc/runtime/device/GroupRows.h"
+
 #endif // GPUC_RUNTIME_DEVICE_KERNEL_H
