@@ -12,7 +12,9 @@ forward, next-token cross-entropy over [batch, T, vocabulary], backward and
 AdamW (lr 3e-4, weight decay 0.01 on both sides). gpuc's time is `train
 --bench-steps`; PyTorch's the same step in eager mode and, where the
 PyTorch has it, under torch.compile (with the fused AdamW). Both sides use
---threads threads. Rounds interleave the systems, so a drift of the
+--threads threads. First, one step on the same batch checks that the two
+agree: gpuc's loss (`train --run-step`) against PyTorch's in float64.
+Rounds interleave the systems, so a drift of the
 machine's speed hits all of them; the load average is printed. Best and
 median milliseconds per step and the ratio of the bests are reported.
 """
@@ -25,6 +27,7 @@ import sys
 import tempfile
 import time
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
@@ -60,6 +63,30 @@ def torch_step_time(model, batch, seq, steps, mode):
     for _ in range(steps):
         step()
     return 1000.0 * (time.perf_counter() - start) / steps
+
+
+def first_step_parity(model, trainer, batch, seq, work):
+    """gpuc's loss on one batch (the step program, --run-step) against
+    PyTorch's in float64 from the same weights: the relative difference."""
+    vocab = model.wte.num_embeddings
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
+    y = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
+    inputs, outputs = os.path.join(work, "step-in"), os.path.join(work,
+                                                                  "step-out")
+    os.makedirs(inputs, exist_ok=True)
+    np.save(os.path.join(inputs, "tokens.npy"), x)
+    np.save(os.path.join(inputs, "label.npy"), y)
+    run = subprocess.run([trainer, "--run-step", inputs, "--output-dir",
+                          outputs], capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit("%s --run-step failed:\n%s" % (trainer, run.stderr))
+    ours = float(np.load(os.path.join(outputs, "loss.npy")))
+    with torch.no_grad():
+        logits = model.double()(torch.from_numpy(x))
+        theirs = F.cross_entropy(logits.view(-1, vocab),
+                                 torch.from_numpy(y).view(-1)).item()
+    return ours, theirs, abs(ours - theirs) / abs(theirs)
 
 
 def gpuc_step_time(trainer, steps, threads):
@@ -111,6 +138,11 @@ def main():
           "compile %.1f s; PyTorch %s" %
           (args.preset, params / 1e6, args.seq, args.batch, args.threads,
            time.perf_counter() - start, torch.__version__))
+    ours, theirs, rel = first_step_parity(
+        gpt.build(args.preset, args.seq, seed=0), os.path.join(out, "train"),
+        args.batch, args.seq, work)
+    print("first step's loss: gpuc %.7f, PyTorch (float64) %.7f, relative "
+          "difference %.1e" % (ours, theirs, rel), flush=True)
     times = {"gpuc": []}
     times.update({m: [] for m in modes})
     for r in range(args.rounds):

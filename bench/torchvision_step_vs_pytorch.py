@@ -4,11 +4,13 @@ against PyTorch eager (and torch.compile where the PyTorch has it), in
 interleaved rounds, with the load average printed.
 
     /usr/bin/python3 bench/torchvision_step_vs_pytorch.py
-        [--model densenet121] [--batch 4] [--size 64] [--threads 2]
+        [--model densenet121] [--batch 4] [--size 64] [--classes 10]
+        [--threads 2]
         [--steps 10] [--rounds 3] [--gpuc build/bin/gpuc]
 
-Both sides train the same network (torchvision's class, 10 classes, the
-ONNX export's weights) with SGD, momentum 0.9 (gpuc's default optimizer),
+Both sides train the same network (torchvision's class as
+examples/torchvision_model.py builds and exports it, --classes outputs,
+the ONNX export's weights) with SGD, momentum 0.9 (gpuc's default optimizer),
 on a resident random batch of `size`x`size` RGB images; warm-up steps are
 excluded. gpuc: `gpuc compile --target cpu` then `train --bench-steps`.
 """
@@ -18,38 +20,21 @@ import os
 import subprocess
 import tempfile
 import time
-import warnings
+
+import sys
 
 import numpy as np
 import onnx
 import torch
-import torchvision
 from onnx import numpy_helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+import torchvision_model  # noqa: E402
 
 
-def build_model(name):
-    torch.manual_seed(0)
-    kwargs = {"drop_rate": 0.0} if name.startswith("densenet") else {}
-    return getattr(torchvision.models, name)(num_classes=10, **kwargs)
-
-
-def export(name, size, path):
-    model = build_model(name).train()
-    # The exporter's warnings about training-mode export are expected.
-    warnings.filterwarnings("ignore")
-    torch.onnx.export(model, (torch.zeros(2, 3, size, size),), path,
-                      input_names=["image"], output_names=["logits"],
-                      dynamic_axes={"image": {0: "batch"},
-                                    "logits": {0: "batch"}},
-                      opset_version=17,
-                      training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False)
-
-
-def torch_step_ms(name, onnx_path, batch, size, steps, mode):
-    model = build_model(name)
+def torch_step_ms(name, classes, onnx_path, batch, size, steps, mode):
+    model = torchvision_model.build(name, classes)
     weights = {t.name: numpy_helper.to_array(t)
                for t in onnx.load(onnx_path).graph.initializer}
     state = model.state_dict()
@@ -62,7 +47,7 @@ def torch_step_ms(name, onnx_path, batch, size, steps, mode):
     if mode == "compile":
         model = torch.compile(model)
     x = torch.randn(batch, 3, size, size)
-    y = torch.randint(0, 10, (batch,))
+    y = torch.randint(0, classes, (batch,))
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step():
@@ -89,6 +74,7 @@ def main():
     p.add_argument("--model", default="densenet121")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--size", type=int, default=64)
+    p.add_argument("--classes", type=int, default=10)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
@@ -98,7 +84,8 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     work = tempfile.mkdtemp(prefix="gpuc-tv-step-")
     onnx_path = os.path.join(work, args.model + ".onnx")
-    export(args.model, args.size, onnx_path)
+    torchvision_model.export(torchvision_model.build(args.model, args.classes),
+                             args.size, onnx_path)
     out = os.path.join(work, "out")
     subprocess.run([args.gpuc, "compile", onnx_path, "--batch",
                     str(args.batch), "--target", "cpu", "-o", out],
@@ -111,7 +98,7 @@ def main():
                 rng.standard_normal((n, 3, args.size, args.size))
                 .astype(np.float32))
         np.save(os.path.join(data, split + "_y.npy"),
-                rng.integers(0, 10, n).astype(np.int64))
+                rng.integers(0, args.classes, n).astype(np.int64))
     modes = ["eager"] + (["compile"] if hasattr(torch, "compile") else [])
     times = {"gpuc": []}
     times.update({"torch " + m: [] for m in modes})
@@ -122,7 +109,8 @@ def main():
         times["gpuc"].append(gpuc_step_ms(out, data, args.steps, env))
         for m in modes:
             times["torch " + m].append(torch_step_ms(
-                args.model, onnx_path, args.batch, args.size, args.steps, m))
+                args.model, args.classes, onnx_path, args.batch, args.size,
+                args.steps, m))
     best = {k: min(v) for k, v in times.items()}
     peer = min((v, k) for k, v in best.items() if k != "gpuc")
     for k, v in times.items():

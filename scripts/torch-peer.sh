@@ -18,6 +18,9 @@ fi
 "$venv/bin/pip" install -q --no-deps "torch==$torch_version" \
   nvidia-cusparselt-cu13==0.8.1 nvidia-nvshmem-cu13==3.7.2 \
   nvidia-nccl-cu13==2.30.7 nvidia-cufile
+# torchvision's models for bench/torchvision_step_vs_pytorch.py: the newest
+# on PyPI (its models are Python; the benchmarks use none of its C++ ops).
+"$venv/bin/pip" install -q --no-deps torchvision==0.29.2 pillow
 # onnxruntime-training 1.19 reads ONNX IR up to 10: onnx 1.16.
 "$venv/bin/pip" install -q sympy networkx jinja2 filelock fsspec \
   typing_extensions numpy onnx==1.16.2 onnxruntime-training==1.19.2

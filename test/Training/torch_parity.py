@@ -220,11 +220,9 @@ def make_model(name):
     if name == "decoder":
         return Decoder(), "tokens", 17
     if name in ZOO:
-        import torchvision
-        # Dropout off: its masks are random on each side.
-        kwargs = {} if name == "resnet18" else {"dropout": 0.0}
-        return (getattr(torchvision.models, name)(num_classes=10, **kwargs),
-                "image", 17)
+        # (Dropout off: its masks are random on each side.)
+        import torchvision_model
+        return torchvision_model.build(name, classes=10), "image", 17
     return TransformerBlock(), "tokens", 14
 
 

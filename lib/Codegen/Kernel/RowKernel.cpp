@@ -310,16 +310,22 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         if (levelOf[j] == level)
           members.push_back(j);
       SmallVector<std::string> accs;
-      for (size_t j : members) {
+      // A maximum is exact in float: only sums accumulate in
+      // gpuc::Accumulator (double on the CPU, where float lanes are twice
+      // as many per vector).
+      auto accType = [&](size_t m) -> StringRef {
+        return isa<ReduceMaxOp>(reductions[members[m]]) ? "float"
+                                                        : "gpuc::Accumulator";
+      };
+      for (auto [m, j] : llvm::enumerate(members)) {
         accs.push_back(fresh("acc"));
         StringRef init = isa<ReduceMaxOp>(reductions[j]) ? "-INFINITY" : "0";
         if (column)
-          line(llvm::formatv("gpuc::Accumulator {0}Lanes[{1}]; for (int lane "
+          line(llvm::formatv("{3} {0}Lanes[{1}]; for (int lane "
                              "= 0; lane < {1}; ++lane) {0}Lanes[lane] = {2};",
-                             accs.back(), kCpuLanes, init));
+                             accs.back(), kCpuLanes, init, accType(m)));
         else
-          line(
-              llvm::formatv("gpuc::Accumulator {0} = {1};", accs.back(), init));
+          line(llvm::formatv("{2} {0} = {1};", accs.back(), init, accType(m)));
       }
       auto accumulate = [&](size_t m, const std::string &x,
                             StringRef lane = "") {
@@ -327,7 +333,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
             lane.empty() ? accs[m] : (accs[m] + "Lanes[" + lane + "]").str();
         if (isa<ReduceMaxOp>(reductions[members[m]]))
           line(llvm::formatv("{0} = ({1} > {0} || {1} != {1}) ? "
-                             "(gpuc::Accumulator){1} : {0};",
+                             "(float){1} : {0};",
                              acc, x));
         else
           line(llvm::formatv("{0} += {1};", acc, x));
@@ -368,10 +374,11 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       auto cpu = [&]() -> LogicalResult {
         for (size_t m = 0; m < members.size(); ++m)
           line(llvm::formatv(
-              "gpuc::Accumulator {0}Lanes[{1}]; for (int lane = 0; lane < "
+              "{3} {0}Lanes[{1}]; for (int lane = 0; lane < "
               "{1}; ++lane) {0}Lanes[lane] = {2};",
               accs[m], kCpuLanes,
-              isa<ReduceMaxOp>(reductions[members[m]]) ? "-INFINITY" : "0"));
+              isa<ReduceMaxOp>(reductions[members[m]]) ? "-INFINITY" : "0",
+              accType(m)));
         if (failed(cpuRowNest(CpuLine::Lanes, pass)))
           return failure();
         for (size_t m = 0; m < members.size(); ++m) {

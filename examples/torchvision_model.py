@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""A torchvision classifier as people train it, exported to ONNX for gpuc.
+
+    /usr/bin/python3 examples/torchvision_model.py --model resnet50 -o resnet50.onnx
+    /usr/bin/python3 examples/torchvision_model.py --model resnet18 --classes 10 --size 64 -o r18.onnx
+
+torchvision's own class (ResNet-50 by default: 25.6M parameters, 1000
+classes) with its own initialization from --seed, exported in training
+mode (batch norm's running statistics are updated by the step) with a
+dynamic batch, for a square RGB input of --size. The weights are in the
+file (about 100 MB for ResNet-50), written where --out says, never into
+the repository.
+"""
+import argparse
+import warnings
+
+import torch
+import torchvision
+
+
+def build(name, classes=1000, seed=0):
+    """torchvision's `name` with `classes` outputs, dropout off (its masks
+    are random on each side of a comparison)."""
+    torch.manual_seed(seed)
+    kwargs = {}
+    if name.startswith("densenet"):
+        kwargs["drop_rate"] = 0.0
+    elif name.startswith(("mobilenet", "efficientnet")):
+        kwargs["dropout"] = 0.0
+    return getattr(torchvision.models, name)(num_classes=classes, **kwargs)
+
+
+def export(model, size, path):
+    model.train()
+    # The exporter's warnings about training-mode export are expected.
+    warnings.filterwarnings("ignore")
+    torch.onnx.export(model, (torch.zeros(2, 3, size, size),), path,
+                      input_names=["image"], output_names=["logits"],
+                      dynamic_axes={"image": {0: "batch"},
+                                    "logits": {0: "batch"}},
+                      opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--classes", type=int, default=1000)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("-o", "--out", required=True)
+    args = parser.parse_args()
+    if not hasattr(torchvision.models, args.model):
+        parser.error("torchvision %s has no model '%s'" %
+                     (torchvision.__version__, args.model))
+    model = build(args.model, args.classes, args.seed)
+    export(model, args.size, args.out)
+    params = sum(p.numel() for p in model.parameters())
+    print("wrote %s: %s, %d classes, %dx%d input, %.1fM parameters" %
+          (args.out, args.model, args.classes, args.size, args.size,
+           params / 1e6))
+
+
+if __name__ == "__main__":
+    main()
