@@ -8,6 +8,7 @@ The weights come from a fixed seed, so the files are reproducible for a given
 PyTorch version.
 """
 import argparse
+import inspect
 import os
 
 import torch
@@ -107,16 +108,23 @@ class CharGPT(nn.Module):
         return self.head(self.ln_f(x))
 
 
-def export(model, example, path, input_name, opset):
+def export(model, example, path, input_name, opset, quiet=False):
+    """`model` in training mode, one input (batch dimension dynamic) and its
+    output `logits`. The TorchScript exporter on every PyTorch: 2.9 and later
+    default to the dynamo one, which writes another graph for the same
+    model and needs onnxscript."""
     model.train()
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(
+        torch.onnx.export).parameters else {}
     torch.onnx.export(
         model, (example,), path,
         input_names=[input_name], output_names=["logits"],
         dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},
         opset_version=opset,
         training=torch.onnx.TrainingMode.TRAINING,
-        do_constant_folding=False)
-    print(f"wrote {path} (opset {opset})")
+        do_constant_folding=False, **legacy)
+    if not quiet:
+        print(f"wrote {path} (opset {opset})")
 
 
 def main():

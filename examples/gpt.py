@@ -17,12 +17,16 @@ The .onnx holds the weights, so GPT-2 124M's file is about 500 MB: it is
 written where --out says, never into the repository.
 """
 import argparse
-import inspect
 import math
+import os
+import sys
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_models  # noqa: E402
 
 PRESETS = {
     "gpt2": dict(vocab=50257, layers=12, heads=12, width=768),
@@ -113,18 +117,9 @@ def build(preset, seq, seed):
 
 
 def export(model, seq, path):
-    model.train()
-    example = torch.randint(0, model.wte.num_embeddings, (2, seq))
-    # The TorchScript exporter on every PyTorch (2.9 and later default to
-    # the dynamo one, which writes another graph for the same model).
-    legacy = {"dynamo": False} if "dynamo" in inspect.signature(
-        torch.onnx.export).parameters else {}
-    torch.onnx.export(
-        model, (example,), path, input_names=["tokens"],
-        output_names=["logits"],
-        dynamic_axes={"tokens": {0: "batch"}, "logits": {0: "batch"}},
-        opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-        do_constant_folding=False, **legacy)
+    export_models.export(
+        model, torch.randint(0, model.wte.num_embeddings, (2, seq)), path,
+        "tokens", 17, quiet=True)
 
 
 def main():

@@ -12,10 +12,15 @@ file (about 100 MB for ResNet-50), written where --out says, never into
 the repository.
 """
 import argparse
+import os
+import sys
 import warnings
 
 import torch
 import torchvision
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_models  # noqa: E402
 
 
 def build(name, classes=1000, seed=0):
@@ -31,16 +36,10 @@ def build(name, classes=1000, seed=0):
 
 
 def export(model, size, path):
-    model.train()
     # The exporter's warnings about training-mode export are expected.
     warnings.filterwarnings("ignore")
-    torch.onnx.export(model, (torch.zeros(2, 3, size, size),), path,
-                      input_names=["image"], output_names=["logits"],
-                      dynamic_axes={"image": {0: "batch"},
-                                    "logits": {0: "batch"}},
-                      opset_version=17,
-                      training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False)
+    export_models.export(model, torch.zeros(2, 3, size, size), path, "image",
+                         17, quiet=True)
 
 
 def main():
