@@ -675,8 +675,6 @@ LogicalResult Interpreter::execute(Operation *op) {
       .Case([&](RowGroupsOp o) -> LogicalResult {
         const HostTensor &indices = get(o.getIndices());
         int64_t rows = o.getRows(), n = indices.numElements();
-        HostTensor offsets = like(o.getOffsets()), order = like(o.getOrder());
-        // Position by position, each row's positions in increasing order.
         SmallVector<int64_t> rowOf(n);
         for (int64_t j = 0; j < n; ++j) {
           int64_t k = (int64_t)indices.data[j];
@@ -687,13 +685,12 @@ LogicalResult Interpreter::execute(Operation *op) {
                    << "index " << (int64_t)indices.data[j] << " is outside [-"
                    << rows << ", " << rows << ")";
           rowOf[j] = k;
-          offsets.data[k + 1] += 1;
         }
-        for (int64_t k = 0; k < rows; ++k)
-          offsets.data[k + 1] += offsets.data[k];
-        SmallVector<int64_t> next(offsets.data.begin(), offsets.data.end() - 1);
-        for (int64_t j = 0; j < n; ++j)
-          order.data[next[rowOf[j]]++] = j;
+        SmallVector<int64_t> groupOffsets, groupOrder;
+        RowGroupsOp::group(rowOf, rows, groupOffsets, groupOrder);
+        HostTensor offsets = like(o.getOffsets()), order = like(o.getOrder());
+        offsets.data.assign(groupOffsets.begin(), groupOffsets.end());
+        order.data.assign(groupOrder.begin(), groupOrder.end());
         set(o.getOffsets(), std::move(offsets));
         set(o.getOrder(), std::move(order));
         return success();

@@ -205,8 +205,7 @@ struct DecomposeScatterAdd : OpRewritePattern<ScatterAddOp> {
     ArrayRef<int64_t> shape = TensorBuilder::shapeOf(op.getResult());
     int64_t axis = op.getAxis(), rows = shape[axis];
     int64_t n = getNumElements(TensorBuilder::shapeOf(op.getIndices()));
-    MLIRContext *context = rewriter.getContext();
-    auto i32 = IntegerType::get(context, 32);
+    Type i32 = rewriter.getI32Type();
     Value ids = B.reshape(B.loc, op.getIndices(), {n});
     auto groups = RowGroupsOp::create(
         rewriter, op.getLoc(), RankedTensorType::get({rows + 1}, i32),

@@ -564,3 +564,23 @@ func.func @reduction_not_in_update(%b: tensor<8xf32> {gpuc.param = @b}, %dy: ten
   %b2 = gpuc.sub %b, %s : tensor<8xf32>
   return %b2 : tensor<8xf32>
 }
+
+// -----
+
+// An embedding's segment sum joins the elementwise kernel that reads it (the
+// optimizer's update): each update is read once, by its row. A row kernel
+// reads it stored: its passes would each redo the groups' loops.
+// CHECK-LABEL: func.func @segment_sum_fusion
+// CHECK: %[[G:.+]]:2 = gpuc.fusion(%arg0, %arg1, %arg2, %arg3)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: %[[S:.+]] = gpuc.segment_sum
+// CHECK-NEXT: gpuc.sub %{{.+}}, %[[S]]
+// CHECK: gpuc.fusion(%[[G]]#1)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: gpuc.reduce_sum
+func.func @segment_sum_fusion(%u: tensor<6x4xf32>, %o: tensor<11xi32>, %p: tensor<6xi32>, %w: tensor<10x4xf32>) -> (tensor<10x4xf32>, tensor<10xf32>) {
+  %g = gpuc.segment_sum %u, %o, %p axis = 0 : (tensor<6x4xf32>, tensor<11xi32>, tensor<6xi32>) -> tensor<10x4xf32>
+  %n = gpuc.sub %w, %g : tensor<10x4xf32>
+  %s = gpuc.reduce_sum %g axes = [1] : tensor<10x4xf32> -> tensor<10xf32>
+  return %n, %s : tensor<10x4xf32>, tensor<10xf32>
+}

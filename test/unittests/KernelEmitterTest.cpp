@@ -356,3 +356,74 @@ func.func @f(%w: tensor<64x3x3xf32>, %g: tensor<64x3x3xf32>, %lr: tensor<f32>) -
   EXPECT_EQ(src.find(" / "), std::string::npos) << src;
   EXPECT_EQ(src.find("#ifdef GPUC_CPU"), std::string::npos) << src;
 }
+
+// A one-hot mask beside float math: the bool is converted through int,
+// which GCC vectorizes ((float)b alone kept the whole loop scalar), and the
+// row's maximum is kept in float (exact) while its sum accumulates in
+// gpuc::Accumulator.
+TEST(KernelEmitterTest, OneHotSoftmaxRowVectorizes) {
+  std::string source = R"mlir(
+func.func @f(%x: tensor<4x64xf32>, %l: tensor<4x64xi64>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %r:2 = gpuc.fusion(%x, %l) : (tensor<4x64xf32>, tensor<4x64xi64>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4x64xf32>, %b: tensor<4x64xi64>):
+    %i = gpuc.iota dim = 1 : tensor<4x64xi64>
+    %h = gpuc.compare eq, %i, %b : tensor<4x64xi64>
+    %f = gpuc.cast %h : tensor<4x64xi1> to tensor<4x64xf32>
+    %p = gpuc.mul %a, %f : tensor<4x64xf32>
+    %s = gpuc.reduce_sum %p axes = [1] : tensor<4x64xf32> -> tensor<4xf32>
+    %m = gpuc.reduce_max %a axes = [1] : tensor<4x64xf32> -> tensor<4xf32>
+    gpuc.yield %s, %m : tensor<4xf32>, tensor<4xf32>
+  }
+  return %r#0, %r#1 : tensor<4xf32>, tensor<4xf32>
+}
+)mlir";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  EXPECT_NE(src.find("(float)((int)"), std::string::npos) << src;
+  EXPECT_EQ(src.find("(float)(v"), std::string::npos) << src;
+  EXPECT_NE(src.find("float acc1 = -INFINITY;"), std::string::npos) << src;
+  EXPECT_NE(src.find("gpuc::Accumulator acc0 = 0;"), std::string::npos) << src;
+}
+
+// A row_groups is a kernel of its own: the one-block sort cannot share a
+// kernel with other work (gpuc-fuse merges only what the emitter accepts).
+TEST(KernelEmitterTest, RowGroupsIsAKernelOfItsOwn) {
+  std::string alone = R"mlir(
+func.func @f(%ids: tensor<8xi64>) -> (tensor<6xi32>, tensor<8xi32>) {
+  %r:2 = gpuc.fusion(%ids) : (tensor<8xi64>) -> (tensor<6xi32>, tensor<8xi32>) {
+  ^bb0(%a: tensor<8xi64>):
+    %o, %p = gpuc.row_groups %a rows = 5 : tensor<8xi64> -> tensor<6xi32>, tensor<8xi32>
+    gpuc.yield %o, %p : tensor<6xi32>, tensor<8xi32>
+  }
+  return %r#0, %r#1 : tensor<6xi32>, tensor<8xi32>
+}
+)mlir";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(alone);
+  ASSERT_TRUE(succeeded(kernel));
+  EXPECT_EQ(kernel->grid, 1);
+  EXPECT_NE(kernel->source.find("gpuc::groupRows(in0, 8, 5, out0, out1);"),
+            std::string::npos)
+      << kernel->source;
+  std::string withOther = R"mlir(
+func.func @f(%ids: tensor<8xi64>) -> (tensor<6xi32>, tensor<8xi32>) {
+  %r:2 = gpuc.fusion(%ids) : (tensor<8xi64>) -> (tensor<6xi32>, tensor<8xi32>) {
+  ^bb0(%a: tensor<8xi64>):
+    %n = gpuc.neg %a : tensor<8xi64>
+    %o, %p = gpuc.row_groups %n rows = 5 : tensor<8xi64> -> tensor<6xi32>, tensor<8xi32>
+    gpuc.yield %o, %p : tensor<6xi32>, tensor<8xi32>
+  }
+  return %r#0, %r#1 : tensor<6xi32>, tensor<8xi32>
+}
+)mlir";
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.getDiagEngine().registerHandler([](Diagnostic &) {});
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(withOther, &context);
+  ASSERT_TRUE(module);
+  FusionOp fusion;
+  module->walk([&](FusionOp op) { fusion = op; });
+  EXPECT_TRUE(failed(emitKernel(fusion, "k")));
+}

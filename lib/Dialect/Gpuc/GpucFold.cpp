@@ -450,20 +450,15 @@ LogicalResult RowGroupsOp::fold(FoldAdaptor adaptor,
   }
   if (indices.isSplat())
     row.assign(n, row.front());
-  // The counting sort the kernel does: counts, their prefix sums, then each
-  // position placed after the earlier ones of its row.
-  SmallVector<int32_t> offsets(rows + 1, 0), order(n);
-  for (int64_t k : row)
-    ++offsets[k + 1];
-  for (int64_t k = 0; k < rows; ++k)
-    offsets[k + 1] += offsets[k];
-  SmallVector<int32_t> next(offsets.begin(), offsets.end() - 1);
-  for (auto [position, k] : llvm::enumerate(row))
-    order[next[k]++] = position;
+  SmallVector<int64_t> offsets, order;
+  group(row, rows, offsets, order);
+  auto i32 = [](ArrayRef<int64_t> values) {
+    return SmallVector<int32_t>(values.begin(), values.end());
+  };
   results.push_back(DenseElementsAttr::get(tensorTypeOf(getOffsets()),
-                                           ArrayRef<int32_t>(offsets)));
+                                           ArrayRef<int32_t>(i32(offsets))));
   results.push_back(DenseElementsAttr::get(tensorTypeOf(getOrder()),
-                                           ArrayRef<int32_t>(order)));
+                                           ArrayRef<int32_t>(i32(order))));
   return success();
 }
 

@@ -224,6 +224,22 @@ LogicalResult ScatterAddOp::verify() {
   return success();
 }
 
+void RowGroupsOp::group(ArrayRef<int64_t> rowOf, int64_t rows,
+                        SmallVectorImpl<int64_t> &offsets,
+                        SmallVectorImpl<int64_t> &order) {
+  // A counting sort, as the kernel does it: counts, their prefix sums, then
+  // each position placed after the earlier ones of its row.
+  offsets.assign(rows + 1, 0);
+  order.assign(rowOf.size(), 0);
+  for (int64_t k : rowOf)
+    ++offsets[k + 1];
+  for (int64_t k = 0; k < rows; ++k)
+    offsets[k + 1] += offsets[k];
+  SmallVector<int64_t> next(offsets.begin(), offsets.end() - 1);
+  for (auto [position, k] : llvm::enumerate(rowOf))
+    order[next[k]++] = position;
+}
+
 LogicalResult RowGroupsOp::verify() {
   int64_t n = getNumElements(shapeOf(getIndices())), rows = getRows();
   // Offsets and positions are i32: what a step's tokens and a vocabulary

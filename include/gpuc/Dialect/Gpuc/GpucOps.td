@@ -546,6 +546,13 @@ def Gpuc_RowGroupsOp : Gpuc_Op<"row_groups", [Pure]> {
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    /// The op's result for positions whose rows (already in [0, rows)) are
+    /// `rowOf`: what the folder and the interpreter compute.
+    static void group(::llvm::ArrayRef<int64_t> rowOf, int64_t rows,
+                      ::llvm::SmallVectorImpl<int64_t> &offsets,
+                      ::llvm::SmallVectorImpl<int64_t> &order);
+  }];
 }
 
 def Gpuc_SegmentSumOp : Gpuc_Op<"segment_sum", [Pure]> {
