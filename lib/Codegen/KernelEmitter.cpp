@@ -58,6 +58,8 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
   for (Operation &op : block.without_terminator())
     if (auto groups = dyn_cast<RowGroupsOp>(op))
       return emitRowGroups(groups, name);
+    else if (isa<AttentionOp, AttentionGradOp>(op))
+      return emitAttention(&op, name);
   if (failed(reductions.empty() ? emitElementwise(kernel)
                                 : emitRowKernel(reductions, kernel, cpuGrid)))
     return failure();

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Interpreter/Interpreter.h"
+#include "Attention.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/runtime/Philox.h"
 
@@ -258,6 +259,18 @@ int64_t paddedWindowCount(int64_t yy, int64_t xx, ArrayRef<int64_t> x,
     return end - start;
   };
   return extent(yy, 0) * extent(xx, 1);
+}
+
+/// The attributes an attention op shares with its gradient, and its key.
+template <typename OpTy>
+interpreter::AttentionParams attentionParams(OpTy op) {
+  interpreter::AttentionParams p;
+  p.scale = op.getScale().convertToDouble();
+  p.fill = op.getFill().convertToDouble();
+  p.dropout = op.getDropout().convertToDouble();
+  p.maskKeeps = op.getMaskKeeps();
+  p.stream = (uint64_t)op.getStream();
+  return p;
 }
 
 class Interpreter {
@@ -670,6 +683,37 @@ LogicalResult Interpreter::execute(Operation *op) {
               y.data[out.at(a, k, b)] += u.data[(a * n + j) * out.inner + b];
           }
         set(o.getResult(), std::move(y));
+        return success();
+      })
+      .Case([&](AttentionOp o) {
+        interpreter::AttentionParams params = attentionParams(o);
+        if (Value key = o.getRngKey()) {
+          params.seed = (uint64_t)(int64_t)get(key).data[0];
+          params.step = (uint64_t)(int64_t)get(key).data[1];
+        }
+        HostTensor out = like(o.getResult()), lse = like(o.getLogsumexp());
+        interpreter::attentionForward(
+            get(o.getQuery()), get(o.getKey()), get(o.getValue()),
+            o.getMask() ? &get(o.getMask()) : nullptr, params, out, lse);
+        set(o.getResult(), std::move(out));
+        set(o.getLogsumexp(), std::move(lse));
+        return success();
+      })
+      .Case([&](AttentionGradOp o) {
+        interpreter::AttentionParams params = attentionParams(o);
+        if (Value key = o.getRngKey()) {
+          params.seed = (uint64_t)(int64_t)get(key).data[0];
+          params.step = (uint64_t)(int64_t)get(key).data[1];
+        }
+        HostTensor dq = like(o.getQueryGrad()), dk = like(o.getKeyGrad()),
+                   dv = like(o.getValueGrad());
+        interpreter::attentionBackward(
+            get(o.getQuery()), get(o.getKey()), get(o.getValue()),
+            get(o.getResult()), get(o.getLogsumexp()), get(o.getResultGrad()),
+            o.getMask() ? &get(o.getMask()) : nullptr, params, dq, dk, dv);
+        set(o.getQueryGrad(), std::move(dq));
+        set(o.getKeyGrad(), std::move(dk));
+        set(o.getValueGrad(), std::move(dv));
         return success();
       })
       .Case([&](RowGroupsOp o) -> LogicalResult {

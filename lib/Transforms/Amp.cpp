@@ -49,7 +49,7 @@ namespace {
 enum class Policy { Low, Follow, F32 };
 
 Policy policyOf(Operation *op) {
-  if (isa<MatmulOp, Conv2DOp>(op))
+  if (isa<MatmulOp, Conv2DOp, AttentionOp>(op))
     return Policy::Low;
   if (isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, ConcatOp, GatherOp,
           PadOp, MaxPool2DOp>(op))
@@ -266,8 +266,13 @@ struct Amp : gpuc::impl::GpucAmpBase<Amp> {
         for (OpOperand &operand : op->getOpOperands())
           if (isFloatValue(operand.get()))
             operand.set(castTo(builder, loc, operand.get(), low));
-        for (Value r : op->getResults())
-          r.setType(withElement(r, low));
+        // An attention's row statistics stay f32: its gradient recomputes
+        // the weights from them.
+        for (Value r : op->getResults()) {
+          auto attention = dyn_cast<AttentionOp>(op);
+          if (!attention || r != attention.getLogsumexp())
+            r.setType(withElement(r, low));
+        }
         break;
       case Policy::Follow: {
         // Float operands and results share one element type.

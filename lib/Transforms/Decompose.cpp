@@ -220,7 +220,115 @@ struct DecomposeScatterAdd : OpRewritePattern<ScatterAddOp> {
   }
 };
 
+/// The masked, scaled scores of an attention, in f32: `scale * Q K^T`, and
+/// `fill` where the mask excludes a score. `qk` is the GEMM's result.
+template <typename OpTy>
+Value attentionScores(ExprBuilder &B, OpTy op, Value qk) {
+  Value z = B.scale(B.castTo(qk, B.b.getF32Type()),
+                    op.getScale().convertToDouble());
+  if (Value mask = op.getMask()) {
+    Value wide = B.expand(mask, TensorBuilder::shapeOf(z));
+    Value fill = B.splat(z, op.getFill().convertToDouble());
+    z = op.getMaskKeeps() ? B.select(wide, z, fill) : B.select(wide, fill, z);
+  }
+  return z;
+}
+
+/// The weights' dropout (the same mask in forward and backward), or `p`.
+template <typename OpTy>
+Value attentionDropout(ExprBuilder &B, OpTy op, Value p) {
+  if (!op.getRngKey())
+    return p;
+  return DropoutOp::create(B.b, B.loc, p.getType(), p, op.getRngKey(),
+                           op.getDropoutAttr(), op.getStream());
+}
+
+/// The GEMM lowering of attention: Q K^T, one row kernel for the mask, the
+/// softmax and the row statistic, and the GEMM with V.
+struct DecomposeAttention : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    ExprBuilder B(rewriter, op.getLoc());
+    Type element = getElementTypeOrSelf(op.getResult().getType());
+    ArrayRef<int64_t> q = TensorBuilder::shapeOf(op.getQuery()),
+                      k = TensorBuilder::shapeOf(op.getKey());
+    auto scoresType = RankedTensorType::get({q[0], q[1], q[2], k[2]}, element);
+    Value qk = MatmulOp::create(rewriter, op.getLoc(), scoresType,
+                                op.getQuery(), op.getKey(), false, true);
+    Value z = attentionScores(B, op, qk);
+    ArrayRef<int64_t> shape = TensorBuilder::shapeOf(z);
+    Value max = B.max(z, {3}, true);
+    Value e = B.exp(B.sub(z, B.expand(max, shape)));
+    Value sum = B.sum(e, {3}, true);
+    Value weights = attentionDropout(B, op, B.div(e, B.expand(sum, shape)));
+    Value lse = B.reshape(B.loc, B.add(max, B.log(sum)),
+                          TensorBuilder::shapeOf(op.getLogsumexp()));
+    Value out = MatmulOp::create(rewriter, op.getLoc(), op.getResult().getType(),
+                                 B.castTo(weights, element), op.getValue(),
+                                 false, false);
+    rewriter.replaceOp(op, {out, lse});
+    return success();
+  }
+};
+
+/// The GEMM lowering of attention's gradient: the weights recomputed from
+/// Q K^T and the row statistic in one elementwise pass (never kept from
+/// forward), dV = P^T dO, dS = P (dO V^T - rowsum(dO O)), dQ = dS K,
+/// dK = dS^T Q.
+struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionGradOp op,
+                                PatternRewriter &rewriter) const override {
+    ExprBuilder B(rewriter, op.getLoc());
+    Location loc = op.getLoc();
+    Type element = getElementTypeOrSelf(op.getResult().getType());
+    Type f32 = rewriter.getF32Type();
+    ArrayRef<int64_t> q = TensorBuilder::shapeOf(op.getQuery()),
+                      k = TensorBuilder::shapeOf(op.getKey());
+    auto scoresType = RankedTensorType::get({q[0], q[1], q[2], k[2]}, element);
+    Value qk = MatmulOp::create(rewriter, loc, scoresType, op.getQuery(),
+                                op.getKey(), false, true);
+    Value z = attentionScores(B, op, qk);
+    ArrayRef<int64_t> shape = TensorBuilder::shapeOf(z);
+    Value lse = B.expand(
+        B.reshape(loc, op.getLogsumexp(), {q[0], q[1], q[2], 1}), shape);
+    Value p = B.exp(B.sub(z, lse));
+    Value dout = op.getResultGrad();
+    Value dv =
+        MatmulOp::create(rewriter, loc, op.getValue().getType(),
+                         B.castTo(attentionDropout(B, op, p), element), dout,
+                         true, false);
+    Value dweights = attentionDropout(
+        B, op,
+        B.castTo(MatmulOp::create(rewriter, loc, scoresType, dout,
+                                  op.getValue(), false, true),
+                 f32));
+    Value rowDot = B.sum(B.mul(B.castTo(dout, f32),
+                               B.castTo(op.getResult(), f32)),
+                         {3}, true);
+    Value ds = B.mul(p, B.sub(dweights, B.expand(rowDot, shape)));
+    // A finite fill gives excluded scores a weight, but no gradient reaches
+    // them through the select; with -inf their weight is 0 already.
+    if (Value mask = op.getMask(); mask && op.getFill().convertToDouble() !=
+                                               -INFINITY) {
+      Value wide = B.expand(mask, shape);
+      ds = op.getMaskKeeps() ? B.where(wide, ds)
+                             : B.select(wide, B.splat(ds, 0.0), ds);
+    }
+    ds = B.castTo(B.scale(ds, op.getScale().convertToDouble()), element);
+    Value dq = MatmulOp::create(rewriter, loc, op.getQuery().getType(), ds,
+                                op.getKey(), false, false);
+    Value dk = MatmulOp::create(rewriter, loc, op.getKey().getType(), ds,
+                                op.getQuery(), true, false);
+    rewriter.replaceOp(op, {dq, dk, dv});
+    return success();
+  }
+};
+
 struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
+  using Base::Base;
+
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeSoftmax, DecomposeLogSoftmax, DecomposeLayerNorm,
@@ -228,6 +336,14 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
                  DecomposeClassLoss<CrossEntropyOp, /*FromLogits=*/true>,
                  DecomposeClassLoss<NllLossOp, /*FromLogits=*/false>,
                  DecomposeMseLoss, DecomposeScatterAdd>(&getContext());
+    if (attention == "gemm") {
+      patterns.add<DecomposeAttention, DecomposeAttentionGrad>(&getContext());
+    } else if (attention != "flash") {
+      getOperation().emitError()
+          << "unknown attention lowering '" << attention
+          << "'; the lowerings are gemm and flash";
+      return signalPassFailure();
+    }
     GreedyRewriteConfig config;
     // Only the composites change; folding the whole module is canonicalize's
     // job, and keeping other ops as they are keeps dumps comparable.

@@ -33,6 +33,10 @@ MODELS = {
     # no token names) and constant slots with repeats and negative entries,
     # whose gradients are sums over each row's positions.
     "embedding": ("tokens", (4, 16), "tokens", (64,), 50, []),
+    # Causal self-attention over 37 positions with dropout on the weights,
+    # then cross-attention to 21 keys with a keeping padding mask and
+    # values wider than the keys: gpuc.attention's odd shapes.
+    "attention": ("image", (4, 37, 8), "float", (4,), 5, []),
     # PyTorch models of torch_parity.py, exported here (needs torch): the
     # LSTM and GRU classifiers, 2-D upsampling layers (padding modes,
     # instance/group norm, ConvTranspose, Resize), 1-D convolutions and
@@ -46,7 +50,8 @@ MODELS = {
 TORCH_MODELS = ("lstm", "bigru", "upsampler", "sequence1d", "vit")
 MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt",
                "recurrent": "test/Codegen/Inputs/recurrent.onnxtxt",
-               "embedding": "test/Codegen/Inputs/embedding.onnxtxt"}
+               "embedding": "test/Codegen/Inputs/embedding.onnxtxt",
+               "attention": "test/Codegen/Inputs/attention.onnxtxt"}
 
 
 
@@ -124,7 +129,7 @@ def main():
     p.add_argument("--gpuc", required=True)
     p.add_argument("--src", required=True)
     p.add_argument("--models",
-                   default="mlp,cnn,transformer,windows,recurrent,"
+                   default="mlp,cnn,transformer,windows,recurrent,attention,"
                    "embedding")
     p.add_argument("--optimizers", default="sgd,adamw")
     p.add_argument("--precision", default="fp32", choices=sorted(TOLERANCE))

@@ -21,7 +21,7 @@ bool checkStepFlags() {
                  << " per dimension\n";
     return false;
   }
-  if (!ampOptions("gpuc compile"))
+  if (!ampOptions("gpuc compile") || !attentionLowering("gpuc compile"))
     return false;
   if (accumulateSteps < 1) {
     llvm::errs() << "gpuc compile: --accumulate K needs K >= 1 (micro-batches "

@@ -103,6 +103,7 @@ extern cl::opt<std::string> maxBatchFor;
 extern cl::opt<std::string> memoryLimit;
 extern cl::opt<bool> noSchedule;
 extern cl::opt<bool> noFuse;
+extern cl::opt<std::string> attentionOption;
 
 /// The context a command reads a model into, with diagnostics printed
 /// against the model's source.
@@ -196,6 +197,9 @@ std::optional<int64_t> parseMemorySize(StringRef text);
 LogicalResult importOptions(gpuc::OnnxImportOptions &options);
 /// --precision and the loss-scale flags; nullopt after an error `tool` names.
 std::optional<gpuc::GpucAmpOptions> ampOptions(StringRef tool);
+/// gpuc-decompose's attention lowering that --attention asks for (auto
+/// resolved by the target), or nullopt after an error naming the flag.
+std::optional<std::string> attentionLowering(StringRef tool);
 /// The training passes: loss, autodiff, optimizer (and mixed precision).
 void addTrainingPasses(PassManager &pm, StringRef lossOutput);
 /// The step up to kernels: the training passes, then decompose.

@@ -234,6 +234,14 @@ cl::opt<bool> noSchedule(
     cl::desc("compile: keep the program order (skip gpuc-schedule, which "
              "reorders independent kernels when that lowers the peak)"),
     cl::init(false), cl::cat(compileCategory));
+cl::opt<std::string> attentionOption(
+    "attention",
+    cl::desc("compile: how attention runs: gemm (batched GEMMs around one "
+             "row kernel; the [B, H, Tq, Tk] scores exist), flash (a fused "
+             "kernel each way that stores no score) or auto (flash when the "
+             "artifact has the CUDA target, gemm for the CPU alone)"),
+    cl::value_desc("auto|gemm|flash"), cl::init("auto"),
+    cl::cat(compileCategory));
 cl::opt<bool>
     noFuse("no-fuse",
            cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),

@@ -137,6 +137,23 @@ std::optional<gpuc::GpucAmpOptions> ampOptions(StringRef tool) {
   return amp;
 }
 
+std::optional<std::string> attentionLowering(StringRef tool) {
+  StringRef choice = attentionOption;
+  if (choice == "gemm" || choice == "flash")
+    return choice.str();
+  if (choice != "auto") {
+    llvm::errs() << tool << ": --attention " << choice
+                 << " is not one of auto, gemm, flash\n";
+    return std::nullopt;
+  }
+  // The GPU gains the memory and the bandwidth of the scores; on the CPU
+  // the library GEMMs are faster than the fused kernel's loops.
+  std::string target = codegenTarget;
+  if (target.empty())
+    target = gpuc::nvrtcAvailable() ? "all" : "cpu";
+  return std::string(target == "cpu" ? "gemm" : "flash");
+}
+
 void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   if (!lossKind.empty())
     pm.addPass(gpuc::createGpucAttachLoss(gpuc::GpucAttachLossOptions{
@@ -173,9 +190,12 @@ void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
 void addStepPipeline(PassManager &pm, StringRef lossOutput) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(gpuc::createGpucFormAttention());
   pm.addPass(gpuc::createGpucEvalFunction());
   addTrainingPasses(pm, lossOutput);
-  pm.addPass(gpuc::createGpucDecompose());
+  // Validated by attentionLowering before any pipeline is built.
+  pm.addPass(gpuc::createGpucDecompose(
+      gpuc::GpucDecomposeOptions{*attentionLowering("gpuc")}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }

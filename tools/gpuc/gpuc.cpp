@@ -85,6 +85,7 @@ int runImport(int argc, char **argv) {
       return 1;
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
+    pm.addPass(gpuc::createGpucFormAttention());
     if (train)
       addTrainingPasses(pm, lossTarget);
     if (failed(pm.run(*module)))

@@ -171,6 +171,22 @@ def GpucEvalFunction : Pass<"gpuc-eval-function", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucFormAttention : Pass<"gpuc-form-attention", "::mlir::ModuleOp"> {
+  let summary = "recognise scaled dot-product attention as gpuc.attention";
+  let description = [{
+    Finds `softmax(mask(scale * Q K^T)) V` as exporters write it: the scale
+    a multiplication or division of the scores (or of Q and K, as PyTorch
+    exports scaled_dot_product_attention), the mask a `select` with a
+    constant fill (masked_fill, `where`) or the addition of a constant of
+    zeros and -inf (a triu/tril mask built at export), with or without
+    dropout on the weights, over rank-4 `[B, H, T, D]` or rank-3
+    `[B*H, T, D]` operands. The chain becomes one `gpuc.attention` with its
+    own gradient, so that gpuc-decompose can choose how it runs. Other
+    readers of the weights or the scores keep their own ops.
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Towards kernels
 //===----------------------------------------------------------------------===//
@@ -182,8 +198,15 @@ def GpucDecompose : Pass<"gpuc-decompose", "::mlir::ModuleOp"> {
     nll_loss and mse_loss become reductions and elementwise core ops (max
     subtracted before exp; population variance as the composites define it),
     which is what fusion and codegen understand. gelu and dropout stay: they
-    are elementwise, and codegen computes them directly.
+    are elementwise, and codegen computes them directly. `attention` picks
+    how gpuc.attention and its gradient run: `gemm` (batched GEMMs around
+    row kernels; the gradient recomputes the weights from Q K^T) or `flash`
+    (they stay, each a fused kernel of its own that keeps no weight).
   }];
+  let options = [
+    Option<"attention", "attention", "std::string", "\"gemm\"",
+           "how attention runs: gemm or flash">
+  ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 

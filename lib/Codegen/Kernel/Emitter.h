@@ -132,6 +132,9 @@ private:
                               EmittedKernel &kernel, int64_t &cpuGrid);
   /// A row_groups: the one-block counting sort of the device header.
   FailureOr<EmittedKernel> emitRowGroups(RowGroupsOp groups, StringRef name);
+  /// An attention or its gradient: the fused kernels of the device header
+  /// (AttentionKernel.cpp).
+  FailureOr<EmittedKernel> emitAttention(Operation *op, StringRef name);
   FailureOr<EmittedKernel> assemble(StringRef name, EmittedKernel kernel,
                                     int64_t cpuGrid,
                                     ArrayRef<Operation *> reductions);

@@ -614,6 +614,32 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
+LogicalResult AttentionOp::buildGradients(OpBuilder &builder,
+                                          ArrayRef<Value> resultGrads,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(getNumOperands(), Value());
+  if (resultGrads[1])
+    return emitOpError() << "the loss reads the attention's logsumexp; only "
+                            "its result is differentiable";
+  Value g = resultGrads[0];
+  if (!g || !(wanted[0] || wanted[1] || wanted[2]))
+    return success();
+  // One op for the three gradients: both lowerings recompute the weights
+  // from the scores and the row statistics instead of keeping them.
+  auto grad = AttentionGradOp::create(
+      builder, getLoc(),
+      TypeRange{getQuery().getType(), getKey().getType(),
+                getValue().getType()},
+      getQuery(), getKey(), getValue(), getResult(), getLogsumexp(), g,
+      getMask(), getRngKey(), getScaleAttr(), getFillAttr(),
+      getMaskKeepsAttr(), getDropoutAttr(), getStreamAttr());
+  for (unsigned i = 0; i < 3; ++i)
+    if (wanted[i])
+      operandGrads[i] = grad->getResult(i);
+  return success();
+}
+
 namespace {
 Value normalizationInputGrad(ExprBuilder &B, const Normalized &n, Value dxhat,
                              ArrayRef<int64_t> axes) {

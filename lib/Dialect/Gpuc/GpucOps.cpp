@@ -7,6 +7,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::gpuc;
 
@@ -537,3 +539,86 @@ LogicalResult FusionOp::verify() {
 
 #define GET_OP_CLASSES
 #include "gpuc/Dialect/Gpuc/GpucOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// AttentionOp, AttentionGradOp
+//===----------------------------------------------------------------------===//
+
+/// The checks both attention ops share: operand shapes, the mask's
+/// broadcast, the row statistics, and the attributes.
+static LogicalResult verifyAttention(Operation *op, Value query, Value key,
+                                     Value value, Value result,
+                                     Value logsumexp, Value mask, Value rngKey,
+                                     double scale, double fill,
+                                     double dropout) {
+  ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4)
+    return op->emitOpError()
+           << "query, key and value must be rank 4 [batch, heads, rows, "
+              "width], got "
+           << formatShape(q) << ", " << formatShape(k) << ", "
+           << formatShape(v);
+  Type element = getElementTypeOrSelf(query.getType());
+  if (getElementTypeOrSelf(key.getType()) != element ||
+      getElementTypeOrSelf(value.getType()) != element ||
+      getElementTypeOrSelf(result.getType()) != element)
+    return op->emitOpError()
+           << "query, key, value and result must share one element type";
+  if (k[0] != q[0] || k[1] != q[1] || k[3] != q[3])
+    return op->emitOpError()
+           << "key " << formatShape(k) << " must be [" << q[0] << ", " << q[1]
+           << ", keys, " << q[3] << "] for query " << formatShape(q);
+  if (v[0] != q[0] || v[1] != q[1] || v[2] != k[2])
+    return op->emitOpError() << "value " << formatShape(v) << " must be ["
+                             << q[0] << ", " << q[1] << ", " << k[2]
+                             << ", width] for key " << formatShape(k);
+  SmallVector<int64_t> expected = {q[0], q[1], q[2], v[3]};
+  if (shapeOf(result) != ArrayRef<int64_t>(expected))
+    return op->emitOpError()
+           << "result shape " << formatShape(shapeOf(result))
+           << " is not [batch, heads, query rows, value width] = "
+           << formatShape(expected);
+  if (shapeOf(logsumexp) != q.take_front(3))
+    return op->emitOpError()
+           << "logsumexp shape " << formatShape(shapeOf(logsumexp))
+           << " is not [batch, heads, query rows] = "
+           << formatShape(q.take_front(3));
+  if (mask) {
+    ArrayRef<int64_t> m = shapeOf(mask);
+    SmallVector<int64_t> scores = {q[0], q[1], q[2], k[2]};
+    bool broadcasts = m.size() == 4;
+    for (size_t d = 0; broadcasts && d < 4; ++d)
+      broadcasts = m[d] == 1 || m[d] == scores[d];
+    if (!broadcasts)
+      return op->emitOpError()
+             << "mask " << formatShape(m) << " does not broadcast to the "
+             << "scores " << formatShape(scores)
+             << " (rank 4, each dimension 1 or the scores')";
+  }
+  if (!std::isfinite(scale))
+    return op->emitOpError() << "scale must be finite";
+  if (std::isnan(fill) || fill == INFINITY)
+    return op->emitOpError() << "fill must be finite or -inf";
+  if (!(dropout >= 0.0 && dropout < 1.0))
+    return op->emitOpError() << "dropout " << dropout << " is outside [0, 1)";
+  if ((dropout > 0.0) != (bool)rngKey)
+    return op->emitOpError()
+           << "dropout needs an rng key, and an rng key needs dropout > 0";
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQuery(), getKey(), getValue(), getResult(),
+                         getLogsumexp(), getMask(), getRngKey(),
+                         getScale().convertToDouble(),
+                         getFill().convertToDouble(),
+                         getDropout().convertToDouble());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  return verifyAttention(*this, getQuery(), getKey(), getValue(), getResult(),
+                         getLogsumexp(), getMask(), getRngKey(),
+                         getScale().convertToDouble(),
+                         getFill().convertToDouble(),
+                         getDropout().convertToDouble());
+}

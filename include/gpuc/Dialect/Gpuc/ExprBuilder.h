@@ -54,7 +54,10 @@ public:
   }
   /// `g` where `c` holds, zero elsewhere.
   Value where(Value c, Value g) { return select(c, g, splat(g, 0.0)); }
+  /// `x` converted to `elementType` (itself when it has that type).
   Value castTo(Value x, Type elementType) {
+    if (typeOf(x).getElementType() == elementType)
+      return x;
     return CastOp::create(b, loc,
                           RankedTensorType::get(shapeOf(x), elementType), x);
   }

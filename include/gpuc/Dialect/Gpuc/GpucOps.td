@@ -775,6 +775,85 @@ def Gpuc_DropoutOp : Gpuc_Op<"dropout", [DeclareOpInterfaceMethods<Gpuc_Gradient
   let hasVerifier = 1;
 }
 
+def Gpuc_AttentionOp : Gpuc_Op<"attention", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure,
+    AttrSizedOperandSegments]> {
+  let summary = "scaled dot-product attention, with its row statistics";
+  let description = [{
+    `query` is `B x H x Tq x D`, `key` is `B x H x Tk x D`, `value` is
+    `B x H x Tk x Dv`. Each query row attends to the keys: the scores are
+    `scale * q . k`; where the optional `mask` (i1, each dimension 1 or
+    `[B, H, Tq, Tk]`'s, read as broadcast) is true a score becomes `fill`
+    (or, with `mask_keeps`, where it is false); the weights are the
+    softmax of the row; with `dropout` > 0 they are dropped as
+    `gpuc.dropout` of the `[B, H, Tq, Tk]` weights with `rng_key` and
+    `stream` would drop them; the result is their sum of value rows.
+    `logsumexp` (`B x H x Tq`, f32) is the log of each row's softmax
+    normalizer, from which the gradient recomputes the weights.
+
+    Two lowerings (gpuc-decompose's `attention` option): batched GEMMs
+    around one row kernel, or a fused kernel that never stores the weights.
+
+    ```mlir
+    %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x64x64xi1>
+        scale = 1.250000e-01 fill = 0xFFF0000000000000
+        : tensor<4x12x64x64xf32>, tensor<4x12x64x64xf32>, tensor<4x12x64x64xf32>
+          -> tensor<4x12x64x64xf32>, tensor<4x12x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$query, Gpuc_FloatTensor:$key,
+                       Gpuc_FloatTensor:$value, Optional<Gpuc_BoolTensor>:$mask,
+                       Optional<Gpuc_RngKey>:$rng_key, F64Attr:$scale,
+                       F64Attr:$fill, UnitAttr:$mask_keeps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Gpuc_FloatTensor:$result, F32Tensor:$logsumexp);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^ `:` type($mask))?
+    (`key` $rng_key^)? `scale` `=` $scale `fill` `=` $fill attr-dict `:`
+    type($query) `,` type($key) `,` type($value) `->` type($result) `,`
+    type($logsumexp)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_AttentionGradOp : Gpuc_Op<"attention_grad", [Pure,
+    AttrSizedOperandSegments, AllTypesMatch<["query", "query_grad"]>,
+    AllTypesMatch<["key", "key_grad"]>, AllTypesMatch<["value", "value_grad"]>,
+    AllTypesMatch<["result", "result_grad"]>]> {
+  let summary = "the gradients of gpuc.attention's query, key and value";
+  let description = [{
+    From the attention's operands, its `result` and `logsumexp`, and the
+    gradient of its result: the weights are recomputed from the scores and
+    `logsumexp` (never stored), and each gradient sums in a fixed order.
+    The attributes are the attention's.
+
+    ```mlir
+    %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do
+        scale = 1.250000e-01 fill = 0xFFF0000000000000
+        : tensor<4x12x64x64xf32>, tensor<4x12x64x64xf32>,
+          tensor<4x12x64x64xf32>, tensor<4x12x64x64xf32>, tensor<4x12x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$query, Gpuc_FloatTensor:$key,
+                       Gpuc_FloatTensor:$value, Gpuc_FloatTensor:$result,
+                       F32Tensor:$logsumexp, Gpuc_FloatTensor:$result_grad,
+                       Optional<Gpuc_BoolTensor>:$mask,
+                       Optional<Gpuc_RngKey>:$rng_key, F64Attr:$scale,
+                       F64Attr:$fill, UnitAttr:$mask_keeps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Gpuc_FloatTensor:$query_grad,
+                      Gpuc_FloatTensor:$key_grad,
+                      Gpuc_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $result `,` $logsumexp `,` $result_grad
+    (`mask` $mask^ `:` type($mask))? (`key` $rng_key^)? `scale` `=` $scale
+    `fill` `=` $fill attr-dict `:` type($query) `,` type($key) `,`
+    type($value) `,` type($result) `,` type($logsumexp)
+  }];
+  let hasVerifier = 1;
+}
+
 def Gpuc_LayerNormOp : Gpuc_Op<"layer_norm", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>]> {
   let summary = "layer normalization over the trailing axes";

@@ -141,6 +141,7 @@ __device__ __forceinline__ double selectFloat(bool c, double a, double b) {
 
 } // namespace gpuc
 
+#include "gpuc/runtime/device/Attention.h"
 #include "gpuc/runtime/device/GroupRows.h"
 
 #endif // GPUC_RUNTIME_DEVICE_KERNEL_H

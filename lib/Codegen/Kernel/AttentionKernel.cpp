@@ -1,0 +1,165 @@
+//===- AttentionKernel.cpp - the fused attention kernels ------------------===//
+//
+// A gpuc.attention (or gpuc.attention_grad) left by the flash lowering is a
+// kernel of its own: its body fills a gpuc::AttentionGeometry with the
+// op's shapes, layout and score rules and calls the device header's
+// functions (runtime/include/gpuc/runtime/device/Attention.h), which hold
+// the algorithm for both targets.
+//
+//===----------------------------------------------------------------------===//
+#include "Emitter.h"
+
+namespace mlir::gpuc::kernel_emitter {
+
+namespace {
+/// The widest row the fused kernels keep in registers: a thread holds a
+/// query row, its gradient or a key row, and the value width's sums.
+constexpr int64_t kMaxAttentionWidth = 256;
+
+/// The strides of a contiguous [B, H, T, D] operand as the geometry names
+/// them (batch, head, row).
+std::string rowStrides(StringRef field, Value v) {
+  ArrayRef<int64_t> s = shapeOf(v);
+  return llvm::formatv("g.{0}[0] = {1}LL; g.{0}[1] = {2}LL; g.{0}[2] = {3}LL;",
+                       field, s[1] * s[2] * s[3], s[2] * s[3], s[3])
+      .str();
+}
+} // namespace
+
+FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op,
+                                                StringRef name) {
+  Block &block = fusion.getBodyBlock();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (block.getOperations().size() != 2 ||
+      !llvm::equal(yield.getValues(), op->getResults()))
+    return fusion.emitOpError()
+           << "holds " << op->getName()
+           << " with other work; it must be a kernel of its own";
+  if (llvm::any_of(inPlace, [](int64_t k) { return k >= 0; }))
+    return fusion.emitOpError()
+           << op->getName() << " cannot write over its operands";
+  // Every operand is read from the kernel's inputs.
+  auto input = [&](Value v) -> FailureOr<std::string> {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg)
+      return fusion.emitOpError()
+             << "computes an operand of " << op->getName()
+             << " inside its kernel; the fused kernel reads stored operands";
+    return "in" + std::to_string(arg.getArgNumber());
+  };
+  auto attention = dyn_cast<AttentionOp>(op);
+  auto grad = dyn_cast<AttentionGradOp>(op);
+  auto common = [&](auto o) -> LogicalResult {
+    ArrayRef<int64_t> q = shapeOf(o.getQuery()), k = shapeOf(o.getKey()),
+                      v = shapeOf(o.getValue());
+    if (q[3] > kMaxAttentionWidth || v[3] > kMaxAttentionWidth)
+      return fusion.emitOpError()
+             << "the fused attention kernel keeps rows of at most "
+             << kMaxAttentionWidth << " elements in registers; this one has "
+             << q[3] << " and " << v[3]
+             << " (compile with --attention gemm)";
+    line("gpuc::AttentionGeometry g;");
+    line(llvm::formatv("g.heads = {0}; g.queries = {1}; g.keys = {2};", q[1],
+                       q[2], k[2]));
+    line(rowStrides("q", o.getQuery()));
+    line(rowStrides("k", o.getKey()));
+    line(rowStrides("v", o.getValue()));
+    line(rowStrides("out", o.getResult()));
+    Type f32 = Float32Type::get(op->getContext());
+    line(llvm::formatv("g.scale = {0}; g.fill = {1};",
+                       literal(o.getScale().convertToDouble(), f32),
+                       literal(o.getFill().convertToDouble(), f32)));
+    if (Value mask = o.getMask()) {
+      FailureOr<std::string> in = input(mask);
+      if (failed(in))
+        return failure();
+      ArrayRef<int64_t> m = shapeOf(mask);
+      SmallVector<int64_t> strides = stridesOf(m);
+      for (int d = 0; d < 4; ++d)
+        if (m[d] == 1)
+          strides[d] = 0;
+      line(llvm::formatv("g.mask = {0}; g.maskKeeps = {1};", *in,
+                         o.getMaskKeeps() ? "true" : "false"));
+      line(llvm::formatv("g.maskStrides[0] = {0}LL; g.maskStrides[1] = {1}LL; "
+                         "g.maskStrides[2] = {2}LL; g.maskStrides[3] = {3}LL;",
+                         strides[0], strides[1], strides[2], strides[3]));
+    } else {
+      line("g.mask = nullptr; g.maskKeeps = false;");
+    }
+    double ratio = o.getDropout().convertToDouble();
+    if (Value key = o.getRngKey()) {
+      FailureOr<std::string> in = input(key);
+      if (failed(in))
+        return failure();
+      line(llvm::formatv("g.dropout = {0}; g.keepScale = {1};",
+                         literal(ratio, f32), literal(1.0 / (1.0 - ratio), f32)));
+      line(llvm::formatv("g.seed = (unsigned long long){0}[0]; g.step = "
+                         "(unsigned long long){0}[1]; g.stream = {1}ULL;",
+                         *in, o.getStream()));
+    } else {
+      line("g.dropout = 0.0f; g.keepScale = 1.0f; g.seed = 0; g.step = 0; "
+           "g.stream = 0;");
+    }
+    return success();
+  };
+  auto inputs = [&](ArrayRef<Value> values) -> FailureOr<std::string> {
+    std::string list;
+    for (Value v : values) {
+      FailureOr<std::string> in = input(v);
+      if (failed(in))
+        return failure();
+      list += *in + ", ";
+    }
+    return list;
+  };
+
+  EmittedKernel kernel;
+  kernel.name = name.str();
+  if (attention) {
+    if (failed(common(attention)))
+      return failure();
+    FailureOr<std::string> ins = inputs(
+        {attention.getQuery(), attention.getKey(), attention.getValue()});
+    if (failed(ins))
+      return failure();
+    ArrayRef<int64_t> q = shapeOf(attention.getQuery()),
+                      v = shapeOf(attention.getValue());
+    kernel.grid = q[0] * q[1] *
+                  ((std::max(q[2], shapeOf(attention.getKey())[2]) +
+                    kBlockThreads - 1) /
+                   kBlockThreads);
+    line(llvm::formatv("gpuc::attentionForward<{0}, {1}>({2}g, out0, out1);",
+                       q[3], v[3], *ins));
+    return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
+  }
+  if (failed(common(grad)))
+    return failure();
+  FailureOr<std::string> ins =
+      inputs({grad.getQuery(), grad.getKey(), grad.getValue()});
+  FailureOr<std::string> out = input(grad.getResult());
+  FailureOr<std::string> lse = input(grad.getLogsumexp());
+  FailureOr<std::string> dOut = input(grad.getResultGrad());
+  if (failed(ins) || failed(out) || failed(lse) || failed(dOut))
+    return failure();
+  ArrayRef<int64_t> q = shapeOf(grad.getQuery()), v = shapeOf(grad.getValue());
+  kernel.grid =
+      q[0] * q[1] *
+      ((std::max(q[2], shapeOf(grad.getKey())[2]) + kBlockThreads - 1) /
+       kBlockThreads);
+  // Phase 0 leaves each query row's dot(dO, O) in the workspace for
+  // phase 1.
+  kernel.launches = 2;
+  kernel.workspaceBytes = q[0] * q[1] * q[2] * (int64_t)sizeof(float);
+  line("float *rowDots = (float *)workspace;");
+  line("if (phase == 0)");
+  line(llvm::formatv("  gpuc::attentionBackwardQueries<{0}, {1}>({2}{3}, {4}, "
+                     "{5}, g, out0, rowDots);",
+                     q[3], v[3], *ins, *out, *lse, *dOut));
+  line("else");
+  line(llvm::formatv("  gpuc::attentionBackwardKeys<{0}, {1}>({2}{3}, {4}, g, "
+                     "rowDots, out1, out2);",
+                     q[3], v[3], *ins, *lse, *dOut));
+  return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
+}
+
+} // namespace mlir::gpuc::kernel_emitter

@@ -1,0 +1,471 @@
+//===- Attention.h - the fused attention kernels --------------------------===//
+//
+// gpuc.attention and gpuc.attention_grad as fused kernels that never store
+// a score or a weight: each query row runs an online softmax over tiles of
+// kAttentionKeyTile keys (the row's running maximum and normalizer rescale
+// what it has summed so far), so a row needs O(width) state, not O(keys).
+// Backward recomputes the weights from the scores and the forward's
+// logsumexp, in two launches that own what they write: phase 0 a query row
+// each (dQ, and the row's dot(dO, O) into the workspace), phase 1 a key row
+// each (dK, dV). No atomics: each gradient sums in a fixed order, and a
+// replay gives the same bits.
+//
+// A block owns kAttentionRows rows of one (batch, head). On the GPU each
+// thread owns one row and the block stages the tile it streams (keys and
+// values, or queries and their gradients) in shared memory; on the CPU the
+// block's one thread takes its rows in turn and reads the tiles where they
+// are. The arithmetic of a row is the same code on both. Excluded scores
+// skip their dot products, so a causal mask halves the work. Included by
+// Kernel.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_RUNTIME_DEVICE_ATTENTION_H
+#define GPUC_RUNTIME_DEVICE_ATTENTION_H
+
+namespace gpuc {
+
+constexpr int kAttentionRows = kBlockThreads;
+constexpr int kAttentionKeyTile = 32;
+
+/// An attention's shape, layout and score rules, filled by the kernel.
+struct AttentionGeometry {
+  int32_t heads, queries, keys;
+  /// Element (b, h, t, d) of an operand is at b * [0] + h * [1] + t * [2]
+  /// + d; the result and its gradient share out's, each operand's
+  /// gradient the operand's.
+  int64_t q[3], k[3], v[3], out[3];
+  float scale;
+  /// The score of an excluded pair (-inf: no weight).
+  float fill;
+  /// i1 [B, H, Tq, Tk] read with these strides (0 where it broadcasts), or
+  /// null; true excludes unless maskKeeps.
+  const bool *mask;
+  int64_t maskStrides[4];
+  bool maskKeeps;
+  /// Dropout of the weights, as gpuc.dropout of [B, H, Tq, Tk] (ratio 0:
+  /// none); keepScale is 1 / (1 - ratio).
+  float dropout, keepScale;
+  unsigned long long seed, step, stream;
+};
+
+__device__ __forceinline__ bool attentionExcluded(const AttentionGeometry &g,
+                                                  int64_t b, int64_t h,
+                                                  int64_t i, int64_t j) {
+  if (!g.mask)
+    return false;
+  bool set = g.mask[b * g.maskStrides[0] + h * g.maskStrides[1] +
+                    i * g.maskStrides[2] + j * g.maskStrides[3]];
+  return set != g.maskKeeps;
+}
+
+/// Weight (bh, i, j)'s dropout factor: 0, or 1 / (1 - ratio).
+__device__ __forceinline__ float attentionKeep(const AttentionGeometry &g,
+                                               int64_t bh, int64_t i,
+                                               int64_t j) {
+  if (g.dropout <= 0.0f)
+    return 1.0f;
+  unsigned long long index =
+      ((unsigned long long)bh * (unsigned long long)g.queries +
+       (unsigned long long)i) *
+          (unsigned long long)g.keys +
+      (unsigned long long)j;
+  return dropoutKeeps(g.seed, g.step, g.stream, index, g.dropout) ? g.keepScale
+                                                                 : 0.0f;
+}
+
+/// One query row against keys [first, first + count): their scores, then
+/// the running maximum, normalizer and weighted sum of values rescaled and
+/// extended. `kRows`/`vRows` hold those keys' rows (`stride` apart).
+template <int D, int DV, typename K>
+__device__ __forceinline__ void
+attentionRowTile(const AttentionGeometry &g, int64_t b, int64_t h, int64_t bh,
+                 int64_t i, const float *qRow, const K *kRows,
+                 int64_t kStride, const K *vRows, int64_t vStride,
+                 int64_t first, int count, float &max, float &sum,
+                 float *acc) {
+  float s[kAttentionKeyTile];
+  float tileMax = -INFINITY;
+  for (int t = 0; t < count; ++t) {
+    float x = g.fill;
+    if (!attentionExcluded(g, b, h, i, first + t)) {
+      float dot = 0.0f;
+      for (int d = 0; d < D; ++d)
+        dot += qRow[d] * (float)kRows[t * kStride + d];
+      x = g.scale * dot;
+    }
+    s[t] = x;
+    tileMax = x > tileMax ? x : tileMax;
+  }
+  float newMax = tileMax > max ? tileMax : max;
+  if (newMax == -INFINITY)
+    return;
+  float correction = expf(max - newMax);
+  sum *= correction;
+  for (int d = 0; d < DV; ++d)
+    acc[d] *= correction;
+  for (int t = 0; t < count; ++t) {
+    float p = expf(s[t] - newMax);
+    sum += p;
+    float w = p * attentionKeep(g, bh, i, first + t);
+    if (w != 0.0f)
+      for (int d = 0; d < DV; ++d)
+        acc[d] += w * (float)vRows[t * vStride + d];
+  }
+  max = newMax;
+}
+
+/// Query row i's gradient contributions from keys [first, first + count):
+/// dq += ds k for each, ds = p (keep dot(dO, v) - rowDot).
+template <int D, int DV, typename K>
+__device__ __forceinline__ void
+attentionQueryGradTile(const AttentionGeometry &g, int64_t b, int64_t h,
+                       int64_t bh, int64_t i, const float *qRow,
+                       const float *dORow, float lse, float rowDot,
+                       const K *kRows, int64_t kStride, const K *vRows,
+                       int64_t vStride, int64_t first, int count, float *dq) {
+  for (int t = 0; t < count; ++t) {
+    if (attentionExcluded(g, b, h, i, first + t))
+      continue;
+    float dot = 0.0f, dWeight = 0.0f;
+    for (int d = 0; d < D; ++d)
+      dot += qRow[d] * (float)kRows[t * kStride + d];
+    for (int d = 0; d < DV; ++d)
+      dWeight += dORow[d] * (float)vRows[t * vStride + d];
+    float p = expf(g.scale * dot - lse);
+    float ds = p * (dWeight * attentionKeep(g, bh, i, first + t) - rowDot);
+    for (int d = 0; d < D; ++d)
+      dq[d] += ds * (float)kRows[t * kStride + d];
+  }
+}
+
+/// Key row j's gradient contributions from queries [first, first + count):
+/// dv += keep p dO and dk += ds q for each.
+template <int D, int DV, typename Q>
+__device__ __forceinline__ void attentionKeyGradTile(
+    const AttentionGeometry &g, int64_t b, int64_t h, int64_t bh, int64_t j,
+    const float *kRow, const float *vRow, const Q *qRows, int64_t qStride,
+    const Q *dORows, int64_t dOStride, const float *lse, const float *rowDot,
+    int64_t first, int count, float *dk, float *dv) {
+  for (int t = 0; t < count; ++t) {
+    int64_t i = first + t;
+    bool excluded = attentionExcluded(g, b, h, i, j);
+    if (excluded && g.fill == -INFINITY)
+      continue;
+    float score = g.fill;
+    if (!excluded) {
+      float dot = 0.0f;
+      for (int d = 0; d < D; ++d)
+        dot += (float)qRows[t * qStride + d] * kRow[d];
+      score = g.scale * dot;
+    }
+    float p = expf(score - lse[t]);
+    float keep = attentionKeep(g, bh, i, j);
+    float w = p * keep;
+    float dWeight = 0.0f;
+    for (int d = 0; d < DV; ++d) {
+      float dO = (float)dORows[t * dOStride + d];
+      dv[d] += w * dO;
+      dWeight += dO * vRow[d];
+    }
+    if (excluded)
+      continue;
+    float ds = p * (dWeight * keep - rowDot[t]);
+    for (int d = 0; d < D; ++d)
+      dk[d] += ds * (float)qRows[t * qStride + d];
+  }
+}
+
+/// The block's (batch, head) and first row, for rows of `rows`; false for
+/// a block past them (a launch sized for the longer of queries and keys).
+__device__ __forceinline__ bool attentionBlock(const AttentionGeometry &g,
+                                               int64_t rows, int64_t &b,
+                                               int64_t &h, int64_t &bh,
+                                               int64_t &first) {
+  int64_t longer = g.queries > g.keys ? g.queries : g.keys;
+  int64_t blocksPerHead = (longer + kAttentionRows - 1) / kAttentionRows;
+  bh = blockIdx.x / blocksPerHead;
+  first = (blockIdx.x % blocksPerHead) * kAttentionRows;
+  b = bh / g.heads;
+  h = bh % g.heads;
+  return first < rows;
+}
+
+/// The launch's blocks: every (batch, head) times the longer side's row
+/// blocks.
+__host__ __device__ inline int64_t attentionGrid(int64_t batchHeads,
+                                                 int64_t queries,
+                                                 int64_t keys) {
+  int64_t longer = queries > keys ? queries : keys;
+  return batchHeads * ((longer + kAttentionRows - 1) / kAttentionRows);
+}
+
+#ifdef GPUC_CPU
+
+template <int D, int DV, typename T>
+__device__ void attentionForward(const T *q, const T *k, const T *v,
+                                 const AttentionGeometry &g, T *out,
+                                 float *lse) {
+  int64_t b, h, bh, first;
+  if (!attentionBlock(g, g.queries, b, h, bh, first))
+    return;
+  const T *kBase = k + b * g.k[0] + h * g.k[1];
+  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  for (int64_t i = first; i < first + kAttentionRows && i < g.queries; ++i) {
+    float qRow[D], acc[DV];
+    const T *qi = q + b * g.q[0] + h * g.q[1] + i * g.q[2];
+    for (int d = 0; d < D; ++d)
+      qRow[d] = (float)qi[d];
+    for (int d = 0; d < DV; ++d)
+      acc[d] = 0.0f;
+    float max = -INFINITY, sum = 0.0f;
+    for (int64_t j = 0; j < g.keys; j += kAttentionKeyTile) {
+      int count = g.keys - j < kAttentionKeyTile ? (int)(g.keys - j)
+                                                 : kAttentionKeyTile;
+      attentionRowTile<D, DV>(g, b, h, bh, i, qRow, kBase + j * g.k[2],
+                              g.k[2], vBase + j * g.v[2], g.v[2], j, count,
+                              max, sum, acc);
+    }
+    T *o = out + b * g.out[0] + h * g.out[1] + i * g.out[2];
+    for (int d = 0; d < DV; ++d)
+      o[d] = acc[d] / sum;
+    lse[bh * g.queries + i] = max + logf(sum);
+  }
+}
+
+template <int D, int DV, typename T>
+__device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
+                                         const T *out, const float *lse,
+                                         const T *dOut,
+                                         const AttentionGeometry &g, T *dq,
+                                         float *rowDots) {
+  int64_t b, h, bh, first;
+  if (!attentionBlock(g, g.queries, b, h, bh, first))
+    return;
+  const T *kBase = k + b * g.k[0] + h * g.k[1];
+  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  for (int64_t i = first; i < first + kAttentionRows && i < g.queries; ++i) {
+    float qRow[D], dORow[DV], grad[D];
+    int64_t oAt = b * g.out[0] + h * g.out[1] + i * g.out[2];
+    const T *qi = q + b * g.q[0] + h * g.q[1] + i * g.q[2];
+    for (int d = 0; d < D; ++d) {
+      qRow[d] = (float)qi[d];
+      grad[d] = 0.0f;
+    }
+    float rowDot = 0.0f;
+    for (int d = 0; d < DV; ++d) {
+      dORow[d] = (float)dOut[oAt + d];
+      rowDot += dORow[d] * (float)out[oAt + d];
+    }
+    rowDots[bh * g.queries + i] = rowDot;
+    float rowLse = lse[bh * g.queries + i];
+    for (int64_t j = 0; j < g.keys; j += kAttentionKeyTile) {
+      int count = g.keys - j < kAttentionKeyTile ? (int)(g.keys - j)
+                                                 : kAttentionKeyTile;
+      attentionQueryGradTile<D, DV>(g, b, h, bh, i, qRow, dORow, rowLse,
+                                    rowDot, kBase + j * g.k[2], g.k[2],
+                                    vBase + j * g.v[2], g.v[2], j, count,
+                                    grad);
+    }
+    T *dqi = dq + b * g.q[0] + h * g.q[1] + i * g.q[2];
+    for (int d = 0; d < D; ++d)
+      dqi[d] = g.scale * grad[d];
+  }
+}
+
+template <int D, int DV, typename T>
+__device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
+                                      const float *lse, const T *dOut,
+                                      const AttentionGeometry &g,
+                                      const float *rowDots, T *dk, T *dv) {
+  int64_t b, h, bh, first;
+  if (!attentionBlock(g, g.keys, b, h, bh, first))
+    return;
+  const T *qBase = q + b * g.q[0] + h * g.q[1];
+  const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
+  for (int64_t j = first; j < first + kAttentionRows && j < g.keys; ++j) {
+    float kRow[D], vRow[DV], gk[D], gv[DV];
+    const T *kj = k + b * g.k[0] + h * g.k[1] + j * g.k[2];
+    const T *vj = v + b * g.v[0] + h * g.v[1] + j * g.v[2];
+    for (int d = 0; d < D; ++d) {
+      kRow[d] = (float)kj[d];
+      gk[d] = 0.0f;
+    }
+    for (int d = 0; d < DV; ++d) {
+      vRow[d] = (float)vj[d];
+      gv[d] = 0.0f;
+    }
+    for (int64_t i = 0; i < g.queries; i += kAttentionKeyTile) {
+      int count = g.queries - i < kAttentionKeyTile ? (int)(g.queries - i)
+                                                    : kAttentionKeyTile;
+      attentionKeyGradTile<D, DV>(
+          g, b, h, bh, j, kRow, vRow, qBase + i * g.q[2], g.q[2],
+          dOBase + i * g.out[2], g.out[2], lse + bh * g.queries + i,
+          rowDots + bh * g.queries + i, i, count, gk, gv);
+    }
+    T *dkj = dk + b * g.k[0] + h * g.k[1] + j * g.k[2];
+    T *dvj = dv + b * g.v[0] + h * g.v[1] + j * g.v[2];
+    for (int d = 0; d < D; ++d)
+      dkj[d] = g.scale * gk[d];
+    for (int d = 0; d < DV; ++d)
+      dvj[d] = gv[d];
+  }
+}
+
+#else
+
+/// Copies rows [first, first + count) of a [rows, width] operand (rows
+/// `stride` apart) into a tile of floats, the block's threads together.
+template <int Width, typename T>
+__device__ __forceinline__ void attentionStage(float *tile, const T *rows,
+                                               int64_t stride, int count) {
+  for (int e = threadIdx.x; e < count * Width; e += blockDim.x)
+    tile[e] = (float)rows[(e / Width) * stride + e % Width];
+}
+
+template <int D, int DV, typename T>
+__device__ void attentionForward(const T *q, const T *k, const T *v,
+                                 const AttentionGeometry &g, T *out,
+                                 float *lse) {
+  __shared__ float kTile[kAttentionKeyTile * D];
+  __shared__ float vTile[kAttentionKeyTile * DV];
+  int64_t b, h, bh, first;
+  if (!attentionBlock(g, g.queries, b, h, bh, first))
+    return;
+  const int64_t i = first + threadIdx.x;
+  const bool active = i < g.queries;
+  float qRow[D], acc[DV];
+  for (int d = 0; d < D; ++d)
+    qRow[d] = active ? (float)q[b * g.q[0] + h * g.q[1] + i * g.q[2] + d]
+                     : 0.0f;
+  for (int d = 0; d < DV; ++d)
+    acc[d] = 0.0f;
+  float max = -INFINITY, sum = 0.0f;
+  const T *kBase = k + b * g.k[0] + h * g.k[1];
+  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  for (int64_t j = 0; j < g.keys; j += kAttentionKeyTile) {
+    int count = g.keys - j < kAttentionKeyTile ? (int)(g.keys - j)
+                                               : kAttentionKeyTile;
+    __syncthreads();
+    attentionStage<D>(kTile, kBase + j * g.k[2], g.k[2], count);
+    attentionStage<DV>(vTile, vBase + j * g.v[2], g.v[2], count);
+    __syncthreads();
+    if (active)
+      attentionRowTile<D, DV>(g, b, h, bh, i, qRow, kTile, D, vTile, DV, j,
+                              count, max, sum, acc);
+  }
+  if (!active)
+    return;
+  T *o = out + b * g.out[0] + h * g.out[1] + i * g.out[2];
+  for (int d = 0; d < DV; ++d)
+    o[d] = acc[d] / sum;
+  lse[bh * g.queries + i] = max + logf(sum);
+}
+
+template <int D, int DV, typename T>
+__device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
+                                         const T *out, const float *lse,
+                                         const T *dOut,
+                                         const AttentionGeometry &g, T *dq,
+                                         float *rowDots) {
+  __shared__ float kTile[kAttentionKeyTile * D];
+  __shared__ float vTile[kAttentionKeyTile * DV];
+  int64_t b, h, bh, first;
+  if (!attentionBlock(g, g.queries, b, h, bh, first))
+    return;
+  const int64_t i = first + threadIdx.x;
+  const bool active = i < g.queries;
+  float qRow[D], dORow[DV], grad[D];
+  int64_t oAt = b * g.out[0] + h * g.out[1] + i * g.out[2];
+  float rowDot = 0.0f, rowLse = 0.0f;
+  for (int d = 0; d < D; ++d) {
+    qRow[d] = active ? (float)q[b * g.q[0] + h * g.q[1] + i * g.q[2] + d]
+                     : 0.0f;
+    grad[d] = 0.0f;
+  }
+  for (int d = 0; d < DV; ++d) {
+    dORow[d] = active ? (float)dOut[oAt + d] : 0.0f;
+    rowDot += active ? dORow[d] * (float)out[oAt + d] : 0.0f;
+  }
+  if (active) {
+    rowDots[bh * g.queries + i] = rowDot;
+    rowLse = lse[bh * g.queries + i];
+  }
+  const T *kBase = k + b * g.k[0] + h * g.k[1];
+  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  for (int64_t j = 0; j < g.keys; j += kAttentionKeyTile) {
+    int count = g.keys - j < kAttentionKeyTile ? (int)(g.keys - j)
+                                               : kAttentionKeyTile;
+    __syncthreads();
+    attentionStage<D>(kTile, kBase + j * g.k[2], g.k[2], count);
+    attentionStage<DV>(vTile, vBase + j * g.v[2], g.v[2], count);
+    __syncthreads();
+    if (active)
+      attentionQueryGradTile<D, DV>(g, b, h, bh, i, qRow, dORow, rowLse,
+                                    rowDot, kTile, D, vTile, DV, j, count,
+                                    grad);
+  }
+  if (!active)
+    return;
+  T *dqi = dq + b * g.q[0] + h * g.q[1] + i * g.q[2];
+  for (int d = 0; d < D; ++d)
+    dqi[d] = g.scale * grad[d];
+}
+
+template <int D, int DV, typename T>
+__device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
+                                      const float *lse, const T *dOut,
+                                      const AttentionGeometry &g,
+                                      const float *rowDots, T *dk, T *dv) {
+  __shared__ float qTile[kAttentionKeyTile * D];
+  __shared__ float dOTile[kAttentionKeyTile * DV];
+  __shared__ float lseTile[kAttentionKeyTile];
+  __shared__ float dotTile[kAttentionKeyTile];
+  int64_t b, h, bh, first;
+  if (!attentionBlock(g, g.keys, b, h, bh, first))
+    return;
+  const int64_t j = first + threadIdx.x;
+  const bool active = j < g.keys;
+  float kRow[D], vRow[DV], gk[D], gv[DV];
+  for (int d = 0; d < D; ++d) {
+    kRow[d] = active ? (float)k[b * g.k[0] + h * g.k[1] + j * g.k[2] + d]
+                     : 0.0f;
+    gk[d] = 0.0f;
+  }
+  for (int d = 0; d < DV; ++d) {
+    vRow[d] = active ? (float)v[b * g.v[0] + h * g.v[1] + j * g.v[2] + d]
+                     : 0.0f;
+    gv[d] = 0.0f;
+  }
+  const T *qBase = q + b * g.q[0] + h * g.q[1];
+  const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
+  for (int64_t i = 0; i < g.queries; i += kAttentionKeyTile) {
+    int count = g.queries - i < kAttentionKeyTile ? (int)(g.queries - i)
+                                                  : kAttentionKeyTile;
+    __syncthreads();
+    attentionStage<D>(qTile, qBase + i * g.q[2], g.q[2], count);
+    attentionStage<DV>(dOTile, dOBase + i * g.out[2], g.out[2], count);
+    for (int t = threadIdx.x; t < count; t += blockDim.x) {
+      lseTile[t] = lse[bh * g.queries + i + t];
+      dotTile[t] = rowDots[bh * g.queries + i + t];
+    }
+    __syncthreads();
+    if (active)
+      attentionKeyGradTile<D, DV>(g, b, h, bh, j, kRow, vRow, qTile, D,
+                                  dOTile, DV, lseTile, dotTile, i, count, gk,
+                                  gv);
+  }
+  if (!active)
+    return;
+  T *dkj = dk + b * g.k[0] + h * g.k[1] + j * g.k[2];
+  T *dvj = dv + b * g.v[0] + h * g.v[1] + j * g.v[2];
+  for (int d = 0; d < D; ++d)
+    dkj[d] = g.scale * gk[d];
+  for (int d = 0; d < DV; ++d)
+    dvj[d] = gv[d];
+}
+
+#endif
+
+} // namespace gpuc
+
+#endif // GPUC_RUNTIME_DEVICE_ATTENTION_H
