@@ -243,8 +243,68 @@ Value attentionDropout(ExprBuilder &B, OpTy op, Value p) {
                            op.getDropoutAttr(), op.getStream());
 }
 
+/// Whether `grad` is the gradient autodiff built for `forward`: the same
+/// operands and score rules, reading its result and row statistics.
+bool isGradientOf(AttentionGradOp grad, AttentionOp forward) {
+  return grad.getQuery() == forward.getQuery() &&
+         grad.getKey() == forward.getKey() &&
+         grad.getValue() == forward.getValue() &&
+         grad.getMask() == forward.getMask() &&
+         grad.getRngKey() == forward.getRngKey() &&
+         grad.getResult() == forward.getResult() &&
+         grad.getLogsumexp() == forward.getLogsumexp() &&
+         grad.getScaleAttr() == forward.getScaleAttr() &&
+         grad.getFillAttr() == forward.getFillAttr() &&
+         grad.getMaskKeeps() == forward.getMaskKeeps() &&
+         grad.getDropoutAttr() == forward.getDropoutAttr() &&
+         grad.getStream() == forward.getStream();
+}
+
+/// The gradient's GEMMs and elementwise ops, from the weights `p` (before
+/// dropout): dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)),
+/// dQ = dS K, dK = dS^T Q.
+void lowerAttentionGrad(PatternRewriter &rewriter, AttentionGradOp op,
+                        Value p) {
+  ExprBuilder B(rewriter, op.getLoc());
+  Location loc = op.getLoc();
+  Type element = getElementTypeOrSelf(op.getResult().getType());
+  Type f32 = rewriter.getF32Type();
+  ArrayRef<int64_t> shape = TensorBuilder::shapeOf(p);
+  auto scoresType = RankedTensorType::get(shape, element);
+  Value dout = op.getResultGrad();
+  Value dv = MatmulOp::create(rewriter, loc, op.getValue().getType(),
+                              B.castTo(attentionDropout(B, op, p), element),
+                              dout, true, false);
+  Value dweights = attentionDropout(
+      B, op,
+      B.castTo(MatmulOp::create(rewriter, loc, scoresType, dout, op.getValue(),
+                                false, true),
+               f32));
+  // rowsum(P dP) (= rowsum(dO O)): the weights and their gradient are at
+  // hand in this row kernel, where dO O would keep O for backward.
+  Value rowDot = B.sum(B.mul(p, dweights), {3}, true);
+  Value ds = B.mul(p, B.sub(dweights, B.expand(rowDot, shape)));
+  // A finite fill gives excluded scores a weight, but no gradient reaches
+  // them through the select; with -inf their weight is 0 already.
+  if (Value mask = op.getMask();
+      mask && op.getFill().convertToDouble() != -INFINITY) {
+    Value wide = B.expand(mask, shape);
+    ds = op.getMaskKeeps() ? B.where(wide, ds)
+                           : B.select(wide, B.splat(ds, 0.0), ds);
+  }
+  ds = B.castTo(B.scale(ds, op.getScale().convertToDouble()), element);
+  Value dq = MatmulOp::create(rewriter, loc, op.getQuery().getType(), ds,
+                              op.getKey(), false, false);
+  Value dk = MatmulOp::create(rewriter, loc, op.getKey().getType(), ds,
+                              op.getQuery(), true, false);
+  rewriter.replaceOp(op, {dq, dk, dv});
+}
+
 /// The GEMM lowering of attention: Q K^T, one row kernel for the mask, the
-/// softmax and the row statistic, and the GEMM with V.
+/// softmax and the row statistic, and the GEMM with V. Its gradient, when
+/// autodiff built one, is lowered with it and reads the same weights: they
+/// are kept from forward to backward, as the exported chain kept them (the
+/// flash lowering keeps none).
 struct DecomposeAttention : OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(AttentionOp op,
@@ -261,67 +321,49 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
     Value max = B.max(z, {3}, true);
     Value e = B.exp(B.sub(z, B.expand(max, shape)));
     Value sum = B.sum(e, {3}, true);
-    Value weights = attentionDropout(B, op, B.div(e, B.expand(sum, shape)));
+    Value weights = B.div(e, B.expand(sum, shape));
     Value lse = B.reshape(B.loc, B.add(max, B.log(sum)),
                           TensorBuilder::shapeOf(op.getLogsumexp()));
-    Value out = MatmulOp::create(rewriter, op.getLoc(), op.getResult().getType(),
-                                 B.castTo(weights, element), op.getValue(),
-                                 false, false);
+    Value out = MatmulOp::create(
+        rewriter, op.getLoc(), op.getResult().getType(),
+        B.castTo(attentionDropout(B, op, weights), element), op.getValue(),
+        false, false);
+    SmallVector<AttentionGradOp> grads;
+    for (Operation *user : op.getResult().getUsers())
+      if (auto grad = dyn_cast<AttentionGradOp>(user);
+          grad && isGradientOf(grad, op) && !llvm::is_contained(grads, grad))
+        grads.push_back(grad);
     rewriter.replaceOp(op, {out, lse});
+    for (AttentionGradOp grad : grads) {
+      rewriter.setInsertionPoint(grad);
+      lowerAttentionGrad(rewriter, grad, weights);
+    }
     return success();
   }
 };
 
-/// The GEMM lowering of attention's gradient: the weights recomputed from
-/// Q K^T and the row statistic in one elementwise pass (never kept from
-/// forward), dV = P^T dO, dS = P (dO V^T - rowsum(dO O)), dQ = dS K,
-/// dK = dS^T Q.
+/// A gradient whose forward is not beside it (or not a gpuc.attention any
+/// more): the weights recomputed from Q K^T and the row statistic in one
+/// elementwise pass, never kept from forward.
 struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(AttentionGradOp op,
                                 PatternRewriter &rewriter) const override {
+    if (auto forward = op.getResult().getDefiningOp<AttentionOp>();
+        forward && isGradientOf(op, forward))
+      return failure();
     ExprBuilder B(rewriter, op.getLoc());
-    Location loc = op.getLoc();
     Type element = getElementTypeOrSelf(op.getResult().getType());
-    Type f32 = rewriter.getF32Type();
     ArrayRef<int64_t> q = TensorBuilder::shapeOf(op.getQuery()),
                       k = TensorBuilder::shapeOf(op.getKey());
     auto scoresType = RankedTensorType::get({q[0], q[1], q[2], k[2]}, element);
-    Value qk = MatmulOp::create(rewriter, loc, scoresType, op.getQuery(),
-                                op.getKey(), false, true);
+    Value qk = MatmulOp::create(rewriter, op.getLoc(), scoresType,
+                                op.getQuery(), op.getKey(), false, true);
     Value z = attentionScores(B, op, qk);
     ArrayRef<int64_t> shape = TensorBuilder::shapeOf(z);
     Value lse = B.expand(
-        B.reshape(loc, op.getLogsumexp(), {q[0], q[1], q[2], 1}), shape);
-    Value p = B.exp(B.sub(z, lse));
-    Value dout = op.getResultGrad();
-    Value dv =
-        MatmulOp::create(rewriter, loc, op.getValue().getType(),
-                         B.castTo(attentionDropout(B, op, p), element), dout,
-                         true, false);
-    Value dweights = attentionDropout(
-        B, op,
-        B.castTo(MatmulOp::create(rewriter, loc, scoresType, dout,
-                                  op.getValue(), false, true),
-                 f32));
-    Value rowDot = B.sum(B.mul(B.castTo(dout, f32),
-                               B.castTo(op.getResult(), f32)),
-                         {3}, true);
-    Value ds = B.mul(p, B.sub(dweights, B.expand(rowDot, shape)));
-    // A finite fill gives excluded scores a weight, but no gradient reaches
-    // them through the select; with -inf their weight is 0 already.
-    if (Value mask = op.getMask(); mask && op.getFill().convertToDouble() !=
-                                               -INFINITY) {
-      Value wide = B.expand(mask, shape);
-      ds = op.getMaskKeeps() ? B.where(wide, ds)
-                             : B.select(wide, B.splat(ds, 0.0), ds);
-    }
-    ds = B.castTo(B.scale(ds, op.getScale().convertToDouble()), element);
-    Value dq = MatmulOp::create(rewriter, loc, op.getQuery().getType(), ds,
-                                op.getKey(), false, false);
-    Value dk = MatmulOp::create(rewriter, loc, op.getKey().getType(), ds,
-                                op.getQuery(), true, false);
-    rewriter.replaceOp(op, {dq, dk, dv});
+        B.reshape(B.loc, op.getLogsumexp(), {q[0], q[1], q[2], 1}), shape);
+    lowerAttentionGrad(rewriter, op, B.exp(B.sub(z, lse)));
     return success();
   }
 };

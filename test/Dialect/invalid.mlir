@@ -406,3 +406,99 @@ func.func @fusion_no_result(%x: tensor<4xf32>) {
   }
   return
 }
+
+// -----
+
+func.func @attention_rank(%q: tensor<3x5x4xf32>) {
+  // expected-error @+1 {{query, key and value must be rank 4 [batch, heads, rows, width], got 3x5x4, 3x5x4, 3x5x4}}
+  %o, %l = gpuc.attention %q, %q, %q scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<3x5x4xf32>, tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>, tensor<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_key_width(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x8xf32>, %v: tensor<2x3x7x6xf32>) {
+  // expected-error @+1 {{key 2x3x7x8 must be [2, 3, keys, 4] for query 2x3x5x4}}
+  %o, %l = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x6xf32> -> tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_value_rows(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: tensor<2x3x6x6xf32>) {
+  // expected-error @+1 {{value 2x3x6x6 must be [2, 3, 7, width] for key 2x3x7x4}}
+  %o, %l = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x6x6xf32> -> tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_result(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: tensor<2x3x7x6xf32>) {
+  // expected-error @+1 {{result shape 2x3x5x4 is not [batch, heads, query rows, value width] = 2x3x5x6}}
+  %o, %l = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32> -> tensor<2x3x5x4xf32>, tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_logsumexp(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: tensor<2x3x7x6xf32>) {
+  // expected-error @+1 {{logsumexp shape 2x3x7 is not [batch, heads, query rows] = 2x3x5}}
+  %o, %l = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32> -> tensor<2x3x5x6xf32>, tensor<2x3x7xf32>
+  return
+}
+
+// -----
+
+func.func @attention_mask(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: tensor<2x3x7x6xf32>, %m: tensor<1x3x7x5xi1>) {
+  // expected-error @+1 {{mask 1x3x7x5 does not broadcast to the scores 2x3x5x7 (rank 4, each dimension 1 or the scores')}}
+  %o, %l = gpuc.attention %q, %k, %v mask %m : tensor<1x3x7x5xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32> -> tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_fill(%q: tensor<2x3x5x4xf32>) {
+  // expected-error @+1 {{fill must be finite or -inf}}
+  %o, %l = gpuc.attention %q, %q, %q scale = 5.000000e-01 fill = 0x7FF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>, tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_scale(%q: tensor<2x3x5x4xf32>) {
+  // expected-error @+1 {{scale must be finite}}
+  %o, %l = gpuc.attention %q, %q, %q scale = 0x7FF8000000000000 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>, tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_dropout_key(%q: tensor<2x3x5x4xf32>) {
+  // expected-error @+1 {{dropout needs an rng key, and an rng key needs dropout > 0}}
+  %o, %l = gpuc.attention %q, %q, %q scale = 5.000000e-01 fill = 0xFFF0000000000000 {dropout = 1.000000e-01 : f64} : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>, tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_dropout_ratio(%q: tensor<2x3x5x4xf32>, %key: tensor<2xi64>) {
+  // expected-error @+1 {{dropout 1.000000e+00 is outside [0, 1)}}
+  %o, %l = gpuc.attention %q, %q, %q key %key scale = 5.000000e-01 fill = 0xFFF0000000000000 {dropout = 1.000000e+00 : f64} : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>, tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_element_types(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x5x4xbf16>) {
+  // expected-error @+1 {{query, key, value and result must share one element type}}
+  %o, %l = gpuc.attention %q, %k, %q scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x5x4xbf16>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>, tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_result(%q: tensor<2x3x5x4xf32>, %o: tensor<2x3x5x6xf32>, %l: tensor<2x3x5xf32>) {
+  // expected-error @+1 {{result shape 2x3x5x6 is not [batch, heads, query rows, value width] = 2x3x5x4}}
+  %dq, %dk, %dv = gpuc.attention_grad %q, %q, %q, %o, %l, %o scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
+  return
+}

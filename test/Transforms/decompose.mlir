@@ -1,4 +1,7 @@
 // RUN: gpuc-opt %s --gpuc-decompose -split-input-file | FileCheck %s
+// RUN: gpuc-opt %s --gpuc-decompose=attention=flash -split-input-file | FileCheck %s --check-prefix=FLASH
+// RUN: not gpuc-opt %s --gpuc-decompose=attention=dense -split-input-file 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: unknown attention lowering 'dense'; the lowerings are gemm and flash
 
 // Composite ops become reductions and elementwise core ops.
 
@@ -113,4 +116,72 @@ func.func @scatter_add(%u: tensor<2x3x4xf32>, %ids: tensor<2x3xi64>) -> tensor<5
 func.func @scatter_add_axis1(%u: tensor<2x4xf32>, %ids: tensor<4xi64>) -> tensor<2x3xf32> {
   %g = gpuc.scatter_add %u, %ids axis = 1 : (tensor<2x4xf32>, tensor<4xi64>) -> tensor<2x3xf32>
   return %g : tensor<2x3xf32>
+}
+
+// -----
+
+// The GEMM lowering: Q K^T, one row kernel's worth of ops (scale, mask,
+// maximum, normalizer, the weights and their logsumexp), then the weights
+// times V.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[S:.+]] = gpuc.matmul %arg0, %arg1 transpose_rhs
+// CHECK: %[[Z:.+]] = gpuc.mul %[[S]]
+// CHECK: %[[WIDE:.+]] = gpuc.broadcast %arg3 : tensor<1x1x6x6xi1> -> tensor<2x3x6x6xi1>
+// CHECK: %[[M:.+]] = gpuc.select %[[WIDE]], %{{.+}}, %[[Z]]
+// CHECK: %[[MAX:.+]] = gpuc.reduce_max %[[M]] axes = [3] keep_dims
+// CHECK: %[[E:.+]] = gpuc.exp
+// CHECK: %[[SUM:.+]] = gpuc.reduce_sum %[[E]] axes = [3] keep_dims
+// CHECK: %[[P:.+]] = gpuc.div %[[E]]
+// CHECK: %[[LOG:.+]] = gpuc.log %[[SUM]]
+// CHECK: %[[LSE:.+]] = gpuc.add %[[MAX]], %[[LOG]]
+// CHECK: gpuc.reshape %[[LSE]] : tensor<2x3x6x1xf32> -> tensor<2x3x6xf32>
+// CHECK: gpuc.matmul %[[P]], %arg2 :
+// CHECK-NOT: gpuc.attention
+// FLASH-LABEL: func.func @attention
+// FLASH: gpuc.attention %arg0, %arg1, %arg2 mask %arg3
+func.func @attention(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>, %v: tensor<2x3x6x4xf32>, %m: tensor<1x1x6x6xi1>) -> (tensor<2x3x6x4xf32>, tensor<2x3x6xf32>) {
+  %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x6x6xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32> -> tensor<2x3x6x4xf32>, tensor<2x3x6xf32>
+  return %o, %lse : tensor<2x3x6x4xf32>, tensor<2x3x6xf32>
+}
+
+// -----
+
+// The gradient recomputes the weights as exp(scores - logsumexp), one
+// elementwise pass over Q K^T; dropout drops the weights and their
+// gradient alike; a finite fill zeroes the excluded scores' gradient.
+// CHECK-LABEL: func.func @attention_grad
+// CHECK: %[[S:.+]] = gpuc.matmul %arg0, %arg1 transpose_rhs
+// CHECK: %[[P:.+]] = gpuc.exp
+// CHECK: %[[PD:.+]] = gpuc.dropout %[[P]], %arg6 stream = 4
+// CHECK: %[[DV:.+]] = gpuc.matmul %[[PD]], %arg5 transpose_lhs
+// CHECK: %[[DPD:.+]] = gpuc.matmul %arg5, %arg2 transpose_rhs
+// CHECK: %[[DP:.+]] = gpuc.dropout %[[DPD]], %arg6 stream = 4
+// CHECK: %[[PDP:.+]] = gpuc.mul %[[P]], %[[DP]]
+// CHECK: %[[DOT:.+]] = gpuc.reduce_sum %[[PDP]] axes = [3] keep_dims
+// CHECK: gpuc.select
+// CHECK: %[[DQ:.+]] = gpuc.matmul %[[DS:.+]], %arg1 :
+// CHECK: %[[DK:.+]] = gpuc.matmul %[[DS]], %arg0 transpose_lhs
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]]
+// FLASH-LABEL: func.func @attention_grad
+// FLASH: gpuc.attention_grad
+func.func @attention_grad(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>, %v: tensor<2x3x6x4xf32>, %o: tensor<2x3x6x4xf32>, %lse: tensor<2x3x6xf32>, %do: tensor<2x3x6x4xf32>, %key: tensor<2xi64>, %m: tensor<2x1x1x6xi1>) -> (tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>) {
+  %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do mask %m : tensor<2x1x1x6xi1> key %key scale = 5.000000e-01 fill = -1.000000e+04 {dropout = 1.000000e-01 : f64, stream = 4 : i64} : tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6xf32>
+  return %dq, %dk, %dv : tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>
+}
+
+// -----
+
+// An attention and the gradient autodiff built for it lower together: the
+// backward GEMMs read the forward's weights (kept, as the exported chain
+// kept them), and Q K^T is not recomputed.
+// CHECK-LABEL: func.func @attention_with_grad
+// CHECK: gpuc.matmul %arg0, %arg1 transpose_rhs
+// CHECK: %[[P:.+]] = gpuc.div
+// CHECK-NOT: gpuc.matmul %arg0, %arg1 transpose_rhs
+// CHECK: gpuc.matmul %[[P]], %arg3 transpose_lhs
+// CHECK-NOT: gpuc.attention
+func.func @attention_with_grad(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>, %v: tensor<2x3x6x4xf32>, %do: tensor<2x3x6x4xf32>) -> (tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>) {
+  %o, %lse = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32> -> tensor<2x3x6x4xf32>, tensor<2x3x6xf32>
+  %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6xf32>
+  return %o, %dq, %dk, %dv : tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>
 }

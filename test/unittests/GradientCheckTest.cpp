@@ -349,4 +349,23 @@ func.func @forward(%a: tensor<4x8xf32> {gpuc.param = @a}, %key: tensor<2xi64> {g
 })mlir");
 }
 
+// The attention's own rule (gpuc.attention_grad, the weights recomputed
+// from the logsumexp) against finite differences of its forward: keys
+// unlike queries in number, values wider than keys, an excluding mask with
+// -inf and a keeping one with a finite fill, dropout on the weights.
+TEST_F(GradientCheck, AttentionMasksAndDropout) {
+  check(R"mlir(
+gpuc.parameter @q trainable : tensor<2x2x3x4xf32> = dense<0.0> : tensor<2x2x3x4xf32>
+gpuc.parameter @k trainable : tensor<2x2x5x4xf32> = dense<0.0> : tensor<2x2x5x4xf32>
+gpuc.parameter @v trainable : tensor<2x2x5x6xf32> = dense<0.0> : tensor<2x2x5x6xf32>
+func.func @forward(%q: tensor<2x2x3x4xf32> {gpuc.param = @q}, %k: tensor<2x2x5x4xf32> {gpuc.param = @k}, %v: tensor<2x2x5x6xf32> {gpuc.param = @v}, %key: tensor<2xi64> {gpuc.rng}) -> (tensor<2x2x3x6xf32> {gpuc.output = "y"}) {
+  %excluded = gpuc.constant dense<[[[[false, false, true, true, true], [false, false, false, true, true], [false, false, false, false, true]]]]> : tensor<1x1x3x5xi1>
+  %keeps = gpuc.constant dense<[[[[true, false, true, true, false]]], [[[true, true, true, false, true]]]]> : tensor<2x1x1x5xi1>
+  %o, %l = gpuc.attention %q, %k, %v mask %excluded : tensor<1x1x3x5xi1> key %key scale = 5.000000e-01 fill = 0xFFF0000000000000 {dropout = 2.500000e-01 : f64, stream = 1 : i64} : tensor<2x2x3x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x6xf32> -> tensor<2x2x3x6xf32>, tensor<2x2x3xf32>
+  %o2, %l2 = gpuc.attention %q, %k, %v mask %keeps : tensor<2x1x1x5xi1> scale = 7.000000e-01 fill = -3.000000e+00 {mask_keeps} : tensor<2x2x3x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x6xf32> -> tensor<2x2x3x6xf32>, tensor<2x2x3xf32>
+  %y = gpuc.add %o, %o2 : tensor<2x2x3x6xf32>
+  return %y : tensor<2x2x3x6xf32>
+})mlir");
+}
+
 } // namespace

@@ -1,0 +1,95 @@
+// RUN: gpuc-opt %s --gpuc-form-attention -split-input-file | FileCheck %s
+
+// nanoGPT: (q @ k^T) * c, masked_fill(mask == 0, -inf), softmax, @ v. The
+// mask's broadcast is dropped (the op broadcasts it); k^T becomes k.
+// CHECK-LABEL: func.func @masked_fill
+// CHECK: %[[EQ:.+]] = gpuc.compare eq, %arg3
+// CHECK: %[[K:.+]] = gpuc.transpose %arg1 perm = [0, 1, 3, 2] : tensor<2x3x4x6xf32> -> tensor<2x3x6x4xf32>
+// CHECK: %[[O:.+]], %{{.+}} = gpuc.attention %arg0, %[[K]], %arg2 mask %[[EQ]] : tensor<1x1x6x6xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32> -> tensor<2x3x6x4xf32>, tensor<2x3x6xf32>
+// CHECK-NOT: gpuc.softmax
+// CHECK: return %[[O]]
+func.func @masked_fill(%q: tensor<2x3x6x4xf32>, %kt: tensor<2x3x4x6xf32>, %v: tensor<2x3x6x4xf32>, %bias: tensor<1x1x6x6xf32>) -> tensor<2x3x6x4xf32> {
+  %c = gpuc.constant dense<5.000000e-01> : tensor<2x3x6x6xf32>
+  %zero = gpuc.constant dense<0.000000e+00> : tensor<1x1x6x6xf32>
+  %ninf = gpuc.constant dense<0xFF800000> : tensor<2x3x6x6xf32>
+  %s = gpuc.matmul %q, %kt : (tensor<2x3x6x4xf32>, tensor<2x3x4x6xf32>) -> tensor<2x3x6x6xf32>
+  %scaled = gpuc.mul %s, %c : tensor<2x3x6x6xf32>
+  %eq = gpuc.compare eq, %bias, %zero : tensor<1x1x6x6xf32>
+  %wide = gpuc.broadcast %eq : tensor<1x1x6x6xi1> -> tensor<2x3x6x6xi1>
+  %masked = gpuc.select %wide, %ninf, %scaled : tensor<2x3x6x6xi1>, tensor<2x3x6x6xf32>
+  %p = gpuc.softmax %masked axis = 3 : tensor<2x3x6x6xf32>
+  %o = gpuc.matmul %p, %v : (tensor<2x3x6x6xf32>, tensor<2x3x6x4xf32>) -> tensor<2x3x6x4xf32>
+  return %o : tensor<2x3x6x4xf32>
+}
+
+// -----
+
+// PyTorch's export of scaled_dot_product_attention(is_causal=True): Q and K^T
+// each scaled by sqrt(scale), a constant of zeros and -inf added, dropout on
+// the weights. The constant becomes a boolean mask at its smallest shape.
+// CHECK-LABEL: func.func @sdpa_export
+// CHECK: %[[MASK:.+]] = gpuc.constant dense<{{\[\[\[\[}}false, true, true], [false, false, true], [false, false, false]]]]> : tensor<1x1x3x3xi1>
+// CHECK: gpuc.attention %arg0, %{{.+}}, %arg2 mask %[[MASK]] : tensor<1x1x3x3xi1> key %arg3 scale = 2.500000e-01 fill = 0xFFF0000000000000 {dropout = 1.000000e-01 : f64, stream = 2 : i64}
+func.func @sdpa_export(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x3x4xf32>, %v: tensor<2x2x3x4xf32>, %key: tensor<2xi64>) -> tensor<2x2x3x4xf32> {
+  %half = gpuc.constant dense<5.000000e-01> : tensor<2x2x3x4xf32>
+  %halfT = gpuc.constant dense<5.000000e-01> : tensor<2x2x4x3xf32>
+  %triu = gpuc.constant dense<[[0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>
+  %qs = gpuc.mul %q, %half : tensor<2x2x3x4xf32>
+  %kt = gpuc.transpose %k perm = [0, 1, 3, 2] : tensor<2x2x3x4xf32> -> tensor<2x2x4x3xf32>
+  %ks = gpuc.mul %kt, %halfT : tensor<2x2x4x3xf32>
+  %s = gpuc.matmul %qs, %ks : (tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x3x3xf32>
+  %wide = gpuc.broadcast %triu : tensor<3x3xf32> -> tensor<2x2x3x3xf32>
+  %masked = gpuc.add %s, %wide : tensor<2x2x3x3xf32>
+  %p = gpuc.softmax %masked axis = 3 : tensor<2x2x3x3xf32>
+  %d = gpuc.dropout %p, %key stream = 2 ratio = 1.000000e-01 : tensor<2x2x3x3xf32>
+  %o = gpuc.matmul %d, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
+// nn.MultiheadAttention's rank-3 [B*H, T, D] GEMMs, the scale a division,
+// a where() that keeps where the mask is true with a finite fill: reshapes
+// (free) to rank 4 around the op.
+// CHECK-LABEL: func.func @rank3_keeps
+// CHECK-DAG: %[[Q:.+]] = gpuc.reshape %arg0 : tensor<6x5x4xf32> -> tensor<1x6x5x4xf32>
+// CHECK-DAG: %[[M:.+]] = gpuc.reshape %arg3 : tensor<6x1x7xi1> -> tensor<1x6x1x7xi1>
+// CHECK: %[[O:.+]], %{{.+}} = gpuc.attention %[[Q]], %{{.+}}, %{{.+}} mask %[[M]] : tensor<1x6x1x7xi1> scale = 5.000000e-01 fill = -1.000000e+04 {mask_keeps}
+// CHECK: gpuc.reshape %[[O]] : tensor<1x6x5x8xf32> -> tensor<6x5x8xf32>
+func.func @rank3_keeps(%q: tensor<6x5x4xf32>, %k: tensor<6x7x4xf32>, %v: tensor<6x7x8xf32>, %keep: tensor<6x1x7xi1>) -> tensor<6x5x8xf32> {
+  %two = gpuc.constant dense<2.000000e+00> : tensor<6x5x7xf32>
+  %fill = gpuc.constant dense<-1.000000e+04> : tensor<6x5x7xf32>
+  %s = gpuc.matmul %q, %k transpose_rhs : (tensor<6x5x4xf32>, tensor<6x7x4xf32>) -> tensor<6x5x7xf32>
+  %scaled = gpuc.div %s, %two : tensor<6x5x7xf32>
+  %wide = gpuc.broadcast %keep : tensor<6x1x7xi1> -> tensor<6x5x7xi1>
+  %masked = gpuc.select %wide, %scaled, %fill : tensor<6x5x7xi1>, tensor<6x5x7xf32>
+  %p = gpuc.softmax %masked axis = 2 : tensor<6x5x7xf32>
+  %o = gpuc.matmul %p, %v : (tensor<6x5x7xf32>, tensor<6x7x8xf32>) -> tensor<6x5x8xf32>
+  return %o : tensor<6x5x8xf32>
+}
+
+// -----
+
+// The weights are a result too: the chain stays (the op would not save
+// their memory, and they must exist).
+// CHECK-LABEL: func.func @weights_returned
+// CHECK-NOT: gpuc.attention
+// CHECK: gpuc.softmax
+func.func @weights_returned(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>, %v: tensor<2x3x6x4xf32>) -> (tensor<2x3x6x4xf32>, tensor<2x3x6x6xf32>) {
+  %s = gpuc.matmul %q, %k transpose_rhs : (tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>) -> tensor<2x3x6x6xf32>
+  %p = gpuc.softmax %s axis = 3 : tensor<2x3x6x6xf32>
+  %o = gpuc.matmul %p, %v : (tensor<2x3x6x6xf32>, tensor<2x3x6x4xf32>) -> tensor<2x3x6x4xf32>
+  return %o, %p : tensor<2x3x6x4xf32>, tensor<2x3x6x6xf32>
+}
+
+// -----
+
+// A softmax over another axis is not attention.
+// CHECK-LABEL: func.func @softmax_over_queries
+// CHECK-NOT: gpuc.attention
+func.func @softmax_over_queries(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>, %v: tensor<2x3x6x4xf32>) -> tensor<2x3x6x4xf32> {
+  %s = gpuc.matmul %q, %k transpose_rhs : (tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>) -> tensor<2x3x6x6xf32>
+  %p = gpuc.softmax %s axis = 2 : tensor<2x3x6x6xf32>
+  %o = gpuc.matmul %p, %v : (tensor<2x3x6x6xf32>, tensor<2x3x6x4xf32>) -> tensor<2x3x6x4xf32>
+  return %o : tensor<2x3x6x4xf32>
+}
