@@ -39,6 +39,20 @@ int64_t mlir::gpuc::flopsOf(Operation *op) {
     return convFlops(c.getGradOutput(), c.getFilter());
   if (auto c = dyn_cast<Conv2DBackwardFilterOp>(op))
     return convFlops(c.getGradOutput(), c.getResult());
+  // The fused attention's products (excluded scores skip theirs; this is
+  // the unmasked count): forward Q K^T and P V; backward Q K^T again, then
+  // dO V^T, P^T dO, dS K and dS^T Q.
+  auto attentionFlops = [](Value q, Value k, Value v, int64_t products) {
+    ArrayRef<int64_t> qs = cast<RankedTensorType>(q.getType()).getShape();
+    int64_t scores = qs[0] * qs[1] * qs[2] *
+                     cast<RankedTensorType>(k.getType()).getShape()[2];
+    int64_t dv = cast<RankedTensorType>(v.getType()).getShape()[3];
+    return 2 * scores * (products == 2 ? qs[3] + dv : 3 * qs[3] + 2 * dv);
+  };
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return attentionFlops(a.getQuery(), a.getKey(), a.getValue(), 2);
+  if (auto a = dyn_cast<AttentionGradOp>(op))
+    return attentionFlops(a.getQuery(), a.getKey(), a.getValue(), 5);
   if (isReduction(op))
     return elementsOf(op->getOperand(0));
   if (auto p = dyn_cast<MaxPool2DOp>(op))
