@@ -88,8 +88,8 @@ void mlir::gpuc::interpreter::attentionForward(
         x = std::exp(x - max);
         sum += x;
       }
-      double *o =
-          out.data.data() + g.slice(bh, g.rows, g.valueWidth) + i * g.valueWidth;
+      double *o = out.data.data() + g.slice(bh, g.rows, g.valueWidth) +
+                  i * g.valueWidth;
       for (int64_t j = 0; j < g.keys; ++j) {
         double w = s[j] / sum * g.keep(params, bh, i, j);
         for (int64_t d = 0; d < g.valueWidth; ++d)

@@ -262,8 +262,7 @@ int64_t paddedWindowCount(int64_t yy, int64_t xx, ArrayRef<int64_t> x,
 }
 
 /// The attributes an attention op shares with its gradient, and its key.
-template <typename OpTy>
-interpreter::AttentionParams attentionParams(OpTy op) {
+template <typename OpTy> interpreter::AttentionParams attentionParams(OpTy op) {
   interpreter::AttentionParams p;
   p.scale = op.getScale().convertToDouble();
   p.fill = op.getFill().convertToDouble();

@@ -224,8 +224,8 @@ struct DecomposeScatterAdd : OpRewritePattern<ScatterAddOp> {
 /// `fill` where the mask excludes a score. `qk` is the GEMM's result.
 template <typename OpTy>
 Value attentionScores(ExprBuilder &B, OpTy op, Value qk) {
-  Value z = B.scale(B.castTo(qk, B.b.getF32Type()),
-                    op.getScale().convertToDouble());
+  Value z =
+      B.scale(B.castTo(qk, B.b.getF32Type()), op.getScale().convertToDouble());
   if (Value mask = op.getMask()) {
     Value wide = B.expand(mask, TensorBuilder::shapeOf(z));
     Value fill = B.splat(z, op.getFill().convertToDouble());
@@ -324,10 +324,10 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
     Value weights = B.div(e, B.expand(sum, shape));
     Value lse = B.reshape(B.loc, B.add(max, B.log(sum)),
                           TensorBuilder::shapeOf(op.getLogsumexp()));
-    Value out = MatmulOp::create(
-        rewriter, op.getLoc(), op.getResult().getType(),
-        B.castTo(attentionDropout(B, op, weights), element), op.getValue(),
-        false, false);
+    Value out =
+        MatmulOp::create(rewriter, op.getLoc(), op.getResult().getType(),
+                         B.castTo(attentionDropout(B, op, weights), element),
+                         op.getValue(), false, false);
     SmallVector<AttentionGradOp> grads;
     for (Operation *user : op.getResult().getUsers())
       if (auto grad = dyn_cast<AttentionGradOp>(user);
@@ -381,9 +381,8 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
     if (attention == "gemm") {
       patterns.add<DecomposeAttention, DecomposeAttentionGrad>(&getContext());
     } else if (attention != "flash") {
-      getOperation().emitError()
-          << "unknown attention lowering '" << attention
-          << "'; the lowerings are gemm and flash";
+      getOperation().emitError() << "unknown attention lowering '" << attention
+                                 << "'; the lowerings are gemm and flash";
       return signalPassFailure();
     }
     GreedyRewriteConfig config;

@@ -81,7 +81,7 @@ Value stripScale(Value v, double &scale) {
 /// The mask of the scores `v`: a select with a constant fill, or the
 /// addition of a constant of zeros and -inf.
 struct Mask {
-  Value cond;           // i1, as the select reads it (maybe a broadcast)
+  Value cond;             // i1, as the select reads it (maybe a broadcast)
   DenseElementsAttr bias; // or the additive constant
   double fill = -INFINITY;
   bool keeps = false;
@@ -107,8 +107,8 @@ Value stripMask(Value v, std::optional<Mask> &mask) {
       DenseElementsAttr c = constantOf(def->getOperand(side));
       if (!c || !isa<FloatType>(c.getElementType()))
         continue;
-      bool zerosAndMinusInf = llvm::all_of(
-          c.getValues<APFloat>(), [](const APFloat &x) {
+      bool zerosAndMinusInf =
+          llvm::all_of(c.getValues<APFloat>(), [](const APFloat &x) {
             return x.isZero() || (x.isInfinity() && x.isNegative());
           });
       if (!zerosAndMinusInf)
@@ -249,7 +249,8 @@ struct FormAttentionPattern : OpRewritePattern<MatmulOp> {
       maskValue = mask->cond;
       if (auto b = maskValue.getDefiningOp<BroadcastOp>())
         maskValue = b.getInput();
-      maskValue = toRank4(tb, loc, shrinkConstantMask(rewriter, loc, maskValue));
+      maskValue =
+          toRank4(tb, loc, shrinkConstantMask(rewriter, loc, maskValue));
     } else if (mask) {
       // The additive constant as a boolean: true where it is -inf.
       SmallVector<bool> bits;
@@ -257,27 +258,28 @@ struct FormAttentionPattern : OpRewritePattern<MatmulOp> {
         bits.push_back(x.isInfinity());
       auto type = RankedTensorType::get(mask->bias.getType().getShape(),
                                         rewriter.getI1Type());
-      maskValue = toRank4(
-          tb, loc,
-          shrinkConstantMask(rewriter, loc,
-                             ConstantOp::create(rewriter, loc, type,
-                                                DenseElementsAttr::get(type,
-                                                                       bits))));
+      maskValue =
+          toRank4(tb, loc,
+                  shrinkConstantMask(
+                      rewriter, loc,
+                      ConstantOp::create(rewriter, loc, type,
+                                         DenseElementsAttr::get(type, bits))));
     }
 
     ArrayRef<int64_t> qs = shapeOf(q), vs = shapeOf(v);
     Type element = getElementTypeOrSelf(pv.getType());
     auto resultType =
         RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]}, element);
-    auto lseType = RankedTensorType::get(qs.take_front(3), rewriter.getF32Type());
+    auto lseType =
+        RankedTensorType::get(qs.take_front(3), rewriter.getF32Type());
     auto attention = AttentionOp::create(
         rewriter, loc, resultType, lseType, q, k, v, maskValue,
         dropout ? dropout.getRngKey() : Value(),
         rewriter.getF64FloatAttr(scale),
         rewriter.getF64FloatAttr(mask ? mask->fill : -INFINITY),
         mask && mask->keeps ? rewriter.getUnitAttr() : UnitAttr(),
-        rewriter.getF64FloatAttr(
-            dropout ? dropout.getRatio().convertToDouble() : 0.0),
+        rewriter.getF64FloatAttr(dropout ? dropout.getRatio().convertToDouble()
+                                         : 0.0),
         rewriter.getI64IntegerAttr(dropout ? dropout.getStream() : 0));
     Value result = attention.getResult();
     if (rank == 3)

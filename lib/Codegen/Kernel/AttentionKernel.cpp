@@ -26,8 +26,7 @@ std::string rowStrides(StringRef field, Value v) {
 }
 } // namespace
 
-FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op,
-                                                StringRef name) {
+FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   Block &block = fusion.getBodyBlock();
   auto yield = cast<YieldOp>(block.getTerminator());
   if (block.getOperations().size() != 2 ||
@@ -56,8 +55,7 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op,
       return fusion.emitOpError()
              << "the fused attention kernel keeps rows of at most "
              << kMaxAttentionWidth << " elements in registers; this one has "
-             << q[3] << " and " << v[3]
-             << " (compile with --attention gemm)";
+             << q[3] << " and " << v[3] << " (compile with --attention gemm)";
     line("gpuc::AttentionGeometry g;");
     line(llvm::formatv("g.heads = {0}; g.queries = {1}; g.keys = {2};", q[1],
                        q[2], k[2]));
@@ -92,7 +90,8 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op,
       if (failed(in))
         return failure();
       line(llvm::formatv("g.dropout = {0}; g.keepScale = {1};",
-                         literal(ratio, f32), literal(1.0 / (1.0 - ratio), f32)));
+                         literal(ratio, f32),
+                         literal(1.0 / (1.0 - ratio), f32)));
       line(llvm::formatv("g.seed = (unsigned long long){0}[0]; g.step = "
                          "(unsigned long long){0}[1]; g.stream = {1}ULL;",
                          *in, o.getStream()));
@@ -124,10 +123,10 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op,
       return failure();
     ArrayRef<int64_t> q = shapeOf(attention.getQuery()),
                       v = shapeOf(attention.getValue());
-    kernel.grid = q[0] * q[1] *
-                  ((std::max(q[2], shapeOf(attention.getKey())[2]) +
-                    kBlockThreads - 1) /
-                   kBlockThreads);
+    kernel.grid =
+        q[0] * q[1] *
+        ((std::max(q[2], shapeOf(attention.getKey())[2]) + kBlockThreads - 1) /
+         kBlockThreads);
     line(llvm::formatv("gpuc::attentionForward<{0}, {1}>({2}g, out0, out1);",
                        q[3], v[3], *ins));
     return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});

@@ -614,10 +614,10 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &builder,
   return success();
 }
 
-LogicalResult AttentionOp::buildGradients(OpBuilder &builder,
-                                          ArrayRef<Value> resultGrads,
-                                          ArrayRef<bool> wanted,
-                                          SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+AttentionOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                            ArrayRef<bool> wanted,
+                            SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(getNumOperands(), Value());
   if (resultGrads[1])
     return emitOpError() << "the loss reads the attention's logsumexp; only "
@@ -629,11 +629,10 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &builder,
   // from the scores and the row statistics instead of keeping them.
   auto grad = AttentionGradOp::create(
       builder, getLoc(),
-      TypeRange{getQuery().getType(), getKey().getType(),
-                getValue().getType()},
+      TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
       getQuery(), getKey(), getValue(), getResult(), getLogsumexp(), g,
-      getMask(), getRngKey(), getScaleAttr(), getFillAttr(),
-      getMaskKeepsAttr(), getDropoutAttr(), getStreamAttr());
+      getMask(), getRngKey(), getScaleAttr(), getFillAttr(), getMaskKeepsAttr(),
+      getDropoutAttr(), getStreamAttr());
   for (unsigned i = 0; i < 3; ++i)
     if (wanted[i])
       operandGrads[i] = grad->getResult(i);

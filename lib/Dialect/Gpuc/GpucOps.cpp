@@ -547,10 +547,9 @@ LogicalResult FusionOp::verify() {
 /// The checks both attention ops share: operand shapes, the mask's
 /// broadcast, the row statistics, and the attributes.
 static LogicalResult verifyAttention(Operation *op, Value query, Value key,
-                                     Value value, Value result,
-                                     Value logsumexp, Value mask, Value rngKey,
-                                     double scale, double fill,
-                                     double dropout) {
+                                     Value value, Value result, Value logsumexp,
+                                     Value mask, Value rngKey, double scale,
+                                     double fill, double dropout) {
   ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
   if (q.size() != 4 || k.size() != 4 || v.size() != 4)
     return op->emitOpError()
@@ -569,9 +568,9 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
            << "key " << formatShape(k) << " must be [" << q[0] << ", " << q[1]
            << ", keys, " << q[3] << "] for query " << formatShape(q);
   if (v[0] != q[0] || v[1] != q[1] || v[2] != k[2])
-    return op->emitOpError() << "value " << formatShape(v) << " must be ["
-                             << q[0] << ", " << q[1] << ", " << k[2]
-                             << ", width] for key " << formatShape(k);
+    return op->emitOpError()
+           << "value " << formatShape(v) << " must be [" << q[0] << ", " << q[1]
+           << ", " << k[2] << ", width] for key " << formatShape(k);
   SmallVector<int64_t> expected = {q[0], q[1], q[2], v[3]};
   if (shapeOf(result) != ArrayRef<int64_t>(expected))
     return op->emitOpError()
@@ -608,17 +607,15 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
 }
 
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getQuery(), getKey(), getValue(), getResult(),
-                         getLogsumexp(), getMask(), getRngKey(),
-                         getScale().convertToDouble(),
-                         getFill().convertToDouble(),
-                         getDropout().convertToDouble());
+  return verifyAttention(
+      *this, getQuery(), getKey(), getValue(), getResult(), getLogsumexp(),
+      getMask(), getRngKey(), getScale().convertToDouble(),
+      getFill().convertToDouble(), getDropout().convertToDouble());
 }
 
 LogicalResult AttentionGradOp::verify() {
-  return verifyAttention(*this, getQuery(), getKey(), getValue(), getResult(),
-                         getLogsumexp(), getMask(), getRngKey(),
-                         getScale().convertToDouble(),
-                         getFill().convertToDouble(),
-                         getDropout().convertToDouble());
+  return verifyAttention(
+      *this, getQuery(), getKey(), getValue(), getResult(), getLogsumexp(),
+      getMask(), getRngKey(), getScale().convertToDouble(),
+      getFill().convertToDouble(), getDropout().convertToDouble());
 }

@@ -59,9 +59,8 @@ __device__ __forceinline__ bool attentionExcluded(const AttentionGeometry &g,
 }
 
 /// Weight (bh, i, j)'s dropout factor: 0, or 1 / (1 - ratio).
-__device__ __forceinline__ float attentionKeep(const AttentionGeometry &g,
-                                               int64_t bh, int64_t i,
-                                               int64_t j) {
+__device__ __forceinline__ float
+attentionKeep(const AttentionGeometry &g, int64_t bh, int64_t i, int64_t j) {
   if (g.dropout <= 0.0f)
     return 1.0f;
   unsigned long long index =
@@ -70,7 +69,7 @@ __device__ __forceinline__ float attentionKeep(const AttentionGeometry &g,
           (unsigned long long)g.keys +
       (unsigned long long)j;
   return dropoutKeeps(g.seed, g.step, g.stream, index, g.dropout) ? g.keepScale
-                                                                 : 0.0f;
+                                                                  : 0.0f;
 }
 
 /// One query row against keys [first, first + count): their scores, then
@@ -79,10 +78,9 @@ __device__ __forceinline__ float attentionKeep(const AttentionGeometry &g,
 template <int D, int DV, typename K>
 __device__ __forceinline__ void
 attentionRowTile(const AttentionGeometry &g, int64_t b, int64_t h, int64_t bh,
-                 int64_t i, const float *qRow, const K *kRows,
-                 int64_t kStride, const K *vRows, int64_t vStride,
-                 int64_t first, int count, float &max, float &sum,
-                 float *acc) {
+                 int64_t i, const float *qRow, const K *kRows, int64_t kStride,
+                 const K *vRows, int64_t vStride, int64_t first, int count,
+                 float &max, float &sum, float *acc) {
   float s[kAttentionKeyTile];
   float tileMax = -INFINITY;
   for (int t = 0; t < count; ++t) {
@@ -192,9 +190,8 @@ __device__ __forceinline__ bool attentionBlock(const AttentionGeometry &g,
 
 /// The launch's blocks: every (batch, head) times the longer side's row
 /// blocks.
-__host__ __device__ inline int64_t attentionGrid(int64_t batchHeads,
-                                                 int64_t queries,
-                                                 int64_t keys) {
+__host__ __device__ inline int64_t
+attentionGrid(int64_t batchHeads, int64_t queries, int64_t keys) {
   int64_t longer = queries > keys ? queries : keys;
   return batchHeads * ((longer + kAttentionRows - 1) / kAttentionRows);
 }
@@ -221,9 +218,9 @@ __device__ void attentionForward(const T *q, const T *k, const T *v,
     for (int64_t j = 0; j < g.keys; j += kAttentionKeyTile) {
       int count = g.keys - j < kAttentionKeyTile ? (int)(g.keys - j)
                                                  : kAttentionKeyTile;
-      attentionRowTile<D, DV>(g, b, h, bh, i, qRow, kBase + j * g.k[2],
-                              g.k[2], vBase + j * g.v[2], g.v[2], j, count,
-                              max, sum, acc);
+      attentionRowTile<D, DV>(g, b, h, bh, i, qRow, kBase + j * g.k[2], g.k[2],
+                              vBase + j * g.v[2], g.v[2], j, count, max, sum,
+                              acc);
     }
     T *o = out + b * g.out[0] + h * g.out[1] + i * g.out[2];
     for (int d = 0; d < DV; ++d)
@@ -233,11 +230,10 @@ __device__ void attentionForward(const T *q, const T *k, const T *v,
 }
 
 template <int D, int DV, typename T>
-__device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
-                                         const T *out, const float *lse,
-                                         const T *dOut,
-                                         const AttentionGeometry &g, T *dq,
-                                         float *rowDots) {
+__device__ void
+attentionBackwardQueries(const T *q, const T *k, const T *v, const T *out,
+                         const float *lse, const T *dOut,
+                         const AttentionGeometry &g, T *dq, float *rowDots) {
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.queries, b, h, bh, first))
     return;
@@ -261,10 +257,9 @@ __device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
     for (int64_t j = 0; j < g.keys; j += kAttentionKeyTile) {
       int count = g.keys - j < kAttentionKeyTile ? (int)(g.keys - j)
                                                  : kAttentionKeyTile;
-      attentionQueryGradTile<D, DV>(g, b, h, bh, i, qRow, dORow, rowLse,
-                                    rowDot, kBase + j * g.k[2], g.k[2],
-                                    vBase + j * g.v[2], g.v[2], j, count,
-                                    grad);
+      attentionQueryGradTile<D, DV>(g, b, h, bh, i, qRow, dORow, rowLse, rowDot,
+                                    kBase + j * g.k[2], g.k[2],
+                                    vBase + j * g.v[2], g.v[2], j, count, grad);
     }
     T *dqi = dq + b * g.q[0] + h * g.q[1] + i * g.q[2];
     for (int d = 0; d < D; ++d)
@@ -335,16 +330,16 @@ __device__ void attentionForward(const T *q, const T *k, const T *v,
   const bool active = i < g.queries;
   float qRow[D], acc[DV];
   for (int d = 0; d < D; ++d)
-    qRow[d] = active ? (float)q[b * g.q[0] + h * g.q[1] + i * g.q[2] + d]
-                     : 0.0f;
+    qRow[d] =
+        active ? (float)q[b * g.q[0] + h * g.q[1] + i * g.q[2] + d] : 0.0f;
   for (int d = 0; d < DV; ++d)
     acc[d] = 0.0f;
   float max = -INFINITY, sum = 0.0f;
   const T *kBase = k + b * g.k[0] + h * g.k[1];
   const T *vBase = v + b * g.v[0] + h * g.v[1];
   for (int64_t j = 0; j < g.keys; j += kAttentionKeyTile) {
-    int count = g.keys - j < kAttentionKeyTile ? (int)(g.keys - j)
-                                               : kAttentionKeyTile;
+    int count =
+        g.keys - j < kAttentionKeyTile ? (int)(g.keys - j) : kAttentionKeyTile;
     __syncthreads();
     attentionStage<D>(kTile, kBase + j * g.k[2], g.k[2], count);
     attentionStage<DV>(vTile, vBase + j * g.v[2], g.v[2], count);
@@ -362,11 +357,10 @@ __device__ void attentionForward(const T *q, const T *k, const T *v,
 }
 
 template <int D, int DV, typename T>
-__device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
-                                         const T *out, const float *lse,
-                                         const T *dOut,
-                                         const AttentionGeometry &g, T *dq,
-                                         float *rowDots) {
+__device__ void
+attentionBackwardQueries(const T *q, const T *k, const T *v, const T *out,
+                         const float *lse, const T *dOut,
+                         const AttentionGeometry &g, T *dq, float *rowDots) {
   __shared__ float kTile[kAttentionKeyTile * D];
   __shared__ float vTile[kAttentionKeyTile * DV];
   int64_t b, h, bh, first;
@@ -378,8 +372,8 @@ __device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
   int64_t oAt = b * g.out[0] + h * g.out[1] + i * g.out[2];
   float rowDot = 0.0f, rowLse = 0.0f;
   for (int d = 0; d < D; ++d) {
-    qRow[d] = active ? (float)q[b * g.q[0] + h * g.q[1] + i * g.q[2] + d]
-                     : 0.0f;
+    qRow[d] =
+        active ? (float)q[b * g.q[0] + h * g.q[1] + i * g.q[2] + d] : 0.0f;
     grad[d] = 0.0f;
   }
   for (int d = 0; d < DV; ++d) {
@@ -393,16 +387,15 @@ __device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
   const T *kBase = k + b * g.k[0] + h * g.k[1];
   const T *vBase = v + b * g.v[0] + h * g.v[1];
   for (int64_t j = 0; j < g.keys; j += kAttentionKeyTile) {
-    int count = g.keys - j < kAttentionKeyTile ? (int)(g.keys - j)
-                                               : kAttentionKeyTile;
+    int count =
+        g.keys - j < kAttentionKeyTile ? (int)(g.keys - j) : kAttentionKeyTile;
     __syncthreads();
     attentionStage<D>(kTile, kBase + j * g.k[2], g.k[2], count);
     attentionStage<DV>(vTile, vBase + j * g.v[2], g.v[2], count);
     __syncthreads();
     if (active)
-      attentionQueryGradTile<D, DV>(g, b, h, bh, i, qRow, dORow, rowLse,
-                                    rowDot, kTile, D, vTile, DV, j, count,
-                                    grad);
+      attentionQueryGradTile<D, DV>(g, b, h, bh, i, qRow, dORow, rowLse, rowDot,
+                                    kTile, D, vTile, DV, j, count, grad);
   }
   if (!active)
     return;
@@ -427,13 +420,13 @@ __device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
   const bool active = j < g.keys;
   float kRow[D], vRow[DV], gk[D], gv[DV];
   for (int d = 0; d < D; ++d) {
-    kRow[d] = active ? (float)k[b * g.k[0] + h * g.k[1] + j * g.k[2] + d]
-                     : 0.0f;
+    kRow[d] =
+        active ? (float)k[b * g.k[0] + h * g.k[1] + j * g.k[2] + d] : 0.0f;
     gk[d] = 0.0f;
   }
   for (int d = 0; d < DV; ++d) {
-    vRow[d] = active ? (float)v[b * g.v[0] + h * g.v[1] + j * g.v[2] + d]
-                     : 0.0f;
+    vRow[d] =
+        active ? (float)v[b * g.v[0] + h * g.v[1] + j * g.v[2] + d] : 0.0f;
     gv[d] = 0.0f;
   }
   const T *qBase = q + b * g.q[0] + h * g.q[1];
@@ -450,9 +443,8 @@ __device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
     }
     __syncthreads();
     if (active)
-      attentionKeyGradTile<D, DV>(g, b, h, bh, j, kRow, vRow, qTile, D,
-                                  dOTile, DV, lseTile, dotTile, i, count, gk,
-                                  gv);
+      attentionKeyGradTile<D, DV>(g, b, h, bh, j, kRow, vRow, qTile, D, dOTile,
+                                  DV, lseTile, dotTile, i, count, gk, gv);
   }
   if (!active)
     return;
