@@ -221,9 +221,14 @@ struct DecomposeScatterAdd : OpRewritePattern<ScatterAddOp> {
 };
 
 /// The masked, scaled scores of an attention, in f32: `scale * Q K^T`, and
-/// `fill` where the mask excludes a score. `qk` is the GEMM's result.
-template <typename OpTy>
-Value attentionScores(ExprBuilder &B, OpTy op, Value qk) {
+/// `fill` where the mask excludes a score.
+template <typename OpTy> Value attentionScores(ExprBuilder &B, OpTy op) {
+  ArrayRef<int64_t> q = TensorBuilder::shapeOf(op.getQuery()),
+                    k = TensorBuilder::shapeOf(op.getKey());
+  auto scoresType = RankedTensorType::get(
+      {q[0], q[1], q[2], k[2]}, getElementTypeOrSelf(op.getQuery().getType()));
+  Value qk = MatmulOp::create(B.b, B.loc, scoresType, op.getQuery(),
+                              op.getKey(), false, true);
   Value z =
       B.scale(B.castTo(qk, B.b.getF32Type()), op.getScale().convertToDouble());
   if (Value mask = op.getMask()) {
@@ -311,12 +316,7 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
                                 PatternRewriter &rewriter) const override {
     ExprBuilder B(rewriter, op.getLoc());
     Type element = getElementTypeOrSelf(op.getResult().getType());
-    ArrayRef<int64_t> q = TensorBuilder::shapeOf(op.getQuery()),
-                      k = TensorBuilder::shapeOf(op.getKey());
-    auto scoresType = RankedTensorType::get({q[0], q[1], q[2], k[2]}, element);
-    Value qk = MatmulOp::create(rewriter, op.getLoc(), scoresType,
-                                op.getQuery(), op.getKey(), false, true);
-    Value z = attentionScores(B, op, qk);
+    Value z = attentionScores(B, op);
     ArrayRef<int64_t> shape = TensorBuilder::shapeOf(z);
     Value max = B.max(z, {3}, true);
     Value e = B.exp(B.sub(z, B.expand(max, shape)));
@@ -353,13 +353,8 @@ struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
         forward && isGradientOf(op, forward))
       return failure();
     ExprBuilder B(rewriter, op.getLoc());
-    Type element = getElementTypeOrSelf(op.getResult().getType());
-    ArrayRef<int64_t> q = TensorBuilder::shapeOf(op.getQuery()),
-                      k = TensorBuilder::shapeOf(op.getKey());
-    auto scoresType = RankedTensorType::get({q[0], q[1], q[2], k[2]}, element);
-    Value qk = MatmulOp::create(rewriter, op.getLoc(), scoresType,
-                                op.getQuery(), op.getKey(), false, true);
-    Value z = attentionScores(B, op, qk);
+    ArrayRef<int64_t> q = TensorBuilder::shapeOf(op.getQuery());
+    Value z = attentionScores(B, op);
     ArrayRef<int64_t> shape = TensorBuilder::shapeOf(z);
     Value lse = B.expand(
         B.reshape(B.loc, op.getLogsumexp(), {q[0], q[1], q[2], 1}), shape);
