@@ -1,5 +1,6 @@
 //===- Cost.cpp - bytes and FLOPs of ops and kernels ----------------------===//
 #include "gpuc/Codegen/Cost.h"
+#include "gpuc/Dialect/Gpuc/GemmGeometry.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
@@ -23,12 +24,8 @@ int64_t mlir::gpuc::tensorBytes(Value value) {
 }
 
 int64_t mlir::gpuc::flopsOf(Operation *op) {
-  if (auto mm = dyn_cast<MatmulOp>(op)) {
-    ArrayRef<int64_t> a =
-        cast<RankedTensorType>(mm.getLhs().getType()).getShape();
-    int64_t k = mm.getTransposeLhs() ? a[a.size() - 2] : a.back();
-    return 2 * elementsOf(mm.getResult()) * k;
-  }
+  if (auto mm = dyn_cast<MatmulOp>(op))
+    return 2 * elementsOf(mm.getResult()) * gemmGeometry(mm).k;
   auto convFlops = [](Value out, Value filter) {
     ArrayRef<int64_t> w = cast<RankedTensorType>(filter.getType()).getShape();
     return 2 * elementsOf(out) * w[1] * w[2] * w[3];
@@ -42,17 +39,19 @@ int64_t mlir::gpuc::flopsOf(Operation *op) {
   // The fused attention's products (excluded scores skip theirs; this is
   // the unmasked count): forward Q K^T and P V; backward Q K^T again, then
   // dO V^T, P^T dO, dS K and dS^T Q.
-  auto attentionFlops = [](Value q, Value k, Value v, int64_t products) {
-    ArrayRef<int64_t> qs = cast<RankedTensorType>(q.getType()).getShape();
-    int64_t scores = qs[0] * qs[1] * qs[2] *
-                     cast<RankedTensorType>(k.getType()).getShape()[2];
-    int64_t dv = cast<RankedTensorType>(v.getType()).getShape()[3];
+  auto attentionFlops = [](Value q, Value k, Value v, bool bthd,
+                           int64_t products) {
+    SmallVector<int64_t, 4> qs = attentionShape(q, bthd);
+    int64_t scores = qs[0] * qs[1] * qs[2] * attentionShape(k, bthd)[2];
+    int64_t dv = attentionShape(v, bthd)[3];
     return 2 * scores * (products == 2 ? qs[3] + dv : 3 * qs[3] + 2 * dv);
   };
   if (auto a = dyn_cast<AttentionOp>(op))
-    return attentionFlops(a.getQuery(), a.getKey(), a.getValue(), 2);
+    return attentionFlops(a.getQuery(), a.getKey(), a.getValue(), a.getBthd(),
+                          2);
   if (auto a = dyn_cast<AttentionGradOp>(op))
-    return attentionFlops(a.getQuery(), a.getKey(), a.getValue(), 5);
+    return attentionFlops(a.getQuery(), a.getKey(), a.getValue(), a.getBthd(),
+                          5);
   if (isReduction(op))
     return elementsOf(op->getOperand(0));
   if (auto p = dyn_cast<MaxPool2DOp>(op))

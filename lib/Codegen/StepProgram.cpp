@@ -2,6 +2,7 @@
 #include "gpuc/Codegen/StepProgram.h"
 #include "gpuc/Codegen/Cost.h"
 #include "gpuc/Codegen/KernelEmitter.h"
+#include "gpuc/Dialect/Gpuc/GemmGeometry.h"
 #include "gpuc/Dialect/Gpuc/GpucAttributes.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
@@ -213,27 +214,30 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
   json step;
   auto buf = [&](Value v) { return bufferOf.lookup(v); };
   if (auto mm = dyn_cast<MatmulOp>(op)) {
-    ArrayRef<int64_t> a = shapeOf(mm.getLhs()), b = shapeOf(mm.getRhs()),
-                      c = shapeOf(mm.getResult());
-    size_t r = c.size();
-    int64_t m = c[r - 2], n = c[r - 1];
-    int64_t k = mm.getTransposeLhs() ? a[a.size() - 2] : a[a.size() - 1];
-    int64_t batch = getNumElements(c) / (m * n);
     // The operands' and the result's element type (one type: the ops
     // verify it); f16/bf16 accumulate in f32 on every device.
+    GemmGeometry g = gemmGeometry(mm);
     step = {{"op", "gemm"},
             {"dtype", dtypeOf(getElementTypeOrSelf(mm.getResult().getType()))},
             {"a", buf(mm.getLhs())},
             {"b", buf(mm.getRhs())},
             {"c", buf(mm.getResult())},
-            {"batch", batch},
-            {"m", m},
-            {"n", n},
-            {"k", k},
-            {"trans_a", mm.getTransposeLhs()},
-            {"trans_b", mm.getTransposeRhs()},
-            {"stride_a", getNumElements(a) == m * k ? 0 : m * k},
-            {"stride_b", getNumElements(b) == k * n ? 0 : k * n}};
+            {"m", g.m},
+            {"n", g.n},
+            {"k", g.k},
+            {"trans_a", g.transA},
+            {"trans_b", g.transB},
+            {"lda", g.lda},
+            {"ldb", g.ldb},
+            {"ldc", g.ldc},
+            {"batch", g.batch},
+            {"stride_a", g.batch > 1 ? g.strideA : 0},
+            {"stride_b", g.batch > 1 ? g.strideB : 0},
+            {"stride_c", g.batch > 1 ? g.strideC : 0},
+            {"calls", g.calls},
+            {"call_stride_a", g.callStrideA},
+            {"call_stride_b", g.callStrideB},
+            {"call_stride_c", g.callStrideC}};
     return step;
   }
   auto conv = [&](StringRef name, Value x, Value w, Value y,

@@ -144,6 +144,29 @@ void unravel(int64_t flat, ArrayRef<int64_t> shape, Index &index) {
   }
 }
 
+/// [B, T, H, D] <-> [B, H, T, D]: an attention's bthd layout.
+constexpr int64_t kSwapHeads[] = {0, 2, 1, 3};
+
+/// transpose(x, perm): result axis i is x's axis perm[i] (x itself when
+/// `perm` is empty).
+HostTensor transposed(const HostTensor &x, ArrayRef<int64_t> perm) {
+  if (perm.empty())
+    return x;
+  Index shape;
+  for (int64_t p : perm)
+    shape.push_back(x.shape[p]);
+  HostTensor y(shape, x.elementType);
+  Index inStrides = stridesOf(x.shape), index;
+  for (int64_t i = 0; i < y.numElements(); ++i) {
+    unravel(i, y.shape, index);
+    int64_t in = 0;
+    for (auto [d, p] : llvm::enumerate(perm))
+      in += index[d] * inStrides[p];
+    y.data[i] = x.data[in];
+  }
+  return y;
+}
+
 int64_t ravel(ArrayRef<int64_t> index, ArrayRef<int64_t> strides) {
   int64_t flat = 0;
   for (auto [i, s] : llvm::zip(index, strides))
@@ -564,18 +587,7 @@ LogicalResult Interpreter::execute(Operation *op) {
         return success();
       })
       .Case([&](TransposeOp o) {
-        const HostTensor &x = get(o.getInput());
-        HostTensor y = like(o.getResult());
-        Index inStrides = stridesOf(x.shape), index;
-        ArrayRef<int64_t> perm = o.getPerm();
-        for (int64_t i = 0; i < y.numElements(); ++i) {
-          unravel(i, y.shape, index);
-          int64_t in = 0;
-          for (auto [d, p] : llvm::enumerate(perm))
-            in += index[d] * inStrides[p];
-          y.data[i] = x.data[in];
-        }
-        set(o.getResult(), std::move(y));
+        set(o.getResult(), transposed(get(o.getInput()), o.getPerm()));
         return success();
       })
       .Case([&](BroadcastOp o) {
@@ -690,11 +702,17 @@ LogicalResult Interpreter::execute(Operation *op) {
           params.seed = (uint64_t)(int64_t)get(key).data[0];
           params.step = (uint64_t)(int64_t)get(key).data[1];
         }
-        HostTensor out = like(o.getResult()), lse = like(o.getLogsumexp());
-        interpreter::attentionForward(
-            get(o.getQuery()), get(o.getKey()), get(o.getValue()),
-            o.getMask() ? &get(o.getMask()) : nullptr, params, out, lse);
-        set(o.getResult(), std::move(out));
+        // Under bthd the [B, T, H, D] tensors are read as [B, H, T, D].
+        ArrayRef<int64_t> heads =
+            o.getBthd() ? ArrayRef<int64_t>(kSwapHeads) : ArrayRef<int64_t>();
+        HostTensor out = transposed(like(o.getResult()), heads),
+                   lse = like(o.getLogsumexp());
+        interpreter::attentionForward(transposed(get(o.getQuery()), heads),
+                                      transposed(get(o.getKey()), heads),
+                                      transposed(get(o.getValue()), heads),
+                                      o.getMask() ? &get(o.getMask()) : nullptr,
+                                      params, out, lse);
+        set(o.getResult(), transposed(out, heads));
         set(o.getLogsumexp(), std::move(lse));
         return success();
       })
@@ -704,15 +722,21 @@ LogicalResult Interpreter::execute(Operation *op) {
           params.seed = (uint64_t)(int64_t)get(key).data[0];
           params.step = (uint64_t)(int64_t)get(key).data[1];
         }
-        HostTensor dq = like(o.getQueryGrad()), dk = like(o.getKeyGrad()),
-                   dv = like(o.getValueGrad());
+        ArrayRef<int64_t> heads =
+            o.getBthd() ? ArrayRef<int64_t>(kSwapHeads) : ArrayRef<int64_t>();
+        HostTensor dq = transposed(like(o.getQueryGrad()), heads),
+                   dk = transposed(like(o.getKeyGrad()), heads),
+                   dv = transposed(like(o.getValueGrad()), heads);
         interpreter::attentionBackward(
-            get(o.getQuery()), get(o.getKey()), get(o.getValue()),
-            get(o.getResult()), get(o.getLogsumexp()), get(o.getResultGrad()),
+            transposed(get(o.getQuery()), heads),
+            transposed(get(o.getKey()), heads),
+            transposed(get(o.getValue()), heads),
+            transposed(get(o.getResult()), heads), get(o.getLogsumexp()),
+            transposed(get(o.getResultGrad()), heads),
             o.getMask() ? &get(o.getMask()) : nullptr, params, dq, dk, dv);
-        set(o.getQueryGrad(), std::move(dq));
-        set(o.getKeyGrad(), std::move(dk));
-        set(o.getValueGrad(), std::move(dv));
+        set(o.getQueryGrad(), transposed(dq, heads));
+        set(o.getKeyGrad(), transposed(dk, heads));
+        set(o.getValueGrad(), transposed(dv, heads));
         return success();
       })
       .Case([&](RowGroupsOp o) -> LogicalResult {
@@ -776,9 +800,16 @@ LogicalResult Interpreter::execute(Operation *op) {
       })
       // Contractions and windows
       .Case([&](MatmulOp o) {
-        const HostTensor &a = get(o.getLhs());
-        const HostTensor &b = get(o.getRhs());
-        HostTensor y = like(o.getResult());
+        // The operands as the product reads them, and the product before
+        // its layout.
+        HostTensor a = transposed(get(o.getLhs()), o.getLhsPerm());
+        HostTensor b = transposed(get(o.getRhs()), o.getRhsPerm());
+        Index productShape(a.shape.begin(), a.shape.end() - 2);
+        productShape.push_back(o.getTransposeLhs() ? a.shape.back()
+                                                   : a.shape.end()[-2]);
+        productShape.push_back(o.getTransposeRhs() ? b.shape.end()[-2]
+                                                   : b.shape.back());
+        HostTensor y(productShape, elementTypeOf(o.getResult()));
         size_t r = y.shape.size();
         int64_t m = y.shape[r - 2], n = y.shape[r - 1];
         int64_t k = o.getTransposeLhs() ? a.shape[r - 2] : a.shape[r - 1];
@@ -797,7 +828,7 @@ LogicalResult Interpreter::execute(Operation *op) {
               py[i * n + j] = acc;
             }
         }
-        set(o.getResult(), std::move(y));
+        set(o.getResult(), transposed(y, o.getResultPerm()));
         return success();
       })
       .Case([&](Conv2DOp o) {

@@ -374,6 +374,19 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
                  DecomposeClassLoss<NllLossOp, /*FromLogits=*/false>,
                  DecomposeMseLoss, DecomposeScatterAdd>(&getContext());
     if (attention == "gemm") {
+      // Layouts are folded after this pass, into the GEMMs it builds.
+      WalkResult folded = getOperation().walk([](Operation *op) {
+        auto forward = dyn_cast<AttentionOp>(op);
+        auto grad = dyn_cast<AttentionGradOp>(op);
+        if ((forward && forward.getBthd()) || (grad && grad.getBthd())) {
+          op->emitOpError() << "has the bthd layout; the gemm lowering runs "
+                               "before gpuc-fold-layouts";
+          return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      });
+      if (folded.wasInterrupted())
+        return signalPassFailure();
       patterns.add<DecomposeAttention, DecomposeAttentionGrad>(&getContext());
     } else if (attention != "flash") {
       getOperation().emitError() << "unknown attention lowering '" << attention

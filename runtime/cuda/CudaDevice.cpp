@@ -363,9 +363,10 @@ bool CudaDevice::allocate(std::string &error) {
 
 bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
                              std::string &error) {
-  int64_t batch = s["batch"], m = s["m"], n = s["n"], k = s["k"];
-  int64_t strideA = s["stride_a"], strideB = s["stride_b"];
-  bool transA = s["trans_a"], transB = s["trans_b"];
+  GemmStep g = gemmStepOf(s);
+  int64_t batch = g.batch, m = g.m, n = g.n, k = g.k;
+  int64_t strideA = g.strideA, strideB = g.strideB, strideC = g.strideC;
+  bool transA = g.transA, transB = g.transB;
   // f16/bf16 operands and result (mixed precision), accumulated in f32.
   std::string dtype = s.value("dtype", "F32");
   cudaDataType_t dataType = dtype == "F16"    ? CUDA_R_16F
@@ -380,17 +381,28 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   step.id0 = s["a"];
   step.id1 = s["b"];
   step.id2 = s["c"];
-  int64_t strideC = m * n;
   // A weight shared by every batch entry (stride 0) folds the batch into
-  // the rows of one GEMM when A's rows are contiguous.
-  if (batch > 1 && strideB == 0 && !transA && strideA == m * k) {
+  // the rows of one GEMM when A's and C's rows are one matrix.
+  if (batch > 1 && strideB == 0 && !transA && g.calls == 1 && g.lda == k &&
+      strideA == m * k && g.ldc == n && strideC == m * n) {
     m *= batch;
     batch = 1;
   }
   int64_t layoutBatch = batch;
+  // Batches whose entries are not one stride apart (layouts folded into
+  // the GEMM) are calls of strided batches.
+  step.calls = g.calls;
+  step.callStrideA = g.callStrideA * elementBytes;
+  step.callStrideB = g.callStrideB * elementBytes;
+  step.callStrideC = g.callStrideC * elementBytes;
   if (batch > 1 && (strideA == 0 || strideB == 0)) {
     // Other broadcasts: one GEMM per batch entry (cuBLASLt's strided
     // batches need a nonzero stride).
+    if (g.calls > 1) {
+      error = "plan.json: a gemm step with both calls and a broadcast "
+              "operand; recompile";
+      return false;
+    }
     step.calls = batch;
     step.callStrideA = strideA * elementBytes;
     step.callStrideB = strideB * elementBytes;
@@ -432,13 +444,11 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   };
   // First operand: B's memory, [k,n] row-major (= n x k column-major) or,
   // transposed, [n,k] (= k x n column-major).
-  if (!layout(step.layoutA, transB ? k : n, transB ? n : k, transB ? k : n,
-              strideB))
+  if (!layout(step.layoutA, transB ? k : n, transB ? n : k, g.ldb, strideB))
     return fail(st, "cublasLtMatrixLayoutCreate");
-  if (!layout(step.layoutB, transA ? m : k, transA ? k : m, transA ? m : k,
-              strideA))
+  if (!layout(step.layoutB, transA ? m : k, transA ? k : m, g.lda, strideA))
     return fail(st, "cublasLtMatrixLayoutCreate");
-  if (!layout(step.layoutC, n, m, n, strideC))
+  if (!layout(step.layoutC, n, m, g.ldc, strideC))
     return fail(st, "cublasLtMatrixLayoutCreate");
   cublasLtMatmulPreference_t preference;
   cublasLtMatmulPreferenceCreate(&preference);
@@ -460,12 +470,11 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   step.algo = results[0].algo;
   for (int i = 0; i < found; ++i)
     step.candidates.push_back(results[i].algo);
-  step.shape = std::to_string(m) + "x" + std::to_string(n) + "x" +
-               std::to_string(k) + (transA ? " A^T" : "") +
-               (transB ? " B^T" : "") +
-               (step.calls > 1    ? " x" + std::to_string(step.calls) + " calls"
-                : layoutBatch > 1 ? " batch " + std::to_string(layoutBatch)
-                                  : "");
+  step.shape =
+      std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+      (transA ? " A^T" : "") + (transB ? " B^T" : "") +
+      (layoutBatch > 1 ? " batch " + std::to_string(layoutBatch) : "") +
+      (step.calls > 1 ? " x" + std::to_string(step.calls) + " calls" : "");
   return true;
 }
 

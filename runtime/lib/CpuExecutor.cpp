@@ -181,11 +181,8 @@ struct Step {
   StepKind kind;
   void (*launch)(void *const *) = nullptr;
   std::vector<void *> args;
-  /// A batch of row-major GEMMs C = op(A) op(B).
-  struct Gemm {
-    int64_t batch, m, n, k, strideA, strideB;
-    bool transA, transB;
-  } gemm{};
+  /// Row-major GEMMs C = op(A) op(B), batched and strided.
+  GemmStep gemm{};
   ConvGeometry conv{};
   /// A convolution's oneDNN primitive and the reorders around it.
   struct Convolution {
@@ -285,16 +282,12 @@ public:
           for (int id : s["args"])
             step.args.push_back(pointers[id]);
         } else if (step.kind == StepKind::Gemm) {
-          step.gemm = {s["batch"],   s["m"],        s["n"],
-                       s["k"],       s["stride_a"], s["stride_b"],
-                       s["trans_a"], s["trans_b"]};
+          step.gemm = gemmStepOf(s);
           step.x = f(s, "a");
           step.w = f(s, "b");
           step.y = f(s, "c");
-          const Step::Gemm &g = step.gemm;
-          step.elements[0] = g.strideA ? g.batch * g.strideA : g.m * g.k;
-          step.elements[1] = g.strideB ? g.batch * g.strideB : g.k * g.n;
-          step.elements[2] = g.batch * g.m * g.n;
+          for (int i = 0; i < 3; ++i)
+            step.elements[i] = (int64_t)step.gemm.extent(i);
         } else if (step.kind == StepKind::Copy) {
           step.src = pointers[s["src"].get<int>()];
           step.dst = pointers[s["dst"].get<int>()];
@@ -485,12 +478,15 @@ private:
   }
 
   void gemm(const Step &step) {
-    auto [batch, m, n, k, strideA, strideB, ta, tb] = step.gemm;
-    const float *a = step.x, *b = step.w;
-    float *c = step.y;
-    for (int64_t p = 0; p < batch; ++p)
-      sgemm(ta, tb, m, n, k, a + p * strideA, ta ? m : k, b + p * strideB,
-            tb ? k : n, 0.0f, c + p * m * n, n);
+    const GemmStep &g = step.gemm;
+    for (int64_t call = 0; call < g.calls; ++call) {
+      const float *a = step.x + call * g.callStrideA,
+                  *b = step.w + call * g.callStrideB;
+      float *c = step.y + call * g.callStrideC;
+      for (int64_t p = 0; p < g.batch; ++p)
+        sgemm(g.transA, g.transB, g.m, g.n, g.k, a + p * g.strideA, g.lda,
+              b + p * g.strideB, g.ldb, 0.0f, c + p * g.strideC, g.ldc);
+    }
   }
 
   /// Creates `step`'s oneDNN convolution: the primitive for its direction

@@ -1,5 +1,6 @@
 //===- Plan.cpp - read plan.json ------------------------------------------===//
 #include "gpuc/runtime/Executor.h"
+#include "gpuc/runtime/PlanSteps.h"
 
 #include <algorithm>
 #include <climits>
@@ -46,11 +47,19 @@ bool checkLibraryOperands(const nlohmann::json &step,
   };
   const std::string &op = step["op"].get_ref<const std::string &>();
   if (op == "gemm") {
-    __int128 batch = step["batch"].get<int64_t>(), m = step["m"].get<int64_t>(),
-             n = step["n"].get<int64_t>(), k = step["k"].get<int64_t>();
-    return fits("a", (batch - 1) * step["stride_a"].get<int64_t>() + m * k) &&
-           fits("b", (batch - 1) * step["stride_b"].get<int64_t>() + k * n) &&
-           fits("c", batch * m * n);
+    GemmStep g = gemmStepOf(step);
+    // A leading dimension shorter than its row would have the library
+    // read rows over each other.
+    if (g.lda < g.cols(0) || g.ldb < g.cols(1) || g.ldc < g.cols(2)) {
+      error = where + ": a leading dimension (lda " + std::to_string(g.lda) +
+              ", ldb " + std::to_string(g.ldb) + ", ldc " +
+              std::to_string(g.ldc) +
+              ") is shorter than its row; the plan is damaged, recompile the "
+              "model";
+      return false;
+    }
+    return fits("a", g.extent(0)) && fits("b", g.extent(1)) &&
+           fits("c", g.extent(2));
   }
   if (op.rfind("conv2d", 0) != 0)
     return true;
@@ -131,8 +140,26 @@ bool checkStep(const nlohmann::json &step,
       {"kernel", {"kernel", "args"}},
       {"copy", {"src", "dst", "bytes"}},
       {"gemm",
-       {"a", "b", "c", "batch", "m", "n", "k", "stride_a", "stride_b",
-        "trans_a", "trans_b", "dtype"}},
+       {"a",
+        "b",
+        "c",
+        "m",
+        "n",
+        "k",
+        "trans_a",
+        "trans_b",
+        "lda",
+        "ldb",
+        "ldc",
+        "batch",
+        "stride_a",
+        "stride_b",
+        "stride_c",
+        "calls",
+        "call_stride_a",
+        "call_stride_b",
+        "call_stride_c",
+        "dtype"}},
       {"conv2d", {"x", "w", "y", "groups", "dtype"}},
       {"conv2d_backward_input", {"x", "w", "y", "groups", "dtype"}},
       {"conv2d_backward_filter", {"x", "w", "y", "groups", "dtype"}}};
@@ -156,7 +183,8 @@ bool checkStep(const nlohmann::json &step,
       if (!bufferId(id, "args"))
         return false;
   }
-  for (const char *field : {"m", "n", "k", "batch", "grid"})
+  for (const char *field :
+       {"m", "n", "k", "batch", "calls", "lda", "ldb", "ldc", "grid"})
     if (step.contains(field) &&
         (!step[field].is_number_integer() || step[field].get<int64_t>() < 1 ||
          step[field].get<int64_t>() > (int64_t(1) << 31))) {
@@ -164,8 +192,9 @@ bool checkStep(const nlohmann::json &step,
               ", not a count from 1 to 2^31";
       return false;
     }
-  for (const char *field : {"bytes", "stride_a", "stride_b", "launches",
-                            "bytes_read", "bytes_written"})
+  for (const char *field : {"bytes", "stride_a", "stride_b", "stride_c",
+                            "call_stride_a", "call_stride_b", "call_stride_c",
+                            "launches", "bytes_read", "bytes_written"})
     if (step.contains(field) &&
         (!step[field].is_number_integer() || step[field].get<int64_t>() < 0)) {
       error =

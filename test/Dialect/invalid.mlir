@@ -88,6 +88,38 @@ func.func @matmul(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
 
 // -----
 
+func.func @matmul_perm_not_a_permutation(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>) {
+  // expected-error @+1 {{perm is not a permutation of 0..2}}
+  %0 = gpuc.matmul %a, %b lhs_perm = [0, 0, 1] : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_layout_shape(%a: tensor<3x2x4xf32>, %b: tensor<2x4x5xf32>) {
+  // expected-error @+1 {{result shape 2x3x5 does not match the expected 3x2x5}}
+  %0 = gpuc.matmul %a, %b lhs_perm = [1, 0, 2] result_perm = [1, 0, 2] : (tensor<3x2x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_layout_not_contiguous(%a: tensor<4x5x6xf32>, %b: tensor<6x5x7xf32>) {
+  // expected-error @+1 {{layouts leave no matrix dimension contiguous}}
+  %0 = gpuc.matmul %a, %b lhs_perm = [2, 0, 1] : (tensor<4x5x6xf32>, tensor<6x5x7xf32>) -> tensor<6x4x7xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_layout_three_levels(%a: tensor<3x2x4x5x6xf32>, %b: tensor<2x3x4x6x7xf32>) {
+  // expected-error @+1 {{layouts leave 3 batch levels; a GEMM call takes at most two}}
+  %0 = gpuc.matmul %a, %b lhs_perm = [1, 0, 2, 3, 4] : (tensor<3x2x4x5x6xf32>, tensor<2x3x4x6x7xf32>) -> tensor<2x3x4x5x7xf32>
+  return
+}
+
+// -----
+
 func.func @conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) {
   // expected-error @+1 {{filter expects 2 input channels, input has 3}}
   %0 = gpuc.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<1x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x6x6xf32>

@@ -46,6 +46,15 @@ func.func @core(%x: tensor<2x8xf32> {gpuc.input = "x"}, %w: tensor<4x8xf32> {gpu
   return %20 : tensor<2x4xf32>
 }
 
+// CHECK-LABEL: func.func @layouts
+func.func @layouts(%q: tensor<2x5x3x4xf32>, %s: tensor<2x3x5x5xf32>) -> (tensor<2x3x5x5xf32>, tensor<2x5x3x4xf32>) {
+  // CHECK: gpuc.matmul %{{.+}}, %{{.+}} transpose_rhs lhs_perm = [0, 2, 1, 3] rhs_perm = [0, 2, 1, 3] : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> tensor<2x3x5x5xf32>
+  %0 = gpuc.matmul %q, %q transpose_rhs lhs_perm = [0, 2, 1, 3] rhs_perm = [0, 2, 1, 3] : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> tensor<2x3x5x5xf32>
+  // CHECK: gpuc.matmul %{{.+}}, %{{.+}} rhs_perm = [0, 2, 1, 3] result_perm = [0, 2, 1, 3] : (tensor<2x3x5x5xf32>, tensor<2x5x3x4xf32>) -> tensor<2x5x3x4xf32>
+  %1 = gpuc.matmul %s, %q rhs_perm = [0, 2, 1, 3] result_perm = [0, 2, 1, 3] : (tensor<2x3x5x5xf32>, tensor<2x5x3x4xf32>) -> tensor<2x5x3x4xf32>
+  return %0, %1 : tensor<2x3x5x5xf32>, tensor<2x5x3x4xf32>
+}
+
 // CHECK-LABEL: func.func @windows
 func.func @windows(%x: tensor<2x1x8x8xf32>, %f: tensor<4x1x3x3xf32>) -> tensor<2x4x4x4xf32> {
   // CHECK: gpuc.conv2d %{{.+}}, %{{.+}} strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1

@@ -198,6 +198,7 @@ void addStepPipeline(PassManager &pm, StringRef lossOutput) {
       gpuc::GpucDecomposeOptions{*attentionLowering("gpuc")}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(gpuc::createGpucFoldLayouts());
 }
 /// `memoryFirst` when the step must fit a budget: gpuc-fuse then stores
 /// fewer bytes at some CPU time (its memory-first option).

@@ -210,6 +210,25 @@ def GpucDecompose : Pass<"gpuc-decompose", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucFoldLayouts : Pass<"gpuc-fold-layouts", "::mlir::ModuleOp"> {
+  let summary = "fold transposes around matmuls into their layouts";
+  let description = [{
+    A `transpose` that feeds a `gpuc.matmul`, or that is the only reader of
+    one's result, becomes the matmul's `lhs_perm`, `rhs_perm` or
+    `result_perm`: the GEMM library reads and writes the tensor as stored,
+    at its leading dimensions and batch strides, and no kernel copies it.
+    Attention's head split and merge (`[B, T, H, D]` <-> `[B, H, T, D]`)
+    fold this way. A layout the libraries cannot run (no contiguous matrix
+    dimension, more than two strided batch levels) stays a transpose.
+    A `gpuc.attention` left for the fused kernel whose query, key and value
+    are head splits and whose result only head merges read takes the
+    `bthd` layout, with its `gpuc.attention_grad`s when their operands and
+    gradients are split and merged the same way. Runs after
+    differentiation: layouts have no gradient rules.
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 def GpucFormKernels : Pass<"gpuc-form-kernels", "::mlir::ModuleOp"> {
   let summary = "wrap every remaining computing op into its own gpuc.fusion";
   let description = [{

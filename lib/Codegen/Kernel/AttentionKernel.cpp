@@ -16,12 +16,12 @@ namespace {
 /// query row, its gradient or a key row, and the value width's sums.
 constexpr int64_t kMaxAttentionWidth = 256;
 
-/// The strides of a contiguous [B, H, T, D] operand as the geometry names
-/// them (batch, head, row).
-std::string rowStrides(StringRef field, Value v) {
-  ArrayRef<int64_t> s = shapeOf(v);
+/// The strides of an operand as stored ([B, H, T, D], or [B, T, H, D]
+/// under bthd) as the geometry names them (batch, head, row).
+std::string rowStrides(StringRef field, Value v, bool bthd) {
+  std::array<int64_t, 3> s = attentionStrides(v, bthd);
   return llvm::formatv("g.{0}[0] = {1}LL; g.{0}[1] = {2}LL; g.{0}[2] = {3}LL;",
-                       field, s[1] * s[2] * s[3], s[2] * s[3], s[3])
+                       field, s[0], s[1], s[2])
       .str();
 }
 } // namespace
@@ -49,8 +49,10 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   auto attention = dyn_cast<AttentionOp>(op);
   auto grad = dyn_cast<AttentionGradOp>(op);
   auto common = [&](auto o) -> LogicalResult {
-    ArrayRef<int64_t> q = shapeOf(o.getQuery()), k = shapeOf(o.getKey()),
-                      v = shapeOf(o.getValue());
+    bool bthd = o.getBthd();
+    SmallVector<int64_t, 4> q = attentionShape(o.getQuery(), bthd),
+                            k = attentionShape(o.getKey(), bthd),
+                            v = attentionShape(o.getValue(), bthd);
     if (q[3] > kMaxAttentionWidth || v[3] > kMaxAttentionWidth)
       return fusion.emitOpError()
              << "the fused attention kernel keeps rows of at most "
@@ -59,10 +61,10 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
     line("gpuc::AttentionGeometry g;");
     line(llvm::formatv("g.heads = {0}; g.queries = {1}; g.keys = {2};", q[1],
                        q[2], k[2]));
-    line(rowStrides("q", o.getQuery()));
-    line(rowStrides("k", o.getKey()));
-    line(rowStrides("v", o.getValue()));
-    line(rowStrides("out", o.getResult()));
+    line(rowStrides("q", o.getQuery(), bthd));
+    line(rowStrides("k", o.getKey(), bthd));
+    line(rowStrides("v", o.getValue(), bthd));
+    line(rowStrides("out", o.getResult(), bthd));
     Type f32 = Float32Type::get(op->getContext());
     line(llvm::formatv("g.scale = {0}; g.fill = {1};",
                        literal(o.getScale().convertToDouble(), f32),
@@ -121,11 +123,13 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
         {attention.getQuery(), attention.getKey(), attention.getValue()});
     if (failed(ins))
       return failure();
-    ArrayRef<int64_t> q = shapeOf(attention.getQuery()),
-                      v = shapeOf(attention.getValue());
+    bool bthd = attention.getBthd();
+    SmallVector<int64_t, 4> q = attentionShape(attention.getQuery(), bthd),
+                            v = attentionShape(attention.getValue(), bthd);
     kernel.grid =
         q[0] * q[1] *
-        ((std::max(q[2], shapeOf(attention.getKey())[2]) + kBlockThreads - 1) /
+        ((std::max(q[2], attentionShape(attention.getKey(), bthd)[2]) +
+          kBlockThreads - 1) /
          kBlockThreads);
     line(llvm::formatv("gpuc::attentionForward<{0}, {1}>({2}g, out0, out1);",
                        q[3], v[3], *ins));
@@ -140,11 +144,13 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   FailureOr<std::string> dOut = input(grad.getResultGrad());
   if (failed(ins) || failed(out) || failed(lse) || failed(dOut))
     return failure();
-  ArrayRef<int64_t> q = shapeOf(grad.getQuery()), v = shapeOf(grad.getValue());
-  kernel.grid =
-      q[0] * q[1] *
-      ((std::max(q[2], shapeOf(grad.getKey())[2]) + kBlockThreads - 1) /
-       kBlockThreads);
+  bool bthd = grad.getBthd();
+  SmallVector<int64_t, 4> q = attentionShape(grad.getQuery(), bthd),
+                          v = attentionShape(grad.getValue(), bthd);
+  kernel.grid = q[0] * q[1] *
+                ((std::max(q[2], attentionShape(grad.getKey(), bthd)[2]) +
+                  kBlockThreads - 1) /
+                 kBlockThreads);
   // Phase 0 leaves each query row's dot(dO, O) in the workspace for
   // phase 1.
   kernel.launches = 2;

@@ -473,15 +473,17 @@ static bool swapsLastTwo(ArrayRef<int64_t> perm) {
 OpFoldResult MatmulOp::fold(FoldAdaptor) {
   // matmul(transpose(a), b) is matmul(a, b) with the operand's flag
   // flipped: folded in place.
+  // (An operand with a layout keeps it: the layout composes with the flag
+  // in gpuc-fold-layouts.)
   bool changed = false;
   if (auto t = getLhs().getDefiningOp<TransposeOp>();
-      t && swapsLastTwo(t.getPerm())) {
+      t && getLhsPerm().empty() && swapsLastTwo(t.getPerm())) {
     getLhsMutable().assign(t.getInput());
     setTransposeLhs(!getTransposeLhs());
     changed = true;
   }
   if (auto t = getRhs().getDefiningOp<TransposeOp>();
-      t && swapsLastTwo(t.getPerm())) {
+      t && getRhsPerm().empty() && swapsLastTwo(t.getPerm())) {
     getRhsMutable().assign(t.getInput());
     setTransposeRhs(!getTransposeRhs());
     changed = true;

@@ -462,6 +462,11 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &builder,
   Value g = resultGrads[0];
   if (!g)
     return success();
+  // Layouts are set after differentiation, where the transposes they fold
+  // are known to be the step's last word.
+  if (hasLayouts())
+    return emitOpError() << "has layouts (lhs_perm, rhs_perm or result_perm); "
+                            "differentiate before gpuc-fold-layouts";
   Value a = getLhs(), b = getRhs();
   bool ta = getTransposeLhs(), tb = getTransposeRhs();
   auto matmul = [&](Value x, Value y, bool tx, bool ty, Type type) -> Value {
@@ -625,6 +630,9 @@ AttentionOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
   Value g = resultGrads[0];
   if (!g || !(wanted[0] || wanted[1] || wanted[2]))
     return success();
+  if (getBthd())
+    return emitOpError() << "has the bthd layout; differentiate before "
+                            "gpuc-fold-layouts";
   // One op for the three gradients: both lowerings recompute the weights
   // from the scores and the row statistics instead of keeping them.
   auto grad = AttentionGradOp::create(

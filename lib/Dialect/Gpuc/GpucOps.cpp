@@ -1,5 +1,6 @@
 //===- GpucOps.cpp - verifiers and type inference of gpuc ops -------------===//
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/GemmGeometry.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
 
 #include "mlir/IR/Builders.h"
@@ -168,11 +169,13 @@ LogicalResult GatherOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult MatmulOp::verify() {
-  return verifyResultShape(
-      *this,
-      inferMatmulShape(shapeOf(getLhs()), shapeOf(getRhs()), getTransposeLhs(),
-                       getTransposeRhs(), [&] { return emitOpError(); }),
-      getResult());
+  FailureOr<GemmGeometry> geometry =
+      inferGemmGeometry(shapeOf(getLhs()), shapeOf(getRhs()), getTransposeLhs(),
+                        getTransposeRhs(), getLhsPerm(), getRhsPerm(),
+                        getResultPerm(), [&] { return emitOpError(); });
+  if (failed(geometry))
+    return failure();
+  return verifyResultShape(*this, geometry->result, getResult());
 }
 
 LogicalResult Conv2DOp::verify() {
@@ -546,11 +549,27 @@ LogicalResult FusionOp::verify() {
 
 /// The checks both attention ops share: operand shapes, the mask's
 /// broadcast, the row statistics, and the attributes.
+SmallVector<int64_t, 4> mlir::gpuc::attentionShape(Value tensor, bool bthd) {
+  SmallVector<int64_t, 4> shape(shapeOf(tensor));
+  if (bthd && shape.size() == 4)
+    std::swap(shape[1], shape[2]);
+  return shape;
+}
+
+std::array<int64_t, 3> mlir::gpuc::attentionStrides(Value tensor, bool bthd) {
+  ArrayRef<int64_t> s = shapeOf(tensor);
+  int64_t row = bthd ? s[2] * s[3] : s[3];
+  int64_t head = bthd ? s[3] : s[2] * s[3];
+  return {s[1] * s[2] * s[3], head, row};
+}
+
 static LogicalResult verifyAttention(Operation *op, Value query, Value key,
                                      Value value, Value result, Value logsumexp,
                                      Value mask, Value rngKey, double scale,
-                                     double fill, double dropout) {
-  ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
+                                     double fill, double dropout, bool bthd) {
+  SmallVector<int64_t, 4> q = attentionShape(query, bthd),
+                          k = attentionShape(key, bthd),
+                          v = attentionShape(value, bthd);
   if (q.size() != 4 || k.size() != 4 || v.size() != 4)
     return op->emitOpError()
            << "query, key and value must be rank 4 [batch, heads, rows, "
@@ -571,17 +590,21 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
     return op->emitOpError()
            << "value " << formatShape(v) << " must be [" << q[0] << ", " << q[1]
            << ", " << k[2] << ", width] for key " << formatShape(k);
-  SmallVector<int64_t> expected = {q[0], q[1], q[2], v[3]};
+  // (Shapes as read: under `bthd` each rank-4 tensor is stored [batch,
+  // rows, heads, width].)
+  SmallVector<int64_t> expected = {q[0], bthd ? q[2] : q[1], bthd ? q[1] : q[2],
+                                   v[3]};
   if (shapeOf(result) != ArrayRef<int64_t>(expected))
     return op->emitOpError()
-           << "result shape " << formatShape(shapeOf(result))
-           << " is not [batch, heads, query rows, value width] = "
+           << "result shape " << formatShape(shapeOf(result)) << " is not "
+           << (bthd ? "[batch, query rows, heads, value width] = "
+                    : "[batch, heads, query rows, value width] = ")
            << formatShape(expected);
-  if (shapeOf(logsumexp) != q.take_front(3))
+  if (shapeOf(logsumexp) != ArrayRef<int64_t>(q).take_front(3))
     return op->emitOpError()
            << "logsumexp shape " << formatShape(shapeOf(logsumexp))
            << " is not [batch, heads, query rows] = "
-           << formatShape(q.take_front(3));
+           << formatShape(ArrayRef<int64_t>(q).take_front(3));
   if (mask) {
     ArrayRef<int64_t> m = shapeOf(mask);
     SmallVector<int64_t> scores = {q[0], q[1], q[2], k[2]};
@@ -610,12 +633,12 @@ LogicalResult AttentionOp::verify() {
   return verifyAttention(
       *this, getQuery(), getKey(), getValue(), getResult(), getLogsumexp(),
       getMask(), getRngKey(), getScale().convertToDouble(),
-      getFill().convertToDouble(), getDropout().convertToDouble());
+      getFill().convertToDouble(), getDropout().convertToDouble(), getBthd());
 }
 
 LogicalResult AttentionGradOp::verify() {
   return verifyAttention(
       *this, getQuery(), getKey(), getValue(), getResult(), getLogsumexp(),
       getMask(), getRngKey(), getScale().convertToDouble(),
-      getFill().convertToDouble(), getDropout().convertToDouble());
+      getFill().convertToDouble(), getDropout().convertToDouble(), getBthd());
 }

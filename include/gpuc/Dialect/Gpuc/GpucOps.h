@@ -14,6 +14,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <array>
+
 #include "gpuc/Dialect/Gpuc/GpucEnums.h.inc"
 #include "gpuc/Dialect/Gpuc/GpucInterfaces.h.inc"
 
@@ -25,6 +27,15 @@ namespace mlir::gpuc {
 /// `fusion` (in that order), with only the ops and inputs they need.
 FusionOp cloneFusionResults(OpBuilder &builder, FusionOp fusion,
                             ArrayRef<unsigned> results);
+
+/// A rank-4 attention tensor (query, key, value, result or a gradient of
+/// one) as gpuc.attention reads it, [B, H, T, D]: its type's shape, or,
+/// under the op's `bthd`, its [B, T, H, D] storage with T and H swapped.
+SmallVector<int64_t, 4> attentionShape(Value tensor, bool bthd);
+
+/// The element strides of such a tensor's batch, head and row as stored
+/// (its width is contiguous).
+std::array<int64_t, 3> attentionStrides(Value tensor, bool bthd);
 } // namespace mlir::gpuc
 
 #endif // GPUC_DIALECT_GPUC_GPUCOPS_H

@@ -383,7 +383,7 @@ def Gpuc_PadOp : Gpuc_Op<"pad", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterf
 //===----------------------------------------------------------------------===//
 
 def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
-  let summary = "batched matrix product with optional transposes";
+  let summary = "batched matrix product with optional transposes and layouts";
   let description = [{
     Both operands have the same rank (>= 2) and the same leading (batch)
     dimensions; the last two are the matrix. `transpose_lhs`/`transpose_rhs`
@@ -391,17 +391,40 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
     that is a `transpose` of those two dimensions folds into the flag: the
     library reads the matrix as stored, and no kernel copies it.
 
+    `lhs_perm`, `rhs_perm` and `result_perm` (empty: as stored) say how an
+    operand or the result is laid out in memory: the product reads
+    `transpose(lhs, lhs_perm)` and stores `transpose(product, result_perm)`.
+    `gpuc-fold-layouts` sets them where a transpose around the product
+    (attention's head split and merge) becomes the library call's leading
+    dimensions and batch strides. A layout must leave a matrix dimension
+    contiguous, and the batch must come down to at most two strided levels.
+
     ```mlir
     %y = gpuc.matmul %x, %w transpose_rhs
            : (tensor<32x784xf32>, tensor<256x784xf32>) -> tensor<32x256xf32>
+    %s = gpuc.matmul %q, %k transpose_rhs lhs_perm = [0, 2, 1, 3]
+           rhs_perm = [0, 2, 1, 3]
+           : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>) -> tensor<2x4x16x16xf32>
     ```
   }];
   let arguments = (ins Gpuc_FloatTensor:$lhs, Gpuc_FloatTensor:$rhs,
-                       UnitProp:$transpose_lhs, UnitProp:$transpose_rhs);
+                       UnitProp:$transpose_lhs, UnitProp:$transpose_rhs,
+                       DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$lhs_perm,
+                       DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$rhs_perm,
+                       DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$result_perm);
   let results = (outs Gpuc_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    (`lhs_perm` `=` $lhs_perm^)? (`rhs_perm` `=` $rhs_perm^)?
+    (`result_perm` `=` $result_perm^)?
     attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// Whether any operand or the result has a layout of its own.
+    bool hasLayouts() {
+      return !getLhsPerm().empty() || !getRhsPerm().empty() ||
+             !getResultPerm().empty();
+    }
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
@@ -793,6 +816,12 @@ def Gpuc_AttentionOp : Gpuc_Op<"attention", [DeclareOpInterfaceMethods<Gpuc_Grad
     Two lowerings (gpuc-decompose's `attention` option): batched GEMMs
     around one row kernel, or a fused kernel that never stores the weights.
 
+    With `bthd`, query, key, value and the result are stored `B x T x H x
+    D` (a token's heads side by side, as the projections write them) and
+    read as the `B x H x T x D` above: `gpuc-fold-layouts` sets it where
+    the head split and merge around the fused kernel would be transposes.
+    `logsumexp` and the mask keep their shapes.
+
     ```mlir
     %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x64x64xi1>
         scale = 1.250000e-01 fill = 0xFFF0000000000000
@@ -805,13 +834,13 @@ def Gpuc_AttentionOp : Gpuc_Op<"attention", [DeclareOpInterfaceMethods<Gpuc_Grad
                        Optional<Gpuc_RngKey>:$rng_key, F64Attr:$scale,
                        F64Attr:$fill, UnitAttr:$mask_keeps,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                       DefaultValuedAttr<I64Attr, "0">:$stream);
+                       DefaultValuedAttr<I64Attr, "0">:$stream, UnitProp:$bthd);
   let results = (outs Gpuc_FloatTensor:$result, F32Tensor:$logsumexp);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^ `:` type($mask))?
-    (`key` $rng_key^)? `scale` `=` $scale `fill` `=` $fill attr-dict `:`
-    type($query) `,` type($key) `,` type($value) `->` type($result) `,`
-    type($logsumexp)
+    (`key` $rng_key^)? `scale` `=` $scale `fill` `=` $fill (`bthd` $bthd^)?
+    attr-dict `:` type($query) `,` type($key) `,` type($value) `->`
+    type($result) `,` type($logsumexp)
   }];
   let hasVerifier = 1;
 }
@@ -825,7 +854,8 @@ def Gpuc_AttentionGradOp : Gpuc_Op<"attention_grad", [Pure,
     From the attention's operands, its `result` and `logsumexp`, and the
     gradient of its result: the weights are recomputed from the scores and
     `logsumexp` (never stored), and each gradient sums in a fixed order.
-    The attributes are the attention's.
+    The attributes are the attention's; with `bthd` the result's gradient
+    and the three gradients are stored `B x T x H x D` as well.
 
     ```mlir
     %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do
@@ -841,15 +871,15 @@ def Gpuc_AttentionGradOp : Gpuc_Op<"attention_grad", [Pure,
                        Optional<Gpuc_RngKey>:$rng_key, F64Attr:$scale,
                        F64Attr:$fill, UnitAttr:$mask_keeps,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                       DefaultValuedAttr<I64Attr, "0">:$stream);
+                       DefaultValuedAttr<I64Attr, "0">:$stream, UnitProp:$bthd);
   let results = (outs Gpuc_FloatTensor:$query_grad,
                       Gpuc_FloatTensor:$key_grad,
                       Gpuc_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result `,` $logsumexp `,` $result_grad
     (`mask` $mask^ `:` type($mask))? (`key` $rng_key^)? `scale` `=` $scale
-    `fill` `=` $fill attr-dict `:` type($query) `,` type($key) `,`
-    type($value) `,` type($result) `,` type($logsumexp)
+    `fill` `=` $fill (`bthd` $bthd^)? attr-dict `:` type($query) `,`
+    type($key) `,` type($value) `,` type($result) `,` type($logsumexp)
   }];
   let hasVerifier = 1;
 }

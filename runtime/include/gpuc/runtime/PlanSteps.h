@@ -87,6 +87,59 @@ inline ConvGeometry convGeometryOf(const nlohmann::json &s) {
           s["groups"].get<int64_t>()};
 }
 
+/// A GEMM step: `calls` library calls `callStride*` elements apart, each a
+/// batch of `batch` row-major products C = op(A) op(B) `stride*` apart, A
+/// [m,k] ([k,m] when transA), B [k,n] ([n,k]) and C [m,n] at leading
+/// dimensions lda, ldb, ldc.
+struct GemmStep {
+  int64_t m, n, k;
+  bool transA, transB;
+  int64_t lda, ldb, ldc;
+  int64_t batch, strideA, strideB, strideC;
+  int64_t calls, callStrideA, callStrideB, callStrideC;
+
+  int64_t rows(int operand) const {
+    return operand == 0   ? (transA ? k : m)
+           : operand == 1 ? (transB ? n : k)
+                          : m;
+  }
+  int64_t cols(int operand) const {
+    return operand == 0   ? (transA ? m : k)
+           : operand == 1 ? (transB ? k : n)
+                          : n;
+  }
+  /// Elements from an operand's first to its last one read or written (a:
+  /// 0, b: 1, c: 2), plus one; in 128 bits, so that a damaged plan's
+  /// counts cannot overflow past the check of its buffers.
+  __int128 extent(int operand) const {
+    const int64_t ld[] = {lda, ldb, ldc};
+    const int64_t stride[] = {strideA, strideB, strideC};
+    const int64_t callStride[] = {callStrideA, callStrideB, callStrideC};
+    return __int128(calls - 1) * callStride[operand] +
+           __int128(batch - 1) * stride[operand] +
+           __int128(rows(operand) - 1) * ld[operand] + cols(operand);
+  }
+};
+
+inline GemmStep gemmStepOf(const nlohmann::json &s) {
+  return {s["m"],
+          s["n"],
+          s["k"],
+          s["trans_a"],
+          s["trans_b"],
+          s["lda"],
+          s["ldb"],
+          s["ldc"],
+          s["batch"],
+          s["stride_a"],
+          s["stride_b"],
+          s["stride_c"],
+          s["calls"],
+          s["call_stride_a"],
+          s["call_stride_b"],
+          s["call_stride_c"]};
+}
+
 } // namespace gpuc
 
 #endif // GPUC_RUNTIME_PLANSTEPS_H

@@ -1,0 +1,314 @@
+//===- FoldLayouts.cpp - transposes around GEMMs as strides ---------------===//
+//
+// Attention splits a token's row into heads and merges them back with
+// transposes: [B, T, H, D] <-> [B, H, T, D]. As ops of their own they are
+// kernels that only copy (GPT-2 124M's step moved 288 MiB through them). A
+// GEMM library reads and writes matrices at any leading dimension and a
+// batch at any stride, so a transpose that feeds a matmul, or that is the
+// only reader of one, becomes the matmul's layout (lhs_perm, rhs_perm,
+// result_perm) wherever GemmGeometry can express it, and the copy is gone.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/GemmGeometry.h"
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::gpuc {
+#define GEN_PASS_DEF_GPUCFOLDLAYOUTS
+#include "gpuc/Transforms/Passes.h.inc"
+} // namespace mlir::gpuc
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+/// `outer` applied after `inner`, as one permutation: transpose(transpose(x,
+/// inner), outer) is transpose(x, compose(inner, outer)). An empty `outer`
+/// is the identity.
+SmallVector<int64_t> compose(ArrayRef<int64_t> inner, ArrayRef<int64_t> outer) {
+  if (outer.empty())
+    return SmallVector<int64_t>(inner);
+  SmallVector<int64_t> perm;
+  for (int64_t o : outer)
+    perm.push_back(inner[o]);
+  return perm;
+}
+
+bool isIdentity(ArrayRef<int64_t> perm) {
+  return llvm::equal(perm, llvm::seq<int64_t>(0, perm.size()));
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    Value lhs = op.getLhs(), rhs = op.getRhs();
+    SmallVector<int64_t> lhsPerm(op.getLhsPerm()), rhsPerm(op.getRhsPerm()),
+        resultPerm(op.getResultPerm());
+    Type resultType = op.getResult().getType();
+    TransposeOp resultTranspose;
+    auto silent = [] { return InFlightDiagnostic(); };
+    // A candidate layout is taken when the libraries can still run it.
+    auto expressible = [&](Value l, Value r, ArrayRef<int64_t> lp,
+                           ArrayRef<int64_t> rp, ArrayRef<int64_t> cp) {
+      auto norm = [](ArrayRef<int64_t> p) {
+        return isIdentity(p) ? ArrayRef<int64_t>() : p;
+      };
+      return succeeded(inferGemmGeometry(
+          shapeOf(l), shapeOf(r), op.getTransposeLhs(), op.getTransposeRhs(),
+          norm(lp), norm(rp), norm(cp), silent));
+    };
+    bool changed = false;
+    if (auto t = lhs.getDefiningOp<TransposeOp>()) {
+      SmallVector<int64_t> perm = compose(t.getPerm(), lhsPerm);
+      if (expressible(t.getInput(), rhs, perm, rhsPerm, resultPerm)) {
+        lhs = t.getInput();
+        lhsPerm = perm;
+        changed = true;
+      }
+    }
+    if (auto t = rhs.getDefiningOp<TransposeOp>()) {
+      SmallVector<int64_t> perm = compose(t.getPerm(), rhsPerm);
+      if (expressible(lhs, t.getInput(), lhsPerm, perm, resultPerm)) {
+        rhs = t.getInput();
+        rhsPerm = perm;
+        changed = true;
+      }
+    }
+    if (op.getResult().hasOneUse()) {
+      if (auto t = dyn_cast<TransposeOp>(*op.getResult().user_begin())) {
+        SmallVector<int64_t> stored = resultPerm;
+        if (stored.empty())
+          llvm::append_range(
+              stored, llvm::seq<int64_t>(0, shapeOf(op.getResult()).size()));
+        SmallVector<int64_t> perm = compose(stored, t.getPerm());
+        if (expressible(lhs, rhs, lhsPerm, rhsPerm, perm)) {
+          resultPerm = perm;
+          resultType = t.getResult().getType();
+          resultTranspose = t;
+          changed = true;
+        }
+      }
+    }
+    if (!changed)
+      return failure();
+    auto norm = [](SmallVector<int64_t> &p) {
+      if (isIdentity(p))
+        p.clear();
+    };
+    norm(lhsPerm);
+    norm(rhsPerm);
+    norm(resultPerm);
+    auto folded = MatmulOp::create(rewriter, op.getLoc(), resultType, lhs, rhs,
+                                   op.getTransposeLhs(), op.getTransposeRhs(),
+                                   lhsPerm, rhsPerm, resultPerm);
+    folded->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    if (resultTranspose) {
+      rewriter.replaceOp(resultTranspose, folded.getResult());
+      rewriter.eraseOp(op);
+    } else {
+      rewriter.replaceOp(op, folded.getResult());
+    }
+    return success();
+  }
+};
+
+/// Whether `v` is a head split or merge ([B, T, H, D] <-> [B, H, T, D]).
+TransposeOp swapsHeads(Value v) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  return t && llvm::equal(t.getPerm(), ArrayRef<int64_t>{0, 2, 1, 3})
+             ? t
+             : TransposeOp();
+}
+
+/// Whether every reader of `v` is a head merge (or one of `also`).
+bool onlyMerged(Value v, ArrayRef<Operation *> also = {}) {
+  return llvm::all_of(v.getUsers(), [&](Operation *user) {
+    return llvm::is_contained(also, user) || swapsHeads(user->getResult(0));
+  });
+}
+
+/// `v` as stored [B, T, H, D]: its readers that merged the heads read it
+/// now.
+void storeMerged(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  std::swap(shape[1], shape[2]);
+  v.setType(type.clone(shape));
+  for (Operation *user : llvm::make_early_inc_range(v.getUsers()))
+    if (auto t = dyn_cast<TransposeOp>(user)) {
+      t.getResult().replaceAllUsesWith(v);
+      t.erase();
+    }
+}
+
+/// An attention whose query, key and value are head splits and whose
+/// result only a head merge reads (and its gradients, the same way) takes
+/// the bthd layout: the fused kernel reads and writes the projections' own
+/// [B, T, H, D] rows. Forward and gradient change together, since the
+/// gradient reads the forward's result.
+void foldAttentionLayout(AttentionOp forward) {
+  if (forward.getBthd())
+    return;
+  SmallVector<Operation *> grads;
+  for (Operation *user : forward.getResult().getUsers())
+    if (auto grad = dyn_cast<AttentionGradOp>(user)) {
+      if (grad.getQuery() != forward.getQuery() ||
+          grad.getKey() != forward.getKey() ||
+          grad.getValue() != forward.getValue() ||
+          grad.getResult() != forward.getResult() || grad.getBthd() ||
+          !swapsHeads(grad.getResultGrad()) ||
+          !onlyMerged(grad.getQueryGrad()) || !onlyMerged(grad.getKeyGrad()) ||
+          !onlyMerged(grad.getValueGrad()))
+        return;
+      if (!llvm::is_contained(grads, grad))
+        grads.push_back(grad);
+    }
+  if (!swapsHeads(forward.getQuery()) || !swapsHeads(forward.getKey()) ||
+      !swapsHeads(forward.getValue()) ||
+      !onlyMerged(forward.getResult(), grads))
+    return;
+  auto split = [](OpOperand &operand) {
+    operand.set(swapsHeads(operand.get()).getInput());
+  };
+  split(forward.getQueryMutable());
+  split(forward.getKeyMutable());
+  split(forward.getValueMutable());
+  forward.setBthd(true);
+  storeMerged(forward.getResult());
+  for (Operation *op : grads) {
+    auto grad = cast<AttentionGradOp>(op);
+    grad.getQueryMutable().assign(forward.getQuery());
+    grad.getKeyMutable().assign(forward.getKey());
+    grad.getValueMutable().assign(forward.getValue());
+    split(grad.getResultGradMutable());
+    grad.setBthd(true);
+    for (Value g : grad->getResults())
+      storeMerged(g);
+  }
+}
+
+/// The positions of `shape`'s dimensions other than 1.
+SmallVector<int64_t> nonUnitDims(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> dims;
+  for (auto [i, d] : llvm::enumerate(shape))
+    if (d != 1)
+      dims.push_back(i);
+  return dims;
+}
+
+/// A reshape that only inserts or removes dimensions of 1.
+bool movesOnlyUnits(ReshapeOp r) {
+  ArrayRef<int64_t> in = shapeOf(r.getInput()), out = shapeOf(r.getResult());
+  SmallVector<int64_t> a, b;
+  for (int64_t d : in)
+    if (d != 1)
+      a.push_back(d);
+  for (int64_t d : out)
+    if (d != 1)
+      b.push_back(d);
+  return a == b;
+}
+
+/// transpose(x, perm) viewed as `target` (the same dimensions but for 1s)
+/// is transpose(reshape(x), result) with the 1s where `target` has them:
+/// the reshape is free, and the transpose then meets the op beside it.
+/// Returns the reshaped shape of x and the permutation.
+std::pair<SmallVector<int64_t>, SmallVector<int64_t>>
+unitsOutside(ArrayRef<int64_t> x, ArrayRef<int64_t> perm,
+             ArrayRef<int64_t> target) {
+  SmallVector<int64_t> xs = nonUnitDims(x), os = nonUnitDims(target);
+  SmallVector<int64_t> transposed;
+  for (int64_t p : perm)
+    transposed.push_back(x[p]);
+  SmallVector<int64_t> ts = nonUnitDims(transposed);
+  SmallVector<int64_t> shape(target.size(), 1), result;
+  for (size_t i = 0; i < target.size(); ++i)
+    result.push_back(i);
+  for (size_t k = 0; k < xs.size(); ++k)
+    shape[os[k]] = x[xs[k]];
+  for (size_t j = 0; j < ts.size(); ++j) {
+    size_t k = llvm::find(xs, perm[ts[j]]) - xs.begin();
+    result[os[j]] = os[k];
+  }
+  return {shape, result};
+}
+
+/// Moves the 1s a reshape inserts or removes to the far side of a
+/// transpose beside a matmul (nn.MultiheadAttention's [B*H, T, D]
+/// products, reshaped to rank 4 around the attention), so that the
+/// transpose is the matmul's operand or only reader.
+void moveUnitReshapes(ModuleOp module) {
+  SmallVector<MatmulOp> matmuls;
+  module.walk([&](MatmulOp op) { matmuls.push_back(op); });
+  for (MatmulOp op : matmuls) {
+    OpBuilder b(op);
+    for (OpOperand &operand : op->getOpOperands()) {
+      auto r = operand.get().getDefiningOp<ReshapeOp>();
+      TransposeOp t = r ? r.getInput().getDefiningOp<TransposeOp>() : nullptr;
+      if (!t || !movesOnlyUnits(r))
+        continue;
+      auto [shape, perm] = unitsOutside(shapeOf(t.getInput()), t.getPerm(),
+                                        shapeOf(r.getResult()));
+      auto type = cast<RankedTensorType>(t.getInput().getType());
+      Value x =
+          ReshapeOp::create(b, op.getLoc(), type.clone(shape), t.getInput());
+      operand.set(TransposeOp::create(b, op.getLoc(), r.getType(), x, perm));
+    }
+    // matmul -> reshape -> transpose: transpose first, then reshape.
+    Value y = op.getResult();
+    if (!y.hasOneUse())
+      continue;
+    auto r = dyn_cast<ReshapeOp>(*y.user_begin());
+    if (!r || !movesOnlyUnits(r) || !r.getResult().hasOneUse())
+      continue;
+    auto t = dyn_cast<TransposeOp>(*r.getResult().user_begin());
+    if (!t)
+      continue;
+    // transpose(reshape(y), p) as reshape(transpose(y, q)): q keeps y's 1s
+    // in place and orders its other dimensions as the result has them.
+    ArrayRef<int64_t> yShape = shapeOf(y), rShape = shapeOf(r.getResult());
+    SmallVector<int64_t> ys = nonUnitDims(yShape), rs = nonUnitDims(rShape);
+    SmallVector<int64_t> outShape(shapeOf(t.getResult()));
+    SmallVector<int64_t> os = nonUnitDims(outShape);
+    SmallVector<int64_t> perm, shape(yShape);
+    for (size_t i = 0; i < yShape.size(); ++i)
+      perm.push_back(i);
+    for (size_t j = 0; j < os.size(); ++j) {
+      size_t k = llvm::find(rs, t.getPerm()[os[j]]) - rs.begin();
+      perm[ys[j]] = ys[k];
+      shape[ys[j]] = yShape[ys[k]];
+    }
+    b.setInsertionPoint(t);
+    auto type = cast<RankedTensorType>(y.getType());
+    Value moved =
+        TransposeOp::create(b, t.getLoc(), type.clone(shape), y, perm);
+    t.getResult().replaceAllUsesWith(
+        ReshapeOp::create(b, t.getLoc(), t.getType(), moved));
+    t.erase();
+    r.erase();
+  }
+}
+
+struct GpucFoldLayouts : gpuc::impl::GpucFoldLayoutsBase<GpucFoldLayouts> {
+  void runOnOperation() override {
+    moveUnitReshapes(getOperation());
+    SmallVector<AttentionOp> attentions;
+    getOperation().walk([&](AttentionOp op) { attentions.push_back(op); });
+    for (AttentionOp op : attentions)
+      foldAttentionLayout(op);
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FoldLayoutsIntoMatmul>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,98 @@
+// RUN: gpuc-opt %s --gpuc-fold-layouts -split-input-file | FileCheck %s
+
+// Attention's head split and merge: the matmuls read [B, T, H, D] as
+// [B, H, T, D] and write their product back as [B, T, H, D].
+// CHECK-LABEL: func.func @head_split_and_merge
+// CHECK-NOT: gpuc.transpose
+// CHECK: %[[S:.+]] = gpuc.matmul %arg0, %arg1 transpose_rhs lhs_perm = [0, 2, 1, 3] rhs_perm = [0, 2, 1, 3] : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> tensor<2x3x5x5xf32>
+// CHECK: %[[Y:.+]] = gpuc.matmul %[[S]], %arg2 rhs_perm = [0, 2, 1, 3] result_perm = [0, 2, 1, 3] : (tensor<2x3x5x5xf32>, tensor<2x5x3x4xf32>) -> tensor<2x5x3x4xf32>
+// CHECK: return %[[Y]]
+func.func @head_split_and_merge(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xf32>) -> tensor<2x5x3x4xf32> {
+  %qh = gpuc.transpose %q perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %kh = gpuc.transpose %k perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %vh = gpuc.transpose %v perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %s = gpuc.matmul %qh, %kh transpose_rhs : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x5xf32>
+  %y = gpuc.matmul %s, %vh : (tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %o = gpuc.transpose %y perm = [0, 2, 1, 3] : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  return %o : tensor<2x5x3x4xf32>
+}
+
+// -----
+
+// A transpose read by a matmul and by a kernel: the matmul reads the
+// stored tensor, the kernel keeps its transpose.
+// CHECK-LABEL: func.func @shared_transpose
+// CHECK: %[[T:.+]] = gpuc.transpose %arg0
+// CHECK: gpuc.matmul %arg0, %arg1 lhs_perm = [0, 2, 1, 3]
+// CHECK: gpuc.relu %[[T]]
+func.func @shared_transpose(%x: tensor<2x5x3x4xf32>, %w: tensor<2x3x4x6xf32>) -> (tensor<2x3x5x6xf32>, tensor<2x3x5x4xf32>) {
+  %t = gpuc.transpose %x perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %y = gpuc.matmul %t, %w : (tensor<2x3x5x4xf32>, tensor<2x3x4x6xf32>) -> tensor<2x3x5x6xf32>
+  %r = gpuc.relu %t : tensor<2x3x5x4xf32>
+  return %y, %r : tensor<2x3x5x6xf32>, tensor<2x3x5x4xf32>
+}
+
+// -----
+
+// No matrix dimension of the transposed operand is contiguous, and a
+// result read twice keeps its own layout: both transposes stay.
+// CHECK-LABEL: func.func @not_expressible
+// CHECK: gpuc.transpose %arg0 perm = [2, 0, 1]
+// CHECK: %[[Y:.+]] = gpuc.matmul %{{.+}}, %arg1 : (tensor<6x4x5xf32>, tensor<6x5x7xf32>) -> tensor<6x4x7xf32>
+// CHECK: gpuc.transpose %[[Y]] perm = [0, 2, 1]
+func.func @not_expressible(%x: tensor<4x5x6xf32>, %w: tensor<6x5x7xf32>) -> (tensor<6x7x4xf32>, tensor<6x4x7xf32>) {
+  %a = gpuc.transpose %x perm = [2, 0, 1] : tensor<4x5x6xf32> -> tensor<6x4x5xf32>
+  %y = gpuc.matmul %a, %w : (tensor<6x4x5xf32>, tensor<6x5x7xf32>) -> tensor<6x4x7xf32>
+  %o = gpuc.transpose %y perm = [0, 2, 1] : tensor<6x4x7xf32> -> tensor<6x7x4xf32>
+  return %o, %y : tensor<6x7x4xf32>, tensor<6x4x7xf32>
+}
+
+// -----
+
+// A result stored transposed in its matrix would need the product's own
+// transpose (C^T = B^T A^T): not a layout, the transpose stays.
+// CHECK-LABEL: func.func @matrix_transposed_result
+// CHECK: %[[Y:.+]] = gpuc.matmul %arg0, %arg1 :
+// CHECK: gpuc.transpose %[[Y]] perm = [1, 0]
+func.func @matrix_transposed_result(%a: tensor<4x5xf32>, %b: tensor<5x6xf32>) -> tensor<6x4xf32> {
+  %y = gpuc.matmul %a, %b : (tensor<4x5xf32>, tensor<5x6xf32>) -> tensor<4x6xf32>
+  %o = gpuc.transpose %y perm = [1, 0] : tensor<4x6xf32> -> tensor<6x4xf32>
+  return %o : tensor<6x4xf32>
+}
+
+// -----
+
+// The fused attention and its gradient take the bthd layout together: the
+// projections' [B, T, H, D] rows are read and written as they are.
+// CHECK-LABEL: func.func @attention
+// CHECK-NOT: gpuc.transpose
+// CHECK: %[[O:.+]], %[[L:.+]] = gpuc.attention %arg0, %arg1, %arg2 scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32> -> tensor<2x5x3x4xf32>, tensor<2x3x5xf32>
+// CHECK: %[[DQ:.+]], %[[DK:.+]], %[[DV:.+]] = gpuc.attention_grad %arg0, %arg1, %arg2, %[[O]], %[[L]], %arg3 scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x3x5xf32>
+// CHECK: return %[[O]], %[[DQ]], %[[DK]], %[[DV]]
+func.func @attention(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xf32>, %dy: tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) {
+  %qh = gpuc.transpose %q perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %kh = gpuc.transpose %k perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %vh = gpuc.transpose %v perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %o, %lse = gpuc.attention %qh, %kh, %vh scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>, tensor<2x3x5xf32>
+  %y = gpuc.transpose %o perm = [0, 2, 1, 3] : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %dyh = gpuc.transpose %dy perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %dq, %dk, %dv = gpuc.attention_grad %qh, %kh, %vh, %o, %lse, %dyh scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5xf32>
+  %dqt = gpuc.transpose %dq perm = [0, 2, 1, 3] : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %dkt = gpuc.transpose %dk perm = [0, 2, 1, 3] : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %dvt = gpuc.transpose %dv perm = [0, 2, 1, 3] : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  return %y, %dqt, %dkt, %dvt : tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>
+}
+
+// -----
+
+// A result something other than a head merge reads keeps the heads major
+// layout, and so do its operands.
+// CHECK-LABEL: func.func @attention_result_read_as_is
+// CHECK: gpuc.transpose %arg0
+// CHECK: gpuc.attention %{{.+}}, %{{.+}}, %{{.+}} scale = 5.000000e-01 fill = 0xFFF0000000000000 :
+func.func @attention_result_read_as_is(%q: tensor<2x5x3x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32> {
+  %qh = gpuc.transpose %q perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %o, %lse = gpuc.attention %qh, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>, tensor<2x3x5xf32>
+  %r = gpuc.relu %o : tensor<2x3x5x4xf32>
+  return %r : tensor<2x3x5x4xf32>
+}

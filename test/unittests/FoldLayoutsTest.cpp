@@ -1,0 +1,177 @@
+//===- FoldLayoutsTest.cpp - layouts folded into matmuls keep the values --===//
+//
+// gpuc-fold-layouts turns transposes around matmuls into the matmuls'
+// layouts. The interpreter, which reads a layout as the transpose it
+// stands for, must give the same results before and after, and the
+// transposes a GEMM can read must be gone.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/InitAll.h"
+#include "gpuc/Interpreter/Interpreter.h"
+#include "gpuc/Transforms/Passes.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+
+class FoldLayouts : public ::testing::Test {
+protected:
+  FoldLayouts() {
+    DialectRegistry registry;
+    registerAllDialects(registry);
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+  }
+
+  std::vector<HostTensor> run(func::FuncOp func) {
+    std::mt19937 rng(7);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<HostTensor> args;
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      HostTensor t(type.getShape(), type.getElementType());
+      for (size_t i = 0; i < t.data.size(); ++i)
+        t.data[i] = type.getElementType().isInteger(1) ? (double)(i % 3 == 1)
+                                                       : normal(rng);
+      args.push_back(std::move(t));
+    }
+    InterpreterOptions exact;
+    exact.roundToElementType = false;
+    FailureOr<std::vector<HostTensor>> results = interpret(func, args, exact);
+    EXPECT_TRUE(succeeded(results));
+    return succeeded(results) ? *results : std::vector<HostTensor>{};
+  }
+
+  /// Folds `source`'s @f and returns how many transposes are left.
+  int64_t foldAndCompare(StringRef source) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(source, &context);
+    EXPECT_TRUE(module);
+    if (!module)
+      return -1;
+    auto func = module->lookupSymbol<func::FuncOp>("f");
+    std::vector<HostTensor> before = run(func);
+    PassManager pm(&context);
+    pm.addPass(createGpucFoldLayouts());
+    EXPECT_TRUE(succeeded(pm.run(*module)));
+    EXPECT_TRUE(succeeded(verify(*module)));
+    std::vector<HostTensor> after = run(func);
+    EXPECT_EQ(before.size(), after.size());
+    for (size_t r = 0; r < std::min(before.size(), after.size()); ++r) {
+      EXPECT_EQ(before[r].shape, after[r].shape);
+      for (size_t i = 0; i < before[r].data.size(); ++i)
+        EXPECT_NEAR(before[r].data[i], after[r].data[i], 1e-12)
+            << "result " << r << " element " << i;
+    }
+    int64_t transposes = 0;
+    module->walk([&](TransposeOp) { ++transposes; });
+    return transposes;
+  }
+
+  MLIRContext context;
+};
+
+// Attention's head split and merge: [B, T, H, D] read as [B, H, T, D], the
+// product written back as [B, T, H, D].
+TEST_F(FoldLayouts, HeadSplitAndMergeBecomeStrides) {
+  EXPECT_EQ(foldAndCompare(R"mlir(
+func.func @f(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xf32>) -> tensor<2x5x3x4xf32> {
+  %qh = gpuc.transpose %q perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %kh = gpuc.transpose %k perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %vh = gpuc.transpose %v perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %s = gpuc.matmul %qh, %kh transpose_rhs : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x5xf32>
+  %y = gpuc.matmul %s, %vh : (tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %o = gpuc.transpose %y perm = [0, 2, 1, 3] : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  return %o : tensor<2x5x3x4xf32>
+}
+)mlir"),
+            0);
+}
+
+// An operand stored with its matrix transposed and its batch levels
+// swapped, and a result whose batch levels are swapped: the flag flips, and
+// the batch is two levels of strides.
+TEST_F(FoldLayouts, TransposedMatrixAndSwappedBatches) {
+  EXPECT_EQ(foldAndCompare(R"mlir(
+func.func @f(%x: tensor<3x2x5x4xf32>, %w: tensor<2x3x5x6xf32>) -> tensor<3x2x4x6xf32> {
+  %a = gpuc.transpose %x perm = [1, 0, 3, 2] : tensor<3x2x5x4xf32> -> tensor<2x3x4x5xf32>
+  %y = gpuc.matmul %a, %w : (tensor<2x3x4x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x4x6xf32>
+  %o = gpuc.transpose %y perm = [1, 0, 2, 3] : tensor<2x3x4x6xf32> -> tensor<3x2x4x6xf32>
+  return %o : tensor<3x2x4x6xf32>
+}
+)mlir"),
+            0);
+}
+
+// A layout with no contiguous matrix dimension stays a transpose, and so
+// does a result read by something else as well.
+TEST_F(FoldLayouts, WhatAGemmCannotReadStays) {
+  EXPECT_EQ(foldAndCompare(R"mlir(
+func.func @f(%x: tensor<4x5x6xf32>, %w: tensor<6x5x7xf32>) -> (tensor<6x7x4xf32>, tensor<6x4x7xf32>) {
+  %a = gpuc.transpose %x perm = [2, 0, 1] : tensor<4x5x6xf32> -> tensor<6x4x5xf32>
+  %y = gpuc.matmul %a, %w : (tensor<6x4x5xf32>, tensor<6x5x7xf32>) -> tensor<6x4x7xf32>
+  %o = gpuc.transpose %y perm = [0, 2, 1] : tensor<6x4x7xf32> -> tensor<6x7x4xf32>
+  return %o, %y : tensor<6x7x4xf32>, tensor<6x4x7xf32>
+}
+)mlir"),
+            2);
+}
+
+// The fused attention and its gradient read the projections' [B, T, H, D]
+// rows and write theirs: every head split and merge around them goes.
+TEST_F(FoldLayouts, AttentionAndItsGradientTakeTheTokenLayout) {
+  EXPECT_EQ(foldAndCompare(R"mlir(
+func.func @f(%q: tensor<2x5x3x4xf32>, %k: tensor<2x7x3x4xf32>, %v: tensor<2x7x3x6xf32>, %dy: tensor<2x5x3x6xf32>, %m: tensor<1x1x5x7xi1>) -> (tensor<2x5x3x6xf32>, tensor<2x3x5xf32>, tensor<2x5x3x4xf32>, tensor<2x7x3x4xf32>, tensor<2x7x3x6xf32>) {
+  %qh = gpuc.transpose %q perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %kh = gpuc.transpose %k perm = [0, 2, 1, 3] : tensor<2x7x3x4xf32> -> tensor<2x3x7x4xf32>
+  %vh = gpuc.transpose %v perm = [0, 2, 1, 3] : tensor<2x7x3x6xf32> -> tensor<2x3x7x6xf32>
+  %o, %lse = gpuc.attention %qh, %kh, %vh mask %m : tensor<1x1x5x7xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32> -> tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
+  %y = gpuc.transpose %o perm = [0, 2, 1, 3] : tensor<2x3x5x6xf32> -> tensor<2x5x3x6xf32>
+  %dyh = gpuc.transpose %dy perm = [0, 2, 1, 3] : tensor<2x5x3x6xf32> -> tensor<2x3x5x6xf32>
+  %dq, %dk, %dv = gpuc.attention_grad %qh, %kh, %vh, %o, %lse, %dyh mask %m : tensor<1x1x5x7xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32>, tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
+  %dqt = gpuc.transpose %dq perm = [0, 2, 1, 3] : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %dkt = gpuc.transpose %dk perm = [0, 2, 1, 3] : tensor<2x3x7x4xf32> -> tensor<2x7x3x4xf32>
+  %dvt = gpuc.transpose %dv perm = [0, 2, 1, 3] : tensor<2x3x7x6xf32> -> tensor<2x7x3x6xf32>
+  return %y, %lse, %dqt, %dkt, %dvt : tensor<2x5x3x6xf32>, tensor<2x3x5xf32>, tensor<2x5x3x4xf32>, tensor<2x7x3x4xf32>, tensor<2x7x3x6xf32>
+}
+)mlir"),
+            0);
+}
+
+// A matmul with layouts has no gradient rule: differentiation comes first.
+TEST_F(FoldLayouts, LayoutsAreNotDifferentiated) {
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"mlir(
+gpuc.parameter @w trainable : tensor<2x5x3x4xf32> = dense<1.0> : tensor<2x5x3x4xf32>
+func.func @forward(%x: tensor<2x3x5x4xf32> {gpuc.input = "x"}, %w: tensor<2x5x3x4xf32> {gpuc.param = @w}) -> (tensor<f32> {gpuc.output = "loss"}) {
+  %y = gpuc.matmul %x, %w transpose_rhs rhs_perm = [0, 2, 1, 3] : (tensor<2x3x5x4xf32>, tensor<2x5x3x4xf32>) -> tensor<2x3x5x5xf32>
+  %l = gpuc.reduce_sum %y axes = [0, 1, 2, 3] : tensor<2x3x5x5xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+)mlir",
+                                                             &context);
+  ASSERT_TRUE(module);
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+    diagnostics += d.str();
+    return success();
+  });
+  PassManager pm(&context);
+  pm.addPass(createGpucAutodiff());
+  EXPECT_TRUE(failed(pm.run(*module)));
+  EXPECT_NE(diagnostics.find("differentiate before gpuc-fold-layouts"),
+            std::string::npos)
+      << diagnostics;
+}
+
+} // namespace
