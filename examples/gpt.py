@@ -3,6 +3,7 @@
 
     /usr/bin/python3 examples/gpt.py --preset gpt2 --seq 1024 -o gpt2.onnx
     /usr/bin/python3 examples/gpt.py --preset small -o gpt-small.onnx
+    /usr/bin/python3 examples/gpt.py --preset gpt2 --state-dict gpt2.safetensors
 
 The model follows karpathy/nanoGPT's model.py in what matters to a compiler:
 token and learned position embeddings, pre-LayerNorm blocks of causal
@@ -14,7 +15,9 @@ vocabulary 50257); `small` has GPT-2's vocabulary around a 4-layer, width
 384 body; `tiny` is for tests. The weights come from --seed with GPT-2's
 initialization (normal 0.02, residual projections scaled by 1/sqrt(2L)).
 The .onnx holds the weights, so GPT-2 124M's file is about 500 MB: it is
-written where --out says, never into the repository.
+written where --out says, never into the repository. --state-dict saves the
+same weights as the model's state_dict in safetensors, what
+`train --init` reads into an artifact compiled with `--no-weights`.
 """
 import argparse
 import math
@@ -122,19 +125,60 @@ def export(model, seq, path):
         "tokens", 17, quiet=True)
 
 
+def save_state_dict(model, path):
+    """The state_dict in safetensors, a tied weight once (under its first
+    name), as safetensors.torch.save_model writes it; by hand where the
+    safetensors package is missing (the format is a JSON header and the
+    tensors' little-endian bytes)."""
+    try:
+        from safetensors.torch import save_model
+        save_model(model, path)
+        return
+    except ImportError:
+        pass
+    import json
+    import struct
+    header, blobs, offset, seen = {}, [], 0, set()
+    for name, tensor in model.state_dict().items():
+        if tensor.data_ptr() in seen:
+            continue
+        seen.add(tensor.data_ptr())
+        assert tensor.dtype == torch.float32, (name, tensor.dtype)
+        blob = tensor.detach().contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for blob in blobs:
+            f.write(blob)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
     parser.add_argument("--seq", type=int, default=256,
                         help="the context length T (the mask's size)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("-o", "--out", required=True)
+    parser.add_argument("-o", "--out", help="the ONNX model to write")
+    parser.add_argument("--state-dict", metavar="FILE.safetensors",
+                        help="the weights to write, for train --init")
     args = parser.parse_args()
+    if not args.out and not args.state_dict:
+        parser.error("give -o FILE.onnx, --state-dict FILE.safetensors, "
+                     "or both")
     model = build(args.preset, args.seq, args.seed)
-    export(model, args.seq, args.out)
     params = sum(p.numel() for p in model.parameters())
-    print("wrote %s: %s preset, T %d, %.1fM parameters" %
-          (args.out, args.preset, args.seq, params / 1e6))
+    for path in filter(None, (args.out, args.state_dict)):
+        if path == args.out:
+            export(model, args.seq, path)
+        else:
+            save_state_dict(model, path)
+        print("wrote %s: %s preset, T %d, %.1fM parameters" %
+              (path, args.preset, args.seq, params / 1e6))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 //===- ArtifactCache.cpp - whole artifacts reused by what made them -------===//
 //
 // An entry is a directory named by the BLAKE3 hash of everything that
-// decides the artifact; it holds the artifact's files (but model.onnx, which
-// is the input itself), `summary` (the line the compile printed, the output
-// directory replaced by a marker) and `external` (each external data file's
-// hash and path, checked again on restore: the import alone knows them).
+// decides the artifact; it holds the artifact's files, `summary` (the line
+// the compile printed, the output directory replaced by a marker) and
+// `external` (each external data file's hash and path, checked again on
+// restore: the import alone knows them).
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Target/ArtifactCache.h"
@@ -53,7 +53,7 @@ std::string mlir::gpuc::artifactCacheEntry(llvm::ArrayRef<std::string> args,
   if (options.cacheDir.empty())
     return "";
   llvm::BLAKE3 hash;
-  hash.update(llvm::StringRef("gpuc artifact v1\0", 17));
+  hash.update(llvm::StringRef("gpuc artifact v2\0", 17));
   // gpuc and the runtime its trainers link.
   std::string self = llvm::sys::fs::getMainExecutable(
       "gpuc", reinterpret_cast<void *>(&mainExecutableAnchor));
@@ -135,9 +135,7 @@ bool mlir::gpuc::restoreArtifact(const std::string &entry,
   if (llvm::sys::fs::create_directories(dir))
     return false;
   for (const std::string &file : artifactFiles(options)) {
-    std::string from =
-        file == "model.onnx" ? options.modelPath : entry + "/" + file;
-    if (!copyFile(from, dir + "/" + file))
+    if (!copyFile(entry + "/" + file, dir + "/" + file))
       return false;
   }
   // Recently used: the last to be trimmed.
@@ -243,8 +241,7 @@ void mlir::gpuc::storeArtifact(const std::string &entry,
   if (std::error_code ec = llvm::sys::fs::create_directories(temporary))
     return fail(ec.message());
   for (const std::string &file : artifactFiles(options))
-    if (file != "model.onnx" &&
-        !copyFile(options.outputDir + "/" + file, temporary + "/" + file))
+    if (!copyFile(options.outputDir + "/" + file, temporary + "/" + file))
       return fail("cannot copy " + options.outputDir + "/" + file);
   std::string manifest;
   for (const std::string &file : externalFiles) {

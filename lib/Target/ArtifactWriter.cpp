@@ -1,12 +1,14 @@
 //===- ArtifactWriter.cpp - gpuc compile's back end -----------------------===//
 //
 // The step program, then the artifact's files: plan.json, kernels.cu,
-// init.safetensors, model.onnx and the report (writeStepFiles), the CPU
-// kernels and the trainer (HostBuild) beside the cubins (buildCudaKernels).
+// init.safetensors, model.onnx (its weights in init.safetensors) and the
+// report (writeStepFiles), the CPU kernels and the trainer (HostBuild)
+// beside the cubins (buildCudaKernels).
 //
 //===----------------------------------------------------------------------===//
 #include "Backend.h"
 
+#include "gpuc/Frontend/ArtifactOnnx.h"
 #include "gpuc/Target/MemoryReport.h"
 #include "gpuc/runtime/Safetensors.h"
 
@@ -16,27 +18,66 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 using namespace mlir;
 
 namespace mlir::gpuc {
 namespace {
 
-/// Every persistent buffer starts zeroed on every device, so all-zero
-/// initial values (optimizer moments, momentum buffers, the step counter)
-/// are left out: an Adam artifact's init.safetensors is then the size of
-/// its parameters, not three times it.
-bool writeInitialTensors(StepProgram &program, const std::string &dir) {
+/// init.safetensors and model.onnx. Every persistent buffer starts zeroed
+/// on every device, so all-zero initial values (optimizer moments,
+/// momentum buffers, the step counter) are left out: an Adam artifact's
+/// init.safetensors is then the size of its parameters, not three times
+/// it. model.onnx points into init.safetensors for the weights (ONNX
+/// external data), so they are stored once. With --no-weights the model's
+/// weights (its parameters, and its buffers that are ONNX initializers) are
+/// in neither file: `train --init` gives them.
+bool writeWeights(StepProgram &program, const ArtifactOptions &options) {
+  const std::string &dir = options.outputDir;
+  bool fromOnnx = StringRef(options.modelPath).ends_with(".onnx");
+  ArtifactOnnx onnx;
+  std::string error;
+  if (fromOnnx && !onnx.load(options.modelPath, error)) {
+    llvm::errs() << "gpuc compile: " << error << "\n";
+    return false;
+  }
+  std::set<std::string> withheld;
+  if (options.noWeights) {
+    std::set<std::string> initializers;
+    if (fromOnnx)
+      initializers = onnx.floatInitializers();
+    for (const nlohmann::json &b : program.plan["buffers"]) {
+      std::string name = b["name"], kind = b["kind"];
+      if (b["dtype"] == "F32" &&
+          (kind == "param" || (kind == "state" && initializers.count(name))))
+        withheld.insert(name);
+    }
+    program.plan["trainer"]["weights_withheld"] =
+        std::vector<std::string>(withheld.begin(), withheld.end());
+  }
   std::vector<::gpuc::NamedTensor> tensors;
   for (InitialTensor &t : program.initialTensors) {
-    if (std::all_of(t.bytes.begin(), t.bytes.end(),
-                    [](char c) { return c == 0; }))
+    if (withheld.count(t.name) || std::all_of(t.bytes.begin(), t.bytes.end(),
+                                              [](char c) { return c == 0; }))
       continue;
     tensors.push_back({t.name, t.dtype, t.shape, std::move(t.bytes)});
   }
-  std::string error;
-  if (!::gpuc::writeSafetensors(dir + "/init.safetensors", tensors, {},
-                                error)) {
+  std::vector<uint64_t> offsets;
+  if (!::gpuc::writeSafetensors(dir + "/init.safetensors", tensors, {}, error,
+                                &offsets)) {
+    llvm::errs() << "gpuc compile: " << error << "\n";
+    return false;
+  }
+  if (!fromOnnx)
+    return true;
+  std::map<std::string, StoredTensor> stored;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].dtype == "F32")
+      stored[tensors[i].name] = {"init.safetensors", offsets[i],
+                                 &tensors[i].data};
+  if (!onnx.write(dir + "/model.onnx", stored, withheld, error)) {
     llvm::errs() << "gpuc compile: " << error << "\n";
     return false;
   }
@@ -59,6 +100,8 @@ bool writeStepFiles(StepProgram &program, const ArtifactOptions &options) {
   if (options.cuda)
     program.plan["targets"].push_back("cuda");
   program.plan["model"] = llvm::sys::path::filename(options.modelPath).str();
+  if (!writeWeights(program, options))
+    return false;
   if (!writeFile(dir + "/plan.json", program.plan.dump(1)) ||
       !writeFile(dir + "/kernels.cu", program.kernelSource))
     return false;
@@ -66,17 +109,6 @@ bool writeStepFiles(StepProgram &program, const ArtifactOptions &options) {
       (!writeFile(options.dumpDir + "/kernels.cu", program.kernelSource) ||
        !writeFile(options.dumpDir + "/plan.json", program.plan.dump(1))))
     return false;
-  if (!writeInitialTensors(program, dir))
-    return false;
-  if (StringRef(options.modelPath).ends_with(".onnx")) {
-    llvm::sys::fs::remove(dir + "/model.onnx");
-    if (std::error_code ec =
-            llvm::sys::fs::copy_file(options.modelPath, dir + "/model.onnx")) {
-      llvm::errs() << "gpuc compile: cannot copy the model: " << ec.message()
-                   << "\n";
-      return false;
-    }
-  }
   if (!writeKernelReport(program.plan, options))
     return false;
   return options.memoryPicture.empty() ||

@@ -20,7 +20,7 @@ namespace gpuc {
 bool writeSafetensors(const std::string &path,
                       const std::vector<NamedTensor> &tensors,
                       const std::map<std::string, std::string> &metadata,
-                      std::string &error) {
+                      std::string &error, std::vector<uint64_t> *fileOffsets) {
   json header = json::object();
   uint64_t offset = 0;
   for (const NamedTensor &t : tensors) {
@@ -34,6 +34,14 @@ bool writeSafetensors(const std::string &path,
   std::string text = header.dump();
   while (text.size() % 8)
     text += ' ';
+  if (fileOffsets) {
+    fileOffsets->clear();
+    uint64_t at = 8 + text.size();
+    for (const NamedTensor &t : tensors) {
+      fileOffsets->push_back(at);
+      at += t.data.size();
+    }
+  }
   std::string tmp = path + ".tmp";
   FILE *f = fopen(tmp.c_str(), "wb");
   if (!f) {

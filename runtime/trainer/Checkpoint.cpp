@@ -169,6 +169,11 @@ int64_t resumeRun(CompiledStep &s, const Options &o, FILE *&metrics) {
   // file must exist.
   if (o.resume == "auto" && access(path.c_str(), F_OK) != 0 &&
       errno == ENOENT) {
+    if (!s.withheld.empty() && o.init.empty())
+      fail("no checkpoint in " + o.checkpointDir +
+           " yet, and this artifact was compiled with --no-weights: give "
+           "the initial weights with --init FILE.safetensors to start the "
+           "run");
     if (!o.quiet)
       printf("no checkpoint in %s yet: starting from the initial weights\n",
              o.checkpointDir.c_str());

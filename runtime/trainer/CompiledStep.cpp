@@ -1,6 +1,8 @@
 //===- CompiledStep.cpp - the trainer's view of the compiled step -------===//
 #include "CompiledStep.h"
 
+#include "InitialWeights.h"
+
 #include "gpuc/runtime/Safetensors.h"
 #include "gpuc/runtime/device/CpuKernelTable.h"
 
@@ -63,6 +65,23 @@ void CompiledStep::open(const std::string &dir, const Options &o) {
   if (!readSafetensors(dir + "/init.safetensors", tensors, metadata, error))
     fail(error);
   restore(tensors, "init.safetensors");
+  withheld = t.value("weights_withheld", std::vector<std::string>());
+  if (!o.init.empty())
+    loadInitialWeights(*this, o.init, statusStream(o));
+  // Only training resumes; --run-step and a data-less --bench-steps take
+  // the initial weights.
+  bool resumes = !o.resume.empty() && o.runStepInputs.empty() &&
+                 !(o.benchSteps && o.data.empty());
+  if (o.init.empty() && !withheld.empty() && !resumes)
+    fail(dir + " was compiled with --no-weights: give the model's initial "
+               "weights with --init FILE.safetensors (a state_dict saved "
+               "with safetensors), or --resume a checkpoint");
+}
+
+FILE *CompiledStep::statusStream(const Options &o) {
+  if (!o.runStepInputs.empty() || o.benchSteps)
+    return stderr;
+  return o.quiet ? nullptr : stdout;
 }
 
 void CompiledStep::openDevice(const std::string &dir, const Options &o) {
@@ -102,11 +121,8 @@ void CompiledStep::openDevice(const std::string &dir, const Options &o) {
   std::string line = "device: " + device->describe();
   if (o.device == "auto" && !why.empty())
     line += " [no GPU: " + why + "]";
-  // Status goes to stderr when stdout carries results (--run-step,
-  // --bench-steps print JSON or nothing).
-  bool toStderr = !o.runStepInputs.empty() || o.benchSteps;
-  if (!o.quiet || toStderr)
-    fprintf(toStderr ? stderr : stdout, "%s\n", line.c_str());
+  if (FILE *status = statusStream(o))
+    fprintf(status, "%s\n", line.c_str());
 }
 
 void CompiledStep::restore(const std::vector<NamedTensor> &tensors,

@@ -7,6 +7,7 @@
 #include "gpuc/runtime/Executor.h"
 #include "gpuc/runtime/Safetensors.h"
 
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -33,9 +34,16 @@ public:
   int64_t window = 0;
   /// Steps whose gradients one update applies (1: every step updates).
   int64_t accumulate = 1;
+  /// What `gpuc compile --no-weights` left out of init.safetensors: the
+  /// model's weights, which --init or a checkpoint must give.
+  std::vector<std::string> withheld;
 
-  /// Loads `dir`'s plan, opens the device and uploads init.safetensors.
+  /// Loads `dir`'s plan, opens the device and uploads init.safetensors,
+  /// then --init's weights.
   void open(const std::string &dir, const Options &o);
+  /// Where status lines go: stderr when stdout carries results (--run-step,
+  /// --bench-steps print JSON or nothing), null under --quiet otherwise.
+  static FILE *statusStream(const Options &o);
   /// --device: cuda, cpu, or auto (the GPU when the artifact has GPU kernels
   /// and one is present, else the CPU, saying why).
   void openDevice(const std::string &dir, const Options &o);

@@ -6,10 +6,12 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,17 +45,48 @@ void exportOnnx(CompiledStep &s, const std::string &dir,
   onnx::ModelProto model;
   if (!model.ParseFromIstream(&in))
     fail(source + ": not a valid ONNX model");
+  // The artifact's model.onnx keeps its weights in init.safetensors (or,
+  // compiled with --no-weights, nowhere): every initializer is written
+  // inline, the trained ones from the device, the rest from the artifact.
   int replaced = 0;
-  for (const NamedTensor &t : s.snapshot()) {
-    for (auto &init : *model.mutable_graph()->mutable_initializer()) {
-      if (init.name() != t.name)
-        continue;
-      if (init.data_type() != onnx::TensorProto::FLOAT || t.dtype != "F32")
-        continue;
-      init.clear_float_data();
-      init.set_raw_data(std::string(t.data.begin(), t.data.end()));
+  std::vector<NamedTensor> trained = s.snapshot();
+  std::map<std::string, const NamedTensor *> byName;
+  for (const NamedTensor &t : trained)
+    byName[t.name] = &t;
+  std::vector<NamedTensor> initial;
+  bool initialRead = false;
+  auto setInline = [](onnx::TensorProto &init, const NamedTensor &t) {
+    init.clear_float_data();
+    init.clear_external_data();
+    init.set_data_location(onnx::TensorProto::DEFAULT);
+    init.set_raw_data(std::string(t.data.begin(), t.data.end()));
+  };
+  for (auto &init : *model.mutable_graph()->mutable_initializer()) {
+    auto it = byName.find(init.name());
+    if (it != byName.end() && init.data_type() == onnx::TensorProto::FLOAT &&
+        it->second->dtype == "F32") {
+      setInline(init, *it->second);
       ++replaced;
+      continue;
     }
+    if (init.data_location() != onnx::TensorProto::EXTERNAL)
+      continue;
+    std::string error;
+    std::map<std::string, std::string> metadata;
+    if (!initialRead &&
+        !readSafetensors(dir + "/init.safetensors", initial, metadata, error))
+      fail("--export-onnx: " + error);
+    initialRead = true;
+    auto found =
+        std::find_if(initial.begin(), initial.end(), [&](const NamedTensor &t) {
+          return t.name == init.name();
+        });
+    if (found == initial.end())
+      fail("--export-onnx: " + source + " keeps initializer '" + init.name() +
+           "' outside it, and " + dir +
+           "/init.safetensors has no tensor of that name; recompile the "
+           "model");
+    setInline(init, *found);
   }
   std::string target = exportTarget(path);
   std::string tmp = target + ".tmp";

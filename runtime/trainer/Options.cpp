@@ -23,6 +23,7 @@ const char *const kUsage =
     "             [--limit-train N] [--bench-steps N] [--quiet]\n"
     "             [--profile trace.json]\n"
     "             [--device auto|cpu|cuda] [--no-graph] [--artifact DIR]\n"
+    "             [--init weights.safetensors]\n"
     "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step "
     "K]\n"
     "  --data: MNIST-family IDX files (e.g. "
@@ -39,6 +40,9 @@ const char *const kUsage =
     "          GPU when the artifact has GPU kernels and a GPU is present\n"
     "  --no-graph: on the GPU, launch kernel by kernel instead of replaying\n"
     "          a CUDA Graph (to compare)\n"
+    "  --init FILE: initial weights from a safetensors file (a PyTorch\n"
+    "          state_dict, an HF checkpoint) by name, instead of the\n"
+    "          model's own; required by gpuc compile --no-weights artifacts\n"
     "  --artifact DIR: the compiled model in DIR instead of the trainer's\n"
     "          own folder (GPU-only trainers, which hold no model code)\n"
     "  OMP_NUM_THREADS: the CPU device's threads (default: all). Results\n"
@@ -107,6 +111,8 @@ Options parseOptions(int argc, char **argv) {
       o.quiet = true;
     else if (a == "--artifact")
       o.artifact = value(i);
+    else if (a == "--init")
+      o.init = value(i);
     else if (a == "--no-graph")
       o.graphs = false;
     else if (a == "--device") {

@@ -12,6 +12,8 @@ struct Options {
   std::string runStepInputs, outputDir, profile;
   std::string device = "auto";
   std::string artifact;
+  /// --init: initial weights from a safetensors file.
+  std::string init;
   bool graphs = true;
   int64_t epochs = 1, batchSize = 0, limitTrain = 0, benchSteps = 0;
   int64_t evalEvery = 0, logEvery = 50, step = 0;

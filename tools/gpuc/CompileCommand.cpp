@@ -121,6 +121,7 @@ bool artifactOptionsFromFlags(gpuc::ArtifactOptions &artifact,
                       ? compileJobs.getValue()
                       : std::max(1u, std::thread::hardware_concurrency());
   artifact.dumpDir = dumpDir;
+  artifact.noWeights = noWeights;
   if (!dumpDir.empty())
     if (std::error_code ec =
             llvm::sys::fs::create_directories(dumpDir.getValue())) {

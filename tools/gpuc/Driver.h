@@ -93,6 +93,7 @@ extern cl::opt<bool> timeCompile;
 extern cl::opt<unsigned> compileJobs;
 extern cl::opt<bool> nvrtcWhole;
 extern cl::opt<bool> noArtifactCache;
+extern cl::opt<bool> noWeights;
 extern cl::opt<bool> noCache;
 extern cl::opt<bool> report;
 extern cl::opt<std::string> memoryPictureFile;

@@ -177,6 +177,12 @@ cl::opt<bool> noArtifactCache(
              "the same model, options and tools (its kernels and cubins still "
              "come from the cache)"),
     cl::init(false), cl::cat(compileCategory));
+cl::opt<bool> noWeights(
+    "no-weights",
+    cl::desc("compile: leave the model's weights out of the artifact (a "
+             "small artifact to carry); its trainer takes them with --init "
+             "FILE.safetensors"),
+    cl::init(false), cl::cat(compileCategory));
 cl::opt<bool> noCache("no-cache",
                       cl::desc("compile: compile the CPU kernels "
                                "without the cache"),

@@ -4,10 +4,11 @@
 // Writes into the output directory: plan.json (buffers, arena, steps),
 // kernels.cu (every kernel, one source for both targets), init.safetensors
 // (initial parameters, optimizer state, constants), model.onnx (for
-// --export-onnx), kernels.sm_XX.cubin/.ptx (CUDA target: NVRTC and ptxas),
-// and kernels.cpu.o linked with the runtime's trainer into `train` (CPU
-// target). Compiled objects, cubins and trainers are cached by what made
-// them; whole artifacts too (ArtifactCache.h).
+// --export-onnx; its weights point into init.safetensors),
+// kernels.sm_XX.cubin/.ptx (CUDA target: NVRTC and ptxas), and kernels.cpu.o
+// linked with the runtime's trainer into `train` (CPU target). Compiled
+// objects, cubins and trainers are cached by what made them; whole artifacts
+// too (ArtifactCache.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_TARGET_ARTIFACT_H
@@ -52,6 +53,9 @@ struct ArtifactOptions {
   /// --time: where the back end's phases nest (a disabled scope times
   /// nothing).
   TimingScope timing;
+  /// --no-weights: the model's weights are left out of the artifact (its
+  /// trainer needs --init).
+  bool noWeights = false;
   /// The line writeArtifact printed ("gpuc compile: wrote ...").
   std::string summary;
 };

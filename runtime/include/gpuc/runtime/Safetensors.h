@@ -18,11 +18,14 @@ struct NamedTensor {
 
 /// Writes `tensors` and string `metadata` in the safetensors format, to a
 /// temporary file that is renamed over `path` once complete and synced, so a
-/// crash never leaves a truncated checkpoint.
+/// crash never leaves a truncated checkpoint. `fileOffsets`, when given,
+/// receives where each tensor's bytes begin in the file (what another
+/// format's reference into it needs).
 bool writeSafetensors(const std::string &path,
                       const std::vector<NamedTensor> &tensors,
                       const std::map<std::string, std::string> &metadata,
-                      std::string &error);
+                      std::string &error,
+                      std::vector<uint64_t> *fileOffsets = nullptr);
 
 /// Reads a safetensors file; errors name the file and what is wrong.
 bool readSafetensors(const std::string &path, std::vector<NamedTensor> &tensors,
