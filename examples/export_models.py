@@ -127,6 +127,38 @@ def export(model, example, path, input_name, opset, quiet=False):
         print(f"wrote {path} (opset {opset})")
 
 
+def save_state_dict(model, path):
+    """The state_dict in safetensors, a tied weight once (under its first
+    name), as safetensors.torch.save_model writes it; by hand where the
+    safetensors package is missing (the format is a JSON header and the
+    tensors' little-endian bytes)."""
+    try:
+        from safetensors.torch import save_model
+        save_model(model, path)
+        return
+    except ImportError:
+        pass
+    import json
+    import struct
+    header, blobs, offset, seen = {}, [], 0, set()
+    for name, tensor in model.state_dict().items():
+        if tensor.data_ptr() in seen:
+            continue
+        seen.add(tensor.data_ptr())
+        dtype = {torch.float32: "F32", torch.int64: "I64"}[tensor.dtype]
+        blob = tensor.detach().cpu().contiguous().numpy().tobytes()
+        header[name] = {"dtype": dtype, "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for blob in blobs:
+            f.write(blob)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))

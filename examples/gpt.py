@@ -42,6 +42,9 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, width, heads, seq):
         super().__init__()
         self.heads = heads
+        # nanoGPT's flash path (PyTorch's fused attention), for PyTorch's
+        # own timings; the export takes the masked path.
+        self.sdpa = False
         self.c_attn = nn.Linear(width, 3 * width)
         self.c_proj = nn.Linear(width, width)
         self.register_buffer(
@@ -52,6 +55,9 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(c, dim=2)
         h = self.heads
         q, k, v = (z.view(b, t, h, c // h).transpose(1, 2) for z in (q, k, v))
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
         att = F.softmax(att, dim=-1)
@@ -114,47 +120,18 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def build(preset, seq, seed):
+def build(preset, seq, seed, sdpa=False):
     torch.manual_seed(seed)
-    return GPT(seq=seq, **PRESETS[preset])
+    model = GPT(seq=seq, **PRESETS[preset])
+    for block in model.h:
+        block.attn.sdpa = sdpa
+    return model
 
 
 def export(model, seq, path):
     export_models.export(
         model, torch.randint(0, model.wte.num_embeddings, (2, seq)), path,
         "tokens", 17, quiet=True)
-
-
-def save_state_dict(model, path):
-    """The state_dict in safetensors, a tied weight once (under its first
-    name), as safetensors.torch.save_model writes it; by hand where the
-    safetensors package is missing (the format is a JSON header and the
-    tensors' little-endian bytes)."""
-    try:
-        from safetensors.torch import save_model
-        save_model(model, path)
-        return
-    except ImportError:
-        pass
-    import json
-    import struct
-    header, blobs, offset, seen = {}, [], 0, set()
-    for name, tensor in model.state_dict().items():
-        if tensor.data_ptr() in seen:
-            continue
-        seen.add(tensor.data_ptr())
-        assert tensor.dtype == torch.float32, (name, tensor.dtype)
-        blob = tensor.detach().contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensor.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text)
-        for blob in blobs:
-            f.write(blob)
 
 
 def main():
@@ -176,7 +153,7 @@ def main():
         if path == args.out:
             export(model, args.seq, path)
         else:
-            save_state_dict(model, path)
+            export_models.save_state_dict(model, path)
         print("wrote %s: %s preset, T %d, %.1fM parameters" %
               (path, args.preset, args.seq, params / 1e6))
 

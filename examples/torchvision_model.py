@@ -9,7 +9,9 @@ classes) with its own initialization from --seed, exported in training
 mode (batch norm's running statistics are updated by the step) with a
 dynamic batch, for a square RGB input of --size. The weights are in the
 file (about 100 MB for ResNet-50), written where --out says, never into
-the repository.
+the repository. --state-dict saves the same weights (and batch norm's
+running statistics) as the model's state_dict in safetensors, what
+`train --init` reads into an artifact compiled with `--no-weights`.
 """
 import argparse
 import os
@@ -48,17 +50,26 @@ def main():
     parser.add_argument("--classes", type=int, default=1000)
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("-o", "--out", required=True)
+    parser.add_argument("-o", "--out", help="the ONNX model to write")
+    parser.add_argument("--state-dict", metavar="FILE.safetensors",
+                        help="the weights to write, for train --init")
     args = parser.parse_args()
+    if not args.out and not args.state_dict:
+        parser.error("give -o FILE.onnx, --state-dict FILE.safetensors, "
+                     "or both")
     if not hasattr(torchvision.models, args.model):
         parser.error("torchvision %s has no model '%s'" %
                      (torchvision.__version__, args.model))
     model = build(args.model, args.classes, args.seed)
-    export(model, args.size, args.out)
     params = sum(p.numel() for p in model.parameters())
-    print("wrote %s: %s, %d classes, %dx%d input, %.1fM parameters" %
-          (args.out, args.model, args.classes, args.size, args.size,
-           params / 1e6))
+    for path in filter(None, (args.out, args.state_dict)):
+        if path == args.out:
+            export(model, args.size, path)
+        else:
+            export_models.save_state_dict(model, path)
+        print("wrote %s: %s, %d classes, %dx%d input, %.1fM parameters" %
+              (path, args.model, args.classes, args.size, args.size,
+               params / 1e6))
 
 
 if __name__ == "__main__":

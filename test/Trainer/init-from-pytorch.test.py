@@ -13,6 +13,7 @@ from torch.nn import functional as F
 
 gpuc, src, work = sys.argv[1:4]
 sys.path.insert(0, os.path.join(src, "examples"))
+import export_models  # noqa: E402
 import gpt  # noqa: E402
 
 T, B = 32, 2
@@ -29,7 +30,7 @@ models, weights = {}, {}
 for seed in (4, 5):
     models[seed] = gpt.build("tiny", T, seed)
     weights[seed] = os.path.join(work, "seed%d.safetensors" % seed)
-    gpt.save_state_dict(models[seed], weights[seed])
+    export_models.save_state_dict(models[seed], weights[seed])
 onnx_path = os.path.join(work, "gpt.onnx")
 gpt.export(models[4], T, onnx_path)
 
