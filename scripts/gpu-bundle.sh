@@ -24,10 +24,13 @@
 #               carries the gradient), again to fit.
 #   data/       Fashion-MNIST (IDX, xz: 4 MiB less than gzip), for the
 #               training runs.
-#   run.sh, gpu_check.py, stepcompare.py, export_models.py (PyTorch bench).
+#   run.sh, gpu_check.py, scale_check.py, stepcompare.py; export_models.py,
+#               gpt.py and torchvision_model.py: the PyTorch definitions
+#               (bench peers, and the scale models' weights).
 #
 # Environment: GPUC (default build/bin/gpuc, built first when missing),
-# GPUC_BUNDLE_QUICK=1 leaves out the large-batch bench artifacts (tests).
+# GPUC_BUNDLE_QUICK=1 leaves out the large-batch bench artifacts and the
+# real-scale ones (tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -51,20 +54,24 @@ trap 'rm -rf "$work"' EXIT
 model_args() { # model -> compile flags
   case $1 in
     transformer) echo "$root/examples/transformer.onnx --class-axis -1" ;;
+    gpt2) echo "$scale_models/gpt2-1024.onnx --class-axis -1" ;;
+    resnet50) echo "$scale_models/resnet50.onnx" ;;
     *) echo "$root/examples/$1.onnx" ;;
   esac
 }
 
-# A GPU artifact, without what only the CPU or the compiler uses.
-gpu_artifact() { # name model batch optimizer [precision]
+# A GPU artifact, without what only the CPU or the compiler uses; its
+# model.onnx (the graph, for --export-onnx) is small: the weights it points
+# to are in init.safetensors.
+gpu_artifact() { # name model batch optimizer [precision [compile flags...]]
   local dir=$out/artifacts/$1
   # shellcheck disable=SC2046
   "$gpuc" compile $(model_args "$2") --batch "$3" --optimizer "$4" --lr 0.001 \
-    --precision "${5:-fp32}" --target cuda -o "$dir" >/dev/null
+    --precision "${5:-fp32}" --target cuda -o "$dir" "${@:6}" >/dev/null
   if [[ ! -e $out/bin/train ]]; then
     mv "$dir/train" "$dir/libgpuc_cuda.so" "$out/bin/"
   fi
-  rm -f "$dir/train" "$dir/libgpuc_cuda.so" "$dir/build.log" "$dir/model.onnx" \
+  rm -f "$dir/train" "$dir/libgpuc_cuda.so" "$dir/build.log" \
     "$dir"/kernels.sm_80.* "$dir/kernels.sm_90.ptx" "$dir/kernels.cu"
   # One copy of identical initial values (the same model at several batches
   # and optimizers).
@@ -149,8 +156,38 @@ for spec in "4x32 32 4" "1x128 128 1"; do
   rm -f "$dir/train" "$dir/libgpuc_cuda.so" "$dir/build.log" \
     "$dir"/kernels.sm_80.* "$dir/kernels.sm_90.ptx" "$dir/kernels.cu"
 done
-# The trained weights go back into the ONNX model (--export-onnx) once.
-cp "$root/examples/mlp.onnx" "$out/artifacts/bench-mlp-128/model.onnx"
+# Real scale (run.sh scale): GPT-2 124M (nanoGPT-style, T 1024, tied head)
+# at batch 16 and torchvision's ResNet-50 at batch 256, fp32 and bf16,
+# for the H100 only and without their weights (--no-weights: 1 to 2 MB
+# each, where the weights are 500 and 100 MB); PyTorch makes the weights
+# there from the carried definitions, and the trainer takes them with
+# --init. The ONNX exports are made once per machine (GPT-2's is 500 MB).
+if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
+  scale_models=${XDG_CACHE_HOME:-$HOME/.cache}/gpuc/scale-models
+  mkdir -p "$scale_models"
+  stamp=$(cat "$root/examples/gpt.py" "$root/examples/torchvision_model.py" \
+    "$root/examples/export_models.py" | sha256sum | cut -c1-16)
+  if [[ ! -e $scale_models/$stamp ]]; then
+    if ! "$python" -c "import torch, torchvision, onnx" 2>/dev/null; then
+      echo "gpu-bundle: the real-scale artifacts are exported by PyTorch: $python needs torch, torchvision and onnx (scripts/install-deps.sh); GPUC_BUNDLE_QUICK=1 leaves them out" >&2
+      exit 1
+    fi
+    rm -f "$scale_models"/*
+    for export in "gpt.py --preset gpt2 --seq 1024 -o $scale_models/gpt2-1024.onnx" \
+                  "torchvision_model.py --model resnet50 -o $scale_models/resnet50.onnx"; do
+      # shellcheck disable=SC2086
+      "$python" "$root"/examples/$export >"$work/export.log" 2>&1 ||
+        { cat "$work/export.log" >&2; echo "gpu-bundle: exporting ${export%% *} failed" >&2; exit 1; }
+    done
+    touch "$scale_models/$stamp"
+  fi
+  for spec in gpt2:16 resnet50:256; do
+    for precision in fp32 bf16; do
+      gpu_artifact "scale-${spec%%:*}-$precision" "${spec%%:*}" "${spec##*:}" \
+        adamw "$precision" --no-weights --cuda-arch sm_90
+    done
+  done
+fi
 
 # Shared libraries the GPU-only trainer needs beyond glibc and libstdc++.
 ldd "$out/bin/train" | awk '/=> \//{print $3}' |
@@ -168,7 +205,9 @@ for f in "$data"/*.gz; do
   cp "$xz_cache/$base.xz" "$out/data/"
 done
 cp "$root/scripts/gpu/run.sh" "$root/scripts/gpu/gpu_check.py" \
-  "$root/test/Codegen/stepcompare.py" "$root/examples/export_models.py" "$out/"
+  "$root/scripts/gpu/scale_check.py" "$root/test/Codegen/stepcompare.py" \
+  "$root/examples/export_models.py" "$root/examples/gpt.py" \
+  "$root/examples/torchvision_model.py" "$out/"
 cp "$root/test/Trainer/accumulate.test.py" "$out/accumulate_compare.py"
 cp "$root/test/Trainer/safetensors_read.py" "$out/"
 chmod +x "$out/run.sh"

@@ -14,6 +14,9 @@ train   MLP 15 epochs and CNN 6 epochs on Fashion-MNIST (>= 0.89 / >= 0.92).
 amp     mixed precision: MLP and CNN trained in fp16 and bf16 to the fp32
         targets; fp16/bf16 step time against gpuc's fp32 and PyTorch autocast
         (eager, torch.compile; GradScaler for fp16), interleaved.
+scale   GPT-2 124M and ResNet-50 at real scale (scale_check.py): parity of
+        one step with PyTorch from the same weights (--init), then
+        tokens/s and images/s against PyTorch eager and torch.compile, MFU.
 bench   gpuc (graph and --no-graph) against PyTorch eager, torch.compile and
         torch.compile(mode="reduce-overhead"): same model, batch, AdamW
         (lr 1e-3, weight decay 0.01; PyTorch's fused AdamW), FP32 on both
@@ -439,17 +442,28 @@ def phase_amp(args, results):
     return ok and all(r["gpuc"] for r in rows)
 
 
+def phase_scale(args, results):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import scale_check
+    ok = scale_check.phase_scale_parity(args, results, trainer)
+    return scale_check.phase_scale_bench(args, results, trainer) and ok
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bundle", required=True)
     p.add_argument("--results", required=True)
     p.add_argument("--phase", default="all",
-                   choices=["checks", "train", "bench", "profile", "amp", "all"])
+                   choices=["checks", "train", "bench", "profile", "amp",
+                            "scale", "all"])
     p.add_argument("--bench-steps", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--scale-steps", type=int, default=10,
+                   help="steps per timed round of the scale phase")
     args = p.parse_args()
     os.makedirs(args.results, exist_ok=True)
-    phases = ["checks", "train", "amp", "bench"] if args.phase == "all" \
+    phases = ["checks", "train", "amp", "bench", "scale"] \
+        if args.phase == "all" \
         else [args.phase]
     all_ok = True
     with tempfile.TemporaryDirectory() as work:

@@ -2,7 +2,7 @@
 # Every GPU check of a gpu-bundle (scripts/gpu-bundle.sh), on a machine with
 # an NVIDIA GPU, the CUDA 13 libraries and PyTorch:
 #
-#   ./run.sh [checks|train|amp|bench|profile|all] [gpu_check.py options]  (default: all)
+#   ./run.sh [checks|train|amp|bench|scale|profile|all] [gpu_check.py options]  (default: all)
 #
 # profile: where each bench artifact's GPU time goes (train --profile).
 # checks: one step of each parity model against the CPU device's results;
@@ -12,6 +12,10 @@
 # train:  MLP 15 epochs (>= 0.89) and CNN 6 epochs (>= 0.92) on Fashion-MNIST.
 # bench:  step time against PyTorch eager, torch.compile and
 #         torch.compile(mode="reduce-overhead"), one interleaved run.
+# scale:  GPT-2 124M (T 1024, batch 16) and ResNet-50 (batch 256), fp32 and
+#         bf16, weights made here by PyTorch (--init): one step against
+#         PyTorch's, then tokens/s and images/s against eager and
+#         torch.compile, and MFU.
 # Results: summary-<phase>.json and logs in $OUT (when set) or ./results.
 set -uo pipefail
 bundle=$(cd "$(dirname "$0")" && pwd)

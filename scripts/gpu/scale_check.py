@@ -1,0 +1,296 @@
+"""run.sh scale: GPT-2 124M (nanoGPT-style, T 1024, tied head) and
+torchvision's ResNet-50 (224x224, 1000 classes) on the GPU, each compiled
+with --no-weights in fp32 and bf16. Here PyTorch makes the weights from the
+carried definitions (seed 0) and saves them in safetensors; the trainer
+takes them with --init.
+
+parity  one AdamW step (lr 1e-3, weight decay 0.01) from the same weights
+        and batch: fp32 against PyTorch fp32 with TF32 off (stepcompare's
+        tolerance on the loss, every parameter, its first moment and batch
+        norm's statistics); bf16 against PyTorch fp32 no further than
+        PyTorch's own bf16 autocast step is (worst excess over the bf16
+        tolerance, with a factor of 2).
+bench   tokens/s (GPT-2) and images/s (ResNet-50): gpuc (one graph launch
+        per step) against PyTorch eager and torch.compile as people set
+        them up (nanoGPT's scaled_dot_product_attention path, fused AdamW,
+        bf16 autocast, channels_last for ResNet; TF32 off for fp32, as
+        gpuc's fp32 GEMMs and convolutions), same batch, interleaved
+        rounds, best of each; MFU from the step's FLOPs (report.json)
+        against the GPU's dense peak.
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+# Dense peaks (TFLOP/s) by GPU and precision: fp32 without tensor cores,
+# bf16 with them, as NVIDIA's datasheets give them.
+PEAKS = {"H100 PCIe": {"fp32": 51.2, "bf16": 756.0},
+         "H100": {"fp32": 66.9, "bf16": 989.4},
+         "H200": {"fp32": 66.9, "bf16": 989.4},
+         "A100": {"fp32": 19.5, "bf16": 312.0}}
+MODELS = {"gpt2": {"unit": "tokens"}, "resnet50": {"unit": "images"}}
+HYPER = {"lr": 1e-3, "weight_decay": 0.01, "betas": (0.9, 0.999),
+         "eps": 1e-8}
+
+
+def build(bundle, name, sdpa=False):
+    sys.path.insert(0, bundle)
+    if name == "gpt2":
+        import gpt
+        return gpt.build("gpt2", 1024, 0, sdpa=sdpa)
+    import torchvision_model
+    return torchvision_model.build("resnet50", 1000, 0)
+
+
+def artifacts(bundle, name):
+    root = os.path.join(bundle, "artifacts")
+    return {p: "scale-%s-%s" % (name, p) for p in ("fp32", "bf16")
+            if os.path.isdir(os.path.join(root, "scale-%s-%s" % (name, p)))}
+
+
+def plan_of(bundle, artifact):
+    with open(os.path.join(bundle, "artifacts", artifact, "plan.json")) as f:
+        return json.load(f)
+
+
+def batch_of(bundle, artifact):
+    """The data input's shape and the trainer's names for input and label."""
+    plan = plan_of(bundle, artifact)
+    t = plan["trainer"]
+    shape = [b["shape"] for b in plan["buffers"]
+             if b["name"] == "input." + t["data_input"]][0]
+    return shape, t["data_input"], t["label_input"]
+
+
+def make_batch(name, shape):
+    import torch
+    g = torch.Generator().manual_seed(1)
+    if name == "gpt2":
+        x = torch.randint(0, 50257, shape, generator=g)
+        y = torch.randint(0, 50257, shape, generator=g)
+    else:
+        x = torch.randn(shape, generator=g)
+        y = torch.randint(0, 1000, (shape[0],), generator=g)
+    return x, y
+
+
+def torch_step_results(model, x, y, precision, out):
+    """One AdamW step of `model` (on the GPU) in PyTorch; writes what the
+    trainer's --run-step writes: loss, parameters, first moments, and the
+    buffers the step updates."""
+    import torch
+    import torch.nn.functional as F
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    model = model.cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), **HYPER)
+    x, y = x.cuda(), y.cuda()
+    with torch.autocast("cuda", dtype=torch.bfloat16,
+                        enabled=precision == "bf16"):
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                               y.reshape(-1))
+    loss.backward()
+    opt.step()
+    os.makedirs(out, exist_ok=True)
+    np.save(os.path.join(out, "loss.npy"),
+            np.array(loss.item(), dtype=np.float32))
+    for n, p in model.named_parameters():
+        np.save(os.path.join(out, n + ".npy"), p.detach().cpu().numpy())
+        np.save(os.path.join(out, n + ".exp_avg.npy"),
+                opt.state[p]["exp_avg"].cpu().numpy())
+    for n, b in model.named_buffers():
+        if b.dtype == torch.float32 and "running" in n:
+            np.save(os.path.join(out, n + ".npy"), b.cpu().numpy())
+    del opt, model
+    torch.cuda.empty_cache()
+    return loss.item()
+
+
+def phase_scale_parity(args, results, trainer):
+    sys.path.insert(0, args.bundle)
+    from stepcompare import TOLERANCE, compare_dirs
+    import torch
+    import export_models
+    ok, rows = True, []
+    for name in MODELS:
+        arts = artifacts(args.bundle, name)
+        if not arts:
+            continue
+        weights = os.path.join(args.work, name + ".safetensors")
+        export_models.save_state_dict(build(args.bundle, name), weights)
+        shape, data_name, label_name = batch_of(args.bundle, arts["fp32"])
+        x, y = make_batch(name, shape)
+        inputs = os.path.join(args.work, name + "-in")
+        os.makedirs(inputs, exist_ok=True)
+        np.save(os.path.join(inputs, data_name + ".npy"), x.numpy())
+        np.save(os.path.join(inputs, label_name + ".npy"), y.numpy())
+        ref = os.path.join(args.work, name + "-torch-fp32")
+        # nanoGPT's fused-attention path: the same math as the exported
+        # masked one, in less memory at T 1024.
+        losses = {"torch_fp32": torch_step_results(
+            build(args.bundle, name, sdpa=True), x, y, "fp32", ref)}
+        torch_bf16 = os.path.join(args.work, name + "-torch-bf16")
+        losses["torch_bf16"] = torch_step_results(
+            build(args.bundle, name, sdpa=True), x, y, "bf16", torch_bf16)
+        for precision, artifact in sorted(arts.items()):
+            got = os.path.join(args.work, artifact)
+            trainer(args, artifact, "--run-step", inputs, "--output-dir", got,
+                    "--init", weights, "--seed", 7)
+            losses["gpuc_" + precision] = float(
+                np.load(os.path.join(got, "loss.npy")))
+            tol = TOLERANCE[precision]
+            n, worst, worst_name, noisy, failures = compare_dirs(
+                ref, got, **tol)
+            row = {"model": name, "precision": precision, "tensors": n,
+                   "worst": worst, "worst_tensor": worst_name,
+                   "noisy": noisy, "failures": failures[:10]}
+            if precision == "fp32":
+                passed = not failures
+            else:
+                # PyTorch's own bf16 step, measured the same way.
+                _, torch_worst, _, _, _ = compare_dirs(ref, torch_bf16, **tol)
+                row["torch_bf16_worst"] = torch_worst
+                passed = worst <= max(1.0, 2.0 * torch_worst)
+            row["ok"] = passed
+            ok &= passed
+            rows.append(row)
+            print("%s %s: %d tensors, worst %.3f of the tolerance (%s)%s; "
+                  "losses %s: %s" % (
+                      name, precision, n, worst, worst_name,
+                      "" if precision == "fp32" else
+                      ", PyTorch bf16 %.3f" % row["torch_bf16_worst"],
+                      json.dumps(losses), "ok" if passed else "FAILED"))
+            for f in failures[:10]:
+                print("  " + f)
+        for row in rows:
+            if row["model"] == name:
+                row["losses"] = losses
+        torch.cuda.empty_cache()
+    results["scale_parity"] = rows
+    return ok and bool(rows)
+
+
+def peak_tflops(precision):
+    import torch
+    name = torch.cuda.get_device_name()
+    for gpu in sorted(PEAKS, key=len, reverse=True):
+        if gpu in name:
+            return PEAKS[gpu][precision]
+    return None
+
+
+def torch_peer(bundle, name, shape, precision, mode):
+    """A timed PyTorch training step as people write it."""
+    import torch
+    import torch.nn.functional as F
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    model = build(bundle, name, sdpa=True).cuda().train()
+    x, y = make_batch(name, shape)
+    x, y = x.cuda(), y.cuda()
+    if name == "resnet50":
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(model.parameters(), fused=True, **HYPER)
+    forward = torch.compile(model) if mode == "compile" else model
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16,
+                            enabled=precision == "bf16"):
+            out = forward(x)
+            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]),
+                                   y.reshape(-1))
+        loss.backward()
+        opt.step()
+
+    def timed(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        return 1000.0 * (time.perf_counter() - t0) / steps
+    timed(3)  # warm-up, compilation included
+    return timed
+
+
+def phase_scale_bench(args, results, trainer):
+    import torch
+    import export_models
+    steps, rounds = args.scale_steps, args.rounds
+    rows = []
+    print("load average %s; %s; torch %s; best of %d rounds of %d steps" % (
+        os.getloadavg(), torch.cuda.get_device_name(), torch.__version__,
+        rounds, steps))
+    print("| model | precision | batch | gpuc ms | eager ms | compile ms | "
+          "gpuc tokens or images/s | x eager | x compile | MFU gpuc | "
+          "MFU compile |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, facts in MODELS.items():
+        arts = artifacts(args.bundle, name)
+        if not arts:
+            continue
+        weights = os.path.join(args.work, name + ".safetensors")
+        if not os.path.exists(weights):
+            export_models.save_state_dict(build(args.bundle, name), weights)
+        for precision, artifact in sorted(arts.items()):
+            shape, _, _ = batch_of(args.bundle, artifact)
+            with open(os.path.join(args.bundle, "artifacts", artifact,
+                                   "report.json")) as f:
+                flops = json.load(f)["flops"]
+            peers = {}
+            for mode in ("eager", "compile"):
+                try:
+                    peers[mode] = torch_peer(args.bundle, name, shape,
+                                             precision, mode)
+                except Exception as e:  # noqa: BLE001 - reported
+                    print("torch %s %s %s failed: %s" % (mode, name,
+                                                         precision, e))
+            best = {}
+            for _ in range(rounds):
+                torch.cuda.empty_cache()
+                r = trainer(args, artifact, "--bench-steps", steps,
+                            "--init", weights)
+                ms = json.loads(r.stdout.strip().splitlines()[-1])[
+                    "ms_per_step"]
+                best["gpuc"] = min(best.get("gpuc", float("inf")), ms)
+                for mode, timed in peers.items():
+                    best[mode] = min(best.get(mode, float("inf")),
+                                     timed(steps))
+            del peers
+            torch.cuda.empty_cache()
+            units = shape[0] * (shape[1] if name == "gpt2" else 1)
+            peak = peak_tflops(precision)
+
+            def mfu(ms):
+                return (flops / (ms / 1000.0) / (peak * 1e12)
+                        if ms and peak else None)
+            row = {"model": name, "precision": precision, "batch": shape,
+                   "flops_per_step": flops, "peak_tflops": peak,
+                   "gpuc_ms": best.get("gpuc"), "eager_ms": best.get("eager"),
+                   "compile_ms": best.get("compile"),
+                   facts["unit"] + "_per_s": units * 1000.0 / best["gpuc"],
+                   "mfu_gpuc": mfu(best.get("gpuc")),
+                   "mfu_compile": mfu(best.get("compile"))}
+            rows.append(row)
+
+            def f(v, fmt="%.2f"):
+                return "-" if v is None else fmt % v
+            g = best["gpuc"]
+            print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                name, precision, "x".join(map(str, shape)), f(g, "%.1f"),
+                f(best.get("eager"), "%.1f"), f(best.get("compile"), "%.1f"),
+                f(units * 1000.0 / g, "%.0f"),
+                f(best.get("eager") and best["eager"] / g),
+                f(best.get("compile") and best["compile"] / g),
+                f(row["mfu_gpuc"], "%.3f"), f(row["mfu_compile"], "%.3f")))
+    results["scale_bench"] = {"rows": rows, "load_average": os.getloadavg(),
+                              "gpu": torch.cuda.get_device_name(),
+                              "torch": torch.__version__}
+    return bool(rows)
