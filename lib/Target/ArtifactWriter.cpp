@@ -54,6 +54,15 @@ bool writeWeights(StepProgram &program, const ArtifactOptions &options) {
           (kind == "param" || (kind == "state" && initializers.count(name))))
         withheld.insert(name);
     }
+    // Mixed precision's 16-bit copies of the weights (P.f16, P.bf16): the
+    // trainer rounds them from what --init gives.
+    for (const nlohmann::json &b : program.plan["buffers"]) {
+      StringRef name = b["name"].get_ref<const std::string &>();
+      for (StringRef suffix : {".f16", ".bf16"})
+        if (name.ends_with(suffix) &&
+            withheld.count(name.drop_back(suffix.size()).str()))
+          withheld.insert(name.str());
+    }
     program.plan["trainer"]["weights_withheld"] =
         std::vector<std::string>(withheld.begin(), withheld.end());
   }

@@ -270,12 +270,29 @@ void loadInitialWeights(CompiledStep &s, const std::string &path,
          " value from more than one of the file's: " + someNames(doubts) +
          "; give a file whose names are the model's");
 
+  // Mixed precision keeps a 16-bit copy of each parameter P as the state
+  // P.f16 or P.bf16 (gpuc-amp-weight-copies), which starts as P rounded to
+  // nearest even: it is derived from the value given here, not read.
+  std::map<std::string, const PlanBuffer *> copies;
+  for (const PlanBuffer *b : buffers)
+    for (const char *suffix : {".f16", ".bf16"})
+      if (b->kind == "param")
+        if (const PlanBuffer *copy = s.plan.find(b->name + suffix))
+          if (copy->shape == b->shape &&
+              (copy->dtype == "F16" || copy->dtype == "BF16"))
+            copies[b->name] = copy;
+  std::set<std::string> derived;
+  for (auto &[param, copy] : copies)
+    derived.insert(copy->name);
+
   std::vector<std::string> missing, wrongShape;
   std::vector<bool> used(file.size(), false);
   std::vector<NamedTensor> chosen;
   int converted = 0, renamed = 0;
   for (size_t m = 0; m < buffers.size(); ++m) {
     const PlanBuffer &b = *buffers[m];
+    if (derived.count(b.name))
+      continue;
     if (match[m] < 0) {
       if (b.kind == "param" || withheld.count(b.name))
         missing.push_back(b.name);
@@ -303,6 +320,14 @@ void loadInitialWeights(CompiledStep &s, const std::string &path,
       if (!bad.empty())
         fail("--init " + path + ": " + bad +
              "; initial weights must be finite");
+    }
+    auto copy = copies.find(b.name);
+    if (copy != copies.end()) {
+      NamedTensor rounded = value;
+      if (!convertTensor(rounded, copy->second->dtype, error))
+        fail("--init " + path + ": " + error);
+      rounded.name = copy->second->name;
+      chosen.push_back(std::move(rounded));
     }
     chosen.push_back(std::move(value));
   }

@@ -144,6 +144,23 @@ print("--init: %d outputs and state tensors, %d differ from the artifact "
       "with weights" % (len(ref), len(differ)))
 assert not differ
 
+# Mixed precision: the weights' bf16 copies are withheld too, and rounded
+# from what --init gives.
+compile_model(full + "-bf16", "--precision", "bf16")
+bf16 = compile_model(apart + "-bf16", "--precision", "bf16", "--no-weights")
+copies = [n for n in bf16["trainer"]["weights_withheld"]
+          if n.endswith(".bf16")]
+step(full + "-bf16", work + "/ref-bf16")
+step(apart + "-bf16", work + "/got-bf16", "--init", given)
+differ = [f for f in os.listdir(work + "/ref-bf16") if not np.array_equal(
+    np.load(os.path.join(work, "ref-bf16", f)),
+    np.load(os.path.join(work, "got-bf16", f)))]
+print("bf16: %d weight copies withheld, init.safetensors %d bytes; --init: "
+      "%d of %d outputs and state tensors differ" % (
+          len(copies), size(apart + "-bf16/init.safetensors"), len(differ),
+          len(os.listdir(work + "/ref-bf16"))))
+assert copies and not differ
+
 # F16 weights convert, and round as F16 does.
 write_safetensors(work + "/half.safetensors", weights,
                   {n: "F16" for n in weights})
