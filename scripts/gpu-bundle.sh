@@ -7,6 +7,7 @@
 #   scripts/gpu-bundle.sh OUT_DIR
 #
 # What travels (and why it can):
+#   artifacts.tar.xz  artifacts/ and blobs/, packed (gpu_check.py unpacks):
 #   artifacts/  the example models compiled here with --target cuda: plan,
 #               sm_90 cubin (H100/H200; the sm_80 cubin and the PTX stay
 #               behind to fit), initial values. Identical files are stored
@@ -211,10 +212,14 @@ cp "$root/scripts/gpu/run.sh" "$root/scripts/gpu/gpu_check.py" \
 cp "$root/test/Trainer/accumulate.test.py" "$out/accumulate_compare.py"
 cp "$root/test/Trainer/safetensors_read.py" "$out/"
 chmod +x "$out/run.sh"
+# Plans and cubins are text and code that xz packs 10 to 30 times
+# (gpu_check.py unpacks them before the first phase).
+tar -C "$out" -cf - artifacts blobs | xz -6 -T2 >"$out/artifacts.tar.xz"
+rm -rf "$out/artifacts" "$out/blobs"
 git -C "$root" rev-parse HEAD >"$out/COMMIT" 2>/dev/null || echo unknown >"$out/COMMIT"
 
 size=$(du -sb "$out" | cut -f1)
-echo "gpu-bundle: wrote $out ($((size / 1048576)) MiB, $(ls "$out/artifacts" | wc -l) artifacts)"
+echo "gpu-bundle: wrote $out ($((size / 1048576)) MiB, $(xz -dc "$out/artifacts.tar.xz" | tar -t | grep -c '^artifacts/[^/]*/plan.json$') artifacts)"
 # What a device command carries: 64 MiB with the repository's own files
 # (tracked ones; 1 MiB kept free for files not yet committed).
 repo=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -cb) | tail -1 | cut -f1)

@@ -462,6 +462,13 @@ def main():
                    help="steps per timed round of the scale phase")
     args = p.parse_args()
     os.makedirs(args.results, exist_ok=True)
+    # The bundle carries its artifacts packed (plans and cubins pack well).
+    packed = os.path.join(args.bundle, "artifacts.tar.xz")
+    if os.path.exists(packed) and not os.path.isdir(
+            os.path.join(args.bundle, "artifacts")):
+        import tarfile
+        with tarfile.open(packed) as tar:
+            tar.extractall(args.bundle)
     phases = ["checks", "train", "amp", "bench", "scale"] \
         if args.phase == "all" \
         else [args.phase]
