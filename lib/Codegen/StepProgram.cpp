@@ -238,6 +238,8 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
             {"call_stride_a", g.callStrideA},
             {"call_stride_b", g.callStrideB},
             {"call_stride_c", g.callStrideC}};
+    if (mm.getAcc())
+      step["accumulate"] = true;
     return step;
   }
   auto conv = [&](StringRef name, Value x, Value w, Value y,
@@ -432,6 +434,17 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     } else if (isLibraryCall(&op)) {
       if (failed(define(&op)))
         return failure();
+      // A product accumulating into a value the plan did not place it
+      // over starts from a copy of that value.
+      if (auto mm = dyn_cast<MatmulOp>(op); mm && mm.getAcc()) {
+        int src = bufferOf.lookup(mm.getAcc()),
+            dst = bufferOf.lookup(mm.getResult());
+        if (src != dst)
+          steps.push_back({{"op", "copy"},
+                           {"src", src},
+                           {"dst", dst},
+                           {"bytes", buffers[dst].bytes}});
+      }
       FailureOr<json> step = libraryCall(&op);
       if (failed(step))
         return failure();

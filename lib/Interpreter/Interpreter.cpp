@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/Interpreter/Interpreter.h"
 #include "Attention.h"
+#include "LinearLoss.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/runtime/Philox.h"
 
@@ -320,6 +321,8 @@ private:
   template <typename OpTy> LogicalResult reduce(OpTy op);
   template <typename OpTy> LogicalResult classLoss(OpTy op, bool logits);
   template <typename OpTy> LogicalResult softmax(OpTy op, bool log);
+  template <typename OpTy>
+  LogicalResult linearLoss(OpTy op, Value lossGrad, ArrayRef<Value> grads);
 
   const InterpreterOptions &options;
   DenseMap<Value, HostTensor> values;
@@ -443,6 +446,39 @@ LogicalResult Interpreter::classLoss(OpTy op, bool logits) {
                    counted ? total / counted
                            : std::numeric_limits<double>::quiet_NaN()));
     break;
+  }
+  return success();
+}
+
+/// linear_cross_entropy (`grads` empty) and its gradient (the input's, the
+/// weight's and the bias's, null without a bias).
+template <typename OpTy>
+LogicalResult Interpreter::linearLoss(OpTy op, Value lossGrad,
+                                      ArrayRef<Value> grads) {
+  interpreter::LinearLossInputs in{
+      get(op.getInput()), get(op.getWeight()),
+      op.getBias() ? &get(op.getBias()) : nullptr, get(op.getLabels()),
+      op.getIgnoreIndex(), op.getReduction() == Reduction::mean};
+  double loss, g = lossGrad ? get(lossGrad).data[0] : 0.0;
+  std::string error;
+  HostTensor dx, dw, db;
+  if (!grads.empty()) {
+    dx = like(grads[0]);
+    dw = like(grads[1]);
+    if (grads[2])
+      db = like(grads[2]);
+  }
+  if (!interpreter::linearCrossEntropy(
+          in, loss, error, lossGrad ? &g : nullptr,
+          grads.empty() ? nullptr : &dx, grads.empty() ? nullptr : &dw,
+          !grads.empty() && grads[2] ? &db : nullptr))
+    return op.emitOpError() << error;
+  set(op.getResult(), HostTensor({}, elementTypeOf(op.getResult()), loss));
+  if (!grads.empty()) {
+    set(grads[0], std::move(dx));
+    set(grads[1], std::move(dw));
+    if (grads[2])
+      set(grads[2], std::move(db));
   }
   return success();
 }
@@ -828,6 +864,9 @@ LogicalResult Interpreter::execute(Operation *op) {
               py[i * n + j] = acc;
             }
         }
+        if (Value acc = o.getAcc())
+          for (auto [out, plus] : llvm::zip(y.data, get(acc).data))
+            out += plus;
         set(o.getResult(), transposed(y, o.getResultPerm()));
         return success();
       })
@@ -1046,6 +1085,13 @@ LogicalResult Interpreter::execute(Operation *op) {
         set(o.getNewRunningMean(), std::move(newMean));
         set(o.getNewRunningVar(), std::move(newVar));
         return success();
+      })
+      .Case([&](LinearCrossEntropyOp o) {
+        return linearLoss(o, Value(), {});
+      })
+      .Case([&](LinearCrossEntropyGradOp o) {
+        return linearLoss(o, o.getResultGrad(),
+                          {o.getInputGrad(), o.getWeightGrad(), o.getBiasGrad()});
       })
       .Case([&](CrossEntropyOp o) { return classLoss(o, /*logits=*/true); })
       .Case([&](NllLossOp o) { return classLoss(o, /*logits=*/false); })

@@ -68,7 +68,7 @@ bool isPointwiseF32(Operation *op) {
 /// Results that stay f32 whatever reads them: statistics and losses.
 bool keepsF32Results(Operation *op) {
   return isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp, CrossEntropyOp, NllLossOp,
-             MseLossOp>(op);
+             MseLossOp, LinearCrossEntropyOp>(op);
 }
 
 bool isFloatValue(Value v) {

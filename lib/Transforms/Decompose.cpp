@@ -220,6 +220,173 @@ struct DecomposeScatterAdd : OpRewritePattern<ScatterAddOp> {
   }
 };
 
+/// Rows of `x` [N, ...] from r0 to r1: x itself when that is all of it.
+Value rowSlice(ExprBuilder &B, Value x, int64_t r0, int64_t r1) {
+  ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
+  if (r0 == 0 && r1 == shape[0])
+    return x;
+  SmallVector<int64_t> starts(shape.size(), 0), limits(shape),
+      strides(shape.size(), 1);
+  starts[0] = r0;
+  limits[0] = r1;
+  SmallVector<int64_t> sliced(shape);
+  sliced[0] = r1 - r0;
+  return SliceOp::create(
+      B.b, B.loc,
+      RankedTensorType::get(sliced, getElementTypeOrSelf(x.getType())), x,
+      starts, limits, strides);
+}
+
+/// Rows per chunk of a linear cross-entropy over `rows` x `classes`
+/// logits: `requested`, else those whose logits take about 32 MiB (at
+/// least 64 rows, a multiple of 64: the GEMMs stay large).
+int64_t linearLossChunkRows(int64_t rows, int64_t classes, int64_t elementBytes,
+                            int64_t requested) {
+  if (requested > 0)
+    return std::min(requested, rows);
+  constexpr int64_t kChunkBytes = 32 << 20;
+  int64_t fit = kChunkBytes / std::max<int64_t>(1, classes * elementBytes);
+  return std::min(rows, std::max<int64_t>(64, fit / 64 * 64));
+}
+
+/// Whether `grad` is the gradient of `forward`'s very head and loss, and
+/// computed before anything reads `forward`'s loss.
+bool sameHead(LinearCrossEntropyOp forward, LinearCrossEntropyGradOp grad) {
+  return grad.getInput() == forward.getInput() &&
+         grad.getWeight() == forward.getWeight() &&
+         grad.getLabels() == forward.getLabels() &&
+         grad.getBias() == forward.getBias() &&
+         grad.getReduction() == forward.getReduction() &&
+         grad.getIgnoreIndex() == forward.getIgnoreIndex() &&
+         grad.getResult().getType() == forward.getResult().getType() &&
+         grad->getBlock() == forward->getBlock() &&
+         llvm::all_of(forward->getUsers(), [&](Operation *reader) {
+           return grad->isBeforeInBlock(reader);
+         });
+}
+
+/// linear_cross_entropy without its gradient: the logits, then the loss.
+struct DecomposeLinearCrossEntropy : OpRewritePattern<LinearCrossEntropyOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LinearCrossEntropyOp op,
+                                PatternRewriter &rewriter) const override {
+    // The gradient op of the same head computes the loss as well.
+    for (Operation *user : op.getInput().getUsers())
+      if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(user);
+          grad && sameHead(op, grad)) {
+        rewriter.replaceOp(op, grad.getResult());
+        return success();
+      }
+    ExprBuilder B(rewriter, op.getLoc());
+    Value logits = linearLogits(B, op.getInput(), op.getWeight(), op.getBias());
+    rewriter.replaceOpWithNewOp<CrossEntropyOp>(
+        op, op.getType(), logits, op.getLabels(), op.getReductionAttr(),
+        op.getIgnoreIndexAttr());
+    return success();
+  }
+
+  static Value linearLogits(ExprBuilder &B, Value x, Value w, Value bias) {
+    int64_t rows = TensorBuilder::shapeOf(x)[0],
+            classes = TensorBuilder::shapeOf(w)[0];
+    auto type = RankedTensorType::get({rows, classes},
+                                      getElementTypeOrSelf(x.getType()));
+    Value z = MatmulOp::create(B.b, B.loc, type, x, w, false, true);
+    return bias ? B.add(z, B.expand(bias, {rows, classes})) : z;
+  }
+};
+
+/// The loss and gradients of a linear cross-entropy, a chunk of rows at a
+/// time: the chunk's logits exist only until its gradient is taken, so the
+/// step never holds all [N, V] logits. Each chunk writes its rows of the
+/// input's gradient into their part of the result (a concat the memory
+/// plan assembles in place) and adds its share of the weight's gradient to
+/// the sum so far (a GEMM accumulating over it).
+struct DecomposeLinearCrossEntropyGrad
+    : OpRewritePattern<LinearCrossEntropyGradOp> {
+  DecomposeLinearCrossEntropyGrad(MLIRContext *context, int64_t chunkRows)
+      : OpRewritePattern(context), chunkRows(chunkRows) {}
+
+  LogicalResult matchAndRewrite(LinearCrossEntropyGradOp op,
+                                PatternRewriter &rewriter) const override {
+    ExprBuilder B(rewriter, op.getLoc());
+    Value x = op.getInput(), w = op.getWeight(), labels = op.getLabels();
+    Value bias = op.getBias();
+    Type element = getElementTypeOrSelf(x.getType());
+    int64_t rows = TensorBuilder::shapeOf(x)[0],
+            classes = TensorBuilder::shapeOf(w)[0];
+    int64_t chunk = linearLossChunkRows(
+        rows, classes, element.getIntOrFloatBitWidth() / 8, chunkRows);
+    std::optional<int64_t> ignore = op.getIgnoreIndex();
+    auto validOf = [&](Value y) {
+      return B.castTo(
+          B.cmp(ComparePredicate::ne, y, B.splatLike(B.loc, y, *ignore)),
+          element);
+    };
+    // The weight of each counted row's gradient: the loss's gradient, over
+    // the count of counted rows for a mean.
+    Value scalarWeight = op.getResultGrad(), count;
+    if (op.getReduction() == Reduction::mean) {
+      count = ignore ? B.sum(validOf(labels), {0}, false)
+                     : B.splat(scalarWeight, (double)rows);
+      scalarWeight = B.div(scalarWeight, count);
+    }
+    Value total, weightGrad, biasGrad;
+    SmallVector<Value> inputGrads;
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      int64_t r1 = std::min(rows, r0 + chunk), n = r1 - r0;
+      Value xc = rowSlice(B, x, r0, r1), yc = rowSlice(B, labels, r0, r1);
+      Value z = DecomposeLinearCrossEntropy::linearLogits(B, xc, w, bias);
+      Value oneHot = B.oneHot(z, yc);
+      Value max = B.max(z, {1}, true);
+      Value e = B.exp(B.sub(z, B.expand(max, {n, classes})));
+      Value sum = B.sum(e, {1}, true);
+      Value picked = B.sum(B.mul(z, oneHot), {1}, false);
+      Value losses = B.add(B.sub(B.reshape(B.loc, max, {n}), picked),
+                           B.reshape(B.loc, B.log(sum), {n}));
+      Value rowWeight = B.expand(scalarWeight, {n});
+      if (ignore) {
+        Value valid = validOf(yc);
+        losses = B.mul(losses, valid);
+        rowWeight = B.mul(rowWeight, valid);
+      }
+      Value partial = B.sum(losses, {0}, false);
+      total = total ? B.add(total, partial) : partial;
+      Value dz = B.mul(B.sub(B.div(e, B.expand(sum, {n, classes})), oneHot),
+                       B.expand(B.reshape(B.loc, rowWeight, {n, 1}),
+                                {n, classes}));
+      inputGrads.push_back(MatmulOp::create(
+          rewriter, op.getLoc(), RankedTensorType::get({n, TensorBuilder::shapeOf(x)[1]}, element),
+          dz, w));
+      weightGrad = MatmulOp::create(rewriter, op.getLoc(), w.getType(), dz, xc,
+                                    weightGrad, /*transpose_lhs=*/true,
+                                    /*transpose_rhs=*/false);
+      if (bias) {
+        Value partialBias = B.sum(dz, {0}, false);
+        biasGrad = biasGrad ? B.add(biasGrad, partialBias) : partialBias;
+      }
+    }
+    Value loss = count ? B.div(total, count) : total;
+    Value inputGrad =
+        inputGrads.size() == 1
+            ? inputGrads[0]
+            : ConcatOp::create(rewriter, op.getLoc(), x.getType(), inputGrads,
+                               0).getResult();
+    SmallVector<Value> results{loss, inputGrad, weightGrad};
+    if (bias)
+      results.push_back(biasGrad);
+    // The forward op of the same head reads this loss (whichever of the two
+    // the driver reaches first).
+    for (Operation *user : llvm::make_early_inc_range(x.getUsers()))
+      if (auto forward = dyn_cast<LinearCrossEntropyOp>(user);
+          forward && sameHead(forward, op))
+        rewriter.replaceOp(forward, loss);
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+
+  int64_t chunkRows;
+};
+
 /// The masked, scaled scores of an attention, in f32: `scale * Q K^T`, and
 /// `fill` where the mask excludes a score.
 template <typename OpTy> Value attentionScores(ExprBuilder &B, OpTy op) {
@@ -372,7 +539,15 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
                  DecomposeBatchNormTrain,
                  DecomposeClassLoss<CrossEntropyOp, /*FromLogits=*/true>,
                  DecomposeClassLoss<NllLossOp, /*FromLogits=*/false>,
-                 DecomposeMseLoss, DecomposeScatterAdd>(&getContext());
+                 DecomposeMseLoss, DecomposeScatterAdd,
+                 DecomposeLinearCrossEntropy>(&getContext());
+    if (lossChunkRows < 0) {
+      getOperation().emitError()
+          << "loss-chunk-rows " << lossChunkRows << " is negative";
+      return signalPassFailure();
+    }
+    patterns.add<DecomposeLinearCrossEntropyGrad>(&getContext(),
+                                                  lossChunkRows);
     if (attention == "gemm") {
       // Layouts are folded after this pass, into the GEMMs it builds.
       WalkResult folded = getOperation().walk([](Operation *op) {

@@ -83,7 +83,7 @@ struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
         changed = true;
       }
     }
-    if (op.getResult().hasOneUse()) {
+    if (op.getResult().hasOneUse() && !op.getAcc()) {
       if (auto t = dyn_cast<TransposeOp>(*op.getResult().user_begin())) {
         SmallVector<int64_t> stored = resultPerm;
         if (stored.empty())
@@ -108,7 +108,8 @@ struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
     norm(rhsPerm);
     norm(resultPerm);
     auto folded = MatmulOp::create(rewriter, op.getLoc(), resultType, lhs, rhs,
-                                   op.getTransposeLhs(), op.getTransposeRhs(),
+                                   op.getAcc(), op.getTransposeLhs(),
+                                   op.getTransposeRhs(),
                                    lhsPerm, rhsPerm, resultPerm);
     folded->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     if (resultTranspose) {

@@ -141,6 +141,28 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
     if (isLibraryCall(&op))
       for (Value result : op.getResults())
         classEnd[leader(result)] = std::max(lastUse.lookup(result), here);
+    // A product accumulating into a transient read for the last time here
+    // accumulates over it (else the step program copies it first).
+    if (auto mm = dyn_cast<MatmulOp>(op); mm && mm.getAcc()) {
+      Value root = aliasRoot(mm.getAcc());
+      Operation *def = root.getDefiningOp();
+      Value l = def && (isa<FusionOp>(def) || isLibraryCall(def))
+                    ? leader(root)
+                    : Value();
+      unsigned accIndex = mm.getAccMutable()[0].getOperandNumber();
+      if (l && !inParameter.contains(l) && classEnd.lookup(l) == here &&
+          llvm::count(op.getOperands(), mm.getAcc()) == 1 &&
+          !llvm::is_contained({aliasRoot(mm.getLhs()), aliasRoot(mm.getRhs())},
+                              root)) {
+        Value result = mm.getResult();
+        unsigned end = std::max(lastUse.lookup(result), here);
+        sharing.unionSets(l, result);
+        classEnd[leader(result)] = end;
+        SmallVector<int64_t> inPlace{(int64_t)accIndex};
+        op.setAttr(GpucDialect::kInPlaceAttrName,
+                   DenseI64ArrayAttr::get(func.getContext(), inPlace));
+      }
+    }
     auto fusion = dyn_cast<FusionOp>(op);
     if (!fusion)
       continue;
@@ -505,11 +527,19 @@ LogicalResult mlir::gpuc::verifyMemoryPlan(func::FuncOp func) {
              << "needs one #gpuc.slot per result in '"
              << GpucDialect::kSlotsAttrName << "' (run gpuc-plan-memory)";
     ArrayRef<int64_t> inPlace = inPlaceOf(op);
-    if (!inPlace.empty() &&
+    // A product may accumulate over its `plus` operand.
+    auto accumulating = dyn_cast<MatmulOp>(op);
+    if (accumulating && !accumulating.getAcc())
+      accumulating = nullptr;
+    bool accumulatesInPlace =
+        accumulating && inPlace.size() == 1 &&
+        inPlace[0] == accumulating.getAccMutable()[0].getOperandNumber();
+    if (!inPlace.empty() && !accumulatesInPlace &&
         (!isa<FusionOp>(op) || inPlace.size() != op->getNumResults()))
       return op->emitOpError()
              << "'" << GpucDialect::kInPlaceAttrName
-             << "' needs one entry per result, on a fusion only";
+             << "' needs one entry per result, on a fusion (or the operand "
+                "a matmul accumulates into)";
     for (OpResult result : op->getResults()) {
       unsigned k = result.getResultNumber();
       auto slot = dyn_cast<SlotAttr>(slots[k]);
@@ -533,8 +563,9 @@ LogicalResult mlir::gpuc::verifyMemoryPlan(func::FuncOp func) {
         slotOf[live.bufferOf.lookup(result)] = slot;
         continue;
       }
-      auto fusion = cast<FusionOp>(op);
-      if (input >= op->getNumOperands() || !canOverwrite(fusion, input, k))
+      auto fusion = dyn_cast<FusionOp>(op);
+      if (input >= op->getNumOperands() ||
+          (fusion && !canOverwrite(fusion, input, k)))
         return op->emitOpError()
                << "result #" << k << " cannot overwrite operand #" << input
                << ": the kernel must be elementwise and read the operand "

@@ -92,6 +92,7 @@ struct Step {
   size_t chosen = 0;
   std::string shape;
   int64_t calls = 1, callStrideA = 0, callStrideB = 0, callStrideC = 0;
+  bool accumulate = false; // C += op(A) op(B)
   // Convolutions.
   cudnnTensorDescriptor_t xDesc = nullptr, yDesc = nullptr;
   cudnnFilterDescriptor_t wDesc = nullptr;
@@ -381,6 +382,7 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   step.id0 = s["a"];
   step.id1 = s["b"];
   step.id2 = s["c"];
+  step.accumulate = g.accumulate;
   // A weight shared by every batch entry (stride 0) folds the batch into
   // the rows of one GEMM when A's and C's rows are one matrix.
   if (batch > 1 && strideB == 0 && !transA && g.calls == 1 && g.lda == k &&
@@ -912,8 +914,9 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
       // cuBLASLt's first operand is B (see prepareGemm).
       cublasStatus_t st = cublasLtMatmul(
           blas, step.gemmDesc, &one, reinterpret_cast<void *>(b), step.layoutA,
-          reinterpret_cast<void *>(a), step.layoutB, &zero,
-          reinterpret_cast<void *>(c), step.layoutC,
+          reinterpret_cast<void *>(a), step.layoutB,
+          step.accumulate ? &one : &zero, reinterpret_cast<void *>(c),
+          step.layoutC,
           reinterpret_cast<void *>(c), step.layoutC, &step.algo,
           reinterpret_cast<void *>(workspace), workspaceBytes,
           reinterpret_cast<cudaStream_t>(stream));

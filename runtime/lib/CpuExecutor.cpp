@@ -485,7 +485,8 @@ private:
       float *c = step.y + call * g.callStrideC;
       for (int64_t p = 0; p < g.batch; ++p)
         sgemm(g.transA, g.transB, g.m, g.n, g.k, a + p * g.strideA, g.lda,
-              b + p * g.strideB, g.ldb, 0.0f, c + p * g.strideC, g.ldc);
+              b + p * g.strideB, g.ldb, g.accumulate ? 1.0f : 0.0f,
+              c + p * g.strideC, g.ldc);
     }
   }
 

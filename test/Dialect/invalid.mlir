@@ -534,3 +534,75 @@ func.func @attention_grad_result(%q: tensor<2x3x5x4xf32>, %o: tensor<2x3x5x6xf32
   %dq, %dk, %dv = gpuc.attention_grad %q, %q, %q, %o, %l, %o scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
   return
 }
+
+// -----
+
+func.func @matmul_acc_type(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>, %c: tensor<2x5xf32>) {
+  // expected-error @+1 {{accumulates into 'tensor<2x5xf32>' but its result is 'tensor<2x4xf32>'}}
+  %0 = gpuc.matmul %a, %b plus %c : tensor<2x5xf32> : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_acc_layout(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>, %c: tensor<3x2x5xf32>) {
+  // expected-error @+1 {{accumulates into a result with a layout}}
+  %0 = gpuc.matmul %a, %b result_perm = [1, 0, 2] plus %c : tensor<3x2x5xf32> : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<3x2x5xf32>
+  return
+}
+
+// -----
+
+func.func @linear_loss_features(%h: tensor<6x4xf32>, %w: tensor<9x5xf32>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{input has 4 features but the weight's rows have 5}}
+  %0 = gpuc.linear_cross_entropy %h, %w, %y reduction = mean : (tensor<6x4xf32>, tensor<9x5xf32>, tensor<6xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @linear_loss_labels(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %y: tensor<5xi64>) {
+  // expected-error @+1 {{labels must have shape 6, got 5}}
+  %0 = gpuc.linear_cross_entropy %h, %w, %y reduction = mean : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<5xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @linear_loss_bias(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %b: tensor<4xf32>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{bias must have shape 9, got 4}}
+  %0 = gpuc.linear_cross_entropy %h, %w, %y bias %b : tensor<4xf32> reduction = mean : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @linear_loss_none(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{needs reduction mean or sum}}
+  %0 = gpuc.linear_cross_entropy %h, %w, %y reduction = none : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @linear_loss_rank(%h: tensor<2x3x4xf32>, %w: tensor<9x4xf32>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{input must be N x C and weight V x C, got 2x3x4 and 9x4}}
+  %0 = gpuc.linear_cross_entropy %h, %w, %y reduction = mean : (tensor<2x3x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @linear_loss_grad_seed(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %y: tensor<6xi64>, %g: tensor<1xf32>) {
+  // expected-error @+1 {{result shape 1 does not match the expected}}
+  %l, %dh, %dw = gpuc.linear_cross_entropy_grad %h, %w, %y, %g reduction = mean : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>, tensor<1xf32>) -> (tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_loss_grad_bias(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %b: tensor<9xf32>, %y: tensor<6xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{has a bias gradient exactly when it has a bias}}
+  %l, %dh, %dw = gpuc.linear_cross_entropy_grad %h, %w, %y, %g bias %b : tensor<9xf32> reduction = mean : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>)
+  return
+}

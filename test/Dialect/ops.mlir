@@ -55,6 +55,18 @@ func.func @layouts(%q: tensor<2x5x3x4xf32>, %s: tensor<2x3x5x5xf32>) -> (tensor<
   return %0, %1 : tensor<2x3x5x5xf32>, tensor<2x5x3x4xf32>
 }
 
+// CHECK-LABEL: func.func @linear_loss
+func.func @linear_loss(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %b: tensor<9xf32>, %y: tensor<6xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>, tensor<9xf32>, tensor<9x4xf32>) {
+  // CHECK: gpuc.linear_cross_entropy %{{.+}}, %{{.+}}, %{{.+}} bias %{{.+}} : tensor<9xf32> reduction = mean ignore_index = -100 : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<f32>
+  %0 = gpuc.linear_cross_entropy %h, %w, %y bias %b : tensor<9xf32> reduction = mean ignore_index = -100 : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<f32>
+  // CHECK: gpuc.linear_cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} bias %{{.+}} : tensor<9xf32> reduction = sum : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>, tensor<9xf32>)
+  %l, %dh, %dw, %db = gpuc.linear_cross_entropy_grad %h, %w, %y, %g bias %b : tensor<9xf32> reduction = sum : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>, tensor<9xf32>)
+  // CHECK: gpuc.matmul %{{.+}}, %{{.+}} transpose_lhs plus %{{.+}} : tensor<9x4xf32> : (tensor<6x9xf32>, tensor<6x4xf32>) -> tensor<9x4xf32>
+  %z = gpuc.matmul %h, %w transpose_rhs : (tensor<6x4xf32>, tensor<9x4xf32>) -> tensor<6x9xf32>
+  %acc = gpuc.matmul %z, %h transpose_lhs plus %dw : tensor<9x4xf32> : (tensor<6x9xf32>, tensor<6x4xf32>) -> tensor<9x4xf32>
+  return %0, %l, %dh, %dw, %db, %acc : tensor<f32>, tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>, tensor<9xf32>, tensor<9x4xf32>
+}
+
 // CHECK-LABEL: func.func @windows
 func.func @windows(%x: tensor<2x1x8x8xf32>, %f: tensor<4x1x3x3xf32>) -> tensor<2x4x4x4xf32> {
   // CHECK: gpuc.conv2d %{{.+}}, %{{.+}} strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1

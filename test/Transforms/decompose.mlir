@@ -1,6 +1,7 @@
 // RUN: gpuc-opt %s --gpuc-decompose -split-input-file | FileCheck %s
 // RUN: gpuc-opt %s --gpuc-decompose=attention=flash -split-input-file | FileCheck %s --check-prefix=FLASH
 // RUN: not gpuc-opt %s --gpuc-decompose=attention=dense -split-input-file 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: gpuc-opt %s --gpuc-decompose=loss-chunk-rows=4 -split-input-file | FileCheck %s --check-prefix=CHUNK
 // UNKNOWN: unknown attention lowering 'dense'; the lowerings are gemm and flash
 
 // Composite ops become reductions and elementwise core ops.
@@ -184,4 +185,38 @@ func.func @attention_with_grad(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>,
   %o, %lse = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32> -> tensor<2x3x6x4xf32>, tensor<2x3x6xf32>
   %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6xf32>
   return %o, %dq, %dk, %dv : tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>
+}
+
+// -----
+
+// A language model's head and loss with the gradient autodiff built: the
+// forward reads the gradient op's loss. In one chunk (the default here:
+// 10 rows of 12 logits are far under the chunk's bytes) it is the plain
+// head; in chunks of 4 rows (4 + 4 + 2) each chunk's logits come from its
+// rows of the input, its rows of the input's gradient are concatenated,
+// and the weight's gradient accumulates.
+// CHECK-LABEL: func.func @linear_loss
+// CHECK-NOT: gpuc.linear_cross_entropy
+// CHECK: %[[Z:.+]] = gpuc.matmul %arg0, %arg1 transpose_rhs : (tensor<10x3xf32>, tensor<12x3xf32>) -> tensor<10x12xf32>
+// CHECK: %[[DX:.+]] = gpuc.matmul %{{.+}}, %arg1 : (tensor<10x12xf32>, tensor<12x3xf32>) -> tensor<10x3xf32>
+// CHECK: %[[DW:.+]] = gpuc.matmul %{{.+}}, %arg0 transpose_lhs : (tensor<10x12xf32>, tensor<10x3xf32>) -> tensor<12x3xf32>
+// CHECK-NOT: gpuc.concat
+// CHECK: return %{{.+}}, %[[DX]], %[[DW]]
+// CHUNK-LABEL: func.func @linear_loss
+// CHUNK: %[[X0:.+]] = gpuc.slice %arg0 starts = [0, 0] limits = [4, 3]
+// CHUNK: %[[Y0:.+]] = gpuc.slice %arg2 starts = [0] limits = [4]
+// CHUNK: gpuc.matmul %[[X0]], %arg1 transpose_rhs : (tensor<4x3xf32>, tensor<12x3xf32>) -> tensor<4x12xf32>
+// CHUNK: %[[DX0:.+]] = gpuc.matmul %{{.+}}, %arg1 : (tensor<4x12xf32>, tensor<12x3xf32>) -> tensor<4x3xf32>
+// CHUNK: %[[DW0:.+]] = gpuc.matmul %{{.+}}, %[[X0]] transpose_lhs : (tensor<4x12xf32>, tensor<4x3xf32>) -> tensor<12x3xf32>
+// CHUNK: gpuc.slice %arg0 starts = [4, 0] limits = [8, 3]
+// CHUNK: %[[DW1:.+]] = gpuc.matmul %{{.+}}, %{{.+}} transpose_lhs plus %[[DW0]]
+// CHUNK: %[[X2:.+]] = gpuc.slice %arg0 starts = [8, 0] limits = [10, 3]
+// CHUNK: %[[DX2:.+]] = gpuc.matmul %{{.+}}, %arg1 : (tensor<2x12xf32>, tensor<12x3xf32>) -> tensor<2x3xf32>
+// CHUNK: %[[DW2:.+]] = gpuc.matmul %{{.+}}, %[[X2]] transpose_lhs plus %[[DW1]]
+// CHUNK: %[[DX:.+]] = gpuc.concat %[[DX0]], %{{.+}}, %[[DX2]] axis = 0
+// CHUNK: return %{{.+}}, %[[DX]], %[[DW2]]
+func.func @linear_loss(%x: tensor<10x3xf32>, %w: tensor<12x3xf32>, %y: tensor<10xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<10x3xf32>, tensor<12x3xf32>) {
+  %l0 = gpuc.linear_cross_entropy %x, %w, %y reduction = mean : (tensor<10x3xf32>, tensor<12x3xf32>, tensor<10xi64>) -> tensor<f32>
+  %l, %dx, %dw = gpuc.linear_cross_entropy_grad %x, %w, %y, %g reduction = mean : (tensor<10x3xf32>, tensor<12x3xf32>, tensor<10xi64>, tensor<f32>) -> (tensor<f32>, tensor<10x3xf32>, tensor<12x3xf32>)
+  return %l0, %dx, %dw : tensor<f32>, tensor<10x3xf32>, tensor<12x3xf32>
 }

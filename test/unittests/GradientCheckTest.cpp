@@ -325,6 +325,25 @@ func.func @forward(%a: tensor<4x5x2xf32> {gpuc.param = @a}, %l: tensor<4x2xi64> 
         /*indexBound=*/5);
 }
 
+// A language model's head and loss as one op: its gradient op (which also
+// computes the loss) against finite differences of its forward; with a
+// bias and ignored labels (mean over the rest), and without a bias (sum).
+TEST_F(GradientCheck, LinearCrossEntropy) {
+  check(R"mlir(
+gpuc.parameter @x trainable : tensor<5x3xf32> = dense<0.0> : tensor<5x3xf32>
+gpuc.parameter @w trainable : tensor<4x3xf32> = dense<0.0> : tensor<4x3xf32>
+gpuc.parameter @b trainable : tensor<4xf32> = dense<0.0> : tensor<4xf32>
+func.func @forward(%x: tensor<5x3xf32> {gpuc.param = @x}, %w: tensor<4x3xf32> {gpuc.param = @w}, %b: tensor<4xf32> {gpuc.param = @b}, %l: tensor<5xi64> {gpuc.input = "l"}) -> (tensor<2xf32> {gpuc.output = "y"}) {
+  %0 = gpuc.linear_cross_entropy %x, %w, %l bias %b : tensor<4xf32> reduction = mean ignore_index = 3 : (tensor<5x3xf32>, tensor<4x3xf32>, tensor<5xi64>) -> tensor<f32>
+  %1 = gpuc.linear_cross_entropy %x, %w, %l reduction = sum : (tensor<5x3xf32>, tensor<4x3xf32>, tensor<5xi64>) -> tensor<f32>
+  %r0 = gpuc.reshape %0 : tensor<f32> -> tensor<1xf32>
+  %r1 = gpuc.reshape %1 : tensor<f32> -> tensor<1xf32>
+  %y = gpuc.concat %r0, %r1 axis = 0 : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
+})mlir",
+        /*indexBound=*/4);
+}
+
 TEST_F(GradientCheck, MseBothOperands) {
   check(R"mlir(
 gpuc.parameter @a trainable : tensor<3x4xf32> = dense<0.0> : tensor<3x4xf32>

@@ -23,6 +23,11 @@ bool checkStepFlags() {
   }
   if (!ampOptions("gpuc compile") || !attentionLowering("gpuc compile"))
     return false;
+  if (lossChunkRows < 0) {
+    llvm::errs() << "gpuc compile: --loss-chunk-rows " << (int64_t)lossChunkRows
+                 << " must be positive (or 0: chosen by the compiler)\n";
+    return false;
+  }
   if (accumulateSteps < 1) {
     llvm::errs() << "gpuc compile: --accumulate K needs K >= 1 (micro-batches "
                     "per update), not "

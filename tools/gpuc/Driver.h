@@ -105,6 +105,7 @@ extern cl::opt<std::string> memoryLimit;
 extern cl::opt<bool> noSchedule;
 extern cl::opt<bool> noFuse;
 extern cl::opt<std::string> attentionOption;
+extern cl::opt<int64_t> lossChunkRows;
 
 /// The context a command reads a model into, with diagnostics printed
 /// against the model's source.

@@ -248,6 +248,13 @@ cl::opt<std::string> attentionOption(
              "artifact has the CUDA target, gemm for the CPU alone)"),
     cl::value_desc("auto|gemm|flash"), cl::init("auto"),
     cl::cat(compileCategory));
+cl::opt<int64_t> lossChunkRows(
+    "loss-chunk-rows",
+    cl::desc("compile: rows per chunk of a language model's head and its "
+             "cross-entropy, which run a chunk of rows at a time so that only "
+             "one chunk's logits exist (default: the chunk whose logits take "
+             "about 32 MiB)"),
+    cl::value_desc("rows"), cl::init(0), cl::cat(compileCategory));
 cl::opt<bool>
     noFuse("no-fuse",
            cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),

@@ -158,6 +158,7 @@ void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   if (!lossKind.empty())
     pm.addPass(gpuc::createGpucAttachLoss(gpuc::GpucAttachLossOptions{
         lossKind, lossOutput.str(), labelsName, classAxis}));
+  pm.addPass(gpuc::createGpucFormLinearCrossEntropy());
   // Validated by ampOptions before any pipeline is built.
   if (precisionOption != "fp32")
     pm.addPass(gpuc::createGpucAmp(*ampOptions("gpuc")));
@@ -194,8 +195,8 @@ void addStepPipeline(PassManager &pm, StringRef lossOutput) {
   pm.addPass(gpuc::createGpucEvalFunction());
   addTrainingPasses(pm, lossOutput);
   // Validated by attentionLowering before any pipeline is built.
-  pm.addPass(gpuc::createGpucDecompose(
-      gpuc::GpucDecomposeOptions{*attentionLowering("gpuc")}));
+  pm.addPass(gpuc::createGpucDecompose(gpuc::GpucDecomposeOptions{
+      *attentionLowering("gpuc"), lossChunkRows}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(gpuc::createGpucFoldLayouts());

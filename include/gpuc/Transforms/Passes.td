@@ -187,6 +187,22 @@ def GpucFormAttention : Pass<"gpuc-form-attention", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucFormLinearCrossEntropy
+    : Pass<"gpuc-form-linear-cross-entropy", "::mlir::ModuleOp"> {
+  let summary = "fold a linear head and its cross-entropy into one op";
+  let description = [{
+    Finds, in @forward, a `cross_entropy` over `[N, V]` logits that are
+    `input · weightᵀ (+ bias)` through reshapes (a language model's head),
+    and makes the pair one `gpuc.linear_cross_entropy`. The logits stop
+    being an output of the step (they stay in @eval), so no `[N, V]` value
+    has to exist: gpuc-decompose runs the head over row chunks. A chain
+    whose logits something else reads stays as it is, and so does a head
+    with no more classes than features (a classifier's: its logits are no
+    wider than the rows it reads).
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Towards kernels
 //===----------------------------------------------------------------------===//
@@ -202,10 +218,18 @@ def GpucDecompose : Pass<"gpuc-decompose", "::mlir::ModuleOp"> {
     how gpuc.attention and its gradient run: `gemm` (batched GEMMs around
     row kernels; the gradient recomputes the weights from Q K^T) or `flash`
     (they stay, each a fused kernel of its own that keeps no weight).
+    `gpuc.linear_cross_entropy_grad` runs over chunks of rows: each chunk's
+    logits (a GEMM), its loss and logit gradient (row kernels), its rows of
+    the input's gradient (a GEMM writing into its part of the result) and
+    its share of the weight's (a GEMM accumulating into the sum so far). The
+    forward op it was built from reads its loss.
   }];
   let options = [
     Option<"attention", "attention", "std::string", "\"gemm\"",
-           "how attention runs: gemm or flash">
+           "how attention runs: gemm or flash">,
+    Option<"lossChunkRows", "loss-chunk-rows", "int64_t", "0",
+           "rows per chunk of a linear cross-entropy (0: the chunk whose "
+           "logits take about 32 MiB)">
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }

@@ -458,10 +458,12 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &builder,
                                        ArrayRef<Value> resultGrads,
                                        ArrayRef<bool> wanted,
                                        SmallVectorImpl<Value> &operandGrads) {
-  operandGrads.assign(2, Value());
+  operandGrads.assign(getNumOperands(), Value());
   Value g = resultGrads[0];
   if (!g)
     return success();
+  if (getAcc() && wanted[2])
+    operandGrads[2] = g;
   // Layouts are set after differentiation, where the transposes they fold
   // are known to be the step's last word.
   if (hasLayouts())
@@ -754,6 +756,31 @@ CrossEntropyOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
   Value probs = SoftmaxOp::create(builder, getLoc(), x.getType(), x, 1);
   operandGrads[0] = B.mul(B.sub(probs, B.oneHot(getInput(), getLabels())),
                           classLossSampleWeight(B, *this, resultGrads[0]));
+  return success();
+}
+
+LogicalResult LinearCrossEntropyOp::buildGradients(
+    OpBuilder &builder, ArrayRef<Value> resultGrads, ArrayRef<bool> wanted,
+    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(getNumOperands(), Value());
+  Value g = resultGrads[0];
+  if (!g)
+    return success();
+  // One op for the loss and every gradient: its lowering computes each row
+  // chunk's logits once, for both.
+  SmallVector<Type> types{getResult().getType(), getInput().getType(),
+                          getWeight().getType()};
+  if (getBias())
+    types.push_back(getBias().getType());
+  auto grad = LinearCrossEntropyGradOp::create(
+      builder, getLoc(), types, getInput(), getWeight(), getLabels(), g,
+      getBias(), getReductionAttr(), getIgnoreIndexAttr());
+  if (wanted[0])
+    operandGrads[0] = grad.getInputGrad();
+  if (wanted[1])
+    operandGrads[1] = grad.getWeightGrad();
+  if (getBias() && wanted[3])
+    operandGrads[3] = grad.getBiasGrad();
   return success();
 }
 

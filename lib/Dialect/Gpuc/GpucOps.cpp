@@ -175,6 +175,13 @@ LogicalResult MatmulOp::verify() {
                         getResultPerm(), [&] { return emitOpError(); });
   if (failed(geometry))
     return failure();
+  if (Value acc = getAcc()) {
+    if (acc.getType() != getResult().getType())
+      return emitOpError() << "accumulates into " << acc.getType()
+                           << " but its result is " << getResult().getType();
+    if (!getResultPerm().empty())
+      return emitOpError() << "accumulates into a result with a layout";
+  }
   return verifyResultShape(*this, geometry->result, getResult());
 }
 
@@ -442,6 +449,58 @@ template <typename LossOp> static LogicalResult verifyClassLoss(LossOp op) {
 
 LogicalResult CrossEntropyOp::verify() { return verifyClassLoss(*this); }
 LogicalResult NllLossOp::verify() { return verifyClassLoss(*this); }
+
+/// The operands a linear cross-entropy and its gradient share: input
+/// `N x C`, weight `V x C`, labels `N`, bias `V`.
+template <typename OpTy> static LogicalResult verifyLinearLoss(OpTy op) {
+  ArrayRef<int64_t> input = shapeOf(op.getInput());
+  ArrayRef<int64_t> weight = shapeOf(op.getWeight());
+  if (input.size() != 2 || weight.size() != 2)
+    return op.emitOpError() << "input must be N x C and weight V x C, got "
+                            << formatShape(input) << " and "
+                            << formatShape(weight);
+  if (input[1] != weight[1])
+    return op.emitOpError() << "input has " << input[1]
+                            << " features but the weight's rows have "
+                            << weight[1];
+  if (shapeOf(op.getLabels()) != ArrayRef<int64_t>{input[0]})
+    return op.emitOpError() << "labels must have shape "
+                            << formatShape({input[0]}) << ", got "
+                            << formatShape(shapeOf(op.getLabels()));
+  Type element = getElementTypeOrSelf(op.getInput().getType());
+  if (getElementTypeOrSelf(op.getWeight().getType()) != element)
+    return op.emitOpError() << "input and weight element types differ";
+  if (Value bias = op.getBias()) {
+    if (shapeOf(bias) != ArrayRef<int64_t>{weight[0]})
+      return op.emitOpError() << "bias must have shape "
+                              << formatShape({weight[0]}) << ", got "
+                              << formatShape(shapeOf(bias));
+    if (getElementTypeOrSelf(bias.getType()) != element)
+      return op.emitOpError() << "bias element type differs from the input's";
+  }
+  if (op.getReduction() == Reduction::none)
+    return op.emitOpError() << "needs reduction mean or sum (the per-sample "
+                               "losses of a chunked head are not kept)";
+  if (getElementTypeOrSelf(op.getResult().getType()) != element)
+    return op.emitOpError() << "result element type differs from the input's";
+  return verifyResultShape(op, Shape{}, op.getResult());
+}
+
+LogicalResult LinearCrossEntropyOp::verify() { return verifyLinearLoss(*this); }
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  if (failed(verifyLinearLoss(*this)) ||
+      failed(verifyResultShape(*this, Shape{}, getResultGrad())))
+    return failure();
+  if (getResultGrad().getType() != getResult().getType())
+    return emitOpError() << "result_grad must have the loss's type "
+                         << getResult().getType();
+  if (bool(getBias()) != bool(getBiasGrad()))
+    return emitOpError() << "has a bias gradient exactly when it has a bias";
+  if (getBias() && getBias().getType() != getBiasGrad().getType())
+    return emitOpError() << "bias_grad must have the bias's type";
+  return success();
+}
 
 LogicalResult MseLossOp::verify() {
   if (getInput().getType() != getTarget().getType())

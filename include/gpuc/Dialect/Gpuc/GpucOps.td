@@ -399,6 +399,12 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
     dimensions and batch strides. A layout must leave a matrix dimension
     contiguous, and the batch must come down to at most two strided levels.
 
+    With `plus %acc` the result is the product plus `acc` (of the result's
+    type): the library call accumulates into the result, which the memory
+    plan places over `acc` when nothing reads `acc` afterwards. A chunked
+    language-model head sums its weight gradient this way, one chunk of
+    rows at a time. It has no result layout.
+
     ```mlir
     %y = gpuc.matmul %x, %w transpose_rhs
            : (tensor<32x784xf32>, tensor<256x784xf32>) -> tensor<32x256xf32>
@@ -408,6 +414,7 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
     ```
   }];
   let arguments = (ins Gpuc_FloatTensor:$lhs, Gpuc_FloatTensor:$rhs,
+                       Optional<Gpuc_FloatTensor>:$acc,
                        UnitProp:$transpose_lhs, UnitProp:$transpose_rhs,
                        DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$lhs_perm,
                        DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$rhs_perm,
@@ -416,9 +423,20 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
     (`lhs_perm` `=` $lhs_perm^)? (`rhs_perm` `=` $rhs_perm^)?
-    (`result_perm` `=` $result_perm^)?
+    (`result_perm` `=` $result_perm^)? (`plus` $acc^ `:` type($acc))?
     attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$lhs,
+                   "::mlir::Value":$rhs,
+                   CArg<"bool", "false">:$transpose_lhs,
+                   CArg<"bool", "false">:$transpose_rhs,
+                   CArg<"::llvm::ArrayRef<int64_t>", "{}">:$lhs_perm,
+                   CArg<"::llvm::ArrayRef<int64_t>", "{}">:$rhs_perm,
+                   CArg<"::llvm::ArrayRef<int64_t>", "{}">:$result_perm), [{
+      build($_builder, $_state, result, lhs, rhs, ::mlir::Value(),
+            transpose_lhs, transpose_rhs, lhs_perm, rhs_perm, result_perm);
+    }]>];
   let extraClassDeclaration = [{
     /// Whether any operand or the result has a layout of its own.
     bool hasLayouts() {
@@ -999,6 +1017,71 @@ def Gpuc_MseLossOp : Gpuc_Op<"mse_loss", [DeclareOpInterfaceMethods<Gpuc_Gradien
   let assemblyFormat = [{
     $input `,` $target `reduction` `=` $reduction attr-dict `:`
     `(` type($input) `,` type($target) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_LinearCrossEntropyOp : Gpuc_Op<"linear_cross_entropy", [
+    DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure]> {
+  let summary = "cross-entropy of a linear layer's logits (a language model's head)";
+  let description = [{
+    `cross_entropy(input · weightᵀ + bias, labels)`: `input` is `N x C`,
+    `weight` is `V x C` (a vocabulary of V classes), `bias` (optional) is `V`,
+    `labels` is `N`. The logits are never a value of their own: the
+    gradient, `gpuc.linear_cross_entropy_grad`, computes the loss too, and
+    `gpuc-decompose` runs both over row chunks, so no `N x V` value exists.
+
+    ```mlir
+    %l = gpuc.linear_cross_entropy %h, %w, %y reduction = mean
+           : (tensor<1024x768xf32>, tensor<50257x768xf32>, tensor<1024xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$weight,
+                       Gpuc_IndexTensor:$labels,
+                       Optional<Gpuc_FloatTensor>:$bias,
+                       Gpuc_Reduction:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $labels (`bias` $bias^ `:` type($bias))?
+    `reduction` `=` $reduction (`ignore_index` `=` $ignore_index^)? attr-dict
+    `:` `(` type($input) `,` type($weight) `,` type($labels) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_LinearCrossEntropyGradOp : Gpuc_Op<"linear_cross_entropy_grad", [
+    Pure, AllTypesMatch<["input", "input_grad"]>,
+    AllTypesMatch<["weight", "weight_grad"]>]> {
+  let summary = "gpuc.linear_cross_entropy's loss and gradients, in one pass";
+  let description = [{
+    From the operands of a `gpuc.linear_cross_entropy` and the gradient of
+    its loss (`result_grad`, a scalar): the loss itself, and the gradients
+    of `input`, `weight` and (when present) `bias`. One pass over row chunks
+    computes them all: a chunk's logits, their softmax and loss, the chunk's
+    rows of the input's gradient and its share of the weight's.
+
+    ```mlir
+    %l, %dh, %dw = gpuc.linear_cross_entropy_grad %h, %w, %y, %g reduction = mean
+        : (tensor<1024x768xf32>, tensor<50257x768xf32>, tensor<1024xi64>, tensor<f32>)
+        -> (tensor<f32>, tensor<1024x768xf32>, tensor<50257x768xf32>)
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$weight,
+                       Gpuc_IndexTensor:$labels, Gpuc_FloatTensor:$result_grad,
+                       Optional<Gpuc_FloatTensor>:$bias,
+                       Gpuc_Reduction:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Gpuc_FloatTensor:$result, Gpuc_FloatTensor:$input_grad,
+                      Gpuc_FloatTensor:$weight_grad,
+                      Optional<Gpuc_FloatTensor>:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $labels `,` $result_grad
+    (`bias` $bias^ `:` type($bias))? `reduction` `=` $reduction
+    (`ignore_index` `=` $ignore_index^)? attr-dict `:` `(` type($input) `,`
+    type($weight) `,` type($labels) `,` type($result_grad) `)` `->` `(`
+    type($result) `,` type($input_grad) `,` type($weight_grad)
+    (`,` type($bias_grad)^)? `)`
   }];
   let hasVerifier = 1;
 }

@@ -88,7 +88,8 @@ inline ConvGeometry convGeometryOf(const nlohmann::json &s) {
 }
 
 /// A GEMM step: `calls` library calls `callStride*` elements apart, each a
-/// batch of `batch` row-major products C = op(A) op(B) `stride*` apart, A
+/// batch of `batch` row-major products C = op(A) op(B) (plus C's own
+/// values when `accumulate`) `stride*` apart, A
 /// [m,k] ([k,m] when transA), B [k,n] ([n,k]) and C [m,n] at leading
 /// dimensions lda, ldb, ldc.
 struct GemmStep {
@@ -97,6 +98,7 @@ struct GemmStep {
   int64_t lda, ldb, ldc;
   int64_t batch, strideA, strideB, strideC;
   int64_t calls, callStrideA, callStrideB, callStrideC;
+  bool accumulate;
 
   int64_t rows(int operand) const {
     return operand == 0   ? (transA ? k : m)
@@ -137,7 +139,8 @@ inline GemmStep gemmStepOf(const nlohmann::json &s) {
           s["calls"],
           s["call_stride_a"],
           s["call_stride_b"],
-          s["call_stride_c"]};
+          s["call_stride_c"],
+          s.value("accumulate", false)};
 }
 
 } // namespace gpuc

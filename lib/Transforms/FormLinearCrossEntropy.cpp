@@ -1,0 +1,157 @@
+//===- FormLinearCrossEntropy.cpp - a language model's head and its loss --===//
+//
+// A language model's last linear layer feeds cross-entropy over a large
+// vocabulary: as separate ops, the [N, V] logits, their probabilities and
+// their gradient are each a value, and at V = 50k they are most of the
+// step's memory. As one gpuc.linear_cross_entropy, the gradient op computes
+// the loss too, and gpuc-decompose runs head, loss and gradients over row
+// chunks, so the logits of one chunk at a time exist.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/Signature.h"
+#include "gpuc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlir::gpuc {
+#define GEN_PASS_DEF_GPUCFORMLINEARCROSSENTROPY
+#include "gpuc/Transforms/Passes.h.inc"
+} // namespace mlir::gpuc
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+/// The head feeding a cross-entropy's [N, V] logits: `input · weightᵀ`
+/// (plus `bias`), through reshapes; `chain` lists the ops from the product
+/// to the logits.
+struct Head {
+  Value input, weight, bias;
+  bool weightTransposed = false; // weight stored [C, V]
+  SmallVector<Operation *> chain;
+};
+
+Value skipReshapes(Value v, SmallVectorImpl<Operation *> &chain) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+    chain.push_back(reshape);
+    v = reshape.getInput();
+  }
+  return v;
+}
+
+std::optional<Head> matchHead(Value logits) {
+  Head head;
+  int64_t vocabulary = shapeOf(logits)[1];
+  Value v = skipReshapes(logits, head.chain);
+  if (auto add = v.getDefiningOp<AddOp>()) {
+    // A bias: a [V] vector broadcast along the rows.
+    for (unsigned side = 0; side < 2 && !head.bias; ++side) {
+      auto broadcast = add->getOperand(side).getDefiningOp<BroadcastOp>();
+      if (!broadcast || shapeOf(broadcast.getInput()) !=
+                            ArrayRef<int64_t>{vocabulary})
+        continue;
+      head.chain.push_back(add);
+      head.chain.push_back(broadcast);
+      head.bias = broadcast.getInput();
+      v = skipReshapes(add->getOperand(1 - side), head.chain);
+    }
+    if (!head.bias)
+      return std::nullopt;
+  }
+  auto matmul = v.getDefiningOp<MatmulOp>();
+  if (!matmul || matmul.getTransposeLhs() || matmul.hasLayouts() ||
+      shapeOf(matmul.getLhs()).size() != 2)
+    return std::nullopt;
+  head.chain.push_back(matmul);
+  head.input = matmul.getLhs();
+  head.weight = matmul.getRhs();
+  head.weightTransposed = !matmul.getTransposeRhs();
+  ArrayRef<int64_t> w = shapeOf(head.weight);
+  if (w[head.weightTransposed ? 1 : 0] != vocabulary)
+    return std::nullopt;
+  return head;
+}
+
+struct FormLinearCrossEntropy
+    : gpuc::impl::GpucFormLinearCrossEntropyBase<FormLinearCrossEntropy> {
+  void runOnOperation() override {
+    auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");
+    if (!forward)
+      return;
+    SmallVector<CrossEntropyOp> losses;
+    forward.walk([&](CrossEntropyOp op) { losses.push_back(op); });
+    for (CrossEntropyOp loss : losses)
+      form(forward, loss);
+  }
+
+  void form(func::FuncOp forward, CrossEntropyOp loss) {
+    Value logits = loss.getInput();
+    if (shapeOf(logits).size() != 2 || loss.getReduction() == Reduction::none)
+      return;
+    std::optional<Head> head = matchHead(logits);
+    // A head that widens the rows (a vocabulary wider than the model)
+    // makes the logits the widest value of the step; a classifier's few
+    // classes are not worth the op.
+    if (!head || shapeOf(logits)[1] <= shapeOf(head->input)[1])
+      return;
+    // Every value of the chain is read by the chain, the loss, or the
+    // function's return (the logits as an output, which the step then
+    // no longer returns); anything else needs the logits themselves.
+    Operation *ret = forward.getBody().front().getTerminator();
+    DenseSet<Operation *> inChain(head->chain.begin(), head->chain.end());
+    SmallVector<unsigned> returned;
+    // The chain's values, and reshapes of them only returned (the logits
+    // output in the model's own shape).
+    SmallVector<Operation *> worklist(head->chain);
+    SmallVector<Operation *> dead(head->chain);
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      for (OpOperand &use : op->getResult(0).getUses()) {
+        Operation *user = use.getOwner();
+        if (user == ret) {
+          returned.push_back(use.getOperandNumber());
+        } else if (isa<ReshapeOp>(user) && !inChain.contains(user)) {
+          inChain.insert(user);
+          worklist.push_back(user);
+          dead.insert(dead.begin(), user);
+        } else if (!inChain.contains(user) && user != loss) {
+          return;
+        }
+      }
+    }
+    OpBuilder b(loss);
+    Value weight = head->weight;
+    if (head->weightTransposed) {
+      ArrayRef<int64_t> w = shapeOf(weight);
+      weight = TransposeOp::create(
+          b, loss.getLoc(),
+          RankedTensorType::get({w[1], w[0]}, getElementTypeOrSelf(weight)),
+          weight, ArrayRef<int64_t>{1, 0});
+    }
+    Value fused = LinearCrossEntropyOp::create(
+        b, loss.getLoc(), loss.getType(), head->input, weight,
+        loss.getLabels(), head->bias, loss.getReductionAttr(),
+        loss.getIgnoreIndexAttr());
+    loss.replaceAllUsesWith(fused);
+    loss.erase();
+    llvm::sort(returned);
+    returned.erase(llvm::unique(returned), returned.end());
+    eraseResults(forward, returned);
+    // Readers first: each op is erased once nothing reads it.
+    for (bool erased = true; erased;) {
+      erased = false;
+      for (Operation *&op : dead)
+        if (op && op->use_empty()) {
+          op->erase();
+          op = nullptr;
+          erased = true;
+        }
+    }
+  }
+};
+} // namespace

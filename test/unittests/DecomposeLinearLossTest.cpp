@@ -1,0 +1,115 @@
+//===- DecomposeLinearLossTest.cpp - the chunked head keeps the values ----===//
+//
+// gpuc-decompose runs a linear cross-entropy's loss and gradients a chunk
+// of rows at a time (slices of the rows, a concat of the input's gradient,
+// GEMMs accumulating the weight's). The interpreter's own rule for the op
+// and the chunked ops must agree, for chunks that do and do not divide the
+// rows, with and without a bias and ignored labels.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/InitAll.h"
+#include "gpuc/Interpreter/Interpreter.h"
+#include "gpuc/Transforms/Passes.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+
+constexpr const char *kWithBias = R"mlir(
+func.func @f(%x: tensor<7x3xf32>, %w: tensor<5x3xf32>, %b: tensor<5xf32>, %l: tensor<7xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<7x3xf32>, tensor<5x3xf32>, tensor<5xf32>) {
+  %loss, %dx, %dw, %db = gpuc.linear_cross_entropy_grad %x, %w, %l, %g bias %b : tensor<5xf32> reduction = mean ignore_index = 2 : (tensor<7x3xf32>, tensor<5x3xf32>, tensor<7xi64>, tensor<f32>) -> (tensor<f32>, tensor<7x3xf32>, tensor<5x3xf32>, tensor<5xf32>)
+  return %loss, %dx, %dw, %db : tensor<f32>, tensor<7x3xf32>, tensor<5x3xf32>, tensor<5xf32>
+})mlir";
+
+constexpr const char *kWithoutBias = R"mlir(
+func.func @f(%x: tensor<7x3xf32>, %w: tensor<5x3xf32>, %l: tensor<7xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<7x3xf32>, tensor<5x3xf32>) {
+  %loss, %dx, %dw = gpuc.linear_cross_entropy_grad %x, %w, %l, %g reduction = sum : (tensor<7x3xf32>, tensor<5x3xf32>, tensor<7xi64>, tensor<f32>) -> (tensor<f32>, tensor<7x3xf32>, tensor<5x3xf32>)
+  return %loss, %dx, %dw : tensor<f32>, tensor<7x3xf32>, tensor<5x3xf32>
+})mlir";
+
+class DecomposeLinearLoss : public ::testing::Test {
+protected:
+  DecomposeLinearLoss() {
+    DialectRegistry registry;
+    registerAllDialects(registry);
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+  }
+
+  std::vector<HostTensor> run(func::FuncOp func) {
+    std::mt19937 rng(11);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<HostTensor> args;
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      HostTensor t(type.getShape(), type.getElementType());
+      for (size_t i = 0; i < t.data.size(); ++i)
+        t.data[i] = type.getElementType().isInteger(64) ? (double)(i * 3 % 5)
+                                                        : normal(rng);
+      args.push_back(std::move(t));
+    }
+    InterpreterOptions exact;
+    exact.roundToElementType = false;
+    FailureOr<std::vector<HostTensor>> results = interpret(func, args, exact);
+    EXPECT_TRUE(succeeded(results));
+    return succeeded(results) ? *results : std::vector<HostTensor>{};
+  }
+
+  /// Decomposes `source`'s @f in chunks of `rows` and returns how many
+  /// accumulating products the result has.
+  int64_t decomposeAndCompare(StringRef source, int64_t rows) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(source, &context);
+    EXPECT_TRUE(module);
+    if (!module)
+      return -1;
+    auto func = module->lookupSymbol<func::FuncOp>("f");
+    std::vector<HostTensor> before = run(func);
+    PassManager pm(&context);
+    GpucDecomposeOptions options;
+    options.lossChunkRows = rows;
+    pm.addPass(createGpucDecompose(options));
+    EXPECT_TRUE(succeeded(pm.run(*module)));
+    EXPECT_TRUE(succeeded(verify(*module)));
+    int64_t left = 0, accumulating = 0;
+    module->walk([&](Operation *op) {
+      left += isa<LinearCrossEntropyGradOp>(op);
+      if (auto mm = dyn_cast<MatmulOp>(op))
+        accumulating += bool(mm.getAcc());
+    });
+    EXPECT_EQ(left, 0);
+    std::vector<HostTensor> after = run(func);
+    EXPECT_EQ(before.size(), after.size());
+    for (size_t r = 0; r < std::min(before.size(), after.size()); ++r) {
+      EXPECT_EQ(before[r].shape, after[r].shape);
+      for (size_t i = 0; i < before[r].data.size(); ++i)
+        EXPECT_NEAR(before[r].data[i], after[r].data[i], 1e-12)
+            << "result " << r << " element " << i;
+    }
+    return accumulating;
+  }
+
+  MLIRContext context;
+};
+
+TEST_F(DecomposeLinearLoss, ChunksThatDivideTheRowsOrNot) {
+  // 7 rows in chunks of 3: 3 + 3 + 1, two of them accumulating.
+  EXPECT_EQ(decomposeAndCompare(kWithBias, 3), 2);
+  EXPECT_EQ(decomposeAndCompare(kWithoutBias, 3), 2);
+  // One chunk: the plain head, nothing accumulates.
+  EXPECT_EQ(decomposeAndCompare(kWithBias, 7), 0);
+  EXPECT_EQ(decomposeAndCompare(kWithoutBias, 1), 6);
+}
+
+} // namespace
