@@ -439,7 +439,11 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
       if (auto mm = dyn_cast<MatmulOp>(op); mm && mm.getAcc()) {
         int src = bufferOf.lookup(mm.getAcc()),
             dst = bufferOf.lookup(mm.getResult());
-        if (src != dst)
+        bool samePlace =
+            src == dst || (buffers[src].kind == "transient" &&
+                           buffers[dst].kind == "transient" &&
+                           buffers[src].offset == buffers[dst].offset);
+        if (!samePlace)
           steps.push_back({{"op", "copy"},
                            {"src", src},
                            {"dst", dst},

@@ -455,10 +455,12 @@ LogicalResult Interpreter::classLoss(OpTy op, bool logits) {
 template <typename OpTy>
 LogicalResult Interpreter::linearLoss(OpTy op, Value lossGrad,
                                       ArrayRef<Value> grads) {
-  interpreter::LinearLossInputs in{
-      get(op.getInput()), get(op.getWeight()),
-      op.getBias() ? &get(op.getBias()) : nullptr, get(op.getLabels()),
-      op.getIgnoreIndex(), op.getReduction() == Reduction::mean};
+  interpreter::LinearLossInputs in{get(op.getInput()),
+                                   get(op.getWeight()),
+                                   op.getBias() ? &get(op.getBias()) : nullptr,
+                                   get(op.getLabels()),
+                                   op.getIgnoreIndex(),
+                                   op.getReduction() == Reduction::mean};
   double loss, g = lossGrad ? get(lossGrad).data[0] : 0.0;
   std::string error;
   HostTensor dx, dw, db;
@@ -1086,12 +1088,11 @@ LogicalResult Interpreter::execute(Operation *op) {
         set(o.getNewRunningVar(), std::move(newVar));
         return success();
       })
-      .Case([&](LinearCrossEntropyOp o) {
-        return linearLoss(o, Value(), {});
-      })
+      .Case([&](LinearCrossEntropyOp o) { return linearLoss(o, Value(), {}); })
       .Case([&](LinearCrossEntropyGradOp o) {
-        return linearLoss(o, o.getResultGrad(),
-                          {o.getInputGrad(), o.getWeightGrad(), o.getBiasGrad()});
+        return linearLoss(
+            o, o.getResultGrad(),
+            {o.getInputGrad(), o.getWeightGrad(), o.getBiasGrad()});
       })
       .Case([&](CrossEntropyOp o) { return classLoss(o, /*logits=*/true); })
       .Case([&](NllLossOp o) { return classLoss(o, /*logits=*/false); })

@@ -52,7 +52,8 @@ bool interpreter::linearCrossEntropy(const LinearLossInputs &in, double &loss,
     if (!lossGrad)
       continue;
     for (int64_t j = 0; j < v; ++j) {
-      double d = (std::exp(logits[j] - lse) - (j == label ? 1.0 : 0.0)) * weight;
+      double d =
+          (std::exp(logits[j] - lse) - (j == label ? 1.0 : 0.0)) * weight;
       if (d == 0.0)
         continue;
       const double *wj = &in.w.data[j * c];
@@ -64,7 +65,7 @@ bool interpreter::linearCrossEntropy(const LinearLossInputs &in, double &loss,
         db->data[j] += d;
     }
   }
-  loss = !in.mean ? total
+  loss = !in.mean  ? total
          : counted ? total / counted
                    : std::numeric_limits<double>::quiet_NaN();
   return true;

@@ -351,12 +351,13 @@ struct DecomposeLinearCrossEntropyGrad
       }
       Value partial = B.sum(losses, {0}, false);
       total = total ? B.add(total, partial) : partial;
-      Value dz = B.mul(B.sub(B.div(e, B.expand(sum, {n, classes})), oneHot),
-                       B.expand(B.reshape(B.loc, rowWeight, {n, 1}),
-                                {n, classes}));
+      Value dz =
+          B.mul(B.sub(B.div(e, B.expand(sum, {n, classes})), oneHot),
+                B.expand(B.reshape(B.loc, rowWeight, {n, 1}), {n, classes}));
       inputGrads.push_back(MatmulOp::create(
-          rewriter, op.getLoc(), RankedTensorType::get({n, TensorBuilder::shapeOf(x)[1]}, element),
-          dz, w));
+          rewriter, op.getLoc(),
+          RankedTensorType::get({n, TensorBuilder::shapeOf(x)[1]}, element), dz,
+          w));
       weightGrad = MatmulOp::create(rewriter, op.getLoc(), w.getType(), dz, xc,
                                     weightGrad, /*transpose_lhs=*/true,
                                     /*transpose_rhs=*/false);
@@ -366,11 +367,11 @@ struct DecomposeLinearCrossEntropyGrad
       }
     }
     Value loss = count ? B.div(total, count) : total;
-    Value inputGrad =
-        inputGrads.size() == 1
-            ? inputGrads[0]
-            : ConcatOp::create(rewriter, op.getLoc(), x.getType(), inputGrads,
-                               0).getResult();
+    Value inputGrad = inputGrads.size() == 1
+                          ? inputGrads[0]
+                          : ConcatOp::create(rewriter, op.getLoc(), x.getType(),
+                                             inputGrads, 0)
+                                .getResult();
     SmallVector<Value> results{loss, inputGrad, weightGrad};
     if (bias)
       results.push_back(biasGrad);
@@ -546,8 +547,7 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
           << "loss-chunk-rows " << lossChunkRows << " is negative";
       return signalPassFailure();
     }
-    patterns.add<DecomposeLinearCrossEntropyGrad>(&getContext(),
-                                                  lossChunkRows);
+    patterns.add<DecomposeLinearCrossEntropyGrad>(&getContext(), lossChunkRows);
     if (attention == "gemm") {
       // Layouts are folded after this pass, into the GEMMs it builds.
       WalkResult folded = getOperation().walk([](Operation *op) {

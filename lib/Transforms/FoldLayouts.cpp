@@ -107,10 +107,10 @@ struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
     norm(lhsPerm);
     norm(rhsPerm);
     norm(resultPerm);
-    auto folded = MatmulOp::create(rewriter, op.getLoc(), resultType, lhs, rhs,
-                                   op.getAcc(), op.getTransposeLhs(),
-                                   op.getTransposeRhs(),
-                                   lhsPerm, rhsPerm, resultPerm);
+    auto folded =
+        MatmulOp::create(rewriter, op.getLoc(), resultType, lhs, rhs,
+                         op.getAcc(), op.getTransposeLhs(),
+                         op.getTransposeRhs(), lhsPerm, rhsPerm, resultPerm);
     folded->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     if (resultTranspose) {
       rewriter.replaceOp(resultTranspose, folded.getResult());

@@ -52,8 +52,8 @@ std::optional<Head> matchHead(Value logits) {
     // A bias: a [V] vector broadcast along the rows.
     for (unsigned side = 0; side < 2 && !head.bias; ++side) {
       auto broadcast = add->getOperand(side).getDefiningOp<BroadcastOp>();
-      if (!broadcast || shapeOf(broadcast.getInput()) !=
-                            ArrayRef<int64_t>{vocabulary})
+      if (!broadcast ||
+          shapeOf(broadcast.getInput()) != ArrayRef<int64_t>{vocabulary})
         continue;
       head.chain.push_back(add);
       head.chain.push_back(broadcast);
@@ -134,9 +134,8 @@ struct FormLinearCrossEntropy
           weight, ArrayRef<int64_t>{1, 0});
     }
     Value fused = LinearCrossEntropyOp::create(
-        b, loss.getLoc(), loss.getType(), head->input, weight,
-        loss.getLabels(), head->bias, loss.getReductionAttr(),
-        loss.getIgnoreIndexAttr());
+        b, loss.getLoc(), loss.getType(), head->input, weight, loss.getLabels(),
+        head->bias, loss.getReductionAttr(), loss.getIgnoreIndexAttr());
     loss.replaceAllUsesWith(fused);
     loss.erase();
     llvm::sort(returned);

@@ -146,9 +146,8 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
     if (auto mm = dyn_cast<MatmulOp>(op); mm && mm.getAcc()) {
       Value root = aliasRoot(mm.getAcc());
       Operation *def = root.getDefiningOp();
-      Value l = def && (isa<FusionOp>(def) || isLibraryCall(def))
-                    ? leader(root)
-                    : Value();
+      Value l = def && (isa<FusionOp>(def) || isLibraryCall(def)) ? leader(root)
+                                                                  : Value();
       unsigned accIndex = mm.getAccMutable()[0].getOperandNumber();
       if (l && !inParameter.contains(l) && classEnd.lookup(l) == here &&
           llvm::count(op.getOperands(), mm.getAcc()) == 1 &&

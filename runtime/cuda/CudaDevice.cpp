@@ -916,8 +916,7 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
           blas, step.gemmDesc, &one, reinterpret_cast<void *>(b), step.layoutA,
           reinterpret_cast<void *>(a), step.layoutB,
           step.accumulate ? &one : &zero, reinterpret_cast<void *>(c),
-          step.layoutC,
-          reinterpret_cast<void *>(c), step.layoutC, &step.algo,
+          step.layoutC, reinterpret_cast<void *>(c), step.layoutC, &step.algo,
           reinterpret_cast<void *>(workspace), workspaceBytes,
           reinterpret_cast<cudaStream_t>(stream));
       if (st != CUBLAS_STATUS_SUCCESS) {

@@ -195,8 +195,8 @@ void addStepPipeline(PassManager &pm, StringRef lossOutput) {
   pm.addPass(gpuc::createGpucEvalFunction());
   addTrainingPasses(pm, lossOutput);
   // Validated by attentionLowering before any pipeline is built.
-  pm.addPass(gpuc::createGpucDecompose(gpuc::GpucDecomposeOptions{
-      *attentionLowering("gpuc"), lossChunkRows}));
+  pm.addPass(gpuc::createGpucDecompose(
+      gpuc::GpucDecomposeOptions{*attentionLowering("gpuc"), lossChunkRows}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(gpuc::createGpucFoldLayouts());

@@ -467,7 +467,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       } else if (cpuLines ? failed(splitByTarget(
                                 portable,
                                 [&] { return cpuRowNest(CpuLine::Simd, pass); },
-                                /*onlyIfDivides=*/true))
+                                /*onlyIfDivides=*/false))
                           : failed(portable())) {
         return failure();
       }

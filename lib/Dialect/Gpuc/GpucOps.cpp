@@ -456,25 +456,25 @@ template <typename OpTy> static LogicalResult verifyLinearLoss(OpTy op) {
   ArrayRef<int64_t> input = shapeOf(op.getInput());
   ArrayRef<int64_t> weight = shapeOf(op.getWeight());
   if (input.size() != 2 || weight.size() != 2)
-    return op.emitOpError() << "input must be N x C and weight V x C, got "
-                            << formatShape(input) << " and "
-                            << formatShape(weight);
+    return op.emitOpError()
+           << "input must be N x C and weight V x C, got " << formatShape(input)
+           << " and " << formatShape(weight);
   if (input[1] != weight[1])
-    return op.emitOpError() << "input has " << input[1]
-                            << " features but the weight's rows have "
-                            << weight[1];
+    return op.emitOpError()
+           << "input has " << input[1]
+           << " features but the weight's rows have " << weight[1];
   if (shapeOf(op.getLabels()) != ArrayRef<int64_t>{input[0]})
-    return op.emitOpError() << "labels must have shape "
-                            << formatShape({input[0]}) << ", got "
-                            << formatShape(shapeOf(op.getLabels()));
+    return op.emitOpError()
+           << "labels must have shape " << formatShape({input[0]}) << ", got "
+           << formatShape(shapeOf(op.getLabels()));
   Type element = getElementTypeOrSelf(op.getInput().getType());
   if (getElementTypeOrSelf(op.getWeight().getType()) != element)
     return op.emitOpError() << "input and weight element types differ";
   if (Value bias = op.getBias()) {
     if (shapeOf(bias) != ArrayRef<int64_t>{weight[0]})
-      return op.emitOpError() << "bias must have shape "
-                              << formatShape({weight[0]}) << ", got "
-                              << formatShape(shapeOf(bias));
+      return op.emitOpError()
+             << "bias must have shape " << formatShape({weight[0]}) << ", got "
+             << formatShape(shapeOf(bias));
     if (getElementTypeOrSelf(bias.getType()) != element)
       return op.emitOpError() << "bias element type differs from the input's";
   }
