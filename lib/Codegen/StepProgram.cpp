@@ -541,6 +541,20 @@ FailureOr<StepProgram> Lowering::run() {
           {{"name", param.getSymName().str()}, {"why", why.getValue().str()}});
   if (!frozen.empty())
     program.plan["frozen"] = frozen;
+  // Language-model heads run in row chunks (gpuc-decompose's record).
+  json chunked = json::array();
+  if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
+    if (auto records =
+            step->getAttrOfType<ArrayAttr>(GpucDialect::kChunkedLossesAttrName))
+      for (auto record : records.getAsRange<DictionaryAttr>()) {
+        json entry = json::object();
+        for (NamedAttribute field : record)
+          if (auto value = dyn_cast<IntegerAttr>(field.getValue()))
+            entry[field.getName().str()] = value.getInt();
+        chunked.push_back(entry);
+      }
+  if (!chunked.empty())
+    program.plan["chunked_losses"] = chunked;
   program.plan["arena_bytes"] = arenaBytes;
   program.plan["kernels"] = kernelList;
   std::string source = kSourceHeader;

@@ -40,19 +40,21 @@ bool writeKernelReport(const nlohmann::json &plan,
   const json &unfused = options.unfused;
   int64_t unfusedOps = unfused.value("ops", (int64_t)0);
   int64_t unfusedBytes = unfused.value("bytes_non_gemm", (int64_t)0);
-  json report = {{"function", "train_step"},
-                 {"kernels", launches},
-                 {"library_calls", library},
-                 {"copies", copies},
-                 {"launches", launches + library},
-                 {"unfused_ops", unfusedOps},
-                 {"bytes_non_gemm", bytes},
-                 {"unfused_bytes_non_gemm", unfusedBytes},
-                 {"flops", flops},
-                 {"precision", options.precision},
-                 {"memory", memorySummary(plan)},
-                 {"frozen", plan.value("frozen", json::array())},
-                 {"per_kernel", kernels}};
+  json report = {
+      {"function", "train_step"},
+      {"kernels", launches},
+      {"library_calls", library},
+      {"copies", copies},
+      {"launches", launches + library},
+      {"unfused_ops", unfusedOps},
+      {"bytes_non_gemm", bytes},
+      {"unfused_bytes_non_gemm", unfusedBytes},
+      {"flops", flops},
+      {"precision", options.precision},
+      {"memory", memorySummary(plan)},
+      {"frozen", plan.value("frozen", json::array())},
+      {"chunked_losses", plan.value("chunked_losses", json::array())},
+      {"per_kernel", kernels}};
   if (!writeFile(options.outputDir + "/report.json", report.dump(1)))
     return false;
   if (!options.report)
@@ -88,6 +90,16 @@ bool writeKernelReport(const nlohmann::json &plan,
                  << " storage, loss scaling "
                  << options.precision["loss_scale"].get<std::string>() << "\n";
   llvm::outs() << formatMemorySummary(report["memory"]);
+  for (const json &c : report["chunked_losses"]) {
+    int64_t rows = c["rows"], classes = c["classes"], chunk = c["chunk_rows"],
+            bytes = c["element_bytes"];
+    llvm::outs() << llvm::formatv(
+        "head: linear cross-entropy over {0} x {1} logits in {2} chunks of "
+        "{3} rows: {4:f2} MiB of logits at a time, not {5:f2} MiB\n",
+        rows, classes, (rows + chunk - 1) / chunk, chunk,
+        mib(std::min(chunk, rows) * classes * bytes),
+        mib(rows * classes * bytes));
+  }
   for (const json &f : report["frozen"])
     llvm::outs() << "frozen: @" << f["name"].get<std::string>() << ": "
                  << f["why"].get<std::string>() << "\n";

@@ -9,6 +9,7 @@
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -366,6 +367,7 @@ struct DecomposeLinearCrossEntropyGrad
         biasGrad = biasGrad ? B.add(biasGrad, partialBias) : partialBias;
       }
     }
+    recordChunks(op, rows, classes, chunk, element.getIntOrFloatBitWidth() / 8);
     Value loss = count ? B.div(total, count) : total;
     Value inputGrad = inputGrads.size() == 1
                           ? inputGrads[0]
@@ -383,6 +385,26 @@ struct DecomposeLinearCrossEntropyGrad
         rewriter.replaceOp(forward, loss);
     rewriter.replaceOp(op, results);
     return success();
+  }
+
+  /// What --report shows: the head's logits, and a chunk's.
+  static void recordChunks(Operation *op, int64_t rows, int64_t classes,
+                           int64_t chunk, int64_t elementBytes) {
+    auto step = op->getParentOfType<func::FuncOp>();
+    if (!step)
+      return;
+    Builder b(op->getContext());
+    SmallVector<Attribute> records;
+    if (auto old =
+            step->getAttrOfType<ArrayAttr>(GpucDialect::kChunkedLossesAttrName))
+      llvm::append_range(records, old.getValue());
+    records.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("rows", b.getI64IntegerAttr(rows)),
+        b.getNamedAttr("classes", b.getI64IntegerAttr(classes)),
+        b.getNamedAttr("chunk_rows", b.getI64IntegerAttr(chunk)),
+        b.getNamedAttr("element_bytes", b.getI64IntegerAttr(elementBytes)),
+    }));
+    step->setAttr(GpucDialect::kChunkedLossesAttrName, b.getArrayAttr(records));
   }
 
   int64_t chunkRows;

@@ -65,6 +65,11 @@ def Gpuc_Dialect : Dialect {
     /// On @train_step after gpuc-remat: budget, peak_before, peak,
     /// recomputed, extra_flops.
     static constexpr ::llvm::StringLiteral kRematAttrName = "gpuc.remat";
+    /// gpuc-decompose's record of each linear cross-entropy it ran in row
+    /// chunks, on the function: one dictionary each (rows, classes,
+    /// chunk_rows, element_bytes).
+    static constexpr ::llvm::StringLiteral kChunkedLossesAttrName =
+        "gpuc.chunked_losses";
     /// gpuc-schedule's summary on a function: {peak_before, peak, moved}.
     static constexpr ::llvm::StringLiteral kScheduleAttrName = "gpuc.schedule";
     /// On a kernel that recomputes a forward value in backward.
