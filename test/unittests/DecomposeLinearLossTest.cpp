@@ -7,6 +7,7 @@
 // rows, with and without a bias and ignored labels.
 //
 //===----------------------------------------------------------------------===//
+#include "InterpretAndCompare.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/InitAll.h"
 #include "gpuc/Interpreter/Interpreter.h"
@@ -18,8 +19,6 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
-
-#include <random>
 
 using namespace mlir;
 using namespace mlir::gpuc;
@@ -48,22 +47,9 @@ protected:
   }
 
   std::vector<HostTensor> run(func::FuncOp func) {
-    std::mt19937 rng(11);
-    std::normal_distribution<double> normal(0.0, 1.0);
-    std::vector<HostTensor> args;
-    for (BlockArgument arg : func.getArguments()) {
-      auto type = cast<RankedTensorType>(arg.getType());
-      HostTensor t(type.getShape(), type.getElementType());
-      for (size_t i = 0; i < t.data.size(); ++i)
-        t.data[i] = type.getElementType().isInteger(64) ? (double)(i * 3 % 5)
-                                                        : normal(rng);
-      args.push_back(std::move(t));
-    }
-    InterpreterOptions exact;
-    exact.roundToElementType = false;
-    FailureOr<std::vector<HostTensor>> results = interpret(func, args, exact);
-    EXPECT_TRUE(succeeded(results));
-    return succeeded(results) ? *results : std::vector<HostTensor>{};
+    // Labels 0, 3, 1, 4, 2, ...: every class, the ignored one among them.
+    return gpuc_test::interpretOnRandomArguments(
+        func, 11, [](size_t i) { return (double)(i * 3 % 5); });
   }
 
   /// Decomposes `source`'s @f in chunks of `rows` and returns how many
@@ -89,14 +75,7 @@ protected:
         accumulating += bool(mm.getAcc());
     });
     EXPECT_EQ(left, 0);
-    std::vector<HostTensor> after = run(func);
-    EXPECT_EQ(before.size(), after.size());
-    for (size_t r = 0; r < std::min(before.size(), after.size()); ++r) {
-      EXPECT_EQ(before[r].shape, after[r].shape);
-      for (size_t i = 0; i < before[r].data.size(); ++i)
-        EXPECT_NEAR(before[r].data[i], after[r].data[i], 1e-12)
-            << "result " << r << " element " << i;
-    }
+    gpuc_test::expectSameResults(before, run(func), 1e-12);
     return accumulating;
   }
 

@@ -6,6 +6,7 @@
 // transposes a GEMM can read must be gone.
 //
 //===----------------------------------------------------------------------===//
+#include "InterpretAndCompare.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/InitAll.h"
 #include "gpuc/Interpreter/Interpreter.h"
@@ -18,7 +19,6 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
 
 using namespace mlir;
 using namespace mlir::gpuc;
@@ -35,22 +35,8 @@ protected:
   }
 
   std::vector<HostTensor> run(func::FuncOp func) {
-    std::mt19937 rng(7);
-    std::normal_distribution<double> normal(0.0, 1.0);
-    std::vector<HostTensor> args;
-    for (BlockArgument arg : func.getArguments()) {
-      auto type = cast<RankedTensorType>(arg.getType());
-      HostTensor t(type.getShape(), type.getElementType());
-      for (size_t i = 0; i < t.data.size(); ++i)
-        t.data[i] = type.getElementType().isInteger(1) ? (double)(i % 3 == 1)
-                                                       : normal(rng);
-      args.push_back(std::move(t));
-    }
-    InterpreterOptions exact;
-    exact.roundToElementType = false;
-    FailureOr<std::vector<HostTensor>> results = interpret(func, args, exact);
-    EXPECT_TRUE(succeeded(results));
-    return succeeded(results) ? *results : std::vector<HostTensor>{};
+    return gpuc_test::interpretOnRandomArguments(
+        func, 7, [](size_t i) { return (double)(i % 3 == 1); });
   }
 
   /// Folds `source`'s @f and returns how many transposes are left.
@@ -66,14 +52,7 @@ protected:
     pm.addPass(createGpucFoldLayouts());
     EXPECT_TRUE(succeeded(pm.run(*module)));
     EXPECT_TRUE(succeeded(verify(*module)));
-    std::vector<HostTensor> after = run(func);
-    EXPECT_EQ(before.size(), after.size());
-    for (size_t r = 0; r < std::min(before.size(), after.size()); ++r) {
-      EXPECT_EQ(before[r].shape, after[r].shape);
-      for (size_t i = 0; i < before[r].data.size(); ++i)
-        EXPECT_NEAR(before[r].data[i], after[r].data[i], 1e-12)
-            << "result " << r << " element " << i;
-    }
+    gpuc_test::expectSameResults(before, run(func), 1e-12);
     int64_t transposes = 0;
     module->walk([&](TransposeOp) { ++transposes; });
     return transposes;
