@@ -239,15 +239,20 @@ Value rowSlice(ExprBuilder &B, Value x, int64_t r0, int64_t r1) {
 }
 
 /// Rows per chunk of a linear cross-entropy over `rows` x `classes`
-/// logits: `requested`, else those whose logits take about 32 MiB (at
-/// least 64 rows, a multiple of 64: the GEMMs stay large).
+/// logits: `requested`, else those whose logits take about 32 MiB (a
+/// multiple of 64 rows, at least 64, so the GEMMs stay large), but at most
+/// 16 chunks: each chunk is steps and a kernel of its own in the plan, and
+/// a long context's 16k rows in 32 MiB chunks would be 128 of them.
 int64_t linearLossChunkRows(int64_t rows, int64_t classes, int64_t elementBytes,
                             int64_t requested) {
   if (requested > 0)
     return std::min(requested, rows);
-  constexpr int64_t kChunkBytes = 32 << 20;
+  constexpr int64_t kChunkBytes = 32 << 20, kMaxChunks = 16;
+  auto roundUp64 = [](int64_t n) { return (n + 63) / 64 * 64; };
   int64_t fit = kChunkBytes / std::max<int64_t>(1, classes * elementBytes);
-  return std::min(rows, std::max<int64_t>(64, fit / 64 * 64));
+  int64_t chunk = std::max<int64_t>(64, fit / 64 * 64);
+  chunk = std::max(chunk, roundUp64((rows + kMaxChunks - 1) / kMaxChunks));
+  return std::min(rows, chunk);
 }
 
 /// Whether `grad` is the gradient of `forward`'s very head and loss, and

@@ -253,7 +253,7 @@ cl::opt<int64_t> lossChunkRows(
     cl::desc("compile: rows per chunk of a language model's head and its "
              "cross-entropy, which run a chunk of rows at a time so that only "
              "one chunk's logits exist (default: the chunk whose logits take "
-             "about 32 MiB)"),
+             "about 32 MiB, in at most 16 chunks)"),
     cl::value_desc("rows"), cl::init(0), cl::cat(compileCategory));
 cl::opt<bool>
     noFuse("no-fuse",

@@ -229,7 +229,7 @@ def GpucDecompose : Pass<"gpuc-decompose", "::mlir::ModuleOp"> {
            "how attention runs: gemm or flash">,
     Option<"lossChunkRows", "loss-chunk-rows", "int64_t", "0",
            "rows per chunk of a linear cross-entropy (0: the chunk whose "
-           "logits take about 32 MiB)">
+           "logits take about 32 MiB, in at most 16 chunks)">
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
