@@ -19,7 +19,6 @@
 
 #include <gtest/gtest.h>
 
-
 using namespace mlir;
 using namespace mlir::gpuc;
 
