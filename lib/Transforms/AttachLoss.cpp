@@ -65,7 +65,9 @@ struct AttachLoss : gpuc::impl::GpucAttachLossBase<AttachLoss> {
         return signalPassFailure();
       }
       int64_t rank = type.getRank();
-      int64_t axis = classAxis < 0 ? classAxis + rank : classAxis;
+      int64_t axis = classAxis == 0  ? inferClassAxis(func, type)
+                     : classAxis < 0 ? classAxis + rank
+                                     : classAxis;
       if (axis < 1 || axis >= rank) {
         func.emitError() << "class axis " << classAxis << " of '" << target
                          << "' (" << type << ") must be a non-batch axis (1.."
@@ -120,6 +122,24 @@ struct AttachLoss : gpuc::impl::GpucAttachLossBase<AttachLoss> {
     appendResults(
         func, {lossValue},
         {builder.getNamedAttr(GpucDialect::kOutputAttrName, named("loss"))});
+  }
+
+  /// The class axis when none is given: the last one when an integer input
+  /// has the output's shape without it (a language model's tokens [B, T]
+  /// and logits [B, T, V]: one distribution per token), else 1 (ONNX's and
+  /// PyTorch's [N, C, d...]).
+  static int64_t inferClassAxis(func::FuncOp func, RankedTensorType output) {
+    int64_t rank = output.getRank();
+    if (rank < 3)
+      return 1;
+    ArrayRef<int64_t> perToken = output.getShape().drop_back();
+    for (Type input : func.getArgumentTypes()) {
+      auto tensor = dyn_cast<RankedTensorType>(input);
+      if (tensor && isa<IntegerType>(tensor.getElementType()) &&
+          tensor.getShape() == perToken)
+        return rank - 1;
+    }
+    return 1;
   }
 
   static std::string outputNames(func::FuncOp func) {

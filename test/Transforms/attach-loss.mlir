@@ -39,3 +39,16 @@ func.func @forward(%x: tensor<2x3xf32> {gpuc.input = "x"}) -> (tensor<2x3xf32> {
 func.func @forward(%x: tensor<2x3xf32> {gpuc.input = "x"}, %s: tensor<f32> {gpuc.input = "s"}) -> (tensor<2x3xf32> {gpuc.output = "logits"}, tensor<f32> {gpuc.output = "loss"}) {
   return %x, %s : tensor<2x3xf32>, tensor<f32>
 }
+
+// -----
+
+// No class axis given and an integer input shaped like the output without
+// its last axis (tokens [B, T], logits [B, T, V]): the classes are last.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %[[TOKENS:[a-z0-9]+]]: tensor<2x3xi64> {gpuc.input = "tokens"}
+// CHECK-SAME: %[[LABEL:[a-z0-9]+]]: tensor<2x3xi64> {gpuc.input = "label"}
+// CHECK: %[[ROWS:.+]] = gpuc.reshape %{{.+}} : tensor<2x3x5xf32> -> tensor<6x5xf32>
+// CHECK: gpuc.cross_entropy %[[ROWS]], %{{.+}} reduction = mean : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
+func.func @forward(%tokens: tensor<2x3xi64> {gpuc.input = "tokens"}, %x: tensor<2x3x5xf32> {gpuc.input = "x"}) -> (tensor<2x3x5xf32> {gpuc.output = "logits"}) {
+  return %x : tensor<2x3x5xf32>
+}

@@ -173,6 +173,9 @@ struct ModelLoader {
 /// Writes the module after every pass, numbered, for --dump-dir.
 class DumpAfterEachPass : public PassInstrumentation {
 public:
+  /// Constants with more elements (or resource bytes) than this are elided.
+  static constexpr int64_t kLargestDumpedConstant = 4096;
+
   DumpAfterEachPass(std::string dir, ModuleOp module, unsigned *count)
       : dir(std::move(dir)), module(module), count(count) {}
   void runAfterPass(Pass *pass, Operation *) override {
@@ -183,8 +186,12 @@ public:
             .str();
     std::error_code ec;
     llvm::raw_fd_ostream out(name, ec);
+    // A model's weights would make every dump as large as the model (a
+    // GPT-2's are 1 GB each); they print as `__elided__`.
     if (!ec)
-      module.print(out);
+      module.print(out, OpPrintingFlags()
+                            .elideLargeElementsAttrs(kLargestDumpedConstant)
+                            .elideLargeResourceString(kLargestDumpedConstant));
   }
 
 private:

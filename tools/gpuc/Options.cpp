@@ -54,9 +54,12 @@ cl::opt<std::string> labelsName(
     cl::value_desc("name"), cl::init("label"), cl::cat(trainCategory));
 cl::opt<int64_t> classAxis(
     "class-axis",
-    cl::desc("cross_entropy: the output axis holding the classes (default 1; "
-             "-1 for the last, as language models have)"),
-    cl::value_desc("axis"), cl::init(1), cl::cat(trainCategory));
+    cl::desc("cross_entropy: the output axis holding the classes (1 as in "
+             "ONNX and PyTorch's [N, C, ...]; -1 for the last). Default "
+             "(0): the last when an integer input has the output's shape "
+             "without it, as a language model's tokens [B, T] and logits "
+             "[B, T, V]; else 1"),
+    cl::value_desc("axis"), cl::init(0), cl::cat(trainCategory));
 cl::opt<int64_t> accumulateSteps(
     "accumulate",
     cl::desc("gradient accumulation: add the gradients of K steps of --batch "

@@ -13,7 +13,7 @@ def GpucAttachLoss : Pass<"gpuc-attach-loss", "::mlir::ModuleOp"> {
   let description = [{
     For models exported without their loss. Adds `cross_entropy` (class
     labels, a new i64 input; the class axis is moved to position 1 when it
-    is elsewhere) or `mse` (a target shaped like the output, a new
+    is elsewhere, and is inferred when not given) or `mse` (a target shaped like the output, a new
     float input) on the output named `target`, with mean reduction, and makes
     it the result `gpuc.output = "loss"` of `@forward`. A model that already
     returns a `loss` output is refused: its loss is already there.
@@ -25,10 +25,12 @@ def GpucAttachLoss : Pass<"gpuc-attach-loss", "::mlir::ModuleOp"> {
            "the name of the output the loss is computed on">,
     Option<"labels", "labels", "std::string", "\"label\"",
            "the name of the new input holding labels or targets">,
-    Option<"classAxis", "class-axis", "int64_t", "1",
+    Option<"classAxis", "class-axis", "int64_t", "0",
            "cross_entropy: the axis of the output holding the classes (1 as "
            "in ONNX and PyTorch's NCd layout; -1 for the last, as language "
-           "models have)">,
+           "models have); 0 infers it: the last when an integer input has "
+           "the output's shape without its last axis (tokens [B, T], logits "
+           "[B, T, V]), else 1">,
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
