@@ -24,7 +24,7 @@ std::string Emitter::concatOfArguments(ConcatOp c, Value v,
   std::string at = index(llvm::formatv(
       "({0} * {1}Extent + {2} - {1}Start) * {3} + {4}", outer, from,
       coords[axis], getNumElements(shape.drop_front(axis + 1)), inner));
-  return define(v, from + "[" + at + "]", /*exact=*/true);
+  return load(v, from, at);
 }
 
 std::string Emitter::selectConcatInput(ConcatOp c,

@@ -189,6 +189,15 @@ private:
                     {registerCType(elementOf(v)), reg, value}));
     return reg;
   }
+  /// Declares a register holding element `idx` of the kernel argument
+  /// `pointer`, which holds `v`'s elements.
+  std::string load(Value v, const std::string &pointer,
+                   const std::string &idx) {
+    if (elementOf(v).isInteger(1))
+      return define(v, "gpuc::loadBool(" + pointer + ", " + idx + ")",
+                    /*exact=*/true);
+    return define(v, pointer + "[" + idx + "]", /*exact=*/true);
+  }
   /// Declares an index register.
   std::string index(const std::string &expr) {
     std::string reg = fresh("i");

@@ -13,9 +13,7 @@ FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
     return row->second;
   std::string reg;
   if (auto arg = dyn_cast<BlockArgument>(v)) {
-    reg = define(
-        v, substitute("in{0}[{1}]", {std::to_string(arg.getArgNumber()), idx}),
-        /*exact=*/true);
+    reg = load(v, "in" + std::to_string(arg.getArgNumber()), idx);
   } else {
     FailureOr<std::string> computed = compute(v.getDefiningOp(), v, idx);
     if (failed(computed))
@@ -69,15 +67,16 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         return unary(floating ? fmt("fabsf({0})")
                               : fmt("({0} < 0 ? -{0} : {0})"));
       })
-      .Case([&](ExpOp) { return unary(fmt("expf({0})")); })
+      .Case([&](ExpOp) { return unary(fmt("gpuc::exponential({0})")); })
       .Case([&](LogOp) { return unary(fmt("logf({0})")); })
       .Case([&](SqrtOp) { return unary(fmt("sqrtf({0})")); })
       .Case([&](RsqrtOp) { return unary(fmt("rsqrtf({0})")); })
       .Case([&](ReciprocalOp) { return unary(fmt("(1.0f / {0})")); })
       .Case([&](TanhOp) { return unary(fmt("tanhf({0})")); })
       .Case([&](ErfOp) { return unary(fmt("erff({0})")); })
-      .Case(
-          [&](SigmoidOp) { return unary(fmt("(1.0f / (1.0f + expf(-{0})))")); })
+      .Case([&](SigmoidOp) {
+        return unary(fmt("(1.0f / (1.0f + gpuc::exponential(-{0})))"));
+      })
       .Case([&](ReluOp) {
         return unary(fmt("gpuc::selectFloat({0} > 0.0f, {0}, 0.0f)"));
       })
@@ -130,6 +129,20 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
           symbol = ">=";
           break;
         }
+        // An index (iota) is a coordinate, within gidx: compared in gidx
+        // with the other side clamped to gidx's range (which changes no
+        // result), the loop needs no 64-bit lanes, which the host compiler
+        // may not vectorize next to float ones.
+        auto isIndex = [](Value x) {
+          return x.getDefiningOp<IotaOp>() && isa<IntegerType>(elementOf(x));
+        };
+        if (isIndex(c.getLhs()) || isIndex(c.getRhs()))
+          return binary([&](const std::string &a, const std::string &b) {
+            return llvm::formatv("(gpuc::narrowIndex<gidx>({0}) {1} "
+                                 "gpuc::narrowIndex<gidx>({2}))",
+                                 a, symbol, b)
+                .str();
+          });
         return binary([&](const std::string &a, const std::string &b) {
           return llvm::formatv("({0} {1} {2})", a, symbol, b).str();
         });
