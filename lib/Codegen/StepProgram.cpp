@@ -536,9 +536,23 @@ FailureOr<StepProgram> Lowering::run() {
   json frozen = json::array();
   for (ParameterOp param : module.getOps<ParameterOp>())
     if (auto why =
-            param->getAttrOfType<StringAttr>(GpucDialect::kFrozenAttrName))
-      frozen.push_back(
-          {{"name", param.getSymName().str()}, {"why", why.getValue().str()}});
+            param->getAttrOfType<StringAttr>(GpucDialect::kFrozenAttrName)) {
+      json entry = {{"name", param.getSymName().str()},
+                    {"why", why.getValue().str()}};
+      // A mask the kernels compute from indices: the values that agree.
+      if (auto mask = param->getAttrOfType<DictionaryAttr>(
+              GpucDialect::kCompiledMaskAttrName)) {
+        json record = json::object();
+        for (NamedAttribute field : mask) {
+          if (auto text = dyn_cast<StringAttr>(field.getValue()))
+            record[field.getName().str()] = text.getValue().str();
+          else if (auto number = dyn_cast<FloatAttr>(field.getValue()))
+            record[field.getName().str()] = number.getValueAsDouble();
+        }
+        entry["compiled_mask"] = record;
+      }
+      frozen.push_back(entry);
+    }
   if (!frozen.empty())
     program.plan["frozen"] = frozen;
   // Language-model heads run in row chunks (gpuc-decompose's record).

@@ -2,6 +2,7 @@
 #include "Backend.h"
 
 #include "gpuc/Target/MemoryReport.h"
+#include "gpuc/runtime/CompiledMask.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -100,9 +101,16 @@ bool writeKernelReport(const nlohmann::json &plan,
         mib(std::min(chunk, rows) * classes * bytes),
         mib(rows * classes * bytes));
   }
-  for (const json &f : report["frozen"])
+  for (const json &f : report["frozen"]) {
     llvm::outs() << "frozen: @" << f["name"].get<std::string>() << ": "
-                 << f["why"].get<std::string>() << "\n";
+                 << f["why"].get<std::string>();
+    if (f.contains("compiled_mask"))
+      llvm::outs() << "; the attention mask it holds ("
+                   << ::gpuc::describeCompiledMask(f["compiled_mask"])
+                   << ") is computed from the positions, and the trainer "
+                      "checks the values it loads against it";
+    llvm::outs() << "\n";
+  }
   return true;
 }
 

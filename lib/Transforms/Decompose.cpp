@@ -8,6 +8,7 @@
 #include "gpuc/Dialect/Gpuc/ExprBuilder.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Transforms/Passes.h"
+#include "gpuc/Transforms/TriangularMask.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
@@ -415,6 +416,22 @@ struct DecomposeLinearCrossEntropyGrad
   int64_t chunkRows;
 };
 
+/// An attention's mask broadcast to the scores' `shape`. A triangular one
+/// is compared from the query and key indices, so the row kernel reads no
+/// mask (and the host compiler vectorizes it: a bool load keeps its loop
+/// scalar).
+Value wideAttentionMask(ExprBuilder &B, Value mask, ArrayRef<int64_t> shape) {
+  std::optional<TriangularMask> triangle = matchTriangularMask(mask);
+  if (!triangle)
+    return B.expand(mask, shape);
+  triangle->recordOn();
+  auto indexType = RankedTensorType::get(shape, B.b.getI64Type());
+  int64_t rank = shape.size();
+  Value query = IotaOp::create(B.b, B.loc, indexType, rank - 2);
+  Value key = IotaOp::create(B.b, B.loc, indexType, rank - 1);
+  return B.cmp(triangle->keyVsQuery, key, query);
+}
+
 /// The masked, scaled scores of an attention, in f32: `scale * Q K^T`, and
 /// `fill` where the mask excludes a score.
 template <typename OpTy> Value attentionScores(ExprBuilder &B, OpTy op) {
@@ -427,7 +444,7 @@ template <typename OpTy> Value attentionScores(ExprBuilder &B, OpTy op) {
   Value z =
       B.scale(B.castTo(qk, B.b.getF32Type()), op.getScale().convertToDouble());
   if (Value mask = op.getMask()) {
-    Value wide = B.expand(mask, TensorBuilder::shapeOf(z));
+    Value wide = wideAttentionMask(B, mask, TensorBuilder::shapeOf(z));
     Value fill = B.splat(z, op.getFill().convertToDouble());
     z = op.getMaskKeeps() ? B.select(wide, z, fill) : B.select(wide, fill, z);
   }
@@ -488,7 +505,7 @@ void lowerAttentionGrad(PatternRewriter &rewriter, AttentionGradOp op,
   // them through the select; with -inf their weight is 0 already.
   if (Value mask = op.getMask();
       mask && op.getFill().convertToDouble() != -INFINITY) {
-    Value wide = B.expand(mask, shape);
+    Value wide = wideAttentionMask(B, mask, shape);
     ds = op.getMaskKeeps() ? B.where(wide, ds)
                            : B.select(wide, B.splat(ds, 0.0), ds);
   }

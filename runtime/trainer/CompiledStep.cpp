@@ -3,6 +3,7 @@
 
 #include "InitialWeights.h"
 
+#include "gpuc/runtime/CompiledMask.h"
 #include "gpuc/runtime/Safetensors.h"
 #include "gpuc/runtime/device/CpuKernelTable.h"
 
@@ -125,6 +126,28 @@ void CompiledStep::openDevice(const std::string &dir, const Options &o) {
     fprintf(status, "%s\n", line.c_str());
 }
 
+void CompiledStep::checkFrozenMask(const NamedTensor &t,
+                                   const std::string &from) const {
+  const nlohmann::json &frozen = plan.json.contains("frozen")
+                                     ? plan.json["frozen"]
+                                     : nlohmann::json::array();
+  for (const nlohmann::json &entry : frozen) {
+    if (entry.value("name", "") != t.name || !entry.contains("compiled_mask"))
+      continue;
+    const nlohmann::json &mask = entry["compiled_mask"];
+    std::string where;
+    if (t.dtype != "F32" || !checkCompiledMask(mask, t.shape, t.data, where))
+      fail(from + ": " + t.name +
+           " is a frozen attention mask that the "
+           "compiled step computes from the positions (" +
+           describeCompiledMask(mask) +
+           "), but the value given is another "
+           "mask (at " +
+           (where.empty() ? "its dtype " + t.dtype : where) +
+           "); compile the model with that mask in it instead");
+  }
+}
+
 void CompiledStep::restore(const std::vector<NamedTensor> &tensors,
                            const std::string &from, bool complete) {
   auto shapeText = [](const std::vector<int64_t> &shape) {
@@ -145,6 +168,7 @@ void CompiledStep::restore(const std::vector<NamedTensor> &tensors,
            " bytes) but the model's buffer is " + b->dtype +
            shapeText(b->shape) + " (" + std::to_string(b->bytes) +
            " bytes) (checkpoint of another model?)");
+    checkFrozenMask(t, from);
     device->upload(b->id, t.data.data(), t.data.size());
     restored.insert(t.name);
   }

@@ -53,6 +53,9 @@ public:
   /// init.safetensors leaves out all-zero tensors, which devices start with.
   void restore(const std::vector<NamedTensor> &tensors, const std::string &from,
                bool complete = false);
+  /// Fails, naming `from`, when `t` is a frozen mask the step computes from
+  /// positions (plan.json's compiled_mask) and holds another mask.
+  void checkFrozenMask(const NamedTensor &t, const std::string &from) const;
   /// Every parameter and state buffer (what a checkpoint holds).
   std::vector<NamedTensor> snapshot();
   /// The RNG key (seed, step) and the learning rate of the next step.

@@ -78,4 +78,20 @@ assert given == own, (given, own)
 for seed, loss in ((4, given), (5, other)):
     assert abs(loss - torch_loss(models[seed])) < 1e-5 * abs(loss), seed
 assert other != given
+
+# The causal mask buffer is frozen and the step computes it from the
+# positions: a state_dict holding another mask is refused, not trained
+# with the compiled one.
+unmasked = gpt.build("tiny", T, 4)
+with torch.no_grad():
+    unmasked.h[0].attn.bias.fill_(1.0)
+unmasked_path = os.path.join(work, "unmasked.safetensors")
+export_models.save_state_dict(unmasked, unmasked_path)
+refused = subprocess.run(
+    [os.path.join(work, "apart", "train"), "--run-step", inputs,
+     "--output-dir", os.path.join(work, "out-unmasked"), "--init",
+     unmasked_path], capture_output=True, text=True)
+print("another mask: exit %d: %s" % (refused.returncode,
+                                     refused.stderr.strip().splitlines()[-1].replace(
+                                         unmasked_path, "FILE")))
 print("ok")

@@ -172,6 +172,46 @@ func.func @attention_grad(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>, %v: 
 
 // -----
 
+// A causal mask (true where the key comes after the query) is compared
+// from the indices: the row kernel reads no mask.
+// CHECK-LABEL: func.func @causal_attention
+// CHECK-DAG: %[[QUERY:.+]] = gpuc.iota dim = 2 : tensor<2x3x4x4xi64>
+// CHECK-DAG: %[[KEY:.+]] = gpuc.iota dim = 3 : tensor<2x3x4x4xi64>
+// CHECK: %[[MASK:.+]] = gpuc.compare gt, %[[KEY]], %[[QUERY]]
+// CHECK: gpuc.select %[[MASK]]
+// CHECK-NOT: gpuc.broadcast %{{.+}} : tensor<1x1x4x4xi1>
+func.func @causal_attention(%q: tensor<2x3x4x2xf32>, %k: tensor<2x3x4x2xf32>, %v: tensor<2x3x4x2xf32>) -> (tensor<2x3x4x2xf32>, tensor<2x3x4xf32>) {
+  %m = gpuc.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x4x4xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32> -> tensor<2x3x4x2xf32>, tensor<2x3x4xf32>
+  return %o, %lse : tensor<2x3x4x2xf32>, tensor<2x3x4xf32>
+}
+
+// -----
+
+// nanoGPT's mask: a frozen tril buffer compared with 0. The step computes
+// it from the indices, and the parameter records what its values must be
+// (the trainer checks what it loads); a mask that is not a triangle stays
+// a load.
+// CHECK: gpuc.parameter @bias : tensor<1x1x3x3xf32> = dense<{{.+}}> {gpuc.compiled_mask = {compare = "eq", key_vs_query = "gt", with = 0.000000e+00 : f64}, gpuc.frozen = "no gradient reaches it"}
+// CHECK: gpuc.parameter @padding : tensor<1x1x3x3xf32>
+// CHECK-NOT: compiled_mask
+// CHECK-LABEL: func.func @frozen_mask
+// CHECK: gpuc.iota dim = 2
+// CHECK: gpuc.compare gt
+// CHECK: gpuc.broadcast %{{.+}} : tensor<1x1x3x3xi1> -> tensor<1x2x3x3xi1>
+gpuc.parameter @bias : tensor<1x1x3x3xf32> = dense<[[[[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]]]> : tensor<1x1x3x3xf32> {gpuc.frozen = "no gradient reaches it"}
+gpuc.parameter @padding : tensor<1x1x3x3xf32> = dense<[[[[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 0.0]]]]> : tensor<1x1x3x3xf32> {gpuc.frozen = "no gradient reaches it"}
+func.func @frozen_mask(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>, %bias: tensor<1x1x3x3xf32> {gpuc.param = @bias}, %padding: tensor<1x1x3x3xf32> {gpuc.param = @padding}) -> (tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>) {
+  %zero = gpuc.constant dense<0.0> : tensor<1x1x3x3xf32>
+  %causal = gpuc.compare eq, %bias, %zero : tensor<1x1x3x3xf32>
+  %o, %lse = gpuc.attention %q, %k, %v mask %causal : tensor<1x1x3x3xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>, tensor<1x2x3xf32>
+  %padded = gpuc.compare eq, %padding, %zero : tensor<1x1x3x3xf32>
+  %o2, %lse2 = gpuc.attention %q, %k, %v mask %padded : tensor<1x1x3x3xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>, tensor<1x2x3xf32>
+  return %o, %o2 : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>
+}
+
+// -----
+
 // An attention and the gradient autodiff built for it lower together: the
 // backward GEMMs read the forward's weights (kept, as the exported chain
 // kept them), and Q K^T is not recomputed.

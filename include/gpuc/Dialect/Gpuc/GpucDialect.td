@@ -47,6 +47,13 @@ def Gpuc_Dialect : Dialect {
     /// On a gpuc.parameter that gpuc-autodiff made a constant of the step
     /// (no gradient, no optimizer state, no weight decay): why, as a string.
     static constexpr ::llvm::StringLiteral kFrozenAttrName = "gpuc.frozen";
+    /// On a frozen gpuc.parameter whose attention mask gpuc-decompose
+    /// computes from the query and key indices instead of reading it: a
+    /// dictionary {compare, with, key_vs_query} saying that `value compare
+    /// with` is `key key_vs_query query` at every [..., query, key]. The
+    /// trainer checks every value it loads for the parameter against it.
+    static constexpr ::llvm::StringLiteral kCompiledMaskAttrName =
+        "gpuc.compiled_mask";
     /// The value a hyperparameter takes when the runtime is not told one.
     static constexpr ::llvm::StringLiteral kDefaultAttrName = "gpuc.default";
     /// On a gpuc.parameter the optimizer created (moments, momentum

@@ -1,0 +1,191 @@
+//===- TriangularMask.cpp - masks that are a comparison of indices --------===//
+#include "gpuc/Transforms/TriangularMask.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+
+/// The elements of `attr` as doubles, or none for a kind not read here.
+std::optional<SmallVector<double>> valuesOf(ElementsAttr attr) {
+  auto type = cast<ShapedType>(attr.getType());
+  Type element = type.getElementType();
+  SmallVector<double> values;
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob || !element.isF32() ||
+        blob->getData().size() != (size_t)type.getNumElements() * 4)
+      return std::nullopt;
+    const char *bytes = blob->getData().data();
+    for (int64_t i = 0; i < type.getNumElements(); ++i) {
+      float v;
+      std::memcpy(&v, bytes + 4 * i, 4);
+      values.push_back(v);
+    }
+    return values;
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return std::nullopt;
+  if (isa<FloatType>(element)) {
+    for (const APFloat &v : dense.getValues<APFloat>()) {
+      APFloat d = v;
+      bool losesInfo;
+      d.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven,
+                &losesInfo);
+      values.push_back(d.convertToDouble());
+    }
+  } else if (isa<IntegerType>(element)) {
+    for (const APInt &v : dense.getValues<APInt>())
+      values.push_back(element.isInteger(1) ? (double)v.getZExtValue()
+                                            : (double)v.getSExtValue());
+  } else {
+    return std::nullopt;
+  }
+  return values;
+}
+
+bool holds(ComparePredicate p, double a, double b) {
+  switch (p) {
+  case ComparePredicate::eq:
+    return a == b;
+  case ComparePredicate::ne:
+    return a != b;
+  case ComparePredicate::lt:
+    return a < b;
+  case ComparePredicate::le:
+    return a <= b;
+  case ComparePredicate::gt:
+    return a > b;
+  case ComparePredicate::ge:
+    return a >= b;
+  }
+  return false;
+}
+
+/// The frozen parameter a function argument holds, or null.
+ParameterOp frozenParameter(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  auto func =
+      arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+  if (!func || arg.getOwner() != &func.getBody().front())
+    return nullptr;
+  auto name = func.getArgAttrOfType<FlatSymbolRefAttr>(
+      arg.getArgNumber(), GpucDialect::kParamAttrName);
+  auto module = func->getParentOfType<ModuleOp>();
+  auto param = name && module ? module.lookupSymbol<ParameterOp>(name.getAttr())
+                              : nullptr;
+  if (!param || param.getTrainable() ||
+      !param->hasAttr(GpucDialect::kFrozenAttrName))
+    return nullptr;
+  return param;
+}
+
+/// A splat constant's value.
+std::optional<double> splatValue(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto dense =
+      constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  if (!dense || !dense.isSplat())
+    return std::nullopt;
+  std::optional<SmallVector<double>> values = valuesOf(dense);
+  if (!values || values->empty())
+    return std::nullopt;
+  return values->front();
+}
+
+ComparePredicate swapped(ComparePredicate p) {
+  switch (p) {
+  case ComparePredicate::lt:
+    return ComparePredicate::gt;
+  case ComparePredicate::le:
+    return ComparePredicate::ge;
+  case ComparePredicate::gt:
+    return ComparePredicate::lt;
+  case ComparePredicate::ge:
+    return ComparePredicate::le;
+  default:
+    return p;
+  }
+}
+
+} // namespace
+
+void TriangularMask::recordOn() {
+  if (!parameter)
+    return;
+  MLIRContext *ctx = parameter.getContext();
+  Builder b(ctx);
+  parameter->setAttr(
+      GpucDialect::kCompiledMaskAttrName,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("compare",
+                          b.getStringAttr(stringifyComparePredicate(compare))),
+           b.getNamedAttr("with", b.getF64FloatAttr(with)),
+           b.getNamedAttr(
+               "key_vs_query",
+               b.getStringAttr(stringifyComparePredicate(keyVsQuery)))}));
+}
+
+std::optional<TriangularMask> mlir::gpuc::matchTriangularMask(Value mask) {
+  auto type = dyn_cast<RankedTensorType>(mask.getType());
+  if (!type || type.getRank() < 2 || !type.getElementType().isInteger(1))
+    return std::nullopt;
+  ArrayRef<int64_t> shape = type.getShape();
+  for (int64_t d : shape.drop_back(2))
+    if (d != 1)
+      return std::nullopt;
+  int64_t queries = shape[shape.size() - 2], keys = shape.back();
+
+  TriangularMask match{ComparePredicate::eq, nullptr};
+  SmallVector<bool> bits;
+  if (auto constant = mask.getDefiningOp<ConstantOp>()) {
+    std::optional<SmallVector<double>> values = valuesOf(constant.getValue());
+    if (!values)
+      return std::nullopt;
+    for (double v : *values)
+      bits.push_back(v != 0.0);
+  } else if (auto compare = mask.getDefiningOp<CompareOp>()) {
+    ParameterOp param = frozenParameter(compare.getLhs());
+    std::optional<double> with = splatValue(compare.getRhs());
+    ComparePredicate p = compare.getPredicate();
+    if (!param) {
+      param = frozenParameter(compare.getRhs());
+      with = splatValue(compare.getLhs());
+      p = swapped(p);
+    }
+    if (!param || !with || param.getTensorType() != compare.getLhs().getType())
+      return std::nullopt;
+    std::optional<SmallVector<double>> values =
+        valuesOf(param.getInitialValue());
+    if (!values)
+      return std::nullopt;
+    for (double v : *values)
+      bits.push_back(holds(p, v, *with));
+    match.parameter = param;
+    match.compare = p;
+    match.with = *with;
+  } else {
+    return std::nullopt;
+  }
+  if ((int64_t)bits.size() != queries * keys)
+    return std::nullopt;
+  for (ComparePredicate p : {ComparePredicate::gt, ComparePredicate::ge,
+                             ComparePredicate::lt, ComparePredicate::le}) {
+    bool matches = true;
+    for (int64_t q = 0; q < queries && matches; ++q)
+      for (int64_t k = 0; k < keys && matches; ++k)
+        matches = bits[q * keys + k] == holds(p, k, q);
+    if (matches) {
+      match.keyVsQuery = p;
+      return match;
+    }
+  }
+  return std::nullopt;
+}
