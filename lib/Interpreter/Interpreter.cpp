@@ -576,21 +576,7 @@ LogicalResult Interpreter::execute(Operation *op) {
       .Case([&](CompareOp o) {
         ComparePredicate p = o.getPredicate();
         return binary(o, [p](double a, double b) -> double {
-          switch (p) {
-          case ComparePredicate::eq:
-            return a == b;
-          case ComparePredicate::ne:
-            return a != b;
-          case ComparePredicate::lt:
-            return a < b;
-          case ComparePredicate::le:
-            return a <= b;
-          case ComparePredicate::gt:
-            return a > b;
-          case ComparePredicate::ge:
-            return a >= b;
-          }
-          return 0.0;
+          return holdsComparison(p, a, b);
         });
       })
       .Case([&](SelectOp o) {

@@ -51,24 +51,6 @@ std::optional<SmallVector<double>> valuesOf(ElementsAttr attr) {
   return values;
 }
 
-bool holds(ComparePredicate p, double a, double b) {
-  switch (p) {
-  case ComparePredicate::eq:
-    return a == b;
-  case ComparePredicate::ne:
-    return a != b;
-  case ComparePredicate::lt:
-    return a < b;
-  case ComparePredicate::le:
-    return a <= b;
-  case ComparePredicate::gt:
-    return a > b;
-  case ComparePredicate::ge:
-    return a >= b;
-  }
-  return false;
-}
-
 /// The frozen parameter a function argument holds, or null.
 ParameterOp frozenParameter(Value v) {
   auto arg = dyn_cast<BlockArgument>(v);
@@ -167,7 +149,7 @@ std::optional<TriangularMask> mlir::gpuc::matchTriangularMask(Value mask) {
     if (!values)
       return std::nullopt;
     for (double v : *values)
-      bits.push_back(holds(p, v, *with));
+      bits.push_back(holdsComparison(p, v, *with));
     match.parameter = param;
     match.compare = p;
     match.with = *with;
@@ -181,7 +163,7 @@ std::optional<TriangularMask> mlir::gpuc::matchTriangularMask(Value mask) {
     bool matches = true;
     for (int64_t q = 0; q < queries && matches; ++q)
       for (int64_t k = 0; k < keys && matches; ++k)
-        matches = bits[q * keys + k] == holds(p, k, q);
+        matches = bits[q * keys + k] == holdsComparison<double>(p, k, q);
     if (matches) {
       match.keyVsQuery = p;
       return match;

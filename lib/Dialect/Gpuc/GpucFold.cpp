@@ -198,35 +198,16 @@ OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
       [](ArrayRef<double> a) { return std::fmin(a[0], a[1]); });
 }
 
-template <typename T>
-static bool compareWith(ComparePredicate p, const T &l, const T &r) {
-  switch (p) {
-  case ComparePredicate::eq:
-    return l == r;
-  case ComparePredicate::ne:
-    return l != r;
-  case ComparePredicate::lt:
-    return l < r;
-  case ComparePredicate::le:
-    return l <= r;
-  case ComparePredicate::gt:
-    return l > r;
-  case ComparePredicate::ge:
-    return l >= r;
-  }
-  llvm_unreachable("unknown predicate");
-}
-
 OpFoldResult CompareOp::fold(FoldAdaptor adaptor) {
   ComparePredicate p = getPredicate();
   return foldElementwise(
       adaptor.getOperands(), getType(),
       [p](ArrayRef<APInt> a) -> std::optional<APInt> {
         int64_t l = a[0].getSExtValue(), r = a[1].getSExtValue();
-        return APInt(1, compareWith(p, l, r));
+        return APInt(1, holdsComparison(p, l, r));
       },
       [p](ArrayRef<double> a) {
-        return static_cast<double>(compareWith(p, a[0], a[1]));
+        return static_cast<double>(holdsComparison(p, a[0], a[1]));
       });
 }
 

@@ -36,6 +36,26 @@ SmallVector<int64_t, 4> attentionShape(Value tensor, bool bthd);
 /// The element strides of such a tensor's batch, head and row as stored
 /// (its width is contiguous).
 std::array<int64_t, 3> attentionStrides(Value tensor, bool bthd);
+
+/// `l p r`, as gpuc.compare decides it (folds, the interpreter, masks).
+template <typename T>
+bool holdsComparison(ComparePredicate p, const T &l, const T &r) {
+  switch (p) {
+  case ComparePredicate::eq:
+    return l == r;
+  case ComparePredicate::ne:
+    return l != r;
+  case ComparePredicate::lt:
+    return l < r;
+  case ComparePredicate::le:
+    return l <= r;
+  case ComparePredicate::gt:
+    return l > r;
+  case ComparePredicate::ge:
+    return l >= r;
+  }
+  return false;
+}
 } // namespace mlir::gpuc
 
 #endif // GPUC_DIALECT_GPUC_GPUCOPS_H
