@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/Signature.h"
+#include "gpuc/Dialect/Gpuc/TensorBuilder.h"
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -23,9 +24,7 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
+constexpr auto shapeOf = TensorBuilder::shapeOf;
 
 /// The head feeding a cross-entropy's [N, V] logits: `input · weightᵀ`
 /// (plus `bias`), through reshapes; `chain` lists the ops from the product

@@ -24,40 +24,19 @@ using namespace mlir::gpuc;
 
 namespace {
 
-class FoldLayouts : public ::testing::Test {
+class FoldLayouts : public gpuc_test::RewriteTest {
 protected:
-  FoldLayouts() {
-    DialectRegistry registry;
-    registerAllDialects(registry);
-    context.appendDialectRegistry(registry);
-    context.loadAllAvailableDialects();
-  }
-
-  std::vector<HostTensor> run(func::FuncOp func) {
-    return gpuc_test::interpretOnRandomArguments(
-        func, 7, [](size_t i) { return (double)(i % 3 == 1); });
-  }
-
   /// Folds `source`'s @f and returns how many transposes are left.
   int64_t foldAndCompare(StringRef source) {
     OwningOpRef<ModuleOp> module =
-        parseSourceString<ModuleOp>(source, &context);
-    EXPECT_TRUE(module);
+        rewriteAndCompare(source, createGpucFoldLayouts(), 7,
+                          [](size_t i) { return (double)(i % 3 == 1); });
     if (!module)
       return -1;
-    auto func = module->lookupSymbol<func::FuncOp>("f");
-    std::vector<HostTensor> before = run(func);
-    PassManager pm(&context);
-    pm.addPass(createGpucFoldLayouts());
-    EXPECT_TRUE(succeeded(pm.run(*module)));
-    EXPECT_TRUE(succeeded(verify(*module)));
-    gpuc_test::expectSameResults(before, run(func), 1e-12);
     int64_t transposes = 0;
     module->walk([&](TransposeOp) { ++transposes; });
     return transposes;
   }
-
-  MLIRContext context;
 };
 
 // Attention's head split and merge: [B, T, H, D] read as [B, H, T, D], the

@@ -7,9 +7,14 @@
 #ifndef GPUC_TEST_UNITTESTS_INTERPRETANDCOMPARE_H
 #define GPUC_TEST_UNITTESTS_INTERPRETANDCOMPARE_H
 
+#include "gpuc/InitAll.h"
 #include "gpuc/Interpreter/Interpreter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
@@ -56,6 +61,47 @@ inline void expectSameResults(const std::vector<mlir::gpuc::HostTensor> &before,
           << "result " << r << " element " << i;
   }
 }
+
+/// A test of a rewrite that keeps values: a context with every dialect,
+/// and a run of the pass that checks @f computes what it did before.
+class RewriteTest : public ::testing::Test {
+protected:
+  RewriteTest() {
+    mlir::DialectRegistry registry;
+    mlir::gpuc::registerAllDialects(registry);
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+  }
+
+  /// Parses `source`, runs `pass`, verifies, and expects @f's results on
+  /// the same arguments (drawn from `seed`, integers `integer(i)`) within
+  /// 1e-12 of before. Null when parsing or the pass failed.
+  mlir::OwningOpRef<mlir::ModuleOp>
+  rewriteAndCompare(llvm::StringRef source, std::unique_ptr<mlir::Pass> pass,
+                    unsigned seed,
+                    const std::function<double(size_t)> &integer) {
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+    EXPECT_TRUE(module);
+    if (!module)
+      return nullptr;
+    auto func = module->lookupSymbol<mlir::func::FuncOp>("f");
+    std::vector<mlir::gpuc::HostTensor> before =
+        interpretOnRandomArguments(func, seed, integer);
+    mlir::PassManager pm(&context);
+    pm.addPass(std::move(pass));
+    bool ran = mlir::succeeded(pm.run(*module));
+    EXPECT_TRUE(ran);
+    if (!ran)
+      return nullptr;
+    EXPECT_TRUE(mlir::succeeded(mlir::verify(*module)));
+    expectSameResults(before, interpretOnRandomArguments(func, seed, integer),
+                      1e-12);
+    return module;
+  }
+
+  mlir::MLIRContext context;
+};
 
 } // namespace gpuc_test
 

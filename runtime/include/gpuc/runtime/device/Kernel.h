@@ -114,8 +114,8 @@ template <typename Index, typename T>
 __device__ __forceinline__ Index narrowIndex(T x) {
   if (sizeof(Index) >= sizeof(T))
     return (Index)x;
-  const long long lowest = sizeof(Index) == 4 ? -2147483647LL - 1 : 0,
-                  highest = sizeof(Index) == 4 ? 2147483647LL : 0;
+  // Narrower than T: the index type is 32-bit (gidx is int32_t or int64_t).
+  const T lowest = -2147483647 - 1, highest = 2147483647;
   return x < lowest ? (Index)lowest : (x > highest ? (Index)highest : (Index)x);
 }
 

@@ -1,0 +1,60 @@
+//===- KernelMathTest.cpp - Kernel.h's helpers as the CPU kernels run them ===//
+//
+// Generated CPU kernels compute exp, index compares and mask loads through
+// Kernel.h's helpers (so that their loops vectorize); each must give what
+// the op means.
+//
+//===----------------------------------------------------------------------===//
+#define GPUC_CPU
+#include "gpuc/runtime/device/Kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+TEST(KernelMath, ExponentialIsExpfWhereItIsNormal) {
+  for (float x = -87.0f; x <= 88.7f; x += 0.37f)
+    EXPECT_EQ(gpuc::exponential(x), expf(x)) << x;
+  EXPECT_EQ(gpuc::exponential(0.0f), 1.0f);
+}
+
+TEST(KernelMath, ExponentialOfAMaskedScoreIsZero) {
+  EXPECT_EQ(gpuc::exponential(-INFINITY), 0.0f);
+  EXPECT_EQ(gpuc::exponential(-87.5f), 0.0f);
+  EXPECT_EQ(gpuc::exponential(-1e30f), 0.0f);
+  EXPECT_TRUE(std::isinf(gpuc::exponential(INFINITY)));
+  EXPECT_TRUE(std::isinf(gpuc::exponential(100.0f)));
+  EXPECT_TRUE(std::isnan(gpuc::exponential(NAN)));
+}
+
+TEST(KernelMath, NarrowIndexKeepsEveryComparisonWithAnIndex) {
+  const int64_t values[] = {0,
+                            5,
+                            -1,
+                            int64_t(1) << 31,
+                            -(int64_t(1) << 31) - 1,
+                            int64_t(1) << 40,
+                            -(int64_t(1) << 40),
+                            std::numeric_limits<int64_t>::max(),
+                            std::numeric_limits<int64_t>::min()};
+  // An index is below its extent, so at most 2^31 - 2 in 32 bits.
+  const int32_t indices[] = {0, 1, 5, 1000, 2147483646};
+  for (int64_t v : values)
+    for (int32_t i : indices) {
+      int32_t narrow = gpuc::narrowIndex<int32_t>(v);
+      EXPECT_EQ(i == narrow, (int64_t)i == v) << i << " " << v;
+      EXPECT_EQ(i < narrow, (int64_t)i < v) << i << " " << v;
+      EXPECT_EQ(i > narrow, (int64_t)i > v) << i << " " << v;
+    }
+  EXPECT_EQ(gpuc::narrowIndex<int64_t>(int64_t(1) << 40), int64_t(1) << 40);
+}
+
+TEST(KernelMath, LoadBoolReadsTheByte) {
+  bool mask[] = {true, false, false, true};
+  EXPECT_TRUE(gpuc::loadBool(mask, 0));
+  EXPECT_FALSE(gpuc::loadBool(mask, 1));
+  EXPECT_FALSE(gpuc::loadBool(mask, 2));
+  EXPECT_TRUE(gpuc::loadBool(mask, 3));
+}
