@@ -13,6 +13,7 @@ packages=(
   dataset-fashion-mnist fortunes
   python3-numpy python3-onnx
   clang libclang-rt-dev
+  openmpi-bin libopenmpi-dev
 )
 # Optional: PyTorch, for exporting the examples and the parity tests, and
 # torchvision for the model zoo test. Large, so GPUC_SKIP_TORCH=1 leaves them

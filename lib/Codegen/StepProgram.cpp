@@ -70,6 +70,8 @@ public:
 private:
   int persistent(StringRef name, StringRef kind, RankedTensorType type);
   int transient(Value value);
+  /// Whether buffers `a` and `b` are the same bytes.
+  bool samePlace(int a, int b) const;
   /// The buffer split row kernels keep their partial reductions in (one,
   /// persistent, as large as the largest needs).
   int kernelWorkspace(int64_t bytes);
@@ -101,6 +103,12 @@ int Lowering::persistent(StringRef name, StringRef kind,
   buffers.push_back(b);
   persistentByName[name] = buffers.size() - 1;
   return buffers.size() - 1;
+}
+
+bool Lowering::samePlace(int a, int b) const {
+  return a == b ||
+         (buffers[a].kind == "transient" && buffers[b].kind == "transient" &&
+          buffers[a].offset == buffers[b].offset);
 }
 
 int Lowering::transient(Value value) {
@@ -213,6 +221,18 @@ ArrayRef<int64_t> shapeOf(Value v) {
 FailureOr<json> Lowering::libraryCall(Operation *op) {
   json step;
   auto buf = [&](Value v) { return bufferOf.lookup(v); };
+  if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+    json sums = json::array();
+    int64_t bytes = 0;
+    for (Value result : reduce.getResults()) {
+      sums.push_back(buf(result));
+      bytes += tensorBytes(result);
+    }
+    return json{{"op", "all_reduce"},
+                {"bucket", reduce.getBucket()},
+                {"buffers", sums},
+                {"bytes", bytes}};
+  }
   if (auto mm = dyn_cast<MatmulOp>(op)) {
     // The operands' and the result's element type (one type: the ops
     // verify it); f16/bf16 accumulate in f32 on every device.
@@ -434,16 +454,24 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     } else if (isLibraryCall(&op)) {
       if (failed(define(&op)))
         return failure();
+      // An all-reduce sums in place: a gradient the plan did not place its
+      // sum over is copied there first.
+      if (auto reduce = dyn_cast<AllReduceOp>(op))
+        for (auto [input, result] :
+             llvm::zip(reduce.getInputs(), reduce.getResults())) {
+          int src = bufferOf.lookup(input), dst = bufferOf.lookup(result);
+          if (!samePlace(src, dst))
+            steps.push_back({{"op", "copy"},
+                             {"src", src},
+                             {"dst", dst},
+                             {"bytes", buffers[dst].bytes}});
+        }
       // A product accumulating into a value the plan did not place it
       // over starts from a copy of that value.
       if (auto mm = dyn_cast<MatmulOp>(op); mm && mm.getAcc()) {
         int src = bufferOf.lookup(mm.getAcc()),
             dst = bufferOf.lookup(mm.getResult());
-        bool samePlace =
-            src == dst || (buffers[src].kind == "transient" &&
-                           buffers[dst].kind == "transient" &&
-                           buffers[src].offset == buffers[dst].offset);
-        if (!samePlace)
+        if (!samePlace(src, dst))
           steps.push_back({{"op", "copy"},
                            {"src", src},
                            {"dst", dst},
@@ -569,6 +597,17 @@ FailureOr<StepProgram> Lowering::run() {
       }
   if (!chunked.empty())
     program.plan["chunked_losses"] = chunked;
+  // Gradients summed over the ranks (gpuc-data-parallel's record).
+  if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
+    if (auto record = step->getAttrOfType<DictionaryAttr>(
+            GpucDialect::kDataParallelAttrName)) {
+      json entry = json::object();
+      for (NamedAttribute field : record)
+        if (auto value = dyn_cast<IntegerAttr>(field.getValue()))
+          entry[field.getName().str()] = value.getInt();
+      program.plan["data_parallel"] = entry;
+    }
+
   program.plan["arena_bytes"] = arenaBytes;
   program.plan["kernels"] = kernelList;
   std::string source = kSourceHeader;

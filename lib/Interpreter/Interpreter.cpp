@@ -822,6 +822,12 @@ LogicalResult Interpreter::execute(Operation *op) {
         set(o.getResult(), std::move(y));
         return success();
       })
+      // The interpreter is one rank: the sum over the ranks is the operand.
+      .Case([&](AllReduceOp o) {
+        for (auto [input, result] : llvm::zip(o.getInputs(), o.getResults()))
+          set(result, HostTensor(get(input)));
+        return success();
+      })
       // Contractions and windows
       .Case([&](MatmulOp o) {
         // The operands as the product reads them, and the product before

@@ -124,6 +124,21 @@ bool writeStepFiles(StepProgram &program, const ArtifactOptions &options) {
          writeFile(options.memoryPicture, memoryPicture(program.plan));
 }
 
+/// A data-parallel trainer opens the MPI plugin from its own directory.
+bool installCollectives(const nlohmann::json &plan, const std::string &dir) {
+  if (!plan.contains("data_parallel"))
+    return true;
+#ifdef GPUC_MPI_PLUGIN_LIB
+  return installPlugin(GPUC_MPI_PLUGIN_LIB, dir, "libgpuc_mpi.so");
+#else
+  llvm::errs() << "gpuc compile: warning: this gpuc was built without MPI "
+                  "(libopenmpi-dev was missing at configure time): the "
+                  "trainer runs as one process but cannot join several "
+                  "ranks\n";
+  return true;
+#endif
+}
+
 } // namespace
 
 int writeArtifact(ModuleOp module, ArtifactOptions &options) {
@@ -133,7 +148,8 @@ int writeArtifact(ModuleOp module, ArtifactOptions &options) {
     return 1;
   phase.stop();
   phase = options.timing.nest("plan.json, init.safetensors, report");
-  if (!writeStepFiles(*program, options))
+  if (!writeStepFiles(*program, options) ||
+      !installCollectives(program->plan, options.outputDir))
     return 1;
   phase.stop();
   HostBuild host(*program, options);
@@ -172,6 +188,10 @@ std::vector<std::string> artifactFiles(const ArtifactOptions &options) {
     files.push_back("model.onnx");
   if (options.cpu)
     files.push_back("kernels.cpu.o");
+#ifdef GPUC_MPI_PLUGIN_LIB
+  if (options.dataParallel)
+    files.push_back("libgpuc_mpi.so");
+#endif
   if (options.cuda) {
 #ifdef GPUC_CUDA_PLUGIN_LIB
     files.push_back("libgpuc_cuda.so");

@@ -24,6 +24,11 @@ namespace mlir::gpuc {
 /// Writes `text` to `path`; false (said on stderr) when it cannot.
 bool writeFile(const std::string &path, const std::string &text);
 
+/// Copies the runtime plugin `library` (a path known when gpuc was built)
+/// into the artifact directory `dir` as `name`, readable and executable.
+bool installPlugin(const std::string &library, const std::string &dir,
+                   const std::string &name);
+
 /// Runs a compiler command, its output kept in `log`.
 bool runTool(llvm::ArrayRef<std::string> args, const std::string &log);
 

@@ -168,17 +168,8 @@ bool buildCudaKernels(const std::string &kernelSource, ArtifactOptions &options,
     }
     // The trainer opens the CUDA device plugin from its own directory.
 #ifdef GPUC_CUDA_PLUGIN_LIB
-  llvm::sys::fs::remove(dir + "/libgpuc_cuda.so");
-  if (std::error_code ec = llvm::sys::fs::copy_file(GPUC_CUDA_PLUGIN_LIB,
-                                                    dir + "/libgpuc_cuda.so")) {
-    llvm::errs() << "gpuc compile: cannot copy the CUDA device plugin: "
-                 << ec.message() << "\n";
+  if (!installPlugin(GPUC_CUDA_PLUGIN_LIB, dir, "libgpuc_cuda.so"))
     return false;
-  }
-  llvm::sys::fs::setPermissions(dir + "/libgpuc_cuda.so",
-                                llvm::sys::fs::all_read |
-                                    llvm::sys::fs::all_exe |
-                                    llvm::sys::fs::owner_write);
 #else
   llvm::errs() << "gpuc compile: warning: this gpuc was built without the "
                   "CUDA device (cuDNN or the CUDA toolkit was missing at "

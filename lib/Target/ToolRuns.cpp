@@ -32,6 +32,21 @@ bool writeFile(const std::string &path, const std::string &text) {
   return true;
 }
 
+bool installPlugin(const std::string &library, const std::string &dir,
+                   const std::string &name) {
+  std::string path = dir + "/" + name;
+  llvm::sys::fs::remove(path);
+  if (std::error_code ec = llvm::sys::fs::copy_file(library, path)) {
+    llvm::errs() << "gpuc compile: cannot copy " << library << " to " << path
+                 << ": " << ec.message() << "\n";
+    return false;
+  }
+  llvm::sys::fs::setPermissions(path, llvm::sys::fs::all_read |
+                                          llvm::sys::fs::all_exe |
+                                          llvm::sys::fs::owner_write);
+  return true;
+}
+
 /// Runs a compiler command, its output kept in `log`.
 bool runTool(ArrayRef<std::string> args, const std::string &log) {
   std::string program = args[0];

@@ -162,6 +162,32 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
                    DenseI64ArrayAttr::get(func.getContext(), inPlace));
       }
     }
+    // An all-reduce sums each gradient where it lies when nothing reads
+    // the gradient afterwards (else the step program copies it first).
+    if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+      SmallVector<int64_t> inPlace(reduce.getNumResults(), -1);
+      DenseMap<Value, unsigned> timesPassed;
+      for (Value input : reduce.getInputs())
+        ++timesPassed[aliasRoot(input)];
+      for (auto [k, input] : llvm::enumerate(reduce.getInputs())) {
+        Value root = aliasRoot(input);
+        Operation *def = root.getDefiningOp();
+        if (!def || (!isa<FusionOp>(def) && !isLibraryCall(def)) ||
+            timesPassed[root] != 1)
+          continue;
+        Value l = leader(root);
+        if (inParameter.contains(l) || classEnd.lookup(l) != here)
+          continue;
+        Value result = reduce.getResult(k);
+        sharing.unionSets(l, result);
+        classEnd[leader(result)] = std::max(lastUse.lookup(result), here);
+        inPlace[k] = k;
+      }
+      if (llvm::any_of(inPlace, [](int64_t j) { return j >= 0; }))
+        op.setAttr(GpucDialect::kInPlaceAttrName,
+                   DenseI64ArrayAttr::get(func.getContext(), inPlace));
+      continue;
+    }
     auto fusion = dyn_cast<FusionOp>(op);
     if (!fusion)
       continue;
@@ -533,12 +559,18 @@ LogicalResult mlir::gpuc::verifyMemoryPlan(func::FuncOp func) {
     bool accumulatesInPlace =
         accumulating && inPlace.size() == 1 &&
         inPlace[0] == accumulating.getAccMutable()[0].getOperandNumber();
-    if (!inPlace.empty() && !accumulatesInPlace &&
+    // An all-reduce sums each operand where it lies.
+    bool reducesInPlace =
+        isa<AllReduceOp>(op) && inPlace.size() == op->getNumResults() &&
+        llvm::all_of(llvm::enumerate(inPlace), [](auto entry) {
+          return entry.value() < 0 || entry.value() == (int64_t)entry.index();
+        });
+    if (!inPlace.empty() && !accumulatesInPlace && !reducesInPlace &&
         (!isa<FusionOp>(op) || inPlace.size() != op->getNumResults()))
       return op->emitOpError()
              << "'" << GpucDialect::kInPlaceAttrName
              << "' needs one entry per result, on a fusion (or the operand "
-                "a matmul accumulates into)";
+                "a matmul accumulates into, or an all-reduce's own operand)";
     for (OpResult result : op->getResults()) {
       unsigned k = result.getResultNumber();
       auto slot = dyn_cast<SlotAttr>(slots[k]);

@@ -289,15 +289,7 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
 
   /// A scalar f32 hyperparameter argument, created once.
   Value hyper(StringRef name, double defaultValue) {
-    auto nameAttr = builder->getStringAttr(name);
-    if (auto i = findArgument(func, GpucDialect::kHyperAttrName, nameAttr))
-      return func.getArgument(*i);
-    BlockArgument arg = appendArgument(
-        func, RankedTensorType::get({}, builder->getF32Type()),
-        builder->getNamedAttr(GpucDialect::kHyperAttrName, nameAttr), loc);
-    func.setArgAttr(arg.getArgNumber(), GpucDialect::kDefaultAttrName,
-                    builder->getF64FloatAttr(defaultValue));
-    return arg;
+    return hyperArgument(func, name, defaultValue, loc);
   }
 
   /// A zero-initialized, non-trainable parameter holding optimizer state,

@@ -694,6 +694,9 @@ bool CudaDevice::resolveSteps(std::string &error) {
         step.id0 = s["src"];
         step.id1 = s["dst"];
         step.bytes = s["bytes"].get<size_t>();
+      } else if (step.kind == StepKind::AllReduce) {
+        // One process: the sum over its one rank is the value itself (the
+        // device joins no ranks; see setCollective).
       } else if (!prepareConv(step, s, error)) {
         return false;
       }
@@ -906,6 +909,8 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
   case StepKind::Copy:
     return check(cuMemcpyDtoDAsync(step.p1, step.p0, step.bytes, stream),
                  "cuMemcpyDtoDAsync", error);
+  case StepKind::AllReduce:
+    return true;
   case StepKind::Gemm:
     for (int64_t call = 0; call < step.calls; ++call) {
       CUdeviceptr a = step.p0 + call * step.callStrideA,

@@ -20,6 +20,7 @@
 // and falls back to generic kernels on CPUs it does not know.
 //
 //===----------------------------------------------------------------------===//
+#include "gpuc/runtime/Collective.h"
 #include "gpuc/runtime/Executor.h"
 #include "gpuc/runtime/Numbers.h"
 #include "gpuc/runtime/PlanSteps.h"
@@ -181,6 +182,8 @@ struct Step {
   StepKind kind;
   void (*launch)(void *const *) = nullptr;
   std::vector<void *> args;
+  /// An all-reduce's tensors.
+  std::vector<ReduceBuffer> reduce;
   /// Row-major GEMMs C = op(A) op(B), batched and strided.
   GemmStep gemm{};
   ConvGeometry conv{};
@@ -292,6 +295,11 @@ public:
           step.src = pointers[s["src"].get<int>()];
           step.dst = pointers[s["dst"].get<int>()];
           step.bytes = s["bytes"].get<size_t>();
+        } else if (step.kind == StepKind::AllReduce) {
+          for (int id : s["buffers"]) {
+            const PlanBuffer &b = plan.buffers[id];
+            step.reduce.push_back({pointers[id], b.numElements(), b.dtype});
+          }
         } else {
           step.conv = convGeometryOf(s);
           step.x = f(s, "x");
@@ -307,7 +315,8 @@ public:
           if (!createConvolution(step, error))
             return false;
         }
-        if (step.kind != StepKind::Kernel && step.kind != StepKind::Copy) {
+        if (step.kind != StepKind::Kernel && step.kind != StepKind::Copy &&
+            step.kind != StepKind::AllReduce) {
           if (!libraryTypeOf(s, step.type, error))
             return false;
           if (step.type != LibraryType::F32)
@@ -391,6 +400,10 @@ public:
       case StepKind::Copy:
         memcpy(step.dst, step.src, step.bytes);
         break;
+      case StepKind::AllReduce:
+        if (collective && !collective->allReduceSum(step.reduce, error))
+          return false;
+        break;
       default:
         library(step);
         break;
@@ -398,6 +411,11 @@ public:
       if (profile)
         step.time.add(profileClock() - start, start);
     }
+    return true;
+  }
+
+  bool setCollective(Collective *ranks, std::string &) override {
+    collective = ranks;
     return true;
   }
 
@@ -698,6 +716,8 @@ private:
   int64_t allocated = 0;
   std::vector<void *> owned, pointers;
   std::map<std::string, std::vector<Step>> programs;
+  /// The ranks the all-reduces sum over; null: this process alone.
+  Collective *collective = nullptr;
   std::map<uint64_t, std::vector<char>> reads;
   uint64_t nextTicket = 0;
   bool profile;

@@ -36,7 +36,7 @@ void Loader::produce() {
     int64_t perSample = split.labelsPerSample;
     b.labels.resize(batch * perSample);
     for (int64_t i = 0; i < batch; ++i) {
-      int64_t s = order[k * batch + i];
+      int64_t s = order[(k * ranks + rank) * batch + i];
       storeFloats(dtype, &split.samples[s * split.sampleSize], split.sampleSize,
                   &b.images[i * bytesPerSample]);
       std::copy_n(&split.labels[s * perSample], perSample,

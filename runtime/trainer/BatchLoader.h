@@ -24,12 +24,16 @@ struct Batch {
 };
 
 /// Fills batches of the epoch's permutation on its own thread, one ahead of
-/// the step that consumes them.
+/// the step that consumes them. Step k of an epoch reads global batch k
+/// (permutation positions [k, k + 1) x ranks x batch); each rank its slice.
 class Loader {
 public:
-  Loader(const Split &split, int64_t batch, const PlanBuffer &input)
+  /// Rank `rank` of `ranks` (data parallelism) reads its own `batch`
+  /// samples of each global batch of `ranks` x `batch`.
+  Loader(const Split &split, int64_t batch, const PlanBuffer &input,
+         int rank = 0, int ranks = 1)
       : split(split), batch(batch), dtype(input.dtype),
-        bytesPerSample(input.bytes / batch) {}
+        bytesPerSample(input.bytes / batch), rank(rank), ranks(ranks) {}
   ~Loader() { stop(); }
 
   /// Starts filling `batches` batches of `order` from batch `firstBatch`.
@@ -46,6 +50,7 @@ private:
   int64_t batch;
   std::string dtype;
   int64_t bytesPerSample;
+  int rank, ranks;
   std::vector<int64_t> order;
   int64_t next = 0, end = 0;
   std::thread thread;

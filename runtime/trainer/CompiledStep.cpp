@@ -60,6 +60,7 @@ void CompiledStep::open(const std::string &dir, const Options &o) {
       float v = (float)b.defaultValue;
       device->upload(b.id, &v, sizeof(v));
     }
+  joinRanks(dir, o);
   // Initial weights, optimizer state and constants.
   std::vector<NamedTensor> tensors;
   std::map<std::string, std::string> metadata;
@@ -77,6 +78,62 @@ void CompiledStep::open(const std::string &dir, const Options &o) {
     fail(dir + " was compiled with --no-weights: give the model's initial "
                "weights with --init FILE.safetensors (a state_dict saved "
                "with safetensors), or --resume a checkpoint");
+}
+
+void CompiledStep::joinRanks(const std::string &dir, const Options &o) {
+  std::string launcher;
+  int launched = launchedRanks(&launcher);
+  if (launched <= 1)
+    return;
+  if (!plan.json.contains("data_parallel"))
+    fail(launcher + " started " + std::to_string(launched) + " ranks, but " +
+         dir +
+         " was compiled for one process: every rank would train the whole "
+         "model alone. Compile with gpuc compile --data-parallel to train "
+         "on several ranks, or run the trainer without a launcher");
+  std::string error;
+  collective = loadMpiCollective(dir, o.collectiveTimeout, error);
+  if (!collective)
+    fail(error);
+  rank = collective->rank();
+  ranks = collective->size();
+  setRankForErrors(rank, ranks);
+  if (!device->setCollective(collective.get(), error))
+    fail(error + "; train on the CPU with --device cpu");
+  // The optimizer applies the mean of the ranks' summed gradients.
+  if (const PlanBuffer *b = plan.find("hyper.ranks_reciprocal")) {
+    float reciprocal = 1.0f / (float)ranks;
+    device->upload(b->id, &reciprocal, sizeof(reciprocal));
+  }
+  if (FILE *status = rank == 0 ? statusStream(o) : nullptr)
+    fprintf(status, "data parallel: %s, global batch %lld (%d x %lld)\n",
+            collective->describe().c_str(),
+            (long long)(batch * ranks), ranks, (long long)batch);
+}
+
+void CompiledStep::shareState() {
+  if (!collective)
+    return;
+  std::string error;
+  for (const PlanBuffer &b : plan.buffers) {
+    if (!b.persistent() || b.kind == "input" || b.kind == "hyper" ||
+        b.kind == "rng" || b.kind == "workspace" || b.kind == "constant")
+      continue;
+    std::vector<char> bytes(b.bytes);
+    device->download(b.id, bytes.data(), bytes.size());
+    if (!collective->broadcast(bytes.data(), b.bytes, 0, error))
+      fail(error);
+    device->upload(b.id, bytes.data(), bytes.size());
+  }
+}
+
+void CompiledStep::sumOverRanks(std::vector<double> &values) {
+  if (!collective || values.empty())
+    return;
+  std::string error;
+  if (!collective->allReduceSum(
+          {ReduceBuffer{values.data(), (int64_t)values.size(), "F64"}}, error))
+    fail(error);
 }
 
 FILE *CompiledStep::statusStream(const Options &o) {
@@ -194,7 +251,10 @@ std::vector<NamedTensor> CompiledStep::snapshot() {
 void CompiledStep::setStepScalars(uint64_t seed, int64_t step,
                                   double learningRate) {
   if (rng >= 0) {
-    int64_t key[2] = {(int64_t)seed, step};
+    // Each rank draws its own dropout masks (rank 0 those of a single
+    // process).
+    int64_t key[2] = {(int64_t)(seed ^ (uint64_t)rank * 0x9E3779B97F4A7C15ull),
+                      step};
     device->upload(rng, key, sizeof(key));
   }
   if (lr >= 0) {

@@ -4,6 +4,7 @@
 
 #include "Options.h"
 
+#include "gpuc/runtime/Collective.h"
 #include "gpuc/runtime/Executor.h"
 #include "gpuc/runtime/Safetensors.h"
 
@@ -34,6 +35,10 @@ public:
   int64_t window = 0;
   /// Steps whose gradients one update applies (1: every step updates).
   int64_t accumulate = 1;
+  /// A data-parallel run's ranks (null when the process runs alone), this
+  /// process's rank and how many there are.
+  std::unique_ptr<Collective> collective;
+  int rank = 0, ranks = 1;
   /// What `gpuc compile --no-weights` left out of init.safetensors: the
   /// model's weights, which --init or a checkpoint must give.
   std::vector<std::string> withheld;
@@ -47,6 +52,16 @@ public:
   /// --device: cuda, cpu, or auto (the GPU when the artifact has GPU kernels
   /// and one is present, else the CPU, saying why).
   void openDevice(const std::string &dir, const Options &o);
+  /// Joins the ranks a launcher (mpirun, srun) started, when there are
+  /// several: the step's all-reduces then sum over them, and each rank
+  /// applies the mean gradient of the global batch.
+  void joinRanks(const std::string &dir, const Options &o);
+  /// Gives every rank rank 0's parameters and state (after --init or
+  /// --resume), so that they start from the same bits.
+  void shareState();
+  /// Sums `values` element by element over the ranks (each rank gets the
+  /// sums); a no-op for one process.
+  void sumOverRanks(std::vector<double> &values);
   /// Uploads `tensors` into the buffers of the same names, each checked
   /// for dtype, shape and size. `complete` (a checkpoint, which holds every
   /// parameter and state buffer): a buffer it lacks is an error too;

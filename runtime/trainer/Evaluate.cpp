@@ -20,7 +20,8 @@ double evaluateTokens(CompiledStep &s, const Split &test, double &meanLoss) {
   std::vector<float> tokens(B * T), logits(B * T * V);
   double loss = 0;
   int64_t correct = 0, counted = 0;
-  for (int64_t first = 0; first < test.count; first += B) {
+  // Ranks take turns over the batches.
+  for (int64_t first = s.rank * B; first < test.count; first += B * s.ranks) {
     int64_t n = std::min(B, test.count - first);
     std::fill(tokens.begin(), tokens.end(), 0.0f);
     std::copy_n(&test.samples[first * T], n * T, tokens.data());
@@ -43,8 +44,10 @@ double evaluateTokens(CompiledStep &s, const Split &test, double &meanLoss) {
       ++counted;
     }
   }
-  meanLoss = loss / std::max<int64_t>(counted, 1);
-  return (double)correct / std::max<int64_t>(counted, 1);
+  std::vector<double> totals = {loss, (double)correct, (double)counted};
+  s.sumOverRanks(totals);
+  meanLoss = totals[0] / std::max(totals[2], 1.0);
+  return totals[1] / std::max(totals[2], 1.0);
 }
 
 } // namespace
@@ -57,7 +60,7 @@ double evaluate(CompiledStep &s, const Split &test, double &meanLoss) {
     return evaluateTokens(s, test, meanLoss);
   int64_t B = s.batch, C = s.classes, correct = 0;
   std::vector<float> images(B * test.sampleSize), logits(B * C);
-  for (int64_t first = 0; first < test.count; first += B) {
+  for (int64_t first = s.rank * B; first < test.count; first += B * s.ranks) {
     int64_t n = std::min(B, test.count - first);
     std::fill(images.begin(), images.end(), 0.0f);
     memcpy(images.data(), &test.samples[first * test.sampleSize],
@@ -73,7 +76,9 @@ double evaluate(CompiledStep &s, const Split &test, double &meanLoss) {
       correct += best == test.labels[first + i];
     }
   }
-  return (double)correct / std::max<int64_t>(test.count, 1);
+  std::vector<double> totals = {(double)correct};
+  s.sumOverRanks(totals);
+  return totals[0] / std::max<int64_t>(test.count, 1);
 }
 
 } // namespace gpuc::trainer

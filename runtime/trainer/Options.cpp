@@ -10,8 +10,15 @@
 
 namespace gpuc::trainer {
 
+static std::string rankPrefix;
+
+void setRankForErrors(int rank, int ranks) {
+  rankPrefix = "rank " + std::to_string(rank) + " of " +
+               std::to_string(ranks) + ": ";
+}
+
 [[noreturn]] void fail(const std::string &message) {
-  fprintf(stderr, "train: %s\n", message.c_str());
+  fprintf(stderr, "train: %s%s\n", rankPrefix.c_str(), message.c_str());
   exit(1);
 }
 
@@ -23,7 +30,7 @@ const char *const kUsage =
     "             [--limit-train N] [--bench-steps N] [--quiet]\n"
     "             [--profile trace.json]\n"
     "             [--device auto|cpu|cuda] [--no-graph] [--artifact DIR]\n"
-    "             [--init weights.safetensors]\n"
+    "             [--init weights.safetensors] [--collective-timeout S]\n"
     "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step "
     "K]\n"
     "  --data: MNIST-family IDX files (e.g. "
@@ -43,6 +50,9 @@ const char *const kUsage =
     "  --init FILE: initial weights from a safetensors file (a PyTorch\n"
     "          state_dict, an HF checkpoint) by name, instead of the\n"
     "          model's own; required by gpuc compile --no-weights artifacts\n"
+    "  --collective-timeout S: data parallel (mpirun -np N train ...): a\n"
+    "          rank that waits S seconds (300) for the others in a\n"
+    "          collective ends the run with an error\n"
     "  --artifact DIR: the compiled model in DIR instead of the trainer's\n"
     "          own folder (GPU-only trainers, which hold no model code)\n"
     "  OMP_NUM_THREADS: the CPU device's threads (default: all). Results\n"
@@ -119,6 +129,10 @@ Options parseOptions(int argc, char **argv) {
       o.device = value(i);
       if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
         fail("--device expects auto, cpu or cuda, got '" + o.device + "'");
+    } else if (a == "--collective-timeout") {
+      std::string v = finite(i, o.collectiveTimeout);
+      if (!(o.collectiveTimeout > 0))
+        fail("--collective-timeout expects seconds above 0, got '" + v + "'");
     } else if (a == "--held-out") {
       std::string v = finite(i, o.heldOut);
       if (!(o.heldOut >= 0 && o.heldOut < 1))

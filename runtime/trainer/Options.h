@@ -19,12 +19,16 @@ struct Options {
   int64_t evalEvery = 0, logEvery = 50, step = 0;
   uint64_t seed = 0;
   double lr = -1, heldOut = 0.1;
+  /// How long a rank waits in a collective for the others (seconds).
+  double collectiveTimeout = 300;
   bool quiet = false;
 };
 
 /// Prints "train: MESSAGE" and exits 1: every user-facing error of the
 /// trainer ends here.
 [[noreturn]] void fail(const std::string &message);
+/// In a data-parallel run, errors name the rank that met them.
+void setRankForErrors(int rank, int ranks);
 
 /// The usage text (`train --help`).
 extern const char *const kUsage;

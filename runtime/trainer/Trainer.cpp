@@ -37,12 +37,16 @@ namespace {
 /// The steps of one epoch: a whole number of updates (an epoch ends with
 /// one under --accumulate), at least one.
 int64_t stepsPerEpochOf(const CompiledStep &s, const Dataset &data) {
-  int64_t B = s.batch;
+  // A step reads a global batch: --batch samples on each rank.
+  int64_t B = s.batch * s.ranks;
   int64_t steps = data.train.count / B / s.accumulate * s.accumulate;
   if (steps == 0)
     fail("the training split has " + std::to_string(data.train.count) +
          " samples, fewer than one update's " +
-         std::to_string(B * s.accumulate) + " (batch " + std::to_string(B) +
+         std::to_string(B * s.accumulate) + " (batch " +
+         std::to_string(s.batch) +
+         (s.ranks > 1 ? " x " + std::to_string(s.ranks) + " ranks"
+                      : std::string()) +
          (s.accumulate > 1
               ? " x " + std::to_string(s.accumulate) + " accumulated steps"
               : std::string()) +
@@ -60,13 +64,14 @@ void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
            "windows) for %lld epochs, %lld steps/epoch of %lld\n",
            (long long)data.train.count, (long long)s.window,
            data.format.c_str(), (long long)data.test.count, (long long)o.epochs,
-           (long long)stepsPerEpoch, (long long)s.batch);
+           (long long)stepsPerEpoch, (long long)(s.batch * s.ranks));
   else
     printf("training %lld samples (%lld steps/epoch of %lld, last partial "
            "batch dropped) for %lld epochs; data %s normalized with mean "
            "%.4f std %.4f\n",
            (long long)data.train.count, (long long)stepsPerEpoch,
-           (long long)s.batch, (long long)o.epochs, data.format.c_str(), mean,
+           (long long)(s.batch * s.ranks), (long long)o.epochs,
+           data.format.c_str(), mean,
            stddev);
   if (s.logits < 0)
     printf("no evaluation: %s\n", s.noEvalReason.c_str());
@@ -76,9 +81,22 @@ void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
            (long long)s.accumulate, (long long)(s.accumulate * s.batch));
 }
 
+/// Ranks other than 0 train silently and write nothing: rank 0 prints,
+/// logs metrics, checkpoints and exports for the run.
+Options forThisRank(const CompiledStep &s, Options o) {
+  if (s.rank == 0)
+    return o;
+  o.quiet = true;
+  o.metrics.clear();
+  o.exportOnnx.clear();
+  o.profile.clear();
+  return o;
+}
+
 int trainerMain(int argc, char **argv) {
   takeStopSignals();
-  Options o = parseOptions(argc, argv);
+  Options given = parseOptions(argc, argv);
+  const Options &o = given;
   std::string dir = artifactDir();
   if (!o.artifact.empty()) {
     // A trainer with CPU kernels holds one model's code; only a GPU-only
@@ -89,7 +107,8 @@ int trainerMain(int argc, char **argv) {
     dir = o.artifact;
   }
   CompiledStep s;
-  s.open(dir, o);
+  s.open(dir, given);
+  given = forThisRank(s, given);
   if (o.batchSize && o.batchSize != s.batch)
     fail("this trainer was compiled for batch " + std::to_string(s.batch) +
          "; recompile with gpuc compile --batch " +
@@ -114,11 +133,13 @@ int trainerMain(int argc, char **argv) {
   int64_t stepsPerEpoch = stepsPerEpochOf(s, data);
 
   // The checkpoint directory first: --metrics may live in it.
-  prepareCheckpointDir(o);
+  if (s.rank == 0)
+    prepareCheckpointDir(o);
   FILE *metrics = nullptr;
   if (!o.metrics.empty() && !(metrics = fopen(o.metrics.c_str(), "a")))
     fail("cannot write --metrics " + o.metrics + ": " + strerror(errno));
   int64_t startStep = resumeRun(s, o, metrics);
+  s.shareState();
   if (o.benchSteps)
     return bench(s, o, &data);
 

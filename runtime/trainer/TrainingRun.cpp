@@ -19,8 +19,11 @@ TrainingRun::TrainingRun(CompiledStep &s, const Options &o, const Dataset &data,
                          int64_t stepsPerEpoch, FILE *metrics)
     : s(s), o(o), data(data), stepsPerEpoch(stepsPerEpoch),
       totalSteps(stepsPerEpoch * o.epochs), metrics(metrics),
-      tty(isatty(fileno(stdout)) && !o.quiet),
-      loader(data.train, s.batch, s.plan.buffers[s.image]), profile(s, o),
+      // (mpirun hands its ranks a terminal even when its own output goes
+      // to a file: several ranks log plain lines.)
+      tty(isatty(fileno(stdout)) && !o.quiet && s.ranks == 1),
+      loader(data.train, s.batch, s.plan.buffers[s.image], s.rank, s.ranks),
+      profile(s, o),
       losses(*s.device, s.loss), checkpoints(s, o, stepsPerEpoch) {}
 
 void TrainingRun::run(int64_t startStep) {
@@ -29,7 +32,10 @@ void TrainingRun::run(int64_t startStep) {
   for (int64_t step = startStep; step < totalSteps;) {
     int64_t epoch = step / stepsPerEpoch, inEpoch = step % stepsPerEpoch;
     bool stopped = !runEpoch(epoch, inEpoch, step);
-    bool saved = !o.checkpointDir.empty() && checkpoints.save(step);
+    // Rank 0 writes the run's checkpoints (every rank holds the same
+    // state).
+    bool saved = !o.checkpointDir.empty() &&
+                 (s.rank != 0 || checkpoints.save(step));
     if (stopped)
       stop(step, saved);
   }
@@ -53,7 +59,7 @@ bool TrainingRun::runEpoch(int64_t epoch, int64_t inEpoch, int64_t &step) {
     ++stepsDone;
     double elapsed =
         std::chrono::duration<double>(Clock::now() - start).count();
-    double rate = stepsDone * s.batch / std::max(elapsed, 1e-9);
+    double rate = stepsDone * s.batch * s.ranks / std::max(elapsed, 1e-9);
     bool lastOfEpoch = inEpoch + 1 == stepsPerEpoch;
     bool isLogPoint = (step + 1) % o.logEvery == 0 || lastOfEpoch;
     if (isLogPoint)
@@ -67,8 +73,10 @@ bool TrainingRun::runEpoch(int64_t epoch, int64_t inEpoch, int64_t &step) {
     if (lastOfEpoch || (o.evalEvery && (step + 1) % o.evalEvery == 0))
       evalPoint(epoch, step, epochStart);
     // Asked to stop: after an update (accumulated gradients are not
-    // checkpointed mid-way), before the next step.
-    if (stopSignal && (step + 1) % s.accumulate == 0 && step + 1 < totalSteps) {
+    // checkpointed mid-way), before the next step; all ranks at the same
+    // step, whichever got the signal.
+    if ((step + 1) % s.accumulate == 0 && step + 1 < totalSteps &&
+        stopAsked()) {
       ++step;
       return false;
     }
@@ -78,7 +86,8 @@ bool TrainingRun::runEpoch(int64_t epoch, int64_t inEpoch, int64_t &step) {
 
 void TrainingRun::progressLine(int64_t epoch, int64_t inEpoch, int64_t step,
                                double rate) {
-  double eta = (totalSteps - step - 1) * s.batch / std::max(rate, 1e-9);
+  double eta =
+      (totalSteps - step - 1) * s.batch * s.ranks / std::max(rate, 1e-9);
   printf("\repoch %lld/%lld  step %lld/%lld  loss %.4f  %.0f samples/s  "
          "ETA %02d:%02d   ",
          (long long)epoch + 1, (long long)o.epochs, (long long)inEpoch + 1,
@@ -87,8 +96,21 @@ void TrainingRun::progressLine(int64_t epoch, int64_t inEpoch, int64_t step,
   fflush(stdout);
 }
 
+bool TrainingRun::stopAsked() {
+  if (s.ranks == 1)
+    return stopSignal != 0;
+  std::vector<double> signals = {(double)stopSignal};
+  s.sumOverRanks(signals);
+  if (signals[0] > 0 && !stopSignal)
+    stopSignal = SIGTERM; // another rank's
+  return signals[0] > 0;
+}
+
 void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
-  double mean = losses.sum / std::max<int64_t>(losses.count, 1);
+  // The global batch's loss: every rank's steps (equal batches) count.
+  std::vector<double> totals = {losses.sum, (double)losses.count};
+  s.sumOverRanks(totals);
+  double mean = totals[0] / std::max(totals[1], 1.0);
   // The loss scale as the step left it: read at log points only, where the
   // host waits for the device anyway.
   std::string extra, extraJson;

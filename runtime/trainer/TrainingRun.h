@@ -39,6 +39,8 @@ private:
 
   /// Runs the steps of `epoch` from `inEpoch`; false when asked to stop.
   bool runEpoch(int64_t epoch, int64_t inEpoch, int64_t &step);
+  /// Whether a stop signal reached this rank or any other.
+  bool stopAsked();
   void progressLine(int64_t epoch, int64_t inEpoch, int64_t step, double rate);
   void logPoint(int64_t epoch, int64_t step, double rate);
   void evalPoint(int64_t epoch, int64_t step, Clock::time_point epochStart);

@@ -606,3 +606,27 @@ func.func @linear_loss_grad_bias(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %b: t
   %l, %dh, %dw = gpuc.linear_cross_entropy_grad %h, %w, %y, %g bias %b : tensor<9xf32> reduction = mean : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>)
   return
 }
+
+// -----
+
+func.func @all_reduce_nothing() {
+  // expected-error @+1 {{reduces nothing: it needs at least one tensor}}
+  "gpuc.all_reduce"() <{bucket = 0 : i64}> : () -> ()
+  return
+}
+
+// -----
+
+func.func @all_reduce_bucket(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{bucket -1 is negative}}
+  %r = gpuc.all_reduce %g bucket = -1 : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @all_reduce_types(%g: tensor<4xf32>) -> tensor<2x2xf32> {
+  // expected-error @+1 {{results must have the operands' types}}
+  %r = "gpuc.all_reduce"(%g) <{bucket = 0 : i64}> : (tensor<4xf32>) -> tensor<2x2xf32>
+  return %r : tensor<2x2xf32>
+}

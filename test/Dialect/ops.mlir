@@ -150,3 +150,11 @@ func.func @attention(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: tenso
   %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %o scale = 0.5 fill = -1.0e4 : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32>, tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
   return %o, %dq : tensor<2x3x5x6xf32>, tensor<2x3x5x4xf32>
 }
+
+// CHECK-LABEL: func.func @all_reduce
+// CHECK: %[[G:.+]]:2 = gpuc.all_reduce %arg0, %arg1 bucket = 3 : tensor<10x4xf32>, tensor<10xf32>
+// CHECK: return %[[G]]#0, %[[G]]#1
+func.func @all_reduce(%dw: tensor<10x4xf32>, %db: tensor<10xf32>) -> (tensor<10x4xf32>, tensor<10xf32>) {
+  %g:2 = gpuc.all_reduce %dw, %db bucket = 3 : tensor<10x4xf32>, tensor<10xf32>
+  return %g#0, %g#1 : tensor<10x4xf32>, tensor<10xf32>
+}

@@ -28,6 +28,16 @@ bool checkStepFlags() {
                  << " must be positive (or 0: chosen by the compiler)\n";
     return false;
   }
+  if (bucketSizeOption.getNumOccurrences() && !dataParallel) {
+    llvm::errs() << "gpuc compile: --bucket-size needs --data-parallel\n";
+    return false;
+  }
+  if (dataParallel && !gradientBucketBytes()) {
+    llvm::errs() << "gpuc compile: --bucket-size " << bucketSizeOption
+                 << " is not a size: give bytes with an optional unit, e.g. "
+                    "25MiB\n";
+    return false;
+  }
   if (accumulateSteps < 1) {
     llvm::errs() << "gpuc compile: --accumulate K needs K >= 1 (micro-batches "
                     "per update), not "
@@ -109,6 +119,7 @@ bool artifactOptionsFromFlags(gpuc::ArtifactOptions &artifact,
   artifact.outputDir = outputFilename;
   artifact.modelPath = inputFilename;
   artifact.nvrtcWhole = nvrtcWhole;
+  artifact.dataParallel = dataParallel;
   artifact.cxx = !hostCompiler.empty() ? hostCompiler.getValue()
                  : getenv("CXX")       ? getenv("CXX")
                                        : "c++";

@@ -68,6 +68,8 @@ extern cl::opt<std::string> lossTarget;
 extern cl::opt<std::string> labelsName;
 extern cl::opt<int64_t> classAxis;
 extern cl::opt<int64_t> accumulateSteps;
+extern cl::opt<bool> dataParallel;
+extern cl::opt<std::string> bucketSizeOption;
 extern cl::opt<std::string> precisionOption;
 extern cl::opt<std::string> lossScaleOption;
 extern cl::opt<double> lossScaleInit;
@@ -202,6 +204,8 @@ private:
 
 /// Parses --memory-budget: "auto" (0), or bytes with an optional unit.
 std::optional<int64_t> parseMemorySize(StringRef text);
+/// --bucket-size in bytes, or nullopt when it is not a positive size.
+std::optional<int64_t> gradientBucketBytes();
 /// --batch and --input-shape as import options.
 LogicalResult importOptions(gpuc::OnnxImportOptions &options);
 /// --precision and the loss-scale flags; nullopt after an error `tool` names.

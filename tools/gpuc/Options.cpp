@@ -66,6 +66,19 @@ cl::opt<int64_t> accumulateSteps(
              "samples and update once from their mean (an effective batch of "
              "K x --batch); the trainer runs @apply_update every K steps"),
     cl::value_desc("K"), cl::init(1), cl::cat(trainCategory));
+cl::opt<bool> dataParallel(
+    "data-parallel",
+    cl::desc("train on several processes (mpirun -np N out/train ...): each "
+             "runs --batch samples of a global batch of N x --batch, and the "
+             "gradients are summed over the ranks in buckets "
+             "(gpuc-data-parallel) before one update, the same on every rank"),
+    cl::init(false), cl::cat(trainCategory));
+cl::opt<std::string> bucketSizeOption(
+    "bucket-size",
+    cl::desc("--data-parallel: gradient bytes per all-reduce, e.g. 25MiB "
+             "(the default, PyTorch DDP's); smaller buckets start "
+             "communicating earlier in backward"),
+    cl::value_desc("size"), cl::init("25MiB"), cl::cat(trainCategory));
 cl::opt<std::string> precisionOption(
     "precision",
     cl::desc("fp32 (default), fp16 or bf16: the storage type of activations, "

@@ -35,6 +35,13 @@ std::optional<int64_t> parseMemorySize(StringRef text) {
   return std::nullopt;
 }
 
+std::optional<int64_t> gradientBucketBytes() {
+  std::optional<int64_t> bytes = parseMemorySize(bucketSizeOption);
+  if (!bytes || *bytes < 1)
+    return std::nullopt;
+  return bytes;
+}
+
 /// Parses "name=2x3x4".
 static LogicalResult parseInputShape(StringRef spec,
                                      gpuc::OnnxImportOptions &options) {
@@ -167,6 +174,9 @@ void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   autodiff.trainable.assign(trainableParameters.begin(),
                             trainableParameters.end());
   pm.addPass(gpuc::createGpucAutodiff(autodiff));
+  if (dataParallel)
+    pm.addPass(gpuc::createGpucDataParallel(
+        gpuc::GpucDataParallelOptions{gradientBucketBytes().value_or(0)}));
   gpuc::GpucOptimizerOptions opt;
   opt.kind = optimizerKind;
   opt.lr = learningRate;

@@ -56,6 +56,9 @@ struct ArtifactOptions {
   /// --no-weights: the model's weights are left out of the artifact (its
   /// trainer needs --init).
   bool noWeights = false;
+  /// --data-parallel: the trainer joins several ranks (the MPI plugin
+  /// travels with it).
+  bool dataParallel = false;
   /// The line writeArtifact printed ("gpuc compile: wrote ...").
   std::string summary;
 };

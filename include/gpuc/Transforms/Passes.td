@@ -68,6 +68,36 @@ def GpucAutodiff : Pass<"gpuc-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucDataParallel : Pass<"gpuc-data-parallel", "::mlir::ModuleOp"> {
+  let summary = "sum @train_step's gradients over the ranks of a run";
+  let description = [{
+    Data parallelism: every rank runs the same step on its own slice of the
+    global batch, and the gradients are summed over the ranks before the
+    optimizer (run after this pass) applies them, so every rank makes the
+    same update.
+
+    The gradients (`gpuc.grad` results) are grouped into buckets in the
+    order backward computes them: a bucket closes once it holds
+    `bucket-size` bytes (PyTorch DDP's 25 MiB by default). Each bucket is
+    one `gpuc.all_reduce`, placed right after its last gradient, so the
+    backward ops after it can overlap its communication. Each summed
+    gradient is scaled by the hyperparameter `ranks_reciprocal` (1 / the
+    number of ranks, set by the trainer; 1 by default), which the
+    optimizer's kernel fuses, so the update applies the mean gradient of
+    the global batch. Gradients that are constants (no data reaches them)
+    are the same on every rank and are left alone.
+
+    The function gets `gpuc.data_parallel = {buckets, bucket_bytes,
+    gradient_bytes}`, which the plan and `--report` show.
+  }];
+  let options = [
+    Option<"bucketSize", "bucket-size", "int64_t", "26214400",
+           "bytes of gradients per all-reduce (a bucket closes once it "
+           "holds this many)">,
+  ];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 def GpucOptimizer : Pass<"gpuc-optimizer", "::mlir::ModuleOp"> {
   let summary = "turn the gradients of @train_step into an optimizer update";
   let description = [{

@@ -271,6 +271,25 @@ LogicalResult RowGroupsOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location>, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  for (Value operand : operands)
+    inferredReturnTypes.push_back(operand.getType());
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "reduces nothing: it needs at least one tensor";
+  if (getBucket() < 0)
+    return emitOpError() << "bucket " << getBucket() << " is negative";
+  if (getInputs().getTypes() != getResults().getTypes())
+    return emitOpError() << "results must have the operands' types";
+  return success();
+}
+
 LogicalResult SegmentSumOp::verify() {
   if (getElementTypeOrSelf(getUpdates().getType()) !=
       getElementTypeOrSelf(getResult().getType()))

@@ -10,8 +10,8 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 bool mlir::gpuc::isLibraryCall(Operation *op) {
-  return isa<MatmulOp, Conv2DOp, Conv2DBackwardInputOp, Conv2DBackwardFilterOp>(
-      op);
+  return isa<MatmulOp, Conv2DOp, Conv2DBackwardInputOp, Conv2DBackwardFilterOp,
+             AllReduceOp>(op);
 }
 
 bool mlir::gpuc::isAlias(Operation *op) { return isa<ReshapeOp>(op); }

@@ -102,3 +102,17 @@ std::string mlir::gpuc::describeResult(func::FuncOp func, unsigned index) {
     return "grad." + ref.getValue().str();
   return "result" + std::to_string(index);
 }
+
+BlockArgument mlir::gpuc::hyperArgument(func::FuncOp func, StringRef name,
+                                        double defaultValue, Location loc) {
+  Builder builder(func.getContext());
+  StringAttr nameAttr = builder.getStringAttr(name);
+  if (auto i = findArgument(func, GpucDialect::kHyperAttrName, nameAttr))
+    return func.getArgument(*i);
+  BlockArgument arg = appendArgument(
+      func, RankedTensorType::get({}, builder.getF32Type()),
+      builder.getNamedAttr(GpucDialect::kHyperAttrName, nameAttr), loc);
+  func.setArgAttr(arg.getArgNumber(), GpucDialect::kDefaultAttrName,
+                  builder.getF64FloatAttr(defaultValue));
+  return arg;
+}

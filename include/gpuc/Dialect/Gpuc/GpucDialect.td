@@ -92,6 +92,10 @@ def Gpuc_Dialect : Dialect {
     /// "fp16" or "bf16".
     static constexpr ::llvm::StringLiteral kPrecisionAttrName =
         "gpuc.precision";
+    /// On @train_step after gpuc-data-parallel: {buckets, bucket_bytes,
+    /// gradient_bytes}, what the plan and the report show of it.
+    static constexpr ::llvm::StringLiteral kDataParallelAttrName =
+        "gpuc.data_parallel";
   }];
 }
 

@@ -625,6 +625,33 @@ def Gpuc_SegmentSumOp : Gpuc_Op<"segment_sum", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Gpuc_AllReduceOp : Gpuc_Op<"all_reduce", [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "sums tensors over the ranks of a data-parallel run";
+  let description = [{
+    Each result is its operand summed element by element over every rank
+    of the run, the same value on each rank; with one rank it is the
+    operand. `gpuc-data-parallel` puts one bucket of gradients in each op,
+    right after the bucket's last gradient is computed. The memory plan
+    places each result over its operand, so the step program reduces the
+    gradients where they lie (MPI on the CPU, NCCL on the GPU). `bucket`
+    numbers the op's bucket within the step.
+
+    Every rank runs the same compiled step, so the ranks meet the same
+    all-reduces in the same order.
+
+    ```mlir
+    %g:2 = gpuc.all_reduce %dw, %db bucket = 0
+             : tensor<10x784xf32>, tensor<10xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Gpuc_FloatTensor>:$inputs, I64Prop:$bucket);
+  let results = (outs Variadic<Gpuc_FloatTensor>:$results);
+  let assemblyFormat =
+      "$inputs `bucket` `=` $bucket attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
 def Gpuc_Conv2DBackwardInputOp : Gpuc_Op<"conv2d_backward_input", [
     DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure,
     SameOperandsAndResultElementType]> {

@@ -37,6 +37,11 @@ ParameterOp findLossScaleParameter(ModuleOp module);
 BlockArgument appendArgument(func::FuncOp func, Type type, NamedAttribute role,
                              Location loc);
 
+/// The scalar f32 hyperparameter argument `name` (gpuc.hyper), appended
+/// with `defaultValue` (gpuc.default) when the function has none yet.
+BlockArgument hyperArgument(func::FuncOp func, StringRef name,
+                            double defaultValue, Location loc);
+
 /// Appends results (with one role attribute each) to the function's single
 /// return.
 void appendResults(func::FuncOp func, ArrayRef<Value> values,

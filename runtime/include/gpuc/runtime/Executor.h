@@ -89,6 +89,8 @@ struct Numerics {
   }
 };
 
+class Collective;
+
 class Device {
 public:
   virtual ~Device() = default;
@@ -113,6 +115,13 @@ public:
   virtual bool ready(uint64_t ticket) = 0;
   virtual void collect(uint64_t ticket, void *dst, size_t bytes) = 0;
   virtual size_t readCapacity() const = 0;
+  /// Joins the ranks of a data-parallel run: from now on the steps'
+  /// all-reduces sum over `collective`'s ranks. Without one, an all-reduce
+  /// sums over this process alone and leaves its values as they are.
+  virtual bool setCollective(Collective *collective, std::string &error) {
+    error = describe() + " cannot sum gradients over several ranks yet";
+    return false;
+  }
   /// Waits until everything submitted has finished.
   virtual void synchronize() {}
   /// Launch counts, for the trainer's summary: graph launches (CUDA Graph

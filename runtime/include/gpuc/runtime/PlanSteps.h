@@ -22,7 +22,8 @@ enum class StepKind {
   Copy,
   Conv,
   ConvBackwardInput,
-  ConvBackwardFilter
+  ConvBackwardFilter,
+  AllReduce
 };
 
 /// The kind of plan step `op`; false (with `error` for the user) when this
@@ -35,7 +36,8 @@ inline bool stepKindOf(const std::string &op, StepKind &kind,
       {"copy", StepKind::Copy},
       {"conv2d", StepKind::Conv},
       {"conv2d_backward_input", StepKind::ConvBackwardInput},
-      {"conv2d_backward_filter", StepKind::ConvBackwardFilter}};
+      {"conv2d_backward_filter", StepKind::ConvBackwardFilter},
+      {"all_reduce", StepKind::AllReduce}};
   for (auto &[name, k] : kinds)
     if (op == name) {
       kind = k;

@@ -1,0 +1,66 @@
+//===- Collective.h - the ranks of a data-parallel run ----------*- C++ -*-===//
+//
+// A data-parallel trainer is one process per rank, started by a launcher
+// (mpirun, srun). The ranks meet in collectives: the step's all-reduces of
+// gradients, and the trainer's own sums (the logged loss, evaluation
+// counts) and broadcasts (the initial state). The implementation lives in
+// a plugin, libgpuc_mpi.so (runtime/mpi/), opened only when the launcher
+// started more than one rank, so a single process needs no MPI at all.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_RUNTIME_COLLECTIVE_H
+#define GPUC_RUNTIME_COLLECTIVE_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gpuc {
+
+/// One tensor of an all-reduce: `count` elements of `dtype` (plan.json's
+/// names: "F32", "F64", "I64") at `data`.
+struct ReduceBuffer {
+  void *data = nullptr;
+  int64_t count = 0;
+  std::string dtype;
+};
+
+class Collective {
+public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Sums every buffer element by element over the ranks, in place; each
+  /// rank gets the same sums. False with `error` when the other ranks do
+  /// not take part within the timeout (a rank stopped or hangs) or the
+  /// library fails.
+  virtual bool allReduceSum(const std::vector<ReduceBuffer> &buffers,
+                            std::string &error) = 0;
+  /// Copies `bytes` at `data` from rank `root` to every rank.
+  virtual bool broadcast(void *data, int64_t bytes, int root,
+                         std::string &error) = 0;
+  /// What the ranks run on, for the trainer's first line ("Open MPI 4.1.4").
+  virtual std::string describe() const = 0;
+};
+
+/// The number of ranks the launcher started this process among (Open MPI's
+/// mpirun, MPICH's and Intel MPI's, Slurm's srun), with the launcher's name
+/// in `launcher`; 1 when the process runs alone.
+int launchedRanks(std::string *launcher = nullptr);
+
+/// Joins the run through libgpuc_mpi.so in `artifactDir` (or
+/// $GPUC_MPI_PLUGIN); a collective that waits longer than `timeoutSeconds`
+/// for the other ranks fails. Null with `error` saying why.
+std::unique_ptr<Collective> loadMpiCollective(const std::string &artifactDir,
+                                              double timeoutSeconds,
+                                              std::string &error);
+
+/// The plugin's entry point (extern "C", looked up by loadMpiCollective).
+using CreateMpiCollectiveFn = Collective *(*)(double timeoutSeconds,
+                                              std::string &error);
+constexpr const char *kCreateMpiCollectiveSymbol = "gpuc_create_mpi_collective";
+
+} // namespace gpuc
+
+#endif // GPUC_RUNTIME_COLLECTIVE_H

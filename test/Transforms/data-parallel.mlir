@@ -1,0 +1,59 @@
+// RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel | FileCheck %s
+// RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel=bucket-size=32 | FileCheck %s --check-prefix=SMALL
+// RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel --gpuc-optimizer | FileCheck %s --check-prefix=OPT
+
+// Backward computes @b's gradient (40 bytes) before @w's (160 bytes): with
+// the default 25 MiB both share one bucket, placed after the last of them;
+// with 32-byte buckets each gets its own, right after it is computed. The
+// mean over the ranks scales each summed gradient.
+
+gpuc.parameter @w trainable : tensor<10x4xf32> = dense<1.0> : tensor<10x4xf32>
+gpuc.parameter @b trainable : tensor<10xf32> = dense<0.0> : tensor<10xf32>
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[R:[a-z0-9]+]]: tensor<f32> {gpuc.default = 1.000000e+00 : f64, gpuc.hyper = "ranks_reciprocal"}
+// CHECK-SAME: gpuc.data_parallel = {bucket_bytes = 26214400 : i64, buckets = 1 : i64, gradient_bytes = 200 : i64}
+// CHECK: %[[DB:.+]] = gpuc.reduce_sum
+// CHECK: %[[DW:.+]] = gpuc.matmul
+// CHECK-NEXT: %[[G:.+]]:2 = gpuc.all_reduce %[[DB]], %[[DW]] bucket = 0 : tensor<10xf32>, tensor<10x4xf32>
+// CHECK: %[[RB:.+]] = gpuc.broadcast %[[R]] : tensor<f32> -> tensor<10xf32>
+// CHECK: %[[MB:.+]] = gpuc.mul %[[G]]#0, %[[RB]]
+// CHECK: %[[RW:.+]] = gpuc.broadcast %[[R]] : tensor<f32> -> tensor<10x4xf32>
+// CHECK: %[[MW:.+]] = gpuc.mul %[[G]]#1, %[[RW]]
+// CHECK: return %{{.+}}, %[[MW]], %[[MB]]
+
+// SMALL-LABEL: func.func @train_step
+// SMALL-SAME: buckets = 2 : i64
+// SMALL: %[[DB:.+]] = gpuc.reduce_sum
+// SMALL-NEXT: gpuc.all_reduce %[[DB]] bucket = 0 : tensor<10xf32>
+// SMALL: %[[DW:.+]] = gpuc.matmul
+// SMALL-NEXT: gpuc.all_reduce %[[DW]] bucket = 1 : tensor<10x4xf32>
+
+// The optimizer reads the mean gradient.
+// OPT-LABEL: func.func @train_step
+// OPT: gpuc.all_reduce
+// OPT: %[[MW:.+]] = gpuc.mul %{{.+}}#1
+// OPT: gpuc.add %[[MW]], %{{.+}} : tensor<10x4xf32>
+func.func @train_step(%w: tensor<10x4xf32> {gpuc.param = @w}, %b: tensor<10xf32> {gpuc.param = @b}, %x: tensor<8x4xf32> {gpuc.input = "x"}, %dy: tensor<8x10xf32> {gpuc.input = "dy"}, %l: tensor<f32> {gpuc.input = "l"}) -> (tensor<f32> {gpuc.output = "loss"}, tensor<10x4xf32> {gpuc.grad = @w}, tensor<10xf32> {gpuc.grad = @b}) {
+  %db = gpuc.reduce_sum %dy axes = [0] : tensor<8x10xf32> -> tensor<10xf32>
+  %dw = gpuc.matmul %dy, %x transpose_lhs : (tensor<8x10xf32>, tensor<8x4xf32>) -> tensor<10x4xf32>
+  return %l, %dw, %db : tensor<f32>, tensor<10x4xf32>, tensor<10xf32>
+}
+
+// -----
+
+// A constant gradient is the same on every rank: nothing to sum. A value
+// that is the gradient of two parameters is summed once.
+gpuc.parameter @u trainable : tensor<3xf32> = dense<1.0> : tensor<3xf32>
+gpuc.parameter @v trainable : tensor<3xf32> = dense<1.0> : tensor<3xf32>
+gpuc.parameter @z trainable : tensor<3xf32> = dense<1.0> : tensor<3xf32>
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: gradient_bytes = 12 : i64
+// CHECK: %[[ZERO:.+]] = gpuc.constant
+// CHECK: %[[G:.+]] = gpuc.all_reduce %{{.+}} bucket = 0 : tensor<3xf32>
+// CHECK: %[[M:.+]] = gpuc.mul %[[G]]
+// CHECK: return %{{.+}}, %[[M]], %[[M]], %[[ZERO]]
+func.func @train_step(%u: tensor<3xf32> {gpuc.param = @u}, %v: tensor<3xf32> {gpuc.param = @v}, %z: tensor<3xf32> {gpuc.param = @z}, %g: tensor<3xf32> {gpuc.input = "g"}, %l: tensor<f32> {gpuc.input = "l"}) -> (tensor<f32> {gpuc.output = "loss"}, tensor<3xf32> {gpuc.grad = @u}, tensor<3xf32> {gpuc.grad = @v}, tensor<3xf32> {gpuc.grad = @z}) {
+  %zero = gpuc.constant dense<0.0> : tensor<3xf32>
+  %d = gpuc.relu %g : tensor<3xf32>
+  return %l, %d, %d, %zero : tensor<f32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+}
