@@ -1,5 +1,6 @@
 # lit configuration for gpuc's regression tests.
 import os
+import shutil
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -105,6 +106,19 @@ if getattr(config, "gpuc_have_cuda_device", False):
 else:
     lit_config.note("gpuc was built without the CUDA device plugin (CUDA "
                     "toolkit or cuDNN not found): its tests are skipped")
+
+# Data-parallel runs: two ranks under Open MPI's mpirun, on however many
+# cores there are (--oversubscribe), as root in CI containers.
+if getattr(config, "gpuc_have_mpi", False) and shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun2", "mpirun --oversubscribe --allow-run-as-root -np 2 "
+                     "-x OMP_NUM_THREADS=1"))
+else:
+    lit_config.note("no MPI (gpuc built without libopenmpi-dev, or no "
+                    "mpirun): the data-parallel tests are skipped "
+                    "(scripts/install-deps.sh installs openmpi-bin and "
+                    "libopenmpi-dev)")
 
 
 def has_gpu():

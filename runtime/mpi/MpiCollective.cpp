@@ -131,8 +131,7 @@ private:
     char text[MPI_MAX_ERROR_STRING];
     int length = 0;
     MPI_Error_string(code, text, &length);
-    error = std::string("rank ") + std::to_string(myRank) + ": " + what +
-            " failed: " + std::string(text, length);
+    error = std::string(what) + " failed: " + std::string(text, length);
     return false;
   }
 
@@ -160,9 +159,9 @@ private:
       if (waited > timeoutSeconds) {
         char text[256];
         snprintf(text, sizeof(text),
-                 "rank %d of %d: %s waited %.0f s for the other ranks "
+                 "%s waited %.0f s for the other ranks "
                  "(--collective-timeout): one of them has stopped or hangs",
-                 myRank, mySize, what, waited);
+                 what, waited);
         error = text;
         return false;
       }

@@ -223,6 +223,27 @@ int64_t resumeRun(CompiledStep &s, const Options &o, FILE *&metrics) {
     fail(path + " was written by a run with --seed " + meta["seed"] +
          "; resume with the same seed to continue it exactly");
   sayIfNotBitExact(path, meta, s.device->numerics());
+  // A step is a global batch of ranks x --batch samples: with another
+  // number of ranks the run goes on from the same number of updates, over
+  // other batches (checkpoints from before data parallelism: one rank).
+  int64_t writtenRanks = 1;
+  if (meta.count("ranks") &&
+      !parseInteger(meta["ranks"], 1, INT32_MAX, writtenRanks))
+    fail(path + ": its 'ranks' metadata is '" + meta["ranks"] +
+         "', not a number of ranks; the checkpoint is damaged");
+  if (writtenRanks != s.ranks && s.rank == 0)
+    fprintf(stderr,
+            "train: warning: %s was written by a run on %lld rank%s (a "
+            "global batch of %lld); this run has %d (a global batch of "
+            "%lld): it continues after update %lld with the new global "
+            "batch, so it will not repeat the data order or the results of "
+            "a run on %lld rank%s (resume on %lld for that)\n",
+            path.c_str(), (long long)writtenRanks,
+            writtenRanks == 1 ? "" : "s",
+            (long long)(writtenRanks * s.batch), s.ranks,
+            (long long)(s.ranks * s.batch), (long long)startStep,
+            (long long)writtenRanks, writtenRanks == 1 ? "" : "s",
+            (long long)writtenRanks);
   if (!o.quiet)
     printf("resumed from %s at step %lld\n", path.c_str(),
            (long long)startStep);
@@ -254,7 +275,8 @@ bool CheckpointWriter::save(int64_t stepsDone) {
       {"checksum", checkpointChecksum(tensors)},
       {"device", numerics.device},
       {"processor", numerics.processor},
-      {"threads", std::to_string(numerics.threads)}};
+      {"threads", std::to_string(numerics.threads)},
+      {"ranks", std::to_string(s.ranks)}};
   std::string error;
   if (!writeSafetensors(checkpointPath(o), tensors, meta, error))
     fail(error);
