@@ -55,6 +55,7 @@ bool writeKernelReport(const nlohmann::json &plan,
       {"memory", memorySummary(plan)},
       {"frozen", plan.value("frozen", json::array())},
       {"chunked_losses", plan.value("chunked_losses", json::array())},
+      {"data_parallel", plan.value("data_parallel", json::object())},
       {"per_kernel", kernels}};
   if (!writeFile(options.outputDir + "/report.json", report.dump(1)))
     return false;
@@ -90,6 +91,15 @@ bool writeKernelReport(const nlohmann::json &plan,
                  << options.precision["storage"].get<std::string>()
                  << " storage, loss scaling "
                  << options.precision["loss_scale"].get<std::string>() << "\n";
+  if (plan.contains("data_parallel")) {
+    const json &dp = plan["data_parallel"];
+    llvm::outs() << llvm::formatv(
+        "data parallel: {0:f2} MiB of gradients summed over the ranks in {1} "
+        "all-reduce(s) of up to {2:f2} MiB, each where backward has computed "
+        "its bucket\n",
+        mib(dp["gradient_bytes"]), dp["buckets"].get<int64_t>(),
+        mib(dp["bucket_bytes"]));
+  }
   llvm::outs() << formatMemorySummary(report["memory"]);
   for (const json &c : report["chunked_losses"]) {
     int64_t rows = c["rows"], classes = c["classes"], chunk = c["chunk_rows"],
