@@ -55,8 +55,9 @@ bool writeKernelReport(const nlohmann::json &plan,
       {"memory", memorySummary(plan)},
       {"frozen", plan.value("frozen", json::array())},
       {"chunked_losses", plan.value("chunked_losses", json::array())},
-      {"data_parallel", plan.value("data_parallel", json::object())},
       {"per_kernel", kernels}};
+  if (plan.contains("data_parallel"))
+    report["data_parallel"] = plan["data_parallel"];
   if (!writeFile(options.outputDir + "/report.json", report.dump(1)))
     return false;
   if (!options.report)
