@@ -44,6 +44,7 @@ struct Geometry {
       return 1.0;
     uint64_t index = (uint64_t)((bh * rows + i) * keys + j);
     return ::gpuc::dropoutKeeps(p.seed, p.step, p.stream, index,
+                                (uint64_t)(batch * heads * rows * keys),
                                 (float)p.dropout)
                ? 1.0 / (1.0 - p.dropout)
                : 0.0;

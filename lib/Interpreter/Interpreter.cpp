@@ -1007,7 +1007,8 @@ LogicalResult Interpreter::execute(Operation *op) {
         auto step = (uint64_t)(int64_t)key.data[1];
         HostTensor y = like(o.getResult());
         for (int64_t i = 0; i < y.numElements(); ++i)
-          if (::gpuc::dropoutKeeps(seed, step, o.getStream(), i, (float)ratio))
+          if (::gpuc::dropoutKeeps(seed, step, o.getStream(), i,
+                                   y.numElements(), (float)ratio))
             y.data[i] = x.data[i] / (1.0 - ratio);
         set(o.getResult(), std::move(y));
         return success();

@@ -251,10 +251,9 @@ std::vector<NamedTensor> CompiledStep::snapshot() {
 void CompiledStep::setStepScalars(uint64_t seed, int64_t step,
                                   double learningRate) {
   if (rng >= 0) {
-    // Each rank draws its own dropout masks (rank 0 those of a single
-    // process).
-    int64_t key[2] = {(int64_t)(seed ^ (uint64_t)rank * 0x9E3779B97F4A7C15ull),
-                      step};
+    // A rank draws its samples' masks of the global batch (Philox.h).
+    int64_t key[2] = {(int64_t)seed,
+                      (int64_t)((uint64_t)step | (uint64_t)rank << 48)};
     device->upload(rng, key, sizeof(key));
   }
   if (lr >= 0) {

@@ -36,7 +36,7 @@ TEST(Philox, DropoutRateAndDeterminism) {
   int kept = 0;
   const int n = 100000;
   for (int i = 0; i < n; ++i)
-    kept += ::gpuc::dropoutKeeps(1234, 7, 3, i, 0.25f);
+    kept += ::gpuc::dropoutKeeps(1234, 7, 3, i, n, 0.25f);
   EXPECT_NEAR(kept / (double)n, 0.75, 0.01);
   for (int i = 0; i < 100; ++i)
     EXPECT_EQ(::gpuc::philoxUniform(1, 2, 3, i),
@@ -46,6 +46,18 @@ TEST(Philox, DropoutRateAndDeterminism) {
     differs +=
         ::gpuc::philoxUniform(1, 2, 3, i) != ::gpuc::philoxUniform(1, 3, 3, i);
   EXPECT_GT(differs, 90) << "another step must give another mask";
+}
+
+// Rank r of a data-parallel step draws element i of its N elements as one
+// process draws element i + r * N of the global batch's 2N.
+TEST(Philox, RanksDrawTheirSliceOfTheGlobalBatch) {
+  const uint64_t n = 1000, step = 7, rank1 = step | 1ull << 48;
+  for (uint64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(::gpuc::dropoutKeeps(5, step, 2, i, n, 0.5f),
+              ::gpuc::dropoutKeeps(5, step, 2, i, 2 * n, 0.5f));
+    EXPECT_EQ(::gpuc::dropoutKeeps(5, rank1, 2, i, n, 0.5f),
+              ::gpuc::dropoutKeeps(5, step, 2, n + i, 2 * n, 0.5f));
+  }
 }
 
 class InterpreterTest : public ::testing::Test {

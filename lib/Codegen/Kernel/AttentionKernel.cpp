@@ -58,6 +58,7 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
              << "the fused attention kernel keeps rows of at most "
              << kMaxAttentionWidth << " elements in registers; this one has "
              << q[3] << " and " << v[3] << " (compile with --attention gemm)";
+    int64_t weightCount = q[0] * q[1] * q[2] * k[2];
     line("gpuc::AttentionGeometry g;");
     line(llvm::formatv("g.heads = {0}; g.queries = {1}; g.keys = {2};", q[1],
                        q[2], k[2]));
@@ -95,11 +96,12 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
                          literal(ratio, f32),
                          literal(1.0 / (1.0 - ratio), f32)));
       line(llvm::formatv("g.seed = (unsigned long long){0}[0]; g.step = "
-                         "(unsigned long long){0}[1]; g.stream = {1}ULL;",
-                         *in, o.getStream()));
+                         "(unsigned long long){0}[1]; g.stream = {1}ULL; "
+                         "g.weights = {2}ULL;",
+                         *in, o.getStream(), weightCount));
     } else {
       line("g.dropout = 0.0f; g.keepScale = 1.0f; g.seed = 0; g.step = 0; "
-           "g.stream = 0;");
+           "g.stream = 0; g.weights = 0;");
     }
     return success();
   };

@@ -179,12 +179,13 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         return define(
             v, llvm::formatv("(gpuc::dropoutKeeps((unsigned long long){0}, "
                              "(unsigned long long){1}, {2}ULL, (unsigned long "
-                             "long)({3}), {4}) ? {5} * {6} : 0.0f)",
+                             "long)({3}), {7}ULL, {4}) ? {5} * {6} : 0.0f)",
                              *seed, *step, d.getStream(), idx,
                              literal(ratio, Float32Type::get(op->getContext())),
                              *x,
                              literal(1.0 / (1.0 - ratio),
-                                     Float32Type::get(op->getContext())))
+                                     Float32Type::get(op->getContext())),
+                             getNumElements(shapeOf(d.getResult())))
                    .str());
       })
       .Case([&](ReshapeOp r) { return at(r.getInput(), idx); })

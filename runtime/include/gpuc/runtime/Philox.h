@@ -9,6 +9,12 @@
 // takes word `i % 4` of Philox(counter = {lo(i/4), hi(i/4), s, lo(step)},
 // key = {lo(seed), hi(seed) ^ hi(step)}).
 //
+// Data parallelism: the key's step word holds the step in its low 48 bits
+// and the rank in its high 16. Rank r draws element i of a tensor of N
+// elements as a single process draws element i + r * N of the global
+// batch's tensor: the same sample's mask wherever the batch is the
+// tensor's leading dimension, so N ranks repeat a single process's run.
+//
 // Plain C++ with no includes so that NVRTC compiles it unchanged.
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_RUNTIME_PHILOX_H
@@ -67,11 +73,14 @@ GPUC_HOST_DEVICE inline float philoxUniform(philox_u64 seed, philox_u64 step,
   return (float)(out[index & 3] >> 8) * (1.0f / 16777216.0f);
 }
 
-/// Whether dropout keeps element `index` (probability 1 - ratio).
-GPUC_HOST_DEVICE inline bool dropoutKeeps(philox_u64 seed, philox_u64 step,
+/// Whether dropout keeps element `index` of a tensor of `elements`
+/// (probability 1 - ratio) in the step keyed (seed, stepWord).
+GPUC_HOST_DEVICE inline bool dropoutKeeps(philox_u64 seed, philox_u64 stepWord,
                                           philox_u64 stream, philox_u64 index,
-                                          float ratio) {
-  return philoxUniform(seed, step, stream, index) >= ratio;
+                                          philox_u64 elements, float ratio) {
+  philox_u64 rank = stepWord >> 48;
+  return philoxUniform(seed, stepWord & 0xFFFFFFFFFFFFull, stream,
+                       index + rank * elements) >= ratio;
 }
 
 } // namespace gpuc

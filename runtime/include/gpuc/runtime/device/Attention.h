@@ -46,6 +46,8 @@ struct AttentionGeometry {
   /// none); keepScale is 1 / (1 - ratio).
   float dropout, keepScale;
   unsigned long long seed, step, stream;
+  /// The weights' elements, B * H * Tq * Tk (dropout's index space).
+  unsigned long long weights;
 };
 
 __device__ __forceinline__ bool attentionExcluded(const AttentionGeometry &g,
@@ -68,8 +70,9 @@ attentionKeep(const AttentionGeometry &g, int64_t bh, int64_t i, int64_t j) {
        (unsigned long long)i) *
           (unsigned long long)g.keys +
       (unsigned long long)j;
-  return dropoutKeeps(g.seed, g.step, g.stream, index, g.dropout) ? g.keepScale
-                                                                  : 0.0f;
+  return dropoutKeeps(g.seed, g.step, g.stream, index, g.weights, g.dropout)
+             ? g.keepScale
+             : 0.0f;
 }
 
 /// One query row against keys [first, first + count): their scores, then
