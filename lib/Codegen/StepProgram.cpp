@@ -372,12 +372,34 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     }
     return success();
   };
+  // Each all-reduce is waited for right before the first op that reads one
+  // of its sums (through views): the steps between overlap it.
+  DenseMap<Operation *, SmallVector<int64_t>> waitsBefore;
+  for (auto reduce : body.getOps<AllReduceOp>()) {
+    Operation *first = nullptr;
+    SmallVector<Value> sums(reduce.getResults());
+    while (!sums.empty()) {
+      Value sum = sums.pop_back_val();
+      for (Operation *user : sum.getUsers()) {
+        if (isAlias(user)) {
+          sums.push_back(user->getResult(0));
+          continue;
+        }
+        if (!first || user->isBeforeInBlock(first))
+          first = user;
+      }
+    }
+    if (first)
+      waitsBefore[first].push_back(reduce.getBucket());
+  }
   unsigned position = 0;
   int forwardEnd = -1;
   if (auto end = memory.getAs<IntegerAttr>("forward_end"))
     forwardEnd = end.getInt();
   int forwardSteps = -1;
   for (Operation &op : body) {
+    for (int64_t bucket : waitsBefore.lookup(&op))
+      steps.push_back({{"op", "all_reduce_wait"}, {"bucket", bucket}});
     if (auto constant = dyn_cast<ConstantOp>(op)) {
       if (!op.use_empty()) {
         std::string name = llvm::formatv("const.{0}", constantCount++).str();

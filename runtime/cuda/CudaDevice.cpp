@@ -694,7 +694,8 @@ bool CudaDevice::resolveSteps(std::string &error) {
         step.id0 = s["src"];
         step.id1 = s["dst"];
         step.bytes = s["bytes"].get<size_t>();
-      } else if (step.kind == StepKind::AllReduce) {
+      } else if (step.kind == StepKind::AllReduce ||
+                 step.kind == StepKind::AllReduceWait) {
         // One process: the sum over its one rank is the value itself (the
         // device joins no ranks; see setCollective).
       } else if (!prepareConv(step, s, error)) {
@@ -910,6 +911,7 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
     return check(cuMemcpyDtoDAsync(step.p1, step.p0, step.bytes, stream),
                  "cuMemcpyDtoDAsync", error);
   case StepKind::AllReduce:
+  case StepKind::AllReduceWait:
     return true;
   case StepKind::Gemm:
     for (int64_t call = 0; call < step.calls; ++call) {

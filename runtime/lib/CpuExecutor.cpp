@@ -182,8 +182,9 @@ struct Step {
   StepKind kind;
   void (*launch)(void *const *) = nullptr;
   std::vector<void *> args;
-  /// An all-reduce's tensors.
+  /// An all-reduce's tensors, and its bucket (what its wait names).
   std::vector<ReduceBuffer> reduce;
+  int64_t bucket = -1;
   /// Row-major GEMMs C = op(A) op(B), batched and strided.
   GemmStep gemm{};
   ConvGeometry conv{};
@@ -295,7 +296,10 @@ public:
           step.src = pointers[s["src"].get<int>()];
           step.dst = pointers[s["dst"].get<int>()];
           step.bytes = s["bytes"].get<size_t>();
+        } else if (step.kind == StepKind::AllReduceWait) {
+          step.bucket = s["bucket"];
         } else if (step.kind == StepKind::AllReduce) {
+          step.bucket = s["bucket"];
           for (int id : s["buffers"]) {
             const PlanBuffer &b = plan.buffers[id];
             step.reduce.push_back({pointers[id], b.numElements(), b.dtype});
@@ -316,7 +320,8 @@ public:
             return false;
         }
         if (step.kind != StepKind::Kernel && step.kind != StepKind::Copy &&
-            step.kind != StepKind::AllReduce) {
+            step.kind != StepKind::AllReduce &&
+            step.kind != StepKind::AllReduceWait) {
           if (!libraryTypeOf(s, step.type, error))
             return false;
           if (step.type != LibraryType::F32)
@@ -401,7 +406,14 @@ public:
         memcpy(step.dst, step.src, step.bytes);
         break;
       case StepKind::AllReduce:
-        if (collective && !collective->allReduceSum(step.reduce, error))
+        // Started here, finished where the first step reads the sums: the
+        // backward steps between them overlap the communication.
+        if (collective &&
+            !collective->start(step.reduce, inFlight[step.bucket], error))
+          return false;
+        break;
+      case StepKind::AllReduceWait:
+        if (collective && !finishBucket(step.bucket, error))
           return false;
         break;
       default:
@@ -410,8 +422,23 @@ public:
       }
       if (profile)
         step.time.add(profileClock() - start, start);
+      if (!inFlight.empty())
+        collective->progress();
     }
+    // (A plan waits for every bucket it starts; an older one may not.)
+    while (!inFlight.empty())
+      if (!finishBucket(inFlight.begin()->first, error))
+        return false;
     return true;
+  }
+
+  bool finishBucket(int64_t bucket, std::string &error) {
+    auto it = inFlight.find(bucket);
+    if (it == inFlight.end())
+      return true;
+    int ticket = it->second;
+    inFlight.erase(it);
+    return collective->finish(ticket, error);
   }
 
   bool setCollective(Collective *ranks, std::string &) override {
@@ -718,6 +745,8 @@ private:
   std::map<std::string, std::vector<Step>> programs;
   /// The ranks the all-reduces sum over; null: this process alone.
   Collective *collective = nullptr;
+  /// The collective tickets of the buckets started and not yet waited for.
+  std::map<int64_t, int> inFlight;
   std::map<uint64_t, std::vector<char>> reads;
   uint64_t nextTicket = 0;
   bool profile;

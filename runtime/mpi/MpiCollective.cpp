@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <map>
 #include <cstdio>
 #include <thread>
 
@@ -68,8 +69,8 @@ public:
     return text + ", " + std::to_string(mySize) + " ranks";
   }
 
-  bool allReduceSum(const std::vector<ReduceBuffer> &buffers,
-                    std::string &error) override {
+  bool start(const std::vector<ReduceBuffer> &buffers, int &ticket,
+             std::string &error) override {
     std::vector<MPI_Request> requests;
     for (const ReduceBuffer &b : buffers) {
       MPI_Datatype type;
@@ -85,10 +86,29 @@ public:
                                       first * elementBytes,
                                   n, type, MPI_SUM, comm, &request);
         if (code != MPI_SUCCESS)
-          return failed("the all-reduce", code, error);
+          return failed("an all-reduce", code, error);
         requests.push_back(request);
       }
     }
+    ticket = nextTicket++;
+    inFlight[ticket] = std::move(requests);
+    return true;
+  }
+
+  void progress() override {
+    for (auto &[ticket, requests] : inFlight) {
+      int done = 0;
+      MPI_Testall((int)requests.size(), requests.data(), &done,
+                  MPI_STATUSES_IGNORE);
+    }
+  }
+
+  bool finish(int ticket, std::string &error) override {
+    auto it = inFlight.find(ticket);
+    if (it == inFlight.end())
+      return true;
+    std::vector<MPI_Request> requests = std::move(it->second);
+    inFlight.erase(it);
     return wait(requests, "an all-reduce", error);
   }
 
@@ -169,6 +189,9 @@ private:
   }
 
   double timeoutSeconds;
+  /// Started collectives by ticket.
+  std::map<int, std::vector<MPI_Request>> inFlight;
+  int nextTicket = 0;
   MPI_Comm comm = MPI_COMM_NULL;
   int myRank = 0, mySize = 1;
   bool owned = false;

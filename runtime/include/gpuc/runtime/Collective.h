@@ -31,12 +31,25 @@ public:
   virtual ~Collective() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// Sums every buffer element by element over the ranks, in place; each
-  /// rank gets the same sums. False with `error` when the other ranks do
-  /// not take part within the timeout (a rank stopped or hangs) or the
-  /// library fails.
-  virtual bool allReduceSum(const std::vector<ReduceBuffer> &buffers,
-                            std::string &error) = 0;
+  /// Starts summing every buffer element by element over the ranks, in
+  /// place; each rank gets the same sums once finish(ticket) returns. The
+  /// buffers are the collective's until then. False with `error` when the
+  /// library refuses.
+  virtual bool start(const std::vector<ReduceBuffer> &buffers, int &ticket,
+                     std::string &error) = 0;
+  /// Lets started collectives advance (MPI moves them only inside its own
+  /// calls): cheap, called between the steps they overlap.
+  virtual void progress() = 0;
+  /// Waits for collective `ticket`. False with `error` when the other
+  /// ranks do not take part within the timeout (a rank stopped or hangs)
+  /// or the library fails.
+  virtual bool finish(int ticket, std::string &error) = 0;
+  /// start() and finish() at once.
+  bool allReduceSum(const std::vector<ReduceBuffer> &buffers,
+                    std::string &error) {
+    int ticket = 0;
+    return start(buffers, ticket, error) && finish(ticket, error);
+  }
   /// Copies `bytes` at `data` from rank `root` to every rank.
   virtual bool broadcast(void *data, int64_t bytes, int root,
                          std::string &error) = 0;

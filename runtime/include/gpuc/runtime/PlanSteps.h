@@ -23,7 +23,8 @@ enum class StepKind {
   Conv,
   ConvBackwardInput,
   ConvBackwardFilter,
-  AllReduce
+  AllReduce,
+  AllReduceWait
 };
 
 /// The kind of plan step `op`; false (with `error` for the user) when this
@@ -37,7 +38,8 @@ inline bool stepKindOf(const std::string &op, StepKind &kind,
       {"conv2d", StepKind::Conv},
       {"conv2d_backward_input", StepKind::ConvBackwardInput},
       {"conv2d_backward_filter", StepKind::ConvBackwardFilter},
-      {"all_reduce", StepKind::AllReduce}};
+      {"all_reduce", StepKind::AllReduce},
+      {"all_reduce_wait", StepKind::AllReduceWait}};
   for (auto &[name, k] : kinds)
     if (op == name) {
       kind = k;
