@@ -69,11 +69,19 @@ int bench(CompiledStep &s, const Options &o, const Dataset *data) {
           .count();
   Device::Counters after = s.device->counters();
   MemoryUse memory = memoryUse(s);
-  printf("{\"steps\": %lld, \"batch\": %lld, \"ms_per_step\": %.4f, "
+  // One line for the run: rank 0's (the ranks step together).
+  if (s.rank != 0) {
+    profile.finish(s, o);
+    return 0;
+  }
+  std::string ranks =
+      s.ranks > 1 ? ", \"ranks\": " + std::to_string(s.ranks) : "";
+  printf("{\"steps\": %lld, \"batch\": %lld%s, \"ms_per_step\": %.4f, "
          "\"graph_launches\": %lld, \"host_launches\": %lld, "
          "\"plan_bytes\": %lld, \"device_bytes\": %lld, "
          "\"peak_rss_bytes\": %lld}\n",
-         (long long)o.benchSteps, (long long)B, 1000.0 * seconds / o.benchSteps,
+         (long long)o.benchSteps, (long long)B, ranks.c_str(),
+         1000.0 * seconds / o.benchSteps,
          (long long)(after.graphLaunches["train_step"] -
                      before.graphLaunches["train_step"]),
          (long long)(after.hostLaunches["train_step"] -
