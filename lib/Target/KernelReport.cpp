@@ -1,6 +1,7 @@
 //===- KernelReport.cpp - report.json: the step's kernels and traffic -----===//
 #include "Backend.h"
 
+#include "gpuc/Target/CommunicationEstimate.h"
 #include "gpuc/Target/MemoryReport.h"
 #include "gpuc/runtime/CompiledMask.h"
 
@@ -24,6 +25,9 @@ bool writeKernelReport(const nlohmann::json &plan,
       ++copies;
       continue;
     }
+    // Collectives are no launches (data parallel's line counts them).
+    if (op == "all_reduce" || op == "all_reduce_wait")
+      continue;
     flops += s.value("flops", (int64_t)0);
     if (op != "kernel") {
       ++library;
@@ -58,6 +62,16 @@ bool writeKernelReport(const nlohmann::json &plan,
       {"per_kernel", kernels}};
   if (plan.contains("data_parallel"))
     report["data_parallel"] = plan["data_parallel"];
+  json estimate;
+  if (options.estimateRanks > 0) {
+    std::string error;
+    if (!estimateCommunication(plan, options.estimateRanks,
+                               options.estimateLink, estimate, error)) {
+      llvm::errs() << "gpuc compile: " << error << "\n";
+      return false;
+    }
+    report["data_parallel_estimate"] = estimate;
+  }
   if (!writeFile(options.outputDir + "/report.json", report.dump(1)))
     return false;
   if (!options.report)
@@ -101,6 +115,8 @@ bool writeKernelReport(const nlohmann::json &plan,
         mib(dp["gradient_bytes"]), dp["buckets"].get<int64_t>(),
         mib(dp["bucket_bytes"]));
   }
+  if (!estimate.is_null())
+    llvm::outs() << formatCommunication(estimate);
   llvm::outs() << formatMemorySummary(report["memory"]);
   for (const json &c : report["chunked_losses"]) {
     int64_t rows = c["rows"], classes = c["classes"], chunk = c["chunk_rows"],

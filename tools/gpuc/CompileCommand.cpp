@@ -28,6 +28,29 @@ bool checkStepFlags() {
                  << " must be positive (or 0: chosen by the compiler)\n";
     return false;
   }
+  if ((estimateRanks.getNumOccurrences() ||
+       estimateLink.getNumOccurrences()) &&
+      !dataParallel) {
+    llvm::errs() << "gpuc compile: --ranks and --link estimate a "
+                    "data-parallel step: add --data-parallel\n";
+    return false;
+  }
+  if (estimateLink.getNumOccurrences() && !estimateRanks.getNumOccurrences()) {
+    llvm::errs() << "gpuc compile: --link needs --ranks N\n";
+    return false;
+  }
+  if (estimateRanks.getNumOccurrences() &&
+      (estimateRanks < 1 || estimateRanks > 1024)) {
+    llvm::errs() << "gpuc compile: --ranks " << estimateRanks
+                 << " is not from 1 to 1024\n";
+    return false;
+  }
+  if (estimateLink != "nvlink" && estimateLink != "pcie" &&
+      estimateLink != "infiniband") {
+    llvm::errs() << "gpuc compile: --link " << estimateLink
+                 << " is not one of nvlink, pcie, infiniband\n";
+    return false;
+  }
   if (bucketSizeOption.getNumOccurrences() && !dataParallel) {
     llvm::errs() << "gpuc compile: --bucket-size needs --data-parallel\n";
     return false;
@@ -120,6 +143,8 @@ bool artifactOptionsFromFlags(gpuc::ArtifactOptions &artifact,
   artifact.modelPath = inputFilename;
   artifact.nvrtcWhole = nvrtcWhole;
   artifact.dataParallel = dataParallel;
+  artifact.estimateRanks = estimateRanks;
+  artifact.estimateLink = estimateLink;
   artifact.cxx = !hostCompiler.empty() ? hostCompiler.getValue()
                  : getenv("CXX")       ? getenv("CXX")
                                        : "c++";

@@ -70,6 +70,8 @@ extern cl::opt<int64_t> classAxis;
 extern cl::opt<int64_t> accumulateSteps;
 extern cl::opt<bool> dataParallel;
 extern cl::opt<std::string> bucketSizeOption;
+extern cl::opt<int64_t> estimateRanks;
+extern cl::opt<std::string> estimateLink;
 extern cl::opt<std::string> precisionOption;
 extern cl::opt<std::string> lossScaleOption;
 extern cl::opt<double> lossScaleInit;

@@ -73,6 +73,17 @@ cl::opt<bool> dataParallel(
              "gradients are summed over the ranks in buckets "
              "(gpuc-data-parallel) before one update, the same on every rank"),
     cl::init(false), cl::cat(trainCategory));
+cl::opt<int64_t> estimateRanks(
+    "ranks",
+    cl::desc("--data-parallel --report: estimate the step on N GPUs (up to "
+             "1024): all-reduce time in the alpha-beta model of --link, the "
+             "share that overlaps backward, the scaling efficiency"),
+    cl::value_desc("N"), cl::init(0), cl::cat(trainCategory));
+cl::opt<std::string> estimateLink(
+    "link",
+    cl::desc("--ranks: the GPUs' link, nvlink (default), pcie or infiniband"),
+    cl::value_desc("nvlink|pcie|infiniband"), cl::init("nvlink"),
+    cl::cat(trainCategory));
 cl::opt<std::string> bucketSizeOption(
     "bucket-size",
     cl::desc("--data-parallel: gradient bytes per all-reduce, e.g. 25MiB "

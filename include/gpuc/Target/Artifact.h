@@ -59,6 +59,10 @@ struct ArtifactOptions {
   /// --data-parallel: the trainer joins several ranks (the MPI plugin
   /// travels with it).
   bool dataParallel = false;
+  /// --ranks N --link L: the report estimates the data-parallel step on N
+  /// GPUs joined by L (0: no estimate).
+  int64_t estimateRanks = 0;
+  std::string estimateLink = "nvlink";
   /// The line writeArtifact printed ("gpuc compile: wrote ...").
   std::string summary;
 };
