@@ -111,9 +111,10 @@ else:
 # cores there are (--oversubscribe), as root in CI containers.
 if getattr(config, "gpuc_have_mpi", False) and shutil.which("mpirun"):
     config.available_features.add("mpi")
-    config.substitutions.append(
-        ("%mpirun2", "mpirun --oversubscribe --allow-run-as-root -np 2 "
-                     "-x OMP_NUM_THREADS=1"))
+    mpirun = ("mpirun --oversubscribe --allow-run-as-root "
+              "-x OMP_NUM_THREADS=1")
+    config.substitutions.append(("%mpirun2", mpirun + " -np 2"))
+    config.substitutions.append(("%mpirun", mpirun))
 else:
     lit_config.note("no MPI (gpuc built without libopenmpi-dev, or no "
                     "mpirun): the data-parallel tests are skipped "

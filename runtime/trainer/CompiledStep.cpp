@@ -127,6 +127,27 @@ void CompiledStep::shareState() {
   }
 }
 
+void CompiledStep::checkRanksAgree(
+    const std::vector<std::pair<std::string, uint64_t>> &facts) {
+  if (!collective)
+    return;
+  std::vector<uint64_t> mine, rank0;
+  for (const auto &fact : facts)
+    mine.push_back(fact.second);
+  rank0 = mine;
+  std::string error;
+  if (!collective->broadcast(rank0.data(),
+                             (int64_t)(rank0.size() * sizeof(uint64_t)), 0,
+                             error))
+    fail(error);
+  for (size_t i = 0; i < facts.size(); ++i)
+    if (mine[i] != rank0[i])
+      fail("not the same " + facts[i].first +
+           " as rank 0: every rank of a data-parallel run must train the "
+           "same artifact on the same data with the same flags (copy them "
+           "to every machine, and start all ranks with one command)");
+}
+
 void CompiledStep::sumOverRanks(std::vector<double> &values) {
   if (!collective || values.empty())
     return;

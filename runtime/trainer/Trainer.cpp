@@ -54,6 +54,27 @@ int64_t stepsPerEpochOf(const CompiledStep &s, const Dataset &data) {
   return steps;
 }
 
+/// FNV-1a of `text`.
+uint64_t fingerprint(const std::string &text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : text)
+    hash = (hash ^ c) * 0x100000001b3ull;
+  return hash;
+}
+
+/// A split's size and labels, and every 997th value of its samples: what
+/// tells two copies of a data set apart without reading it all again.
+uint64_t fingerprint(const Split &split) {
+  std::string text = std::to_string(split.count) + " " +
+                     std::to_string(split.sampleSize) + " ";
+  text.append(reinterpret_cast<const char *>(split.labels.data()),
+              split.labels.size() * sizeof(int64_t));
+  for (size_t i = 0; i < split.samples.size(); i += 997)
+    text.append(reinterpret_cast<const char *>(&split.samples[i]),
+                sizeof(float));
+  return fingerprint(text);
+}
+
 /// What the run is about to do, before it starts.
 void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
                  int64_t stepsPerEpoch, double mean, double stddev) {
@@ -131,6 +152,18 @@ int trainerMain(int argc, char **argv) {
   double mean = 0, stddev = 1;
   loadTrainingData(s, o, data, mean, stddev);
   int64_t stepsPerEpoch = stepsPerEpochOf(s, data);
+  s.checkRanksAgree(
+      {{"artifact (plan.json)", fingerprint(s.plan.json.dump())},
+       {"training data (--data " + o.data + ")", fingerprint(data.train)},
+       {"test data (--data " + o.data + ")", fingerprint(data.test)},
+       {"flags (--seed, --epochs, --lr, --limit-train, --held-out, "
+        "--log-every, --eval-every)",
+        fingerprint(std::to_string(o.seed) + " " + std::to_string(o.epochs) +
+                    " " + std::to_string(o.lr) + " " +
+                    std::to_string(o.limitTrain) + " " +
+                    std::to_string(o.heldOut) + " " +
+                    std::to_string(o.logEvery) + " " +
+                    std::to_string(o.evalEvery))}});
 
   // The checkpoint directory first: --metrics may live in it.
   if (s.rank == 0)
