@@ -142,8 +142,7 @@ std::string formatCommunication(const json &e) {
              e["ranks"].get<int64_t>(), e["link"].get<std::string>(),
              e["link_model"].get<std::string>(),
              (int)(kLibraryEfficiency * 100), (int)(kKernelEfficiency * 100),
-             e["compute_ms"].get<double>(),
-             e["communication_ms"].get<double>(),
+             e["compute_ms"].get<double>(), e["communication_ms"].get<double>(),
              100.0 * e["overlapped"].get<double>(), e["step_ms"].get<double>(),
              100.0 * e["scaling_efficiency"].get<double>())
       .str();

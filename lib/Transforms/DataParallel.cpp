@@ -113,16 +113,15 @@ struct DataParallel : gpuc::impl::GpucDataParallelBase<DataParallel> {
       first = end;
     }
     ret->setOperands(operands);
-    func->setAttr(GpucDialect::kDataParallelAttrName,
-                  builder.getDictionaryAttr(
-                      {builder.getNamedAttr("buckets",
-                                            builder.getI64IntegerAttr(buckets)),
-                       builder.getNamedAttr(
-                           "bucket_bytes",
-                           builder.getI64IntegerAttr(bucketSize)),
-                       builder.getNamedAttr(
-                           "gradient_bytes",
-                           builder.getI64IntegerAttr(gradientBytes))}));
+    func->setAttr(
+        GpucDialect::kDataParallelAttrName,
+        builder.getDictionaryAttr(
+            {builder.getNamedAttr("buckets",
+                                  builder.getI64IntegerAttr(buckets)),
+             builder.getNamedAttr("bucket_bytes",
+                                  builder.getI64IntegerAttr(bucketSize)),
+             builder.getNamedAttr("gradient_bytes",
+                                  builder.getI64IntegerAttr(gradientBytes))}));
   }
 };
 

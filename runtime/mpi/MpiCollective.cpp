@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <map>
 #include <cstdio>
+#include <map>
 #include <thread>
 
 namespace gpuc {
@@ -81,10 +81,9 @@ public:
       for (int64_t first = 0; first < b.count; first += INT_MAX) {
         int n = (int)std::min<int64_t>(INT_MAX, b.count - first);
         MPI_Request request;
-        int code = MPI_Iallreduce(MPI_IN_PLACE,
-                                  static_cast<char *>(b.data) +
-                                      first * elementBytes,
-                                  n, type, MPI_SUM, comm, &request);
+        int code = MPI_Iallreduce(
+            MPI_IN_PLACE, static_cast<char *>(b.data) + first * elementBytes, n,
+            type, MPI_SUM, comm, &request);
         if (code != MPI_SUCCESS)
           return failed("an all-reduce", code, error);
         requests.push_back(request);
@@ -140,7 +139,8 @@ private:
       type = MPI_INT64_T;
       bytes = 8;
     } else {
-      error = "cannot sum " + dtype + " tensors over the ranks (F32, F64 and "
+      error = "cannot sum " + dtype +
+              " tensors over the ranks (F32, F64 and "
               "I64 only)";
       return false;
     }

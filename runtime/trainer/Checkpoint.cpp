@@ -238,8 +238,7 @@ int64_t resumeRun(CompiledStep &s, const Options &o, FILE *&metrics) {
             "%lld): it continues after update %lld with the new global "
             "batch, so it will not repeat the data order or the results of "
             "a run on %lld rank%s (resume on %lld for that)\n",
-            path.c_str(), (long long)writtenRanks,
-            writtenRanks == 1 ? "" : "s",
+            path.c_str(), (long long)writtenRanks, writtenRanks == 1 ? "" : "s",
             (long long)(writtenRanks * s.batch), s.ranks,
             (long long)(s.ranks * s.batch), (long long)startStep,
             (long long)writtenRanks, writtenRanks == 1 ? "" : "s",

@@ -107,8 +107,8 @@ void CompiledStep::joinRanks(const std::string &dir, const Options &o) {
   }
   if (FILE *status = rank == 0 ? statusStream(o) : nullptr)
     fprintf(status, "data parallel: %s, global batch %lld (%d x %lld)\n",
-            collective->describe().c_str(),
-            (long long)(batch * ranks), ranks, (long long)batch);
+            collective->describe().c_str(), (long long)(batch * ranks), ranks,
+            (long long)batch);
 }
 
 void CompiledStep::shareState() {
@@ -136,9 +136,8 @@ void CompiledStep::checkRanksAgree(
     mine.push_back(fact.second);
   rank0 = mine;
   std::string error;
-  if (!collective->broadcast(rank0.data(),
-                             (int64_t)(rank0.size() * sizeof(uint64_t)), 0,
-                             error))
+  if (!collective->broadcast(
+          rank0.data(), (int64_t)(rank0.size() * sizeof(uint64_t)), 0, error))
     fail(error);
   for (size_t i = 0; i < facts.size(); ++i)
     if (mine[i] != rank0[i])

@@ -62,8 +62,8 @@ public:
   /// Fails, naming the first that differs, unless every rank has rank 0's
   /// `facts` (what, value): the ranks must train one model on one data set
   /// with one configuration, or their sums would mix unrelated things.
-  void checkRanksAgree(
-      const std::vector<std::pair<std::string, uint64_t>> &facts);
+  void
+  checkRanksAgree(const std::vector<std::pair<std::string, uint64_t>> &facts);
   /// Sums `values` element by element over the ranks (each rank gets the
   /// sums); a no-op for one process.
   void sumOverRanks(std::vector<double> &values);

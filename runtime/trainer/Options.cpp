@@ -13,8 +13,8 @@ namespace gpuc::trainer {
 static std::string rankPrefix;
 
 void setRankForErrors(int rank, int ranks) {
-  rankPrefix = "rank " + std::to_string(rank) + " of " +
-               std::to_string(ranks) + ": ";
+  rankPrefix =
+      "rank " + std::to_string(rank) + " of " + std::to_string(ranks) + ": ";
 }
 
 [[noreturn]] void fail(const std::string &message) {

@@ -92,8 +92,7 @@ void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
            "%.4f std %.4f\n",
            (long long)data.train.count, (long long)stepsPerEpoch,
            (long long)(s.batch * s.ranks), (long long)o.epochs,
-           data.format.c_str(), mean,
-           stddev);
+           data.format.c_str(), mean, stddev);
   if (s.logits < 0)
     printf("no evaluation: %s\n", s.noEvalReason.c_str());
   if (s.accumulate > 1)
@@ -158,12 +157,11 @@ int trainerMain(int argc, char **argv) {
        {"test data (--data " + o.data + ")", fingerprint(data.test)},
        {"flags (--seed, --epochs, --lr, --limit-train, --held-out, "
         "--log-every, --eval-every)",
-        fingerprint(std::to_string(o.seed) + " " + std::to_string(o.epochs) +
-                    " " + std::to_string(o.lr) + " " +
-                    std::to_string(o.limitTrain) + " " +
-                    std::to_string(o.heldOut) + " " +
-                    std::to_string(o.logEvery) + " " +
-                    std::to_string(o.evalEvery))}});
+        fingerprint(
+            std::to_string(o.seed) + " " + std::to_string(o.epochs) + " " +
+            std::to_string(o.lr) + " " + std::to_string(o.limitTrain) + " " +
+            std::to_string(o.heldOut) + " " + std::to_string(o.logEvery) + " " +
+            std::to_string(o.evalEvery))}});
 
   // The checkpoint directory first: --metrics may live in it.
   if (s.rank == 0)

@@ -23,8 +23,8 @@ TrainingRun::TrainingRun(CompiledStep &s, const Options &o, const Dataset &data,
       // to a file: several ranks log plain lines.)
       tty(isatty(fileno(stdout)) && !o.quiet && s.ranks == 1),
       loader(data.train, s.batch, s.plan.buffers[s.image], s.rank, s.ranks),
-      profile(s, o),
-      losses(*s.device, s.loss), checkpoints(s, o, stepsPerEpoch) {}
+      profile(s, o), losses(*s.device, s.loss),
+      checkpoints(s, o, stepsPerEpoch) {}
 
 void TrainingRun::run(int64_t startStep) {
   start = Clock::now();
@@ -34,8 +34,8 @@ void TrainingRun::run(int64_t startStep) {
     bool stopped = !runEpoch(epoch, inEpoch, step);
     // Rank 0 writes the run's checkpoints (every rank holds the same
     // state).
-    bool saved = !o.checkpointDir.empty() &&
-                 (s.rank != 0 || checkpoints.save(step));
+    bool saved =
+        !o.checkpointDir.empty() && (s.rank != 0 || checkpoints.save(step));
     if (stopped)
       stop(step, saved);
   }

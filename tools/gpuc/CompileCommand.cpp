@@ -28,8 +28,7 @@ bool checkStepFlags() {
                  << " must be positive (or 0: chosen by the compiler)\n";
     return false;
   }
-  if ((estimateRanks.getNumOccurrences() ||
-       estimateLink.getNumOccurrences()) &&
+  if ((estimateRanks.getNumOccurrences() || estimateLink.getNumOccurrences()) &&
       !dataParallel) {
     llvm::errs() << "gpuc compile: --ranks and --link estimate a "
                     "data-parallel step: add --data-parallel\n";
