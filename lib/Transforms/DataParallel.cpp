@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Codegen/Cost.h"
+#include "gpuc/Dialect/Gpuc/ExprBuilder.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/Signature.h"
 #include "gpuc/Dialect/Gpuc/TensorBuilder.h"
@@ -89,7 +90,9 @@ struct DataParallel : gpuc::impl::GpucDataParallelBase<DataParallel> {
     Value reciprocal = hyperArgument(func, "ranks_reciprocal", 1.0, loc);
     OpBuilder builder(&getContext());
     SmallVector<Value> operands(ret.getOperands());
-    int64_t buckets = 0;
+    // (Numbered after the all-reduces already there: synchronized batch
+    // norm's.)
+    int64_t buckets = 0, firstNumber = nextAllReduceNumber(&body);
     for (size_t first = 0; first < gradients.size();) {
       size_t end = first;
       int64_t bytes = 0;
@@ -99,7 +102,8 @@ struct DataParallel : gpuc::impl::GpucDataParallelBase<DataParallel> {
       for (size_t k = first; k < end; ++k)
         members.push_back(gradients[k].value);
       builder.setInsertionPointAfter(gradients[end - 1].producer);
-      auto reduce = AllReduceOp::create(builder, loc, members, buckets++);
+      auto reduce =
+          AllReduceOp::create(builder, loc, members, firstNumber + buckets++);
       // The mean over the ranks, where the optimizer reads the gradient.
       builder.setInsertionPoint(ret);
       for (auto [k, summed] : llvm::enumerate(reduce.getResults())) {

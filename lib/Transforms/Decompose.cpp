@@ -141,9 +141,13 @@ struct DecomposeBatchNormTrain : OpRewritePattern<BatchNormTrainOp> {
     double epsilon = op.getEpsilon().convertToDouble();
     double momentum = op.getMomentum().convertToDouble();
 
-    Value mean = B.mean(x, axes);
+    // (Synchronized over the ranks: the global batch's statistics.)
+    bool overRanks = op.getSyncRanks();
+    Value mean = batchMeans(B, {x}, axes, overRanks).means[0];
     Value centered = B.sub(x, B.expand(mean, shape));
-    Value var = B.mean(B.mul(centered, centered), axes);
+    BatchMeans squares =
+        batchMeans(B, {B.mul(centered, centered)}, axes, overRanks);
+    Value var = squares.means[0];
     Value rstd = B.rsqrt(B.add(var, B.splat(var, epsilon)));
     auto perChannel = [&](Value v) {
       return B.expand(B.channelView(v, rank), shape);
@@ -162,8 +166,17 @@ struct DecomposeBatchNormTrain : OpRewritePattern<BatchNormTrainOp> {
     double varScale = op.getUnbiasedRunningVar() && count > 1
                           ? (double)count / (double)(count - 1)
                           : 1.0;
+    Value runningVarStat = var;
+    if (overRanks && op.getUnbiasedRunningVar()) {
+      // The global count n is known when the step runs: n / (n - 1).
+      Value n = squares.count;
+      Value unbias = B.div(n, B.sub(n, B.splat(n, 1.0)));
+      runningVarStat = B.mul(var, B.expand(unbias, TensorBuilder::shapeOf(var)));
+      varScale = 1.0;
+    }
     rewriter.replaceOp(op, {y, blend(op.getRunningMean(), mean, 1.0),
-                            blend(op.getRunningVar(), var, varScale)});
+                            blend(op.getRunningVar(), runningVarStat,
+                                  varScale)});
     return success();
   }
 };

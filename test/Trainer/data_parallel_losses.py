@@ -13,6 +13,8 @@ parser.add_argument("a")
 parser.add_argument("b")
 parser.add_argument("--steps", type=int, required=True)
 parser.add_argument("--rtol", type=float, default=1e-5)
+parser.add_argument("--accuracy-atol", type=float, default=1e-9,
+                    help="how far the final test accuracies may differ")
 args = parser.parse_args()
 
 
@@ -36,6 +38,6 @@ if worst > args.rtol:
 line = f"{args.steps} losses agree within {args.rtol}"
 if accA is not None and accB is not None:
     line += f"; test accuracy {accA} = {accB}"
-    if abs(accA - accB) > 1e-9:
+    if abs(accA - accB) > args.accuracy_atol:
         sys.exit(line + ": the test accuracies differ")
 print(line)

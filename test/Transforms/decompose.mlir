@@ -83,6 +83,25 @@ func.func @batch_norm(%x: tensor<4x2x3x3xf32>, %g: tensor<2xf32>, %b: tensor<2xf
 
 // -----
 
+// Synchronized over the ranks: the sums and the count (36 per channel here)
+// are all-reduced, numbered after the all-reduces already in the function;
+// the running variance's n / (n - 1) uses the global count.
+// CHECK-LABEL: func.func @batch_norm_sync
+// CHECK: %[[N:.+]] = gpuc.constant dense<3.600000e+01> : tensor<f32>
+// CHECK: %[[S:.+]] = gpuc.reduce_sum %arg0 axes = [0, 2, 3] keep_dims
+// CHECK: %[[R:.+]]:2 = gpuc.all_reduce %[[S]], %[[N]] bucket = 6 : tensor<1x2x1x1xf32>, tensor<f32>
+// CHECK: gpuc.div %[[R]]#0
+// CHECK: %[[Q:.+]]:2 = gpuc.all_reduce %{{.+}}, %{{.+}} bucket = 7 : tensor<1x2x1x1xf32>, tensor<f32>
+// CHECK: gpuc.sub %[[Q]]#1, %{{.+}} : tensor<f32>
+// CHECK-NOT: gpuc.batch_norm_train
+func.func @batch_norm_sync(%x: tensor<4x2x3x3xf32>, %g: tensor<2xf32>, %b: tensor<2xf32>, %rm: tensor<2xf32>, %rv: tensor<2xf32>) -> (tensor<4x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
+  %r = gpuc.all_reduce %g bucket = 5 : tensor<2xf32>
+  %y, %m, %v = gpuc.batch_norm_train %x, %g, %b, %rm, %rv epsilon = 1.0e-05 momentum = 9.0e-01 unbiased_running_var sync_ranks : tensor<4x2x3x3xf32>, tensor<2xf32>
+  return %y, %m, %v, %r : tensor<4x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @mse
 // CHECK: %[[D:.+]] = gpuc.sub %arg0, %arg1
 // CHECK: %[[SQ:.+]] = gpuc.mul %[[D]], %[[D]]

@@ -50,6 +50,10 @@ bool checkStepFlags() {
                  << " is not one of nvlink, pcie, infiniband\n";
     return false;
   }
+  if (syncBatchNorm && !dataParallel) {
+    llvm::errs() << "gpuc compile: --sync-batch-norm needs --data-parallel\n";
+    return false;
+  }
   if (bucketSizeOption.getNumOccurrences() && !dataParallel) {
     llvm::errs() << "gpuc compile: --bucket-size needs --data-parallel\n";
     return false;

@@ -73,6 +73,13 @@ cl::opt<bool> dataParallel(
              "gradients are summed over the ranks in buckets "
              "(gpuc-data-parallel) before one update, the same on every rank"),
     cl::init(false), cl::cat(trainCategory));
+cl::opt<bool> syncBatchNorm(
+    "sync-batch-norm",
+    cl::desc("--data-parallel: batch norm with the statistics of every "
+             "rank's batch (PyTorch's SyncBatchNorm), so that N ranks train "
+             "as one process with the global batch; default: each rank's "
+             "own, as DDP"),
+    cl::init(false), cl::cat(trainCategory));
 cl::opt<int64_t> estimateRanks(
     "ranks",
     cl::desc("--data-parallel --report: estimate the step on N GPUs (up to "

@@ -169,6 +169,8 @@ void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   // Validated by ampOptions before any pipeline is built.
   if (precisionOption != "fp32")
     pm.addPass(gpuc::createGpucAmp(*ampOptions("gpuc")));
+  if (dataParallel && syncBatchNorm)
+    pm.addPass(gpuc::createGpucSyncBatchNorm());
   gpuc::GpucAutodiffOptions autodiff;
   autodiff.frozen.assign(frozenParameters.begin(), frozenParameters.end());
   autodiff.trainable.assign(trainableParameters.begin(),

@@ -68,6 +68,20 @@ def GpucAutodiff : Pass<"gpuc-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucSyncBatchNorm : Pass<"gpuc-sync-batch-norm", "::mlir::ModuleOp"> {
+  let summary = "batch norm over every rank's batch (before gpuc-autodiff)";
+  let description = [{
+    Marks every `gpuc.batch_norm_train` of `@forward` `sync_ranks`: in a
+    data-parallel run its statistics, and the sums its gradient needs, are
+    then the global batch's, summed over the ranks (PyTorch's
+    SyncBatchNorm), so N ranks train as one process with the whole batch.
+    Without it each rank normalizes with its own batch's statistics, as
+    DDP does by default. Runs before `gpuc-autodiff`, whose gradient rule
+    reads the mark; `@eval` uses the running statistics and is left alone.
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 def GpucDataParallel : Pass<"gpuc-data-parallel", "::mlir::ModuleOp"> {
   let summary = "sum @train_step's gradients over the ranks of a run";
   let description = [{

@@ -1,6 +1,9 @@
 //===- ExprBuilder.cpp - compact tensor arithmetic for rewrites -----------===//
 #include "gpuc/Dialect/Gpuc/ExprBuilder.h"
 
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/TypeUtilities.h"
 
 #include <numeric>
@@ -40,11 +43,54 @@ SmallVector<int64_t> mlir::gpuc::axisRange(int64_t begin, int64_t end) {
   return r;
 }
 
+int64_t mlir::gpuc::nextAllReduceNumber(Block *block) {
+  Operation *func = block->getParentOp();
+  while (func && !isa<func::FuncOp>(func))
+    func = func->getParentOp();
+  int64_t next = 0;
+  if (func)
+    func->walk([&](AllReduceOp op) {
+      next = std::max(next, op.getBucket() + 1);
+    });
+  return next;
+}
+
+BatchMeans mlir::gpuc::batchMeans(ExprBuilder &B, ArrayRef<Value> xs,
+                                  ArrayRef<int64_t> axes, bool overRanks) {
+  ArrayRef<int64_t> shape = TensorBuilder::shapeOf(xs.front());
+  int64_t count = 1;
+  for (int64_t axis : axes)
+    count *= shape[axis];
+  BatchMeans result;
+  Type f32 = Float32Type::get(B.b.getContext());
+  result.count = B.scalar(B.loc, f32, (double)count);
+  if (!overRanks) {
+    for (Value x : xs)
+      result.means.push_back(B.mean(x, axes));
+    return result;
+  }
+  SmallVector<Value> sums;
+  for (Value x : xs)
+    sums.push_back(B.sum(x, axes, /*keepDims=*/true));
+  sums.push_back(result.count);
+  auto reduce = AllReduceOp::create(B.b, B.loc, sums,
+                                    nextAllReduceNumber(B.b.getBlock()));
+  result.count = reduce.getResult(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    Value sum = reduce.getResult(i);
+    result.means.push_back(B.div(sum, B.expand(result.count, B.shapeOf(sum))));
+  }
+  return result;
+}
+
 Normalized mlir::gpuc::normalize(ExprBuilder &B, Value x,
-                                 ArrayRef<int64_t> axes, double epsilon) {
+                                 ArrayRef<int64_t> axes, double epsilon,
+                                 bool overRanks) {
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
-  Value centered = B.sub(x, B.expand(B.mean(x, axes), shape));
-  Value var = B.mean(B.mul(centered, centered), axes);
+  Value centered =
+      B.sub(x, B.expand(batchMeans(B, {x}, axes, overRanks).means[0], shape));
+  Value var = batchMeans(B, {B.mul(centered, centered)}, axes, overRanks)
+                  .means[0];
   Value rstd = B.expand(B.rsqrt(B.add(var, B.splat(var, epsilon))), shape);
   return {B.mul(centered, rstd), rstd};
 }

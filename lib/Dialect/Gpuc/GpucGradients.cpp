@@ -651,10 +651,12 @@ AttentionOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
 
 namespace {
 Value normalizationInputGrad(ExprBuilder &B, const Normalized &n, Value dxhat,
-                             ArrayRef<int64_t> axes) {
+                             ArrayRef<int64_t> axes, bool overRanks = false) {
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(dxhat);
-  Value meanD = B.expand(B.mean(dxhat, axes), shape);
-  Value meanDX = B.expand(B.mean(B.mul(dxhat, n.xhat), axes), shape);
+  SmallVector<Value> means =
+      batchMeans(B, {dxhat, B.mul(dxhat, n.xhat)}, axes, overRanks).means;
+  Value meanD = B.expand(means[0], shape);
+  Value meanDX = B.expand(means[1], shape);
   return B.mul(n.rstd, B.sub(B.sub(dxhat, meanD), B.mul(n.xhat, meanDX)));
 }
 } // namespace
@@ -697,11 +699,17 @@ LogicalResult BatchNormTrainOp::buildGradients(
   SmallVector<int64_t> axes = {0};
   for (int64_t i = 2; i < rank; ++i)
     axes.push_back(i);
-  Normalized n = normalize(B, x, axes, getEpsilon().convertToDouble());
+  // Synchronized over the ranks, the statistics and the means of the
+  // gradient terms are the global batch's; the scale and bias gradients
+  // stay this rank's sums (data parallelism sums those).
+  bool overRanks = getSyncRanks();
+  Normalized n =
+      normalize(B, x, axes, getEpsilon().convertToDouble(), overRanks);
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
   if (wanted[0])
     operandGrads[0] = normalizationInputGrad(
-        B, n, B.mul(g, B.expand(B.channelView(getScale(), rank), shape)), axes);
+        B, n, B.mul(g, B.expand(B.channelView(getScale(), rank), shape)), axes,
+        overRanks);
   if (wanted[1])
     operandGrads[1] = B.sum(B.mul(g, n.xhat), axes, false);
   if (wanted[2])

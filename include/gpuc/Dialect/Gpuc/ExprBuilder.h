@@ -98,13 +98,29 @@ public:
 /// `[begin, end)` as axes.
 SmallVector<int64_t> axisRange(int64_t begin, int64_t end);
 
+/// Keep-dims means over `axes` of each of `xs` (one shape), and how many
+/// elements each mean is over (a scalar f32). With `overRanks`, over every
+/// rank's batch: the sums and the count are summed over the ranks in one
+/// gpuc.all_reduce.
+struct BatchMeans {
+  SmallVector<Value> means;
+  Value count;
+};
+BatchMeans batchMeans(ExprBuilder &B, ArrayRef<Value> xs,
+                      ArrayRef<int64_t> axes, bool overRanks);
+
+/// The number for a new gpuc.all_reduce in the function holding `block`:
+/// one past the largest there.
+int64_t nextAllReduceNumber(Block *block);
+
 /// `x` normalized over `axes` with the population variance, and the
-/// reciprocal standard deviation broadcast to `x`'s shape.
+/// reciprocal standard deviation broadcast to `x`'s shape (`overRanks`:
+/// with the statistics of every rank's batch).
 struct Normalized {
   Value xhat, rstd;
 };
 Normalized normalize(ExprBuilder &B, Value x, ArrayRef<int64_t> axes,
-                     double epsilon);
+                     double epsilon, bool overRanks = false);
 
 } // namespace mlir::gpuc
 

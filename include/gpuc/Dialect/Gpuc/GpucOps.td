@@ -635,7 +635,9 @@ def Gpuc_AllReduceOp : Gpuc_Op<"all_reduce", [Pure,
     right after the bucket's last gradient is computed. The memory plan
     places each result over its operand, so the step program reduces the
     gradients where they lie (MPI on the CPU, NCCL on the GPU). `bucket`
-    numbers the op's bucket within the step.
+    numbers the all-reduce within its function, so that the step program
+    can wait for it by number: gradient buckets, and the statistics of
+    batch norm synchronized over the ranks.
 
     Every rank runs the same compiled step, so the ranks meet the same
     all-reduces in the same order.
@@ -966,6 +968,11 @@ def Gpuc_BatchNormTrainOp : Gpuc_Op<"batch_norm_train", [DeclareOpInterfaceMetho
     `unbiased_running_var` the unbiased one that PyTorch keeps (models
     exported by PyTorch get it, so they train as they did there).
 
+    With `sync_ranks` the statistics, and the sums its gradient needs, are
+    those of every rank's batch together (`gpuc.all_reduce` of the sums and
+    the count), as PyTorch's SyncBatchNorm: N ranks then normalize as one
+    process with the global batch.
+
     ```mlir
     %y, %m, %v = gpuc.batch_norm_train %x, %g, %b, %rm, %rv
                    epsilon = 1.000000e-05 momentum = 9.000000e-01
@@ -975,7 +982,8 @@ def Gpuc_BatchNormTrainOp : Gpuc_Op<"batch_norm_train", [DeclareOpInterfaceMetho
   let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$scale,
                        Gpuc_FloatTensor:$bias, Gpuc_FloatTensor:$running_mean,
                        Gpuc_FloatTensor:$running_var, F64Attr:$epsilon,
-                       F64Attr:$momentum, UnitProp:$unbiased_running_var);
+                       F64Attr:$momentum, UnitProp:$unbiased_running_var,
+                       UnitProp:$sync_ranks);
   let results = (outs Gpuc_FloatTensor:$result,
                       Gpuc_FloatTensor:$new_running_mean,
                       Gpuc_FloatTensor:$new_running_var);
@@ -983,6 +991,7 @@ def Gpuc_BatchNormTrainOp : Gpuc_Op<"batch_norm_train", [DeclareOpInterfaceMetho
     $input `,` $scale `,` $bias `,` $running_mean `,` $running_var
     `epsilon` `=` $epsilon `momentum` `=` $momentum
     (`unbiased_running_var` $unbiased_running_var^)?
+    (`sync_ranks` $sync_ranks^)?
     attr-dict `:` type($input) `,` type($scale)
   }];
   let hasVerifier = 1;
