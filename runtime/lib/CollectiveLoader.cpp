@@ -25,6 +25,14 @@ int launchedRanks(std::string *launcher) {
   return 1;
 }
 
+int launchedRank() {
+  for (const char *variable :
+       {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char *value = getenv(variable))
+      return atoi(value);
+  return 0;
+}
+
 std::unique_ptr<Collective> loadMpiCollective(const std::string &artifactDir,
                                               double timeoutSeconds,
                                               std::string &error) {

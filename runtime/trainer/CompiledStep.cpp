@@ -199,7 +199,8 @@ void CompiledStep::openDevice(const std::string &dir, const Options &o) {
   std::string line = "device: " + device->describe();
   if (o.device == "auto" && !why.empty())
     line += " [no GPU: " + why + "]";
-  if (FILE *status = statusStream(o))
+  // (Of several ranks, rank 0 speaks for the run.)
+  if (FILE *status = launchedRank() == 0 ? statusStream(o) : nullptr)
     fprintf(status, "%s\n", line.c_str());
 }
 

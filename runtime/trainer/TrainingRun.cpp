@@ -197,7 +197,9 @@ void TrainingRun::stop(int64_t stepReached, bool saved) {
   if (metrics)
     fclose(metrics);
   const char *name = stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
-  if (o.checkpointDir.empty())
+  if (s.rank != 0) {
+    // Rank 0 says what happened to the run (and wrote the checkpoint).
+  } else if (o.checkpointDir.empty())
     fprintf(stderr,
             "\ntrain: %s: stopped after step %lld of %lld; nothing saved "
             "(run with --checkpoint-dir to keep the progress)\n",

@@ -6,7 +6,8 @@ hanging.
 
 kill: rank 1 gets SIGKILL (a crashed or killed process); mpirun must end the
 job. stop: rank 1 gets SIGSTOP (a hung process); rank 0's collective
-timeout must end it. Prints the run's exit status, the seconds it took
+timeout must end it. term: mpirun gets SIGTERM (as from Ctrl-C or a
+scheduler), which it passes on to the ranks; they stop at one step. Prints the run's exit status, the seconds it took
 after the signal and its error output, for FileCheck.
 """
 import os
@@ -54,7 +55,10 @@ if not victim:
     run.kill()
     sys.exit("rank 1 never started")
 time.sleep(2.0)
-os.kill(victim, signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
+if mode == "term":
+    os.kill(run.pid, signal.SIGTERM)
+else:
+    os.kill(victim, signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
 signalled = time.time()
 try:
     _, err = run.communicate(timeout=120)

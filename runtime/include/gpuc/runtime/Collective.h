@@ -61,6 +61,9 @@ public:
 /// mpirun, MPICH's and Intel MPI's, Slurm's srun), with the launcher's name
 /// in `launcher`; 1 when the process runs alone.
 int launchedRanks(std::string *launcher = nullptr);
+/// This process's rank as the launcher numbers it (0 when it runs alone):
+/// what the trainer knows before it joins the ranks.
+int launchedRank();
 
 /// Joins the run through libgpuc_mpi.so in `artifactDir` (or
 /// $GPUC_MPI_PLUGIN); a collective that waits longer than `timeoutSeconds`
