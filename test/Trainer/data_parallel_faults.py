@@ -2,13 +2,15 @@
 with an error naming what happened, within a time limit, instead of
 hanging.
 
-    data_parallel_faults.py kill|stop MPIRUN... -- TRAIN ARGS...
+    data_parallel_faults.py kill|stop|term [--after FILE] MPIRUN... -- TRAIN ARGS...
 
 kill: rank 1 gets SIGKILL (a crashed or killed process); mpirun must end the
 job. stop: rank 1 gets SIGSTOP (a hung process); rank 0's collective
 timeout must end it. term: mpirun gets SIGTERM (as from Ctrl-C or a
-scheduler), which it passes on to the ranks; they stop at one step. Prints the run's exit status, the seconds it took
-after the signal and its error output, for FileCheck.
+scheduler), which it passes on to the ranks; they stop at one step. With --after, the signal waits
+until FILE (the run's --metrics) has a line: training has begun. Prints the
+run's exit status, the seconds it took after the signal and its error
+output, for FileCheck.
 """
 import os
 import signal
@@ -17,8 +19,12 @@ import sys
 import time
 
 mode = sys.argv[1]
+first = 2
+after = None
+if sys.argv[2] == "--after":
+    after, first = sys.argv[3], 4
 split = sys.argv.index("--")
-command = sys.argv[2:split] + sys.argv[split + 1:]
+command = sys.argv[first:split] + sys.argv[split + 1:]
 run = subprocess.Popen(command, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, text=True,
                        start_new_session=True)
@@ -55,6 +61,10 @@ if not victim:
     run.kill()
     sys.exit("rank 1 never started")
 time.sleep(2.0)
+while after and run.poll() is None and time.time() < deadline + 60:
+    if os.path.exists(after) and open(after).read().strip():
+        break
+    time.sleep(0.1)
 if mode == "term":
     os.kill(run.pid, signal.SIGTERM)
 else:
