@@ -171,12 +171,13 @@ struct DecomposeBatchNormTrain : OpRewritePattern<BatchNormTrainOp> {
       // The global count n is known when the step runs: n / (n - 1).
       Value n = squares.count;
       Value unbias = B.div(n, B.sub(n, B.splat(n, 1.0)));
-      runningVarStat = B.mul(var, B.expand(unbias, TensorBuilder::shapeOf(var)));
+      runningVarStat =
+          B.mul(var, B.expand(unbias, TensorBuilder::shapeOf(var)));
       varScale = 1.0;
     }
-    rewriter.replaceOp(op, {y, blend(op.getRunningMean(), mean, 1.0),
-                            blend(op.getRunningVar(), runningVarStat,
-                                  varScale)});
+    rewriter.replaceOp(op,
+                       {y, blend(op.getRunningMean(), mean, 1.0),
+                        blend(op.getRunningVar(), runningVarStat, varScale)});
     return success();
   }
 };

@@ -49,9 +49,8 @@ int64_t mlir::gpuc::nextAllReduceNumber(Block *block) {
     func = func->getParentOp();
   int64_t next = 0;
   if (func)
-    func->walk([&](AllReduceOp op) {
-      next = std::max(next, op.getBucket() + 1);
-    });
+    func->walk(
+        [&](AllReduceOp op) { next = std::max(next, op.getBucket() + 1); });
   return next;
 }
 
@@ -89,8 +88,8 @@ Normalized mlir::gpuc::normalize(ExprBuilder &B, Value x,
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
   Value centered =
       B.sub(x, B.expand(batchMeans(B, {x}, axes, overRanks).means[0], shape));
-  Value var = batchMeans(B, {B.mul(centered, centered)}, axes, overRanks)
-                  .means[0];
+  Value var =
+      batchMeans(B, {B.mul(centered, centered)}, axes, overRanks).means[0];
   Value rstd = B.expand(B.rsqrt(B.add(var, B.splat(var, epsilon))), shape);
   return {B.mul(centered, rstd), rstd};
 }
