@@ -61,13 +61,13 @@ BatchMeans mlir::gpuc::batchMeans(ExprBuilder &B, ArrayRef<Value> xs,
   for (int64_t axis : axes)
     count *= shape[axis];
   BatchMeans result;
-  Type f32 = Float32Type::get(B.b.getContext());
-  result.count = B.scalar(B.loc, f32, (double)count);
   if (!overRanks) {
     for (Value x : xs)
       result.means.push_back(B.mean(x, axes));
     return result;
   }
+  Type f32 = Float32Type::get(B.b.getContext());
+  result.count = B.scalar(B.loc, f32, (double)count);
   SmallVector<Value> sums;
   for (Value x : xs)
     sums.push_back(B.sum(x, axes, /*keepDims=*/true));

@@ -98,10 +98,10 @@ public:
 /// `[begin, end)` as axes.
 SmallVector<int64_t> axisRange(int64_t begin, int64_t end);
 
-/// Keep-dims means over `axes` of each of `xs` (one shape), and how many
-/// elements each mean is over (a scalar f32). With `overRanks`, over every
-/// rank's batch: the sums and the count are summed over the ranks in one
-/// gpuc.all_reduce.
+/// Keep-dims means over `axes` of each of `xs` (one shape). With
+/// `overRanks`, over every rank's batch: the sums and the count are summed
+/// over the ranks in one gpuc.all_reduce, and `count` is that global count
+/// (a scalar f32; null otherwise).
 struct BatchMeans {
   SmallVector<Value> means;
   Value count;
