@@ -233,6 +233,38 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
                 {"buffers", sums},
                 {"bytes", bytes}};
   }
+  // Sharded collectives: pairs of a whole tensor and this rank's shard;
+  // `bytes` counts the whole tensors (what crosses the ranks).
+  auto shardPairs = [&](ValueRange wholes, ValueRange shards) {
+    json pairs = json::array();
+    for (auto [whole, shard] : llvm::zip(wholes, shards))
+      pairs.push_back({{"whole", buf(whole)}, {"shard", buf(shard)}});
+    return pairs;
+  };
+  auto totalBytes = [](ValueRange values) {
+    int64_t bytes = 0;
+    for (Value v : values)
+      bytes += tensorBytes(v);
+    return bytes;
+  };
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+    return json{
+        {"op", "reduce_scatter"},
+        {"bucket", scatter.getBucket()},
+        {"ranks", scatter.getRanks()},
+        {"pairs", shardPairs(scatter.getInputs(), scatter.getResults())},
+        {"bytes", totalBytes(scatter.getInputs())}};
+  if (auto gather = dyn_cast<AllGatherOp>(op))
+    return json{{"op", "all_gather"},
+                {"bucket", gather.getBucket()},
+                {"ranks", gather.getRanks()},
+                {"pairs", shardPairs(gather.getResults(), gather.getInputs())},
+                {"bytes", totalBytes(gather.getResults())}};
+  if (auto shard = dyn_cast<RankShardOp>(op))
+    return json{{"op", "rank_shard"},
+                {"ranks", shard.getRanks()},
+                {"pairs", shardPairs(shard.getInput(), shard.getResult())},
+                {"bytes", tensorBytes(shard.getResult())}};
   if (auto mm = dyn_cast<MatmulOp>(op)) {
     // The operands' and the result's element type (one type: the ops
     // verify it); f16/bf16 accumulate in f32 on every device.
@@ -311,6 +343,9 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
                           param.getTrainable() ? "param" : "state", type);
       if (param->hasAttr(GpucDialect::kOptimizerStateAttrName))
         buffers[id].extra["optimizer"] = true;
+      if (auto whole = param->getAttrOfType<DenseI64ArrayAttr>(
+              GpucDialect::kShardOfAttrName))
+        buffers[id].extra["shard_of"] = whole.asArrayRef().vec();
       if (isNew &&
           failed(initialValue(ref.getValue(), param.getInitialValue())))
         return failure();
@@ -372,12 +407,15 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     }
     return success();
   };
-  // Each all-reduce is waited for right before the first op that reads one
-  // of its sums (through views): the steps between overlap it.
+  // Each collective is waited for right before the first op that reads one
+  // of its results (through views): the steps between overlap it.
   DenseMap<Operation *, SmallVector<int64_t>> waitsBefore;
-  for (auto reduce : body.getOps<AllReduceOp>()) {
+  for (Operation &collective : body) {
+    std::optional<int64_t> bucket = collectiveBucket(&collective);
+    if (!bucket)
+      continue;
     Operation *first = nullptr;
-    SmallVector<Value> sums(reduce.getResults());
+    SmallVector<Value> sums(collective.getResults());
     while (!sums.empty()) {
       Value sum = sums.pop_back_val();
       for (Operation *user : sum.getUsers()) {
@@ -390,7 +428,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
       }
     }
     if (first)
-      waitsBefore[first].push_back(reduce.getBucket());
+      waitsBefore[first].push_back(*bucket);
   }
   unsigned position = 0;
   int forwardEnd = -1;
@@ -399,7 +437,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   int forwardSteps = -1;
   for (Operation &op : body) {
     for (int64_t bucket : waitsBefore.lookup(&op))
-      steps.push_back({{"op", "all_reduce_wait"}, {"bucket", bucket}});
+      steps.push_back({{"op", "collective_wait"}, {"bucket", bucket}});
     if (auto constant = dyn_cast<ConstantOp>(op)) {
       if (!op.use_empty()) {
         std::string name = llvm::formatv("const.{0}", constantCount++).str();

@@ -828,6 +828,23 @@ LogicalResult Interpreter::execute(Operation *op) {
           set(result, HostTensor(get(input)));
         return success();
       })
+      // Shards over one rank are the whole tensors, flattened.
+      .Case<ReduceScatterOp, AllGatherOp, RankShardOp>([&](auto o)
+                                                           -> LogicalResult {
+        if (o.getRanks() != 1)
+          return o.emitOpError()
+                 << "cuts tensors into shards over " << o.getRanks()
+                 << " ranks; the interpreter evaluates one rank (the trainer "
+                    "runs it under mpirun -np "
+                 << o.getRanks() << ")";
+        for (auto [input, result] :
+             llvm::zip(o->getOperands(), o->getResults())) {
+          HostTensor y = like(result);
+          y.data = get(input).data;
+          set(result, std::move(y));
+        }
+        return success();
+      })
       // Contractions and windows
       .Case([&](MatmulOp o) {
         // The operands as the product reads them, and the product before

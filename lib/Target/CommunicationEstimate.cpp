@@ -87,7 +87,13 @@ bool estimateCommunication(const json &plan, int64_t ranks,
             "--data-parallel";
     return false;
   }
-  auto ring = [&](double bytes) {
+  auto halfRing = [&](double bytes) {
+    if (ranks == 1)
+      return 0.0;
+    double hops = ranks - 1.0;
+    return hops * link->latency + hops / ranks * bytes / link->bandwidth;
+  };
+  auto allReduce = [&](double bytes) {
     if (ranks == 1)
       return 0.0;
     double hops = 2.0 * (ranks - 1);
@@ -101,12 +107,16 @@ bool estimateCommunication(const json &plan, int64_t ranks,
   std::map<int64_t, double> done;
   for (const json &step : plan["functions"]["train_step"]["steps"]) {
     const std::string &op = step["op"].get_ref<const std::string &>();
-    if (op == "all_reduce") {
-      double seconds = ring(step["bytes"].get<double>());
+    if (op == "all_reduce" || op == "reduce_scatter" || op == "all_gather") {
+      // A ring all-reduce is a reduce-scatter then an all-gather: each of
+      // those is half of it.
+      double seconds = op == "all_reduce"
+                           ? allReduce(step["bytes"].get<double>())
+                           : halfRing(step["bytes"].get<double>());
       double start = std::max(now, linkFree);
       linkFree = done[step["bucket"].get<int64_t>()] = start + seconds;
       communication += seconds;
-    } else if (op == "all_reduce_wait") {
+    } else if (op == "collective_wait") {
       double ready = done[step["bucket"].get<int64_t>()];
       if (ready > now) {
         waited += ready - now;
@@ -130,6 +140,11 @@ bool estimateCommunication(const json &plan, int64_t ranks,
                                  : 1.0},
               {"scaling_efficiency", now > 0 ? compute / now : 1.0}};
   return true;
+}
+
+bool isCollectiveStep(const std::string &op) {
+  return op == "all_reduce" || op == "reduce_scatter" || op == "all_gather" ||
+         op == "collective_wait";
 }
 
 std::string formatCommunication(const json &e) {

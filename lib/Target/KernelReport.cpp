@@ -13,6 +13,15 @@ using namespace mlir;
 namespace mlir::gpuc {
 
 /// report.json, and with --report the same on stdout.
+/// Bytes of the optimizer state this rank holds of a sharded run.
+static int64_t shardedStateBytes(const nlohmann::json &plan) {
+  int64_t bytes = 0;
+  for (const nlohmann::json &b : plan["buffers"])
+    if (b.contains("shard_of"))
+      bytes += b["bytes"].get<int64_t>();
+  return bytes;
+}
+
 bool writeKernelReport(const nlohmann::json &plan,
                        const ArtifactOptions &options) {
   using json = nlohmann::json;
@@ -21,12 +30,12 @@ bool writeKernelReport(const nlohmann::json &plan,
   int64_t launches = 0, library = 0, copies = 0, bytes = 0, flops = 0;
   for (const json &s : steps) {
     const std::string &op = s["op"].get_ref<const std::string &>();
-    if (op == "copy") {
+    if (op == "copy" || op == "rank_shard") {
       ++copies;
       continue;
     }
     // Collectives are no launches (data parallel's line counts them).
-    if (op == "all_reduce" || op == "all_reduce_wait")
+    if (isCollectiveStep(op))
       continue;
     flops += s.value("flops", (int64_t)0);
     if (op != "kernel") {
@@ -114,6 +123,13 @@ bool writeKernelReport(const nlohmann::json &plan,
         "its bucket\n",
         mib(dp["gradient_bytes"]), dp["buckets"].get<int64_t>(),
         mib(dp["bucket_bytes"]));
+    if (dp.contains("shard_ranks"))
+      llvm::outs() << llvm::formatv(
+          "optimizer state sharded over {0} ranks (ZeRO stage 1): each rank "
+          "keeps {1:f2} MiB of it and updates its shard of the parameters; "
+          "the gradients are reduce-scattered and the parameters "
+          "all-gathered\n",
+          dp["shard_ranks"].get<int64_t>(), mib(shardedStateBytes(plan)));
   }
   if (!estimate.is_null())
     llvm::outs() << formatCommunication(estimate);

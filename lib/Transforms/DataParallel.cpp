@@ -1,8 +1,9 @@
 //===- DataParallel.cpp - gradients summed over the ranks of a run --------===//
 //
 // Buckets of gradients in the order backward computes them, one
-// gpuc.all_reduce per bucket placed right after its last gradient, and the
-// 1/ranks scale the optimizer fuses into its update.
+// gpuc.all_reduce per bucket placed right after its last gradient (or, with
+// the optimizer state sharded, one gpuc.reduce_scatter), and the 1/ranks
+// scale the optimizer fuses into its update.
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Codegen/Cost.h"
@@ -52,6 +53,12 @@ struct DataParallel : gpuc::impl::GpucDataParallelBase<DataParallel> {
                        << static_cast<int64_t>(bucketSize);
       return signalPassFailure();
     }
+    if (shardRanks < 0) {
+      func.emitError() << "shard-ranks must be a number of ranks (or 0: no "
+                          "sharding), not "
+                       << static_cast<int64_t>(shardRanks);
+      return signalPassFailure();
+    }
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     DenseMap<Operation *, unsigned> position;
@@ -92,7 +99,7 @@ struct DataParallel : gpuc::impl::GpucDataParallelBase<DataParallel> {
     SmallVector<Value> operands(ret.getOperands());
     // (Numbered after the all-reduces already there: synchronized batch
     // norm's.)
-    int64_t buckets = 0, firstNumber = nextAllReduceNumber(&body);
+    int64_t buckets = 0, firstNumber = nextCollectiveNumber(&body);
     for (size_t first = 0; first < gradients.size();) {
       size_t end = first;
       int64_t bytes = 0;
@@ -102,11 +109,26 @@ struct DataParallel : gpuc::impl::GpucDataParallelBase<DataParallel> {
       for (size_t k = first; k < end; ++k)
         members.push_back(gradients[k].value);
       builder.setInsertionPointAfter(gradients[end - 1].producer);
-      auto reduce =
-          AllReduceOp::create(builder, loc, members, firstNumber + buckets++);
+      int64_t number = firstNumber + buckets++;
+      Operation *reduce;
+      if (shardRanks > 0) {
+        // Each rank updates its shard of the parameters from its shard of
+        // the summed gradients (gpuc-optimizer sees the shapes).
+        SmallVector<Type> shards;
+        for (Value g : members) {
+          auto type = cast<RankedTensorType>(g.getType());
+          shards.push_back(RankedTensorType::get(
+              {shardElements(type.getNumElements(), shardRanks)},
+              type.getElementType()));
+        }
+        reduce = ReduceScatterOp::create(builder, loc, shards, members, number,
+                                         shardRanks);
+      } else {
+        reduce = AllReduceOp::create(builder, loc, members, number);
+      }
       // The mean over the ranks, where the optimizer reads the gradient.
       builder.setInsertionPoint(ret);
-      for (auto [k, summed] : llvm::enumerate(reduce.getResults())) {
+      for (auto [k, summed] : llvm::enumerate(reduce->getResults())) {
         Value scale = TensorBuilder(builder).broadcastTo(
             loc, reciprocal, TensorBuilder::shapeOf(summed));
         Value mean =
@@ -117,15 +139,19 @@ struct DataParallel : gpuc::impl::GpucDataParallelBase<DataParallel> {
       first = end;
     }
     ret->setOperands(operands);
-    func->setAttr(
-        GpucDialect::kDataParallelAttrName,
-        builder.getDictionaryAttr(
-            {builder.getNamedAttr("buckets",
-                                  builder.getI64IntegerAttr(buckets)),
-             builder.getNamedAttr("bucket_bytes",
-                                  builder.getI64IntegerAttr(bucketSize)),
-             builder.getNamedAttr("gradient_bytes",
-                                  builder.getI64IntegerAttr(gradientBytes))}));
+    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(),
+                                   ret.getOperandTypes()));
+    SmallVector<NamedAttribute> record = {
+        builder.getNamedAttr("buckets", builder.getI64IntegerAttr(buckets)),
+        builder.getNamedAttr("bucket_bytes",
+                             builder.getI64IntegerAttr(bucketSize)),
+        builder.getNamedAttr("gradient_bytes",
+                             builder.getI64IntegerAttr(gradientBytes))};
+    if (shardRanks > 0)
+      record.push_back(builder.getNamedAttr(
+          "shard_ranks", builder.getI64IntegerAttr(shardRanks)));
+    func->setAttr(GpucDialect::kDataParallelAttrName,
+                  builder.getDictionaryAttr(record));
   }
 };
 

@@ -100,6 +100,41 @@ ArrayRef<int64_t> inPlaceOf(Operation *op) {
 }
 } // namespace
 
+/// For each collective (all-reduce, reduce-scatter, all-gather) of `body`:
+/// the position of the first op reading one of its results (through
+/// views), where the step program waits for it, or the last position when
+/// none does. The collective reads its operands and writes its results
+/// until then, while the steps between run.
+static DenseMap<Operation *, unsigned> collectiveWaits(Block &body) {
+  DenseMap<Operation *, unsigned> position, waits;
+  unsigned pos = 0;
+  for (Operation &op : body)
+    position[&op] = pos++;
+  for (Operation &op : body) {
+    if (!collectiveBucket(&op))
+      continue;
+    unsigned first = pos - 1;
+    SmallVector<Value> values(op.getResults());
+    while (!values.empty())
+      for (Operation *user : values.pop_back_val().getUsers()) {
+        if (isAlias(user))
+          values.push_back(user->getResult(0));
+        else
+          first = std::min(first, position.lookup(user));
+      }
+    waits[&op] = first;
+  }
+  return waits;
+}
+
+/// Where `op` at `pos` stops reading its operands.
+static unsigned
+operandsReadUntil(Operation *op, unsigned pos,
+                  const DenseMap<Operation *, unsigned> &waits) {
+  auto it = waits.find(op);
+  return it == waits.end() ? pos : std::max(pos, it->second);
+}
+
 // One walk deciding every in-place write over one table of last readers;
 // the cases (updates of state, elementwise and row kernels) share it.
 void mlir::gpuc::chooseInPlace(func::FuncOp func) {
@@ -109,11 +144,15 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
   // Where each buffer-owning value (a result or an argument) is last read.
   DenseMap<Operation *, unsigned> position;
   DenseMap<Value, unsigned> lastUse;
+  DenseMap<Operation *, unsigned> waits = collectiveWaits(body);
   unsigned pos = 0;
   for (Operation &op : body) {
     position[&op] = pos;
-    for (Value operand : op.getOperands())
-      lastUse[aliasRoot(operand)] = pos;
+    unsigned readUntil = operandsReadUntil(&op, pos, waits);
+    for (Value operand : op.getOperands()) {
+      unsigned &last = lastUse[aliasRoot(operand)];
+      last = std::max(last, readUntil);
+    }
     ++pos;
   }
   // The parameter each value is returned as the update of.
@@ -175,8 +214,10 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
         if (!def || (!isa<FusionOp>(def) && !isLibraryCall(def)) ||
             timesPassed[root] != 1)
           continue;
+        // (The all-reduce reads its operands until its wait.)
         Value l = leader(root);
-        if (inParameter.contains(l) || classEnd.lookup(l) != here)
+        if (inParameter.contains(l) ||
+            classEnd.lookup(l) != operandsReadUntil(&op, here, waits))
           continue;
         Value result = reduce.getResult(k);
         sharing.unionSets(l, result);
@@ -301,17 +342,19 @@ PlanEstimate mlir::gpuc::estimatePlan(func::FuncOp func, bool inPlace) {
 StepLiveness mlir::gpuc::computeLiveness(func::FuncOp func) {
   StepLiveness live;
   Block &body = func.getBody().front();
+  DenseMap<Operation *, unsigned> waits = collectiveWaits(body);
   unsigned pos = 0;
   for (Operation &op : body) {
     live.ops.push_back(&op);
+    unsigned readUntil = operandsReadUntil(&op, pos, waits);
     for (Value operand : op.getOperands()) {
       Value root = aliasRoot(operand);
       auto it = live.bufferOf.find(root);
       if (it != live.bufferOf.end())
         live.buffers[it->second].end =
-            std::max(live.buffers[it->second].end, pos);
+            std::max(live.buffers[it->second].end, readUntil);
       else if (isa<BlockArgument>(root))
-        live.lastArgUse[root] = pos;
+        live.lastArgUse[root] = std::max(live.lastArgUse[root], readUntil);
     }
     if (isAlias(&op)) {
       auto it = live.bufferOf.find(aliasRoot(op.getOperand(0)));

@@ -12,6 +12,7 @@
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
 
 #define DEBUG_TYPE "gpuc-optimizer"
 
@@ -84,6 +85,7 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     SmallVector<unsigned> gradResults;
     SmallVector<Value> newValues;
     SmallVector<NamedAttribute> roles;
+    SmallVector<ShardUpdate> shardUpdates;
     for (auto [i, ref] : gradientResults()) {
       gradResults.push_back(i);
       std::optional<unsigned> argIndex =
@@ -95,12 +97,38 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
       }
       auto param = module.lookupSymbol<ParameterOp>(ref.getAttr());
       Value p = func.getArgument(*argIndex), g = ret->getOperand(i);
+      // With the optimizer state sharded, the gradient is this rank's
+      // shard: the update reads and writes the same shard of the parameter
+      // and of its state, and the shards are gathered at the end.
+      auto wholeType = cast<RankedTensorType>(p.getType());
+      bool sharded = g.getType() != wholeType;
+      if (sharded) {
+        if (!shardRanks)
+          shardRanks = shardRanksOf(step);
+        auto shardType = RankedTensorType::get(
+            {shardElements(wholeType.getNumElements(),
+                           std::max<int64_t>(shardRanks, 1))},
+            wholeType.getElementType());
+        if (!shardRanks || g.getType() != shardType) {
+          func.emitError() << "the gradient of " << ref << " is " << g.getType()
+                           << " but the parameter is " << wholeType
+                           << (shardRanks ? ", and not its shard" : "");
+          return signalPassFailure();
+        }
+        p = RankShardOp::create(*builder, loc, shardType, p, shardRanks);
+      }
       if (finite)
         g = unscaled.lookup(i);
       SmallVector<std::pair<ParameterOp, Value>> updates;
       Value updated = kind == "sgd"
                           ? sgd(module, param, p, g, count, updates)
                           : adam(module, param, p, g, newCount, updates);
+      if (sharded) {
+        shardUpdates.push_back({(unsigned)newValues.size(),
+                                collectiveOf(ret->getOperand(i)), wholeType});
+        for (auto &update : updates)
+          markShardOf(update.first, wholeType);
+      }
       newValues.push_back(finite ? keepUnlessFinite(finite, updated, p)
                                  : updated);
       roles.push_back(builder->getNamedAttr(GpucDialect::kUpdateAttrName,
@@ -119,6 +147,7 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
       func.emitError() << "@train_step has no gradients to apply";
       return signalPassFailure();
     }
+    gatherShards(shardUpdates, newValues);
     newValues.push_back(finite ? keepUnlessFinite(finite, newCount, count)
                                : newCount);
     roles.push_back(builder->getNamedAttr(
@@ -160,6 +189,12 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     }
     if (!poison)
       return {};
+    // A rank sees its shards only: the ranks agree through the sum of
+    // their checks (an infinity or NaN anywhere reaches every rank).
+    if (shardRanksOf(step) > 0)
+      poison = AllReduceOp::create(*builder, loc, ValueRange{poison},
+                                   nextCollectiveNumber(builder->getBlock()))
+                   .getResult(0);
     return CompareOp::create(*builder, loc, ComparePredicate::eq, poison,
                              scalarConst(0.0));
   }
@@ -212,6 +247,63 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     roles.push_back(role("amp.good_steps"));
   }
 
+  /// A parameter's new shard: newValues[index], gathered into `whole`
+  /// with the others of the collective that summed its gradient.
+  struct ShardUpdate {
+    unsigned index;
+    Operation *group;
+    RankedTensorType whole;
+  };
+
+  /// The reduce-scatter whose shard `g` is (through the 1/ranks scale),
+  /// or null for a gradient whole on every rank.
+  static Operation *collectiveOf(Value g) {
+    while (Operation *def = g.getDefiningOp()) {
+      if (isa<ReduceScatterOp>(def))
+        return def;
+      if (!isa<MulOp>(def))
+        return nullptr;
+      g = def->getOperand(0);
+    }
+    return nullptr;
+  }
+
+  /// The number of ranks @train_step's gradients are sharded over (0: none).
+  static int64_t shardRanksOf(func::FuncOp step) {
+    auto record =
+        step->getAttrOfType<DictionaryAttr>(GpucDialect::kDataParallelAttrName);
+    auto ranks = record ? record.getAs<IntegerAttr>("shard_ranks") : nullptr;
+    return ranks ? ranks.getInt() : 0;
+  }
+
+  void markShardOf(ParameterOp state, RankedTensorType whole) {
+    state->setAttr(GpucDialect::kShardOfAttrName,
+                   builder->getDenseI64ArrayAttr(whole.getShape()));
+  }
+
+  /// One gpuc.all_gather per reduce-scatter bucket (one for all in
+  /// @apply_update, whose gradients are accumulators): each rank's updated
+  /// shards become whole parameters, the same on every rank.
+  void gatherShards(ArrayRef<ShardUpdate> shardUpdates,
+                    SmallVectorImpl<Value> &newValues) {
+    llvm::MapVector<Operation *, SmallVector<ShardUpdate>> groups;
+    for (const ShardUpdate &update : shardUpdates)
+      groups[update.group].push_back(update);
+    for (auto &[group, members] : groups) {
+      SmallVector<Value> shards;
+      SmallVector<Type> wholes;
+      for (const ShardUpdate &update : members) {
+        shards.push_back(newValues[update.index]);
+        wholes.push_back(update.whole);
+      }
+      auto gather = AllGatherOp::create(
+          *builder, loc, wholes, shards,
+          nextCollectiveNumber(builder->getBlock()), shardRanks);
+      for (auto [update, whole] : llvm::zip(members, gather.getResults()))
+        newValues[update.index] = whole;
+    }
+  }
+
   /// The results of `func` that are gradients (gpuc.grad = @p), with @p.
   SmallVector<std::pair<unsigned, FlatSymbolRefAttr>> gradientResults() {
     SmallVector<std::pair<unsigned, FlatSymbolRefAttr>> results;
@@ -232,18 +324,27 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     SmallVector<unsigned> gradResults;
     SmallVector<Value> accumulated;
     SmallVector<NamedAttribute> accumulatorRoles;
-    SmallVector<std::pair<FlatSymbolRefAttr, std::string>> grads;
+    struct Accumulated {
+      FlatSymbolRefAttr param;
+      std::string name;
+      RankedTensorType type;
+    };
+    SmallVector<Accumulated> grads;
     for (auto [i, ref] : gradientResults()) {
       gradResults.push_back(i);
       Value g = ret->getOperand(i);
       std::string name = (ref.getValue() + ".grad_accum").str();
-      Value acc =
-          stateArgument(module, name, cast<RankedTensorType>(g.getType()));
+      auto type = cast<RankedTensorType>(g.getType());
+      Value acc = stateArgument(module, name, type);
+      auto param = module.lookupSymbol<ParameterOp>(ref.getAttr());
+      if (type != param.getType())
+        markShardOf(module.lookupSymbol<ParameterOp>(name),
+                    cast<RankedTensorType>(param.getType()));
       accumulated.push_back(add(acc, g));
       accumulatorRoles.push_back(builder->getNamedAttr(
           GpucDialect::kUpdateAttrName,
           FlatSymbolRefAttr::get(builder->getContext(), name)));
-      grads.push_back({ref, name});
+      grads.push_back({ref, name, type});
     }
     if (grads.empty())
       return func.emitError() << "@train_step has no gradients to apply";
@@ -265,10 +366,9 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     builder = applyBuilder.get();
     SmallVector<Value> means, zeroes;
     SmallVector<NamedAttribute> gradRoles, zeroRoles;
-    for (auto [ref, name] : grads) {
+    for (auto [ref, name, type] : grads) {
       auto param = module.lookupSymbol<ParameterOp>(ref.getAttr());
-      auto type = cast<RankedTensorType>(param.getType());
-      appendArgument(func, type,
+      appendArgument(func, cast<RankedTensorType>(param.getType()),
                      builder->getNamedAttr(GpucDialect::kParamAttrName, ref),
                      loc);
       Value acc = stateArgument(module, name, type);
@@ -423,6 +523,8 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
   /// The function being built (@train_step, or @apply_update when
   /// accumulating) and @train_step itself.
   func::FuncOp func, step;
+  /// The ranks the optimizer state is sharded over (0: not sharded).
+  int64_t shardRanks = 0;
   OpBuilder *builder = nullptr;
   std::shared_ptr<OpBuilder> applyBuilder;
   LocationAttr loc;

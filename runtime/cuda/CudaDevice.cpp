@@ -695,9 +695,13 @@ bool CudaDevice::resolveSteps(std::string &error) {
         step.id1 = s["dst"];
         step.bytes = s["bytes"].get<size_t>();
       } else if (step.kind == StepKind::AllReduce ||
-                 step.kind == StepKind::AllReduceWait) {
+                 step.kind == StepKind::CollectiveWait) {
         // One process: the sum over its one rank is the value itself (the
         // device joins no ranks; see setCollective).
+      } else if (isCollective(step.kind)) {
+        error = "the GPU device does not run optimizer-state sharding "
+                "(gpuc compile --shard-optimizer) yet";
+        return false;
       } else if (!prepareConv(step, s, error)) {
         return false;
       }
@@ -911,8 +915,13 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
     return check(cuMemcpyDtoDAsync(step.p1, step.p0, step.bytes, stream),
                  "cuMemcpyDtoDAsync", error);
   case StepKind::AllReduce:
-  case StepKind::AllReduceWait:
+  case StepKind::CollectiveWait:
     return true;
+  case StepKind::ReduceScatter:
+  case StepKind::AllGather:
+  case StepKind::RankShard:
+    error = "optimizer-state sharding does not run on the GPU device";
+    return false;
   case StepKind::Gemm:
     for (int64_t call = 0; call < step.calls; ++call) {
       CUdeviceptr a = step.p0 + call * step.callStrideA,

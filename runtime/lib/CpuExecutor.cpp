@@ -185,6 +185,9 @@ struct Step {
   /// An all-reduce's tensors, and its bucket (what its wait names).
   std::vector<ReduceBuffer> reduce;
   int64_t bucket = -1;
+  /// A sharded collective's or rank_shard's tensors, cut over `ranks`.
+  std::vector<ShardBuffer> shards;
+  int64_t ranks = 1;
   /// Row-major GEMMs C = op(A) op(B), batched and strided.
   GemmStep gemm{};
   ConvGeometry conv{};
@@ -296,8 +299,19 @@ public:
           step.src = pointers[s["src"].get<int>()];
           step.dst = pointers[s["dst"].get<int>()];
           step.bytes = s["bytes"].get<size_t>();
-        } else if (step.kind == StepKind::AllReduceWait) {
+        } else if (step.kind == StepKind::CollectiveWait) {
           step.bucket = s["bucket"];
+        } else if (step.kind == StepKind::ReduceScatter ||
+                   step.kind == StepKind::AllGather ||
+                   step.kind == StepKind::RankShard) {
+          step.bucket = s.value("bucket", (int64_t)-1);
+          step.ranks = s["ranks"];
+          for (const auto &pair : s["pairs"]) {
+            const PlanBuffer &whole = plan.buffers[pair["whole"].get<int>()];
+            step.shards.push_back({pointers[whole.id],
+                                   pointers[pair["shard"].get<int>()],
+                                   whole.numElements(), whole.dtype});
+          }
         } else if (step.kind == StepKind::AllReduce) {
           step.bucket = s["bucket"];
           for (int id : s["buffers"]) {
@@ -320,8 +334,7 @@ public:
             return false;
         }
         if (step.kind != StepKind::Kernel && step.kind != StepKind::Copy &&
-            step.kind != StepKind::AllReduce &&
-            step.kind != StepKind::AllReduceWait) {
+            !isCollective(step.kind)) {
           if (!libraryTypeOf(s, step.type, error))
             return false;
           if (step.type != LibraryType::F32)
@@ -412,7 +425,13 @@ public:
             !collective->start(step.reduce, inFlight[step.bucket], error))
           return false;
         break;
-      case StepKind::AllReduceWait:
+      case StepKind::ReduceScatter:
+      case StepKind::AllGather:
+      case StepKind::RankShard:
+        if (!runSharded(step, error))
+          return false;
+        break;
+      case StepKind::CollectiveWait:
         if (collective && !finishBucket(step.bucket, error))
           return false;
         break;
@@ -429,6 +448,44 @@ public:
     while (!inFlight.empty())
       if (!finishBucket(inFlight.begin()->first, error))
         return false;
+    return true;
+  }
+
+  /// The steps of optimizer-state sharding: collectives started over the
+  /// ranks (finished at their wait), and this rank's shard copied out of
+  /// a whole tensor. Alone, a plan sharded over one rank copies.
+  bool runSharded(const Step &step, std::string &error) {
+    int ranks = collective ? collective->size() : 1;
+    if (step.ranks != ranks) {
+      error = "the plan's optimizer state is sharded over " +
+              std::to_string(step.ranks) +
+              " ranks (gpuc compile "
+              "--shard-optimizer --ranks " +
+              std::to_string(step.ranks) + "), but this run has " +
+              std::to_string(ranks) + ": start it with mpirun -np " +
+              std::to_string(step.ranks);
+      return false;
+    }
+    if (collective && step.kind == StepKind::ReduceScatter)
+      return collective->startReduceScatter(step.shards, inFlight[step.bucket],
+                                            error);
+    if (collective && step.kind == StepKind::AllGather)
+      return collective->startAllGather(step.shards, inFlight[step.bucket],
+                                        error);
+    int rank = collective ? collective->rank() : 0;
+    for (const ShardBuffer &b : step.shards) {
+      int64_t elementBytes = dtypeBytes(b.dtype);
+      int64_t shard = shardElements(b.count, ranks);
+      int64_t filled = shardFilled(b.count, ranks, rank);
+      char *whole = static_cast<char *>(b.whole) + rank * shard * elementBytes;
+      char *mine = static_cast<char *>(b.shard);
+      if (step.kind == StepKind::AllGather) {
+        memcpy(whole, mine, filled * elementBytes);
+        continue;
+      }
+      memcpy(mine, whole, filled * elementBytes);
+      memset(mine + filled * elementBytes, 0, (shard - filled) * elementBytes);
+    }
     return true;
   }
 

@@ -10,18 +10,6 @@
 
 namespace gpuc {
 namespace {
-int64_t dtypeBytes(const std::string &dtype) {
-  if (dtype == "F32" || dtype == "I32")
-    return 4;
-  if (dtype == "F16" || dtype == "BF16")
-    return 2;
-  if (dtype == "I64")
-    return 8;
-  if (dtype == "BOOL" || dtype == "I8")
-    return 1;
-  return 0;
-}
-
 /// Every field of a step that names a buffer, and every count a library
 /// call sizes its loops with, checked against the plan's buffers: a value
 /// the compiler never writes (a damaged or hand-edited plan) is an error
@@ -162,7 +150,12 @@ bool checkStep(const nlohmann::json &step,
         "dtype"}},
       {"conv2d", {"x", "w", "y", "groups", "dtype"}},
       {"conv2d_backward_input", {"x", "w", "y", "groups", "dtype"}},
-      {"conv2d_backward_filter", {"x", "w", "y", "groups", "dtype"}}};
+      {"conv2d_backward_filter", {"x", "w", "y", "groups", "dtype"}},
+      {"all_reduce", {"bucket", "buffers"}},
+      {"reduce_scatter", {"bucket", "ranks", "pairs"}},
+      {"all_gather", {"bucket", "ranks", "pairs"}},
+      {"rank_shard", {"ranks", "pairs"}},
+      {"collective_wait", {"bucket"}}};
   auto fields = required.find(step["op"].get<std::string>());
   if (fields != required.end())
     for (const char *field : fields->second)
@@ -182,6 +175,46 @@ bool checkStep(const nlohmann::json &step,
     for (const auto &id : step["args"])
       if (!bufferId(id, "args"))
         return false;
+  }
+  if (step.contains("buffers")) {
+    if (!step["buffers"].is_array()) {
+      error = where + ": 'buffers' is not a list of buffers";
+      return false;
+    }
+    for (const auto &id : step["buffers"])
+      if (!bufferId(id, "buffers"))
+        return false;
+  }
+  // A sharded collective's pairs: a whole tensor and a shard of it over
+  // `ranks`, of one element type.
+  if (step.contains("pairs")) {
+    if (!step["pairs"].is_array() || !step["ranks"].is_number_integer() ||
+        step["ranks"].get<int64_t>() < 1) {
+      error = where + ": 'pairs' or 'ranks' is damaged";
+      return false;
+    }
+    int64_t ranks = step["ranks"];
+    for (const auto &pair : step["pairs"]) {
+      if (!pair.is_object() || !pair.contains("whole") ||
+          !pair.contains("shard") || !bufferId(pair["whole"], "whole") ||
+          !bufferId(pair["shard"], "shard"))
+        return error.empty() ? (error = where + ": a pair is damaged", false)
+                             : false;
+      const PlanBuffer &whole = planBuffers[pair["whole"].get<int>()];
+      const PlanBuffer &shard = planBuffers[pair["shard"].get<int>()];
+      if (whole.dtype != shard.dtype ||
+          shard.numElements() != shardElements(whole.numElements(), ranks)) {
+        error = where + ": buffer " + shard.name + " is not a shard of " +
+                whole.name + " over " + std::to_string(ranks) + " ranks";
+        return false;
+      }
+    }
+  }
+  if (step.contains("bucket") && (!step["bucket"].is_number_integer() ||
+                                  step["bucket"].get<int64_t>() < 0)) {
+    error = where + ": 'bucket' is " + step["bucket"].dump() +
+            ", not a collective's number";
+    return false;
   }
   for (const char *field :
        {"m", "n", "k", "batch", "calls", "lda", "ldb", "ldc", "grid"})
@@ -279,6 +312,8 @@ bool Plan::loadChecked(const std::string &path, std::string &error) {
       buffer.hasDefault = true;
       buffer.defaultValue = b.at("default");
     }
+    if (b.contains("shard_of"))
+      buffer.shardOf = b.at("shard_of").get<std::vector<int64_t>>();
     if (buffer.id != (int)buffers.size()) {
       error = path + ": buffer ids are not 0..n-1 in order";
       return false;

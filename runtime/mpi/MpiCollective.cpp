@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/runtime/Collective.h"
+#include "gpuc/runtime/PlanSteps.h"
 
 #include <mpi.h>
 
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -90,14 +92,24 @@ public:
       }
     }
     ticket = nextTicket++;
-    inFlight[ticket] = std::move(requests);
+    inFlight[ticket] = {std::move(requests), {}, "an all-reduce"};
     return true;
   }
 
+  bool startReduceScatter(const std::vector<ShardBuffer> &buffers, int &ticket,
+                          std::string &error) override {
+    return startSharded(buffers, /*gather=*/false, ticket, error);
+  }
+
+  bool startAllGather(const std::vector<ShardBuffer> &buffers, int &ticket,
+                      std::string &error) override {
+    return startSharded(buffers, /*gather=*/true, ticket, error);
+  }
+
   void progress() override {
-    for (auto &[ticket, requests] : inFlight) {
+    for (auto &[ticket, call] : inFlight) {
       int done = 0;
-      MPI_Testall((int)requests.size(), requests.data(), &done,
+      MPI_Testall((int)call.requests.size(), call.requests.data(), &done,
                   MPI_STATUSES_IGNORE);
     }
   }
@@ -106,9 +118,9 @@ public:
     auto it = inFlight.find(ticket);
     if (it == inFlight.end())
       return true;
-    std::vector<MPI_Request> requests = std::move(it->second);
+    InFlight call = std::move(it->second);
     inFlight.erase(it);
-    return wait(requests, "an all-reduce", error);
+    return wait(call.requests, call.what, error);
   }
 
   bool broadcast(void *data, int64_t bytes, int root,
@@ -127,6 +139,56 @@ public:
   }
 
 private:
+  /// The requests of a started collective, and the count and displacement
+  /// arrays MPI reads until they complete.
+  struct InFlight {
+    std::vector<MPI_Request> requests;
+    std::vector<std::vector<int>> arrays;
+    const char *what;
+  };
+
+  bool startSharded(const std::vector<ShardBuffer> &buffers, bool gather,
+                    int &ticket, std::string &error) {
+    const char *what = gather ? "an all-gather" : "a reduce-scatter";
+    InFlight call{{}, {}, what};
+    for (const ShardBuffer &b : buffers) {
+      MPI_Datatype type;
+      int64_t elementBytes;
+      if (!typeOf(b.dtype, type, elementBytes, error))
+        return false;
+      int64_t shard = shardElements(b.count, mySize);
+      if (b.count > INT_MAX) {
+        error = std::string(what) + " of a tensor of " +
+                std::to_string(b.count) +
+                " elements: MPI counts stop at 2^31 - 1 elements";
+        return false;
+      }
+      std::vector<int> counts(mySize), displacements(mySize);
+      for (int r = 0; r < mySize; ++r) {
+        counts[r] = (int)shardFilled(b.count, mySize, r);
+        displacements[r] = (int)std::min<int64_t>(r * shard, b.count);
+      }
+      // The part of this rank's shard past the tensor's end stays zero.
+      int mine = counts[myRank];
+      memset(static_cast<char *>(b.shard) + mine * elementBytes, 0,
+             (shard - mine) * elementBytes);
+      MPI_Request request;
+      int code =
+          gather ? MPI_Iallgatherv(b.shard, mine, type, b.whole, counts.data(),
+                                   displacements.data(), type, comm, &request)
+                 : MPI_Ireduce_scatter(b.whole, b.shard, counts.data(), type,
+                                       MPI_SUM, comm, &request);
+      if (code != MPI_SUCCESS)
+        return failed(what, code, error);
+      call.requests.push_back(request);
+      call.arrays.push_back(std::move(counts));
+      call.arrays.push_back(std::move(displacements));
+    }
+    ticket = nextTicket++;
+    inFlight[ticket] = std::move(call);
+    return true;
+  }
+
   static bool typeOf(const std::string &dtype, MPI_Datatype &type,
                      int64_t &bytes, std::string &error) {
     if (dtype == "F32") {
@@ -190,7 +252,7 @@ private:
 
   double timeoutSeconds;
   /// Started collectives by ticket.
-  std::map<int, std::vector<MPI_Request>> inFlight;
+  std::map<int, InFlight> inFlight;
   int nextTicket = 0;
   MPI_Comm comm = MPI_COMM_NULL;
   int myRank = 0, mySize = 1;

@@ -252,7 +252,11 @@ int64_t resumeRun(CompiledStep &s, const Options &o, FILE *&metrics) {
 }
 
 bool CheckpointWriter::save(int64_t stepsDone) {
+  // Every rank takes part (a sharded optimizer state is gathered); rank 0
+  // writes.
   std::vector<NamedTensor> tensors = s.snapshot();
+  if (s.rank != 0)
+    return true;
   // A diverged run does not replace the last good checkpoint.
   std::string diverged = nonFiniteTensor(tensors);
   if (!diverged.empty()) {

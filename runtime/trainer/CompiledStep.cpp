@@ -4,11 +4,13 @@
 #include "InitialWeights.h"
 
 #include "gpuc/runtime/CompiledMask.h"
+#include "gpuc/runtime/PlanSteps.h"
 #include "gpuc/runtime/Safetensors.h"
 #include "gpuc/runtime/device/CpuKernelTable.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 namespace gpuc::trainer {
@@ -83,6 +85,18 @@ void CompiledStep::open(const std::string &dir, const Options &o) {
 void CompiledStep::joinRanks(const std::string &dir, const Options &o) {
   std::string launcher;
   int launched = launchedRanks(&launcher);
+  int64_t shardRanks = 0;
+  if (plan.json.contains("data_parallel"))
+    shardRanks = plan.json["data_parallel"].value("shard_ranks", (int64_t)0);
+  if (shardRanks > 0 && launched != shardRanks)
+    fail(dir + " keeps 1/" + std::to_string(shardRanks) +
+         " of the optimizer state on each of " + std::to_string(shardRanks) +
+         " ranks (gpuc compile --shard-optimizer --ranks " +
+         std::to_string(shardRanks) + "), but " +
+         (launched <= 1 ? std::string("the trainer runs alone")
+                        : launcher + " started " + std::to_string(launched)) +
+         ": start it with mpirun -np " + std::to_string(shardRanks) +
+         ", or recompile with --ranks for this run");
   if (launched <= 1)
     return;
   if (!plan.json.contains("data_parallel"))
@@ -116,8 +130,10 @@ void CompiledStep::shareState() {
     return;
   std::string error;
   for (const PlanBuffer &b : plan.buffers) {
+    // (A rank's shard of the optimizer state is its own.)
     if (!b.persistent() || b.kind == "input" || b.kind == "hyper" ||
-        b.kind == "rng" || b.kind == "workspace" || b.kind == "constant")
+        b.kind == "rng" || b.kind == "workspace" || b.kind == "constant" ||
+        !b.shardOf.empty())
       continue;
     std::vector<char> bytes(b.bytes);
     device->download(b.id, bytes.data(), bytes.size());
@@ -239,6 +255,13 @@ void CompiledStep::restore(const std::vector<NamedTensor> &tensors,
     const PlanBuffer *b = plan.find(t.name);
     if (!b)
       continue;
+    // Checkpoints hold sharded optimizer state whole: this rank takes its
+    // shard.
+    if (!b->shardOf.empty() && t.shape == b->shardOf && t.dtype == b->dtype) {
+      uploadShard(*b, t);
+      restored.insert(t.name);
+      continue;
+    }
     if ((int64_t)t.data.size() != b->bytes || t.dtype != b->dtype ||
         t.shape != b->shape)
       fail(from + ": tensor " + t.name + " is " + t.dtype + shapeText(t.shape) +
@@ -258,15 +281,51 @@ void CompiledStep::restore(const std::vector<NamedTensor> &tensors,
              "or one of another model?)");
 }
 
-std::vector<NamedTensor> CompiledStep::snapshot() {
+std::vector<NamedTensor> CompiledStep::snapshot(bool gatherShards) {
   std::vector<NamedTensor> out;
-  for (const PlanBuffer &b : plan.buffers)
-    if (b.kind == "param" || b.kind == "state") {
-      NamedTensor t{b.name, b.dtype, b.shape, std::vector<char>(b.bytes)};
-      device->download(b.id, t.data.data(), b.bytes);
-      out.push_back(std::move(t));
+  for (const PlanBuffer &b : plan.buffers) {
+    if (b.kind != "param" && b.kind != "state")
+      continue;
+    NamedTensor t{b.name, b.dtype, b.shape, std::vector<char>(b.bytes)};
+    device->download(b.id, t.data.data(), b.bytes);
+    if (!b.shardOf.empty()) {
+      if (!gatherShards)
+        continue;
+      t = gatherShard(b, t);
     }
+    out.push_back(std::move(t));
+  }
   return out;
+}
+
+void CompiledStep::uploadShard(const PlanBuffer &b, const NamedTensor &whole) {
+  int64_t elementBytes = dtypeBytes(b.dtype), count = 1;
+  for (int64_t d : b.shardOf)
+    count *= d;
+  int64_t shard = b.numElements();
+  int64_t filled = shardFilled(count, ranks, rank);
+  std::vector<char> mine(b.bytes, 0);
+  memcpy(mine.data(), whole.data.data() + rank * shard * elementBytes,
+         filled * elementBytes);
+  device->upload(b.id, mine.data(), mine.size());
+}
+
+NamedTensor CompiledStep::gatherShard(const PlanBuffer &b, NamedTensor &mine) {
+  int64_t count = 1;
+  for (int64_t d : b.shardOf)
+    count *= d;
+  NamedTensor whole{b.name, b.dtype, b.shardOf,
+                    std::vector<char>(count * dtypeBytes(b.dtype))};
+  std::string error;
+  int ticket = 0;
+  if (!collective ||
+      !collective->startAllGather(
+          {ShardBuffer{whole.data.data(), mine.data.data(), count, b.dtype}},
+          ticket, error) ||
+      !collective->finish(ticket, error))
+    fail("gathering the optimizer state " + b.name + ": " +
+         (collective ? error : "this process runs alone"));
+  return whole;
 }
 
 void CompiledStep::setStepScalars(uint64_t seed, int64_t step,

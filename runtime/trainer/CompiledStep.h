@@ -76,8 +76,16 @@ public:
   /// Fails, naming `from`, when `t` is a frozen mask the step computes from
   /// positions (plan.json's compiled_mask) and holds another mask.
   void checkFrozenMask(const NamedTensor &t, const std::string &from) const;
-  /// Every parameter and state buffer (what a checkpoint holds).
-  std::vector<NamedTensor> snapshot();
+  /// Every parameter and state buffer (what a checkpoint holds), with
+  /// optimizer state sharded over the ranks gathered whole: then every
+  /// rank takes part. Without `gatherShards`, the sharded state is left
+  /// out and the call is this rank's alone (the parameters are whole).
+  std::vector<NamedTensor> snapshot(bool gatherShards = true);
+  /// This rank's shard of `whole` into sharded buffer `b`.
+  void uploadShard(const PlanBuffer &b, const NamedTensor &whole);
+  /// Sharded buffer `b` whole, from this rank's shard `mine` and the
+  /// others' (every rank takes part).
+  NamedTensor gatherShard(const PlanBuffer &b, NamedTensor &mine);
   /// The RNG key (seed, step) and the learning rate of the next step.
   void setStepScalars(uint64_t seed, int64_t step, double learningRate);
   /// Runs `function` of the plan; a device error ends the trainer.

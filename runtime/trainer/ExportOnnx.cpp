@@ -49,7 +49,8 @@ void exportOnnx(CompiledStep &s, const std::string &dir,
   // compiled with --no-weights, nowhere): every initializer is written
   // inline, the trained ones from the device, the rest from the artifact.
   int replaced = 0;
-  std::vector<NamedTensor> trained = s.snapshot();
+  // (Rank 0 alone exports: the parameters, whole on every rank.)
+  std::vector<NamedTensor> trained = s.snapshot(/*gatherShards=*/false);
   std::map<std::string, const NamedTensor *> byName;
   for (const NamedTensor &t : trained)
     byName[t.name] = &t;

@@ -33,9 +33,8 @@ void TrainingRun::run(int64_t startStep) {
     int64_t epoch = step / stepsPerEpoch, inEpoch = step % stepsPerEpoch;
     bool stopped = !runEpoch(epoch, inEpoch, step);
     // Rank 0 writes the run's checkpoints (every rank holds the same
-    // state).
-    bool saved =
-        !o.checkpointDir.empty() && (s.rank != 0 || checkpoints.save(step));
+    // parameters, and sends its shard of a sharded optimizer state).
+    bool saved = !o.checkpointDir.empty() && checkpoints.save(step);
     if (stopped)
       stop(step, saved);
   }

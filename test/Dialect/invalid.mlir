@@ -630,3 +630,68 @@ func.func @all_reduce_types(%g: tensor<4xf32>) -> tensor<2x2xf32> {
   %r = "gpuc.all_reduce"(%g) <{bucket = 0 : i64}> : (tensor<4xf32>) -> tensor<2x2xf32>
   return %r : tensor<2x2xf32>
 }
+
+// -----
+
+func.func @reduce_scatter_shard(%g: tensor<10xf32>) -> tensor<5xf32> {
+  // expected-error @+1 {{shard #0 is 'tensor<5xf32>', but a shard of 'tensor<10xf32>' over 3 ranks is 'tensor<4xf32>'}}
+  %s = gpuc.reduce_scatter %g bucket = 0 ranks = 3 : (tensor<10xf32>) -> (tensor<5xf32>)
+  return %s : tensor<5xf32>
+}
+
+// -----
+
+func.func @reduce_scatter_ranks(%g: tensor<10xf32>) -> tensor<10xf32> {
+  // expected-error @+1 {{ranks 0 must be at least 1}}
+  %s = gpuc.reduce_scatter %g bucket = 0 ranks = 0 : (tensor<10xf32>) -> (tensor<10xf32>)
+  return %s : tensor<10xf32>
+}
+
+// -----
+
+func.func @reduce_scatter_bucket(%g: tensor<10xf32>) -> tensor<5xf32> {
+  // expected-error @+1 {{bucket -2 is negative}}
+  %s = gpuc.reduce_scatter %g bucket = -2 ranks = 2 : (tensor<10xf32>) -> (tensor<5xf32>)
+  return %s : tensor<5xf32>
+}
+
+// -----
+
+func.func @reduce_scatter_count(%g: tensor<10xf32>) -> (tensor<5xf32>, tensor<5xf32>) {
+  // expected-error @+1 {{has 1 whole tensors but 2 shards}}
+  %s:2 = gpuc.reduce_scatter %g bucket = 0 ranks = 2 : (tensor<10xf32>) -> (tensor<5xf32>, tensor<5xf32>)
+  return %s#0, %s#1 : tensor<5xf32>, tensor<5xf32>
+}
+
+// -----
+
+func.func @all_gather_nothing() {
+  // expected-error @+1 {{has no tensor: it needs at least one}}
+  "gpuc.all_gather"() <{bucket = 0 : i64, ranks = 2 : i64}> : () -> ()
+  return
+}
+
+// -----
+
+func.func @all_gather_type(%s: tensor<5xf16>) -> tensor<10xf32> {
+  // expected-error @+1 {{shard #0 is 'tensor<5xf16>', but a shard of 'tensor<10xf32>' over 2 ranks is 'tensor<5xf32>'}}
+  %w = gpuc.all_gather %s bucket = 0 ranks = 2 : (tensor<5xf16>) -> (tensor<10xf32>)
+  return %w : tensor<10xf32>
+}
+
+// -----
+
+func.func @rank_shard_rank(%w: tensor<2x5xf32>) -> tensor<1x5xf32> {
+  // expected-error @+1 {{shard #0 is 'tensor<1x5xf32>', but a shard of 'tensor<2x5xf32>' over 2 ranks is 'tensor<5xf32>'}}
+  %s = gpuc.rank_shard %w ranks = 2 : tensor<2x5xf32> -> tensor<1x5xf32>
+  return %s : tensor<1x5xf32>
+}
+
+// -----
+
+// Sharded over 2 ranks, a gradient is the parameter's or its shard's shape.
+gpuc.parameter @w trainable : tensor<5xf32> = dense<1.0> : tensor<5xf32>
+// expected-error @+1 {{'gpuc.grad' @w has type 'tensor<5xf32>' but the value has type 'tensor<2xf32>'}}
+func.func @train_step(%g: tensor<2xf32> {gpuc.input = "g"}) -> (tensor<2xf32> {gpuc.grad = @w}) attributes {gpuc.data_parallel = {shard_ranks = 2 : i64}} {
+  return %g : tensor<2xf32>
+}

@@ -158,3 +158,15 @@ func.func @all_reduce(%dw: tensor<10x4xf32>, %db: tensor<10xf32>) -> (tensor<10x
   %g:2 = gpuc.all_reduce %dw, %db bucket = 3 : tensor<10x4xf32>, tensor<10xf32>
   return %g#0, %g#1 : tensor<10x4xf32>, tensor<10xf32>
 }
+
+// Optimizer-state sharding over 3 ranks: shards of ceil(n / 3) elements.
+// CHECK-LABEL: func.func @shards
+// CHECK: %[[S:.+]]:2 = gpuc.reduce_scatter %arg0, %arg1 bucket = 0 ranks = 3 : (tensor<10x4xf32>, tensor<10xf32>) -> (tensor<14xf32>, tensor<4xf32>)
+// CHECK: %[[P:.+]] = gpuc.rank_shard %arg2 ranks = 3 : tensor<10x4xf32> -> tensor<14xf32>
+// CHECK: %[[W:.+]]:2 = gpuc.all_gather %[[P]], %[[S]]#1 bucket = 1 ranks = 3 : (tensor<14xf32>, tensor<4xf32>) -> (tensor<10x4xf32>, tensor<10xf32>)
+func.func @shards(%dw: tensor<10x4xf32>, %db: tensor<10xf32>, %w: tensor<10x4xf32>) -> (tensor<10x4xf32>, tensor<10xf32>) {
+  %s:2 = gpuc.reduce_scatter %dw, %db bucket = 0 ranks = 3 : (tensor<10x4xf32>, tensor<10xf32>) -> (tensor<14xf32>, tensor<4xf32>)
+  %p = gpuc.rank_shard %w ranks = 3 : tensor<10x4xf32> -> tensor<14xf32>
+  %g:2 = gpuc.all_gather %p, %s#1 bucket = 1 ranks = 3 : (tensor<14xf32>, tensor<4xf32>) -> (tensor<10x4xf32>, tensor<10xf32>)
+  return %g#0, %g#1 : tensor<10x4xf32>, tensor<10xf32>
+}

@@ -1,6 +1,9 @@
 // RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel | FileCheck %s
 // RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel=bucket-size=32 | FileCheck %s --check-prefix=SMALL
 // RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel --gpuc-optimizer | FileCheck %s --check-prefix=OPT
+// RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel=shard-ranks=3 | FileCheck %s --check-prefix=SHARD
+// RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel=shard-ranks=3 --gpuc-optimizer=kind=adam | FileCheck %s --check-prefix=SHOPT
+// RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel=shard-ranks=2 --gpuc-optimizer="kind=sgd accumulate=2" | FileCheck %s --check-prefix=SHACC
 
 // Backward computes @b's gradient (40 bytes) before @w's (160 bytes): with
 // the default 25 MiB both share one bucket, placed after the last of them;
@@ -27,6 +30,33 @@ gpuc.parameter @b trainable : tensor<10xf32> = dense<0.0> : tensor<10xf32>
 // SMALL-NEXT: gpuc.all_reduce %[[DB]] bucket = 0 : tensor<10xf32>
 // SMALL: %[[DW:.+]] = gpuc.matmul
 // SMALL-NEXT: gpuc.all_reduce %[[DW]] bucket = 1 : tensor<10x4xf32>
+
+// Sharded over 3 ranks, each bucket is a reduce-scatter: the gradient
+// results become this rank's shards of the mean, ceil(n / 3) elements.
+// SHARD-LABEL: func.func @train_step
+// SHARD-SAME: -> (tensor<f32> {gpuc.output = "loss"}, tensor<14xf32> {gpuc.grad = @w}, tensor<4xf32> {gpuc.grad = @b})
+// SHARD-SAME: shard_ranks = 3 : i64
+// SHARD: %[[DB:.+]] = gpuc.reduce_sum
+// SHARD: %[[DW:.+]] = gpuc.matmul
+// SHARD-NEXT: %[[S:.+]]:2 = gpuc.reduce_scatter %[[DB]], %[[DW]] bucket = 0 ranks = 3 : (tensor<10xf32>, tensor<10x4xf32>) -> (tensor<4xf32>, tensor<14xf32>)
+// SHARD: gpuc.mul %[[S]]#0
+// SHARD: gpuc.mul %[[S]]#1
+
+// The optimizer keeps this rank's shard of the moments (whole in
+// checkpoints: gpuc.shard_of), updates this rank's shard of each parameter
+// and gathers the updated shards whole.
+// SHOPT: gpuc.parameter @w.exp_avg : tensor<14xf32> = dense<0.000000e+00> : tensor<14xf32> {gpuc.optimizer_state, gpuc.shard_of = array<i64: 10, 4>}
+// SHOPT: gpuc.parameter @b.exp_avg_sq : tensor<4xf32> = dense<0.000000e+00> : tensor<4xf32> {gpuc.optimizer_state, gpuc.shard_of = array<i64: 10>}
+// SHOPT-LABEL: func.func @train_step
+// SHOPT-SAME: %[[W:[a-z0-9]+]]: tensor<10x4xf32> {gpuc.param = @w}, %[[B:[a-z0-9]+]]: tensor<10xf32> {gpuc.param = @b}
+// SHOPT-SAME: -> (tensor<f32> {gpuc.output = "loss"}, tensor<10x4xf32> {gpuc.update = @w}, tensor<14xf32> {gpuc.update = @w.exp_avg}, tensor<14xf32> {gpuc.update = @w.exp_avg_sq}, tensor<10xf32> {gpuc.update = @b}
+// SHOPT: gpuc.reduce_scatter
+// SHOPT: %[[PW:.+]] = gpuc.rank_shard %[[W]] ranks = 3 : tensor<10x4xf32> -> tensor<14xf32>
+// SHOPT: gpuc.mul %{{.+}}, %[[PW]] : tensor<14xf32>
+// SHOPT: %[[PB:.+]] = gpuc.rank_shard %[[B]] ranks = 3 : tensor<10xf32> -> tensor<4xf32>
+// SHOPT: gpuc.mul %{{.+}}, %[[PB]] : tensor<4xf32>
+// SHOPT: %[[G:.+]]:2 = gpuc.all_gather %{{.+}}, %{{.+}} bucket = 1 ranks = 3 : (tensor<14xf32>, tensor<4xf32>) -> (tensor<10x4xf32>, tensor<10xf32>)
+// SHOPT: return %{{.+}}, %[[G]]#0, %{{.+}}, %{{.+}}, %[[G]]#1,
 
 // The optimizer reads the mean gradient.
 // OPT-LABEL: func.func @train_step
@@ -56,4 +86,25 @@ func.func @train_step(%u: tensor<3xf32> {gpuc.param = @u}, %v: tensor<3xf32> {gp
   %zero = gpuc.constant dense<0.0> : tensor<3xf32>
   %d = gpuc.relu %g : tensor<3xf32>
   return %l, %d, %d, %zero : tensor<f32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
+// Sharded with gradient accumulation and a loss scale: the step adds its
+// shard into a shard-sized accumulator; the update checks that every
+// rank's shards are finite through an all-reduce of the check, and
+// gathers the parameter.
+gpuc.parameter @w trainable : tensor<5xf32> = dense<1.0> : tensor<5xf32>
+gpuc.parameter @amp.loss_scale : tensor<f32> = dense<65536.0> : tensor<f32> {gpuc.loss_scale = {mode = "dynamic", growth_interval = 2000 : i64}}
+// SHACC: gpuc.parameter @w.grad_accum : tensor<3xf32> = dense<0.000000e+00> : tensor<3xf32> {gpuc.optimizer_state, gpuc.shard_of = array<i64: 5>}
+// SHACC: func.func @train_step
+// SHACC: %[[S:.+]] = gpuc.reduce_scatter %{{.+}} bucket = 0 ranks = 2 : (tensor<5xf32>) -> (tensor<3xf32>)
+// SHACC: func.func @apply_update
+// SHACC: %[[FINITE:.+]] = gpuc.all_reduce %{{.+}} bucket = 0 : tensor<f32>
+// SHACC: gpuc.compare eq, %[[FINITE]]
+// SHACC: gpuc.rank_shard %{{.+}} ranks = 2 : tensor<5xf32> -> tensor<3xf32>
+// SHACC: gpuc.all_gather %{{.+}} bucket = 1 ranks = 2 : (tensor<3xf32>) -> (tensor<5xf32>)
+func.func @train_step(%w: tensor<5xf32> {gpuc.param = @w}, %g: tensor<5xf32> {gpuc.input = "g"}, %l: tensor<f32> {gpuc.input = "l"}) -> (tensor<f32> {gpuc.output = "loss"}, tensor<5xf32> {gpuc.grad = @w}) {
+  %d = gpuc.relu %g : tensor<5xf32>
+  return %l, %d : tensor<f32>, tensor<5xf32>
 }

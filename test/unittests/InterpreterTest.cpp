@@ -122,6 +122,43 @@ func.func @f(%x: tensor<1xf32>) -> tensor<1xf32> {
   EXPECT_EQ(r[0].data[0], (double)(1.0f / 3.0f));
 }
 
+// Over one rank a shard is the whole tensor, flattened; the interpreter is
+// one rank and refuses shards over more, naming them.
+TEST_F(InterpreterTest, ShardsOverOneRankAreTheWholeTensor) {
+  auto r =
+      run(R"mlir(
+func.func @f(%g: tensor<2x3xf32>, %w: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<6xf32>) {
+  %s = gpuc.reduce_scatter %g bucket = 0 ranks = 1 : (tensor<2x3xf32>) -> (tensor<6xf32>)
+  %p = gpuc.rank_shard %w ranks = 1 : tensor<2x3xf32> -> tensor<6xf32>
+  %n = gpuc.add %s, %p : tensor<6xf32>
+  %a = gpuc.all_gather %n bucket = 1 ranks = 1 : (tensor<6xf32>) -> (tensor<2x3xf32>)
+  return %a, %s : tensor<2x3xf32>, tensor<6xf32>
+})mlir",
+          {f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({2, 3}, {6, 5, 4, 3, 2, 1})});
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].shape, (SmallVector<int64_t>{2, 3}));
+  EXPECT_EQ(r[0].data, (std::vector<double>(6, 7.0)));
+  EXPECT_EQ(r[1].data, (std::vector<double>{1, 2, 3, 4, 5, 6}));
+
+  module = parseSourceString<ModuleOp>(R"mlir(
+func.func @f(%w: tensor<2x3xf32>) -> tensor<3xf32> {
+  %p = gpuc.rank_shard %w ranks = 2 : tensor<2x3xf32> -> tensor<3xf32>
+  return %p : tensor<3xf32>
+})mlir",
+                                       &context);
+  ASSERT_TRUE(module);
+  std::string diagnostic;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+    diagnostic = d.str();
+    return success();
+  });
+  auto func = module->lookupSymbol<func::FuncOp>("f");
+  EXPECT_TRUE(failed(interpret(func, {f32({2, 3}, {1, 2, 3, 4, 5, 6})})));
+  EXPECT_NE(diagnostic.find("the interpreter evaluates one rank"),
+            std::string::npos)
+      << diagnostic;
+}
+
 // The decomposition of scatter_add, by hand: ids [3, -1, 0, 3, 1, 4] over 5
 // rows group as row 0: {2}, 1: {4}, 2: {}, 3: {0, 3}, 4: {1, 5}.
 TEST_F(InterpreterTest, RowGroupsAndSegmentSumAreScatterAdd) {

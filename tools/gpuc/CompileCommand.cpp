@@ -30,8 +30,8 @@ bool checkStepFlags() {
   }
   if ((estimateRanks.getNumOccurrences() || estimateLink.getNumOccurrences()) &&
       !dataParallel) {
-    llvm::errs() << "gpuc compile: --ranks and --link estimate a "
-                    "data-parallel step: add --data-parallel\n";
+    llvm::errs() << "gpuc compile: --ranks and --link describe a "
+                    "data-parallel run: add --data-parallel\n";
     return false;
   }
   if (estimateLink.getNumOccurrences() && !estimateRanks.getNumOccurrences()) {
@@ -48,6 +48,13 @@ bool checkStepFlags() {
       estimateLink != "infiniband") {
     llvm::errs() << "gpuc compile: --link " << estimateLink
                  << " is not one of nvlink, pcie, infiniband\n";
+    return false;
+  }
+  if (shardOptimizer && (!dataParallel || estimateRanks < 2)) {
+    llvm::errs() << "gpuc compile: --shard-optimizer shards the optimizer "
+                    "state over the ranks of a run: add --data-parallel and "
+                    "--ranks N (N >= 2, the number of processes mpirun will "
+                    "start)\n";
     return false;
   }
   if (syncBatchNorm && !dataParallel) {

@@ -71,6 +71,7 @@ extern cl::opt<int64_t> accumulateSteps;
 extern cl::opt<bool> dataParallel;
 extern cl::opt<std::string> bucketSizeOption;
 extern cl::opt<int64_t> estimateRanks;
+extern cl::opt<bool> shardOptimizer;
 extern cl::opt<bool> syncBatchNorm;
 extern cl::opt<std::string> estimateLink;
 extern cl::opt<std::string> precisionOption;

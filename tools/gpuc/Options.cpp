@@ -80,11 +80,19 @@ cl::opt<bool> syncBatchNorm(
              "as one process with the global batch; default: each rank's "
              "own, as DDP"),
     cl::init(false), cl::cat(trainCategory));
+cl::opt<bool> shardOptimizer(
+    "shard-optimizer",
+    cl::desc("--data-parallel --ranks N: each of the N ranks keeps and "
+             "updates 1/N of the optimizer state (ZeRO stage 1): gradients "
+             "are reduce-scattered, and the updated parameters all-gathered"),
+    cl::init(false), cl::cat(trainCategory));
 cl::opt<int64_t> estimateRanks(
     "ranks",
-    cl::desc("--data-parallel --report: estimate the step on N GPUs (up to "
-             "1024): all-reduce time in the alpha-beta model of --link, the "
-             "share that overlaps backward, the scaling efficiency"),
+    cl::desc("--data-parallel: the number of ranks the run will have, which "
+             "--shard-optimizer needs; with --report, estimate the step on N "
+             "GPUs (up to 1024): all-reduce time in the alpha-beta model of "
+             "--link, the share that overlaps backward, the scaling "
+             "efficiency"),
     cl::value_desc("N"), cl::init(0), cl::cat(trainCategory));
 cl::opt<std::string> estimateLink(
     "link",

@@ -177,8 +177,9 @@ void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
                             trainableParameters.end());
   pm.addPass(gpuc::createGpucAutodiff(autodiff));
   if (dataParallel)
-    pm.addPass(gpuc::createGpucDataParallel(
-        gpuc::GpucDataParallelOptions{gradientBucketBytes().value_or(0)}));
+    pm.addPass(gpuc::createGpucDataParallel(gpuc::GpucDataParallelOptions{
+        gradientBucketBytes().value_or(0),
+        shardOptimizer ? (int64_t)estimateRanks : 0}));
   gpuc::GpucOptimizerOptions opt;
   opt.kind = optimizerKind;
   opt.lr = learningRate;

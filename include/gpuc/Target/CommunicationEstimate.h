@@ -18,6 +18,10 @@ bool estimateCommunication(const nlohmann::json &plan, int64_t ranks,
                            const std::string &link, nlohmann::json &estimate,
                            std::string &error);
 
+/// Whether plan step `op` is communication between the ranks (a
+/// collective, or the wait for one) rather than work on the device.
+bool isCollectiveStep(const std::string &op);
+
 /// The estimate as --report prints it (one line).
 std::string formatCommunication(const nlohmann::json &estimate);
 

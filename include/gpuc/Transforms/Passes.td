@@ -101,13 +101,23 @@ def GpucDataParallel : Pass<"gpuc-data-parallel", "::mlir::ModuleOp"> {
     the global batch. Gradients that are constants (no data reaches them)
     are the same on every rank and are left alone.
 
+    With `shard-ranks` N (optimizer-state sharding, ZeRO stage 1, for a run
+    on exactly N ranks), each bucket is a `gpuc.reduce_scatter` instead:
+    every gradient result becomes this rank's shard of the mean gradient,
+    1-D with ceil(n / N) elements, and `gpuc-optimizer` then keeps only that
+    shard of the optimizer state and updates only that shard of the
+    parameters, which `gpuc.all_gather` puts together.
+
     The function gets `gpuc.data_parallel = {buckets, bucket_bytes,
-    gradient_bytes}`, which the plan and `--report` show.
+    gradient_bytes[, shard_ranks]}`, which the plan and `--report` show.
   }];
   let options = [
     Option<"bucketSize", "bucket-size", "int64_t", "26214400",
            "bytes of gradients per all-reduce (a bucket closes once it "
            "holds this many)">,
+    Option<"shardRanks", "shard-ranks", "int64_t", "0",
+           "shard the optimizer state over this many ranks (ZeRO stage 1; "
+           "0: every rank keeps all of it)">,
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }

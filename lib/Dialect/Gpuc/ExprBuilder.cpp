@@ -43,14 +43,16 @@ SmallVector<int64_t> mlir::gpuc::axisRange(int64_t begin, int64_t end) {
   return r;
 }
 
-int64_t mlir::gpuc::nextAllReduceNumber(Block *block) {
+int64_t mlir::gpuc::nextCollectiveNumber(Block *block) {
   Operation *func = block->getParentOp();
   while (func && !isa<func::FuncOp>(func))
     func = func->getParentOp();
   int64_t next = 0;
   if (func)
-    func->walk(
-        [&](AllReduceOp op) { next = std::max(next, op.getBucket() + 1); });
+    func->walk([&](Operation *op) {
+      if (std::optional<int64_t> bucket = collectiveBucket(op))
+        next = std::max(next, *bucket + 1);
+    });
   return next;
 }
 
@@ -73,7 +75,7 @@ BatchMeans mlir::gpuc::batchMeans(ExprBuilder &B, ArrayRef<Value> xs,
     sums.push_back(B.sum(x, axes, /*keepDims=*/true));
   sums.push_back(result.count);
   auto reduce = AllReduceOp::create(B.b, B.loc, sums,
-                                    nextAllReduceNumber(B.b.getBlock()));
+                                    nextCollectiveNumber(B.b.getBlock()));
   result.count = reduce.getResult(xs.size());
   for (size_t i = 0; i < xs.size(); ++i) {
     Value sum = reduce.getResult(i);

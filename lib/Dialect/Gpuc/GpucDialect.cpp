@@ -124,6 +124,25 @@ LogicalResult GpucDialect::verifyRegionResultAttribute(Operation *op,
     return op->emitError() << "'" << attr.getName()
                            << "' is only meaningful on func.func results";
   Type type = func.getResultTypes()[resultIndex];
+  // With the optimizer state sharded over N ranks (gpuc-data-parallel's
+  // shard_ranks), a gradient is this rank's shard of the parameter's.
+  if (attr.getName() == kGradAttrName) {
+    auto record = func->getAttrOfType<DictionaryAttr>(kDataParallelAttrName);
+    auto ranks = record ? record.getAs<IntegerAttr>("shard_ranks") : nullptr;
+    auto ref = dyn_cast<FlatSymbolRefAttr>(attr.getValue());
+    auto module = func->getParentOfType<ModuleOp>();
+    auto param = ranks && ref && module
+                     ? module.lookupSymbol<ParameterOp>(ref.getAttr())
+                     : ParameterOp();
+    if (param && ranks.getInt() > 0) {
+      auto whole = cast<RankedTensorType>(param.getType());
+      auto shard = RankedTensorType::get(
+          {shardElements(whole.getNumElements(), ranks.getInt())},
+          whole.getElementType());
+      if (type == shard)
+        return success();
+    }
+  }
   if (attr.getName() == kUpdateAttrName || attr.getName() == kGradAttrName)
     return verifyParameterRef(op, attr.getValue(), type,
                               attr.getName().getValue());

@@ -289,6 +289,71 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+int64_t mlir::gpuc::shardElements(int64_t elements, int64_t ranks) {
+  return (elements + ranks - 1) / ranks;
+}
+
+std::optional<int64_t> mlir::gpuc::collectiveBucket(Operation *op) {
+  if (auto o = dyn_cast<AllReduceOp>(op))
+    return o.getBucket();
+  if (auto o = dyn_cast<ReduceScatterOp>(op))
+    return o.getBucket();
+  if (auto o = dyn_cast<AllGatherOp>(op))
+    return o.getBucket();
+  return std::nullopt;
+}
+
+/// The checks shared by the ops that cut tensors into `ranks` shards:
+/// `whole[k]` and `shards[k]` have one element type, and `shards[k]` is
+/// 1-D with shardElements(n, ranks) elements.
+static LogicalResult verifyShards(Operation *op, int64_t ranks, TypeRange whole,
+                                  TypeRange shards) {
+  if (ranks < 1)
+    return op->emitOpError() << "ranks " << ranks << " must be at least 1";
+  if (whole.empty())
+    return op->emitOpError() << "has no tensor: it needs at least one";
+  if (whole.size() != shards.size())
+    return op->emitOpError() << "has " << whole.size() << " whole tensors but "
+                             << shards.size() << " shards";
+  for (auto [k, types] : llvm::enumerate(llvm::zip(whole, shards))) {
+    auto [w, s] = types;
+    auto wt = cast<RankedTensorType>(w), st = cast<RankedTensorType>(s);
+    int64_t expected = shardElements(wt.getNumElements(), ranks);
+    if (wt.getElementType() != st.getElementType() || st.getRank() != 1 ||
+        st.getDimSize(0) != expected)
+      return op->emitOpError()
+             << "shard #" << k << " is " << st << ", but a shard of " << wt
+             << " over " << ranks << " ranks is "
+             << RankedTensorType::get({expected}, wt.getElementType());
+  }
+  return success();
+}
+
+static LogicalResult verifyBucket(Operation *op, int64_t bucket) {
+  if (bucket < 0)
+    return op->emitOpError() << "bucket " << bucket << " is negative";
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifyBucket(*this, getBucket())))
+    return failure();
+  return verifyShards(*this, getRanks(), getInputs().getTypes(),
+                      getResults().getTypes());
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(verifyBucket(*this, getBucket())))
+    return failure();
+  return verifyShards(*this, getRanks(), getResults().getTypes(),
+                      getInputs().getTypes());
+}
+
+LogicalResult RankShardOp::verify() {
+  return verifyShards(*this, getRanks(), getInput().getType(),
+                      getResult().getType());
+}
+
 LogicalResult SegmentSumOp::verify() {
   if (getElementTypeOrSelf(getUpdates().getType()) !=
       getElementTypeOrSelf(getResult().getType()))

@@ -11,7 +11,7 @@ using namespace mlir::gpuc;
 
 bool mlir::gpuc::isLibraryCall(Operation *op) {
   return isa<MatmulOp, Conv2DOp, Conv2DBackwardInputOp, Conv2DBackwardFilterOp,
-             AllReduceOp>(op);
+             AllReduceOp, ReduceScatterOp, AllGatherOp, RankShardOp>(op);
 }
 
 bool mlir::gpuc::isAlias(Operation *op) { return isa<ReshapeOp>(op); }

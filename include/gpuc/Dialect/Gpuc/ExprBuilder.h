@@ -109,9 +109,10 @@ struct BatchMeans {
 BatchMeans batchMeans(ExprBuilder &B, ArrayRef<Value> xs,
                       ArrayRef<int64_t> axes, bool overRanks);
 
-/// The number for a new gpuc.all_reduce in the function holding `block`:
-/// one past the largest there.
-int64_t nextAllReduceNumber(Block *block);
+/// The bucket number for a new collective (gpuc.all_reduce,
+/// reduce_scatter, all_gather) in the function holding `block`: one past
+/// the largest there.
+int64_t nextCollectiveNumber(Block *block);
 
 /// `x` normalized over `axes` with the population variance, and the
 /// reciprocal standard deviation broadcast to `x`'s shape (`overRanks`:

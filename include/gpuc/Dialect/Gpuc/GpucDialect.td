@@ -92,8 +92,12 @@ def Gpuc_Dialect : Dialect {
     /// "fp16" or "bf16".
     static constexpr ::llvm::StringLiteral kPrecisionAttrName =
         "gpuc.precision";
+    /// On optimizer state sharded over the ranks (ZeRO stage 1): the shape
+    /// of the whole tensor this rank holds one shard of, so that
+    /// checkpoints gather and store the whole.
+    static constexpr ::llvm::StringLiteral kShardOfAttrName = "gpuc.shard_of";
     /// On @train_step after gpuc-data-parallel: {buckets, bucket_bytes,
-    /// gradient_bytes}, what the plan and the report show of it.
+    /// gradient_bytes[, shard_ranks]}, what the plan and the report show.
     static constexpr ::llvm::StringLiteral kDataParallelAttrName =
         "gpuc.data_parallel";
   }];

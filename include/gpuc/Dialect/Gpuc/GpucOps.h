@@ -37,6 +37,14 @@ SmallVector<int64_t, 4> attentionShape(Value tensor, bool bthd);
 /// (its width is contiguous).
 std::array<int64_t, 3> attentionStrides(Value tensor, bool bthd);
 
+/// Elements in each of the `ranks` shards of a tensor of `elements`
+/// (gpuc.reduce_scatter, gpuc.all_gather, gpuc.rank_shard): ceil(n/ranks).
+int64_t shardElements(int64_t elements, int64_t ranks);
+
+/// The bucket number of a collective op (all-reduce, reduce-scatter,
+/// all-gather), by which the step program waits for it; none for others.
+std::optional<int64_t> collectiveBucket(Operation *op);
+
 /// `l p r`, as gpuc.compare decides it (folds, the interpreter, masks).
 template <typename T>
 bool holdsComparison(ComparePredicate p, const T &l, const T &r) {

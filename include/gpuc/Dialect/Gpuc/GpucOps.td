@@ -654,6 +654,77 @@ def Gpuc_AllReduceOp : Gpuc_Op<"all_reduce", [Pure,
   let hasVerifier = 1;
 }
 
+def Gpuc_ReduceScatterOp : Gpuc_Op<"reduce_scatter", [Pure]> {
+  let summary = "this rank's shard of tensors summed over the ranks";
+  let description = [{
+    Optimizer-state sharding (ZeRO stage 1) over `ranks` ranks: each
+    operand, flattened, is cut into `ranks` shards of `ceil(n / ranks)`
+    elements, and rank `r`'s result is shard `r` of the operand summed
+    element by element over the ranks, zero past the operand's end. Each
+    rank then updates its shard of the parameters, and `gpuc.all_gather`
+    puts them together. `bucket` numbers the collective within its
+    function, as `gpuc.all_reduce`'s does.
+
+    ```mlir
+    %s:2 = gpuc.reduce_scatter %dw, %db bucket = 0 ranks = 2
+             : (tensor<10x784xf32>, tensor<10xf32>)
+             -> (tensor<3920xf32>, tensor<5xf32>)
+    ```
+  }];
+  let arguments = (ins Variadic<Gpuc_FloatTensor>:$inputs, I64Prop:$bucket,
+                       I64Prop:$ranks);
+  let results = (outs Variadic<Gpuc_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `bucket` `=` $bucket `ranks` `=` $ranks attr-dict `:`
+    `(` type($inputs) `)` `->` `(` type($results) `)`
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_AllGatherOp : Gpuc_Op<"all_gather", [Pure]> {
+  let summary = "whole tensors from every rank's shard";
+  let description = [{
+    The inverse of `gpuc.reduce_scatter`'s cut: each operand is this rank's
+    shard of `ceil(n / ranks)` elements, and each result is the shards of
+    ranks 0 to `ranks - 1` one after another, cut to the result's `n`
+    elements and shaped as the result. Every rank gets the same tensors.
+
+    ```mlir
+    %w:2 = gpuc.all_gather %sw, %sb bucket = 1 ranks = 2
+             : (tensor<3920xf32>, tensor<5xf32>)
+             -> (tensor<10x784xf32>, tensor<10xf32>)
+    ```
+  }];
+  let arguments = (ins Variadic<Gpuc_FloatTensor>:$inputs, I64Prop:$bucket,
+                       I64Prop:$ranks);
+  let results = (outs Variadic<Gpuc_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `bucket` `=` $bucket `ranks` `=` $ranks attr-dict `:`
+    `(` type($inputs) `)` `->` `(` type($results) `)`
+  }];
+  let hasVerifier = 1;
+}
+
+def Gpuc_RankShardOp : Gpuc_Op<"rank_shard", [Pure]> {
+  let summary = "this rank's shard of a tensor";
+  let description = [{
+    Shard `r` of the flattened operand on rank `r` of `ranks`: elements
+    `r * s` to `r * s + s - 1` with `s = ceil(n / ranks)`, zero past the
+    operand's end; the cut `gpuc.reduce_scatter` and `gpuc.all_gather`
+    use. The optimizer reads each parameter's shard through it.
+
+    ```mlir
+    %s = gpuc.rank_shard %w ranks = 2 : tensor<10x784xf32> -> tensor<3920xf32>
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, I64Prop:$ranks);
+  let results = (outs Gpuc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `ranks` `=` $ranks attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Gpuc_Conv2DBackwardInputOp : Gpuc_Op<"conv2d_backward_input", [
     DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure,
     SameOperandsAndResultElementType]> {

@@ -26,6 +26,16 @@ struct ReduceBuffer {
   std::string dtype;
 };
 
+/// One tensor of a sharded collective (optimizer-state sharding): the
+/// whole tensor of `count` elements at `whole`, and this rank's shard at
+/// `shard`, shardElements(count, size()) elements of the same `dtype`.
+struct ShardBuffer {
+  void *whole = nullptr;
+  void *shard = nullptr;
+  int64_t count = 0;
+  std::string dtype;
+};
+
 class Collective {
 public:
   virtual ~Collective() = default;
@@ -37,6 +47,15 @@ public:
   /// library refuses.
   virtual bool start(const std::vector<ReduceBuffer> &buffers, int &ticket,
                      std::string &error) = 0;
+  /// Starts putting into each shard this rank's shard of its whole
+  /// tensor summed over the ranks (zero past the tensor's end); finished
+  /// by finish(ticket), like start().
+  virtual bool startReduceScatter(const std::vector<ShardBuffer> &buffers,
+                                  int &ticket, std::string &error) = 0;
+  /// Starts filling each whole tensor with every rank's shard of it, in
+  /// rank order; finished by finish(ticket).
+  virtual bool startAllGather(const std::vector<ShardBuffer> &buffers,
+                              int &ticket, std::string &error) = 0;
   /// Lets started collectives advance (MPI moves them only inside its own
   /// calls): cheap, called between the steps they overlap.
   virtual void progress() = 0;

@@ -34,6 +34,9 @@ struct PlanBuffer {
   int64_t offset = -1;
   bool hasDefault = false;
   double defaultValue = 0.0;
+  /// Optimizer state sharded over the ranks: the shape of the whole
+  /// tensor this buffer holds this rank's shard of (else empty).
+  std::vector<int64_t> shardOf;
 
   int64_t numElements() const {
     int64_t n = 1;

@@ -24,7 +24,10 @@ enum class StepKind {
   ConvBackwardInput,
   ConvBackwardFilter,
   AllReduce,
-  AllReduceWait
+  ReduceScatter,
+  AllGather,
+  RankShard,
+  CollectiveWait
 };
 
 /// The kind of plan step `op`; false (with `error` for the user) when this
@@ -39,7 +42,10 @@ inline bool stepKindOf(const std::string &op, StepKind &kind,
       {"conv2d_backward_input", StepKind::ConvBackwardInput},
       {"conv2d_backward_filter", StepKind::ConvBackwardFilter},
       {"all_reduce", StepKind::AllReduce},
-      {"all_reduce_wait", StepKind::AllReduceWait}};
+      {"reduce_scatter", StepKind::ReduceScatter},
+      {"all_gather", StepKind::AllGather},
+      {"rank_shard", StepKind::RankShard},
+      {"collective_wait", StepKind::CollectiveWait}};
   for (auto &[name, k] : kinds)
     if (op == name) {
       kind = k;
@@ -47,6 +53,40 @@ inline bool stepKindOf(const std::string &op, StepKind &kind,
     }
   error = "unknown step '" + op + "' in plan.json (recompile)";
   return false;
+}
+
+/// Bytes per element of a plan buffer's dtype; 0 for one the runtime
+/// does not compute with.
+inline int64_t dtypeBytes(const std::string &dtype) {
+  if (dtype == "F64" || dtype == "I64")
+    return 8;
+  if (dtype == "F32" || dtype == "I32")
+    return 4;
+  if (dtype == "F16" || dtype == "BF16")
+    return 2;
+  if (dtype == "BOOL" || dtype == "I8")
+    return 1;
+  return 0;
+}
+
+/// The steps that start or wait for communication between the ranks, or
+/// read this rank's shard.
+inline bool isCollective(StepKind kind) {
+  return kind == StepKind::AllReduce || kind == StepKind::ReduceScatter ||
+         kind == StepKind::AllGather || kind == StepKind::RankShard ||
+         kind == StepKind::CollectiveWait;
+}
+
+/// Elements in each shard of a tensor of `elements` cut over `ranks` (the
+/// compiler's shardElements), and how many of them rank `rank` holds of the
+/// tensor (the last ranks' shards run past its end).
+inline int64_t shardElements(int64_t elements, int64_t ranks) {
+  return (elements + ranks - 1) / ranks;
+}
+inline int64_t shardFilled(int64_t elements, int64_t ranks, int64_t rank) {
+  int64_t shard = shardElements(elements, ranks);
+  int64_t left = elements - rank * shard;
+  return left < 0 ? 0 : (left < shard ? left : shard);
 }
 
 inline bool isConvolution(StepKind kind) {
