@@ -6,7 +6,7 @@ PyTorch DistributedDataParallel, in interleaved rounds.
     python3 bench/data_parallel_vs_ddp.py --preset tiny --seq 64 --batch 16
 
 The model is examples/gpt.py's nanoGPT-style GPT, exported once. A global
-batch of 2 x --batch sequences is trained five ways, each step being
+batch of 2 x --batch sequences is trained six ways, each step being
 forward, next-token cross-entropy, backward and AdamW:
 
   gpuc 1 process        one trainer, --threads threads, the whole batch
@@ -15,6 +15,10 @@ forward, next-token cross-entropy, backward and AdamW:
                         memory plan)
   gpuc 2 ranks          mpirun -np 2, --batch each, threads split between
                         the ranks, gradients all-reduced over MPI
+  gpuc 2 ranks, ZeRO-1  the same with --shard-optimizer: gradients
+                        reduce-scattered, each rank updating half of the
+                        parameters and AdamW's moments, parameters
+                        all-gathered
   torch 1 process       PyTorch eager, the whole batch
   torch DDP 2 ranks     DistributedDataParallel over gloo, --batch each,
                         threads split the same way
@@ -142,6 +146,9 @@ def main():
     whole = compile_("whole", 2 * args.batch, [])
     whole_dp = compile_("whole-dp", 2 * args.batch, ["--data-parallel"])
     half_dp = compile_("half-dp", args.batch, ["--data-parallel"])
+    half_zero = compile_("half-zero", args.batch,
+                         ["--data-parallel", "--shard-optimizer", "--ranks",
+                          "2"])
     params = sum(p.numel() for p in model.parameters())
     print("%s preset: %.1fM parameters, T %d, global batch %d, %d threads; "
           "PyTorch %s" % (args.preset, params / 1e6, args.seq, 2 * args.batch,
@@ -153,6 +160,8 @@ def main():
                                                      args.threads, 1),
         "gpuc 2 ranks": lambda: gpuc_step_time(
             half_dp, args.steps, max(1, args.threads // 2), 2),
+        "gpuc 2 ranks, ZeRO-1": lambda: gpuc_step_time(
+            half_zero, args.steps, max(1, args.threads // 2), 2),
         "torch 1 process": lambda: torch_step_time(args, 1, work),
         "torch DDP 2 ranks": lambda: torch_step_time(args, 2, work),
     }
@@ -174,18 +183,20 @@ def main():
     best = {k: min(v) for k, v in times.items()}
     peers = {"gpuc 1 process": "torch 1 process",
              "gpuc 2 ranks": "torch DDP 2 ranks",
-             "gpuc 1 process, dp": "gpuc 1 process"}
+             "gpuc 1 process, dp": "gpuc 1 process",
+             "gpuc 2 ranks, ZeRO-1": "gpuc 2 ranks"}
     for name, values in times.items():
         ratio = ""
         if name in peers:
             ratio = "  %s / %s %.2f" % (name, peers[name],
                                         best[name] / best[peers[name]])
-        print("  %-20s %9.1f / %9.1f%s" % (name, best[name],
+        print("  %-21s %9.1f / %9.1f%s" % (name, best[name],
                                            statistics.median(values), ratio))
     print("memory plan: gpuc 1 process %.2f MiB, with --data-parallel %.2f "
-          "MiB; each of 2 ranks %.2f MiB" %
+          "MiB; each of 2 ranks %.2f MiB, with ZeRO-1 %.2f MiB" %
           (plans["gpuc 1 process"] / 2**20, plans["gpuc 1 process, dp"] /
-           2**20, plans["gpuc 2 ranks"] / 2**20))
+           2**20, plans["gpuc 2 ranks"] / 2**20,
+           plans["gpuc 2 ranks, ZeRO-1"] / 2**20))
 
 
 if __name__ == "__main__":

@@ -657,16 +657,18 @@ FailureOr<StepProgram> Lowering::run() {
       }
   if (!chunked.empty())
     program.plan["chunked_losses"] = chunked;
-  // Gradients summed over the ranks (gpuc-data-parallel's record).
-  if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
-    if (auto record = step->getAttrOfType<DictionaryAttr>(
-            GpucDialect::kDataParallelAttrName)) {
-      json entry = json::object();
-      for (NamedAttribute field : record)
-        if (auto value = dyn_cast<IntegerAttr>(field.getValue()))
-          entry[field.getName().str()] = value.getInt();
-      program.plan["data_parallel"] = entry;
-    }
+  // Gradients summed over the ranks (gpuc-data-parallel's record, on the
+  // function that sums them).
+  for (StringRef name : {"train_step", "apply_update"})
+    if (auto func = module.lookupSymbol<func::FuncOp>(name))
+      if (auto record = func->getAttrOfType<DictionaryAttr>(
+              GpucDialect::kDataParallelAttrName)) {
+        json entry = json::object();
+        for (NamedAttribute field : record)
+          if (auto value = dyn_cast<IntegerAttr>(field.getValue()))
+            entry[field.getName().str()] = value.getInt();
+        program.plan["data_parallel"] = entry;
+      }
 
   program.plan["arena_bytes"] = arenaBytes;
   program.plan["kernels"] = kernelList;

@@ -105,29 +105,39 @@ bool estimateCommunication(const json &plan, int64_t ranks,
   };
   double now = 0, compute = 0, communication = 0, linkFree = 0, waited = 0;
   std::map<int64_t, double> done;
-  for (const json &step : plan["functions"]["train_step"]["steps"]) {
-    const std::string &op = step["op"].get_ref<const std::string &>();
-    if (op == "all_reduce" || op == "reduce_scatter" || op == "all_gather") {
-      // A ring all-reduce is a reduce-scatter then an all-gather: each of
-      // those is half of it.
-      double seconds = op == "all_reduce"
-                           ? allReduce(step["bytes"].get<double>())
-                           : halfRing(step["bytes"].get<double>());
-      double start = std::max(now, linkFree);
-      linkFree = done[step["bucket"].get<int64_t>()] = start + seconds;
-      communication += seconds;
-    } else if (op == "collective_wait") {
-      double ready = done[step["bucket"].get<int64_t>()];
-      if (ready > now) {
-        waited += ready - now;
-        now = ready;
+  // One update: the step K times, then (gradient accumulation) the update
+  // that sums the accumulated gradients over the ranks.
+  int64_t accumulate = 1;
+  if (plan.contains("trainer"))
+    accumulate = plan["trainer"].value("accumulate", (int64_t)1);
+  std::vector<const json *> program(std::max<int64_t>(accumulate, 1),
+                                    &plan["functions"]["train_step"]["steps"]);
+  if (plan["functions"].contains("apply_update"))
+    program.push_back(&plan["functions"]["apply_update"]["steps"]);
+  for (const json *steps : program)
+    for (const json &step : *steps) {
+      const std::string &op = step["op"].get_ref<const std::string &>();
+      if (op == "all_reduce" || op == "reduce_scatter" || op == "all_gather") {
+        // A ring all-reduce is a reduce-scatter then an all-gather: each of
+        // those is half of it.
+        double seconds = op == "all_reduce"
+                             ? allReduce(step["bytes"].get<double>())
+                             : halfRing(step["bytes"].get<double>());
+        double start = std::max(now, linkFree);
+        linkFree = done[step["bucket"].get<int64_t>()] = start + seconds;
+        communication += seconds;
+      } else if (op == "collective_wait") {
+        double ready = done[step["bucket"].get<int64_t>()];
+        if (ready > now) {
+          waited += ready - now;
+          now = ready;
+        }
+      } else {
+        double seconds = stepSeconds(step);
+        now += seconds;
+        compute += seconds;
       }
-    } else {
-      double seconds = stepSeconds(step);
-      now += seconds;
-      compute += seconds;
     }
-  }
   estimate = {{"ranks", ranks},
               {"link", link->name},
               {"link_model", link->what},
@@ -138,7 +148,8 @@ bool estimateCommunication(const json &plan, int64_t ranks,
               {"overlapped", communication > 0
                                  ? (communication - waited) / communication
                                  : 1.0},
-              {"scaling_efficiency", now > 0 ? compute / now : 1.0}};
+              {"scaling_efficiency", now > 0 ? compute / now : 1.0},
+              {"steps_per_update", std::max<int64_t>(accumulate, 1)}};
   return true;
 }
 
@@ -152,14 +163,19 @@ std::string formatCommunication(const json &e) {
              "data parallel on {0} GPUs over {1} (estimate; {2}; each step "
              "on an H100 at {3}% of its dense peak in library calls and "
              "{4}% of its bandwidth in kernels): compute {5:f2} ms, "
-             "all-reduces {6:f2} ms of which {7:f0}% overlap backward, step "
+             "all-reduces {6:f2} ms of which {7:f0}% overlap backward, {10} "
              "{8:f2} ms, scaling efficiency {9:f0}%\n",
              e["ranks"].get<int64_t>(), e["link"].get<std::string>(),
              e["link_model"].get<std::string>(),
              (int)(kLibraryEfficiency * 100), (int)(kKernelEfficiency * 100),
              e["compute_ms"].get<double>(), e["communication_ms"].get<double>(),
              100.0 * e["overlapped"].get<double>(), e["step_ms"].get<double>(),
-             100.0 * e["scaling_efficiency"].get<double>())
+             100.0 * e["scaling_efficiency"].get<double>(),
+             e.value("steps_per_update", (int64_t)1) > 1
+                 ? "update of " +
+                       std::to_string(e["steps_per_update"].get<int64_t>()) +
+                       " steps"
+                 : std::string("step"))
       .str();
 }
 

@@ -37,15 +37,20 @@ struct DataParallel : gpuc::impl::GpucDataParallelBase<DataParallel> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto func = module.lookupSymbol<func::FuncOp>("train_step");
+    // With gradient accumulation the gradients are summed once per update,
+    // in @apply_update.
+    auto func = module.lookupSymbol<func::FuncOp>("apply_update");
+    if (!func)
+      func = module.lookupSymbol<func::FuncOp>("train_step");
     if (!func) {
       module.emitError() << "gpuc-data-parallel: the module has no "
                             "@train_step (run gpuc-autodiff first)";
       return signalPassFailure();
     }
     if (func->hasAttr(GpucDialect::kDataParallelAttrName)) {
-      func.emitError() << "@train_step already sums its gradients over the "
-                          "ranks (gpuc-data-parallel ran before)";
+      func.emitError() << "@" << func.getSymName()
+                       << " already sums its gradients over the ranks "
+                          "(gpuc-data-parallel ran before)";
       return signalPassFailure();
     }
     if (bucketSize < 1) {
@@ -84,8 +89,8 @@ struct DataParallel : gpuc::impl::GpucDataParallelBase<DataParallel> {
       gradientBytes += gradients.back().bytes;
     }
     if (gradients.empty()) {
-      func.emitError() << "@train_step has no computed gradients to sum over "
-                          "the ranks";
+      func.emitError() << "@" << func.getSymName()
+                       << " has no computed gradients to sum over the ranks";
       return signalPassFailure();
     }
     llvm::stable_sort(gradients, [&](const Gradient &a, const Gradient &b) {

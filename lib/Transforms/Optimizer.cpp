@@ -30,7 +30,11 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    func = module.lookupSymbol<func::FuncOp>("train_step");
+    // The gradients are @train_step's, or those gpuc-accumulate-gradients
+    // moved to @apply_update.
+    func = module.lookupSymbol<func::FuncOp>("apply_update");
+    if (!func)
+      func = module.lookupSymbol<func::FuncOp>("train_step");
     if (!func) {
       module.emitError() << "gpuc-optimizer: the module has no @train_step "
                             "(run gpuc-autodiff first)";
@@ -43,24 +47,14 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     }
     if (findResult(func, GpucDialect::kUpdateAttrName) &&
         module.lookupSymbol("optimizer.step")) {
-      func.emitError() << "@train_step already has an optimizer";
+      func.emitError() << "@" << func.getSymName()
+                       << " already has an optimizer";
       return signalPassFailure();
     }
-    if (accumulate < 1) {
-      func.emitError() << "accumulate must be at least 1, not "
-                       << static_cast<int64_t>(accumulate);
-      return signalPassFailure();
-    }
-    if (accumulate > 1 && module.lookupSymbol("apply_update")) {
-      func.emitError() << "the module already has an @apply_update";
-      return signalPassFailure();
-    }
-    step = func;
+    shardRanks = shardRanksOf(func);
     OpBuilder stepBuilder(func.getBody().front().getTerminator());
     builder = &stepBuilder;
     loc = NameLoc::get(builder->getStringAttr("optimizer"), func.getLoc());
-    if (accumulate > 1 && failed(splitForAccumulation(module)))
-      return signalPassFailure();
 
     // The step counter (PyTorch's per-parameter `step`, shared here).
     Value count =
@@ -103,8 +97,6 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
       auto wholeType = cast<RankedTensorType>(p.getType());
       bool sharded = g.getType() != wholeType;
       if (sharded) {
-        if (!shardRanks)
-          shardRanks = shardRanksOf(step);
         auto shardType = RankedTensorType::get(
             {shardElements(wholeType.getNumElements(),
                            std::max<int64_t>(shardRanks, 1))},
@@ -144,7 +136,8 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
       }
     }
     if (gradResults.empty()) {
-      func.emitError() << "@train_step has no gradients to apply";
+      func.emitError() << "@" << func.getSymName()
+                       << " has no gradients to apply";
       return signalPassFailure();
     }
     gatherShards(shardUpdates, newValues);
@@ -191,7 +184,7 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
       return {};
     // A rank sees its shards only: the ranks agree through the sum of
     // their checks (an infinity or NaN anywhere reaches every rank).
-    if (shardRanksOf(step) > 0)
+    if (shardRanks > 0)
       poison = AllReduceOp::create(*builder, loc, ValueRange{poison},
                                    nextCollectiveNumber(builder->getBlock()))
                    .getResult(0);
@@ -268,10 +261,10 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     return nullptr;
   }
 
-  /// The number of ranks @train_step's gradients are sharded over (0: none).
-  static int64_t shardRanksOf(func::FuncOp step) {
+  /// The number of ranks `func`'s gradients are sharded over (0: none).
+  static int64_t shardRanksOf(func::FuncOp func) {
     auto record =
-        step->getAttrOfType<DictionaryAttr>(GpucDialect::kDataParallelAttrName);
+        func->getAttrOfType<DictionaryAttr>(GpucDialect::kDataParallelAttrName);
     auto ranks = record ? record.getAs<IntegerAttr>("shard_ranks") : nullptr;
     return ranks ? ranks.getInt() : 0;
   }
@@ -314,107 +307,14 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     return results;
   }
 
-  /// Gradient accumulation: @train_step's gradient results become their
-  /// accumulators plus the gradient, and a new @apply_update returns each
-  /// accumulator divided by `accumulate` as the gradient of its parameter
-  /// (the rest of the pass then turns those into updates there), with the
-  /// accumulators zeroed.
-  LogicalResult splitForAccumulation(ModuleOp module) {
-    auto ret = func.getBody().front().getTerminator();
-    SmallVector<unsigned> gradResults;
-    SmallVector<Value> accumulated;
-    SmallVector<NamedAttribute> accumulatorRoles;
-    struct Accumulated {
-      FlatSymbolRefAttr param;
-      std::string name;
-      RankedTensorType type;
-    };
-    SmallVector<Accumulated> grads;
-    for (auto [i, ref] : gradientResults()) {
-      gradResults.push_back(i);
-      Value g = ret->getOperand(i);
-      std::string name = (ref.getValue() + ".grad_accum").str();
-      auto type = cast<RankedTensorType>(g.getType());
-      Value acc = stateArgument(module, name, type);
-      auto param = module.lookupSymbol<ParameterOp>(ref.getAttr());
-      if (type != param.getType())
-        markShardOf(module.lookupSymbol<ParameterOp>(name),
-                    cast<RankedTensorType>(param.getType()));
-      accumulated.push_back(add(acc, g));
-      accumulatorRoles.push_back(builder->getNamedAttr(
-          GpucDialect::kUpdateAttrName,
-          FlatSymbolRefAttr::get(builder->getContext(), name)));
-      grads.push_back({ref, name, type});
-    }
-    if (grads.empty())
-      return func.emitError() << "@train_step has no gradients to apply";
-    appendResults(func, accumulated, accumulatorRoles);
-    eraseResults(func, gradResults);
-
-    // @apply_update: parameter and accumulator arguments, the mean
-    // gradient as a gpuc.grad result (as autodiff left it in @train_step).
-    OpBuilder moduleBuilder(module.getBodyRegion());
-    moduleBuilder.setInsertionPointAfter(func);
-    auto apply =
-        func::FuncOp::create(moduleBuilder, func.getLoc(), "apply_update",
-                             FunctionType::get(module.getContext(), {}, {}));
-    Block *entry = apply.addEntryBlock();
-    applyBuilder = std::make_shared<OpBuilder>(OpBuilder::atBlockEnd(entry));
-    func::ReturnOp::create(*applyBuilder, func.getLoc());
-    func = apply;
-    applyBuilder->setInsertionPoint(entry->getTerminator());
-    builder = applyBuilder.get();
-    SmallVector<Value> means, zeroes;
-    SmallVector<NamedAttribute> gradRoles, zeroRoles;
-    for (auto [ref, name, type] : grads) {
-      auto param = module.lookupSymbol<ParameterOp>(ref.getAttr());
-      appendArgument(func, cast<RankedTensorType>(param.getType()),
-                     builder->getNamedAttr(GpucDialect::kParamAttrName, ref),
-                     loc);
-      Value acc = stateArgument(module, name, type);
-      Value scale =
-          TensorBuilder(*builder).splatLike(loc, acc, 1.0 / accumulate);
-      means.push_back(mul(acc, scale));
-      gradRoles.push_back(
-          builder->getNamedAttr(GpucDialect::kGradAttrName, ref));
-      zeroes.push_back(TensorBuilder(*builder).splatLike(loc, acc, 0.0));
-      zeroRoles.push_back(builder->getNamedAttr(
-          GpucDialect::kUpdateAttrName,
-          FlatSymbolRefAttr::get(builder->getContext(), name)));
-    }
-    appendResults(func, means, gradRoles);
-    appendResults(func, zeroes, zeroRoles);
-    return success();
-  }
-
   /// A scalar f32 hyperparameter argument, created once.
   Value hyper(StringRef name, double defaultValue) {
     return hyperArgument(func, name, defaultValue, loc);
   }
 
-  /// A zero-initialized, non-trainable parameter holding optimizer state,
-  /// and the step argument that receives it.
-  Value stateArgument(ModuleOp module, StringRef name, RankedTensorType type) {
-    auto param = module.lookupSymbol<ParameterOp>(name);
-    if (!param) {
-      OpBuilder moduleBuilder(module.getBodyRegion());
-      moduleBuilder.setInsertionPoint(func);
-      Attribute zero =
-          isa<FloatType>(type.getElementType())
-              ? Attribute(FloatAttr::get(type.getElementType(), 0))
-              : Attribute(IntegerAttr::get(type.getElementType(), 0));
-      param = ParameterOp::create(moduleBuilder, loc, name, type,
-                                  DenseElementsAttr::get(type, zero),
-                                  /*trainable=*/false);
-      param->setAttr(GpucDialect::kOptimizerStateAttrName,
-                     moduleBuilder.getUnitAttr());
-    }
-    auto ref = FlatSymbolRefAttr::get(param);
-    if (auto i = findArgument(func, GpucDialect::kParamAttrName, ref))
-      return func.getArgument(*i);
-    return appendArgument(
-        func, type, builder->getNamedAttr(GpucDialect::kParamAttrName, ref),
-        loc);
+  /// The argument holding optimizer state `name` (created once).
+  Value stateArgument(ModuleOp, StringRef name, RankedTensorType type) {
+    return optimizerStateArgument(func, name, type, loc);
   }
 
   Value broadcastLike(Value scalar, Value like) {
@@ -520,13 +420,12 @@ struct Optimizer : gpuc::impl::GpucOptimizerBase<Optimizer> {
     return sub(base, mul(broadcastLike(stepSize, p), div(newM, denom)));
   }
 
-  /// The function being built (@train_step, or @apply_update when
-  /// accumulating) and @train_step itself.
-  func::FuncOp func, step;
+  /// The function that updates (@train_step, or @apply_update when
+  /// accumulating).
+  func::FuncOp func;
   /// The ranks the optimizer state is sharded over (0: not sharded).
   int64_t shardRanks = 0;
   OpBuilder *builder = nullptr;
-  std::shared_ptr<OpBuilder> applyBuilder;
   LocationAttr loc;
 };
 } // namespace

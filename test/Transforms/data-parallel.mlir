@@ -3,7 +3,8 @@
 // RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel --gpuc-optimizer | FileCheck %s --check-prefix=OPT
 // RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel=shard-ranks=3 | FileCheck %s --check-prefix=SHARD
 // RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel=shard-ranks=3 --gpuc-optimizer=kind=adam | FileCheck %s --check-prefix=SHOPT
-// RUN: gpuc-opt %s --split-input-file --gpuc-data-parallel=shard-ranks=2 --gpuc-optimizer="kind=sgd accumulate=2" | FileCheck %s --check-prefix=SHACC
+// RUN: gpuc-opt %s --split-input-file --gpuc-accumulate-gradients=steps=2 --gpuc-data-parallel | FileCheck %s --check-prefix=ACC
+// RUN: gpuc-opt %s --split-input-file --gpuc-accumulate-gradients=steps=2 --gpuc-data-parallel=shard-ranks=2 --gpuc-optimizer=kind=sgd | FileCheck %s --check-prefix=SHACC
 
 // Backward computes @b's gradient (40 bytes) before @w's (160 bytes): with
 // the default 25 MiB both share one bucket, placed after the last of them;
@@ -90,20 +91,30 @@ func.func @train_step(%u: tensor<3xf32> {gpuc.param = @u}, %v: tensor<3xf32> {gp
 
 // -----
 
-// Sharded with gradient accumulation and a loss scale: the step adds its
-// shard into a shard-sized accumulator; the update checks that every
-// rank's shards are finite through an all-reduce of the check, and
-// gathers the parameter.
-gpuc.parameter @w trainable : tensor<5xf32> = dense<1.0> : tensor<5xf32>
-gpuc.parameter @amp.loss_scale : tensor<f32> = dense<65536.0> : tensor<f32> {gpuc.loss_scale = {mode = "dynamic", growth_interval = 2000 : i64}}
-// SHACC: gpuc.parameter @w.grad_accum : tensor<3xf32> = dense<0.000000e+00> : tensor<3xf32> {gpuc.optimizer_state, gpuc.shard_of = array<i64: 5>}
+// With gradient accumulation the ranks sum the accumulated gradients once
+// per update, in @apply_update; the step only accumulates.
+// ACC: gpuc.parameter @amp.loss_scale
+// ACC: func.func @train_step
+// ACC-NOT: gpuc.all_reduce
+// ACC: func.func @apply_update
+// ACC-SAME: gpuc.data_parallel = {bucket_bytes = 26214400 : i64, buckets = 1 : i64, gradient_bytes = 20 : i64}
+// ACC: %[[MEAN:.+]] = gpuc.mul %{{.+}}, %{{.+}} : tensor<5xf32>
+// ACC-NEXT: gpuc.all_reduce %[[MEAN]] bucket = 0 : tensor<5xf32>
+
+// Sharded, with a loss scale: the update reduce-scatters the mean, checks
+// that every rank's shards are finite through an all-reduce of the check,
+// and gathers the parameter.
+// SHACC: gpuc.parameter @amp.loss_scale
 // SHACC: func.func @train_step
-// SHACC: %[[S:.+]] = gpuc.reduce_scatter %{{.+}} bucket = 0 ranks = 2 : (tensor<5xf32>) -> (tensor<3xf32>)
+// SHACC-NOT: gpuc.reduce_scatter
 // SHACC: func.func @apply_update
-// SHACC: %[[FINITE:.+]] = gpuc.all_reduce %{{.+}} bucket = 0 : tensor<f32>
+// SHACC: gpuc.reduce_scatter %{{.+}} bucket = 0 ranks = 2 : (tensor<5xf32>) -> (tensor<3xf32>)
+// SHACC: %[[FINITE:.+]] = gpuc.all_reduce %{{.+}} bucket = 1 : tensor<f32>
 // SHACC: gpuc.compare eq, %[[FINITE]]
 // SHACC: gpuc.rank_shard %{{.+}} ranks = 2 : tensor<5xf32> -> tensor<3xf32>
-// SHACC: gpuc.all_gather %{{.+}} bucket = 1 ranks = 2 : (tensor<3xf32>) -> (tensor<5xf32>)
+// SHACC: gpuc.all_gather %{{.+}} bucket = 2 ranks = 2 : (tensor<3xf32>) -> (tensor<5xf32>)
+gpuc.parameter @w trainable : tensor<5xf32> = dense<1.0> : tensor<5xf32>
+gpuc.parameter @amp.loss_scale : tensor<f32> = dense<65536.0> : tensor<f32> {gpuc.loss_scale = {mode = "dynamic", growth_interval = 2000 : i64}}
 func.func @train_step(%w: tensor<5xf32> {gpuc.param = @w}, %g: tensor<5xf32> {gpuc.input = "g"}, %l: tensor<f32> {gpuc.input = "l"}) -> (tensor<f32> {gpuc.output = "loss"}, tensor<5xf32> {gpuc.grad = @w}) {
   %d = gpuc.relu %g : tensor<5xf32>
   return %l, %d : tensor<f32>, tensor<5xf32>

@@ -1,6 +1,6 @@
 // RUN: gpuc-opt %s --gpuc-optimizer="kind=sgd nesterov=true" | FileCheck %s --check-prefix=SGD
 // RUN: gpuc-opt %s --gpuc-optimizer="kind=adamw lr=0.002" | FileCheck %s --check-prefix=ADAMW
-// RUN: gpuc-opt %s --gpuc-optimizer="kind=sgd accumulate=4" | FileCheck %s --check-prefix=ACC
+// RUN: gpuc-opt %s --gpuc-accumulate-gradients=steps=4 --gpuc-optimizer="kind=sgd" | FileCheck %s --check-prefix=ACC
 
 // The gradient result becomes the updated parameter; state is module-level
 // parameters passed in and written back; hyperparameters are scalar

@@ -176,6 +176,9 @@ void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   autodiff.trainable.assign(trainableParameters.begin(),
                             trainableParameters.end());
   pm.addPass(gpuc::createGpucAutodiff(autodiff));
+  if (accumulateSteps > 1)
+    pm.addPass(gpuc::createGpucAccumulateGradients(
+        gpuc::GpucAccumulateGradientsOptions{accumulateSteps}));
   if (dataParallel)
     pm.addPass(gpuc::createGpucDataParallel(gpuc::GpucDataParallelOptions{
         gradientBucketBytes().value_or(0),
@@ -190,7 +193,6 @@ void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   opt.beta1 = beta1;
   opt.beta2 = beta2;
   opt.epsilon = adamEpsilon;
-  opt.accumulate = accumulateSteps;
   pm.addPass(gpuc::createGpucOptimizer(opt));
   if (precisionOption != "fp32")
     pm.addPass(gpuc::createGpucAmpWeightCopies());

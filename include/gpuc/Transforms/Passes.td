@@ -68,6 +68,30 @@ def GpucAutodiff : Pass<"gpuc-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucAccumulateGradients
+    : Pass<"gpuc-accumulate-gradients", "::mlir::ModuleOp"> {
+  let summary = "add the gradients of several steps, and update from their "
+                "mean in @apply_update";
+  let description = [{
+    Gradient accumulation: an effective batch of `steps` (K) times the
+    step's. `@train_step` returns each gradient added into its accumulator
+    `@p.grad_accum` (zero-initialized optimizer state) instead of the
+    gradient. A new `@apply_update` (no inputs), which the trainer runs
+    after every K steps, takes each parameter and its accumulator and
+    returns the accumulator divided by K as the parameter's gradient
+    (`gpuc.grad`, as autodiff leaves them in `@train_step`), with the
+    accumulators zeroed. The passes that read gradients then work on
+    `@apply_update`: `gpuc-data-parallel` sums them over the ranks once per
+    update, and `gpuc-optimizer` turns them into the update. With `steps`
+    1 the pass changes nothing.
+  }];
+  let options = [
+    Option<"steps", "steps", "int64_t", "1",
+           "micro-batches per update">,
+  ];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 def GpucSyncBatchNorm : Pass<"gpuc-sync-batch-norm", "::mlir::ModuleOp"> {
   let summary = "batch norm over every rank's batch (before gpuc-autodiff)";
   let description = [{
@@ -108,6 +132,10 @@ def GpucDataParallel : Pass<"gpuc-data-parallel", "::mlir::ModuleOp"> {
     shard of the optimizer state and updates only that shard of the
     parameters, which `gpuc.all_gather` puts together.
 
+    With gradient accumulation (`gpuc-accumulate-gradients` ran before),
+    the gradients are `@apply_update`'s: the ranks sum each accumulated
+    gradient once per update instead of once per step.
+
     The function gets `gpuc.data_parallel = {buckets, bucket_bytes,
     gradient_bytes[, shard_ranks]}`, which the plan and `--report` show.
   }];
@@ -134,12 +162,9 @@ def GpucOptimizer : Pass<"gpuc-optimizer", "::mlir::ModuleOp"> {
     (`gpuc.hyper`) with the given defaults, so a schedule changes them
     without recompiling.
 
-    With `accumulate` K > 1 (gradient accumulation, an effective batch of
-    K times the step's): `@train_step` returns each gradient added into its
-    accumulator `@p.grad_accum` (zero-initialized optimizer state) instead,
-    and `@apply_update` (no inputs) updates every parameter from its
-    accumulator divided by K and zeroes the accumulators. The trainer runs
-    it after every K steps.
+    The gradients are `@train_step`'s, or `@apply_update`'s when
+    `gpuc-accumulate-gradients` made one: the update then happens there,
+    once per K steps.
   }];
   let options = [
     Option<"kind", "kind", "std::string", "\"sgd\"", "sgd, adam or adamw">,
@@ -153,10 +178,6 @@ def GpucOptimizer : Pass<"gpuc-optimizer", "::mlir::ModuleOp"> {
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
     Option<"epsilon", "epsilon", "double", "1e-8", "Adam epsilon">,
-    Option<"accumulate", "accumulate", "int64_t", "1",
-           "micro-batches per update: above 1, @train_step only adds its "
-           "gradients into persistent accumulators and a new @apply_update "
-           "applies their mean">,
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }

@@ -116,3 +116,29 @@ BlockArgument mlir::gpuc::hyperArgument(func::FuncOp func, StringRef name,
                   builder.getF64FloatAttr(defaultValue));
   return arg;
 }
+
+BlockArgument mlir::gpuc::optimizerStateArgument(func::FuncOp func,
+                                                 StringRef name,
+                                                 RankedTensorType type,
+                                                 Location loc) {
+  auto module = func->getParentOfType<ModuleOp>();
+  auto param = module.lookupSymbol<ParameterOp>(name);
+  if (!param) {
+    OpBuilder builder(module.getBodyRegion());
+    builder.setInsertionPoint(func);
+    Attribute zero =
+        isa<FloatType>(type.getElementType())
+            ? Attribute(FloatAttr::get(type.getElementType(), 0))
+            : Attribute(IntegerAttr::get(type.getElementType(), 0));
+    param = ParameterOp::create(builder, loc, name, type,
+                                DenseElementsAttr::get(type, zero),
+                                /*trainable=*/false);
+    param->setAttr(GpucDialect::kOptimizerStateAttrName, builder.getUnitAttr());
+  }
+  auto ref = FlatSymbolRefAttr::get(param);
+  if (auto i = findArgument(func, GpucDialect::kParamAttrName, ref))
+    return func.getArgument(*i);
+  Builder builder(func.getContext());
+  return appendArgument(
+      func, type, builder.getNamedAttr(GpucDialect::kParamAttrName, ref), loc);
+}

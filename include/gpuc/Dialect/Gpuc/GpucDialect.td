@@ -96,8 +96,10 @@ def Gpuc_Dialect : Dialect {
     /// of the whole tensor this rank holds one shard of, so that
     /// checkpoints gather and store the whole.
     static constexpr ::llvm::StringLiteral kShardOfAttrName = "gpuc.shard_of";
-    /// On @train_step after gpuc-data-parallel: {buckets, bucket_bytes,
-    /// gradient_bytes[, shard_ranks]}, what the plan and the report show.
+    /// On the function whose gradients gpuc-data-parallel summed
+    /// (@train_step, or @apply_update when accumulating): {buckets,
+    /// bucket_bytes, gradient_bytes[, shard_ranks]}, what the plan and the
+    /// report show.
     static constexpr ::llvm::StringLiteral kDataParallelAttrName =
         "gpuc.data_parallel";
   }];

@@ -42,6 +42,12 @@ BlockArgument appendArgument(func::FuncOp func, Type type, NamedAttribute role,
 BlockArgument hyperArgument(func::FuncOp func, StringRef name,
                             double defaultValue, Location loc);
 
+/// The argument holding optimizer state `name` (a zero-initialized,
+/// non-trainable gpuc.parameter marked gpuc.optimizer_state, created
+/// before `func` when the module has none), appended when `func` has none.
+BlockArgument optimizerStateArgument(func::FuncOp func, StringRef name,
+                                     RankedTensorType type, Location loc);
+
 /// Appends results (with one role attribute each) to the function's single
 /// return.
 void appendResults(func::FuncOp func, ArrayRef<Value> values,
