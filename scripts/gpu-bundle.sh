@@ -18,7 +18,8 @@
 #               oneDNN; the plugin finds cuBLASLt and cuDNN on that machine
 #               (run.sh points LD_LIBRARY_PATH at them).
 #   lib/        the few shared libraries the trainer links that such a machine
-#               may lack (protobuf and ONNX's protos for --export-onnx, zlib).
+#               may lack (protobuf and ONNX's protos for --export-onnx, zlib,
+#               libjpeg and libpng for image folders).
 #   parity/     per parity model: the inputs of one step and the CPU device's
 #               results for it (the same model compiled --target cpu here);
 #               Adam's second moment is left out (the first moment already
@@ -192,7 +193,8 @@ fi
 
 # Shared libraries the GPU-only trainer needs beyond glibc and libstdc++.
 ldd "$out/bin/train" | awk '/=> \//{print $3}' |
-  grep -E 'libonnx_proto|libprotobuf|libz\.so' | xargs -I{} cp -L {} "$out/lib/"
+  grep -E 'libonnx_proto|libprotobuf|libjpeg|libpng|libz\.so' |
+  xargs -I{} cp -L {} "$out/lib/"
 # xz holds Fashion-MNIST in 4 MiB less than gzip (gpu_check.py unpacks it);
 # packing takes 20 s on two cores, so it is done once per machine.
 xz_cache=${XDG_CACHE_HOME:-$HOME/.cache}/gpuc/fashion-mnist-xz

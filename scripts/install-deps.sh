@@ -8,10 +8,10 @@ packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libgtest-dev
-  libdnnl-dev nlohmann-json3-dev zlib1g-dev
+  libdnnl-dev nlohmann-json3-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev
   coinor-libcbc-dev
   dataset-fashion-mnist fortunes
-  python3-numpy python3-onnx
+  python3-numpy python3-onnx python3-pil
   clang libclang-rt-dev
   openmpi-bin libopenmpi-dev
 )

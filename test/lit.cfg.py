@@ -71,7 +71,10 @@ for feature, modules, skipped in (
          "generated-code parity tests are skipped"),
         ("onnx-python", ["onnx", "numpy"],
          "python3-onnx not importable from /usr/bin/python3: the tests that "
-         "write ONNX models (external data) are skipped")):
+         "write ONNX models (external data) are skipped"),
+        ("pil", ["PIL", "numpy"],
+         "python3-pil not importable from /usr/bin/python3: the tests that "
+         "write image folders are skipped")):
     if python_imports(modules):
         config.available_features.add(feature)
     else:

@@ -31,13 +31,18 @@ const char *const kUsage =
     "             [--profile trace.json]\n"
     "             [--device auto|cpu|cuda] [--no-graph] [--artifact DIR]\n"
     "             [--init weights.safetensors] [--collective-timeout S]\n"
+    "             [--workers N]\n"
     "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step "
     "K]\n"
     "  --data: MNIST-family IDX files (e.g. "
     "/usr/share/datasets/fashion-mnist)\n"
     "          or train_x.npy, train_y.npy, test_x.npy, test_y.npy;\n"
     "          for a language model (token input and labels [batch, T]) a\n"
-    "          token file: a .npy of integer ids, or any file read as bytes\n"
+    "          token file: a .npy of integer ids, or any file read as bytes;\n"
+    "          images: DIR/train/<class>/*.jpg|png and DIR/val (or test),\n"
+    "          or CIFAR-10/100's binary batches, resized and center-cropped\n"
+    "          to the model's input\n"
+    "  --workers N: threads decoding image files (default: one per core)\n"
     "  --held-out F: a language model's test split, the last fraction F of\n"
     "          the token file (0.1)\n"
     "  --run-step: one step of the step program on IN_DIR/<input>.npy,\n"
@@ -129,6 +134,8 @@ Options parseOptions(int argc, char **argv) {
       o.device = value(i);
       if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
         fail("--device expects auto, cpu or cuda, got '" + o.device + "'");
+    } else if (a == "--workers") {
+      o.workers = integer(i, 1);
     } else if (a == "--collective-timeout") {
       std::string v = finite(i, o.collectiveTimeout);
       if (!(o.collectiveTimeout > 0))

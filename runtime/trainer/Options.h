@@ -21,6 +21,8 @@ struct Options {
   double lr = -1, heldOut = 0.1;
   /// How long a rank waits in a collective for the others (seconds).
   double collectiveTimeout = 300;
+  /// Threads decoding an image dataset (0: one per core).
+  int64_t workers = 0;
   bool quiet = false;
 };
 

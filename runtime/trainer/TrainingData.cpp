@@ -5,7 +5,12 @@
 #include "BufferFill.h"
 #include "CompiledStep.h"
 
+#include "gpuc/runtime/ImageDataset.h"
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <thread>
 
 namespace gpuc::trainer {
 
@@ -71,11 +76,59 @@ void checkData(const CompiledStep &s, const Dataset &data,
 
 } // namespace
 
+/// What the model's image input takes per sample: [B, C, H, W], [B, H, W]
+/// (one channel) or a flat [B, N].
+ImageShape imageShapeOf(const PlanBuffer &input) {
+  ImageShape shape;
+  const std::vector<int64_t> &d = input.shape;
+  shape.values = input.numElements() / std::max<int64_t>(d[0], 1);
+  if (d.size() == 4 && (d[1] == 1 || d[1] == 3)) {
+    shape.channels = d[1];
+    shape.height = d[2];
+    shape.width = d[3];
+  } else if (d.size() == 3) {
+    shape.height = d[1];
+    shape.width = d[2];
+  } else if (d.size() != 2) {
+    fail("the model's data input '" + input.name +
+         "' is not an image batch ([B, C, H, W] with 1 or 3 channels, "
+         "[B, H, W] or [B, N]): it cannot train on an image folder");
+  }
+  return shape;
+}
+
+/// An image dataset, decoded on --workers threads; files that do not
+/// decode are named once and left out.
+void loadImages(const CompiledStep &s, const Options &o, Dataset &data) {
+  int workers = o.workers
+                    ? (int)o.workers
+                    : (int)std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::string> skipped;
+  std::string error;
+  if (!loadImageDataset(o.data, imageShapeOf(s.plan.buffers[s.image]), workers,
+                        data, skipped, error))
+    fail(error);
+  if (skipped.empty() || s.rank != 0)
+    return;
+  std::string list;
+  for (size_t i = 0; i < skipped.size() && i < 3; ++i)
+    list += "\n  " + skipped[i];
+  if (skipped.size() > 3)
+    list += "\n  (and " + std::to_string(skipped.size() - 3) + " more)";
+  fprintf(stderr,
+          "train: warning: %zu image file%s could not be decoded and %s left "
+          "out:%s\n",
+          skipped.size(), skipped.size() == 1 ? "" : "s",
+          skipped.size() == 1 ? "is" : "are", list.c_str());
+}
+
 void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
                       double &mean, double &stddev) {
   std::string error;
-  if (s.tokens ? !loadTokenStream(o.data, s.window, o.heldOut, data, error)
-               : !loadDataset(o.data, data, error))
+  if (!s.tokens && isImageDataset(o.data))
+    loadImages(s, o, data);
+  else if (s.tokens ? !loadTokenStream(o.data, s.window, o.heldOut, data, error)
+                    : !loadDataset(o.data, data, error))
     fail(error);
   mean = 0;
   stddev = 1;

@@ -47,6 +47,7 @@ bool TrainingRun::runEpoch(int64_t epoch, int64_t inEpoch, int64_t &step) {
   for (; inEpoch < stepsPerEpoch; ++inEpoch, ++step) {
     double stepStart = profileClock();
     Batch b = loader.take();
+    dataWait += profileClock() - stepStart;
     profile.loaderWait(stepStart);
     s.device->upload(s.plan.buffers[s.image].id, b.images.data(),
                      b.images.size());
@@ -55,6 +56,8 @@ bool TrainingRun::runEpoch(int64_t epoch, int64_t inEpoch, int64_t &step) {
     s.setStepScalars(o.seed, step, o.lr);
     s.trainStep(step, [&] { losses.submitted(step); });
     profile.step(stepStart, step);
+    stepSeconds += profileClock() - stepStart;
+    ++intervalSteps;
     ++stepsDone;
     double elapsed =
         std::chrono::duration<double>(Clock::now() - start).count();
@@ -132,6 +135,32 @@ void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
              (long long)skipped);
     extraJson += text;
   }
+  // How long the steps waited for their data, and what share of their
+  // time that was.
+  double waitMs = 1e3 * dataWait / std::max<int64_t>(intervalSteps, 1);
+  double waitShare = stepSeconds > 0 ? dataWait / stepSeconds : 0;
+  snprintf(text, sizeof(text), " data_wait_ms %.2f (%.0f%%)", waitMs,
+           100 * waitShare);
+  extra += text;
+  snprintf(text, sizeof(text),
+           ", \"data_wait_ms\": %.3f, \"data_wait_share\": %.4f", waitMs,
+           waitShare);
+  extraJson = text + extraJson;
+  // Said once, after the first interval (which includes the first batch's
+  // preparation), when a step waits a millisecond or more: the device
+  // stands idle that long.
+  if (++logPoints > 1 && waitShare > 0.1 && waitMs >= 1.0 && !dataBoundSaid &&
+      s.rank == 0) {
+    dataBoundSaid = true;
+    fprintf(stderr,
+            "train: the steps waited for their data %.0f%% of the time "
+            "(%.2f ms of %.2f ms per step): the loader is slower than the "
+            "device; give it more --workers, or a faster disk\n",
+            100 * waitShare, waitMs,
+            1e3 * stepSeconds / std::max<int64_t>(intervalSteps, 1));
+  }
+  dataWait = stepSeconds = 0;
+  intervalSteps = 0;
   if (!tty && !o.quiet)
     printf("epoch %lld step %lld loss %.4f samples/s %.0f%s\n",
            (long long)epoch + 1, (long long)step + 1, mean, rate,

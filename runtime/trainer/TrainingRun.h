@@ -61,6 +61,11 @@ private:
   Clock::time_point start;
   int64_t stepsDone = 0;
   double lastAccuracy = -1, lastLoss = -1;
+  /// Since the last log point: seconds the steps waited for their batch,
+  /// seconds they took in all (the wait included), and how many ran.
+  double dataWait = 0, stepSeconds = 0;
+  int64_t intervalSteps = 0, logPoints = 0;
+  bool dataBoundSaid = false;
 };
 
 } // namespace gpuc::trainer

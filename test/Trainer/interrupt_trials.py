@@ -32,7 +32,8 @@ def metrics_lines(path):
     if os.path.exists(path):
         for line in open(path):
             record = json.loads(line)
-            for key in ("samples_per_s", "tokens_per_s", "elapsed_s"):
+            for key in ("samples_per_s", "tokens_per_s", "elapsed_s",
+                        "data_wait_ms", "data_wait_share"):
                 record.pop(key, None)
             lines.append(json.dumps(record, sort_keys=True))
     return lines

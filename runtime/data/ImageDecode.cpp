@@ -1,0 +1,236 @@
+//===- ImageDecode.cpp - JPEG and PNG to the model's input ----------------===//
+//
+// Decoding goes through libjpeg-turbo and libpng; the resampling is the
+// antialiased bilinear filter torchvision's Resize uses on PIL images (a
+// triangle whose support widens with the downscale), so a model trained on
+// torchvision's evaluation transform sees the same pixels within rounding.
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/runtime/ImageDataset.h"
+
+// (jpeglib.h uses FILE without including its header.)
+#include <cstdio>
+
+#include <jerror.h>
+#include <jpeglib.h>
+#include <png.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csetjmp>
+#include <fstream>
+#include <iterator>
+
+namespace gpuc {
+namespace {
+
+bool readFile(const std::string &path, std::vector<unsigned char> &bytes,
+              std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open";
+    return false;
+  }
+  bytes.assign(std::istreambuf_iterator<char>(in),
+               std::istreambuf_iterator<char>());
+  return true;
+}
+
+/// libjpeg reports errors through error_exit, which must not return: it
+/// jumps back to decodeJpeg with the message.
+struct JpegError {
+  jpeg_error_mgr manager;
+  jmp_buf back;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpegErrorExit(j_common_ptr info) {
+  auto *error = reinterpret_cast<JpegError *>(info->err);
+  (*info->err->format_message)(info, error->message);
+  longjmp(error->back, 1);
+}
+
+/// libjpeg's warnings go nowhere (it would print them), except that a file
+/// that ends early is an error: the rest of its image would be gray.
+void jpegWarning(j_common_ptr info, int level) {
+  if (level < 0 && info->err->msg_code == JWRN_JPEG_EOF)
+    jpegErrorExit(info);
+}
+
+// Only trivially destructible locals live between setjmp and the decoder's
+// calls: a jump back skips no destructor.
+bool decodeJpeg(const std::vector<unsigned char> &bytes, Pixels &image,
+                std::string &error) {
+  jpeg_decompress_struct info;
+  JpegError jerr;
+  info.err = jpeg_std_error(&jerr.manager);
+  jerr.manager.error_exit = jpegErrorExit;
+  jerr.manager.emit_message = jpegWarning;
+  jerr.message[0] = 0;
+  if (setjmp(jerr.back)) {
+    jpeg_destroy_decompress(&info);
+    error = std::string("a damaged or truncated JPEG (") + jerr.message + ")";
+    return false;
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, bytes.data(), (unsigned long)bytes.size());
+  jpeg_read_header(&info, TRUE);
+  bool gray = info.num_components == 1;
+  info.out_color_space = gray ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&info);
+  image.height = info.output_height;
+  image.width = info.output_width;
+  image.channels = info.output_components;
+  image.data.resize(image.height * image.width * image.channels);
+  while (info.output_scanline < info.output_height) {
+    JSAMPROW row = image.data.data() +
+                   (int64_t)info.output_scanline * image.width * image.channels;
+    jpeg_read_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_decompress(&info);
+  jpeg_destroy_decompress(&info);
+  return true;
+}
+
+bool decodePng(const std::vector<unsigned char> &bytes, Pixels &image,
+               std::string &error) {
+  png_image png{};
+  png.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size())) {
+    error = std::string("not a PNG libpng can read (") + png.message + ")";
+    return false;
+  }
+  // Alpha is composited over black; palettes and 16-bit samples become
+  // 8-bit gray or RGB.
+  bool color = png.format & PNG_FORMAT_FLAG_COLOR;
+  png.format = color ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+  image.height = png.height;
+  image.width = png.width;
+  image.channels = color ? 3 : 1;
+  image.data.resize(PNG_IMAGE_SIZE(png));
+  png_color black{0, 0, 0};
+  if (!png_image_finish_read(&png, &black, image.data.data(), 0, nullptr)) {
+    error = std::string("a damaged PNG (") + png.message + ")";
+    png_image_free(&png);
+    return false;
+  }
+  return true;
+}
+
+/// Taps of the antialiased bilinear filter from `in` samples to `out`:
+/// for output o, the inputs first[o] .. first[o] + weights[o].size() - 1.
+struct Taps {
+  std::vector<int64_t> first;
+  std::vector<std::vector<float>> weights;
+};
+
+Taps taps(int64_t in, int64_t out) {
+  Taps t;
+  double scale = (double)in / out, support = std::max(scale, 1.0);
+  for (int64_t o = 0; o < out; ++o) {
+    double center = (o + 0.5) * scale;
+    int64_t lo = std::max<int64_t>(0, (int64_t)std::floor(center - support));
+    int64_t hi = std::min<int64_t>(in, (int64_t)std::ceil(center + support));
+    std::vector<float> w;
+    double total = 0;
+    for (int64_t i = lo; i < hi; ++i) {
+      double x = std::fabs((i + 0.5 - center) / support);
+      w.push_back((float)std::max(0.0, 1.0 - x));
+      total += w.back();
+    }
+    for (float &v : w)
+      v = (float)(v / total);
+    t.first.push_back(lo);
+    t.weights.push_back(std::move(w));
+  }
+  return t;
+}
+
+/// `image` resized to height x width, values as floats in 0..255.
+std::vector<float> resized(const Pixels &image, int64_t height, int64_t width) {
+  int64_t c = image.channels;
+  Taps across = taps(image.width, width), down = taps(image.height, height);
+  std::vector<float> rows(image.height * width * c);
+  for (int64_t y = 0; y < image.height; ++y)
+    for (int64_t x = 0; x < width; ++x)
+      for (int64_t k = 0; k < c; ++k) {
+        float sum = 0;
+        const std::vector<float> &w = across.weights[x];
+        for (size_t j = 0; j < w.size(); ++j)
+          sum += w[j] *
+                 image.data[(y * image.width + across.first[x] + j) * c + k];
+        rows[(y * width + x) * c + k] = sum;
+      }
+  std::vector<float> out(height * width * c);
+  for (int64_t y = 0; y < height; ++y)
+    for (int64_t x = 0; x < width; ++x)
+      for (int64_t k = 0; k < c; ++k) {
+        float sum = 0;
+        const std::vector<float> &w = down.weights[y];
+        for (size_t j = 0; j < w.size(); ++j)
+          sum += w[j] * rows[((down.first[y] + j) * width + x) * c + k];
+        out[(y * width + x) * c + k] = sum;
+      }
+  return out;
+}
+
+} // namespace
+
+bool decodeImage(const std::string &path, Pixels &image, std::string &error) {
+  std::vector<unsigned char> bytes;
+  if (!readFile(path, bytes, error))
+    return false;
+  static const unsigned char jpeg[] = {0xFF, 0xD8, 0xFF},
+                             png[] = {0x89, 'P', 'N', 'G'};
+  if (bytes.size() >= 3 && std::equal(jpeg, jpeg + 3, bytes.begin()))
+    return decodeJpeg(bytes, image, error);
+  if (bytes.size() >= 4 && std::equal(png, png + 4, bytes.begin()))
+    return decodePng(bytes, image, error);
+  error = bytes.empty() ? "an empty file" : "neither a JPEG nor a PNG";
+  return false;
+}
+
+bool imageToSample(const Pixels &image, const ImageShape &shape, float *out,
+                   std::string &error) {
+  int64_t c = image.channels;
+  int64_t height = shape.height ? shape.height : image.height;
+  int64_t width = shape.width ? shape.width : image.width;
+  if (!shape.height &&
+      shape.channels * image.height * image.width != shape.values) {
+    error = "a " + std::to_string(image.width) + "x" +
+            std::to_string(image.height) + " image does not fill the model's " +
+            std::to_string(shape.values) +
+            " input values (a flat input takes images of its size as they are)";
+    return false;
+  }
+  // The evaluation recipe: the shorter side to crop / 0.875, then the
+  // center crop. An image of the input's size is kept as it is.
+  std::vector<float> values;
+  int64_t top = 0, left = 0, rowWidth = width;
+  if (image.height == height && image.width == width) {
+    values.assign(image.data.begin(), image.data.end());
+  } else {
+    double side = std::round(std::max(height, width) / 0.875);
+    double scale = side / std::min(image.height, image.width);
+    int64_t h = std::max<int64_t>(height, std::lround(image.height * scale));
+    int64_t w = std::max<int64_t>(width, std::lround(image.width * scale));
+    values = resized(image, h, w);
+    top = (int64_t)std::lround((h - height) / 2.0);
+    left = (int64_t)std::lround((w - width) / 2.0);
+    rowWidth = w;
+  }
+  for (int64_t k = 0; k < shape.channels; ++k)
+    for (int64_t y = 0; y < height; ++y)
+      for (int64_t x = 0; x < width; ++x) {
+        const float *p = &values[((top + y) * rowWidth + left + x) * c];
+        // Gray from RGB by luminance (ITU-R 601, PIL's "L"); RGB from gray
+        // by copying.
+        float v = c == shape.channels ? p[k]
+                  : c == 1            ? p[0]
+                           : 0.299f * p[0] + 0.587f * p[1] + 0.114f * p[2];
+        out[(k * height + y) * width + x] = v / 255.0f;
+      }
+  return true;
+}
+
+} // namespace gpuc

@@ -1,0 +1,62 @@
+//===- ImageDataset.h - image datasets as people keep them ------*- C++ -*-===//
+//
+// Two layouts: the ImageFolder one (DIR/train/<class>/*.jpg|png and
+// DIR/val/<class>/..., classes in name order, as torchvision numbers them)
+// and CIFAR-10/100's binary batches. Images are decoded with libjpeg-turbo
+// and libpng and brought to the model's input shape: resized so that the
+// crop keeps 87.5 % of the shorter side, then center-cropped
+// (torchvision's evaluation recipe; an image already of the input's size
+// is kept as it is), with channels converted (gray to RGB by copying, RGB
+// to gray by luminance).
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_RUNTIME_IMAGEDATASET_H
+#define GPUC_RUNTIME_IMAGEDATASET_H
+
+#include "gpuc/runtime/Dataset.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpuc {
+
+/// 8-bit pixels of one image, rows of `width` pixels of `channels` (1 or
+/// 3) interleaved values.
+struct Pixels {
+  int64_t height = 0, width = 0, channels = 0;
+  std::vector<unsigned char> data;
+};
+
+/// What a model's image input takes per sample. `height` and `width` 0:
+/// a flat input of `values` per sample, which an image of exactly that
+/// many values fills unchanged.
+struct ImageShape {
+  int64_t channels = 1, height = 0, width = 0, values = 0;
+};
+
+/// Decodes the JPEG or PNG file at `path` (by its first bytes) to gray or
+/// RGB pixels. False with `error` naming the file and the decoder's reason.
+bool decodeImage(const std::string &path, Pixels &image, std::string &error);
+
+/// `image` as `shape`'s values in [0, 1], channel-major (C, H, W), into
+/// `out`; false with `error` when a flat shape does not fit the image.
+bool imageToSample(const Pixels &image, const ImageShape &shape, float *out,
+                   std::string &error);
+
+/// Whether DIR looks like an image dataset this runtime reads: a train/
+/// folder of class folders, or CIFAR's binary batches.
+bool isImageDataset(const std::string &dir);
+
+/// The images of an image dataset, decoded by `workers` threads into
+/// samples of `shape`. Files whose extension is not an image's are
+/// ignored; image files that cannot be decoded are skipped and listed in
+/// `skipped` ("path: reason"). Errors name the folder and the layout
+/// expected.
+bool loadImageDataset(const std::string &dir, const ImageShape &shape,
+                      int workers, Dataset &data,
+                      std::vector<std::string> &skipped, std::string &error);
+
+} // namespace gpuc
+
+#endif // GPUC_RUNTIME_IMAGEDATASET_H
