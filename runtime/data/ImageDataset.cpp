@@ -75,10 +75,12 @@ void walk(const std::string &dir, int64_t label, std::vector<Entry> &out,
 /// Decodes `files` into `split` on `workers` threads; a file that does not
 /// decode is left out and listed in `skipped`.
 void decodeSplit(const std::vector<Entry> &files, const ImageShape &shape,
-                 int workers, Split &split, std::vector<std::string> &skipped) {
+                 int workers, Split &split, std::vector<std::string> &skipped,
+                 std::vector<Pixels> *images) {
   int64_t n = files.size();
   split.samples.assign(n * split.sampleSize, 0.0f);
   std::vector<std::string> errors(n);
+  std::vector<Pixels> decoded(images ? n : 0);
   std::atomic<int64_t> next{0};
   auto work = [&] {
     for (int64_t i; (i = next++) < n;) {
@@ -88,6 +90,8 @@ void decodeSplit(const std::vector<Entry> &files, const ImageShape &shape,
           !imageToSample(image, shape, &split.samples[i * split.sampleSize],
                          error))
         errors[i] = error.empty() ? "unreadable" : error;
+      else if (images)
+        decoded[i] = std::move(image);
     }
   };
   std::vector<std::thread> threads;
@@ -106,6 +110,8 @@ void decodeSplit(const std::vector<Entry> &files, const ImageShape &shape,
     if (kept != i)
       std::copy_n(&split.samples[i * split.sampleSize], split.sampleSize,
                   &split.samples[kept * split.sampleSize]);
+    if (images)
+      images->push_back(std::move(decoded[i]));
     split.labels.push_back(files[i].label);
     ++kept;
   }
@@ -115,7 +121,8 @@ void decodeSplit(const std::vector<Entry> &files, const ImageShape &shape,
 
 bool loadImageFolder(const std::string &dir, const ImageShape &shape,
                      int workers, Dataset &data,
-                     std::vector<std::string> &skipped, std::string &error) {
+                     std::vector<std::string> &skipped, std::string &error,
+                     std::vector<Pixels> *trainImages) {
   std::string train = dir + "/train", val = dir + "/val";
   if (!isDirectory(val))
     val = dir + "/test";
@@ -159,8 +166,8 @@ bool loadImageFolder(const std::string &dir, const ImageShape &shape,
                             ? shape.channels * shape.height * shape.width
                             : shape.values;
   }
-  decodeSplit(trainFiles, shape, workers, data.train, skipped);
-  decodeSplit(valFiles, shape, workers, data.test, skipped);
+  decodeSplit(trainFiles, shape, workers, data.train, skipped, trainImages);
+  decodeSplit(valFiles, shape, workers, data.test, skipped, nullptr);
   if (data.train.count == 0 || data.test.count == 0) {
     error = (data.train.count == 0 ? train : val) +
             ": none of its images could be decoded (" + skipped.front() + ")";
@@ -177,7 +184,8 @@ bool loadImageFolder(const std::string &dir, const ImageShape &shape,
 /// CIFAR's binary batches: records of a label byte (CIFAR-100: coarse and
 /// fine, the fine one read) and a 32x32 RGB image, channel-major.
 bool readCifar(const std::vector<std::string> &paths, int64_t labelBytes,
-               const ImageShape &shape, Split &split, std::string &error) {
+               const ImageShape &shape, Split &split, std::string &error,
+               std::vector<Pixels> *images = nullptr) {
   const int64_t pixels = 32 * 32 * 3, record = labelBytes + pixels;
   split.fromBytes = true;
   split.sampleSize =
@@ -214,6 +222,8 @@ bool readCifar(const std::vector<std::string> &paths, int64_t labelBytes,
       }
       split.labels.push_back(p[labelBytes - 1]);
       ++split.count;
+      if (images)
+        images->push_back(image);
     }
   }
   return true;
@@ -237,21 +247,24 @@ bool isImageDataset(const std::string &dir) {
 
 bool loadImageDataset(const std::string &dir, const ImageShape &shape,
                       int workers, Dataset &data,
-                      std::vector<std::string> &skipped, std::string &error) {
+                      std::vector<std::string> &skipped, std::string &error,
+                      std::vector<Pixels> *trainImages) {
   std::string cifar = cifarFolder(dir);
   if (cifar.empty())
-    return loadImageFolder(dir, shape, workers, data, skipped, error);
+    return loadImageFolder(dir, shape, workers, data, skipped, error,
+                           trainImages);
   if (isFile(cifar + "/data_batch_1.bin")) {
     std::vector<std::string> batches;
     for (int b = 1; b <= 5; ++b)
       if (isFile(cifar + "/data_batch_" + std::to_string(b) + ".bin"))
         batches.push_back(cifar + "/data_batch_" + std::to_string(b) + ".bin");
     data.format = "CIFAR-10";
-    return readCifar(batches, 1, shape, data.train, error) &&
+    return readCifar(batches, 1, shape, data.train, error, trainImages) &&
            readCifar({cifar + "/test_batch.bin"}, 1, shape, data.test, error);
   }
   data.format = "CIFAR-100";
-  return readCifar({cifar + "/train.bin"}, 2, shape, data.train, error) &&
+  return readCifar({cifar + "/train.bin"}, 2, shape, data.train, error,
+                   trainImages) &&
          readCifar({cifar + "/test.bin"}, 2, shape, data.test, error);
 }
 

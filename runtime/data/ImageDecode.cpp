@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/runtime/ImageDataset.h"
+#include "gpuc/runtime/Philox.h"
 
 // (jpeglib.h uses FILE without including its header.)
 #include <cstdio>
@@ -174,6 +175,26 @@ std::vector<float> resized(const Pixels &image, int64_t height, int64_t width) {
   return out;
 }
 
+/// `values` (rows of `rowWidth` pixels of `c` channels, 0..255) from
+/// (top, left) as `channels` channels in [0, 1], channel-major, `height` x
+/// `width`, mirrored when `flip`.
+void writeSample(const std::vector<float> &values, int64_t rowWidth, int64_t c,
+                 int64_t top, int64_t left, int64_t height, int64_t width,
+                 int64_t channels, bool flip, float *out) {
+  for (int64_t k = 0; k < channels; ++k)
+    for (int64_t y = 0; y < height; ++y)
+      for (int64_t x = 0; x < width; ++x) {
+        int64_t from = flip ? width - 1 - x : x;
+        const float *p = &values[((top + y) * rowWidth + left + from) * c];
+        // Gray from RGB by luminance (ITU-R 601, PIL's "L"); RGB from gray
+        // by copying.
+        float v = c == channels ? p[k]
+                  : c == 1      ? p[0]
+                                : 0.299f * p[0] + 0.587f * p[1] + 0.114f * p[2];
+        out[(k * height + y) * width + x] = v / 255.0f;
+      }
+}
+
 } // namespace
 
 bool decodeImage(const std::string &path, Pixels &image, std::string &error) {
@@ -219,18 +240,69 @@ bool imageToSample(const Pixels &image, const ImageShape &shape, float *out,
     left = (int64_t)std::lround((w - width) / 2.0);
     rowWidth = w;
   }
-  for (int64_t k = 0; k < shape.channels; ++k)
-    for (int64_t y = 0; y < height; ++y)
-      for (int64_t x = 0; x < width; ++x) {
-        const float *p = &values[((top + y) * rowWidth + left + x) * c];
-        // Gray from RGB by luminance (ITU-R 601, PIL's "L"); RGB from gray
-        // by copying.
-        float v = c == shape.channels ? p[k]
-                  : c == 1            ? p[0]
-                           : 0.299f * p[0] + 0.587f * p[1] + 0.114f * p[2];
-        out[(k * height + y) * width + x] = v / 255.0f;
-      }
+  writeSample(values, rowWidth, c, top, left, height, width, shape.channels,
+              /*flip=*/false, out);
   return true;
+}
+
+void augmentedSample(const Pixels &image, const ImageShape &shape,
+                     const Augmentation &augmentation, uint64_t seed,
+                     int64_t epoch, int64_t sample, float *out) {
+  // Draw k of this sample in this epoch, on a stream of its own (apart
+  // from dropout's).
+  const uint64_t kAugmentationStream = 0x417567;
+  int64_t draws = 0;
+  auto uniform = [&] {
+    return (double)philoxUniform(seed, (uint64_t)epoch, kAugmentationStream,
+                                 (uint64_t)sample * 64 + draws++);
+  };
+  int64_t height = shape.height ? shape.height : image.height;
+  int64_t width = shape.width ? shape.width : image.width;
+  // torchvision's RandomResizedCrop: ten tries at a box of a random area
+  // and aspect that fits, else the whole image cut to an aspect in range.
+  int64_t top = 0, left = 0, h = image.height, w = image.width;
+  if (augmentation.crop) {
+    double area = (double)image.height * image.width;
+    bool found = false;
+    for (int attempt = 0; attempt < 10 && !found; ++attempt) {
+      double target = area * (0.08 + 0.92 * uniform());
+      double aspect =
+          std::exp(std::log(3.0 / 4) + uniform() * std::log(16.0 / 9));
+      int64_t cw = std::lround(std::sqrt(target * aspect));
+      int64_t ch = std::lround(std::sqrt(target / aspect));
+      if (cw > 0 && ch > 0 && cw <= image.width && ch <= image.height) {
+        top = (int64_t)(uniform() * (image.height - ch + 1));
+        left = (int64_t)(uniform() * (image.width - cw + 1));
+        h = ch;
+        w = cw;
+        found = true;
+      }
+    }
+    if (!found) {
+      double ratio = (double)image.width / image.height;
+      if (ratio < 3.0 / 4)
+        h = std::lround(image.width / (3.0 / 4));
+      else if (ratio > 4.0 / 3)
+        w = std::lround(image.height * (4.0 / 3));
+      top = (image.height - h) / 2;
+      left = (image.width - w) / 2;
+    }
+  }
+  bool flip = augmentation.flip && uniform() < 0.5;
+  Pixels box;
+  box.height = h;
+  box.width = w;
+  box.channels = image.channels;
+  box.data.resize(h * w * image.channels);
+  for (int64_t y = 0; y < h; ++y)
+    std::copy_n(&image.data[((top + y) * image.width + left) * image.channels],
+                w * image.channels, &box.data[y * w * image.channels]);
+  std::vector<float> values =
+      h == height && w == width
+          ? std::vector<float>(box.data.begin(), box.data.end())
+          : resized(box, height, width);
+  writeSample(values, width, image.channels, 0, 0, height, width,
+              shape.channels, flip, out);
 }
 
 } // namespace gpuc

@@ -5,13 +5,15 @@
 #include "BufferFill.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 namespace gpuc::trainer {
 
-void Loader::startEpoch(const std::vector<int64_t> &order, int64_t firstBatch,
-                        int64_t batches) {
+void Loader::startEpoch(int64_t epoch, const std::vector<int64_t> &order,
+                        int64_t firstBatch, int64_t batches) {
   stop();
+  this->epoch = epoch;
   this->order = order;
   next = firstBatch;
   end = firstBatch + batches;
@@ -35,13 +37,27 @@ void Loader::produce() {
     b.images.resize(batch * bytesPerSample);
     int64_t perSample = split.labelsPerSample;
     b.labels.resize(batch * perSample);
-    for (int64_t i = 0; i < batch; ++i) {
-      int64_t s = order[(k * ranks + rank) * batch + i];
-      storeFloats(dtype, &split.samples[s * split.sampleSize], split.sampleSize,
-                  &b.images[i * bytesPerSample]);
-      std::copy_n(&split.labels[s * perSample], perSample,
-                  &b.labels[i * perSample]);
-    }
+    auto fill = [&](int64_t first, int64_t step) {
+      std::vector<float> values;
+      for (int64_t i = first; i < batch; i += step) {
+        int64_t s = order[(k * ranks + rank) * batch + i];
+        if (augmented)
+          augmentedSample(s, &b.images[i * bytesPerSample], values);
+        else
+          storeFloats(dtype, &split.samples[s * split.sampleSize],
+                      split.sampleSize, &b.images[i * bytesPerSample]);
+        std::copy_n(&split.labels[s * perSample], perSample,
+                    &b.labels[i * perSample]);
+      }
+    };
+    // Augmented samples are drawn on the --workers threads.
+    int workers = augmented ? std::max(augmented->workers, 1) : 1;
+    std::vector<std::thread> helpers;
+    for (int w = 1; w < workers; ++w)
+      helpers.emplace_back(fill, w, workers);
+    fill(0, workers);
+    for (std::thread &t : helpers)
+      t.join();
     std::unique_lock<std::mutex> lock(mutex);
     space.wait(lock, [&] { return !full || done; });
     if (done)
@@ -50,6 +66,17 @@ void Loader::produce() {
     full = true;
     ready.notify_one();
   }
+}
+
+void Loader::augmentedSample(int64_t s, char *out, std::vector<float> &values) {
+  values.resize(split.sampleSize);
+  gpuc::augmentedSample(augmented->images[s], augmented->shape,
+                        augmented->augmentation, seed, epoch, s, values.data());
+  // Scaled as the split's samples were.
+  for (float &v : values)
+    v = augmented->integer ? std::round(v * 255.0f)
+                           : (float)((v - augmented->mean) / augmented->stddev);
+  storeFloats(dtype, values.data(), split.sampleSize, out);
 }
 
 void Loader::stop() {

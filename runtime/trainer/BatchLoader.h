@@ -3,6 +3,8 @@
 #ifndef GPUC_TRAINER_BATCHLOADER_H
 #define GPUC_TRAINER_BATCHLOADER_H
 
+#include "TrainingData.h"
+
 #include "gpuc/runtime/Dataset.h"
 #include "gpuc/runtime/Executor.h"
 
@@ -36,21 +38,34 @@ public:
         bytesPerSample(input.bytes / batch), rank(rank), ranks(ranks) {}
   ~Loader() { stop(); }
 
-  /// Starts filling `batches` batches of `order` from batch `firstBatch`.
-  void startEpoch(const std::vector<int64_t> &order, int64_t firstBatch,
-                  int64_t batches);
+  /// Draws each training sample from `images` (--augment) instead of the
+  /// split, with the epoch's random crop and flip.
+  void augment(const AugmentedImages *images, uint64_t seed) {
+    augmented = images;
+    this->seed = seed;
+  }
+  /// Starts filling `batches` batches of epoch `epoch`'s `order` from batch
+  /// `firstBatch`.
+  void startEpoch(int64_t epoch, const std::vector<int64_t> &order,
+                  int64_t firstBatch, int64_t batches);
   /// The next batch, once it is ready.
   Batch take();
 
 private:
   void produce();
   void stop();
+  /// Sample `s` of the epoch, augmented, in the input's storage type at
+  /// `out`.
+  void augmentedSample(int64_t s, char *out, std::vector<float> &values);
 
   const Split &split;
   int64_t batch;
   std::string dtype;
   int64_t bytesPerSample;
   int rank, ranks;
+  const AugmentedImages *augmented = nullptr;
+  uint64_t seed = 0;
+  int64_t epoch = 0;
   std::vector<int64_t> order;
   int64_t next = 0, end = 0;
   std::thread thread;

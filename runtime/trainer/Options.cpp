@@ -31,7 +31,7 @@ const char *const kUsage =
     "             [--profile trace.json]\n"
     "             [--device auto|cpu|cuda] [--no-graph] [--artifact DIR]\n"
     "             [--init weights.safetensors] [--collective-timeout S]\n"
-    "             [--workers N]\n"
+    "             [--workers N] [--augment crop,flip]\n"
     "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step "
     "K]\n"
     "  --data: MNIST-family IDX files (e.g. "
@@ -43,6 +43,9 @@ const char *const kUsage =
     "          or CIFAR-10/100's binary batches, resized and center-cropped\n"
     "          to the model's input\n"
     "  --workers N: threads decoding image files (default: one per core)\n"
+    "  --augment crop,flip|crop|flip|none: each epoch, a random resized crop\n"
+    "          and a horizontal flip of each training image (torchvision's\n"
+    "          recipe), drawn from (seed, epoch, sample)\n"
     "  --held-out F: a language model's test split, the last fraction F of\n"
     "          the token file (0.1)\n"
     "  --run-step: one step of the step program on IN_DIR/<input>.npy,\n"
@@ -134,6 +137,21 @@ Options parseOptions(int argc, char **argv) {
       o.device = value(i);
       if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
         fail("--device expects auto, cpu or cuda, got '" + o.device + "'");
+    } else if (a == "--augment") {
+      std::string v = value(i), rest = v;
+      o.augmentCrop = o.augmentFlip = false;
+      while (!rest.empty() && v != "none") {
+        size_t comma = rest.find(',');
+        std::string part = rest.substr(0, comma);
+        if (part == "crop")
+          o.augmentCrop = true;
+        else if (part == "flip")
+          o.augmentFlip = true;
+        else
+          fail("--augment expects crop, flip, crop,flip or none, got '" + v +
+               "'");
+        rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+      }
     } else if (a == "--workers") {
       o.workers = integer(i, 1);
     } else if (a == "--collective-timeout") {

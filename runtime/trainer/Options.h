@@ -23,6 +23,8 @@ struct Options {
   double collectiveTimeout = 300;
   /// Threads decoding an image dataset (0: one per core).
   int64_t workers = 0;
+  /// --augment: random resized crops and horizontal flips of images.
+  bool augmentCrop = false, augmentFlip = false;
   bool quiet = false;
 };
 

@@ -149,7 +149,8 @@ int trainerMain(int argc, char **argv) {
 
   Dataset data;
   double mean = 0, stddev = 1;
-  loadTrainingData(s, o, data, mean, stddev);
+  AugmentedImages augmented;
+  loadTrainingData(s, o, data, mean, stddev, augmented);
   int64_t stepsPerEpoch = stepsPerEpochOf(s, data);
   s.checkRanksAgree(
       {{"artifact (plan.json)", fingerprint(s.plan.json.dump())},
@@ -176,6 +177,8 @@ int trainerMain(int argc, char **argv) {
 
   sayWhatRuns(s, o, data, stepsPerEpoch, mean, stddev);
   TrainingRun run(s, o, data, stepsPerEpoch, metrics);
+  if (augmented.augmentation.any())
+    run.augment(augmented);
   run.run(startStep);
   run.finish();
   if (!o.exportOnnx.empty())

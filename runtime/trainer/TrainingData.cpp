@@ -99,14 +99,18 @@ ImageShape imageShapeOf(const PlanBuffer &input) {
 
 /// An image dataset, decoded on --workers threads; files that do not
 /// decode are named once and left out.
-void loadImages(const CompiledStep &s, const Options &o, Dataset &data) {
+void loadImages(const CompiledStep &s, const Options &o, Dataset &data,
+                AugmentedImages &augmented) {
   int workers = o.workers
                     ? (int)o.workers
                     : (int)std::max(1u, std::thread::hardware_concurrency());
+  augmented.workers = workers;
+  augmented.shape = imageShapeOf(s.plan.buffers[s.image]);
   std::vector<std::string> skipped;
   std::string error;
-  if (!loadImageDataset(o.data, imageShapeOf(s.plan.buffers[s.image]), workers,
-                        data, skipped, error))
+  if (!loadImageDataset(o.data, augmented.shape, workers, data, skipped, error,
+                        augmented.augmentation.any() ? &augmented.images
+                                                     : nullptr))
     fail(error);
   if (skipped.empty() || s.rank != 0)
     return;
@@ -123,10 +127,16 @@ void loadImages(const CompiledStep &s, const Options &o, Dataset &data) {
 }
 
 void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
-                      double &mean, double &stddev) {
+                      double &mean, double &stddev,
+                      AugmentedImages &augmented) {
   std::string error;
-  if (!s.tokens && isImageDataset(o.data))
-    loadImages(s, o, data);
+  augmented.augmentation = {o.augmentCrop, o.augmentFlip};
+  bool images = !s.tokens && isImageDataset(o.data);
+  if (augmented.augmentation.any() && !images)
+    fail("--augment crops and flips images: --data " + o.data +
+         " is not an image folder or CIFAR");
+  if (images)
+    loadImages(s, o, data, augmented);
   else if (s.tokens ? !loadTokenStream(o.data, s.window, o.heldOut, data, error)
                     : !loadDataset(o.data, data, error))
     fail(error);
@@ -136,6 +146,9 @@ void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
     normalize(data, mean, stddev);
   else if (!s.tokens)
     integerSamples(s, data, o.data);
+  augmented.mean = mean;
+  augmented.stddev = stddev;
+  augmented.integer = !isFloatBuffer(s.plan.buffers[s.image]);
   checkData(s, data, o.data);
   if (o.limitTrain && o.limitTrain < data.train.count)
     data.train.count = o.limitTrain;

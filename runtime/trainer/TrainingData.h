@@ -6,17 +6,32 @@
 #include "Options.h"
 
 #include "gpuc/runtime/Dataset.h"
+#include "gpuc/runtime/ImageDataset.h"
 
 namespace gpuc::trainer {
 
 class CompiledStep;
 
+/// The training images of an image dataset, kept decoded for --augment:
+/// the loader draws each sample's crop and flip per epoch, then scales its
+/// values as the split's were (`integer`: 0..255 for an integer input;
+/// else normalized by `mean` and `stddev`).
+struct AugmentedImages {
+  std::vector<Pixels> images;
+  ImageShape shape;
+  Augmentation augmentation;
+  double mean = 0, stddev = 1;
+  bool integer = false;
+  int workers = 1;
+};
+
 /// Loads --data for the compiled step's model (images, or a token stream),
 /// normalizes float images (their mean and standard deviation in `mean`,
 /// `stddev`), checks that samples and labels fit the model, and applies
-/// --limit-train. Any mismatch is an error naming the data.
+/// --limit-train. Any mismatch is an error naming the data. With
+/// --augment, `augmented` gets the training images.
 void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
-                      double &mean, double &stddev);
+                      double &mean, double &stddev, AugmentedImages &augmented);
 
 } // namespace gpuc::trainer
 

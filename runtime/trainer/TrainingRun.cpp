@@ -41,8 +41,8 @@ void TrainingRun::run(int64_t startStep) {
 }
 
 bool TrainingRun::runEpoch(int64_t epoch, int64_t inEpoch, int64_t &step) {
-  loader.startEpoch(permutation(data.train.count, o.seed, epoch), inEpoch,
-                    stepsPerEpoch - inEpoch);
+  loader.startEpoch(epoch, permutation(data.train.count, o.seed, epoch),
+                    inEpoch, stepsPerEpoch - inEpoch);
   auto epochStart = Clock::now();
   for (; inEpoch < stepsPerEpoch; ++inEpoch, ++step) {
     double stepStart = profileClock();
@@ -146,18 +146,30 @@ void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
            ", \"data_wait_ms\": %.3f, \"data_wait_share\": %.4f", waitMs,
            waitShare);
   extraJson = text + extraJson;
-  // Said once, after the first interval (which includes the first batch's
-  // preparation), when a step waits a millisecond or more: the device
-  // stands idle that long.
-  if (++logPoints > 1 && waitShare > 0.1 && waitMs >= 1.0 && !dataBoundSaid &&
-      s.rank == 0) {
-    dataBoundSaid = true;
-    fprintf(stderr,
-            "train: the steps waited for their data %.0f%% of the time "
-            "(%.2f ms of %.2f ms per step): the loader is slower than the "
-            "device; give it more --workers, or a faster disk\n",
-            100 * waitShare, waitMs,
-            1e3 * stepSeconds / std::max<int64_t>(intervalSteps, 1));
+  // Said once, from a window of at least 50 steps after the first log
+  // point (whose first batch waits for the loader to start), when the steps
+  // waited a millisecond or more and over 10 % of their time: the device
+  // stood idle that long. (A shorter window would report a busy machine's
+  // scheduling.)
+  if (++logPoints > 1) {
+    windowWait += dataWait;
+    windowSeconds += stepSeconds;
+    windowSteps += intervalSteps;
+  }
+  if (windowSteps >= 50) {
+    double ms = 1e3 * windowWait / windowSteps;
+    double share = windowSeconds > 0 ? windowWait / windowSeconds : 0;
+    if (share > 0.1 && ms >= 1.0 && !dataBoundSaid && s.rank == 0) {
+      dataBoundSaid = true;
+      fprintf(stderr,
+              "train: the steps waited for their data %.0f%% of the time "
+              "(%.2f ms of %.2f ms per step): the loader (reading, decoding, "
+              "augmenting) is slower than the device; give it more --workers "
+              "or fewer --augment choices\n",
+              100 * share, ms, 1e3 * windowSeconds / windowSteps);
+    }
+    windowWait = windowSeconds = 0;
+    windowSteps = 0;
   }
   dataWait = stepSeconds = 0;
   intervalSteps = 0;

@@ -33,6 +33,10 @@ public:
   void run(int64_t startStep);
   /// Closes --metrics and prints the run's summary lines.
   void finish();
+  /// Training images drawn anew each epoch (--augment).
+  void augment(const AugmentedImages &images) {
+    loader.augment(&images, o.seed);
+  }
 
 private:
   using Clock = std::chrono::steady_clock;
@@ -65,6 +69,9 @@ private:
   /// seconds they took in all (the wait included), and how many ran.
   double dataWait = 0, stepSeconds = 0;
   int64_t intervalSteps = 0, logPoints = 0;
+  /// The same over log points since the last check for a data-bound run.
+  double windowWait = 0, windowSeconds = 0;
+  int64_t windowSteps = 0;
   bool dataBoundSaid = false;
 };
 

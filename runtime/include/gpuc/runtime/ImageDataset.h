@@ -44,6 +44,23 @@ bool decodeImage(const std::string &path, Pixels &image, std::string &error);
 bool imageToSample(const Pixels &image, const ImageShape &shape, float *out,
                    std::string &error);
 
+/// torchvision's training recipe, applied by the loader to each sample of
+/// each epoch: a random resized crop (8 % to 100 % of the area, aspect 3/4
+/// to 4/3, resized to the input) and a horizontal flip with probability
+/// 1/2.
+struct Augmentation {
+  bool crop = false, flip = false;
+  bool any() const { return crop || flip; }
+};
+
+/// `image` as `shape`'s values in [0, 1] (channel-major) into `out`, with
+/// the random choices of `augmentation` drawn from (seed, epoch, sample):
+/// the same sample in the same epoch is the same values, on any thread
+/// and after any resume.
+void augmentedSample(const Pixels &image, const ImageShape &shape,
+                     const Augmentation &augmentation, uint64_t seed,
+                     int64_t epoch, int64_t sample, float *out);
+
 /// Whether DIR looks like an image dataset this runtime reads: a train/
 /// folder of class folders, or CIFAR's binary batches.
 bool isImageDataset(const std::string &dir);
@@ -53,9 +70,12 @@ bool isImageDataset(const std::string &dir);
 /// ignored; image files that cannot be decoded are skipped and listed in
 /// `skipped` ("path: reason"). Errors name the folder and the layout
 /// expected.
+/// With `trainImages`, the training split's decoded images are kept there
+/// too, in the split's order, for augmentation.
 bool loadImageDataset(const std::string &dir, const ImageShape &shape,
                       int workers, Dataset &data,
-                      std::vector<std::string> &skipped, std::string &error);
+                      std::vector<std::string> &skipped, std::string &error,
+                      std::vector<Pixels> *trainImages = nullptr);
 
 } // namespace gpuc
 
