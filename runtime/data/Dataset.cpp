@@ -240,17 +240,35 @@ bool loadTokenStream(const std::string &path, int64_t window, double heldOut,
 }
 
 void normalize(Dataset &data, double &mean, double &stddev) {
-  double sum = 0, squares = 0;
-  for (float v : data.train.samples) {
-    sum += v;
-    squares += (double)v * v;
+  std::vector<double> means, stddevs;
+  normalizeChannels(data, 1, means, stddevs);
+  mean = means[0];
+  stddev = stddevs[0];
+}
+
+void normalizeChannels(Dataset &data, int64_t channels,
+                       std::vector<double> &mean, std::vector<double> &stddev) {
+  int64_t plane = data.train.sampleSize / std::max<int64_t>(channels, 1);
+  std::vector<double> sum(channels, 0.0), squares(channels, 0.0);
+  for (size_t i = 0; i < data.train.samples.size(); ++i) {
+    double v = data.train.samples[i];
+    int64_t c = plane ? (int64_t)(i % data.train.sampleSize) / plane : 0;
+    sum[c] += v;
+    squares[c] += v * v;
   }
-  double n = std::max<size_t>(data.train.samples.size(), 1);
-  mean = sum / n;
-  stddev = std::sqrt(std::max(squares / n - mean * mean, 1e-12));
+  double n = std::max<double>((double)data.train.samples.size() / channels, 1);
+  mean.assign(channels, 0.0);
+  stddev.assign(channels, 1.0);
+  for (int64_t c = 0; c < channels; ++c) {
+    mean[c] = sum[c] / n;
+    stddev[c] = std::sqrt(std::max(squares[c] / n - mean[c] * mean[c], 1e-12));
+  }
   for (Split *split : {&data.train, &data.test})
-    for (float &v : split->samples)
-      v = (float)((v - mean) / stddev);
+    for (size_t i = 0; i < split->samples.size(); ++i) {
+      int64_t c = plane ? (int64_t)(i % split->sampleSize) / plane : 0;
+      float &v = split->samples[i];
+      v = (float)((v - mean[c]) / stddev[c]);
+    }
 }
 
 } // namespace gpuc

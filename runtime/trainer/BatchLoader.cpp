@@ -72,10 +72,16 @@ void Loader::augmentedSample(int64_t s, char *out, std::vector<float> &values) {
   values.resize(split.sampleSize);
   gpuc::augmentedSample(augmented->images[s], augmented->shape,
                         augmented->augmentation, seed, epoch, s, values.data());
-  // Scaled as the split's samples were.
-  for (float &v : values)
-    v = augmented->integer ? std::round(v * 255.0f)
-                           : (float)((v - augmented->mean) / augmented->stddev);
+  // Scaled as the split's samples were (per channel plane).
+  int64_t planes = augmented->mean.size();
+  int64_t plane = split.sampleSize / planes;
+  for (int64_t i = 0; i < split.sampleSize; ++i) {
+    float &v = values[i];
+    int64_t c = planes > 1 ? i / plane : 0;
+    v = augmented->integer
+            ? std::round(v * 255.0f)
+            : (float)((v - augmented->mean[c]) / augmented->stddev[c]);
+  }
   storeFloats(dtype, values.data(), split.sampleSize, out);
 }
 

@@ -75,9 +75,21 @@ uint64_t fingerprint(const Split &split) {
   return fingerprint(text);
 }
 
+/// "0.2860", or "(0.4914, 0.4822, 0.4465)" per channel.
+std::string figures(const std::vector<double> &values) {
+  std::string text;
+  char one[32];
+  for (double v : values) {
+    snprintf(one, sizeof(one), "%s%.4f", text.empty() ? "" : ", ", v);
+    text += one;
+  }
+  return values.size() > 1 ? "(" + text + ")" : text;
+}
+
 /// What the run is about to do, before it starts.
 void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
-                 int64_t stepsPerEpoch, double mean, double stddev) {
+                 int64_t stepsPerEpoch, const std::vector<double> &mean,
+                 const std::vector<double> &stddev) {
   if (o.quiet)
     return;
   if (s.tokens)
@@ -89,10 +101,10 @@ void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
   else
     printf("training %lld samples (%lld steps/epoch of %lld, last partial "
            "batch dropped) for %lld epochs; data %s normalized with mean "
-           "%.4f std %.4f\n",
+           "%s std %s\n",
            (long long)data.train.count, (long long)stepsPerEpoch,
            (long long)(s.batch * s.ranks), (long long)o.epochs,
-           data.format.c_str(), mean, stddev);
+           data.format.c_str(), figures(mean).c_str(), figures(stddev).c_str());
   if (s.logits < 0)
     printf("no evaluation: %s\n", s.noEvalReason.c_str());
   if (s.accumulate > 1)
@@ -148,7 +160,7 @@ int trainerMain(int argc, char **argv) {
     exportTarget(o.exportOnnx);
 
   Dataset data;
-  double mean = 0, stddev = 1;
+  std::vector<double> mean, stddev;
   AugmentedImages augmented;
   loadTrainingData(s, o, data, mean, stddev, augmented);
   int64_t stepsPerEpoch = stepsPerEpochOf(s, data);

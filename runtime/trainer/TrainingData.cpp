@@ -127,7 +127,7 @@ void loadImages(const CompiledStep &s, const Options &o, Dataset &data,
 }
 
 void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
-                      double &mean, double &stddev,
+                      std::vector<double> &mean, std::vector<double> &stddev,
                       AugmentedImages &augmented) {
   std::string error;
   augmented.augmentation = {o.augmentCrop, o.augmentFlip};
@@ -140,10 +140,12 @@ void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
   else if (s.tokens ? !loadTokenStream(o.data, s.window, o.heldOut, data, error)
                     : !loadDataset(o.data, data, error))
     fail(error);
-  mean = 0;
-  stddev = 1;
+  mean = {0.0};
+  stddev = {1.0};
+  // RGB images per channel, as torchvision's recipes normalize them.
+  int64_t channels = images && augmented.shape.channels == 3 ? 3 : 1;
   if (isFloatBuffer(s.plan.buffers[s.image]))
-    normalize(data, mean, stddev);
+    normalizeChannels(data, channels, mean, stddev);
   else if (!s.tokens)
     integerSamples(s, data, o.data);
   augmented.mean = mean;

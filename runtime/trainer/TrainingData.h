@@ -20,18 +20,21 @@ struct AugmentedImages {
   std::vector<Pixels> images;
   ImageShape shape;
   Augmentation augmentation;
-  double mean = 0, stddev = 1;
+  /// Per channel (one value: every channel).
+  std::vector<double> mean{0.0}, stddev{1.0};
   bool integer = false;
   int workers = 1;
 };
 
 /// Loads --data for the compiled step's model (images, or a token stream),
 /// normalizes float images (their mean and standard deviation in `mean`,
-/// `stddev`), checks that samples and labels fit the model, and applies
+/// `stddev`: per channel for RGB images, else one value), checks that samples
+/// and labels fit the model, and applies
 /// --limit-train. Any mismatch is an error naming the data. With
 /// --augment, `augmented` gets the training images.
 void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
-                      double &mean, double &stddev, AugmentedImages &augmented);
+                      std::vector<double> &mean, std::vector<double> &stddev,
+                      AugmentedImages &augmented);
 
 } // namespace gpuc::trainer
 

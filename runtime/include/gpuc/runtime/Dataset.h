@@ -42,6 +42,11 @@ bool loadDataset(const std::string &dir, Dataset &data, std::string &error);
 /// Normalizes both splits with the training split's mean and standard
 /// deviation (one value over all pixels), returned for the record.
 void normalize(Dataset &data, double &mean, double &stddev);
+/// The same per channel: samples are `channels` planes (C, H, W), each
+/// normalized with the training split's mean and standard deviation of its
+/// plane (torchvision's Normalize, with the dataset's own figures).
+void normalizeChannels(Dataset &data, int64_t channels,
+                       std::vector<double> &mean, std::vector<double> &stddev);
 
 } // namespace gpuc
 
