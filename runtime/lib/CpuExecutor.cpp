@@ -477,7 +477,10 @@ public:
       int64_t elementBytes = dtypeBytes(b.dtype);
       int64_t shard = shardElements(b.count, ranks);
       int64_t filled = shardFilled(b.count, ranks, rank);
-      char *whole = static_cast<char *>(b.whole) + rank * shard * elementBytes;
+      // (A rank whose shard lies past a small tensor's end holds only
+      // padding: its place is the tensor's end.)
+      char *whole = static_cast<char *>(b.whole) +
+                    std::min(rank * shard, b.count) * elementBytes;
       char *mine = static_cast<char *>(b.shard);
       if (step.kind == StepKind::AllGather) {
         memcpy(whole, mine, filled * elementBytes);

@@ -305,7 +305,8 @@ void CompiledStep::uploadShard(const PlanBuffer &b, const NamedTensor &whole) {
   int64_t shard = b.numElements();
   int64_t filled = shardFilled(count, ranks, rank);
   std::vector<char> mine(b.bytes, 0);
-  memcpy(mine.data(), whole.data.data() + rank * shard * elementBytes,
+  memcpy(mine.data(),
+         whole.data.data() + std::min(rank * shard, count) * elementBytes,
          filled * elementBytes);
   device->upload(b.id, mine.data(), mine.size());
 }
