@@ -205,6 +205,39 @@ TEST(KernelEmitterTest, ResultsIndependentOfReductionsAreStoredInTheFirstPass) {
   EXPECT_EQ(stores, 3) << src;
 }
 
+// A bias gradient fused with the gradient it sums, written over its operand:
+// the only pass over the row stores it (each element is computed once), the
+// operand's element read just before the store. With a per-element value
+// that needs the sum, a later pass reads the row, and the in-place store
+// waits for that pass.
+TEST(KernelEmitterTest, InPlaceResultIsStoredInTheOnlyPass) {
+  std::string t = "tensor<65536x4xf32>", v = "tensor<4xf32>";
+  auto source = [&](bool centred) {
+    std::string results = v + ", " + t + (centred ? ", " + t : "");
+    return "func.func @f(%a: " + t + ") -> (" + results +
+           ") {\n  %r:" + (centred ? "3" : "2") + " = gpuc.fusion(%a) " +
+           "{gpuc.in_place = array<i64: -1, 0" + (centred ? ", -1" : "") +
+           ">} : (" + t + ") -> (" + results + ") {\n  ^bb0(%x: " + t +
+           "):\n    %d = gpuc.mul %x, %x : " + t +
+           "\n    %s = gpuc.reduce_sum %d axes = [0] : " + t + " -> " + v +
+           "\n    %m = gpuc.broadcast %s : " + v + " -> " + t +
+           "\n    %c = gpuc.sub %x, %m : " + t + "\n    gpuc.yield %s, %d" +
+           (centred ? ", %c" : "") + " : " + results + "\n  }\n  return " +
+           (centred ? "%r#0, %r#1, %r#2" : "%r#0, %r#1") + " : " + results +
+           "\n}\n";
+  };
+  for (bool centred : {false, true}) {
+    FailureOr<EmittedKernel> kernel = emitFirstFusion(source(centred));
+    ASSERT_TRUE(succeeded(kernel));
+    const std::string &src = kernel->source;
+    size_t reduced = src.find("blockReduceSum");
+    ASSERT_NE(reduced, std::string::npos) << src;
+    size_t store = src.find("out1[");
+    ASSERT_NE(store, std::string::npos) << src;
+    EXPECT_EQ(store < reduced, !centred) << src;
+  }
+}
+
 // Reductions that read no other reduction share a pass: the sums of x and
 // x*x (level 0) are reduced in the first launch of a split row kernel, the
 // sum of squared deviations (level 1, it reads the mean) in the second; then

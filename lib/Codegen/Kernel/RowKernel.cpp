@@ -97,14 +97,6 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         return true;
     return false;
   };
-  SmallVector<Value> firstPass;
-  llvm::erase_if(perElement, [&](Value v) {
-    Operation *def = v.getDefiningOp();
-    if ((def && afterReduction.contains(def)) || writtenInPlace(v))
-      return false;
-    firstPass.push_back(v);
-    return true;
-  });
   // A reduction's level: 0 when it reads no reduction's result, else one
   // more than the highest level it reads.
   DenseMap<Operation *, int64_t> levelAfter; // of ops after a reduction
@@ -124,6 +116,26 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       levelAfter[&op] = reads;
     }
   }
+  auto beforeReductions = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return !def || !afterReduction.contains(def);
+  };
+  // When the first pass is the only one over the row (one level of
+  // reductions, every per-element value computed before them), it may
+  // store over an operand too: canOverwrite lets an element be computed
+  // only from the operand's same element, which the pass reads just before
+  // it stores there, and no later pass reads the row. A bias gradient
+  // fused with the activation gradient it sums then computes each
+  // element once, not once for the sum and again for the store.
+  bool onePass = levels <= 1 && rowLength > 1 &&
+                 llvm::all_of(perElement, beforeReductions);
+  SmallVector<Value> firstPass;
+  llvm::erase_if(perElement, [&](Value v) {
+    if (!beforeReductions(v) || (writtenInPlace(v) && !onePass))
+      return false;
+    firstPass.push_back(v);
+    return true;
+  });
   // Few long rows (batch norm's per-channel statistics) would leave most
   // of a GPU idle with one block per row: such a row is split into
   // `splits` chunks, one block each, and the kernel runs as one launch
