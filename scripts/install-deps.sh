@@ -11,7 +11,7 @@ packages=(
   libdnnl-dev nlohmann-json3-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev
   coinor-libcbc-dev
   dataset-fashion-mnist fortunes
-  python3-numpy python3-onnx python3-pil
+  python3-numpy python3-onnx python3-pil python3-venv
   clang libclang-rt-dev
   openmpi-bin libopenmpi-dev
 )
@@ -27,13 +27,25 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
     missing+=("$p")
 done
-if ((${#missing[@]} == 0)); then
-  exit 0
-fi
-
 sudo=""
 if [[ $(id -u) != 0 ]]; then sudo="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q >/dev/null
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+if ((${#missing[@]} > 0)); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q >/dev/null
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Optional: TensorBoard's reader, for the test of the trainer's
+# --tensorboard event files. Debian has no package; PyPI's goes into a
+# virtual environment of its own. Without a network the test skips.
+tensorboard_venv=/opt/gpuc-tensorboard
+if [[ "${GPUC_SKIP_TENSORBOARD:-0}" != 1 ]] &&
+  ! "$tensorboard_venv/bin/python" -c 'import tensorboard' 2>/dev/null; then
+  echo "install-deps: installing tensorboard from PyPI into $tensorboard_venv"
+  if ! { $sudo /usr/bin/python3 -m venv "$tensorboard_venv" &&
+    $sudo "$tensorboard_venv/bin/pip" install -q tensorboard; }; then
+    echo "install-deps: tensorboard could not be installed; the" \
+      "--tensorboard test will be skipped"
+  fi
+fi

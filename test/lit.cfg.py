@@ -79,6 +79,23 @@ for feature, modules, skipped in (
         config.available_features.add(feature)
     else:
         lit_config.note(skipped + " (scripts/install-deps.sh installs them)")
+# TensorBoard's own reader, from PyPI (Debian has no package): a virtual
+# environment scripts/install-deps.sh makes, or $GPUC_TENSORBOARD_PYTHON.
+tensorboard_python = os.environ.get("GPUC_TENSORBOARD_PYTHON",
+                                    "/opt/gpuc-tensorboard/bin/python")
+try:
+    has_tensorboard = subprocess.run(
+        [tensorboard_python, "-c", "import tensorboard"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+except OSError:
+    has_tensorboard = False
+if has_tensorboard:
+    config.available_features.add("tensorboard")
+    config.substitutions.append(("%tensorboard_python", tensorboard_python))
+else:
+    lit_config.note(tensorboard_python + " cannot import tensorboard: the "
+                    "--tensorboard test is skipped (scripts/install-deps.sh "
+                    "installs it from PyPI)")
 if os.path.isdir("/usr/share/datasets/fashion-mnist"):
     config.available_features.add("fashion-mnist")
 else:

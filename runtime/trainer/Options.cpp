@@ -27,6 +27,7 @@ const char *const kUsage =
     "             [--lr LR] [--eval-every STEPS] [--log-every STEPS]\n"
     "             [--checkpoint-dir DIR] [--resume [FILE]]\n"
     "             [--export-onnx trained.onnx] [--metrics metrics.jsonl]\n"
+    "             [--tensorboard DIR]\n"
     "             [--limit-train N] [--bench-steps N] [--quiet]\n"
     "             [--profile trace.json]\n"
     "             [--device auto|cpu|cuda] [--no-graph] [--artifact DIR]\n"
@@ -46,6 +47,8 @@ const char *const kUsage =
     "  --augment crop,flip|crop|flip|none: each epoch, a random resized crop\n"
     "          and a horizontal flip of each training image (torchvision's\n"
     "          recipe), drawn from (seed, epoch, sample)\n"
+    "  --tensorboard DIR: event files TensorBoard reads (tensorboard\n"
+    "          --logdir DIR): the loss, throughput, data wait and accuracy\n"
     "  --held-out F: a language model's test split, the last fraction F of\n"
     "          the token file (0.1)\n"
     "  --run-step: one step of the step program on IN_DIR/<input>.npy,\n"
@@ -119,6 +122,8 @@ Options parseOptions(int argc, char **argv) {
       o.exportOnnx = value(i);
     else if (a == "--metrics")
       o.metrics = value(i);
+    else if (a == "--tensorboard")
+      o.tensorboard = value(i);
     else if (a == "--profile")
       o.profile = value(i);
     else if (a == "--run-step")

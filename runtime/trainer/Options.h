@@ -8,7 +8,7 @@
 namespace gpuc::trainer {
 
 struct Options {
-  std::string data, checkpointDir, resume, exportOnnx, metrics;
+  std::string data, checkpointDir, resume, exportOnnx, metrics, tensorboard;
   std::string runStepInputs, outputDir, profile;
   std::string device = "auto";
   std::string artifact;

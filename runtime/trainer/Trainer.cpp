@@ -120,6 +120,7 @@ Options forThisRank(const CompiledStep &s, Options o) {
     return o;
   o.quiet = true;
   o.metrics.clear();
+  o.tensorboard.clear();
   o.exportOnnx.clear();
   o.profile.clear();
   return o;

@@ -24,10 +24,18 @@ TrainingRun::TrainingRun(CompiledStep &s, const Options &o, const Dataset &data,
       tty(isatty(fileno(stdout)) && !o.quiet && s.ranks == 1),
       loader(data.train, s.batch, s.plan.buffers[s.image], s.rank, s.ranks),
       profile(s, o), losses(*s.device, s.loss),
-      checkpoints(s, o, stepsPerEpoch) {}
+      checkpoints(s, o, stepsPerEpoch) {
+  std::string error;
+  if (!o.tensorboard.empty() && !events.open(o.tensorboard, error))
+    fail("--tensorboard " + o.tensorboard + ": " + error);
+}
 
 void TrainingRun::run(int64_t startStep) {
   start = Clock::now();
+  // Resumed: the steps after the checkpoint, which an interrupted run may
+  // have logged already, are logged again.
+  if (startStep > 0)
+    events.restartAt(startStep + 1);
   training.store(true);
   for (int64_t step = startStep; step < totalSteps;) {
     int64_t epoch = step / stepsPerEpoch, inEpoch = step % stepsPerEpoch;
@@ -116,8 +124,11 @@ void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
   // The loss scale as the step left it: read at log points only, where the
   // host waits for the device anyway.
   std::string extra, extraJson;
+  std::vector<std::pair<std::string, double>> board = {
+      {"train/loss", mean}, {"train/samples_per_s", rate}};
   char text[160];
   if (s.tokens) {
+    board.push_back({"train/tokens_per_s", rate * s.window});
     snprintf(text, sizeof(text), " tokens/s %.0f", rate * s.window);
     extra = text;
     snprintf(text, sizeof(text), ", \"tokens_per_s\": %.1f", rate * s.window);
@@ -130,6 +141,8 @@ void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
     snprintf(text, sizeof(text), " loss_scale %g skipped_steps %lld", scale,
              (long long)skipped);
     extra += text;
+    board.push_back({"train/loss_scale", scale});
+    board.push_back({"train/skipped_steps", skipped});
     snprintf(text, sizeof(text),
              ", \"loss_scale\": %.17g, \"skipped_steps\": %lld", scale,
              (long long)skipped);
@@ -146,6 +159,8 @@ void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
            ", \"data_wait_ms\": %.3f, \"data_wait_share\": %.4f", waitMs,
            waitShare);
   extraJson = text + extraJson;
+  board.push_back({"train/data_wait_ms", waitMs});
+  board.push_back({"train/data_wait_share", waitShare});
   // Said once, from a window of at least 50 steps after the first log
   // point (whose first batch waits for the loader to start), when the steps
   // waited a millisecond or more and over 10 % of their time: the device
@@ -184,6 +199,7 @@ void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
            "\"samples_per_s\": %.1f",
            (long long)epoch + 1, (long long)step + 1, mean, rate);
   metricsLine(text + extraJson + "}");
+  boardScalars(step + 1, board);
   losses.sum = 0;
   losses.count = 0;
 }
@@ -222,6 +238,23 @@ void TrainingRun::evalPoint(int64_t epoch, int64_t step,
   snprintf(text, sizeof(text), ", \"elapsed_s\": %.2f}",
            std::chrono::duration<double>(Clock::now() - start).count());
   metricsLine(line + text);
+  std::vector<std::pair<std::string, double>> board = {
+      {s.tokens ? "test/next_token_accuracy" : "test/accuracy", lastAccuracy}};
+  if (lastLoss >= 0) {
+    board.push_back({"test/loss", lastLoss});
+    board.push_back({"test/perplexity", std::exp(lastLoss)});
+  }
+  boardScalars(step + 1, board);
+}
+
+void TrainingRun::boardScalars(
+    int64_t step, const std::vector<std::pair<std::string, double>> &values) {
+  if (!events.isOpen())
+    return;
+  events.scalars(step, values);
+  std::string error;
+  if (!events.flush(error))
+    fail("--tensorboard " + o.tensorboard + ": " + error);
 }
 
 void TrainingRun::metricsLine(const std::string &line) {
@@ -236,6 +269,8 @@ void TrainingRun::stop(int64_t stepReached, bool saved) {
   losses.drain(true);
   if (metrics)
     fclose(metrics);
+  std::string error;
+  events.close(error);
   const char *name = stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
   if (s.rank != 0) {
     // Rank 0 says what happened to the run (and wrote the checkpoint).
@@ -265,6 +300,10 @@ void TrainingRun::finish() {
     fail("cannot write --metrics " + o.metrics + ": " + strerror(errno) +
          " (the metrics written so far may be incomplete)");
   metrics = nullptr;
+  std::string error;
+  if (!events.close(error))
+    fail("--tensorboard " + o.tensorboard + ": " + error +
+         " (the events written so far may be incomplete)");
   s.device->synchronize();
   if (!o.quiet) {
     double seconds =

@@ -4,6 +4,7 @@
 
 #include "BatchLoader.h"
 #include "Checkpoint.h"
+#include "EventFile.h"
 #include "HostProfile.h"
 #include "LossReader.h"
 #include "Options.h"
@@ -51,12 +52,17 @@ private:
   [[noreturn]] void stop(int64_t stepReached, bool saved);
   /// Writes a line to --metrics at once (tail -f, a killed run).
   void metricsLine(const std::string &line);
+  /// Writes scalars to --tensorboard at once (TensorBoard reloads as the
+  /// run goes).
+  void boardScalars(int64_t step,
+                    const std::vector<std::pair<std::string, double>> &values);
 
   CompiledStep &s;
   const Options &o;
   const Dataset &data;
   int64_t stepsPerEpoch, totalSteps;
   FILE *metrics;
+  EventFile events;
   bool tty;
   Loader loader;
   HostProfile profile;
