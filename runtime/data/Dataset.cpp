@@ -263,6 +263,13 @@ void normalizeChannels(Dataset &data, int64_t channels,
     mean[c] = sum[c] / n;
     stddev[c] = std::sqrt(std::max(squares[c] / n - mean[c] * mean[c], 1e-12));
   }
+  normalizeWith(data, channels, mean, stddev);
+}
+
+void normalizeWith(Dataset &data, int64_t channels,
+                   const std::vector<double> &mean,
+                   const std::vector<double> &stddev) {
+  int64_t plane = data.train.sampleSize / std::max<int64_t>(channels, 1);
   for (Split *split : {&data.train, &data.test})
     for (size_t i = 0; i < split->samples.size(); ++i) {
       int64_t c = plane ? (int64_t)(i % split->sampleSize) / plane : 0;

@@ -33,6 +33,7 @@ const char *const kUsage =
     "             [--device auto|cpu|cuda] [--no-graph] [--artifact DIR]\n"
     "             [--init weights.safetensors] [--collective-timeout S]\n"
     "             [--workers N] [--augment crop,flip]\n"
+    "             [--mean M[,M,M] --std S[,S,S]]\n"
     "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step "
     "K]\n"
     "  --data: MNIST-family IDX files (e.g. "
@@ -49,6 +50,10 @@ const char *const kUsage =
     "          recipe), drawn from (seed, epoch, sample)\n"
     "  --tensorboard DIR: event files TensorBoard reads (tensorboard\n"
     "          --logdir DIR): the loss, throughput, data wait and accuracy\n"
+    "  --mean, --std: normalize float inputs with these (per channel: "
+    "ImageNet's\n"
+    "          0.485,0.456,0.406 and 0.229,0.224,0.225 on 0..1 pixels)\n"
+    "          instead of the training split's own statistics\n"
     "  --held-out F: a language model's test split, the last fraction F of\n"
     "          the token file (0.1)\n"
     "  --run-step: one step of the step program on IN_DIR/<input>.npy,\n"
@@ -156,6 +161,26 @@ Options parseOptions(int argc, char **argv) {
           fail("--augment expects crop, flip, crop,flip or none, got '" + v +
                "'");
         rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+      }
+    } else if (a == "--mean" || a == "--std") {
+      // A comma-separated list: one value per channel, or one for all.
+      std::string v = value(i), rest = v;
+      std::vector<double> &out = a == "--mean" ? o.mean : o.stddev;
+      out.clear();
+      for (;;) {
+        size_t comma = rest.find(',');
+        double x = 0;
+        if (!parseFinite(rest.substr(0, comma), x) ||
+            (a == "--std" && !(x > 0)))
+          fail(a + " expects " +
+               (a == "--std" ? "positive numbers" : "finite numbers") +
+               " separated by commas (one per channel, or one for all), "
+               "got '" +
+               v + "'");
+        out.push_back(x);
+        if (comma == std::string::npos)
+          break;
+        rest = rest.substr(comma + 1);
       }
     } else if (a == "--workers") {
       o.workers = integer(i, 1);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gpuc::trainer {
 
@@ -25,6 +26,9 @@ struct Options {
   int64_t workers = 0;
   /// --augment: random resized crops and horizontal flips of images.
   bool augmentCrop = false, augmentFlip = false;
+  /// --mean, --std: the normalization of float inputs, per channel (or one
+  /// value for all), instead of the training split's statistics.
+  std::vector<double> mean, stddev;
   bool quiet = false;
 };
 

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Bench.h"
+#include "BufferFill.h"
 #include "Checkpoint.h"
 #include "CompiledStep.h"
 #include "ExportOnnx.h"
@@ -101,10 +102,13 @@ void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
   else
     printf("training %lld samples (%lld steps/epoch of %lld, last partial "
            "batch dropped) for %lld epochs; data %s normalized with mean "
-           "%s std %s\n",
+           "%s std %s (%s)\n",
            (long long)data.train.count, (long long)stepsPerEpoch,
            (long long)(s.batch * s.ranks), (long long)o.epochs,
-           data.format.c_str(), figures(mean).c_str(), figures(stddev).c_str());
+           data.format.c_str(), figures(mean).c_str(), figures(stddev).c_str(),
+           !isFloatBuffer(s.plan.buffers[s.image]) ? "integers as they are"
+           : o.mean.empty()                        ? "the training split's"
+                                                   : "given");
   if (s.logits < 0)
     printf("no evaluation: %s\n", s.noEvalReason.c_str());
   if (s.accumulate > 1)

@@ -144,7 +144,29 @@ void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
   stddev = {1.0};
   // RGB images per channel, as torchvision's recipes normalize them.
   int64_t channels = images && augmented.shape.channels == 3 ? 3 : 1;
-  if (isFloatBuffer(s.plan.buffers[s.image]))
+  bool given = !o.mean.empty() || !o.stddev.empty();
+  if (given && (o.mean.empty() || o.stddev.empty()))
+    fail(std::string(o.mean.empty() ? "--std" : "--mean") + " needs " +
+         (o.mean.empty() ? "--mean" : "--std") +
+         " too: a given normalization takes both");
+  if (given && (s.tokens || !isFloatBuffer(s.plan.buffers[s.image])))
+    fail("--mean and --std normalize float inputs, but this model's input '" +
+         s.imageName + "' takes " + (s.tokens ? "token ids" : "integers") +
+         ", used as they are");
+  for (const std::vector<double> *values : {&o.mean, &o.stddev})
+    if (given && values->size() != 1 && (int64_t)values->size() != channels)
+      fail(std::string(values == &o.mean ? "--mean" : "--std") + " has " +
+           std::to_string(values->size()) + " values, but the input has " +
+           std::to_string(channels) + " channel" + (channels == 1 ? "" : "s") +
+           ": give one per channel, or one");
+  if (given) {
+    auto perChannel = [&](const std::vector<double> &v) {
+      return v.size() == 1 ? std::vector<double>(channels, v[0]) : v;
+    };
+    mean = perChannel(o.mean);
+    stddev = perChannel(o.stddev);
+    normalizeWith(data, channels, mean, stddev);
+  } else if (isFloatBuffer(s.plan.buffers[s.image]))
     normalizeChannels(data, channels, mean, stddev);
   else if (!s.tokens)
     integerSamples(s, data, o.data);

@@ -47,6 +47,11 @@ void normalize(Dataset &data, double &mean, double &stddev);
 /// plane (torchvision's Normalize, with the dataset's own figures).
 void normalizeChannels(Dataset &data, int64_t channels,
                        std::vector<double> &mean, std::vector<double> &stddev);
+/// Normalizes both splits' samples with the given per-channel `mean` and
+/// `stddev` (`channels` values each).
+void normalizeWith(Dataset &data, int64_t channels,
+                   const std::vector<double> &mean,
+                   const std::vector<double> &stddev);
 
 } // namespace gpuc
 
