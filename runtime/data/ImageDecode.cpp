@@ -118,17 +118,23 @@ bool decodePng(const std::vector<unsigned char> &bytes, Pixels &image,
   return true;
 }
 
-/// Taps of the antialiased bilinear filter from `in` samples to `out`:
-/// for output o, the inputs first[o] .. first[o] + weights[o].size() - 1.
+/// The antialiased bilinear filter (a triangle whose support widens with
+/// the downscale) from `in` samples to outputs [begin, end) of `out`: for
+/// output o, `taps` inputs at index[(o - begin) * taps + j] with weights
+/// weight[...]. Rows shorter than `taps` are padded with zero weights at a
+/// valid index, which add exactly nothing.
 struct Taps {
-  std::vector<int64_t> first;
-  std::vector<std::vector<float>> weights;
+  int64_t taps = 0;
+  std::vector<int64_t> index;
+  std::vector<float> weight;
 };
 
-Taps taps(int64_t in, int64_t out) {
+Taps taps(int64_t in, int64_t out, int64_t begin, int64_t end) {
   Taps t;
   double scale = (double)in / out, support = std::max(scale, 1.0);
-  for (int64_t o = 0; o < out; ++o) {
+  std::vector<std::vector<float>> weights;
+  std::vector<int64_t> first;
+  for (int64_t o = begin; o < end; ++o) {
     double center = (o + 0.5) * scale;
     int64_t lo = std::max<int64_t>(0, (int64_t)std::floor(center - support));
     int64_t hi = std::min<int64_t>(in, (int64_t)std::ceil(center + support));
@@ -141,37 +147,81 @@ Taps taps(int64_t in, int64_t out) {
     }
     for (float &v : w)
       v = (float)(v / total);
-    t.first.push_back(lo);
-    t.weights.push_back(std::move(w));
+    t.taps = std::max<int64_t>(t.taps, (int64_t)w.size());
+    first.push_back(lo);
+    weights.push_back(std::move(w));
   }
+  for (size_t o = 0; o < weights.size(); ++o)
+    for (int64_t j = 0; j < t.taps; ++j) {
+      bool real = j < (int64_t)weights[o].size();
+      t.index.push_back(real ? first[o] + j : first[o]);
+      t.weight.push_back(real ? weights[o][j] : 0.0f);
+    }
   return t;
 }
 
-/// `image` resized to height x width, values as floats in 0..255.
-std::vector<float> resized(const Pixels &image, int64_t height, int64_t width) {
-  int64_t c = image.channels;
-  Taps across = taps(image.width, width), down = taps(image.height, height);
-  std::vector<float> rows(image.height * width * c);
-  for (int64_t y = 0; y < image.height; ++y)
-    for (int64_t x = 0; x < width; ++x)
-      for (int64_t k = 0; k < c; ++k) {
-        float sum = 0;
-        const std::vector<float> &w = across.weights[x];
-        for (size_t j = 0; j < w.size(); ++j)
-          sum += w[j] *
-                 image.data[(y * image.width + across.first[x] + j) * c + k];
-        rows[(y * width + x) * c + k] = sum;
-      }
-  std::vector<float> out(height * width * c);
-  for (int64_t y = 0; y < height; ++y)
-    for (int64_t x = 0; x < width; ++x)
-      for (int64_t k = 0; k < c; ++k) {
-        float sum = 0;
-        const std::vector<float> &w = down.weights[y];
-        for (size_t j = 0; j < w.size(); ++j)
-          sum += w[j] * rows[((down.first[y] + j) * width + x) * c + k];
-        out[(y * width + x) * c + k] = sum;
-      }
+/// One row of `C`-channel pixels `in` filtered by `across` into `width`
+/// output pixels: a pixel's channels share its taps' loads of index and
+/// weight.
+template <int C>
+void filterRow(const Taps &across, const float *in, int64_t width, float *row) {
+  for (int64_t x = 0; x < width; ++x) {
+    const int64_t *index = &across.index[x * across.taps];
+    const float *weight = &across.weight[x * across.taps];
+    float sum[C] = {};
+    for (int64_t j = 0; j < across.taps; ++j)
+      for (int k = 0; k < C; ++k)
+        sum[k] += weight[j] * in[index[j] * C + k];
+    for (int k = 0; k < C; ++k)
+      row[x * C + k] = sum[k];
+  }
+}
+
+/// The part [top, top + height) x [left, left + width) of the box
+/// (boxTop, boxLeft, boxHeight, boxWidth) of `image` resized to outHeight x
+/// outWidth, as floats in 0..255 (rows of `width` pixels). Only the input
+/// rows and the output pixels the part needs are computed: a row pass into
+/// floats, then each output row as a weighted sum of whole rows, which
+/// vectorizes. Each value adds its taps in order, as a pixel-by-pixel
+/// filter would.
+std::vector<float> resized(const Pixels &image, int64_t boxTop, int64_t boxLeft,
+                           int64_t boxHeight, int64_t boxWidth,
+                           int64_t outHeight, int64_t outWidth, int64_t top,
+                           int64_t left, int64_t height, int64_t width) {
+  const int64_t c = image.channels;
+  Taps across = taps(boxWidth, outWidth, left, left + width);
+  Taps down = taps(boxHeight, outHeight, top, top + height);
+  // The input rows the part reads (relative to the box).
+  int64_t firstRow = boxHeight, lastRow = -1;
+  for (int64_t i : down.index) {
+    firstRow = std::min(firstRow, i);
+    lastRow = std::max(lastRow, i);
+  }
+  const int64_t rowValues = width * c;
+  std::vector<float> rows((lastRow - firstRow + 1) * rowValues);
+  std::vector<float> in(boxWidth * c);
+  for (int64_t y = firstRow; y <= lastRow; ++y) {
+    const unsigned char *src =
+        &image.data[((boxTop + y) * image.width + boxLeft) * c];
+    for (int64_t i = 0; i < boxWidth * c; ++i)
+      in[i] = src[i];
+    float *row = &rows[(y - firstRow) * rowValues];
+    if (c == 3)
+      filterRow<3>(across, in.data(), width, row);
+    else
+      filterRow<1>(across, in.data(), width, row);
+  }
+  std::vector<float> out(height * rowValues, 0.0f);
+  for (int64_t y = 0; y < height; ++y) {
+    float *o = &out[y * rowValues];
+    for (int64_t j = 0; j < down.taps; ++j) {
+      float w = down.weight[y * down.taps + j];
+      const float *row =
+          &rows[(down.index[y * down.taps + j] - firstRow) * rowValues];
+      for (int64_t i = 0; i < rowValues; ++i)
+        o[i] += w * row[i];
+    }
+  }
   return out;
 }
 
@@ -235,10 +285,9 @@ bool imageToSample(const Pixels &image, const ImageShape &shape, float *out,
     double scale = side / std::min(image.height, image.width);
     int64_t h = std::max<int64_t>(height, std::lround(image.height * scale));
     int64_t w = std::max<int64_t>(width, std::lround(image.width * scale));
-    values = resized(image, h, w);
-    top = (int64_t)std::lround((h - height) / 2.0);
-    left = (int64_t)std::lround((w - width) / 2.0);
-    rowWidth = w;
+    values = resized(image, 0, 0, image.height, image.width, h, w,
+                     (int64_t)std::lround((h - height) / 2.0),
+                     (int64_t)std::lround((w - width) / 2.0), height, width);
   }
   writeSample(values, rowWidth, c, top, left, height, width, shape.channels,
               /*flip=*/false, out);
@@ -289,18 +338,14 @@ void augmentedSample(const Pixels &image, const ImageShape &shape,
     }
   }
   bool flip = augmentation.flip && uniform() < 0.5;
-  Pixels box;
-  box.height = h;
-  box.width = w;
-  box.channels = image.channels;
-  box.data.resize(h * w * image.channels);
-  for (int64_t y = 0; y < h; ++y)
-    std::copy_n(&image.data[((top + y) * image.width + left) * image.channels],
-                w * image.channels, &box.data[y * w * image.channels]);
+  if (h == height && w == width) {
+    std::vector<float> values(image.data.begin(), image.data.end());
+    writeSample(values, image.width, image.channels, top, left, height, width,
+                shape.channels, flip, out);
+    return;
+  }
   std::vector<float> values =
-      h == height && w == width
-          ? std::vector<float>(box.data.begin(), box.data.end())
-          : resized(box, height, width);
+      resized(image, top, left, h, w, height, width, 0, 0, height, width);
   writeSample(values, width, image.channels, 0, 0, height, width,
               shape.channels, flip, out);
 }

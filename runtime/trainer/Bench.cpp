@@ -2,6 +2,7 @@
 //---------------===//
 #include "Bench.h"
 
+#include "BatchLoader.h"
 #include "BufferFill.h"
 #include "CompiledStep.h"
 #include "HostProfile.h"
@@ -90,6 +91,43 @@ int bench(CompiledStep &s, const Options &o, const Dataset *data) {
          (long long)memory.peakRss);
   fflush(stdout);
   profile.finish(s, o);
+  return 0;
+}
+
+int benchLoader(const CompiledStep &s, const Options &o, const Dataset &data,
+                const AugmentedImages &augmented, int64_t stepsPerEpoch) {
+  Loader loader(data.train, s.batch, s.plan.buffers[s.image], s.rank, s.ranks);
+  if (augmented.augmentation.any())
+    loader.augment(&augmented, o.seed);
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
+    loader.startEpoch(epoch, permutation(data.train.count, o.seed, epoch), 0,
+                      stepsPerEpoch);
+    for (int64_t k = 0; k < stepsPerEpoch; ++k)
+      loader.take();
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (s.rank != 0)
+    return 0;
+  int64_t images = o.epochs * stepsPerEpoch * s.batch;
+  const Augmentation &a = augmented.augmentation;
+  const char *augment = a.crop && a.flip ? "crop,flip"
+                        : a.crop         ? "crop"
+                        : a.flip         ? "flip"
+                                         : "none";
+  printf("{\"loader_epochs\": %lld, \"batch\": %lld, \"workers\": %d, "
+         "\"augment\": \"%s\", \"images\": %lld, \"images_per_s\": %.1f, "
+         "\"decoded\": %lld, \"decode_s\": %.4f, "
+         "\"decode_images_per_s\": %.1f}\n",
+         (long long)o.epochs, (long long)s.batch, augmented.workers, augment,
+         (long long)images, images / std::max(seconds, 1e-9),
+         (long long)augmented.decoded, augmented.decodeSeconds,
+         augmented.decodeSeconds > 0
+             ? augmented.decoded / augmented.decodeSeconds
+             : 0.0);
+  fflush(stdout);
   return 0;
 }
 

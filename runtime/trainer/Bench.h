@@ -4,6 +4,7 @@
 #define GPUC_TRAINER_BENCH_H
 
 #include "Options.h"
+#include "TrainingData.h"
 
 #include "gpuc/runtime/Dataset.h"
 
@@ -27,6 +28,12 @@ MemoryUse memoryUse(const CompiledStep &s);
 /// labels for every example model). Warm-up steps are excluded and the
 /// device is drained before the clock stops.
 int bench(CompiledStep &s, const Options &o, const Dataset *data);
+
+/// --bench-loader: the loader alone for --epochs epochs, its batches taken
+/// as fast as it fills them (with --augment, drawn on --workers threads),
+/// after the decoding that loading the data did. Prints one JSON line.
+int benchLoader(const CompiledStep &s, const Options &o, const Dataset &data,
+                const AugmentedImages &augmented, int64_t stepsPerEpoch);
 
 } // namespace gpuc::trainer
 

@@ -29,7 +29,7 @@ const char *const kUsage =
     "             [--export-onnx trained.onnx] [--metrics metrics.jsonl]\n"
     "             [--tensorboard DIR]\n"
     "             [--limit-train N] [--bench-steps N] [--quiet]\n"
-    "             [--profile trace.json]\n"
+    "             [--profile trace.json] [--bench-loader]\n"
     "             [--device auto|cpu|cuda] [--no-graph] [--artifact DIR]\n"
     "             [--init weights.safetensors] [--collective-timeout S]\n"
     "             [--workers N] [--augment crop,flip]\n"
@@ -54,6 +54,9 @@ const char *const kUsage =
     "ImageNet's\n"
     "          0.485,0.456,0.406 and 0.229,0.224,0.225 on 0..1 pixels)\n"
     "          instead of the training split's own statistics\n"
+    "  --bench-loader: decode --data and run the loader (with --augment, on\n"
+    "          --workers) for --epochs epochs without training; prints\n"
+    "          images/s as JSON\n"
     "  --held-out F: a language model's test split, the last fraction F of\n"
     "          the token file (0.1)\n"
     "  --run-step: one step of the step program on IN_DIR/<input>.npy,\n"
@@ -137,6 +140,8 @@ Options parseOptions(int argc, char **argv) {
       o.outputDir = value(i);
     else if (a == "--quiet")
       o.quiet = true;
+    else if (a == "--bench-loader")
+      o.benchLoader = true;
     else if (a == "--artifact")
       o.artifact = value(i);
     else if (a == "--init")

@@ -30,6 +30,8 @@ struct Options {
   /// value for all), instead of the training split's statistics.
   std::vector<double> mean, stddev;
   bool quiet = false;
+  /// --bench-loader: times the data loader alone, no steps.
+  bool benchLoader = false;
 };
 
 /// Prints "train: MESSAGE" and exits 1: every user-facing error of the

@@ -169,6 +169,8 @@ int trainerMain(int argc, char **argv) {
   AugmentedImages augmented;
   loadTrainingData(s, o, data, mean, stddev, augmented);
   int64_t stepsPerEpoch = stepsPerEpochOf(s, data);
+  if (o.benchLoader)
+    return benchLoader(s, o, data, augmented, stepsPerEpoch);
   s.checkRanksAgree(
       {{"artifact (plan.json)", fingerprint(s.plan.json.dump())},
        {"training data (--data " + o.data + ")", fingerprint(data.train)},

@@ -2,6 +2,8 @@
 //--------------------------===//
 #include "TrainingData.h"
 
+#include <chrono>
+
 #include "BufferFill.h"
 #include "CompiledStep.h"
 
@@ -108,10 +110,22 @@ void loadImages(const CompiledStep &s, const Options &o, Dataset &data,
   augmented.shape = imageShapeOf(s.plan.buffers[s.image]);
   std::vector<std::string> skipped;
   std::string error;
+  auto start = std::chrono::steady_clock::now();
   if (!loadImageDataset(o.data, augmented.shape, workers, data, skipped, error,
                         augmented.augmentation.any() ? &augmented.images
                                                      : nullptr))
     fail(error);
+  augmented.decodeSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  augmented.decoded = data.train.count + data.test.count;
+  if (s.rank == 0 && !o.quiet) {
+    double rate = augmented.decoded / std::max(augmented.decodeSeconds, 1e-9);
+    printf("decoded %lld images in %.2f s on %d worker%s: %.0f images/s "
+           "(%.0f per worker)\n",
+           (long long)augmented.decoded, augmented.decodeSeconds, workers,
+           workers == 1 ? "" : "s", rate, rate / workers);
+  }
   if (skipped.empty() || s.rank != 0)
     return;
   std::string list;

@@ -24,6 +24,10 @@ struct AugmentedImages {
   std::vector<double> mean{0.0}, stddev{1.0};
   bool integer = false;
   int workers = 1;
+  /// How long decoding the dataset's files took, and how many decoded
+  /// (both splits); -1 seconds when the data are not image files.
+  double decodeSeconds = -1;
+  int64_t decoded = 0;
 };
 
 /// Loads --data for the compiled step's model (images, or a token stream),
