@@ -118,3 +118,48 @@ func.func @batched_matmul_of_transposes(%a: tensor<2x3x4xf32>, %b: tensor<3x2x5x
   %0 = gpuc.matmul %t, %u : (tensor<2x4x3xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
   return %0 : tensor<2x4x5xf32>
 }
+
+// -----
+
+// The gradient of a split into three slices, summed as zero pads of each,
+// is one concatenation.
+// CHECK-LABEL: func.func @sum_of_slice_pads
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<4x2xf32>, %[[K:[a-z0-9]+]]: tensor<4x2xf32>, %[[V:[a-z0-9]+]]: tensor<4x3xf32>
+// CHECK-NEXT: %[[C:.+]] = gpuc.concat %[[Q]], %[[K]], %[[V]] axis = 1 : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x3xf32>) -> tensor<4x7xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @sum_of_slice_pads(%q: tensor<4x2xf32>, %k: tensor<4x2xf32>, %v: tensor<4x3xf32>) -> tensor<4x7xf32> {
+  %pv = gpuc.pad %v low = [0, 4] high = [0, 0] value = 0.0 : tensor<4x3xf32> -> tensor<4x7xf32>
+  %pq = gpuc.pad %q low = [0, 0] high = [0, 5] value = 0.0 : tensor<4x2xf32> -> tensor<4x7xf32>
+  %pk = gpuc.pad %k low = [0, 2] high = [0, 3] value = 0.0 : tensor<4x2xf32> -> tensor<4x7xf32>
+  %s = gpuc.add %pq, %pk : tensor<4x7xf32>
+  %t = gpuc.add %pv, %s : tensor<4x7xf32>
+  return %t : tensor<4x7xf32>
+}
+
+// -----
+
+// Two slices that do not cover the axis stay padded; slices apart, a pad
+// of another value, or pads differing on two axes are left alone.
+// CHECK-LABEL: func.func @partial_slice_pads
+// CHECK: %[[C:.+]] = gpuc.concat %arg0, %arg1 axis = 0 : (tensor<1x4xf32>, tensor<2x4xf32>) -> tensor<3x4xf32>
+// CHECK-NEXT: %[[P:.+]] = gpuc.pad %[[C]] low = [1, 0] high = [2, 0] value = 0.000000e+00 : tensor<3x4xf32> -> tensor<6x4xf32>
+// CHECK-NOT: gpuc.concat
+// CHECK: %[[A1:.+]] = gpuc.add %{{.+}}, %{{.+}} : tensor<6x4xf32>
+// CHECK: %[[A2:.+]] = gpuc.add %{{.+}}, %{{.+}} : tensor<6x4xf32>
+// CHECK: %[[A3:.+]] = gpuc.add %{{.+}}, %{{.+}} : tensor<6x6xf32>
+// CHECK-NEXT: return %[[P]], %[[A1]], %[[A2]], %[[A3]]
+func.func @partial_slice_pads(%a: tensor<1x4xf32>, %b: tensor<2x4xf32>, %c: tensor<1x4xf32>, %d: tensor<1x4xf32>, %e: tensor<1x4xf32>, %f: tensor<1x4xf32>, %g: tensor<1x4xf32>, %h: tensor<1x4xf32>) -> (tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x6xf32>) {
+  %pa = gpuc.pad %a low = [1, 0] high = [4, 0] value = 0.0 : tensor<1x4xf32> -> tensor<6x4xf32>
+  %pb = gpuc.pad %b low = [2, 0] high = [2, 0] value = 0.0 : tensor<2x4xf32> -> tensor<6x4xf32>
+  %ab = gpuc.add %pa, %pb : tensor<6x4xf32>
+  %pc = gpuc.pad %c low = [0, 0] high = [5, 0] value = 0.0 : tensor<1x4xf32> -> tensor<6x4xf32>
+  %pd = gpuc.pad %d low = [2, 0] high = [3, 0] value = 0.0 : tensor<1x4xf32> -> tensor<6x4xf32>
+  %apart = gpuc.add %pc, %pd : tensor<6x4xf32>
+  %pe = gpuc.pad %e low = [0, 0] high = [5, 0] value = 1.0 : tensor<1x4xf32> -> tensor<6x4xf32>
+  %pf = gpuc.pad %f low = [1, 0] high = [4, 0] value = 0.0 : tensor<1x4xf32> -> tensor<6x4xf32>
+  %ones = gpuc.add %pe, %pf : tensor<6x4xf32>
+  %pg = gpuc.pad %g low = [0, 0] high = [5, 2] value = 0.0 : tensor<1x4xf32> -> tensor<6x6xf32>
+  %ph = gpuc.pad %h low = [1, 2] high = [4, 0] value = 0.0 : tensor<1x4xf32> -> tensor<6x6xf32>
+  %two = gpuc.add %pg, %ph : tensor<6x6xf32>
+  return %ab, %apart, %ones, %two : tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x6xf32>
+}

@@ -238,6 +238,37 @@ TEST(KernelEmitterTest, InPlaceResultIsStoredInTheOnlyPass) {
   }
 }
 
+// A bias gradient of a concatenation (a fused QKV projection's): the CPU's
+// column blocks pick the input once per block (each block's rows lie in one
+// input), so the lanes load from one pointer, as the GPU's row blocks do.
+TEST(KernelEmitterTest, ColumnBlocksPickAConcatInputOncePerBlock) {
+  std::string a = "tensor<256x16xf32>", t = "tensor<256x32xf32>",
+              v = "tensor<32xf32>";
+  std::string source =
+      "func.func @f(%a: " + a + ", %b: " + a + ") -> (" + v + ", " + t +
+      ") {\n  %r:2 = gpuc.fusion(%a, %b) : (" + a + ", " + a + ") -> (" + v +
+      ", " + t + ") {\n  ^bb0(%x: " + a + ", %y: " + a +
+      "):\n    %c = gpuc.concat %x, %y axis = 1 : (" + a + ", " + a + ") -> " +
+      t + "\n    %s = gpuc.reduce_sum %c axes = [0] : " + t + " -> " + v +
+      "\n    gpuc.yield %s, %c : " + v + ", " + t +
+      "\n  }\n  return %r#0, %r#1 : " + v + ", " + t + "\n}\n";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  size_t cpu = src.find("#ifdef GPUC_CPU"), gpu = src.find("#else");
+  ASSERT_NE(cpu, std::string::npos) << src;
+  ASSERT_NE(gpu, std::string::npos) << src;
+  size_t picked = src.find("if (oGroup < 16)");
+  EXPECT_GT(picked, cpu) << src;
+  EXPECT_LT(picked, src.find("for (gidx lane")) << src;
+  // Only the one choice on the CPU.
+  int choices = 0;
+  for (size_t at = src.find("< 16) {", cpu); at < gpu;
+       at = src.find("< 16) {", at + 1))
+    ++choices;
+  EXPECT_EQ(choices, 1) << src;
+}
+
 // Reductions that read no other reduction share a pass: the sums of x and
 // x*x (level 0) are reduced in the first launch of a split row kernel, the
 // sum of squared deviations (level 1, it reads the mean) in the second; then

@@ -31,7 +31,7 @@ std::string Emitter::selectConcatInput(ConcatOp c,
                                        const std::string &coordinate) {
   // Remembered like a value: a row kernel selects once per row, before its
   // loops, for a concatenation along an axis it keeps.
-  std::string key = "concat input at " + coordinate;
+  std::string key = concatInputKey(coordinate);
   auto known = memo.find({c.getResult().getAsOpaquePointer(), key});
   if (known != memo.end())
     return known->second;

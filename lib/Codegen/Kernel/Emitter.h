@@ -326,6 +326,10 @@ private:
   /// `coordinate` along its axis (with that input's extent and first
   /// coordinate there), once per scope; returns its name.
   std::string selectConcatInput(ConcatOp c, const std::string &coordinate);
+  /// The memo's key of the input selected at `coordinate` (per concat).
+  static std::string concatInputKey(const std::string &coordinate) {
+    return "concat input at " + coordinate;
+  }
   std::string windowCount(const std::string &top, const std::string &left,
                           const Window &w, ArrayRef<int64_t> in);
   FailureOr<std::string> poolBackward(Operation *op, Value v,

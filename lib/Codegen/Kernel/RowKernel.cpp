@@ -218,6 +218,23 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       keptGroup = unravel("oGroup", mergedKept);
     else
       kept = unravel("o", mergedKept);
+    // A concatenation of inputs along the lanes' axis whose inputs all
+    // start and end at multiples of kCpuLanes holds a column group's rows
+    // in one input: picked once per block, here, so each lane loads from
+    // one pointer (a vector load) instead of choosing its own (a gather).
+    SmallVector<std::pair<ConcatOp, std::string>> groupConcats;
+    if (column && runs.back().dims.size() == 1) {
+      int64_t lastAxis = full.size() - 1;
+      fusion.getBody().walk([&](ConcatOp c) {
+        if (c.getAxis() != lastAxis || shapeOf(c.getResult()) != full ||
+            !concatenatesKernelInputs(c) ||
+            llvm::any_of(c.getInputs(), [&](Value input) {
+              return shapeOf(input)[lastAxis] % kCpuLanes != 0;
+            }))
+          return;
+        groupConcats.push_back({c, selectConcatInput(c, keptGroup.back())});
+      });
+    }
     // A concatenation of inputs along a kept axis (DenseNet's batch norms
     // over the concatenated features) picks its input once per row, here,
     // rather than at each element of every pass over the row.
@@ -244,6 +261,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       line("const gidx o = oGroup + lane;");
       kept = keptGroup;
       kept.back() = index(keptGroup.back() + " + lane");
+      for (auto &[c, from] : groupConcats)
+        remember(c.getResult(), concatInputKey(kept.back()), from);
       ArrayRef<int64_t> dims = runs.back().dims;
       if (dims.size() > 1) {
         SmallVector<std::string> coords = unravel(keptGroup.back(), dims);

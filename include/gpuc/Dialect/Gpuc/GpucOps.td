@@ -155,7 +155,11 @@ class Gpuc_BinaryOp<string mnemonic, Type tensorType, string doc>
   let hasFolder = 1;
 }
 
-def Gpuc_AddOp : Gpuc_BinaryOp<"add", Gpuc_NumericTensor, "lhs + rhs">;
+def Gpuc_AddOp : Gpuc_BinaryOp<"add", Gpuc_NumericTensor, "lhs + rhs"> {
+  // A sum of zero pads that are adjacent along one axis is a concatenation
+  // (the gradient of a split into slices).
+  let hasCanonicalizer = 1;
+}
 def Gpuc_SubOp : Gpuc_BinaryOp<"sub", Gpuc_NumericTensor, "lhs - rhs">;
 def Gpuc_MulOp : Gpuc_BinaryOp<"mul", Gpuc_NumericTensor, "lhs * rhs">;
 def Gpuc_DivOp : Gpuc_BinaryOp<"div", Gpuc_NumericTensor,
