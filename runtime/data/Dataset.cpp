@@ -246,23 +246,30 @@ void normalize(Dataset &data, double &mean, double &stddev) {
   stddev = stddevs[0];
 }
 
-void normalizeChannels(Dataset &data, int64_t channels,
-                       std::vector<double> &mean, std::vector<double> &stddev) {
-  int64_t plane = data.train.sampleSize / std::max<int64_t>(channels, 1);
+void channelStatistics(const std::vector<float> &samples, int64_t sampleSize,
+                       int64_t channels, std::vector<double> &mean,
+                       std::vector<double> &stddev) {
+  int64_t plane = sampleSize / std::max<int64_t>(channels, 1);
   std::vector<double> sum(channels, 0.0), squares(channels, 0.0);
-  for (size_t i = 0; i < data.train.samples.size(); ++i) {
-    double v = data.train.samples[i];
-    int64_t c = plane ? (int64_t)(i % data.train.sampleSize) / plane : 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    double v = samples[i];
+    int64_t c = plane ? (int64_t)(i % sampleSize) / plane : 0;
     sum[c] += v;
     squares[c] += v * v;
   }
-  double n = std::max<double>((double)data.train.samples.size() / channels, 1);
+  double n = std::max<double>((double)samples.size() / channels, 1);
   mean.assign(channels, 0.0);
   stddev.assign(channels, 1.0);
   for (int64_t c = 0; c < channels; ++c) {
     mean[c] = sum[c] / n;
     stddev[c] = std::sqrt(std::max(squares[c] / n - mean[c] * mean[c], 1e-12));
   }
+}
+
+void normalizeChannels(Dataset &data, int64_t channels,
+                       std::vector<double> &mean, std::vector<double> &stddev) {
+  channelStatistics(data.train.samples, data.train.sampleSize, channels, mean,
+                    stddev);
   normalizeWith(data, channels, mean, stddev);
 }
 

@@ -119,10 +119,44 @@ void decodeSplit(const std::vector<Entry> &files, const ImageShape &shape,
   split.samples.resize(kept * split.sampleSize);
 }
 
+/// Lists `files` in `split` for decoding later, keeping those whose header
+/// reads (on `workers` threads) as an image that fits `shape`; the others
+/// are listed in `skipped`.
+void listSplit(const std::vector<Entry> &files, const ImageShape &shape,
+               int workers, Split &split, std::vector<std::string> &skipped) {
+  int64_t n = files.size();
+  std::vector<std::string> errors(n);
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t i; (i = next++) < n;) {
+      Pixels header;
+      std::string error;
+      if (!readImageHeader(files[i].path, header, error) ||
+          !fitsShape(header, shape, error))
+        errors[i] = error.empty() ? "unreadable" : error;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < std::max(workers, 1); ++t)
+    threads.emplace_back(work);
+  work();
+  for (std::thread &t : threads)
+    t.join();
+  for (int64_t i = 0; i < n; ++i) {
+    if (!errors[i].empty()) {
+      skipped.push_back(files[i].path + ": " + errors[i]);
+      continue;
+    }
+    split.files.push_back(files[i].path);
+    split.labels.push_back(files[i].label);
+  }
+  split.count = split.files.size();
+}
+
 bool loadImageFolder(const std::string &dir, const ImageShape &shape,
                      int workers, Dataset &data,
                      std::vector<std::string> &skipped, std::string &error,
-                     std::vector<Pixels> *trainImages) {
+                     std::vector<Pixels> *trainImages, bool stream) {
   std::string train = dir + "/train", val = dir + "/val";
   if (!isDirectory(val))
     val = dir + "/test";
@@ -166,8 +200,13 @@ bool loadImageFolder(const std::string &dir, const ImageShape &shape,
                             ? shape.channels * shape.height * shape.width
                             : shape.values;
   }
-  decodeSplit(trainFiles, shape, workers, data.train, skipped, trainImages);
-  decodeSplit(valFiles, shape, workers, data.test, skipped, nullptr);
+  if (stream) {
+    listSplit(trainFiles, shape, workers, data.train, skipped);
+    listSplit(valFiles, shape, workers, data.test, skipped);
+  } else {
+    decodeSplit(trainFiles, shape, workers, data.train, skipped, trainImages);
+    decodeSplit(valFiles, shape, workers, data.test, skipped, nullptr);
+  }
   if (data.train.count == 0 || data.test.count == 0) {
     error = (data.train.count == 0 ? train : val) +
             ": none of its images could be decoded (" + skipped.front() + ")";
@@ -248,11 +287,11 @@ bool isImageDataset(const std::string &dir) {
 bool loadImageDataset(const std::string &dir, const ImageShape &shape,
                       int workers, Dataset &data,
                       std::vector<std::string> &skipped, std::string &error,
-                      std::vector<Pixels> *trainImages) {
+                      std::vector<Pixels> *trainImages, bool stream) {
   std::string cifar = cifarFolder(dir);
   if (cifar.empty())
     return loadImageFolder(dir, shape, workers, data, skipped, error,
-                           trainImages);
+                           trainImages, stream);
   if (isFile(cifar + "/data_batch_1.bin")) {
     std::vector<std::string> batches;
     for (int b = 1; b <= 5; ++b)

@@ -245,19 +245,117 @@ void writeSample(const std::vector<float> &values, int64_t rowWidth, int64_t c,
       }
 }
 
+/// The first `limit` bytes of the file at `path` (all of it when shorter).
+bool readFileStart(const std::string &path, size_t limit,
+                   std::vector<unsigned char> &bytes, std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open";
+    return false;
+  }
+  bytes.resize(limit);
+  in.read(reinterpret_cast<char *>(bytes.data()), (std::streamsize)limit);
+  bytes.resize((size_t)in.gcount());
+  return true;
+}
+
+/// A JPEG's size and channels from its header alone. False when the header
+/// is damaged or (`complete` false) may lie past the bytes given.
+bool jpegHeader(const std::vector<unsigned char> &bytes, bool complete,
+                Pixels &image, std::string &error) {
+  jpeg_decompress_struct info;
+  JpegError jerr;
+  info.err = jpeg_std_error(&jerr.manager);
+  jerr.manager.error_exit = jpegErrorExit;
+  jerr.manager.emit_message = jpegWarning;
+  jerr.message[0] = 0;
+  if (setjmp(jerr.back)) {
+    jpeg_destroy_decompress(&info);
+    error = complete ? std::string("a damaged or truncated JPEG (") +
+                           jerr.message + ")"
+                     : "";
+    return false;
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, bytes.data(), (unsigned long)bytes.size());
+  jpeg_read_header(&info, TRUE);
+  image.height = info.image_height;
+  image.width = info.image_width;
+  image.channels = info.num_components == 1 ? 1 : 3;
+  jpeg_destroy_decompress(&info);
+  return true;
+}
+
+constexpr unsigned char kJpegMagic[] = {0xFF, 0xD8, 0xFF},
+                        kPngMagic[] = {0x89, 'P', 'N', 'G'};
+bool isJpeg(const std::vector<unsigned char> &bytes) {
+  return bytes.size() >= 3 &&
+         std::equal(kJpegMagic, kJpegMagic + 3, bytes.begin());
+}
+bool isPng(const std::vector<unsigned char> &bytes) {
+  return bytes.size() >= 4 &&
+         std::equal(kPngMagic, kPngMagic + 4, bytes.begin());
+}
+
 } // namespace
 
 bool decodeImage(const std::string &path, Pixels &image, std::string &error) {
   std::vector<unsigned char> bytes;
   if (!readFile(path, bytes, error))
     return false;
-  static const unsigned char jpeg[] = {0xFF, 0xD8, 0xFF},
-                             png[] = {0x89, 'P', 'N', 'G'};
-  if (bytes.size() >= 3 && std::equal(jpeg, jpeg + 3, bytes.begin()))
+  if (isJpeg(bytes))
     return decodeJpeg(bytes, image, error);
-  if (bytes.size() >= 4 && std::equal(png, png + 4, bytes.begin()))
+  if (isPng(bytes))
     return decodePng(bytes, image, error);
   error = bytes.empty() ? "an empty file" : "neither a JPEG nor a PNG";
+  return false;
+}
+
+bool readImageHeader(const std::string &path, Pixels &image,
+                     std::string &error) {
+  // A header fits in the first 64 KiB unless metadata (EXIF, an embedded
+  // thumbnail) comes first: then the whole file is read.
+  constexpr size_t kHeaderBytes = 64 << 10;
+  std::vector<unsigned char> bytes;
+  if (!readFileStart(path, kHeaderBytes, bytes, error))
+    return false;
+  bool complete = bytes.size() < kHeaderBytes;
+  image.data.clear();
+  if (isJpeg(bytes)) {
+    if (jpegHeader(bytes, complete, image, error))
+      return true;
+    if (complete)
+      return false;
+    return readFile(path, bytes, error) &&
+           jpegHeader(bytes, /*complete=*/true, image, error);
+  }
+  if (isPng(bytes)) {
+    // The IHDR chunk comes first, so the start of the file is enough.
+    png_image png{};
+    png.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size())) {
+      error = std::string("not a PNG libpng can read (") + png.message + ")";
+      return false;
+    }
+    image.height = png.height;
+    image.width = png.width;
+    image.channels = png.format & PNG_FORMAT_FLAG_COLOR ? 3 : 1;
+    png_image_free(&png);
+    return true;
+  }
+  error = bytes.empty() ? "an empty file" : "neither a JPEG nor a PNG";
+  return false;
+}
+
+bool fitsShape(const Pixels &image, const ImageShape &shape,
+               std::string &error) {
+  if (shape.height ||
+      shape.channels * image.height * image.width == shape.values)
+    return true;
+  error = "a " + std::to_string(image.width) + "x" +
+          std::to_string(image.height) + " image does not fill the model's " +
+          std::to_string(shape.values) +
+          " input values (a flat input takes images of its size as they are)";
   return false;
 }
 
@@ -266,14 +364,8 @@ bool imageToSample(const Pixels &image, const ImageShape &shape, float *out,
   int64_t c = image.channels;
   int64_t height = shape.height ? shape.height : image.height;
   int64_t width = shape.width ? shape.width : image.width;
-  if (!shape.height &&
-      shape.channels * image.height * image.width != shape.values) {
-    error = "a " + std::to_string(image.width) + "x" +
-            std::to_string(image.height) + " image does not fill the model's " +
-            std::to_string(shape.values) +
-            " input values (a flat input takes images of its size as they are)";
+  if (!fitsShape(image, shape, error))
     return false;
-  }
   // The evaluation recipe: the shorter side to crop / 0.875, then the
   // center crop. An image of the input's size is kept as it is.
   std::vector<float> values;

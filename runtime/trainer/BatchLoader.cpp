@@ -38,20 +38,24 @@ void Loader::produce() {
     int64_t perSample = split.labelsPerSample;
     b.labels.resize(batch * perSample);
     auto fill = [&](int64_t first, int64_t step) {
-      std::vector<float> values;
+      std::vector<float> values(split.sampleSize);
       for (int64_t i = first; i < batch; i += step) {
         int64_t s = order[(k * ranks + rank) * batch + i];
-        if (augmented)
-          augmentedSample(s, &b.images[i * bytesPerSample], values);
-        else
+        if (images) {
+          sampleValues(split, *images, s, images->augmentation.any(), seed,
+                       epoch, values.data());
+          storeFloats(dtype, values.data(), split.sampleSize,
+                      &b.images[i * bytesPerSample]);
+        } else {
           storeFloats(dtype, &split.samples[s * split.sampleSize],
                       split.sampleSize, &b.images[i * bytesPerSample]);
+        }
         std::copy_n(&split.labels[s * perSample], perSample,
                     &b.labels[i * perSample]);
       }
     };
-    // Augmented samples are drawn on the --workers threads.
-    int workers = augmented ? std::max(augmented->workers, 1) : 1;
+    // Samples decoded or augmented are made on the --workers threads.
+    int workers = images ? std::max(images->workers, 1) : 1;
     std::vector<std::thread> helpers;
     for (int w = 1; w < workers; ++w)
       helpers.emplace_back(fill, w, workers);
@@ -66,23 +70,6 @@ void Loader::produce() {
     full = true;
     ready.notify_one();
   }
-}
-
-void Loader::augmentedSample(int64_t s, char *out, std::vector<float> &values) {
-  values.resize(split.sampleSize);
-  gpuc::augmentedSample(augmented->images[s], augmented->shape,
-                        augmented->augmentation, seed, epoch, s, values.data());
-  // Scaled as the split's samples were (per channel plane).
-  int64_t planes = augmented->mean.size();
-  int64_t plane = split.sampleSize / planes;
-  for (int64_t i = 0; i < split.sampleSize; ++i) {
-    float &v = values[i];
-    int64_t c = planes > 1 ? i / plane : 0;
-    v = augmented->integer
-            ? std::round(v * 255.0f)
-            : (float)((v - augmented->mean[c]) / augmented->stddev[c]);
-  }
-  storeFloats(dtype, values.data(), split.sampleSize, out);
 }
 
 void Loader::stop() {

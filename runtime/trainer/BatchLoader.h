@@ -38,10 +38,11 @@ public:
         bytesPerSample(input.bytes / batch), rank(rank), ranks(ranks) {}
   ~Loader() { stop(); }
 
-  /// Draws each training sample from `images` (--augment) instead of the
-  /// split, with the epoch's random crop and flip.
-  void augment(const AugmentedImages *images, uint64_t seed) {
-    augmented = images;
+  /// Makes each training sample as `images` says (decoded from its file,
+  /// with the epoch's random crop and flip under --augment, drawn from
+  /// `seed`) on its worker threads, instead of copying the split's values.
+  void makeSamples(const ImageSamples *images, uint64_t seed) {
+    this->images = images;
     this->seed = seed;
   }
   /// Starts filling `batches` batches of epoch `epoch`'s `order` from batch
@@ -54,16 +55,13 @@ public:
 private:
   void produce();
   void stop();
-  /// Sample `s` of the epoch, augmented, in the input's storage type at
-  /// `out`.
-  void augmentedSample(int64_t s, char *out, std::vector<float> &values);
 
   const Split &split;
   int64_t batch;
   std::string dtype;
   int64_t bytesPerSample;
   int rank, ranks;
-  const AugmentedImages *augmented = nullptr;
+  const ImageSamples *images = nullptr;
   uint64_t seed = 0;
   int64_t epoch = 0;
   std::vector<int64_t> order;

@@ -27,11 +27,12 @@ MemoryUse memoryUse(const CompiledStep &s) {
   return use;
 }
 
-int bench(CompiledStep &s, const Options &o, const Dataset *data) {
+int bench(CompiledStep &s, const Options &o, const Dataset *data,
+          const ImageSamples *samples) {
   int64_t B = s.batch;
   if (data) {
-    std::vector<float> images(&data->train.samples[0],
-                              &data->train.samples[B * data->train.sampleSize]);
+    std::vector<float> images(B * data->train.sampleSize);
+    sampleRange(data->train, *samples, 0, B, images.data());
     std::vector<int64_t> labels(data->train.labels.begin(),
                                 data->train.labels.begin() +
                                     B * data->train.labelsPerSample);
@@ -95,10 +96,10 @@ int bench(CompiledStep &s, const Options &o, const Dataset *data) {
 }
 
 int benchLoader(const CompiledStep &s, const Options &o, const Dataset &data,
-                const AugmentedImages &augmented, int64_t stepsPerEpoch) {
+                const ImageSamples &augmented, int64_t stepsPerEpoch) {
   Loader loader(data.train, s.batch, s.plan.buffers[s.image], s.rank, s.ranks);
-  if (augmented.augmentation.any())
-    loader.augment(&augmented, o.seed);
+  if (augmented.makesTrainingSamples(data.train))
+    loader.makeSamples(&augmented, o.seed);
   auto start = std::chrono::steady_clock::now();
   for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
     loader.startEpoch(epoch, permutation(data.train.count, o.seed, epoch), 0,

@@ -27,13 +27,14 @@ MemoryUse memoryUse(const CompiledStep &s);
 /// sequence: floats in [-1, 1), integers in [0, 10), valid tokens and
 /// labels for every example model). Warm-up steps are excluded and the
 /// device is drained before the clock stops.
-int bench(CompiledStep &s, const Options &o, const Dataset *data);
+int bench(CompiledStep &s, const Options &o, const Dataset *data,
+          const ImageSamples *samples = nullptr);
 
 /// --bench-loader: the loader alone for --epochs epochs, its batches taken
 /// as fast as it fills them (with --augment, drawn on --workers threads),
 /// after the decoding that loading the data did. Prints one JSON line.
 int benchLoader(const CompiledStep &s, const Options &o, const Dataset &data,
-                const AugmentedImages &augmented, int64_t stepsPerEpoch);
+                const ImageSamples &augmented, int64_t stepsPerEpoch);
 
 } // namespace gpuc::trainer
 

@@ -52,20 +52,20 @@ double evaluateTokens(CompiledStep &s, const Split &test, double &meanLoss) {
 
 } // namespace
 
-double evaluate(CompiledStep &s, const Split &test, double &meanLoss) {
+double evaluate(CompiledStep &s, const Split &test, const ImageSamples &images,
+                double &meanLoss) {
   meanLoss = -1;
   if (s.logits < 0 || s.classes <= 0)
     return -1;
   if (s.tokens)
     return evaluateTokens(s, test, meanLoss);
   int64_t B = s.batch, C = s.classes, correct = 0;
-  std::vector<float> images(B * test.sampleSize), logits(B * C);
+  std::vector<float> values(B * test.sampleSize), logits(B * C);
   for (int64_t first = s.rank * B; first < test.count; first += B * s.ranks) {
     int64_t n = std::min(B, test.count - first);
-    std::fill(images.begin(), images.end(), 0.0f);
-    memcpy(images.data(), &test.samples[first * test.sampleSize],
-           n * test.sampleSize * sizeof(float));
-    uploadImages(s, images);
+    std::fill(values.begin(), values.end(), 0.0f);
+    sampleRange(test, images, first, n, values.data());
+    uploadImages(s, values);
     s.run("eval");
     s.device->download(s.logits, logits.data(), B * C * sizeof(float));
     for (int64_t i = 0; i < n; ++i) {

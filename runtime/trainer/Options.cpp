@@ -32,7 +32,7 @@ const char *const kUsage =
     "             [--profile trace.json] [--bench-loader]\n"
     "             [--device auto|cpu|cuda] [--no-graph] [--artifact DIR]\n"
     "             [--init weights.safetensors] [--collective-timeout S]\n"
-    "             [--workers N] [--augment crop,flip]\n"
+    "             [--workers N] [--cache-decoded] [--augment crop,flip]\n"
     "             [--mean M[,M,M] --std S[,S,S]]\n"
     "       train --run-step IN_DIR --output-dir OUT_DIR [--seed S] [--step "
     "K]\n"
@@ -45,6 +45,9 @@ const char *const kUsage =
     "          or CIFAR-10/100's binary batches, resized and center-cropped\n"
     "          to the model's input\n"
     "  --workers N: threads decoding image files (default: one per core)\n"
+    "  --cache-decoded: decode an image folder once, before training, and\n"
+    "          keep it in memory (when it fits; else images are decoded as\n"
+    "          batches need them, on the --workers threads)\n"
     "  --augment crop,flip|crop|flip|none: each epoch, a random resized crop\n"
     "          and a horizontal flip of each training image (torchvision's\n"
     "          recipe), drawn from (seed, epoch, sample)\n"
@@ -142,6 +145,8 @@ Options parseOptions(int argc, char **argv) {
       o.quiet = true;
     else if (a == "--bench-loader")
       o.benchLoader = true;
+    else if (a == "--cache-decoded")
+      o.cacheDecoded = true;
     else if (a == "--artifact")
       o.artifact = value(i);
     else if (a == "--init")

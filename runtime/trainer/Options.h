@@ -24,6 +24,9 @@ struct Options {
   double collectiveTimeout = 300;
   /// Threads decoding an image dataset (0: one per core).
   int64_t workers = 0;
+  /// --cache-decoded: an image folder's images decoded once, before
+  /// training, and kept in memory (else decoded as batches need them).
+  bool cacheDecoded = false;
   /// --augment: random resized crops and horizontal flips of images.
   bool augmentCrop = false, augmentFlip = false;
   /// --mean, --std: the normalization of float inputs, per channel (or one

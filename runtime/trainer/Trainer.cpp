@@ -73,6 +73,8 @@ uint64_t fingerprint(const Split &split) {
   for (size_t i = 0; i < split.samples.size(); i += 997)
     text.append(reinterpret_cast<const char *>(&split.samples[i]),
                 sizeof(float));
+  for (const std::string &file : split.files)
+    text += file + "\n";
   return fingerprint(text);
 }
 
@@ -90,7 +92,8 @@ std::string figures(const std::vector<double> &values) {
 /// What the run is about to do, before it starts.
 void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
                  int64_t stepsPerEpoch, const std::vector<double> &mean,
-                 const std::vector<double> &stddev) {
+                 const std::vector<double> &stddev,
+                 const ImageSamples &images) {
   if (o.quiet)
     return;
   if (s.tokens)
@@ -107,8 +110,12 @@ void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
            (long long)(s.batch * s.ranks), (long long)o.epochs,
            data.format.c_str(), figures(mean).c_str(), figures(stddev).c_str(),
            !isFloatBuffer(s.plan.buffers[s.image]) ? "integers as they are"
-           : o.mean.empty()                        ? "the training split's"
-                                                   : "given");
+           : !o.mean.empty()                       ? "given"
+           : images.statisticsFrom
+               ? ("the training split's, estimated from " +
+                  std::to_string(images.statisticsFrom) + " of its images")
+                     .c_str()
+               : "the training split's");
   if (s.logits < 0)
     printf("no evaluation: %s\n", s.noEvalReason.c_str());
   if (s.accumulate > 1)
@@ -166,7 +173,7 @@ int trainerMain(int argc, char **argv) {
 
   Dataset data;
   std::vector<double> mean, stddev;
-  AugmentedImages augmented;
+  ImageSamples augmented;
   loadTrainingData(s, o, data, mean, stddev, augmented);
   int64_t stepsPerEpoch = stepsPerEpochOf(s, data);
   if (o.benchLoader)
@@ -192,12 +199,10 @@ int trainerMain(int argc, char **argv) {
   int64_t startStep = resumeRun(s, o, metrics);
   s.shareState();
   if (o.benchSteps)
-    return bench(s, o, &data);
+    return bench(s, o, &data, &augmented);
 
-  sayWhatRuns(s, o, data, stepsPerEpoch, mean, stddev);
-  TrainingRun run(s, o, data, stepsPerEpoch, metrics);
-  if (augmented.augmentation.any())
-    run.augment(augmented);
+  sayWhatRuns(s, o, data, stepsPerEpoch, mean, stddev, augmented);
+  TrainingRun run(s, o, data, stepsPerEpoch, metrics, augmented);
   run.run(startStep);
   run.finish();
   if (!o.exportOnnx.empty())

@@ -10,8 +10,11 @@
 #include "gpuc/runtime/ImageDataset.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
+#include <set>
 #include <thread>
 
 namespace gpuc::trainer {
@@ -99,32 +102,45 @@ ImageShape imageShapeOf(const PlanBuffer &input) {
   return shape;
 }
 
-/// An image dataset, decoded on --workers threads; files that do not
-/// decode are named once and left out.
+/// An image dataset: an image folder listed (its headers read on --workers
+/// threads) to be decoded as batches need it, or (--cache-decoded, and
+/// CIFAR) decoded on --workers threads now; files that do not decode are
+/// named once and left out.
 void loadImages(const CompiledStep &s, const Options &o, Dataset &data,
-                AugmentedImages &augmented) {
+                ImageSamples &images) {
   int workers = o.workers
                     ? (int)o.workers
                     : (int)std::max(1u, std::thread::hardware_concurrency());
-  augmented.workers = workers;
-  augmented.shape = imageShapeOf(s.plan.buffers[s.image]);
+  images.workers = workers;
+  images.shape = imageShapeOf(s.plan.buffers[s.image]);
   std::vector<std::string> skipped;
   std::string error;
   auto start = std::chrono::steady_clock::now();
-  if (!loadImageDataset(o.data, augmented.shape, workers, data, skipped, error,
-                        augmented.augmentation.any() ? &augmented.images
-                                                     : nullptr))
+  // Augmentation from memory keeps the decoded training images (streamed,
+  // each is decoded again when drawn, and none is kept).
+  if (!loadImageDataset(o.data, images.shape, workers, data, skipped, error,
+                        images.augmentation.any() ? &images.images : nullptr,
+                        /*stream=*/!o.cacheDecoded))
     fail(error);
-  augmented.decodeSeconds =
+  images.decodeSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  augmented.decoded = data.train.count + data.test.count;
+  bool streamed = data.train.streamed();
+  images.decoded = streamed ? 0 : data.train.count + data.test.count;
   if (s.rank == 0 && !o.quiet) {
-    double rate = augmented.decoded / std::max(augmented.decodeSeconds, 1e-9);
-    printf("decoded %lld images in %.2f s on %d worker%s: %.0f images/s "
-           "(%.0f per worker)\n",
-           (long long)augmented.decoded, augmented.decodeSeconds, workers,
-           workers == 1 ? "" : "s", rate, rate / workers);
+    if (streamed) {
+      printf("listed %lld images (headers read in %.2f s on %d worker%s); "
+             "each is decoded when a batch needs it (--cache-decoded "
+             "decodes them all first)\n",
+             (long long)(data.train.count + data.test.count),
+             images.decodeSeconds, workers, workers == 1 ? "" : "s");
+    } else {
+      double rate = images.decoded / std::max(images.decodeSeconds, 1e-9);
+      printf("decoded %lld images in %.2f s on %d worker%s: %.0f images/s "
+             "(%.0f per worker)\n",
+             (long long)images.decoded, images.decodeSeconds, workers,
+             workers == 1 ? "" : "s", rate, rate / workers);
+    }
   }
   if (skipped.empty() || s.rank != 0)
     return;
@@ -140,9 +156,116 @@ void loadImages(const CompiledStep &s, const Options &o, Dataset &data,
           skipped.size() == 1 ? "is" : "are", list.c_str());
 }
 
+namespace {
+
+/// A streamed training split's per-channel mean and standard deviation,
+/// estimated from kStatisticsImages of its images spread evenly over it
+/// (center crops, values in [0, 1]): what the whole split would give,
+/// without decoding it all before the first step.
+constexpr int64_t kStatisticsImages = 1024;
+void estimateStatistics(const Split &train, ImageSamples &images,
+                        int64_t channels, std::vector<double> &mean,
+                        std::vector<double> &stddev) {
+  int64_t n = std::min(train.count, kStatisticsImages);
+  Split picked;
+  picked.sampleSize = train.sampleSize;
+  picked.count = n;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t at = (int64_t)((__int128)i * train.count / n);
+    picked.files.push_back(train.files[at]);
+    picked.labels.push_back(train.labels[at]);
+  }
+  ImageSamples raw = images;
+  raw.mean = {0.0};
+  raw.stddev = {1.0};
+  raw.integer = false;
+  std::vector<float> values(n * train.sampleSize);
+  sampleRange(picked, raw, 0, n, values.data());
+  channelStatistics(values, train.sampleSize, channels, mean, stddev);
+  images.statisticsFrom = n;
+}
+
+/// Files of a streamed split that stopped decoding, each named once.
+std::mutex undecodableMutex;
+std::set<std::string> undecodable;
+
+} // namespace
+
+void sampleValues(const Split &split, const ImageSamples &images, int64_t s,
+                  bool augment, uint64_t seed, int64_t epoch, float *values) {
+  const int64_t size = split.sampleSize;
+  if (!augment && !split.streamed()) {
+    std::copy_n(&split.samples[s * size], size, values);
+    return;
+  }
+  if (augment && !split.streamed()) {
+    if (s >= (int64_t)images.images.size())
+      fail("sample " + std::to_string(s) +
+           " has no decoded image to augment (" +
+           std::to_string(images.images.size()) + " kept)");
+    gpuc::augmentedSample(images.images[s], images.shape, images.augmentation,
+                          seed, epoch, s, values);
+  } else {
+    // Decoded from its file; one that fails (changed or damaged since it
+    // was listed) gives its place to the next sample that decodes.
+    Pixels image;
+    std::string error;
+    int64_t at = s;
+    for (int64_t tried = 0;; ++tried) {
+      if (tried == split.count)
+        fail("none of the " + std::to_string(split.count) +
+             " image files of the split decodes any more (" + split.files[s] +
+             ": " + error + ")");
+      if (decodeImage(split.files[at], image, error) &&
+          fitsShape(image, images.shape, error))
+        break;
+      {
+        std::lock_guard<std::mutex> lock(undecodableMutex);
+        if (undecodable.insert(split.files[at]).second)
+          fprintf(stderr,
+                  "train: warning: %s: %s; it no longer decodes, and the "
+                  "next image of the split takes its place\n",
+                  split.files[at].c_str(), error.c_str());
+      }
+      at = (at + 1) % split.count;
+    }
+    if (augment)
+      gpuc::augmentedSample(image, images.shape, images.augmentation, seed,
+                            epoch, s, values);
+    else if (!imageToSample(image, images.shape, values, error))
+      fail(split.files[at] + ": " + error);
+  }
+  // Scaled as the split's samples are (per channel plane).
+  int64_t planes = images.mean.size();
+  int64_t plane = size / planes;
+  for (int64_t i = 0; i < size; ++i) {
+    float &v = values[i];
+    int64_t c = planes > 1 ? i / plane : 0;
+    v = images.integer ? std::round(v * 255.0f)
+                       : (float)((v - images.mean[c]) / images.stddev[c]);
+  }
+}
+
+void sampleRange(const Split &split, const ImageSamples &images, int64_t first,
+                 int64_t n, float *values) {
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t i; (i = next++) < n;)
+      sampleValues(split, images, first + i, /*augment=*/false, 0, 0,
+                   values + i * split.sampleSize);
+  };
+  int workers = split.streamed() ? std::max(images.workers, 1) : 1;
+  std::vector<std::thread> threads;
+  for (int t = 1; t < std::min<int64_t>(workers, n); ++t)
+    threads.emplace_back(work);
+  work();
+  for (std::thread &t : threads)
+    t.join();
+}
+
 void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
                       std::vector<double> &mean, std::vector<double> &stddev,
-                      AugmentedImages &augmented) {
+                      ImageSamples &augmented) {
   std::string error;
   augmented.augmentation = {o.augmentCrop, o.augmentFlip};
   bool images = !s.tokens && isImageDataset(o.data);
@@ -180,9 +303,12 @@ void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
     mean = perChannel(o.mean);
     stddev = perChannel(o.stddev);
     normalizeWith(data, channels, mean, stddev);
-  } else if (isFloatBuffer(s.plan.buffers[s.image]))
-    normalizeChannels(data, channels, mean, stddev);
-  else if (!s.tokens)
+  } else if (isFloatBuffer(s.plan.buffers[s.image])) {
+    if (data.train.streamed())
+      estimateStatistics(data.train, augmented, channels, mean, stddev);
+    else
+      normalizeChannels(data, channels, mean, stddev);
+  } else if (!s.tokens)
     integerSamples(s, data, o.data);
   augmented.mean = mean;
   augmented.stddev = stddev;

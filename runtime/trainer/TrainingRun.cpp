@@ -16,8 +16,9 @@
 namespace gpuc::trainer {
 
 TrainingRun::TrainingRun(CompiledStep &s, const Options &o, const Dataset &data,
-                         int64_t stepsPerEpoch, FILE *metrics)
-    : s(s), o(o), data(data), stepsPerEpoch(stepsPerEpoch),
+                         int64_t stepsPerEpoch, FILE *metrics,
+                         const ImageSamples &images)
+    : s(s), o(o), data(data), images(images), stepsPerEpoch(stepsPerEpoch),
       totalSteps(stepsPerEpoch * o.epochs), metrics(metrics),
       // (mpirun hands its ranks a terminal even when its own output goes
       // to a file: several ranks log plain lines.)
@@ -25,6 +26,8 @@ TrainingRun::TrainingRun(CompiledStep &s, const Options &o, const Dataset &data,
       loader(data.train, s.batch, s.plan.buffers[s.image], s.rank, s.ranks),
       profile(s, o), losses(*s.device, s.loss),
       checkpoints(s, o, stepsPerEpoch) {
+  if (images.makesTrainingSamples(data.train))
+    loader.makeSamples(&images, o.seed);
   std::string error;
   if (!o.tensorboard.empty() && !events.open(o.tensorboard, error))
     fail("--tensorboard " + o.tensorboard + ": " + error);
@@ -206,7 +209,7 @@ void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
 
 void TrainingRun::evalPoint(int64_t epoch, int64_t step,
                             Clock::time_point epochStart) {
-  lastAccuracy = evaluate(s, data.test, lastLoss);
+  lastAccuracy = evaluate(s, data.test, images, lastLoss);
   double epochSeconds =
       std::chrono::duration<double>(Clock::now() - epochStart).count();
   if (tty)

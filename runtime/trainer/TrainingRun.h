@@ -26,18 +26,16 @@ class CompiledStep;
 /// epoch, and a clean stop on SIGINT/SIGTERM.
 class TrainingRun {
 public:
-  /// `metrics` (may be null) is owned by the run from here on.
+  /// `metrics` (may be null) is owned by the run from here on. `images`
+  /// makes the samples of an image dataset that are decoded or augmented
+  /// as batches need them.
   TrainingRun(CompiledStep &s, const Options &o, const Dataset &data,
-              int64_t stepsPerEpoch, FILE *metrics);
+              int64_t stepsPerEpoch, FILE *metrics, const ImageSamples &images);
   /// Trains from `startStep`; on a stop signal, checkpoints and exits the
   /// process with 128 + the signal.
   void run(int64_t startStep);
   /// Closes --metrics and prints the run's summary lines.
   void finish();
-  /// Training images drawn anew each epoch (--augment).
-  void augment(const AugmentedImages &images) {
-    loader.augment(&images, o.seed);
-  }
 
 private:
   using Clock = std::chrono::steady_clock;
@@ -60,6 +58,7 @@ private:
   CompiledStep &s;
   const Options &o;
   const Dataset &data;
+  const ImageSamples &images;
   int64_t stepsPerEpoch, totalSteps;
   FILE *metrics;
   EventFile events;

@@ -17,6 +17,10 @@ struct Split {
   std::vector<int64_t> sampleShape;
   std::vector<float> samples;
   std::vector<int64_t> labels;
+  /// A streamed split (an image folder read as batches need it): sample i
+  /// is decoded from files[i], and `samples` stays empty.
+  std::vector<std::string> files;
+  bool streamed() const { return !files.empty(); }
 };
 
 struct Dataset {
@@ -47,6 +51,11 @@ void normalize(Dataset &data, double &mean, double &stddev);
 /// plane (torchvision's Normalize, with the dataset's own figures).
 void normalizeChannels(Dataset &data, int64_t channels,
                        std::vector<double> &mean, std::vector<double> &stddev);
+/// The per-channel mean and standard deviation of `samples` (each
+/// `sampleSize` values of `channels` planes).
+void channelStatistics(const std::vector<float> &samples, int64_t sampleSize,
+                       int64_t channels, std::vector<double> &mean,
+                       std::vector<double> &stddev);
 /// Normalizes both splits' samples with the given per-channel `mean` and
 /// `stddev` (`channels` values each).
 void normalizeWith(Dataset &data, int64_t channels,

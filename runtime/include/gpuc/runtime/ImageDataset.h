@@ -39,6 +39,18 @@ struct ImageShape {
 /// RGB pixels. False with `error` naming the file and the decoder's reason.
 bool decodeImage(const std::string &path, Pixels &image, std::string &error);
 
+/// The size and channels of the JPEG or PNG file at `path` from its header
+/// (`image.data` stays empty), without decoding it: what tells a damaged or
+/// foreign file from an image before training. False with `error` naming
+/// the reason.
+bool readImageHeader(const std::string &path, Pixels &image,
+                     std::string &error);
+
+/// Whether an image of `image`'s size can become a sample of `shape` (a
+/// flat input takes only images of its own size); false with `error`.
+bool fitsShape(const Pixels &image, const ImageShape &shape,
+               std::string &error);
+
 /// `image` as `shape`'s values in [0, 1], channel-major (C, H, W), into
 /// `out`; false with `error` when a flat shape does not fit the image.
 bool imageToSample(const Pixels &image, const ImageShape &shape, float *out,
@@ -72,10 +84,15 @@ bool isImageDataset(const std::string &dir);
 /// expected.
 /// With `trainImages`, the training split's decoded images are kept there
 /// too, in the split's order, for augmentation.
+/// With `stream`, an image folder's splits are lists of files (Split::files)
+/// to decode when a batch needs them: only their headers are read here
+/// (on the `workers` threads), and a file whose header is damaged is
+/// skipped as above. CIFAR's batches are small and always decoded.
 bool loadImageDataset(const std::string &dir, const ImageShape &shape,
                       int workers, Dataset &data,
                       std::vector<std::string> &skipped, std::string &error,
-                      std::vector<Pixels> *trainImages = nullptr);
+                      std::vector<Pixels> *trainImages = nullptr,
+                      bool stream = false);
 
 } // namespace gpuc
 
