@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the runtime's readers of files a user or a damaged disk hands the
 # trainer (plan.json, safetensors checkpoints, .npy data, IDX datasets raw
-# and gzipped), the ONNX importer (binary and text models) and the model
+# and gzipped, JPEG and PNG images), the ONNX importer (binary and text models) and the model
 # DSL's parser with libFuzzer under AddressSanitizer and UBSan:
 #
 #   scripts/fuzz.sh [SECONDS per target, default 60] [TARGET...]
@@ -18,7 +18,7 @@ seconds=${1:-60}
 shift || true
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(plan safetensors npy idx dsl onnx)
+  targets=(plan safetensors npy idx image dsl onnx)
 fi
 cxx=""
 for c in clang++ clang++-19 clang++-16 clang++-15 clang++-14; do
@@ -36,10 +36,12 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer
 sources=(runtime/lib/Plan.cpp runtime/lib/Safetensors.cpp runtime/lib/Npy.cpp
          runtime/data/Dataset.cpp)
 declare -A main=([plan]=PlanFuzzer [safetensors]=SafetensorsFuzzer
-                 [npy]=NpyFuzzer [idx]=IdxFuzzer [dsl]=DslFuzzer
-                 [onnx]=OnnxFuzzer)
+                 [npy]=NpyFuzzer [idx]=IdxFuzzer [image]=ImageFuzzer
+                 [dsl]=DslFuzzer [onnx]=OnnxFuzzer)
+# What a target needs beyond `sources`: the image decoder and its libraries.
+declare -A extra=([image]="runtime/data/ImageDecode.cpp -ljpeg -lpng")
 for t in "${targets[@]}"; do
-  [[ -n ${main[$t]:-} ]] || { echo "fuzz.sh: no target '$t' (plan, safetensors, npy, idx, dsl, onnx)" >&2; exit 1; }
+  [[ -n ${main[$t]:-} ]] || { echo "fuzz.sh: no target '$t' (plan, safetensors, npy, idx, image, dsl, onnx)" >&2; exit 1; }
   if [[ $t == onnx ]]; then
     if [[ ! -x build/bin/gpuc ]]; then
       echo "fuzz.sh: build/ has no gpuc (run scripts/build.sh): the onnx target needs its libraries" >&2
@@ -101,16 +103,20 @@ for t in "${targets[@]}"; do
     continue
   fi
   if [[ ! $out/$t -nt fuzz/${main[$t]}.cpp ]] ||
-     [[ -n $(find runtime/lib runtime/include fuzz -newer "$out/$t" -name '*.[ch]*' | head -1) ]]; then
+     [[ -n $(find runtime/lib runtime/data runtime/include fuzz -newer "$out/$t" -name '*.[ch]*' | head -1) ]]; then
     echo "fuzz.sh: building $t with $cxx"
-    "$cxx" "${flags[@]}" "fuzz/${main[$t]}.cpp" "${sources[@]}" -lz -o "$out/$t"
+    # (extra is a list of words: sources, then libraries.)
+    # shellcheck disable=SC2206
+    more=(${extra[$t]:-})
+    "$cxx" "${flags[@]}" "fuzz/${main[$t]}.cpp" "${sources[@]}" "${more[@]}" \
+      -lz -o "$out/$t"
   fi
 done
 
 # Seed corpora.
 seeds=$out/seeds
 if [[ ! -d $seeds ]]; then
-  mkdir -p "$seeds"/{plan,safetensors,npy,idx,dsl}
+  mkdir -p "$seeds"/{plan,safetensors,npy,idx,image,dsl}
   cp test/Frontend/dsl/*.gdsl test/Trainer/Inputs/*.gdsl "$seeds/dsl/"
   if [[ -x build/bin/gpuc ]]; then
     build/bin/gpuc compile examples/mlp.onnx --batch 2 --target cpu \
@@ -136,6 +142,29 @@ PY
   printf '\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00\x02\x00\x01\x02\x03' |
     gzip -c > "$seeds/idx/gz"
   # An odd first byte makes IdxFuzzer name the input .gz (gzip starts 0x1f).
+fi
+if [[ ! -d $seeds/image ]] || [[ -z $(ls "$seeds/image") ]]; then
+  # Small JPEG (gray, RGB, progressive) and PNG (gray, RGB, palette, alpha,
+  # 16-bit) files, each after the byte that picks the input shape.
+  mkdir -p "$seeds/image"
+  /usr/bin/python3 - "$seeds/image" <<'PY' || echo "fuzz.sh: no PIL for the image seeds; starting from nothing"
+import io, sys
+from PIL import Image
+def save(name, image, shape, **options):
+    buffer = io.BytesIO()
+    image.save(buffer, **options)
+    open(sys.argv[1] + "/" + name, "wb").write(bytes([shape]) + buffer.getvalue())
+gray = Image.linear_gradient("L").resize((28, 28))
+rgb = Image.merge("RGB", (gray, gray.rotate(90), gray.rotate(180))).resize((40, 30))
+save("gray.jpg", gray, 1, format="JPEG", quality=90)
+save("rgb.jpg", rgb, 0, format="JPEG", quality=75)
+save("progressive.jpg", rgb, 0, format="JPEG", progressive=True)
+save("gray.png", gray, 2, format="PNG")
+save("rgb.png", rgb, 0, format="PNG")
+save("palette.png", rgb.convert("P"), 0, format="PNG")
+save("alpha.png", rgb.convert("RGBA"), 1, format="PNG")
+save("sixteen.png", gray.convert("I;16"), 2, format="PNG")
+PY
 fi
 
 if [[ ! -d $seeds/onnx ]]; then
