@@ -243,32 +243,31 @@ unitsOutside(ArrayRef<int64_t> x, ArrayRef<int64_t> perm,
   return {shape, result};
 }
 
-/// Moves the 1s a reshape inserts or removes to the far side of a
-/// transpose beside a matmul (nn.MultiheadAttention's [B*H, T, D]
-/// products, reshaped to rank 4 around the attention), so that the
-/// transpose is the matmul's operand or only reader.
-void moveUnitReshapes(ModuleOp module) {
-  SmallVector<MatmulOp> matmuls;
-  module.walk([&](MatmulOp op) { matmuls.push_back(op); });
-  for (MatmulOp op : matmuls) {
-    OpBuilder b(op);
-    for (OpOperand &operand : op->getOpOperands()) {
-      auto r = operand.get().getDefiningOp<ReshapeOp>();
-      TransposeOp t = r ? r.getInput().getDefiningOp<TransposeOp>() : nullptr;
-      if (!t || !movesOnlyUnits(r))
-        continue;
-      auto [shape, perm] = unitsOutside(shapeOf(t.getInput()), t.getPerm(),
-                                        shapeOf(r.getResult()));
-      auto type = cast<RankedTensorType>(t.getInput().getType());
-      Value x =
-          ReshapeOp::create(b, op.getLoc(), type.clone(shape), t.getInput());
-      operand.set(TransposeOp::create(b, op.getLoc(), r.getType(), x, perm));
-    }
-    // matmul -> reshape -> transpose: transpose first, then reshape.
-    Value y = op.getResult();
-    if (!y.hasOneUse())
-      continue;
-    auto r = dyn_cast<ReshapeOp>(*y.user_begin());
+/// reshape(transpose(x)) that only inserts or removes 1s, as
+/// transpose(reshape(x)) for every reader: the transpose then meets them.
+void unitsBeforeTranspose(Value v) {
+  auto r = v.getDefiningOp<ReshapeOp>();
+  TransposeOp t = r ? r.getInput().getDefiningOp<TransposeOp>() : nullptr;
+  if (!t || !movesOnlyUnits(r))
+    return;
+  OpBuilder b(r);
+  auto [shape, perm] =
+      unitsOutside(shapeOf(t.getInput()), t.getPerm(), shapeOf(r.getResult()));
+  auto type = cast<RankedTensorType>(t.getInput().getType());
+  Value x = ReshapeOp::create(b, r.getLoc(), type.clone(shape), t.getInput());
+  r.getResult().replaceAllUsesWith(
+      TransposeOp::create(b, r.getLoc(), r.getType(), x, perm).getResult());
+  r.erase();
+  if (t.getResult().use_empty())
+    t.erase();
+}
+
+/// Each reader of `y` that is a reshape only inserting or removing 1s,
+/// read by one transpose: that transpose moves before the reshape, onto y
+/// itself.
+void transposeBeforeUnits(Value y) {
+  for (Operation *user : llvm::make_early_inc_range(y.getUsers())) {
+    auto r = dyn_cast<ReshapeOp>(user);
     if (!r || !movesOnlyUnits(r) || !r.getResult().hasOneUse())
       continue;
     auto t = dyn_cast<TransposeOp>(*r.getResult().user_begin());
@@ -288,7 +287,7 @@ void moveUnitReshapes(ModuleOp module) {
       perm[ys[j]] = ys[k];
       shape[ys[j]] = yShape[ys[k]];
     }
-    b.setInsertionPoint(t);
+    OpBuilder b(t);
     auto type = cast<RankedTensorType>(y.getType());
     Value moved =
         TransposeOp::create(b, t.getLoc(), type.clone(shape), y, perm);
@@ -296,6 +295,32 @@ void moveUnitReshapes(ModuleOp module) {
         ReshapeOp::create(b, t.getLoc(), t.getType(), moved));
     t.erase();
     r.erase();
+  }
+}
+
+/// Moves the 1s a reshape inserts or removes to the far side of a
+/// transpose beside a matmul or an attention (nn.MultiheadAttention's
+/// [B*H, T, D] heads, reshaped to rank 4 around the attention as a batch of
+/// one), so that the transpose is the op's operand or only reader: a
+/// matmul folds it into its layout, and an attention whose heads are
+/// stored [T, B*H, D] takes the bthd layout with a batch of one.
+void moveUnitReshapes(ModuleOp module) {
+  SmallVector<Operation *> ops;
+  module.walk([&](Operation *op) {
+    if (isa<MatmulOp, AttentionOp, AttentionGradOp>(op))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    if (auto grad = dyn_cast<AttentionGradOp>(op)) {
+      // Its query, key, value and result are the forward's (moved there).
+      unitsBeforeTranspose(grad.getResultGrad());
+    } else {
+      for (Value operand : op->getOperands())
+        unitsBeforeTranspose(operand);
+    }
+    for (Value result : op->getResults())
+      if (isa<RankedTensorType>(result.getType()))
+        transposeBeforeUnits(result);
   }
 }
 

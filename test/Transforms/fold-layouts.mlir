@@ -85,6 +85,41 @@ func.func @attention(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tenso
 
 // -----
 
+// nn.MultiheadAttention stores its heads [T, B*H, D] and attends over
+// [B*H, T, D], reshaped to rank 4 as a batch of one: the reshapes only
+// insert a 1, so they move to the far side of the transposes, and the
+// fused attention reads and writes [1, T, B*H, D] rows, the bthd layout.
+// CHECK-LABEL: func.func @multihead_attention
+// CHECK-NOT: gpuc.transpose
+// CHECK: %[[O:.+]], %[[L:.+]] = gpuc.attention %{{.+}}, %{{.+}}, %{{.+}} scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<1x5x6x4xf32>, tensor<1x5x6x4xf32>, tensor<1x5x6x4xf32> -> tensor<1x5x6x4xf32>, tensor<1x6x5xf32>
+// CHECK: gpuc.reshape %[[O]] : tensor<1x5x6x4xf32> -> tensor<5x6x4xf32>
+// CHECK: gpuc.attention_grad {{.+}} bthd : tensor<1x5x6x4xf32>, tensor<1x5x6x4xf32>, tensor<1x5x6x4xf32>, tensor<1x5x6x4xf32>, tensor<1x6x5xf32>
+// CHECK-NOT: gpuc.transpose
+// CHECK: return
+func.func @multihead_attention(%q: tensor<5x6x4xf32>, %k: tensor<5x6x4xf32>, %v: tensor<5x6x4xf32>, %dy: tensor<5x6x4xf32>) -> (tensor<5x6x4xf32>, tensor<5x6x4xf32>, tensor<5x6x4xf32>, tensor<5x6x4xf32>) {
+  %qt = gpuc.transpose %q perm = [1, 0, 2] : tensor<5x6x4xf32> -> tensor<6x5x4xf32>
+  %kt = gpuc.transpose %k perm = [1, 0, 2] : tensor<5x6x4xf32> -> tensor<6x5x4xf32>
+  %vt = gpuc.transpose %v perm = [1, 0, 2] : tensor<5x6x4xf32> -> tensor<6x5x4xf32>
+  %qh = gpuc.reshape %qt : tensor<6x5x4xf32> -> tensor<1x6x5x4xf32>
+  %kh = gpuc.reshape %kt : tensor<6x5x4xf32> -> tensor<1x6x5x4xf32>
+  %vh = gpuc.reshape %vt : tensor<6x5x4xf32> -> tensor<1x6x5x4xf32>
+  %o, %lse = gpuc.attention %qh, %kh, %vh scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<1x6x5x4xf32>, tensor<1x6x5x4xf32>, tensor<1x6x5x4xf32> -> tensor<1x6x5x4xf32>, tensor<1x6x5xf32>
+  %o3 = gpuc.reshape %o : tensor<1x6x5x4xf32> -> tensor<6x5x4xf32>
+  %y = gpuc.transpose %o3 perm = [1, 0, 2] : tensor<6x5x4xf32> -> tensor<5x6x4xf32>
+  %dyt = gpuc.transpose %dy perm = [1, 0, 2] : tensor<5x6x4xf32> -> tensor<6x5x4xf32>
+  %dyh = gpuc.reshape %dyt : tensor<6x5x4xf32> -> tensor<1x6x5x4xf32>
+  %dq, %dk, %dv = gpuc.attention_grad %qh, %kh, %vh, %o, %lse, %dyh scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<1x6x5x4xf32>, tensor<1x6x5x4xf32>, tensor<1x6x5x4xf32>, tensor<1x6x5x4xf32>, tensor<1x6x5xf32>
+  %dq3 = gpuc.reshape %dq : tensor<1x6x5x4xf32> -> tensor<6x5x4xf32>
+  %dk3 = gpuc.reshape %dk : tensor<1x6x5x4xf32> -> tensor<6x5x4xf32>
+  %dv3 = gpuc.reshape %dv : tensor<1x6x5x4xf32> -> tensor<6x5x4xf32>
+  %dqt = gpuc.transpose %dq3 perm = [1, 0, 2] : tensor<6x5x4xf32> -> tensor<5x6x4xf32>
+  %dkt = gpuc.transpose %dk3 perm = [1, 0, 2] : tensor<6x5x4xf32> -> tensor<5x6x4xf32>
+  %dvt = gpuc.transpose %dv3 perm = [1, 0, 2] : tensor<6x5x4xf32> -> tensor<5x6x4xf32>
+  return %y, %dqt, %dkt, %dvt : tensor<5x6x4xf32>, tensor<5x6x4xf32>, tensor<5x6x4xf32>, tensor<5x6x4xf32>
+}
+
+// -----
+
 // A result something other than a head merge reads keeps the heads major
 // layout, and so do its operands.
 // CHECK-LABEL: func.func @attention_result_read_as_is

@@ -106,6 +106,35 @@ func.func @f(%q: tensor<2x5x3x4xf32>, %k: tensor<2x7x3x4xf32>, %v: tensor<2x7x3x
             0);
 }
 
+// nn.MultiheadAttention's heads: [T, B*H, D] read as a batch of one
+// [1, B*H, T, D] through a transpose and a reshape that inserts the 1.
+TEST_F(FoldLayouts, MultiheadAttentionHeadsTakeTheTokenLayout) {
+  EXPECT_EQ(foldAndCompare(R"mlir(
+func.func @f(%q: tensor<5x6x4xf32>, %k: tensor<7x6x4xf32>, %v: tensor<7x6x3xf32>, %dy: tensor<5x6x3xf32>) -> (tensor<5x6x3xf32>, tensor<1x6x5xf32>, tensor<5x6x4xf32>, tensor<7x6x4xf32>, tensor<7x6x3xf32>) {
+  %qt = gpuc.transpose %q perm = [1, 0, 2] : tensor<5x6x4xf32> -> tensor<6x5x4xf32>
+  %kt = gpuc.transpose %k perm = [1, 0, 2] : tensor<7x6x4xf32> -> tensor<6x7x4xf32>
+  %vt = gpuc.transpose %v perm = [1, 0, 2] : tensor<7x6x3xf32> -> tensor<6x7x3xf32>
+  %qh = gpuc.reshape %qt : tensor<6x5x4xf32> -> tensor<1x6x5x4xf32>
+  %kh = gpuc.reshape %kt : tensor<6x7x4xf32> -> tensor<1x6x7x4xf32>
+  %vh = gpuc.reshape %vt : tensor<6x7x3xf32> -> tensor<1x6x7x3xf32>
+  %o, %lse = gpuc.attention %qh, %kh, %vh scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<1x6x5x4xf32>, tensor<1x6x7x4xf32>, tensor<1x6x7x3xf32> -> tensor<1x6x5x3xf32>, tensor<1x6x5xf32>
+  %o3 = gpuc.reshape %o : tensor<1x6x5x3xf32> -> tensor<6x5x3xf32>
+  %y = gpuc.transpose %o3 perm = [1, 0, 2] : tensor<6x5x3xf32> -> tensor<5x6x3xf32>
+  %dyt = gpuc.transpose %dy perm = [1, 0, 2] : tensor<5x6x3xf32> -> tensor<6x5x3xf32>
+  %dyh = gpuc.reshape %dyt : tensor<6x5x3xf32> -> tensor<1x6x5x3xf32>
+  %dq, %dk, %dv = gpuc.attention_grad %qh, %kh, %vh, %o, %lse, %dyh scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<1x6x5x4xf32>, tensor<1x6x7x4xf32>, tensor<1x6x7x3xf32>, tensor<1x6x5x3xf32>, tensor<1x6x5xf32>
+  %dq3 = gpuc.reshape %dq : tensor<1x6x5x4xf32> -> tensor<6x5x4xf32>
+  %dk3 = gpuc.reshape %dk : tensor<1x6x7x4xf32> -> tensor<6x7x4xf32>
+  %dv3 = gpuc.reshape %dv : tensor<1x6x7x3xf32> -> tensor<6x7x3xf32>
+  %dqt = gpuc.transpose %dq3 perm = [1, 0, 2] : tensor<6x5x4xf32> -> tensor<5x6x4xf32>
+  %dkt = gpuc.transpose %dk3 perm = [1, 0, 2] : tensor<6x7x4xf32> -> tensor<7x6x4xf32>
+  %dvt = gpuc.transpose %dv3 perm = [1, 0, 2] : tensor<6x7x3xf32> -> tensor<7x6x3xf32>
+  return %y, %lse, %dqt, %dkt, %dvt : tensor<5x6x3xf32>, tensor<1x6x5xf32>, tensor<5x6x4xf32>, tensor<7x6x4xf32>, tensor<7x6x3xf32>
+}
+)mlir"),
+            0);
+}
+
 // A matmul with layouts has no gradient rule: differentiation comes first.
 TEST_F(FoldLayouts, LayoutsAreNotDifferentiated) {
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"mlir(
