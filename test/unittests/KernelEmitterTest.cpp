@@ -238,6 +238,46 @@ TEST(KernelEmitterTest, InPlaceResultIsStoredInTheOnlyPass) {
   }
 }
 
+// A softmax written over its input: the exponentials are summed in one pass
+// and needed again, divided by the sum, in the last. The summing pass
+// stores each one in the result's buffer (holding the input, which the
+// result reads only through them) and the last pass reads it back: no exp
+// after the sum. When the result also reads the input itself, the
+// exponentials cannot take its place, and the last pass computes them.
+TEST(KernelEmitterTest, ExponentialsAreKeptForTheLastPass) {
+  std::string t = "tensor<64x1000xf32>", v = "tensor<64xf32>",
+              c = "tensor<64x1xf32>";
+  auto source = [&](bool readsInput) {
+    return "func.func @f(%a: " + t + ") -> " + t +
+           " {\n  %r = gpuc.fusion(%a) " +
+           "{gpuc.in_place = array<i64: 0>} : (" + t + ") -> " + t +
+           " {\n  ^bb0(%x: " + t +
+           "):\n    %m = gpuc.reduce_max %x axes = [1] : " + t + " -> " + v +
+           "\n    %m1 = gpuc.reshape %m : " + v + " -> " + c +
+           "\n    %mb = gpuc.broadcast %m1 : " + c + " -> " + t +
+           "\n    %d = gpuc.sub %x, %mb : " + t +
+           "\n    %e = gpuc.exp %d : " + t +
+           "\n    %s = gpuc.reduce_sum %e axes = [1] : " + t + " -> " + v +
+           "\n    %s1 = gpuc.reshape %s : " + v + " -> " + c +
+           "\n    %sb = gpuc.broadcast %s1 : " + c + " -> " + t +
+           "\n    %p = gpuc.div %e, %sb : " + t +
+           (readsInput ? "\n    %q = gpuc.add %p, %x : " + t : "") +
+           "\n    gpuc.yield " + (readsInput ? "%q" : "%p") + " : " + t +
+           "\n  }\n  return %r : " + t + "\n}\n";
+  };
+  for (bool readsInput : {false, true}) {
+    FailureOr<EmittedKernel> kernel = emitFirstFusion(source(readsInput));
+    ASSERT_TRUE(succeeded(kernel));
+    const std::string &src = kernel->source;
+    size_t lastSum = src.rfind("blockReduceSum");
+    size_t lastExp = src.rfind("gpuc::exponential(");
+    ASSERT_NE(lastSum, std::string::npos) << src;
+    ASSERT_NE(lastExp, std::string::npos) << src;
+    EXPECT_EQ(lastExp > lastSum, readsInput) << src;
+    EXPECT_EQ(src.find("= out0[") != std::string::npos, !readsInput) << src;
+  }
+}
+
 // A bias gradient of a concatenation (a fused QKV projection's): the CPU's
 // column blocks pick the input once per block (each block's rows lie in one
 // input), so the lanes load from one pointer, as the GPU's row blocks do.

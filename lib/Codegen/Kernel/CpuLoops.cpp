@@ -64,9 +64,10 @@ Emitter::cpuLoopNest(const std::string &flat, const std::string &begin,
   } else {
     line(llvm::formatv("gidx {0}Group = {0}Begin;", pos));
     open(llvm::formatv("for (; {0}Group + {1} <= {0}End; {0}Group += {1})", pos,
-                       kCpuLanes));
+                       kCpuReductionLanes));
     line("GPUC_INDEPENDENT_ITERATIONS");
-    open(llvm::formatv("for (gidx lane = 0; lane < {0}; ++lane)", kCpuLanes));
+    open(llvm::formatv("for (gidx lane = 0; lane < {0}; ++lane)",
+                       kCpuReductionLanes));
     line(llvm::formatv("const gidx {0} = {0}Group + lane;", pos));
     if (failed(inside("lane")))
       return failure();
@@ -74,7 +75,7 @@ Emitter::cpuLoopNest(const std::string &flat, const std::string &begin,
     close();
     // The line's last elements, fewer than a group, go to the first lanes
     // (unless every line is whole and its groups are all full).
-    if (boundsDivisor % inner != 0 || inner % kCpuLanes != 0) {
+    if (boundsDivisor % inner != 0 || inner % kCpuReductionLanes != 0) {
       open(llvm::formatv(
           "for (gidx lane = 0; {0}Group + lane < {0}End; ++lane)", pos));
       line(llvm::formatv("const gidx {0} = {0}Group + lane;", pos));

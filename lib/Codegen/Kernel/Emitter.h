@@ -69,6 +69,18 @@ inline std::string substitute(StringRef pattern, ArrayRef<StringRef> args) {
 /// innermost dimension worth a loop of its own.
 constexpr int64_t kCpuLanes = 8;
 constexpr int64_t kCpuMinLine = 8;
+/// Accumulators of a row reduction's lanes (CpuLine::Lanes): sixteen, so
+/// that a sum in double (two or four vectors of lanes) has as many
+/// independent add chains as the adder can overlap; with eight, a
+/// cross-entropy's or a softmax's pass waited on the adds' latency.
+constexpr int64_t kCpuReductionLanes = 16;
+
+/// A per-element value a row kernel computes once and keeps, between
+/// passes, in the buffer of output `output` (see keptForLastPass).
+struct KeptValue {
+  Value value;
+  int64_t output = -1;
+};
 /// `expr`, a float, rounded to `type` when that is f16 or bf16.
 inline std::string rounded(Type type, const std::string &expr) {
   if (type.isF16())
@@ -130,6 +142,14 @@ private:
   LogicalResult emitElementwise(EmittedKernel &kernel);
   LogicalResult emitRowKernel(ArrayRef<Operation *> reductions,
                               EmittedKernel &kernel, int64_t &cpuGrid);
+  /// The value a row kernel's last level of reductions sums and its only
+  /// per-element result reads again, when that value calls a
+  /// transcendental function and can be kept in the result's buffer (f32,
+  /// and the result reads the operand it overwrites only through it); no
+  /// value otherwise.
+  KeptValue keptForLastPass(ArrayRef<Operation *> reductions,
+                            ArrayRef<int64_t> levelOf, int64_t levels,
+                            ArrayRef<Value> perElement);
   /// A row_groups: the one-block counting sort of the device header.
   FailureOr<EmittedKernel> emitRowGroups(RowGroupsOp groups, StringRef name);
   /// An attention or its gradient: the fused kernels of the device header
@@ -300,7 +320,8 @@ private:
   enum class CpuLine {
     /// vectorized along the line;
     Simd,
-    /// vectorized along the line kCpuLanes elements at a time, `emitBody`
+    /// vectorized along the line kCpuReductionLanes elements at a time,
+    /// `emitBody`
     /// receiving the lane register ("lane"): a reduction adds element k of
     /// a group to its accumulator k, so the sum's order is fixed by the
     /// text, not by the vectorizer;
@@ -310,8 +331,8 @@ private:
     Plain,
   };
   /// `boundsDivisor` divides both `begin` and `end` (1 when nothing is
-  /// known): lines that are all whole and a multiple of kCpuLanes long need
-  /// no loop for a last, partial group of lanes.
+  /// known): lines that are all whole and a multiple of kCpuReductionLanes
+  /// long need no loop for a last, partial group of lanes.
   LogicalResult cpuLoopNest(const std::string &flat, const std::string &begin,
                             const std::string &end, int64_t boundsDivisor,
                             ArrayRef<int64_t> shape, CpuLine mode,

@@ -13,6 +13,75 @@ SmallVector<int64_t> reducedAxes(Operation *reduce) {
   return SmallVector<int64_t>(cast<ReduceMeanOp>(reduce).getAxes());
 }
 
+/// Whether computing `v` calls a transcendental function (what is worth a
+/// store and a load to compute once).
+static bool callsTranscendental(Value v, Block &block) {
+  SmallVector<Value> worklist{v};
+  DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value x = worklist.pop_back_val();
+    Operation *def = x.getDefiningOp();
+    if (!def || def->getBlock() != &block || !seen.insert(x).second ||
+        isReduction(def))
+      continue;
+    if (isa<ExpOp, LogOp, TanhOp, ErfOp, SigmoidOp, PowOp>(def))
+      return true;
+    llvm::append_range(worklist, def->getOperands());
+  }
+  return false;
+}
+
+KeptValue Emitter::keptForLastPass(ArrayRef<Operation *> reductions,
+                                   ArrayRef<int64_t> levelOf, int64_t levels,
+                                   ArrayRef<Value> perElement) {
+  Block &block = fusion.getBodyBlock();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (perElement.size() != 1 || levels == 0)
+    return {};
+  Value result = perElement[0];
+  int64_t output = -1;
+  for (auto [k, yielded] : llvm::enumerate(yield.getValues()))
+    if (yielded == result)
+      output = output < 0 ? (int64_t)k : -2;
+  // One output of f32 elements, which hold the kept value exactly.
+  if (output < 0 || !elementOf(result).isF32())
+    return {};
+  for (auto [j, reduce] : llvm::enumerate(reductions)) {
+    Value summed = reduce->getOperand(0);
+    if (levelOf[j] != levels - 1 || isa<ReduceMaxOp>(reduce) ||
+        isa<BlockArgument>(summed) || !elementOf(summed).isF32() ||
+        !callsTranscendental(summed, block))
+      continue;
+    // The result must read `summed`, and (when it is written over an
+    // operand, which the store of `summed` then replaces) read that operand
+    // only through it.
+    int64_t overwritten = inPlace[output];
+    bool readsSummed = false, readsOverwritten = false;
+    SmallVector<Value> worklist{result};
+    DenseSet<Value> seen;
+    while (!worklist.empty()) {
+      Value x = worklist.pop_back_val();
+      if (!seen.insert(x).second)
+        continue;
+      if (x == summed) {
+        readsSummed = true;
+        continue;
+      }
+      if (auto arg = dyn_cast<BlockArgument>(x)) {
+        readsOverwritten |= (int64_t)arg.getArgNumber() == overwritten;
+        continue;
+      }
+      Operation *def = x.getDefiningOp();
+      if (def->getBlock() != &block || isReduction(def))
+        continue;
+      llvm::append_range(worklist, def->getOperands());
+    }
+    if (readsSummed && !readsOverwritten)
+      return {summed, output};
+  }
+  return {};
+}
+
 // One function for the row kernel's plan and its passes: the passes
 // (emitRows) read two dozen facts the plan computes (kept and reduced
 // shapes, the per-row and per-element values, reduction levels, launch
@@ -136,6 +205,13 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     firstPass.push_back(v);
     return true;
   });
+  // A value the last level of reductions sums and the last pass needs
+  // again (a softmax's or a cross-entropy's exponentials: summed for the
+  // normalizer, then each one divided by it) is stored by that level's
+  // pass in the buffer of the per-element result, and the last pass reads
+  // it back instead of computing it again: the same f32 value, so the
+  // same results, with one exp per element where there were two.
+  KeptValue reused = keptForLastPass(reductions, levelOf, levels, perElement);
   // Few long rows (batch norm's per-channel statistics) would leave most
   // of a GPU idle with one block per row: such a row is split into
   // `splits` chunks, one block each, and the kernel runs as one launch
@@ -396,6 +472,13 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         }
         if (level == 0 && failed(storeResults(firstPass, element)))
           return failure();
+        if (reused.value && level == levels - 1) {
+          FailureOr<std::string> reg = at(reused.value, element);
+          if (failed(reg))
+            return failure();
+          line(llvm::formatv("out{0}[{1}] = {2};", reused.output, element,
+                             *reg));
+        }
         return success();
       };
       auto portable = [&] { return portableRowLoop(pass); };
@@ -407,14 +490,14 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
           line(llvm::formatv(
               "{3} {0}Lanes[{1}]; for (int lane = 0; lane < "
               "{1}; ++lane) {0}Lanes[lane] = {2};",
-              accs[m], kCpuLanes,
+              accs[m], kCpuReductionLanes,
               isa<ReduceMaxOp>(reductions[members[m]]) ? "-INFINITY" : "0",
               accType(m)));
         if (failed(cpuRowNest(CpuLine::Lanes, pass)))
           return failure();
         for (size_t m = 0; m < members.size(); ++m) {
           open(llvm::formatv("for (int lane = 0; lane < {0}; ++lane)",
-                             kCpuLanes));
+                             kCpuReductionLanes));
           accumulate(m, accs[m] + "Lanes[lane]");
           close();
         }
@@ -489,7 +572,12 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       if (splits > 1)
         open(llvm::formatv("if (phase == {0})", elementPhase));
       auto pass = [&](StringRef) {
-        return storeResults(perElement, fullIndex("r"));
+        std::string element = fullIndex("r");
+        if (reused.value)
+          remember(reused.value, element,
+                   load(reused.value, "out" + std::to_string(reused.output),
+                        element));
+        return storeResults(perElement, element);
       };
       auto portable = [&] { return portableRowLoop(pass); };
       if (column) {
