@@ -116,6 +116,12 @@ public:
   bool init(const std::string &dir, std::string &error);
 
   std::string describe() const override { return description; }
+  std::string pciBusId() const override {
+    char id[32] = {0};
+    if (cuDeviceGetPCIBusId(id, sizeof(id), device) != CUDA_SUCCESS)
+      return "";
+    return id;
+  }
   Numerics numerics() const override { return {"cuda", gpu, 0}; }
   void upload(int id, const void *src, size_t bytes) override;
   void download(int id, void *dst, size_t bytes) override;

@@ -28,6 +28,13 @@ TrainingRun::TrainingRun(CompiledStep &s, const Options &o, const Dataset &data,
       checkpoints(s, o, stepsPerEpoch) {
   if (images.makesTrainingSamples(data.train))
     loader.makeSamples(&images, o.seed);
+  std::string busId = s.device->pciBusId(), why;
+  if (!busId.empty() && s.rank == 0 &&
+      !(gpuMonitor = GpuMonitor::open(busId, why)) && !o.quiet)
+    fprintf(stderr,
+            "train: warning: the log has no GPU utilization, memory or "
+            "power: %s\n",
+            why.c_str());
   std::string error;
   if (!o.tensorboard.empty() && !events.open(o.tensorboard, error))
     fail("--tensorboard " + o.tensorboard + ": " + error);
@@ -164,6 +171,39 @@ void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
   extraJson = text + extraJson;
   board.push_back({"train/data_wait_ms", waitMs});
   board.push_back({"train/data_wait_share", waitShare});
+  // What the GPU did meanwhile, as NVML saw it (its utilization is the
+  // share of its last sample period in which a kernel ran).
+  GpuSample gpu;
+  std::string gpuError;
+  if (gpuMonitor && !gpuMonitor->sample(gpu, gpuError)) {
+    fprintf(stderr, "train: warning: GPU monitoring stops: %s\n",
+            gpuError.c_str());
+    gpuMonitor.reset();
+  }
+  if (gpu.utilization >= 0) {
+    snprintf(text, sizeof(text), " gpu %.0f%%", gpu.utilization);
+    extra += text;
+    snprintf(text, sizeof(text), ", \"gpu_utilization\": %.0f",
+             gpu.utilization);
+    extraJson += text;
+    board.push_back({"gpu/utilization", gpu.utilization});
+  }
+  if (gpu.memoryUsedMiB >= 0) {
+    snprintf(text, sizeof(text), " gpu_memory %.0f/%.0f MiB", gpu.memoryUsedMiB,
+             gpu.memoryTotalMiB);
+    extra += text;
+    snprintf(text, sizeof(text), ", \"gpu_memory_used_mib\": %.1f",
+             gpu.memoryUsedMiB);
+    extraJson += text;
+    board.push_back({"gpu/memory_used_mib", gpu.memoryUsedMiB});
+  }
+  if (gpu.powerW >= 0) {
+    snprintf(text, sizeof(text), " gpu_power %.0f W", gpu.powerW);
+    extra += text;
+    snprintf(text, sizeof(text), ", \"gpu_power_w\": %.1f", gpu.powerW);
+    extraJson += text;
+    board.push_back({"gpu/power_w", gpu.powerW});
+  }
   // Said once, from a window of at least 50 steps after the first log
   // point (whose first batch waits for the loader to start), when the steps
   // waited a millisecond or more and over 10 % of their time: the device

@@ -10,6 +10,7 @@
 #include "Options.h"
 
 #include "gpuc/runtime/Dataset.h"
+#include "gpuc/runtime/GpuMonitor.h"
 
 #include <chrono>
 #include <cstdint>
@@ -78,6 +79,9 @@ private:
   double windowWait = 0, windowSeconds = 0;
   int64_t windowSteps = 0;
   bool dataBoundSaid = false;
+  /// The GPU's utilization, memory and power at log points (NVML), when the
+  /// steps run on a GPU and NVML is there.
+  std::unique_ptr<GpuMonitor> gpuMonitor;
 };
 
 } // namespace gpuc::trainer

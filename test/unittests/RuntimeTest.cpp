@@ -1,6 +1,7 @@
 //===- RuntimeTest.cpp - checkpoints, datasets and plans ------------------===//
 #include "gpuc/runtime/Dataset.h"
 #include "gpuc/runtime/Executor.h"
+#include "gpuc/runtime/GpuMonitor.h"
 #include "gpuc/runtime/Npy.h"
 #include "gpuc/runtime/Safetensors.h"
 
@@ -131,3 +132,18 @@ TEST(Plan, RefusesWhatIsNotAPlan) {
   EXPECT_NE(error.find("outside the arena"), std::string::npos) << error;
 }
 } // namespace
+
+// Without NVML (no NVIDIA driver: CI and this machine), or with a library
+// that is not NVML, the monitor is absent and says which; the trainer then
+// logs without GPU figures. (Sampling a GPU runs in the GPU bundle.)
+TEST(GpuMonitor, MissingOrForeignLibraryIsNamed) {
+  std::string why;
+  EXPECT_EQ(
+      gpuc::GpuMonitor::open("0000:00:00.0", why, "libnvidia-ml-absent.so.1"),
+      nullptr);
+  EXPECT_NE(why.find("libnvidia-ml-absent.so.1 cannot be loaded"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(gpuc::GpuMonitor::open("0000:00:00.0", why, "libz.so.1"), nullptr);
+  EXPECT_NE(why.find("libz.so.1 has no nvmlInit_v2"), std::string::npos) << why;
+}

@@ -144,6 +144,9 @@ public:
   /// This machine's peak bandwidth and FLOP rate, measured now (a few tens
   /// of milliseconds); zeros where the device does not measure them.
   virtual MachinePeaks measurePeaks() { return {}; }
+  /// The PCI bus id of the GPU the steps run on ("0000:65:00.0"), what
+  /// NVML finds it by (GpuMonitor); empty for the CPU.
+  virtual std::string pciBusId() const { return ""; }
 };
 
 /// A device that runs on this machine's CPU with the kernels of `table`;
