@@ -116,6 +116,21 @@ public:
   bool init(const std::string &dir, std::string &error);
 
   std::string describe() const override { return description; }
+  /// Datasheet dense peaks (no sparsity): tensor cores for BF16 and F16,
+  /// FMA for F32 (TF32 is off).
+  double densePeakFlops(const std::string &dtype) override {
+    bool half = dtype == "BF16" || dtype == "F16";
+    auto has = [&](const char *part) {
+      return gpu.find(part) != std::string::npos;
+    };
+    if (has("H100") && has("PCIe"))
+      return half ? 756e12 : 51.2e12;
+    if (has("H100") || has("H200") || has("GH200"))
+      return half ? 989.4e12 : 66.9e12;
+    if (has("A100"))
+      return half ? 312e12 : 19.5e12;
+    return 0;
+  }
   std::string pciBusId() const override {
     char id[32] = {0};
     if (cuDeviceGetPCIBusId(id, sizeof(id), device) != CUDA_SUCCESS)

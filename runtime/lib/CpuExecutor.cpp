@@ -227,6 +227,9 @@ struct Step {
 };
 
 class CpuDevice : public Device {
+  /// The measured sgemm rate, once measured (densePeakFlops).
+  double sgemmPeak = 0;
+
 public:
   CpuDevice(const Plan &plan, bool profile) : plan(plan), profile(profile) {}
 
@@ -512,6 +515,11 @@ public:
 
   /// Bandwidth: a triad over three 64 MiB arrays on the OpenMP threads,
   /// the best of 5; FLOP rate: a 1024^3 oneDNN sgemm, the best of 5.
+  double densePeakFlops(const std::string &) override {
+    if (sgemmPeak == 0)
+      sgemmPeak = measurePeaks().flopsPerSecond;
+    return sgemmPeak;
+  }
   MachinePeaks measurePeaks() override {
     MachinePeaks peaks;
     const int64_t n = 16 << 20, m = 1024;

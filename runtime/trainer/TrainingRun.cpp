@@ -11,6 +11,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <map>
 #include <unistd.h>
 
 namespace gpuc::trainer {
@@ -75,6 +76,7 @@ bool TrainingRun::runEpoch(int64_t epoch, int64_t inEpoch, int64_t &step) {
     s.trainStep(step, [&] { losses.submitted(step); });
     profile.step(stepStart, step);
     stepSeconds += profileClock() - stepStart;
+    trainingSeconds += profileClock() - stepStart;
     ++intervalSteps;
     ++stepsDone;
     double elapsed =
@@ -82,9 +84,11 @@ bool TrainingRun::runEpoch(int64_t epoch, int64_t inEpoch, int64_t &step) {
     double rate = stepsDone * s.batch * s.ranks / std::max(elapsed, 1e-9);
     bool lastOfEpoch = inEpoch + 1 == stepsPerEpoch;
     bool isLogPoint = (step + 1) % o.logEvery == 0 || lastOfEpoch;
-    if (isLogPoint)
+    if (isLogPoint) {
+      double waitStart = profileClock();
       losses.drain(true);
-    else if (tty)
+      trainingSeconds += profileClock() - waitStart;
+    } else if (tty)
       losses.drain(false);
     if (tty)
       progressLine(epoch, inEpoch, step, rate);
@@ -338,6 +342,44 @@ void TrainingRun::stop(int64_t stepReached, bool saved) {
   _exit(128 + stopSignal);
 }
 
+void TrainingRun::sayFlopRate() {
+  // The step's FLOPs as the plan counts them (its GEMMs, convolutions and
+  // kernels; a recomputed activation counts again), and the GEMMs' dtype
+  // that does most of them.
+  double stepFlops = 0;
+  std::map<std::string, double> byDtype;
+  for (const auto &step : s.plan.json["functions"]["train_step"]["steps"]) {
+    double flops = step.value("flops", 0.0);
+    stepFlops += flops;
+    if (step.contains("dtype"))
+      byDtype[step["dtype"].get<std::string>()] += flops;
+  }
+  if (stepsDone == 0 || trainingSeconds <= 0 || stepFlops <= 0)
+    return;
+  std::string dtype = "F32";
+  for (const auto &[name, flops] : byDtype)
+    if (flops > byDtype[dtype])
+      dtype = name;
+  double rate = stepFlops * stepsDone / trainingSeconds;
+  double peak = s.device->densePeakFlops(dtype);
+  auto scaled = [](double flops) {
+    char text[32];
+    if (flops >= 1e12)
+      snprintf(text, sizeof(text), "%.1f TFLOP", flops / 1e12);
+    else if (flops >= 1e9)
+      snprintf(text, sizeof(text), "%.1f GFLOP", flops / 1e9);
+    else
+      snprintf(text, sizeof(text), "%.1f MFLOP", flops / 1e6);
+    return std::string(text);
+  };
+  printf("flops: %s per step (the plan's count), %s/s over the run's steps",
+         scaled(stepFlops).c_str(), scaled(rate).c_str());
+  if (peak > 0)
+    printf(": %.0f%% of the device's dense %s peak of %s/s", 100 * rate / peak,
+           dtype.c_str(), scaled(peak).c_str());
+  printf("\n");
+}
+
 void TrainingRun::finish() {
   if (metrics && (ferror(metrics) | fclose(metrics)))
     fail("cannot write --metrics " + o.metrics + ": " + strerror(errno) +
@@ -370,6 +412,7 @@ void TrainingRun::finish() {
           (long long)c.graphLaunches["train_step"], (long long)stepsDone,
           (long long)c.graphLaunches["eval"],
           (long long)(c.hostLaunches["train_step"] + c.hostLaunches["eval"]));
+    sayFlopRate();
     MemoryUse memory = memoryUse(s);
     printf("memory: plan %.2f MiB (arena + persistent buffers), the device "
            "allocated %.2f MiB, peak resident set %.2f MiB (with the data "

@@ -48,6 +48,9 @@ private:
   void progressLine(int64_t epoch, int64_t inEpoch, int64_t step, double rate);
   void logPoint(int64_t epoch, int64_t step, double rate);
   void evalPoint(int64_t epoch, int64_t step, Clock::time_point epochStart);
+  /// The run's FLOP rate, and its share of the device's dense peak (the
+  /// model FLOP utilization, by the plan's count).
+  void sayFlopRate();
   [[noreturn]] void stop(int64_t stepReached, bool saved);
   /// Writes a line to --metrics at once (tail -f, a killed run).
   void metricsLine(const std::string &line);
@@ -74,6 +77,9 @@ private:
   /// Since the last log point: seconds the steps waited for their batch,
   /// seconds they took in all (the wait included), and how many ran.
   double dataWait = 0, stepSeconds = 0;
+  /// The whole run's time in steps (their data waits, and the waits for
+  /// the device at log points, included; evaluation and checkpoints not).
+  double trainingSeconds = 0;
   int64_t intervalSteps = 0, logPoints = 0;
   /// The same over log points since the last check for a data-bound run.
   double windowWait = 0, windowSeconds = 0;

@@ -144,6 +144,11 @@ public:
   /// This machine's peak bandwidth and FLOP rate, measured now (a few tens
   /// of milliseconds); zeros where the device does not measure them.
   virtual MachinePeaks measurePeaks() { return {}; }
+  /// The device's dense peak FLOP/s for GEMMs of `dtype` ("F32", "BF16",
+  /// "F16"), what a run's FLOP rate is a share of: measured on the CPU (the
+  /// sgemm of measurePeaks, whatever the dtype: its 16-bit GEMMs run in
+  /// f32), the datasheet's for a GPU it knows; 0 when unknown.
+  virtual double densePeakFlops(const std::string &dtype) { return 0; }
   /// The PCI bus id of the GPU the steps run on ("0000:65:00.0"), what
   /// NVML finds it by (GpuMonitor); empty for the CPU.
   virtual std::string pciBusId() const { return ""; }
