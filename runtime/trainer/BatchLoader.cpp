@@ -5,6 +5,7 @@
 #include "BufferFill.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <random>
 
@@ -42,8 +43,14 @@ void Loader::produce() {
       for (int64_t i = first; i < batch; i += step) {
         int64_t s = order[(k * ranks + rank) * batch + i];
         if (images) {
+          auto start = std::chrono::steady_clock::now();
           sampleValues(split, *images, s, images->augmentation.any(), seed,
                        epoch, values.data());
+          makeNanoseconds +=
+              std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+          ++made;
           storeFloats(dtype, values.data(), split.sampleSize,
                       &b.images[i * bytesPerSample]);
         } else {

@@ -8,6 +8,7 @@
 #include "gpuc/runtime/Dataset.h"
 #include "gpuc/runtime/Executor.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -51,6 +52,13 @@ public:
                   int64_t firstBatch, int64_t batches);
   /// The next batch, once it is ready.
   Batch take();
+  /// How many samples the workers made (decoded, augmented) since the last
+  /// call, and the seconds the workers spent on them, added over workers:
+  /// their ratio is the images/s of one worker.
+  void takeMadeCounts(int64_t &samples, double &workerSeconds) {
+    samples = made.exchange(0);
+    workerSeconds = makeNanoseconds.exchange(0) * 1e-9;
+  }
 
 private:
   void produce();
@@ -70,6 +78,7 @@ private:
   std::mutex mutex;
   std::condition_variable ready, space;
   Batch slot;
+  std::atomic<int64_t> made{0}, makeNanoseconds{0};
   bool full = false, done = false;
 };
 

@@ -175,6 +175,19 @@ void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
   extraJson = text + extraJson;
   board.push_back({"train/data_wait_ms", waitMs});
   board.push_back({"train/data_wait_share", waitShare});
+  // What one worker decodes (and augments) per second, when the loader
+  // makes the samples.
+  int64_t made = 0;
+  double workerSeconds = 0;
+  loader.takeMadeCounts(made, workerSeconds);
+  if (made > 0 && workerSeconds > 0) {
+    double perWorker = made / workerSeconds;
+    snprintf(text, sizeof(text), " images/s per worker %.0f", perWorker);
+    extra += text;
+    snprintf(text, sizeof(text), ", \"worker_images_per_s\": %.1f", perWorker);
+    extraJson += text;
+    board.push_back({"train/worker_images_per_s", perWorker});
+  }
   // What the GPU did meanwhile, as NVML saw it (its utilization is the
   // share of its last sample period in which a kernel ran).
   GpuSample gpu;
