@@ -1,14 +1,13 @@
 //===- ImageDataset.cpp - ImageFolder and CIFAR datasets ------------------===//
 #include "gpuc/runtime/ImageDataset.h"
+#include "gpuc/runtime/Workers.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <dirent.h>
 #include <fstream>
 #include <iterator>
 #include <sys/stat.h>
-#include <thread>
 
 namespace gpuc {
 namespace {
@@ -81,25 +80,16 @@ void decodeSplit(const std::vector<Entry> &files, const ImageShape &shape,
   split.samples.assign(n * split.sampleSize, 0.0f);
   std::vector<std::string> errors(n);
   std::vector<Pixels> decoded(images ? n : 0);
-  std::atomic<int64_t> next{0};
-  auto work = [&] {
-    for (int64_t i; (i = next++) < n;) {
-      Pixels image;
-      std::string error;
-      if (!decodeImage(files[i].path, image, error) ||
-          !imageToSample(image, shape, &split.samples[i * split.sampleSize],
-                         error))
-        errors[i] = error.empty() ? "unreadable" : error;
-      else if (images)
-        decoded[i] = std::move(image);
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 1; t < std::max(workers, 1); ++t)
-    threads.emplace_back(work);
-  work();
-  for (std::thread &t : threads)
-    t.join();
+  onWorkers(n, workers, [&](int64_t i) {
+    Pixels image;
+    std::string error;
+    if (!decodeImage(files[i].path, image, error) ||
+        !imageToSample(image, shape, &split.samples[i * split.sampleSize],
+                       error))
+      errors[i] = error.empty() ? "unreadable" : error;
+    else if (images)
+      decoded[i] = std::move(image);
+  });
   // Keep the decoded samples, in order.
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -126,22 +116,13 @@ void listSplit(const std::vector<Entry> &files, const ImageShape &shape,
                int workers, Split &split, std::vector<std::string> &skipped) {
   int64_t n = files.size();
   std::vector<std::string> errors(n);
-  std::atomic<int64_t> next{0};
-  auto work = [&] {
-    for (int64_t i; (i = next++) < n;) {
-      Pixels header;
-      std::string error;
-      if (!readImageHeader(files[i].path, header, error) ||
-          !fitsShape(header, shape, error))
-        errors[i] = error.empty() ? "unreadable" : error;
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 1; t < std::max(workers, 1); ++t)
-    threads.emplace_back(work);
-  work();
-  for (std::thread &t : threads)
-    t.join();
+  onWorkers(n, workers, [&](int64_t i) {
+    Pixels header;
+    std::string error;
+    if (!readImageHeader(files[i].path, header, error) ||
+        !fitsShape(header, shape, error))
+      errors[i] = error.empty() ? "unreadable" : error;
+  });
   for (int64_t i = 0; i < n; ++i) {
     if (!errors[i].empty()) {
       skipped.push_back(files[i].path + ": " + errors[i]);

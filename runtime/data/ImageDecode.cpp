@@ -58,16 +58,22 @@ void jpegWarning(j_common_ptr info, int level) {
     jpegErrorExit(info);
 }
 
+/// Routes libjpeg's errors and warnings for `info` to `jerr` (the caller
+/// sets jerr.back with setjmp, in its own frame, before any libjpeg call).
+void catchJpegErrors(jpeg_decompress_struct &info, JpegError &jerr) {
+  info.err = jpeg_std_error(&jerr.manager);
+  jerr.manager.error_exit = jpegErrorExit;
+  jerr.manager.emit_message = jpegWarning;
+  jerr.message[0] = 0;
+}
+
 // Only trivially destructible locals live between setjmp and the decoder's
 // calls: a jump back skips no destructor.
 bool decodeJpeg(const std::vector<unsigned char> &bytes, Pixels &image,
                 std::string &error) {
   jpeg_decompress_struct info;
   JpegError jerr;
-  info.err = jpeg_std_error(&jerr.manager);
-  jerr.manager.error_exit = jpegErrorExit;
-  jerr.manager.emit_message = jpegWarning;
-  jerr.message[0] = 0;
+  catchJpegErrors(info, jerr);
   if (setjmp(jerr.back)) {
     jpeg_destroy_decompress(&info);
     error = std::string("a damaged or truncated JPEG (") + jerr.message + ")";
@@ -265,10 +271,7 @@ bool jpegHeader(const std::vector<unsigned char> &bytes, bool complete,
                 Pixels &image, std::string &error) {
   jpeg_decompress_struct info;
   JpegError jerr;
-  info.err = jpeg_std_error(&jerr.manager);
-  jerr.manager.error_exit = jpegErrorExit;
-  jerr.manager.emit_message = jpegWarning;
-  jerr.message[0] = 0;
+  catchJpegErrors(info, jerr);
   if (setjmp(jerr.back)) {
     jpeg_destroy_decompress(&info);
     error = complete ? std::string("a damaged or truncated JPEG (") +

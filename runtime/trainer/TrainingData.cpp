@@ -8,9 +8,9 @@
 #include "CompiledStep.h"
 
 #include "gpuc/runtime/ImageDataset.h"
+#include "gpuc/runtime/Workers.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -248,19 +248,11 @@ void sampleValues(const Split &split, const ImageSamples &images, int64_t s,
 
 void sampleRange(const Split &split, const ImageSamples &images, int64_t first,
                  int64_t n, float *values) {
-  std::atomic<int64_t> next{0};
-  auto work = [&] {
-    for (int64_t i; (i = next++) < n;)
-      sampleValues(split, images, first + i, /*augment=*/false, 0, 0,
-                   values + i * split.sampleSize);
-  };
-  int workers = split.streamed() ? std::max(images.workers, 1) : 1;
-  std::vector<std::thread> threads;
-  for (int t = 1; t < std::min<int64_t>(workers, n); ++t)
-    threads.emplace_back(work);
-  work();
-  for (std::thread &t : threads)
-    t.join();
+  // (The split's own values are copied on this thread.)
+  onWorkers(n, split.streamed() ? images.workers : 1, [&](int64_t i) {
+    sampleValues(split, images, first + i, /*augment=*/false, 0, 0,
+                 values + i * split.sampleSize);
+  });
 }
 
 void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
@@ -272,6 +264,10 @@ void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
   if (augmented.augmentation.any() && !images)
     fail("--augment crops and flips images: --data " + o.data +
          " is not an image folder or CIFAR");
+  if (o.cacheDecoded && !images)
+    fail("--cache-decoded keeps an image folder's decoded images: --data " +
+         o.data + " is not an image folder (its samples are in memory "
+         "already)");
   if (images)
     loadImages(s, o, data, augmented);
   else if (s.tokens ? !loadTokenStream(o.data, s.window, o.heldOut, data, error)

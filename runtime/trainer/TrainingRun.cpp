@@ -175,19 +175,28 @@ void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
   extraJson = text + extraJson;
   board.push_back({"train/data_wait_ms", waitMs});
   board.push_back({"train/data_wait_share", waitShare});
+  // A figure of the interval: `logText` (a printf format of it) on the log
+  // line, `key` in --metrics, `tag` in --tensorboard.
+  auto figure = [&](const std::string &logText, const char *key,
+                    const char *tag, double value) {
+    extra += logText;
+    snprintf(text, sizeof(text), ", \"%s\": %.1f", key, value);
+    extraJson += text;
+    board.push_back({tag, value});
+  };
+  auto formatted = [&](const char *format, double a, double b = 0) {
+    snprintf(text, sizeof(text), format, a, b);
+    return std::string(text);
+  };
   // What one worker decodes (and augments) per second, when the loader
   // makes the samples.
   int64_t made = 0;
   double workerSeconds = 0;
   loader.takeMadeCounts(made, workerSeconds);
-  if (made > 0 && workerSeconds > 0) {
-    double perWorker = made / workerSeconds;
-    snprintf(text, sizeof(text), " images/s per worker %.0f", perWorker);
-    extra += text;
-    snprintf(text, sizeof(text), ", \"worker_images_per_s\": %.1f", perWorker);
-    extraJson += text;
-    board.push_back({"train/worker_images_per_s", perWorker});
-  }
+  if (made > 0 && workerSeconds > 0)
+    figure(formatted(" images/s per worker %.0f", made / workerSeconds),
+           "worker_images_per_s", "train/worker_images_per_s",
+           made / workerSeconds);
   // What the GPU did meanwhile, as NVML saw it (its utilization is the
   // share of its last sample period in which a kernel ran).
   GpuSample gpu;
@@ -197,30 +206,16 @@ void TrainingRun::logPoint(int64_t epoch, int64_t step, double rate) {
             gpuError.c_str());
     gpuMonitor.reset();
   }
-  if (gpu.utilization >= 0) {
-    snprintf(text, sizeof(text), " gpu %.0f%%", gpu.utilization);
-    extra += text;
-    snprintf(text, sizeof(text), ", \"gpu_utilization\": %.0f",
-             gpu.utilization);
-    extraJson += text;
-    board.push_back({"gpu/utilization", gpu.utilization});
-  }
-  if (gpu.memoryUsedMiB >= 0) {
-    snprintf(text, sizeof(text), " gpu_memory %.0f/%.0f MiB", gpu.memoryUsedMiB,
-             gpu.memoryTotalMiB);
-    extra += text;
-    snprintf(text, sizeof(text), ", \"gpu_memory_used_mib\": %.1f",
-             gpu.memoryUsedMiB);
-    extraJson += text;
-    board.push_back({"gpu/memory_used_mib", gpu.memoryUsedMiB});
-  }
-  if (gpu.powerW >= 0) {
-    snprintf(text, sizeof(text), " gpu_power %.0f W", gpu.powerW);
-    extra += text;
-    snprintf(text, sizeof(text), ", \"gpu_power_w\": %.1f", gpu.powerW);
-    extraJson += text;
-    board.push_back({"gpu/power_w", gpu.powerW});
-  }
+  if (gpu.utilization >= 0)
+    figure(formatted(" gpu %.0f%%", gpu.utilization), "gpu_utilization",
+           "gpu/utilization", gpu.utilization);
+  if (gpu.memoryUsedMiB >= 0)
+    figure(formatted(" gpu_memory %.0f/%.0f MiB", gpu.memoryUsedMiB,
+                     gpu.memoryTotalMiB),
+           "gpu_memory_used_mib", "gpu/memory_used_mib", gpu.memoryUsedMiB);
+  if (gpu.powerW >= 0)
+    figure(formatted(" gpu_power %.0f W", gpu.powerW), "gpu_power_w",
+           "gpu/power_w", gpu.powerW);
   // Said once, from a window of at least 50 steps after the first log
   // point (whose first batch waits for the loader to start), when the steps
   // waited a millisecond or more and over 10 % of their time: the device
