@@ -37,6 +37,11 @@ MODELS = {
     # then cross-attention to 21 keys with a keeping padding mask and
     # values wider than the keys: gpuc.attention's odd shapes.
     "attention": ("image", (4, 37, 8), "float", (4,), 5, []),
+    # A linear layer to 3,001 classes, layer-normalized: rows longer than
+    # the CPU's lane blocks (sums in float blocks of 1,024, then double),
+    # ending in a partial block and a partial group of lanes. Written by
+    # write_wide_head.
+    "widehead": ("image", (4, 24), "float", (4,), 3001, []),
     # PyTorch models of torch_parity.py, exported here (needs torch): the
     # LSTM and GRU classifiers, 2-D upsampling layers (padding modes,
     # instance/group norm, ConvTranspose, Resize), 1-D convolutions and
@@ -53,6 +58,30 @@ MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt",
                "embedding": "test/Codegen/Inputs/embedding.onnxtxt",
                "attention": "test/Codegen/Inputs/attention.onnxtxt"}
 
+
+
+def write_wide_head(path):
+    """The widehead model as ONNX text, its weights drawn here (3001 x 24
+    of them: too many to keep in a file of the tests)."""
+    rng = np.random.default_rng(3)
+    classes, features = MODELS["widehead"][4], MODELS["widehead"][1][1]
+
+    def values(*shape, scale):
+        return ", ".join("%.4f" % v
+                         for v in rng.uniform(-scale, scale, shape).ravel())
+    with open(path, "w") as f:
+        f.write('<\n  ir_version: 8,\n  opset_import: ["" : 17]\n>\n')
+        f.write("widehead (float[N, %d] image) => (float[N, %d] logits)\n"
+                % (features, classes))
+        f.write("<float[%d, %d] w = {%s}, float[%d] gain = {%s}, "
+                "float[%d] shift = {%s}>\n"
+                % (features, classes, values(features, classes, scale=0.3),
+                   classes, values(classes, scale=2.0), classes,
+                   values(classes, scale=0.5)))
+        f.write("{\n  z = MatMul(image, w)\n"
+                "  logits = LayerNormalization<axis = -1>(z, gain, shift)\n"
+                "}\n")
+    return path
 
 
 def run(cmd):
@@ -81,6 +110,8 @@ def check(args, name, optimizer, work):
         name, os.path.join("examples", name + ".onnx")))
     if name in TORCH_MODELS:
         model = export_torch_model(args, name, work)
+    if name == "widehead":
+        model = write_wide_head(os.path.join(work, "widehead.onnxtxt"))
     out = os.path.join(work, name + "-" + optimizer)
     common = ["--batch", "4", "--optimizer", optimizer,
               "--precision", args.precision] + extra
@@ -130,7 +161,7 @@ def main():
     p.add_argument("--src", required=True)
     p.add_argument("--models",
                    default="mlp,cnn,transformer,windows,recurrent,attention,"
-                   "embedding")
+                   "embedding,widehead")
     p.add_argument("--optimizers", default="sgd,adamw")
     p.add_argument("--precision", default="fp32", choices=sorted(TOLERANCE))
     p.add_argument("--compile-flag", action="append", default=[],

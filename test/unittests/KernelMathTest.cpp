@@ -12,12 +12,30 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
-TEST(KernelMath, ExponentialIsExpfWhereItIsNormal) {
-  for (float x = -87.0f; x <= 88.7f; x += 0.37f)
-    EXPECT_EQ(gpuc::exponential(x), expf(x)) << x;
+TEST(KernelMath, ExponentialIsWithinOneUlpOfExpf) {
+  // Every 61st float from -87 to the overflow (2^31 of them in all), and
+  // the ends.
+  int checked = 0;
+  for (float x = -87.0f; x < 88.8f;) {
+    float want = expf(x), got = gpuc::exponential(x);
+    if (std::isinf(want)) {
+      EXPECT_TRUE(std::isinf(got)) << x;
+    } else {
+      float ulp = nextafterf(want, INFINITY) - want;
+      ASSERT_LE(std::fabs((double)got - want), ulp) << x;
+    }
+    ++checked;
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    bits = x < 0 ? (bits > 0x80000000u + 61 ? bits - 61 : 0) : bits + 61;
+    std::memcpy(&x, &bits, 4);
+  }
+  EXPECT_GT(checked, 30000000);
   EXPECT_EQ(gpuc::exponential(0.0f), 1.0f);
+  EXPECT_EQ(gpuc::exponential(1.0f), expf(1.0f));
 }
 
 TEST(KernelMath, ExponentialOfAMaskedScoreIsZero) {

@@ -4,6 +4,7 @@
 #include "gpuc/runtime/GpuMonitor.h"
 #include "gpuc/runtime/Npy.h"
 #include "gpuc/runtime/Safetensors.h"
+#include "gpuc/runtime/StepProfile.h"
 
 #include <gtest/gtest.h>
 
@@ -146,4 +147,39 @@ TEST(GpuMonitor, MissingOrForeignLibraryIsNamed) {
       << why;
   EXPECT_EQ(gpuc::GpuMonitor::open("0000:00:00.0", why, "libz.so.1"), nullptr);
   EXPECT_NE(why.find("libz.so.1 has no nvmlInit_v2"), std::string::npos) << why;
+}
+
+// A row kernel split into launches (a 50k-class cross-entropy's passes) is
+// one kernel in the profile's table: its launches' times, bytes and FLOPs
+// summed, next to the steps around it unchanged.
+TEST(StepProfile, SplitKernelLaunchesAreOneKernel) {
+  auto step = [](const char *kernel, int64_t launch, int64_t launches) {
+    nlohmann::json json = {{"op", "kernel"},
+                           {"kernel", kernel},
+                           {"bytes_read", 100},
+                           {"bytes_written", 20},
+                           {"flops", 7}};
+    if (launches > 1)
+      json["launch"] = {launch, launches};
+    return json;
+  };
+  std::vector<StepTime> steps;
+  const char *names[] = {"k1", "k2_p0", "k2_p1", "k2_p2", "k3"};
+  int64_t launch[] = {0, 0, 1, 2, 0}, launches[] = {1, 3, 3, 3, 1};
+  for (size_t i = 0; i < 5; ++i) {
+    steps.push_back(StepTime::of("train_step", i, names[i], true,
+                                 step(names[i], launch[i], launches[i])));
+    steps.back().add(1.0, 0.0); // left out: a first run
+    steps.back().add(0.001 * (i + 1), 0.0);
+  }
+  std::vector<StepTime> merged = mergeKernelLaunches(steps);
+  ASSERT_EQ(merged.size(), 3u);
+  EXPECT_EQ(merged[0].label, "k1");
+  EXPECT_EQ(merged[1].label, "k2 (3)");
+  EXPECT_EQ(merged[1].index, 1u);
+  EXPECT_DOUBLE_EQ(merged[1].perRun(), 0.002 + 0.003 + 0.004);
+  EXPECT_DOUBLE_EQ(merged[1].bytes, 360);
+  EXPECT_DOUBLE_EQ(merged[1].flops, 21);
+  EXPECT_EQ(merged[2].label, "k3");
+  EXPECT_DOUBLE_EQ(merged[2].bytes, 120);
 }

@@ -24,11 +24,10 @@ LogicalResult Emitter::splitByTarget(function_ref<LogicalResult()> portable,
   return success();
 }
 
-LogicalResult
-Emitter::cpuLoopNest(const std::string &flat, const std::string &begin,
-                     const std::string &end, int64_t boundsDivisor,
-                     ArrayRef<int64_t> shape, CpuLine mode,
-                     function_ref<LogicalResult(StringRef)> emitBody) {
+LogicalResult Emitter::cpuLoopNest(
+    const std::string &flat, const std::string &begin, const std::string &end,
+    int64_t boundsDivisor, ArrayRef<int64_t> shape, CpuLine mode,
+    function_ref<LogicalResult(StringRef)> emitBody, const LaneHooks *hooks) {
   // A line is the innermost dimension, or as many trailing ones as make it
   // kCpuMinLine long (coordinates inside it are then unravelled).
   size_t lineRank = 1;
@@ -63,16 +62,40 @@ Emitter::cpuLoopNest(const std::string &flat, const std::string &begin,
     close();
   } else {
     line(llvm::formatv("gidx {0}Group = {0}Begin;", pos));
-    open(llvm::formatv("for (; {0}Group + {1} <= {0}End; {0}Group += {1})", pos,
-                       kCpuReductionLanes));
+    // Blocks only where a line is longer than one.
+    bool blocked = hooks && hooks->beginBlock && inner > kCpuLaneBlock;
+    std::string groupsEnd = pos + "End";
+    if (blocked) {
+      open(llvm::formatv("while ({0}Group + {1} <= {0}End)", pos,
+                         kCpuReductionLanes));
+      groupsEnd = pos + "BlockEnd";
+      line(llvm::formatv("const gidx {0} = {1}End - {1}Group > {2} ? "
+                         "{1}Group + {2} : {1}End;",
+                         groupsEnd, pos, kCpuLaneBlock));
+      hooks->beginBlock();
+    }
+    open(llvm::formatv("for (; {0}Group + {1} <= {2}; {0}Group += {1})", pos,
+                       kCpuReductionLanes, groupsEnd));
+    inLaneGroup = hooks != nullptr;
+    inLaneBlock = blocked;
+    if (hooks)
+      hooks->beginGroup();
     line("GPUC_INDEPENDENT_ITERATIONS");
     open(llvm::formatv("for (gidx lane = 0; lane < {0}; ++lane)",
                        kCpuReductionLanes));
     line(llvm::formatv("const gidx {0} = {0}Group + lane;", pos));
-    if (failed(inside("lane")))
+    LogicalResult emitted = inside("lane");
+    close();
+    if (hooks)
+      hooks->endGroup();
+    inLaneGroup = inLaneBlock = false;
+    if (failed(emitted))
       return failure();
     close();
-    close();
+    if (blocked) {
+      hooks->endBlock();
+      close();
+    }
     // The line's last elements, fewer than a group, go to the first lanes
     // (unless every line is whole and its groups are all full).
     if (boundsDivisor % inner != 0 || inner % kCpuReductionLanes != 0) {

@@ -74,6 +74,12 @@ constexpr int64_t kCpuMinLine = 8;
 /// independent add chains as the adder can overlap; with eight, a
 /// cross-entropy's or a softmax's pass waited on the adds' latency.
 constexpr int64_t kCpuReductionLanes = 16;
+/// Elements of a line a row reduction's float sums add in float lanes
+/// before adding those into its double accumulators (CpuLine::Lanes with
+/// lane blocks): converting every element to double made a cross-entropy's
+/// normalizer a quarter slower, and 64 float adds per lane keep the error
+/// of a block within 64 ulp of its magnitude, the double sum beyond it.
+constexpr int64_t kCpuLaneBlock = 1024;
 
 /// A per-element value a row kernel computes once and keeps, between
 /// passes, in the buffer of output `output` (see keptForLastPass).
@@ -333,10 +339,23 @@ private:
   /// `boundsDivisor` divides both `begin` and `end` (1 when nothing is
   /// known): lines that are all whole and a multiple of kCpuReductionLanes
   /// long need no loop for a last, partial group of lanes.
+  /// What a CpuLine::Lanes loop emits around its groups of lanes, for
+  /// accumulators the host compiler keeps in registers: before and after
+  /// each group (whose body stores each lane's value in an array, folded
+  /// into the accumulators after it), and, when given, before and after
+  /// each block of kCpuLaneBlock elements of a line longer than one.
+  struct LaneHooks {
+    function_ref<void()> beginGroup, endGroup;
+    function_ref<void()> beginBlock = nullptr, endBlock = nullptr;
+  };
   LogicalResult cpuLoopNest(const std::string &flat, const std::string &begin,
                             const std::string &end, int64_t boundsDivisor,
                             ArrayRef<int64_t> shape, CpuLine mode,
-                            function_ref<LogicalResult(StringRef)> emitBody);
+                            function_ref<LogicalResult(StringRef)> emitBody,
+                            const LaneHooks *hooks = nullptr);
+  /// Set while a Lanes loop's body is emitted inside a whole group (not
+  /// for a line's last, partial group), and inside a block.
+  bool inLaneGroup = false, inLaneBlock = false;
   FailureOr<std::string> at(Value v, const std::string &idx);
   FailureOr<std::string> compute(Operation *op, Value v,
                                  const std::string &idx);

@@ -372,17 +372,18 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     // (a pooling gradient's row and column), which the lines of the row's
     // axes give without division.
     auto cpuRowNest = [&](CpuLine mode,
-                          function_ref<LogicalResult(StringRef)> pass) {
+                          function_ref<LogicalResult(StringRef)> pass,
+                          const LaneHooks *hooks = nullptr) {
       size_t mark = body.size();
       unsigned divided = divisions;
       if (failed(cpuLoopNest("r", rowBegin, rowEnd, rowBoundsDivisor, mergedRow,
-                             mode, pass)))
+                             mode, pass, hooks)))
         return failure();
       if (divisions == divided || rowShape == mergedRow)
         return success();
       body.resize(mark);
       return cpuLoopNest("r", rowBegin, rowEnd, rowBoundsDivisor, rowShape,
-                         mode, pass);
+                         mode, pass, hooks);
     };
     // The GPU's loop over the row's elements, `pass` its body.
     auto portableRowLoop =
@@ -434,11 +435,25 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         else
           line(llvm::formatv("{2} {0} = {1};", accs.back(), init, accType(m)));
       }
+      // A float sum the CPU adds in float lane blocks (kCpuLaneBlock).
+      auto blockedSum = [&](size_t m) {
+        Operation *reduction = reductions[members[m]];
+        return !isa<ReduceMaxOp>(reduction) &&
+               getElementTypeOrSelf(reduction->getOperand(0).getType()).isF32();
+      };
       auto accumulate = [&](size_t m, const std::string &x,
                             StringRef lane = "") {
+        bool isMax = isa<ReduceMaxOp>(reductions[members[m]]);
+        if (!lane.empty() && inLaneGroup) {
+          // The group's value; endGroup folds it into the accumulators.
+          line(llvm::formatv(isMax ? "{0}Group[{1}] = (float){2};"
+                                   : "{0}Group[{1}] = {2};",
+                             accs[m], lane, x));
+          return;
+        }
         std::string acc =
             lane.empty() ? accs[m] : (accs[m] + "Lanes[" + lane + "]").str();
-        if (isa<ReduceMaxOp>(reductions[members[m]]))
+        if (isMax)
           line(llvm::formatv("{0} = ({1} > {0} || {1} != {1}) ? "
                              "(float){1} : {0};",
                              acc, x));
@@ -486,14 +501,62 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       // combined in lane order), so the adds vectorize and no longer wait
       // on each other.
       auto cpu = [&]() -> LogicalResult {
+        // Each accumulator's lanes as one vector value (CpuShim.h's
+        // CpuLanes), which the host compiler keeps in registers: an array
+        // of lanes stayed in memory, and a pass whose elements cost little
+        // (a maximum, a labelled logit's pick) waited on a store and a load
+        // per group.
         for (size_t m = 0; m < members.size(); ++m)
           line(llvm::formatv(
-              "{3} {0}Lanes[{1}]; for (int lane = 0; lane < "
+              "gpuc::CpuLanes<{3}> {0}Lanes; for (int lane = 0; lane < "
               "{1}; ++lane) {0}Lanes[lane] = {2};",
               accs[m], kCpuReductionLanes,
               isa<ReduceMaxOp>(reductions[members[m]]) ? "-INFINITY" : "0",
               accType(m)));
-        if (failed(cpuRowNest(CpuLine::Lanes, pass)))
+        bool anyBlocked = false;
+        for (size_t m = 0; m < members.size(); ++m)
+          anyBlocked |= blockedSum(m);
+        auto beginGroup = [&] {
+          for (size_t m = 0; m < members.size(); ++m)
+            line(llvm::formatv("{0} {1}Group[{2}];",
+                               blockedSum(m) ? StringRef("float") : accType(m),
+                               accs[m], kCpuReductionLanes));
+        };
+        auto endGroup = [&] {
+          for (size_t m = 0; m < members.size(); ++m) {
+            StringRef type = blockedSum(m) ? StringRef("float") : accType(m);
+            std::string group = llvm::formatv(
+                "gpuc::cpuLoadLanes<{0}>({1}Group)", type, accs[m]);
+            if (isa<ReduceMaxOp>(reductions[members[m]]))
+              line(llvm::formatv("{0}Lanes = gpuc::cpuLanesMax({0}Lanes, {1});",
+                                 accs[m], group));
+            else if (blockedSum(m) && inLaneBlock)
+              line(llvm::formatv("{0}Block += {1};", accs[m], group));
+            else if (blockedSum(m))
+              line(llvm::formatv("{0}Lanes += gpuc::cpuWidenLanes({1});",
+                                 accs[m], group));
+            else
+              line(llvm::formatv("{0}Lanes += {1};", accs[m], group));
+          }
+        };
+        auto beginBlock = [&] {
+          for (size_t m = 0; m < members.size(); ++m)
+            if (blockedSum(m))
+              line(llvm::formatv("gpuc::CpuLanes<float> {0}Block = {{};",
+                                 accs[m]));
+        };
+        auto endBlock = [&] {
+          for (size_t m = 0; m < members.size(); ++m)
+            if (blockedSum(m))
+              line(llvm::formatv("{0}Lanes += gpuc::cpuWidenLanes({0}Block);",
+                                 accs[m]));
+        };
+        LaneHooks hooks{beginGroup, endGroup};
+        if (anyBlocked) {
+          hooks.beginBlock = beginBlock;
+          hooks.endBlock = endBlock;
+        }
+        if (failed(cpuRowNest(CpuLine::Lanes, pass, &hooks)))
           return failure();
         for (size_t m = 0; m < members.size(); ++m) {
           open(llvm::formatv("for (int lane = 0; lane < {0}; ++lane)",

@@ -45,6 +45,9 @@ struct StepTime {
   int64_t runs = 0;
   double bytes = 0, flops = 0;
   int64_t seen = 0;
+  /// A row kernel split into launches (a long row's passes): this launch
+  /// and their number.
+  int64_t launch = 0, launches = 1;
   /// (start on profileClock(), duration) of the first kTraceRuns kept runs.
   std::vector<std::pair<double, double>> trace;
 
@@ -65,6 +68,10 @@ struct StepTime {
     StepTime t{function, label, index, kernel};
     t.bytes = step.value("bytes_read", 0.0) + step.value("bytes_written", 0.0);
     t.flops = step.value("flops", 0.0);
+    if (step.contains("launch")) {
+      t.launch = step["launch"][0].get<int64_t>();
+      t.launches = step["launch"][1].get<int64_t>();
+    }
     // Library calls: the least they move is their operands and result once.
     double element = step.value("dtype", std::string("F32")) == "F32" ? 4 : 2;
     auto count = [&](const char *key) {
@@ -110,10 +117,39 @@ struct HostTimes {
   double loaderSeconds = 0; // of which the host waited for the loader
 };
 
+/// `steps` with the launches of each split kernel as one kernel: their
+/// times and figures summed (the plan gives each launch an equal share of
+/// the bytes and FLOPs), labelled by the kernel's name and how many
+/// launches ("k9 (4)"). A launch alone is only a share of the work: a
+/// pass that reads the row and one that combines the partials are not
+/// comparable with the machine's peaks.
+inline std::vector<StepTime> mergeKernelLaunches(std::vector<StepTime> steps) {
+  std::vector<StepTime> merged;
+  for (StepTime &s : steps) {
+    if (s.launch > 0 && !merged.empty() &&
+        merged.back().function == s.function &&
+        merged.back().index + s.launch == s.index) {
+      StepTime &first = merged.back();
+      first.seconds += s.seconds;
+      first.bytes += s.bytes;
+      first.flops += s.flops;
+      continue;
+    }
+    if (s.launches > 1) {
+      size_t pass = s.label.rfind("_p");
+      s.label =
+          s.label.substr(0, pass) + " (" + std::to_string(s.launches) + ")";
+    }
+    merged.push_back(std::move(s));
+  }
+  return merged;
+}
+
 /// Prints the roofline table and the verdict to stderr.
 inline void printRoofline(const std::string &device,
-                          const std::vector<StepTime> &steps,
+                          const std::vector<StepTime> &launches,
                           const MachinePeaks &peaks, const HostTimes &host) {
+  std::vector<StepTime> steps = mergeKernelLaunches(launches);
   std::vector<const StepTime *> timed;
   for (const StepTime &s : steps)
     if (s.runs > 0)

@@ -45,6 +45,31 @@ template <typename Block> void cpuLaunch(int64_t grid, Block block) {
 /// vectorize it without proving that the in-place pointers do not overlap.
 #define GPUC_INDEPENDENT_ITERATIONS _Pragma("omp simd")
 
+namespace gpuc {
+/// A row reduction's 16 accumulators (the emitter's kCpuReductionLanes) as
+/// one vector value, which the host compiler keeps in registers across a
+/// loop; an array of lanes stays in memory. Lanes are read and written
+/// one at a time by subscript where a line ends in a partial group.
+template <typename T> struct CpuLanesOf {
+  typedef T type __attribute__((vector_size(16 * sizeof(T))));
+};
+template <typename T> using CpuLanes = typename CpuLanesOf<T>::type;
+/// A group's 16 values, stored lane by lane by a vectorized loop.
+template <typename T> inline CpuLanes<T> cpuLoadLanes(const T *group) {
+  CpuLanes<T> lanes;
+  __builtin_memcpy(&lanes, group, sizeof(lanes));
+  return lanes;
+}
+/// Lane by lane, `x` where it is greater than `acc` or NaN (a maximum
+/// that propagates NaN), as the scalar maximum does.
+inline CpuLanes<float> cpuLanesMax(CpuLanes<float> acc, CpuLanes<float> x) {
+  return ((x > acc) | (x != x)) ? x : acc;
+}
+inline CpuLanes<double> cpuWidenLanes(CpuLanes<float> lanes) {
+  return __builtin_convertvector(lanes, CpuLanes<double>);
+}
+} // namespace gpuc
+
 #define blockIdx (::gpuc::cpuBlockIdx)
 #define gridDim (::gpuc::cpuGridDim)
 #define threadIdx (::gpuc::cpuThreadIdx)
