@@ -134,6 +134,10 @@ fi
 for entry in $benches; do
   gpu_artifact "bench-${entry%%:*}-${entry##*:}" "${entry%%:*}" "${entry##*:}" adamw
 done
+# Data parallel on one GPU (run.sh checks): the batch-128 MLP with its
+# gradient all-reduces, run as one NCCL rank (GPUC_NCCL_ALONE=1) against
+# bench-mlp-128.
+gpu_artifact dp-mlp-128 mlp 128 adamw fp32 --data-parallel
 # Mixed precision (run.sh amp): the CNN (cuDNN's f16/bf16 convolutions,
 # cuBLASLt's GEMMs) trained to the fp32 target at batch 128; step time at
 # the large batches against fp32 and PyTorch autocast. The MLP's 16-bit

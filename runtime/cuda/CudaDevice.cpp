@@ -21,219 +21,16 @@
 //   it waits only before reusing a staging slot, two runs later.
 // - Small reads (the loss) go to a ring of pinned slots with an event each,
 //   read when the trainer logs.
+// - Data parallel (mpirun -np N): each rank takes the GPU of its local rank
+//   and the ranks share one NCCL communicator (NcclRanks.h); a bucket's
+//   all-reduce runs on the communication stream between events, inside the
+//   captured step.
 //
 //===----------------------------------------------------------------------===//
-#include "gpuc/runtime/Executor.h"
-#include "gpuc/runtime/PlanSteps.h"
-#include "gpuc/runtime/StepProfile.h"
-
-#include <cublasLt.h>
-#include <cuda.h>
-#include <cudnn.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <map>
-#include <sstream>
+#include "CudaDevice.h"
 
 namespace gpuc {
-namespace {
-
-std::string describeResult(CUresult result) {
-  const char *name = nullptr, *text = nullptr;
-  cuGetErrorName(result, &name);
-  cuGetErrorString(result, &text);
-  return std::string(name ? name : "CUDA error") + ": " +
-         (text ? text : "unknown");
-}
-
-constexpr int64_t kAlignment = 256;
-constexpr size_t kGemmWorkspace = 32 << 20;
-constexpr size_t kConvWorkspaceLimit = 512 << 20;
-constexpr size_t kReadSlotBytes = 16;
-constexpr size_t kReadSlots = 1024;
-constexpr int kGemmCandidates = 6;
-
-int64_t alignUp(int64_t bytes) {
-  return (std::max<int64_t>(bytes, 1) + kAlignment - 1) / kAlignment *
-         kAlignment;
-}
-
-std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return "";
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-/// One plan step, resolved at load time.
-struct Step {
-  StepKind kind = StepKind::Kernel;
-  std::string label;
-  // Kernel.
-  CUfunction function = nullptr;
-  unsigned grid = 1;
-  std::vector<int> argIds;
-  std::vector<CUdeviceptr> argValues;
-  std::vector<void *> argPointers;
-  // GEMM: cuBLASLt descriptors and the algorithm chosen at load. `calls`
-  // > 1 when a broadcast operand (batch stride 0) is issued per batch.
-  cublasLtMatmulDesc_t gemmDesc = nullptr;
-  cublasLtMatrixLayout_t layoutA = nullptr, layoutB = nullptr,
-                         layoutC = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  /// The heuristic's candidate algorithms, the one measured fastest, and
-  /// the shape that names the choice.
-  std::vector<cublasLtMatmulAlgo_t> candidates;
-  size_t chosen = 0;
-  std::string shape;
-  int64_t calls = 1, callStrideA = 0, callStrideB = 0, callStrideC = 0;
-  bool accumulate = false; // C += op(A) op(B)
-  // Convolutions.
-  cudnnTensorDescriptor_t xDesc = nullptr, yDesc = nullptr;
-  cudnnFilterDescriptor_t wDesc = nullptr;
-  cudnnConvolutionDescriptor_t convDesc = nullptr;
-  int convAlgo = 0;
-  // Operands (GEMM: a, b, c; conv: x, w, y; copy: src, dst): buffer ids,
-  // and their addresses once memory is allocated.
-  int id0 = -1, id1 = -1, id2 = -1;
-  CUdeviceptr p0 = 0, p1 = 0, p2 = 0;
-  size_t bytes = 0;
-  /// train --profile: time between the events around this step.
-  StepTime time;
-};
-
-class CudaDevice : public Device {
-public:
-  CudaDevice(const Plan &plan, const CudaOptions &options)
-      : plan(plan), options(options) {}
-  ~CudaDevice() override;
-
-  bool init(const std::string &dir, std::string &error);
-
-  std::string describe() const override { return description; }
-  /// Datasheet dense peaks (no sparsity): tensor cores for BF16 and F16,
-  /// FMA for F32 (TF32 is off).
-  double densePeakFlops(const std::string &dtype) override {
-    bool half = dtype == "BF16" || dtype == "F16";
-    auto has = [&](const char *part) {
-      return gpu.find(part) != std::string::npos;
-    };
-    if (has("H100") && has("PCIe"))
-      return half ? 756e12 : 51.2e12;
-    if (has("H100") || has("H200") || has("GH200"))
-      return half ? 989.4e12 : 66.9e12;
-    if (has("A100"))
-      return half ? 312e12 : 19.5e12;
-    return 0;
-  }
-  std::string pciBusId() const override {
-    char id[32] = {0};
-    if (cuDeviceGetPCIBusId(id, sizeof(id), device) != CUDA_SUCCESS)
-      return "";
-    return id;
-  }
-  Numerics numerics() const override { return {"cuda", gpu, 0}; }
-  void upload(int id, const void *src, size_t bytes) override;
-  void download(int id, void *dst, size_t bytes) override;
-  bool run(const std::string &function, std::string &error) override;
-  uint64_t readLater(int id, size_t bytes) override;
-  bool ready(uint64_t ticket) override;
-  void collect(uint64_t ticket, void *dst, size_t bytes) override;
-  size_t readCapacity() const override { return kReadSlots; }
-  void synchronize() override;
-  Counters counters() const override { return launchCounters; }
-  int64_t allocatedBytes() const override { return allocated; }
-  std::vector<StepTime> stepTimes() const override {
-    return profile ? collectStepTimes(programs) : std::vector<StepTime>();
-  }
-
-private:
-  bool check(CUresult result, const char *what, std::string &error) {
-    if (result == CUDA_SUCCESS)
-      return true;
-    error = std::string(what) + " failed: " + describeResult(result);
-    return false;
-  }
-  /// Errors after load (a GPU fault, a lost device) cannot be handed back
-  /// through upload/download: the trainer stops with the reason.
-  void orDie(CUresult result, const char *what) {
-    if (result == CUDA_SUCCESS)
-      return;
-    fprintf(stderr, "train: CUDA device: %s failed: %s\n", what,
-            describeResult(result).c_str());
-    exit(1);
-  }
-  bool loadModule(const std::string &dir, std::string &error);
-  bool allocate(std::string &error);
-  bool resolveSteps(std::string &error);
-  void bindPointers();
-  bool prepareGemm(Step &step, const nlohmann::json &s, std::string &error);
-  /// Times the GEMM candidates once per shape (or takes the choice kept
-  /// in the artifact); train --profile reports all of them.
-  void chooseGemmAlgorithms(const std::string &dir);
-  bool timeGemm(Step &step, size_t candidate, double &us);
-  void reportGemmCandidates();
-  CUevent timingStart = nullptr, timingStop = nullptr;
-  bool prepareConv(Step &step, const nlohmann::json &s, std::string &error);
-  /// Issues `function`'s steps on `stream`: into a graph being captured, or
-  /// launched one by one.
-  bool issue(const std::string &function, int slot, CUstream stream,
-             std::string &error);
-  bool issueStep(const Step &step, CUstream stream, std::string &error);
-  bool staged(int id) const { return stagingOffset[id] >= 0; }
-  void waitSlotCopied(int slot) {
-    if (copyRecorded[slot])
-      orDie(cuEventSynchronize(copyDone[slot]), "cuEventSynchronize");
-  }
-
-  const Plan &plan;
-  CudaOptions options;
-  std::string description;
-  /// The GPU's name and compute capability (numerics()).
-  std::string gpu;
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-  CUmodule module = nullptr;
-  CUstream compute = nullptr, copies = nullptr;
-  cublasLtHandle_t blas = nullptr;
-  cudnnHandle_t dnn = nullptr;
-
-  CUdeviceptr memory = 0;
-  int64_t allocated = 0;
-  std::vector<CUdeviceptr> pointers;
-  CUdeviceptr workspace = 0;
-  size_t workspaceBytes = kGemmWorkspace;
-
-  // Staging: per buffer, its offset in a slot (-1: not staged).
-  std::vector<int64_t> stagingOffset;
-  std::vector<int> stagedIds;
-  int64_t stagingBytes = 0;
-  CUdeviceptr stagingDevice[2] = {0, 0};
-  char *stagingHost[2] = {nullptr, nullptr};
-  std::vector<uint64_t> version, hostVersion[2], deviceVersion[2];
-  CUevent copyDone[2] = {nullptr, nullptr}, consumed[2] = {nullptr, nullptr};
-  bool copyRecorded[2] = {false, false};
-  int nextSlot = 0;
-
-  std::map<std::string, std::vector<Step>> programs;
-  std::map<std::string, CUgraphExec> graphs[2];
-
-  char *readHost = nullptr;
-  CUevent readEvents[kReadSlots] = {};
-  uint64_t nextTicket = 0;
-
-  Counters launchCounters;
-
-  /// train --profile: steps are launched one by one (no graphs) between
-  /// events (stepTimes()); cuBLASLt's candidates are printed at exit.
-  bool profile = options.profile;
-  std::vector<CUevent> stepEvents;
-};
+namespace cuda_device {
 
 bool CudaDevice::loadModule(const std::string &dir, std::string &error) {
   int major = 0, minor = 0;
@@ -383,303 +180,6 @@ bool CudaDevice::allocate(std::string &error) {
   return true;
 }
 
-bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
-                             std::string &error) {
-  GemmStep g = gemmStepOf(s);
-  int64_t batch = g.batch, m = g.m, n = g.n, k = g.k;
-  int64_t strideA = g.strideA, strideB = g.strideB, strideC = g.strideC;
-  bool transA = g.transA, transB = g.transB;
-  // f16/bf16 operands and result (mixed precision), accumulated in f32.
-  std::string dtype = s.value("dtype", "F32");
-  cudaDataType_t dataType = dtype == "F16"    ? CUDA_R_16F
-                            : dtype == "BF16" ? CUDA_R_16BF
-                                              : CUDA_R_32F;
-  if (dataType == CUDA_R_32F && dtype != "F32") {
-    error = "plan.json: a gemm step of dtype " + dtype +
-            " (the CUDA device computes F32, F16 and BF16 ones); recompile";
-    return false;
-  }
-  int64_t elementBytes = dataType == CUDA_R_32F ? 4 : 2;
-  step.id0 = s["a"];
-  step.id1 = s["b"];
-  step.id2 = s["c"];
-  step.accumulate = g.accumulate;
-  // A weight shared by every batch entry (stride 0) folds the batch into
-  // the rows of one GEMM when A's and C's rows are one matrix.
-  if (batch > 1 && strideB == 0 && !transA && g.calls == 1 && g.lda == k &&
-      strideA == m * k && g.ldc == n && strideC == m * n) {
-    m *= batch;
-    batch = 1;
-  }
-  int64_t layoutBatch = batch;
-  // Batches whose entries are not one stride apart (layouts folded into
-  // the GEMM) are calls of strided batches.
-  step.calls = g.calls;
-  step.callStrideA = g.callStrideA * elementBytes;
-  step.callStrideB = g.callStrideB * elementBytes;
-  step.callStrideC = g.callStrideC * elementBytes;
-  if (batch > 1 && (strideA == 0 || strideB == 0)) {
-    // Other broadcasts: one GEMM per batch entry (cuBLASLt's strided
-    // batches need a nonzero stride).
-    if (g.calls > 1) {
-      error = "plan.json: a gemm step with both calls and a broadcast "
-              "operand; recompile";
-      return false;
-    }
-    step.calls = batch;
-    step.callStrideA = strideA * elementBytes;
-    step.callStrideB = strideB * elementBytes;
-    step.callStrideC = strideC * elementBytes;
-    layoutBatch = 1;
-  }
-  // Row-major C[m,n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
-  // cuBLASLt's first operand is B's memory, its second A's.
-  cublasOperation_t opFirst = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opSecond = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  auto fail = [&](cublasStatus_t status, const char *what) {
-    error = std::string("cuBLASLt ") + what + " failed for GEMM " +
-            std::to_string(m) + "x" + std::to_string(n) + "x" +
-            std::to_string(k) + ": " + cublasLtGetStatusString(status);
-    return false;
-  };
-  cublasStatus_t st;
-  if ((st = cublasLtMatmulDescCreate(&step.gemmDesc, CUBLAS_COMPUTE_32F,
-                                     CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
-    return fail(st, "cublasLtMatmulDescCreate");
-  cublasLtMatmulDescSetAttribute(step.gemmDesc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                 &opFirst, sizeof(opFirst));
-  cublasLtMatmulDescSetAttribute(step.gemmDesc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                 &opSecond, sizeof(opSecond));
-  auto layout = [&](cublasLtMatrixLayout_t &l, uint64_t rows, uint64_t cols,
-                    int64_t ld, int64_t stride) {
-    if ((st = cublasLtMatrixLayoutCreate(&l, dataType, rows, cols, ld)) !=
-        CUBLAS_STATUS_SUCCESS)
-      return false;
-    if (layoutBatch > 1) {
-      int32_t count = (int32_t)layoutBatch;
-      cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                       &count, sizeof(count));
-      cublasLtMatrixLayoutSetAttribute(
-          l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-          sizeof(stride));
-    }
-    return true;
-  };
-  // First operand: B's memory, [k,n] row-major (= n x k column-major) or,
-  // transposed, [n,k] (= k x n column-major).
-  if (!layout(step.layoutA, transB ? k : n, transB ? n : k, g.ldb, strideB))
-    return fail(st, "cublasLtMatrixLayoutCreate");
-  if (!layout(step.layoutB, transA ? m : k, transA ? k : m, g.lda, strideA))
-    return fail(st, "cublasLtMatrixLayoutCreate");
-  if (!layout(step.layoutC, n, m, g.ldc, strideC))
-    return fail(st, "cublasLtMatrixLayoutCreate");
-  cublasLtMatmulPreference_t preference;
-  cublasLtMatmulPreferenceCreate(&preference);
-  uint64_t limit = workspaceBytes;
-  cublasLtMatmulPreferenceSetAttribute(preference,
-                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                       &limit, sizeof(limit));
-  // The heuristic's candidates, in its order; chooseGemmAlgorithms times
-  // them once the memory is there.
-  cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
-  int found = 0;
-  st = cublasLtMatmulAlgoGetHeuristic(
-      blas, step.gemmDesc, step.layoutA, step.layoutB, step.layoutC,
-      step.layoutC, preference, kGemmCandidates, results, &found);
-  cublasLtMatmulPreferenceDestroy(preference);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
-    return fail(st == CUBLAS_STATUS_SUCCESS ? CUBLAS_STATUS_NOT_SUPPORTED : st,
-                "cublasLtMatmulAlgoGetHeuristic");
-  step.algo = results[0].algo;
-  for (int i = 0; i < found; ++i)
-    step.candidates.push_back(results[i].algo);
-  step.shape =
-      std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-      (transA ? " A^T" : "") + (transB ? " B^T" : "") +
-      (layoutBatch > 1 ? " batch " + std::to_string(layoutBatch) : "") +
-      (step.calls > 1 ? " x" + std::to_string(step.calls) + " calls" : "");
-  return true;
-}
-
-bool CudaDevice::timeGemm(Step &step, size_t candidate, double &us) {
-  std::string error;
-  step.algo = step.candidates[candidate];
-  if (!issueStep(step, compute, error)) // warm-up
-    return false;
-  cuEventRecord(timingStart, compute);
-  for (int r = 0; r < 10; ++r)
-    issueStep(step, compute, error);
-  cuEventRecord(timingStop, compute);
-  if (cuEventSynchronize(timingStop) != CUDA_SUCCESS)
-    return false;
-  float ms = 0;
-  cuEventElapsedTime(&ms, timingStart, timingStop);
-  us = 1e3 * ms / 10;
-  return true;
-}
-
-void CudaDevice::chooseGemmAlgorithms(const std::string &dir) {
-  // A measured choice can differ from one process to the next, and two
-  // algorithms may round differently: the choices are kept beside the plan
-  // (gemm-algorithms.json, per GPU), so every later run of the artifact on
-  // this GPU takes the same ones and replays stay bit-identical.
-  std::string path = dir + "/gemm-algorithms.json";
-  nlohmann::json cache = nlohmann::json::object();
-  if (std::ifstream in(path); in)
-    cache = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!cache.is_object())
-    cache = nlohmann::json::object();
-  std::string gpu = description.substr(0, description.find(" (sm_"));
-  nlohmann::json &choices = cache[gpu];
-  if (!choices.is_object())
-    choices = nlohmann::json::object();
-  bool changed = false;
-  for (auto &[name, steps] : programs)
-    for (Step &step : steps) {
-      if (step.kind != StepKind::Gemm || step.candidates.empty())
-        continue;
-      step.chosen = 0;
-      auto known = choices.find(step.shape);
-      if (known != choices.end() && known->is_number_unsigned() &&
-          known->get<size_t>() < step.candidates.size()) {
-        step.chosen = known->get<size_t>();
-      } else if (step.candidates.size() > 1) {
-        // The first in the heuristic's order within 10 % of the fastest:
-        // a near tie keeps the heuristic's pick.
-        std::vector<double> us(step.candidates.size(), 1e30);
-        for (size_t c = 0; c < step.candidates.size(); ++c)
-          if (!timeGemm(step, c, us[c]))
-            us[c] = 1e30;
-        double best = *std::min_element(us.begin(), us.end());
-        while (step.chosen + 1 < us.size() && us[step.chosen] > 1.1 * best)
-          ++step.chosen;
-        choices[step.shape] = step.chosen;
-        changed = true;
-      }
-      step.algo = step.candidates[step.chosen];
-    }
-  if (changed) {
-    std::ofstream out(path);
-    if (out)
-      out << cache.dump(1) << "\n";
-  }
-}
-
-void CudaDevice::reportGemmCandidates() {
-  fprintf(stderr, "gpuc profile (cuda): cuBLASLt GEMMs, us per call of each "
-                  "candidate algorithm (heuristic order):\n");
-  for (auto &[name, steps] : programs)
-    for (size_t i = 0; i < steps.size(); ++i) {
-      Step &step = steps[i];
-      if (step.kind != StepKind::Gemm || step.candidates.size() < 2)
-        continue;
-      std::string line;
-      for (size_t c = 0; c < step.candidates.size(); ++c) {
-        double us = 0;
-        if (!timeGemm(step, c, us))
-          continue;
-        char text[40];
-        snprintf(text, sizeof text, " #%zu %.1f%s", c, us,
-                 c == step.chosen ? "*" : "");
-        line += text;
-      }
-      step.algo = step.candidates[step.chosen];
-      fprintf(stderr, "  %s step %zu (%s):%s\n", name.c_str(), i,
-              step.shape.c_str(), line.c_str());
-    }
-}
-
-bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
-                             std::string &error) {
-  ConvGeometry g = convGeometryOf(s);
-  step.id0 = s["x"];
-  step.id1 = s["w"];
-  step.id2 = s["y"];
-  auto fail = [&](cudnnStatus_t status, const char *what) {
-    error = std::string("cuDNN ") + what + " failed for " + step.label + " " +
-            s["x_shape"].dump() + " * " + s["w_shape"].dump() + ": " +
-            cudnnGetErrorString(status);
-    return false;
-  };
-  std::string dtype = s.value("dtype", "F32");
-  cudnnDataType_t dataType = dtype == "F16"    ? CUDNN_DATA_HALF
-                             : dtype == "BF16" ? CUDNN_DATA_BFLOAT16
-                                               : CUDNN_DATA_FLOAT;
-  if (dataType == CUDNN_DATA_FLOAT && dtype != "F32") {
-    error = "plan.json: a " + step.label + " step of dtype " + dtype +
-            " (the CUDA device computes F32, F16 and BF16 ones); recompile";
-    return false;
-  }
-  cudnnStatus_t st;
-  if ((st = cudnnCreateTensorDescriptor(&step.xDesc)) ||
-      (st = cudnnCreateTensorDescriptor(&step.yDesc)) ||
-      (st = cudnnCreateFilterDescriptor(&step.wDesc)) ||
-      (st = cudnnCreateConvolutionDescriptor(&step.convDesc)))
-    return fail(st, "descriptor creation");
-  // f32 accumulation for every data type; tensor cores for f16/bf16 (f32
-  // stays on FMA: TF32 would be 1e-3 away from the interpreter).
-  if ((st = cudnnSetTensor4dDescriptor(step.xDesc, CUDNN_TENSOR_NCHW, dataType,
-                                       g.n, g.c, g.h, g.w)) ||
-      (st = cudnnSetTensor4dDescriptor(step.yDesc, CUDNN_TENSOR_NCHW, dataType,
-                                       g.n, g.k, g.oh, g.ow)) ||
-      (st = cudnnSetFilter4dDescriptor(step.wDesc, dataType, CUDNN_TENSOR_NCHW,
-                                       g.k, g.cg, g.kh, g.kw)) ||
-      (st = cudnnSetConvolution2dDescriptor(
-           step.convDesc, g.py, g.px, g.sy, g.sx, g.dy, g.dx,
-           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) ||
-      (st = cudnnSetConvolutionGroupCount(step.convDesc, g.groups)) ||
-      (st = cudnnSetConvolutionMathType(
-           step.convDesc, dataType == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH
-                                                       : CUDNN_TENSOR_OP_MATH)))
-    return fail(st, "descriptor setup");
-  // The first deterministic FMA algorithm cuDNN's heuristics rank that fits
-  // the workspace limit: the same choice on every run of this GPU, so runs
-  // are reproducible and graph replay matches kernel-by-kernel launches.
-  auto choose = [&](auto *perfs, int count, size_t &memory) -> int {
-    for (int i = 0; i < count; ++i)
-      if (perfs[i].status == CUDNN_STATUS_SUCCESS &&
-          perfs[i].determinism == CUDNN_DETERMINISTIC &&
-          perfs[i].mathType != CUDNN_TENSOR_OP_MATH &&
-          perfs[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
-          perfs[i].memory <= kConvWorkspaceLimit) {
-        memory = perfs[i].memory;
-        return (int)perfs[i].algo;
-      }
-    return -1;
-  };
-  size_t memory = 0;
-  int count = 0;
-  if (step.kind == StepKind::Conv) {
-    cudnnConvolutionFwdAlgoPerf_t perfs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    if ((st = cudnnGetConvolutionForwardAlgorithm_v7(
-             dnn, step.xDesc, step.wDesc, step.convDesc, step.yDesc,
-             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perfs)))
-      return fail(st, "cudnnGetConvolutionForwardAlgorithm_v7");
-    step.convAlgo = choose(perfs, count, memory);
-  } else if (step.kind == StepKind::ConvBackwardInput) {
-    cudnnConvolutionBwdDataAlgoPerf_t
-        perfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    if ((st = cudnnGetConvolutionBackwardDataAlgorithm_v7(
-             dnn, step.wDesc, step.yDesc, step.convDesc, step.xDesc,
-             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perfs)))
-      return fail(st, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    step.convAlgo = choose(perfs, count, memory);
-  } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t
-        perfs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    if ((st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-             dnn, step.xDesc, step.yDesc, step.convDesc, step.wDesc,
-             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perfs)))
-      return fail(st, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-    step.convAlgo = choose(perfs, count, memory);
-  }
-  if (step.convAlgo < 0)
-    return fail(CUDNN_STATUS_NOT_SUPPORTED,
-                "algorithm choice (no deterministic FP32 algorithm)");
-  workspaceBytes = std::max(workspaceBytes, memory);
-  return true;
-}
-
 bool CudaDevice::resolveSteps(std::string &error) {
   for (auto &[name, function] : plan.json["functions"].items()) {
     std::vector<Step> &steps = programs[name];
@@ -715,13 +215,17 @@ bool CudaDevice::resolveSteps(std::string &error) {
         step.id0 = s["src"];
         step.id1 = s["dst"];
         step.bytes = s["bytes"].get<size_t>();
-      } else if (step.kind == StepKind::AllReduce ||
-                 step.kind == StepKind::CollectiveWait) {
-        // One process: the sum over its one rank is the value itself (the
-        // device joins no ranks; see setCollective).
+      } else if (step.kind == StepKind::AllReduce) {
+        // Alone, the sum over one rank is the value itself; with ranks
+        // (setCollective) NCCL sums the bucket.
+        step.bucket = s["bucket"];
+        step.reduceIds = s["buffers"].get<std::vector<int>>();
+      } else if (step.kind == StepKind::CollectiveWait) {
+        step.bucket = s.value("bucket", (int64_t)-1);
       } else if (isCollective(step.kind)) {
         error = "the GPU device does not run optimizer-state sharding "
-                "(gpuc compile --shard-optimizer) yet";
+                "(gpuc compile --shard-optimizer) yet: compile without it "
+                "(every rank then keeps the whole optimizer state)";
         return false;
       } else if (!prepareConv(step, s, error)) {
         return false;
@@ -738,6 +242,11 @@ void CudaDevice::bindPointers() {
     for (Step &step : steps) {
       step.p0 = at(step.id0);
       step.p1 = at(step.id1);
+      step.reduce.clear();
+      for (int id : step.reduceIds)
+        step.reduce.push_back({reinterpret_cast<void *>(pointers[id]),
+                               plan.buffers[id].numElements(),
+                               plan.buffers[id].dtype});
       step.p2 = at(step.id2);
       for (int id : step.argIds)
         step.argValues.push_back(pointers[id]);
@@ -760,7 +269,9 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
   }
   // The primary context is the one the CUDA runtime (inside cuBLASLt and
   // cuDNN) uses: the libraries and the kernels share it.
-  if (!check(cuDeviceGet(&device, 0), "cuDeviceGet", error) ||
+  // One GPU per rank: a data-parallel rank takes its local rank's GPU.
+  if (!check(cuDeviceGet(&device, launchedLocalRank() % count), "cuDeviceGet",
+             error) ||
       !check(cuDevicePrimaryCtxRetain(&context, device),
              "cuDevicePrimaryCtxRetain", error) ||
       !check(cuCtxSetCurrent(context), "cuCtxSetCurrent", error))
@@ -810,12 +321,20 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
                  : profile      ? ", kernel-by-kernel launches timed one by "
                                   "one (--profile)"
                                 : ", kernel-by-kernel launches (--no-graph)";
+  // GPUC_NCCL_ALONE=1: a single process runs its all-reduces through a
+  // one-rank NCCL communicator, to measure what they cost in the step.
+  if (const char *alone = getenv("GPUC_NCCL_ALONE");
+      alone && std::string(alone) == "1" && launchedRanks() <= 1 &&
+      !joinRanks(nullptr, error))
+    return false;
   return true;
 }
 
 CudaDevice::~CudaDevice() {
   if (compute)
     cuStreamSynchronize(compute);
+  if (communication)
+    cuStreamSynchronize(communication);
   if (copies)
     cuStreamSynchronize(copies);
   if (profile && !stepEvents.empty())
@@ -869,13 +388,62 @@ CudaDevice::~CudaDevice() {
     cuStreamDestroy(compute);
   if (copies)
     cuStreamDestroy(copies);
+  for (auto *events : {&gradientsReady, &sumsReady})
+    for (auto &[bucket, event] : *events)
+      cuEventDestroy(event);
+  if (computeDone)
+    cuEventDestroy(computeDone);
+  ranks.reset();
+  if (communication)
+    cuStreamDestroy(communication);
   if (context)
     cuDevicePrimaryCtxRelease(device);
 }
 
 void CudaDevice::synchronize() {
   orDie(cuStreamSynchronize(copies), "cuStreamSynchronize");
-  orDie(cuStreamSynchronize(compute), "cuStreamSynchronize");
+  if (!ranks) {
+    orDie(cuStreamSynchronize(compute), "cuStreamSynchronize");
+    return;
+  }
+  orDie(cuEventRecord(computeDone, compute), "cuEventRecord");
+  awaitCompute(computeDone, "cuEventSynchronize");
+}
+
+bool CudaDevice::setCollective(Collective *collective, std::string &error) {
+  return joinRanks(collective, error);
+}
+
+bool CudaDevice::joinRanks(Collective *mpi, std::string &error) {
+  if (!graphs[0].empty() || !graphs[1].empty()) {
+    error = "the CUDA device joins the ranks before its first step";
+    return false;
+  }
+  ranks = NcclRanks::join(mpi, options.collectiveTimeout, error);
+  if (!ranks)
+    return false;
+  if (!check(cuStreamCreate(&communication, CU_STREAM_NON_BLOCKING),
+             "cuStreamCreate", error) ||
+      !check(cuEventCreate(&computeDone, CU_EVENT_DISABLE_TIMING),
+             "cuEventCreate", error))
+    return false;
+  for (auto &[name, steps] : programs)
+    for (const Step &step : steps)
+      if (step.kind == StepKind::AllReduce &&
+          !gradientsReady.count(step.bucket)) {
+        CUevent ready = nullptr, sums = nullptr;
+        if (!check(cuEventCreate(&ready, CU_EVENT_DISABLE_TIMING),
+                   "cuEventCreate", error) ||
+            !check(cuEventCreate(&sums, CU_EVENT_DISABLE_TIMING),
+                   "cuEventCreate", error))
+          return false;
+        gradientsReady[step.bucket] = ready;
+        sumsReady[step.bucket] = sums;
+      }
+  description += "; " + ranks->describe() +
+                 ", gradient all-reduces inside the step on a stream of "
+                 "their own";
+  return true;
 }
 
 void CudaDevice::upload(int id, const void *src, size_t bytes) {
@@ -918,7 +486,7 @@ bool CudaDevice::ready(uint64_t ticket) {
 
 void CudaDevice::collect(uint64_t ticket, void *dst, size_t bytes) {
   size_t slot = ticket % kReadSlots;
-  orDie(cuEventSynchronize(readEvents[slot]), "cuEventSynchronize");
+  awaitCompute(readEvents[slot], "cuEventSynchronize");
   memcpy(dst, readHost + slot * kReadSlotBytes,
          std::min(bytes, kReadSlotBytes));
 }
@@ -936,8 +504,23 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
     return check(cuMemcpyDtoDAsync(step.p1, step.p0, step.bytes, stream),
                  "cuMemcpyDtoDAsync", error);
   case StepKind::AllReduce:
+    if (!ranks)
+      return true;
+    // Forked from the compute stream once the bucket's gradients are
+    // written; later backward steps run beside it.
+    return check(cuEventRecord(gradientsReady.at(step.bucket), stream),
+                 "cuEventRecord", error) &&
+           check(cuStreamWaitEvent(communication,
+                                   gradientsReady.at(step.bucket), 0),
+                 "cuStreamWaitEvent", error) &&
+           ranks->allReduce(step.reduce, communication, error) &&
+           check(cuEventRecord(sumsReady.at(step.bucket), communication),
+                 "cuEventRecord", error);
   case StepKind::CollectiveWait:
-    return true;
+    if (!ranks || !sumsReady.count(step.bucket))
+      return true;
+    return check(cuStreamWaitEvent(stream, sumsReady.at(step.bucket), 0),
+                 "cuStreamWaitEvent", error);
   case StepKind::ReduceScatter:
   case StepKind::AllGather:
   case StepKind::RankShard:
@@ -1008,13 +591,25 @@ bool CudaDevice::issue(const std::string &function, int slot, CUstream stream,
   std::vector<Step> &steps = programs[function];
   bool timed = profile && !options.graphs;
   double issued = timed ? profileClock() : 0;
+  // Buckets whose all-reduce was issued and not yet waited for: joined
+  // before the end (a capture must end on the stream it began on).
+  std::set<int64_t> open;
   for (size_t i = 0; i < steps.size(); ++i) {
     if (timed &&
         !check(cuEventRecord(stepEvents[i], stream), "cuEventRecord", error))
       return false;
     if (!issueStep(steps[i], stream, error))
       return false;
+    if (steps[i].kind == StepKind::AllReduce)
+      open.insert(steps[i].bucket);
+    else if (steps[i].kind == StepKind::CollectiveWait)
+      open.erase(steps[i].bucket);
   }
+  if (ranks)
+    for (int64_t bucket : open)
+      if (!check(cuStreamWaitEvent(stream, sumsReady.at(bucket), 0),
+                 "cuStreamWaitEvent", error))
+        return false;
   if (!timed)
     return true;
   if (!check(cuEventRecord(stepEvents[steps.size()], stream), "cuEventRecord",
@@ -1113,13 +708,13 @@ bool CudaDevice::run(const std::string &function, std::string &error) {
   return true;
 }
 
-} // namespace
+} // namespace cuda_device
 } // namespace gpuc
 
 extern "C" gpuc::Device *
 gpuc_create_cuda_device(const gpuc::Plan &plan, const std::string &artifactDir,
                         const gpuc::CudaOptions &options, std::string &error) {
-  auto device = std::make_unique<gpuc::CudaDevice>(plan, options);
+  auto device = std::make_unique<gpuc::cuda_device::CudaDevice>(plan, options);
   if (!device->init(artifactDir, error))
     return nullptr;
   return device.release();

@@ -7,32 +7,6 @@
 
 namespace gpuc {
 
-int launchedRanks(std::string *launcher) {
-  // Each launcher tells its processes how many they are.
-  static const std::pair<const char *, const char *> sizes[] = {
-      {"OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"},
-      {"PMI_SIZE", "mpirun (MPICH / Intel MPI)"},
-      {"SLURM_STEP_NUM_TASKS", "srun"}};
-  for (auto [variable, name] : sizes)
-    if (const char *value = getenv(variable)) {
-      int n = atoi(value);
-      if (n > 1) {
-        if (launcher)
-          *launcher = name;
-        return n;
-      }
-    }
-  return 1;
-}
-
-int launchedRank() {
-  for (const char *variable :
-       {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
-    if (const char *value = getenv(variable))
-      return atoi(value);
-  return 0;
-}
-
 std::unique_ptr<Collective> loadMpiCollective(const std::string &artifactDir,
                                               double timeoutSeconds,
                                               std::string &error) {

@@ -197,6 +197,7 @@ void CompiledStep::openDevice(const std::string &dir, const Options &o) {
     CudaOptions options;
     options.graphs = o.graphs;
     options.profile = !o.profile.empty();
+    options.collectiveTimeout = o.collectiveTimeout;
     device = loadCudaDevice(plan, dir, options, error);
     if (!device && o.device == "cuda")
       fail("--device cuda: " + error +

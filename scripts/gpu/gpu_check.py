@@ -189,11 +189,55 @@ def check_accumulation(args, results):
     return ok
 
 
+def check_data_parallel_alone(args, results):
+    """The batch-128 MLP compiled --data-parallel, run as one NCCL rank
+    (GPUC_NCCL_ALONE=1): its all-reduces inside the captured step (one
+    graph launch per step), the same 20 losses as the artifact without
+    them, and the step time against it (interleaved, best of the rounds;
+    at most 2 % more)."""
+    alone = {"GPUC_NCCL_ALONE": "1"}
+    runs = {}
+    for name, env in (("bench-mlp-128", None), ("dp-mlp-128", alone)):
+        metrics = os.path.join(args.work, "%s-dp.jsonl" % name)
+        r = trainer(args, name, "--data", data_dir(args), "--limit-train",
+                    20 * 128, "--epochs", 1, "--log-every", 1, "--metrics",
+                    metrics, env=env)
+        launches = re.search(
+            r"launches: train_step (\d+) graph launches for (\d+) steps",
+            r.stdout)
+        runs[name] = {"losses": losses_of(metrics),
+                      "device": r.stdout.splitlines()[0],
+                      "one_graph_launch_per_step": bool(launches) and
+                      launches.group(1) == launches.group(2) == "20"}
+    times = {"bench-mlp-128": [], "dp-mlp-128": []}
+    for _ in range(args.rounds):
+        for name, env in (("bench-mlp-128", None), ("dp-mlp-128", alone)):
+            r = trainer(args, name, "--bench-steps", args.bench_steps,
+                        env=env)
+            times[name].append(json.loads(r.stdout.strip().splitlines()[-1])
+                               ["ms_per_step"])
+    ratio = min(times["dp-mlp-128"]) / min(times["bench-mlp-128"])
+    nccl = "NCCL" in runs["dp-mlp-128"]["device"]
+    same = runs["dp-mlp-128"]["losses"] == runs["bench-mlp-128"]["losses"] \
+        and len(runs["dp-mlp-128"]["losses"]) == 20
+    inside = runs["dp-mlp-128"]["one_graph_launch_per_step"]
+    ok = nccl and same and inside and ratio <= 1.02
+    results["data_parallel_one_rank"] = {
+        "ok": ok, "nccl": nccl, "losses_identical": same,
+        "one_graph_launch_per_step": inside, "ms_per_step": times,
+        "cost_ratio": ratio, "runs": runs}
+    print("data parallel, one NCCL rank: NCCL %s, losses identical %s, one "
+          "launch per step %s, step %.3fx the plain one" % (nccl, same, inside,
+                                                            ratio))
+    return ok
+
+
 def phase_checks(args, results):
     ok = check_parity(args, results)
     ok &= check_graph_replay(args, results)
     ok &= check_resume_and_export(args, results)
     ok &= check_accumulation(args, results)
+    ok &= check_data_parallel_alone(args, results)
     return ok
 
 

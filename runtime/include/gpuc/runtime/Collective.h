@@ -12,8 +12,10 @@
 #define GPUC_RUNTIME_COLLECTIVE_H
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpuc {
@@ -78,11 +80,44 @@ public:
 
 /// The number of ranks the launcher started this process among (Open MPI's
 /// mpirun, MPICH's and Intel MPI's, Slurm's srun), with the launcher's name
-/// in `launcher`; 1 when the process runs alone.
-int launchedRanks(std::string *launcher = nullptr);
+/// in `launcher`; 1 when the process runs alone. These three read the
+/// environment inline: the CUDA device plugin links no part of the runtime.
+inline int launchedRanks(std::string *launcher = nullptr) {
+  // Each launcher tells its processes how many they are.
+  static const std::pair<const char *, const char *> sizes[] = {
+      {"OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"},
+      {"PMI_SIZE", "mpirun (MPICH / Intel MPI)"},
+      {"SLURM_STEP_NUM_TASKS", "srun"}};
+  for (auto [variable, name] : sizes)
+    if (const char *value = getenv(variable)) {
+      int n = atoi(value);
+      if (n > 1) {
+        if (launcher)
+          *launcher = name;
+        return n;
+      }
+    }
+  return 1;
+}
 /// This process's rank as the launcher numbers it (0 when it runs alone):
 /// what the trainer knows before it joins the ranks.
-int launchedRank();
+inline int launchedRank() {
+  for (const char *variable :
+       {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char *value = getenv(variable))
+      return atoi(value);
+  return 0;
+}
+/// This process's rank among those the launcher started on this machine
+/// (Open MPI's, MPICH's and Intel MPI's local rank, Slurm's local id; 0
+/// when none says): the GPU a rank takes.
+inline int launchedLocalRank() {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char *value = getenv(name))
+      return atoi(value);
+  return 0;
+}
 
 /// Joins the run through libgpuc_mpi.so in `artifactDir` (or
 /// $GPUC_MPI_PLUGIN); a collective that waits longer than `timeoutSeconds`

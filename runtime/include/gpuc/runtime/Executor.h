@@ -167,6 +167,9 @@ struct CudaOptions {
   bool graphs = true;
   /// Time every step between events (train --profile); implies no graphs.
   bool profile = false;
+  /// Data parallel: how long a rank waits for the others in a step's
+  /// collectives before it gives up (train --collective-timeout).
+  double collectiveTimeout = 300;
 };
 
 /// The CUDA device from the plugin libgpuc_cuda.so beside the trainer (or

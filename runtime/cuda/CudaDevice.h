@@ -1,0 +1,258 @@
+//===- CudaDevice.h - the CUDA device's class and its steps -----*- C++ -*-===//
+//
+// Shared by CudaDevice.cpp (memory, graphs, runs, collectives) and
+// CudaLibrarySteps.cpp (cuBLASLt GEMMs and cuDNN convolutions).
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_RUNTIME_CUDA_CUDADEVICE_H
+#define GPUC_RUNTIME_CUDA_CUDADEVICE_H
+
+#include "NcclRanks.h"
+
+#include "gpuc/runtime/Executor.h"
+#include "gpuc/runtime/PlanSteps.h"
+#include "gpuc/runtime/StepProfile.h"
+
+#include <cublasLt.h>
+#include <cuda.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace gpuc {
+namespace cuda_device {
+
+inline std::string describeResult(CUresult result) {
+  const char *name = nullptr, *text = nullptr;
+  cuGetErrorName(result, &name);
+  cuGetErrorString(result, &text);
+  return std::string(name ? name : "CUDA error") + ": " +
+         (text ? text : "unknown");
+}
+
+constexpr int64_t kAlignment = 256;
+constexpr size_t kGemmWorkspace = 32 << 20;
+constexpr size_t kConvWorkspaceLimit = 512 << 20;
+constexpr size_t kReadSlotBytes = 16;
+constexpr size_t kReadSlots = 1024;
+constexpr int kGemmCandidates = 6;
+
+inline int64_t alignUp(int64_t bytes) {
+  return (std::max<int64_t>(bytes, 1) + kAlignment - 1) / kAlignment *
+         kAlignment;
+}
+
+inline std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return "";
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// One plan step, resolved at load time.
+struct Step {
+  StepKind kind = StepKind::Kernel;
+  std::string label;
+  // Kernel.
+  CUfunction function = nullptr;
+  unsigned grid = 1;
+  std::vector<int> argIds;
+  std::vector<CUdeviceptr> argValues;
+  std::vector<void *> argPointers;
+  // GEMM: cuBLASLt descriptors and the algorithm chosen at load. `calls`
+  // > 1 when a broadcast operand (batch stride 0) is issued per batch.
+  cublasLtMatmulDesc_t gemmDesc = nullptr;
+  cublasLtMatrixLayout_t layoutA = nullptr, layoutB = nullptr,
+                         layoutC = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  /// The heuristic's candidate algorithms, the one measured fastest, and
+  /// the shape that names the choice.
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  size_t chosen = 0;
+  std::string shape;
+  int64_t calls = 1, callStrideA = 0, callStrideB = 0, callStrideC = 0;
+  bool accumulate = false; // C += op(A) op(B)
+  // Convolutions.
+  cudnnTensorDescriptor_t xDesc = nullptr, yDesc = nullptr;
+  cudnnFilterDescriptor_t wDesc = nullptr;
+  cudnnConvolutionDescriptor_t convDesc = nullptr;
+  int convAlgo = 0;
+  // Operands (GEMM: a, b, c; conv: x, w, y; copy: src, dst): buffer ids,
+  // and their addresses once memory is allocated.
+  int id0 = -1, id1 = -1, id2 = -1;
+  CUdeviceptr p0 = 0, p1 = 0, p2 = 0;
+  size_t bytes = 0;
+  // All-reduce: its bucket (also a collective wait's) and gradients.
+  int64_t bucket = -1;
+  std::vector<int> reduceIds;
+  std::vector<ReduceBuffer> reduce;
+  /// train --profile: time between the events around this step.
+  StepTime time;
+};
+
+class CudaDevice : public Device {
+public:
+  CudaDevice(const Plan &plan, const CudaOptions &options)
+      : plan(plan), options(options) {}
+  ~CudaDevice() override;
+
+  bool init(const std::string &dir, std::string &error);
+
+  std::string describe() const override { return description; }
+  /// Datasheet dense peaks (no sparsity): tensor cores for BF16 and F16,
+  /// FMA for F32 (TF32 is off).
+  double densePeakFlops(const std::string &dtype) override {
+    bool half = dtype == "BF16" || dtype == "F16";
+    auto has = [&](const char *part) {
+      return gpu.find(part) != std::string::npos;
+    };
+    if (has("H100") && has("PCIe"))
+      return half ? 756e12 : 51.2e12;
+    if (has("H100") || has("H200") || has("GH200"))
+      return half ? 989.4e12 : 66.9e12;
+    if (has("A100"))
+      return half ? 312e12 : 19.5e12;
+    return 0;
+  }
+  std::string pciBusId() const override {
+    char id[32] = {0};
+    if (cuDeviceGetPCIBusId(id, sizeof(id), device) != CUDA_SUCCESS)
+      return "";
+    return id;
+  }
+  Numerics numerics() const override { return {"cuda", gpu, 0}; }
+  void upload(int id, const void *src, size_t bytes) override;
+  void download(int id, void *dst, size_t bytes) override;
+  bool run(const std::string &function, std::string &error) override;
+  uint64_t readLater(int id, size_t bytes) override;
+  bool ready(uint64_t ticket) override;
+  void collect(uint64_t ticket, void *dst, size_t bytes) override;
+  size_t readCapacity() const override { return kReadSlots; }
+  void synchronize() override;
+  bool setCollective(Collective *collective, std::string &error) override;
+  Counters counters() const override { return launchCounters; }
+  int64_t allocatedBytes() const override { return allocated; }
+  std::vector<StepTime> stepTimes() const override {
+    return profile ? collectStepTimes(programs) : std::vector<StepTime>();
+  }
+
+private:
+  bool check(CUresult result, const char *what, std::string &error) {
+    if (result == CUDA_SUCCESS)
+      return true;
+    error = std::string(what) + " failed: " + describeResult(result);
+    return false;
+  }
+  /// Errors after load (a GPU fault, a lost device) cannot be handed back
+  /// through upload/download: the trainer stops with the reason.
+  void orDie(CUresult result, const char *what) {
+    if (result == CUDA_SUCCESS)
+      return;
+    fprintf(stderr, "train: CUDA device: %s failed: %s\n", what,
+            describeResult(result).c_str());
+    exit(1);
+  }
+  bool loadModule(const std::string &dir, std::string &error);
+  bool allocate(std::string &error);
+  bool resolveSteps(std::string &error);
+  void bindPointers();
+  bool prepareGemm(Step &step, const nlohmann::json &s, std::string &error);
+  /// Times the GEMM candidates once per shape (or takes the choice kept
+  /// in the artifact); train --profile reports all of them.
+  void chooseGemmAlgorithms(const std::string &dir);
+  bool timeGemm(Step &step, size_t candidate, double &us);
+  void reportGemmCandidates();
+  CUevent timingStart = nullptr, timingStop = nullptr;
+  bool prepareConv(Step &step, const nlohmann::json &s, std::string &error);
+  /// Issues `function`'s steps on `stream`: into a graph being captured, or
+  /// launched one by one.
+  bool issue(const std::string &function, int slot, CUstream stream,
+             std::string &error);
+  bool issueStep(const Step &step, CUstream stream, std::string &error);
+  bool staged(int id) const { return stagingOffset[id] >= 0; }
+  void waitSlotCopied(int slot) {
+    if (copyRecorded[slot])
+      orDie(cuEventSynchronize(copyDone[slot]), "cuEventSynchronize");
+  }
+  /// Joins the NCCL ranks (`mpi` null: this process alone), with the
+  /// stream and the per-bucket events the all-reduces run between.
+  bool joinRanks(Collective *mpi, std::string &error);
+  /// Waits for `event` on the compute stream; in a data-parallel run as a
+  /// rank must (NcclRanks::wait), so a stopped rank ends this one with an
+  /// error instead of a hang.
+  void awaitCompute(CUevent event, const char *what) {
+    if (!ranks) {
+      orDie(cuEventSynchronize(event), what);
+      return;
+    }
+    std::string error;
+    if (!ranks->wait(event, error)) {
+      fprintf(stderr, "train: rank %d: %s\n", ranks->rank(), error.c_str());
+      exit(1);
+    }
+  }
+
+  const Plan &plan;
+  CudaOptions options;
+  std::string description;
+  /// The GPU's name and compute capability (numerics()).
+  std::string gpu;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUmodule module = nullptr;
+  CUstream compute = nullptr, copies = nullptr;
+  cublasLtHandle_t blas = nullptr;
+  cudnnHandle_t dnn = nullptr;
+
+  CUdeviceptr memory = 0;
+  int64_t allocated = 0;
+  std::vector<CUdeviceptr> pointers;
+  CUdeviceptr workspace = 0;
+  size_t workspaceBytes = kGemmWorkspace;
+
+  // Staging: per buffer, its offset in a slot (-1: not staged).
+  std::vector<int64_t> stagingOffset;
+  std::vector<int> stagedIds;
+  int64_t stagingBytes = 0;
+  CUdeviceptr stagingDevice[2] = {0, 0};
+  char *stagingHost[2] = {nullptr, nullptr};
+  std::vector<uint64_t> version, hostVersion[2], deviceVersion[2];
+  CUevent copyDone[2] = {nullptr, nullptr}, consumed[2] = {nullptr, nullptr};
+  bool copyRecorded[2] = {false, false};
+  int nextSlot = 0;
+
+  std::map<std::string, std::vector<Step>> programs;
+  std::map<std::string, CUgraphExec> graphs[2];
+
+  char *readHost = nullptr;
+  CUevent readEvents[kReadSlots] = {};
+  uint64_t nextTicket = 0;
+
+  Counters launchCounters;
+
+  /// train --profile: steps are launched one by one (no graphs) between
+  /// events (stepTimes()); cuBLASLt's candidates are printed at exit.
+  bool profile = options.profile;
+  std::vector<CUevent> stepEvents;
+
+  /// Data parallel: the ranks, the stream their collectives run on, and
+  /// per bucket the events its all-reduce waits for (gradients ready) and
+  /// records (sums ready).
+  std::unique_ptr<NcclRanks> ranks;
+  CUstream communication = nullptr;
+  std::map<int64_t, CUevent> gradientsReady, sumsReady;
+  CUevent computeDone = nullptr;
+};
+
+} // namespace cuda_device
+} // namespace gpuc
+
+#endif // GPUC_RUNTIME_CUDA_CUDADEVICE_H

@@ -1,0 +1,311 @@
+//===- CudaLibrarySteps.cpp - GEMMs and convolutions by library --------===//
+//
+// cuBLASLt GEMMs (algorithm candidates from the heuristic, timed once per
+// shape) and cuDNN convolutions (a deterministic algorithm within the
+// workspace limit), prepared when the plan is loaded.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaDevice.h"
+
+namespace gpuc {
+namespace cuda_device {
+
+bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
+                             std::string &error) {
+  GemmStep g = gemmStepOf(s);
+  int64_t batch = g.batch, m = g.m, n = g.n, k = g.k;
+  int64_t strideA = g.strideA, strideB = g.strideB, strideC = g.strideC;
+  bool transA = g.transA, transB = g.transB;
+  // f16/bf16 operands and result (mixed precision), accumulated in f32.
+  std::string dtype = s.value("dtype", "F32");
+  cudaDataType_t dataType = dtype == "F16"    ? CUDA_R_16F
+                            : dtype == "BF16" ? CUDA_R_16BF
+                                              : CUDA_R_32F;
+  if (dataType == CUDA_R_32F && dtype != "F32") {
+    error = "plan.json: a gemm step of dtype " + dtype +
+            " (the CUDA device computes F32, F16 and BF16 ones); recompile";
+    return false;
+  }
+  int64_t elementBytes = dataType == CUDA_R_32F ? 4 : 2;
+  step.id0 = s["a"];
+  step.id1 = s["b"];
+  step.id2 = s["c"];
+  step.accumulate = g.accumulate;
+  // A weight shared by every batch entry (stride 0) folds the batch into
+  // the rows of one GEMM when A's and C's rows are one matrix.
+  if (batch > 1 && strideB == 0 && !transA && g.calls == 1 && g.lda == k &&
+      strideA == m * k && g.ldc == n && strideC == m * n) {
+    m *= batch;
+    batch = 1;
+  }
+  int64_t layoutBatch = batch;
+  // Batches whose entries are not one stride apart (layouts folded into
+  // the GEMM) are calls of strided batches.
+  step.calls = g.calls;
+  step.callStrideA = g.callStrideA * elementBytes;
+  step.callStrideB = g.callStrideB * elementBytes;
+  step.callStrideC = g.callStrideC * elementBytes;
+  if (batch > 1 && (strideA == 0 || strideB == 0)) {
+    // Other broadcasts: one GEMM per batch entry (cuBLASLt's strided
+    // batches need a nonzero stride).
+    if (g.calls > 1) {
+      error = "plan.json: a gemm step with both calls and a broadcast "
+              "operand; recompile";
+      return false;
+    }
+    step.calls = batch;
+    step.callStrideA = strideA * elementBytes;
+    step.callStrideB = strideB * elementBytes;
+    step.callStrideC = strideC * elementBytes;
+    layoutBatch = 1;
+  }
+  // Row-major C[m,n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
+  // cuBLASLt's first operand is B's memory, its second A's.
+  cublasOperation_t opFirst = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opSecond = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  auto fail = [&](cublasStatus_t status, const char *what) {
+    error = std::string("cuBLASLt ") + what + " failed for GEMM " +
+            std::to_string(m) + "x" + std::to_string(n) + "x" +
+            std::to_string(k) + ": " + cublasLtGetStatusString(status);
+    return false;
+  };
+  cublasStatus_t st;
+  if ((st = cublasLtMatmulDescCreate(&step.gemmDesc, CUBLAS_COMPUTE_32F,
+                                     CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
+    return fail(st, "cublasLtMatmulDescCreate");
+  cublasLtMatmulDescSetAttribute(step.gemmDesc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                 &opFirst, sizeof(opFirst));
+  cublasLtMatmulDescSetAttribute(step.gemmDesc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                 &opSecond, sizeof(opSecond));
+  auto layout = [&](cublasLtMatrixLayout_t &l, uint64_t rows, uint64_t cols,
+                    int64_t ld, int64_t stride) {
+    if ((st = cublasLtMatrixLayoutCreate(&l, dataType, rows, cols, ld)) !=
+        CUBLAS_STATUS_SUCCESS)
+      return false;
+    if (layoutBatch > 1) {
+      int32_t count = (int32_t)layoutBatch;
+      cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                       &count, sizeof(count));
+      cublasLtMatrixLayoutSetAttribute(
+          l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+          sizeof(stride));
+    }
+    return true;
+  };
+  // First operand: B's memory, [k,n] row-major (= n x k column-major) or,
+  // transposed, [n,k] (= k x n column-major).
+  if (!layout(step.layoutA, transB ? k : n, transB ? n : k, g.ldb, strideB))
+    return fail(st, "cublasLtMatrixLayoutCreate");
+  if (!layout(step.layoutB, transA ? m : k, transA ? k : m, g.lda, strideA))
+    return fail(st, "cublasLtMatrixLayoutCreate");
+  if (!layout(step.layoutC, n, m, g.ldc, strideC))
+    return fail(st, "cublasLtMatrixLayoutCreate");
+  cublasLtMatmulPreference_t preference;
+  cublasLtMatmulPreferenceCreate(&preference);
+  uint64_t limit = workspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(preference,
+                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                       &limit, sizeof(limit));
+  // The heuristic's candidates, in its order; chooseGemmAlgorithms times
+  // them once the memory is there.
+  cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
+  int found = 0;
+  st = cublasLtMatmulAlgoGetHeuristic(
+      blas, step.gemmDesc, step.layoutA, step.layoutB, step.layoutC,
+      step.layoutC, preference, kGemmCandidates, results, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+    return fail(st == CUBLAS_STATUS_SUCCESS ? CUBLAS_STATUS_NOT_SUPPORTED : st,
+                "cublasLtMatmulAlgoGetHeuristic");
+  step.algo = results[0].algo;
+  for (int i = 0; i < found; ++i)
+    step.candidates.push_back(results[i].algo);
+  step.shape =
+      std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+      (transA ? " A^T" : "") + (transB ? " B^T" : "") +
+      (layoutBatch > 1 ? " batch " + std::to_string(layoutBatch) : "") +
+      (step.calls > 1 ? " x" + std::to_string(step.calls) + " calls" : "");
+  return true;
+}
+
+bool CudaDevice::timeGemm(Step &step, size_t candidate, double &us) {
+  std::string error;
+  step.algo = step.candidates[candidate];
+  if (!issueStep(step, compute, error)) // warm-up
+    return false;
+  cuEventRecord(timingStart, compute);
+  for (int r = 0; r < 10; ++r)
+    issueStep(step, compute, error);
+  cuEventRecord(timingStop, compute);
+  if (cuEventSynchronize(timingStop) != CUDA_SUCCESS)
+    return false;
+  float ms = 0;
+  cuEventElapsedTime(&ms, timingStart, timingStop);
+  us = 1e3 * ms / 10;
+  return true;
+}
+
+void CudaDevice::chooseGemmAlgorithms(const std::string &dir) {
+  // A measured choice can differ from one process to the next, and two
+  // algorithms may round differently: the choices are kept beside the plan
+  // (gemm-algorithms.json, per GPU), so every later run of the artifact on
+  // this GPU takes the same ones and replays stay bit-identical.
+  std::string path = dir + "/gemm-algorithms.json";
+  nlohmann::json cache = nlohmann::json::object();
+  if (std::ifstream in(path); in)
+    cache = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!cache.is_object())
+    cache = nlohmann::json::object();
+  std::string gpu = description.substr(0, description.find(" (sm_"));
+  nlohmann::json &choices = cache[gpu];
+  if (!choices.is_object())
+    choices = nlohmann::json::object();
+  bool changed = false;
+  for (auto &[name, steps] : programs)
+    for (Step &step : steps) {
+      if (step.kind != StepKind::Gemm || step.candidates.empty())
+        continue;
+      step.chosen = 0;
+      auto known = choices.find(step.shape);
+      if (known != choices.end() && known->is_number_unsigned() &&
+          known->get<size_t>() < step.candidates.size()) {
+        step.chosen = known->get<size_t>();
+      } else if (step.candidates.size() > 1) {
+        // The first in the heuristic's order within 10 % of the fastest:
+        // a near tie keeps the heuristic's pick.
+        std::vector<double> us(step.candidates.size(), 1e30);
+        for (size_t c = 0; c < step.candidates.size(); ++c)
+          if (!timeGemm(step, c, us[c]))
+            us[c] = 1e30;
+        double best = *std::min_element(us.begin(), us.end());
+        while (step.chosen + 1 < us.size() && us[step.chosen] > 1.1 * best)
+          ++step.chosen;
+        choices[step.shape] = step.chosen;
+        changed = true;
+      }
+      step.algo = step.candidates[step.chosen];
+    }
+  if (changed) {
+    std::ofstream out(path);
+    if (out)
+      out << cache.dump(1) << "\n";
+  }
+}
+
+void CudaDevice::reportGemmCandidates() {
+  fprintf(stderr, "gpuc profile (cuda): cuBLASLt GEMMs, us per call of each "
+                  "candidate algorithm (heuristic order):\n");
+  for (auto &[name, steps] : programs)
+    for (size_t i = 0; i < steps.size(); ++i) {
+      Step &step = steps[i];
+      if (step.kind != StepKind::Gemm || step.candidates.size() < 2)
+        continue;
+      std::string line;
+      for (size_t c = 0; c < step.candidates.size(); ++c) {
+        double us = 0;
+        if (!timeGemm(step, c, us))
+          continue;
+        char text[40];
+        snprintf(text, sizeof text, " #%zu %.1f%s", c, us,
+                 c == step.chosen ? "*" : "");
+        line += text;
+      }
+      step.algo = step.candidates[step.chosen];
+      fprintf(stderr, "  %s step %zu (%s):%s\n", name.c_str(), i,
+              step.shape.c_str(), line.c_str());
+    }
+}
+
+bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
+                             std::string &error) {
+  ConvGeometry g = convGeometryOf(s);
+  step.id0 = s["x"];
+  step.id1 = s["w"];
+  step.id2 = s["y"];
+  auto fail = [&](cudnnStatus_t status, const char *what) {
+    error = std::string("cuDNN ") + what + " failed for " + step.label + " " +
+            s["x_shape"].dump() + " * " + s["w_shape"].dump() + ": " +
+            cudnnGetErrorString(status);
+    return false;
+  };
+  std::string dtype = s.value("dtype", "F32");
+  cudnnDataType_t dataType = dtype == "F16"    ? CUDNN_DATA_HALF
+                             : dtype == "BF16" ? CUDNN_DATA_BFLOAT16
+                                               : CUDNN_DATA_FLOAT;
+  if (dataType == CUDNN_DATA_FLOAT && dtype != "F32") {
+    error = "plan.json: a " + step.label + " step of dtype " + dtype +
+            " (the CUDA device computes F32, F16 and BF16 ones); recompile";
+    return false;
+  }
+  cudnnStatus_t st;
+  if ((st = cudnnCreateTensorDescriptor(&step.xDesc)) ||
+      (st = cudnnCreateTensorDescriptor(&step.yDesc)) ||
+      (st = cudnnCreateFilterDescriptor(&step.wDesc)) ||
+      (st = cudnnCreateConvolutionDescriptor(&step.convDesc)))
+    return fail(st, "descriptor creation");
+  // f32 accumulation for every data type; tensor cores for f16/bf16 (f32
+  // stays on FMA: TF32 would be 1e-3 away from the interpreter).
+  if ((st = cudnnSetTensor4dDescriptor(step.xDesc, CUDNN_TENSOR_NCHW, dataType,
+                                       g.n, g.c, g.h, g.w)) ||
+      (st = cudnnSetTensor4dDescriptor(step.yDesc, CUDNN_TENSOR_NCHW, dataType,
+                                       g.n, g.k, g.oh, g.ow)) ||
+      (st = cudnnSetFilter4dDescriptor(step.wDesc, dataType, CUDNN_TENSOR_NCHW,
+                                       g.k, g.cg, g.kh, g.kw)) ||
+      (st = cudnnSetConvolution2dDescriptor(
+           step.convDesc, g.py, g.px, g.sy, g.sx, g.dy, g.dx,
+           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) ||
+      (st = cudnnSetConvolutionGroupCount(step.convDesc, g.groups)) ||
+      (st = cudnnSetConvolutionMathType(
+           step.convDesc, dataType == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH
+                                                       : CUDNN_TENSOR_OP_MATH)))
+    return fail(st, "descriptor setup");
+  // The first deterministic FMA algorithm cuDNN's heuristics rank that fits
+  // the workspace limit: the same choice on every run of this GPU, so runs
+  // are reproducible and graph replay matches kernel-by-kernel launches.
+  auto choose = [&](auto *perfs, int count, size_t &memory) -> int {
+    for (int i = 0; i < count; ++i)
+      if (perfs[i].status == CUDNN_STATUS_SUCCESS &&
+          perfs[i].determinism == CUDNN_DETERMINISTIC &&
+          perfs[i].mathType != CUDNN_TENSOR_OP_MATH &&
+          perfs[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
+          perfs[i].memory <= kConvWorkspaceLimit) {
+        memory = perfs[i].memory;
+        return (int)perfs[i].algo;
+      }
+    return -1;
+  };
+  size_t memory = 0;
+  int count = 0;
+  if (step.kind == StepKind::Conv) {
+    cudnnConvolutionFwdAlgoPerf_t perfs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    if ((st = cudnnGetConvolutionForwardAlgorithm_v7(
+             dnn, step.xDesc, step.wDesc, step.convDesc, step.yDesc,
+             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perfs)))
+      return fail(st, "cudnnGetConvolutionForwardAlgorithm_v7");
+    step.convAlgo = choose(perfs, count, memory);
+  } else if (step.kind == StepKind::ConvBackwardInput) {
+    cudnnConvolutionBwdDataAlgoPerf_t
+        perfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    if ((st = cudnnGetConvolutionBackwardDataAlgorithm_v7(
+             dnn, step.wDesc, step.yDesc, step.convDesc, step.xDesc,
+             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perfs)))
+      return fail(st, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    step.convAlgo = choose(perfs, count, memory);
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t
+        perfs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    if ((st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+             dnn, step.xDesc, step.yDesc, step.convDesc, step.wDesc,
+             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perfs)))
+      return fail(st, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    step.convAlgo = choose(perfs, count, memory);
+  }
+  if (step.convAlgo < 0)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED,
+                "algorithm choice (no deterministic FP32 algorithm)");
+  workspaceBytes = std::max(workspaceBytes, memory);
+  return true;
+}
+
+} // namespace cuda_device
+} // namespace gpuc
