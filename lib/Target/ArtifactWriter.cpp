@@ -109,6 +109,8 @@ bool writeStepFiles(StepProgram &program, const ArtifactOptions &options) {
   if (options.cuda)
     program.plan["targets"].push_back("cuda");
   program.plan["model"] = llvm::sys::path::filename(options.modelPath).str();
+  if (options.tf32)
+    program.plan["tf32"] = true;
   if (!writeWeights(program, options))
     return false;
   if (!writeFile(dir + "/plan.json", program.plan.dump(1)) ||

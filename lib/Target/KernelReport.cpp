@@ -115,6 +115,9 @@ bool writeKernelReport(const nlohmann::json &plan,
                  << options.precision["storage"].get<std::string>()
                  << " storage, loss scaling "
                  << options.precision["loss_scale"].get<std::string>() << "\n";
+  if (plan.value("tf32", false))
+    llvm::outs() << "tf32: on the GPU, F32 GEMMs and convolutions use TF32 "
+                    "tensor cores (--tf32)\n";
   if (plan.contains("data_parallel")) {
     const json &dp = plan["data_parallel"];
     llvm::outs() << llvm::formatv(

@@ -317,6 +317,8 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
                  error))
         return false;
   }
+  if (tf32)
+    description += ", F32 GEMMs and convolutions on TF32 tensor cores";
   description += options.graphs ? ", one CUDA Graph launch per step"
                  : profile      ? ", kernel-by-kernel launches timed one by "
                                   "one (--profile)"

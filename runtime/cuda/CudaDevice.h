@@ -101,25 +101,26 @@ struct Step {
 class CudaDevice : public Device {
 public:
   CudaDevice(const Plan &plan, const CudaOptions &options)
-      : plan(plan), options(options) {}
+      : plan(plan), options(options), tf32(plan.json.value("tf32", false)) {}
   ~CudaDevice() override;
 
   bool init(const std::string &dir, std::string &error);
 
   std::string describe() const override { return description; }
   /// Datasheet dense peaks (no sparsity): tensor cores for BF16 and F16,
-  /// FMA for F32 (TF32 is off).
+  /// for F32 TF32 tensor cores where the model was compiled --tf32, else
+  /// FMA.
   double densePeakFlops(const std::string &dtype) override {
     bool half = dtype == "BF16" || dtype == "F16";
     auto has = [&](const char *part) {
       return gpu.find(part) != std::string::npos;
     };
     if (has("H100") && has("PCIe"))
-      return half ? 756e12 : 51.2e12;
+      return half ? 756e12 : tf32 ? 378e12 : 51.2e12;
     if (has("H100") || has("H200") || has("GH200"))
-      return half ? 989.4e12 : 66.9e12;
+      return half ? 989.4e12 : tf32 ? 494.7e12 : 66.9e12;
     if (has("A100"))
-      return half ? 312e12 : 19.5e12;
+      return half ? 312e12 : tf32 ? 156e12 : 19.5e12;
     return 0;
   }
   std::string pciBusId() const override {
@@ -202,6 +203,8 @@ private:
 
   const Plan &plan;
   CudaOptions options;
+  /// gpuc compile --tf32: F32 GEMMs and convolutions on TF32 tensor cores.
+  bool tf32 = false;
   std::string description;
   /// The GPU's name and compute capability (numerics()).
   std::string gpu;

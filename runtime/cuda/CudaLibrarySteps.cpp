@@ -70,8 +70,13 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
     return false;
   };
   cublasStatus_t st;
-  if ((st = cublasLtMatmulDescCreate(&step.gemmDesc, CUBLAS_COMPUTE_32F,
-                                     CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
+  // F32 operands on FMA units, or on TF32 tensor cores where the model was
+  // compiled --tf32 (10-bit mantissas in the products, f32 sums).
+  cublasComputeType_t compute = dataType == CUDA_R_32F && tf32
+                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                    : CUBLAS_COMPUTE_32F;
+  if ((st = cublasLtMatmulDescCreate(&step.gemmDesc, compute, CUDA_R_32F)) !=
+      CUBLAS_STATUS_SUCCESS)
     return fail(st, "cublasLtMatmulDescCreate");
   cublasLtMatmulDescSetAttribute(step.gemmDesc, CUBLASLT_MATMUL_DESC_TRANSA,
                                  &opFirst, sizeof(opFirst));
@@ -237,14 +242,15 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
             " (the CUDA device computes F32, F16 and BF16 ones); recompile";
     return false;
   }
+  bool tensorCores = dataType != CUDNN_DATA_FLOAT || tf32;
   cudnnStatus_t st;
   if ((st = cudnnCreateTensorDescriptor(&step.xDesc)) ||
       (st = cudnnCreateTensorDescriptor(&step.yDesc)) ||
       (st = cudnnCreateFilterDescriptor(&step.wDesc)) ||
       (st = cudnnCreateConvolutionDescriptor(&step.convDesc)))
     return fail(st, "descriptor creation");
-  // f32 accumulation for every data type; tensor cores for f16/bf16 (f32
-  // stays on FMA: TF32 would be 1e-3 away from the interpreter).
+  // f32 accumulation for every data type; tensor cores for f16/bf16, and
+  // for f32 only with --tf32 (TF32 is 1e-3 away from the interpreter).
   if ((st = cudnnSetTensor4dDescriptor(step.xDesc, CUDNN_TENSOR_NCHW, dataType,
                                        g.n, g.c, g.h, g.w)) ||
       (st = cudnnSetTensor4dDescriptor(step.yDesc, CUDNN_TENSOR_NCHW, dataType,
@@ -256,17 +262,18 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
            CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) ||
       (st = cudnnSetConvolutionGroupCount(step.convDesc, g.groups)) ||
       (st = cudnnSetConvolutionMathType(
-           step.convDesc, dataType == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH
-                                                       : CUDNN_TENSOR_OP_MATH)))
+           step.convDesc, tensorCores ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH)))
     return fail(st, "descriptor setup");
-  // The first deterministic FMA algorithm cuDNN's heuristics rank that fits
-  // the workspace limit: the same choice on every run of this GPU, so runs
-  // are reproducible and graph replay matches kernel-by-kernel launches.
+  // The first deterministic algorithm cuDNN's heuristics rank that fits the
+  // workspace limit, on tensor cores only where the data type allows them
+  // (never converting f32 operands to f16): the same choice on every run
+  // of this GPU, so runs are reproducible and graph replay matches
+  // kernel-by-kernel launches.
   auto choose = [&](auto *perfs, int count, size_t &memory) -> int {
     for (int i = 0; i < count; ++i)
       if (perfs[i].status == CUDNN_STATUS_SUCCESS &&
           perfs[i].determinism == CUDNN_DETERMINISTIC &&
-          perfs[i].mathType != CUDNN_TENSOR_OP_MATH &&
+          (tensorCores || perfs[i].mathType != CUDNN_TENSOR_OP_MATH) &&
           perfs[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
           perfs[i].memory <= kConvWorkspaceLimit) {
         memory = perfs[i].memory;

@@ -173,6 +173,11 @@ bool artifactOptionsFromFlags(gpuc::ArtifactOptions &artifact,
                       : std::max(1u, std::thread::hardware_concurrency());
   artifact.dumpDir = dumpDir;
   artifact.noWeights = noWeights;
+  artifact.tf32 = tf32;
+  if (tf32 && !artifact.cuda)
+    llvm::errs() << "gpuc compile: warning: --tf32 changes only the GPU's "
+                    "F32 GEMMs and convolutions, and this artifact has no "
+                    "GPU target (--target cuda or all)\n";
   if (!dumpDir.empty())
     if (std::error_code ec =
             llvm::sys::fs::create_directories(dumpDir.getValue())) {

@@ -100,6 +100,7 @@ extern cl::opt<unsigned> compileJobs;
 extern cl::opt<bool> nvrtcWhole;
 extern cl::opt<bool> noArtifactCache;
 extern cl::opt<bool> noWeights;
+extern cl::opt<bool> tf32;
 extern cl::opt<bool> noCache;
 extern cl::opt<bool> report;
 extern cl::opt<std::string> memoryPictureFile;

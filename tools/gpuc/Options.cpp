@@ -225,6 +225,13 @@ cl::opt<bool> noWeights(
              "small artifact to carry); its trainer takes them with --init "
              "FILE.safetensors"),
     cl::init(false), cl::cat(compileCategory));
+cl::opt<bool>
+    tf32("tf32",
+         cl::desc("compile: on the GPU, F32 GEMMs and convolutions use TF32 "
+                  "tensor cores (products of 10-bit mantissas, f32 sums: about "
+                  "1e-3 from the CPU's results, as PyTorch's "
+                  "allow_tf32); off by default, for parity"),
+         cl::init(false), cl::cat(compileCategory));
 cl::opt<bool> noCache("no-cache",
                       cl::desc("compile: compile the CPU kernels "
                                "without the cache"),

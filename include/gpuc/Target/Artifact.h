@@ -56,6 +56,9 @@ struct ArtifactOptions {
   /// --no-weights: the model's weights are left out of the artifact (its
   /// trainer needs --init).
   bool noWeights = false;
+  /// --tf32: the GPU computes F32 GEMMs and convolutions on TF32 tensor
+  /// cores (plan.json "tf32").
+  bool tf32 = false;
   /// --data-parallel: the trainer joins several ranks (the MPI plugin
   /// travels with it).
   bool dataParallel = false;
