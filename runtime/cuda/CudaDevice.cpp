@@ -402,6 +402,50 @@ CudaDevice::~CudaDevice() {
     cuDevicePrimaryCtxRelease(device);
 }
 
+MachinePeaks CudaDevice::measurePeaks() {
+  MachinePeaks peaks;
+  // The GEMMs' data type: a mixed-precision step's are 16-bit.
+  std::string dtype = "F32";
+  for (const auto &[name, steps] : programs)
+    for (const Step &step : steps)
+      if (step.kind == StepKind::Gemm && step.dtype != "F32")
+        dtype = step.dtype;
+  peaks.flopsPerSecond = densePeakFlops(dtype);
+  std::string flops = peaks.flopsPerSecond > 0
+                          ? dtype + (dtype == "F32" && tf32 ? " (TF32)" : "") +
+                                " datasheet dense peak"
+                          : "no datasheet FLOP peak for this GPU";
+  const size_t bytes = 256 << 20;
+  CUdeviceptr from = 0, to = 0;
+  if (cuMemAlloc(&from, bytes) != CUDA_SUCCESS ||
+      cuMemAlloc(&to, bytes) != CUDA_SUCCESS) {
+    if (from)
+      cuMemFree(from);
+    peaks.how =
+        "bandwidth not measured (no 512 MiB free beside the plan), " + flops;
+    return peaks;
+  }
+  synchronize();
+  float best = 0;
+  for (int r = 0; r < 6; ++r) {
+    float ms = 0;
+    if (cuEventRecord(timingStart, compute) != CUDA_SUCCESS ||
+        cuMemcpyDtoDAsync(to, from, bytes, compute) != CUDA_SUCCESS ||
+        cuEventRecord(timingStop, compute) != CUDA_SUCCESS ||
+        cuEventSynchronize(timingStop) != CUDA_SUCCESS ||
+        cuEventElapsedTime(&ms, timingStart, timingStop) != CUDA_SUCCESS)
+      break;
+    if (r > 0 && (best == 0 || ms < best))
+      best = ms;
+  }
+  cuMemFree(from);
+  cuMemFree(to);
+  if (best > 0)
+    peaks.bytesPerSecond = 2.0 * bytes / (best / 1e3);
+  peaks.how = "copy of 256 MiB on the device, " + flops;
+  return peaks;
+}
+
 void CudaDevice::synchronize() {
   orDie(cuStreamSynchronize(copies), "cuStreamSynchronize");
   if (!ranks) {

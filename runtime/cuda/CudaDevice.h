@@ -67,8 +67,10 @@ struct Step {
   std::vector<int> argIds;
   std::vector<CUdeviceptr> argValues;
   std::vector<void *> argPointers;
-  // GEMM: cuBLASLt descriptors and the algorithm chosen at load. `calls`
+  // GEMM: its data type ("F32", "F16", "BF16"), cuBLASLt descriptors and
+  // the algorithm chosen at load. `calls`
   // > 1 when a broadcast operand (batch stride 0) is issued per batch.
+  std::string dtype = "F32";
   cublasLtMatmulDesc_t gemmDesc = nullptr;
   cublasLtMatrixLayout_t layoutA = nullptr, layoutB = nullptr,
                          layoutC = nullptr;
@@ -123,6 +125,11 @@ public:
       return half ? 312e12 : tf32 ? 156e12 : 19.5e12;
     return 0;
   }
+  /// train --profile's peaks: the bandwidth of a device-to-device copy of
+  /// 256 MiB (read and write counted, best of 5 after a warm-up: what the
+  /// GPU's memory achieves, below the datasheet's), and the datasheet's
+  /// dense FLOP rate for the plan's GEMM data type.
+  MachinePeaks measurePeaks() override;
   std::string pciBusId() const override {
     char id[32] = {0};
     if (cuDeviceGetPCIBusId(id, sizeof(id), device) != CUDA_SUCCESS)

@@ -27,6 +27,7 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
     return false;
   }
   int64_t elementBytes = dataType == CUDA_R_32F ? 4 : 2;
+  step.dtype = dtype;
   step.id0 = s["a"];
   step.id1 = s["b"];
   step.id2 = s["c"];

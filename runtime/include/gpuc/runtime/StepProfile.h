@@ -6,7 +6,7 @@
 // (chrome://tracing or ui.perfetto.dev) of a few steps: every kernel,
 // library call and copy, the host's training steps and the loader's waits;
 // and prints the roofline table here: per plan step its bytes and FLOPs
-// (from plan.json), achieved GB/s and GFLOP/s and their share of this
+// (from plan.json), achieved GB/s and FLOP/s and their share of this
 // machine's peaks measured at start, and a one-line verdict on what bounds
 // the step. Header-only: the CUDA plugin links no part of the runtime.
 //
@@ -166,10 +166,14 @@ inline void printRoofline(const std::string &device,
     fprintf(stderr, ", %.3f ms wall per training step (%lld steps)",
             1e3 * host.wallSeconds / host.steps, (long long)host.steps);
   fprintf(stderr, "\n");
-  if (peaks.bytesPerSecond > 0)
-    fprintf(stderr, "machine peaks: %.1f GB/s, %.1f GFLOP/s (%s)\n",
-            peaks.bytesPerSecond / 1e9, peaks.flopsPerSecond / 1e9,
-            peaks.how.c_str());
+  // A GPU's rates in TFLOP/s, a CPU's in GFLOP/s.
+  bool tera = peaks.flopsPerSecond >= 1e13;
+  double flopUnit = tera ? 1e12 : 1e9;
+  const char *flopName = tera ? "TFLOP/s" : "GFLOP/s";
+  if (peaks.bytesPerSecond > 0 || peaks.flopsPerSecond > 0)
+    fprintf(stderr, "machine peaks: %.1f GB/s, %.1f %s (%s)\n",
+            peaks.bytesPerSecond / 1e9, peaks.flopsPerSecond / flopUnit,
+            flopName, peaks.how.c_str());
   // A step whose FLOPs per byte are below the machine's balance is bound
   // by memory, above it by compute.
   double balance = peaks.bytesPerSecond > 0
@@ -177,20 +181,20 @@ inline void printRoofline(const std::string &device,
                        : 0;
   fprintf(stderr, "%-12s %-10s %5s %9s %6s %9s %10s %8s %5s %9s %5s  %s\n",
           "function", "step", "#", "ms/run", "share", "MB/run", "MFLOP/run",
-          "GB/s", "%bw", "GFLOP/s", "%fl", "bound");
+          "GB/s", "%bw", flopName, "%fl", "bound");
   double memorySeconds = 0, computeSeconds = 0;
   double memoryShareOfPeak = 0, computeShareOfPeak = 0;
   for (const StepTime *s : timed) {
     double each = s->perRun();
     double gbs = s->bytes / std::max(each, 1e-12) / 1e9;
-    double gflops = s->flops / std::max(each, 1e-12) / 1e9;
+    double rate = s->flops / std::max(each, 1e-12) / flopUnit;
     double share = each / std::max(perFunction[s->function], 1e-12);
     bool computeBound =
         s->bytes <= 0 || (balance > 0 && s->flops / s->bytes >= balance);
     double bw =
         peaks.bytesPerSecond > 0 ? 100.0 * gbs * 1e9 / peaks.bytesPerSecond : 0;
     double fl = peaks.flopsPerSecond > 0
-                    ? 100.0 * gflops * 1e9 / peaks.flopsPerSecond
+                    ? 100.0 * rate * flopUnit / peaks.flopsPerSecond
                     : 0;
     if (s->function == "train_step") {
       (computeBound ? computeSeconds : memorySeconds) += each;
@@ -201,7 +205,7 @@ inline void printRoofline(const std::string &device,
             "%-12s %-10s %5zu %9.4f %5.1f%% %9.3f %10.3f %8.2f %5.1f %9.2f "
             "%5.1f  %s\n",
             s->function.c_str(), s->label.c_str(), s->index, 1e3 * each,
-            100 * share, s->bytes / 1e6, s->flops / 1e6, gbs, bw, gflops, fl,
+            100 * share, s->bytes / 1e6, s->flops / 1e6, gbs, bw, rate, fl,
             computeBound ? "compute" : "memory");
   }
   // The verdict: the loader, then launches (time outside device steps),
