@@ -140,12 +140,18 @@ bool writeKernelReport(const nlohmann::json &plan,
   for (const json &c : report["chunked_losses"]) {
     int64_t rows = c["rows"], classes = c["classes"], chunk = c["chunk_rows"],
             bytes = c["element_bytes"];
+    std::string padded =
+        c.contains("padded_from")
+            ? llvm::formatv(" (classes padded from {0}: --pad-classes)",
+                            c["padded_from"].get<int64_t>())
+                  .str()
+            : "";
     llvm::outs() << llvm::formatv(
-        "head: linear cross-entropy over {0} x {1} logits in {2} chunks of "
-        "{3} rows: {4:f2} MiB of logits at a time, not {5:f2} MiB\n",
+        "head: linear cross-entropy over {0} x {1} logits{6} in {2} chunks "
+        "of {3} rows: {4:f2} MiB of logits at a time, not {5:f2} MiB\n",
         rows, classes, (rows + chunk - 1) / chunk, chunk,
         mib(std::min(chunk, rows) * classes * bytes),
-        mib(rows * classes * bytes));
+        mib(rows * classes * bytes), padded);
   }
   for (const json &f : report["frozen"]) {
     llvm::outs() << "frozen: @" << f["name"].get<std::string>() << ": "

@@ -324,8 +324,14 @@ struct DecomposeLinearCrossEntropy : OpRewritePattern<LinearCrossEntropyOp> {
 /// the sum so far (a GEMM accumulating over it).
 struct DecomposeLinearCrossEntropyGrad
     : OpRewritePattern<LinearCrossEntropyGradOp> {
-  DecomposeLinearCrossEntropyGrad(MLIRContext *context, int64_t chunkRows)
-      : OpRewritePattern(context), chunkRows(chunkRows) {}
+  DecomposeLinearCrossEntropyGrad(MLIRContext *context, int64_t chunkRows,
+                                  int64_t padClasses)
+      : OpRewritePattern(context), chunkRows(chunkRows),
+        padClasses(padClasses) {}
+
+  /// Classes padded to a multiple of `padClasses` (0: never), from a
+  /// vocabulary of at least this many: below it the head's GEMMs are small.
+  static constexpr int64_t kPadMinClasses = 1024;
 
   LogicalResult matchAndRewrite(LinearCrossEntropyGradOp op,
                                 PatternRewriter &rewriter) const override {
@@ -334,9 +340,32 @@ struct DecomposeLinearCrossEntropyGrad
     Value bias = op.getBias();
     Type element = getElementTypeOrSelf(x.getType());
     int64_t rows = TensorBuilder::shapeOf(x)[0],
-            classes = TensorBuilder::shapeOf(w)[0];
+            classes = TensorBuilder::shapeOf(w)[0],
+            features = TensorBuilder::shapeOf(x)[1];
+    // A vocabulary that is not a multiple of the GPU's GEMM tiles (GPT-2's
+    // 50,257) runs the head's three GEMMs over zero rows of the weight up
+    // to one (50,304), the padded classes' logits set to -inf: their
+    // exponentials are exactly 0, so the loss and the real classes'
+    // gradients are those of the unpadded head, and the padded rows'
+    // gradients, 0, are cut off once per step.
+    int64_t padded = classes;
+    if (padClasses > 0 && classes >= kPadMinClasses && classes % padClasses)
+      padded = (classes + padClasses - 1) / padClasses * padClasses;
+    Value wp = w, biasPadded = bias;
+    if (padded != classes) {
+      wp = PadOp::create(rewriter, op.getLoc(),
+                         RankedTensorType::get({padded, features}, element), w,
+                         ArrayRef<int64_t>{0, 0},
+                         ArrayRef<int64_t>{padded - classes, 0},
+                         rewriter.getF64FloatAttr(0.0));
+      if (bias)
+        biasPadded = PadOp::create(
+            rewriter, op.getLoc(), RankedTensorType::get({padded}, element),
+            bias, ArrayRef<int64_t>{0}, ArrayRef<int64_t>{padded - classes},
+            rewriter.getF64FloatAttr(0.0));
+    }
     int64_t chunk = linearLossChunkRows(
-        rows, classes, element.getIntOrFloatBitWidth() / 8, chunkRows);
+        rows, padded, element.getIntOrFloatBitWidth() / 8, chunkRows);
     std::optional<int64_t> ignore = op.getIgnoreIndex();
     auto validOf = [&](Value y) {
       return B.castTo(
@@ -356,12 +385,24 @@ struct DecomposeLinearCrossEntropyGrad
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       int64_t r1 = std::min(rows, r0 + chunk), n = r1 - r0;
       Value xc = rowSlice(B, x, r0, r1), yc = rowSlice(B, labels, r0, r1);
-      Value z = DecomposeLinearCrossEntropy::linearLogits(B, xc, w, bias);
+      Value z =
+          DecomposeLinearCrossEntropy::linearLogits(B, xc, wp, biasPadded);
+      // The labelled logit is picked by a product with the one-hot row,
+      // before the padded ones are -inf (-inf times 0 is NaN).
+      Value unmasked = z;
+      if (padded != classes) {
+        Value column = IotaOp::create(
+            rewriter, op.getLoc(),
+            RankedTensorType::get({n, padded}, rewriter.getI64Type()), 1);
+        z = B.select(B.cmp(ComparePredicate::lt, column,
+                           B.splat(column, (double)classes)),
+                     z, B.splat(z, -INFINITY));
+      }
       Value oneHot = B.oneHot(z, yc);
       Value max = B.max(z, {1}, true);
-      Value e = B.exp(B.sub(z, B.expand(max, {n, classes})));
+      Value e = B.exp(B.sub(z, B.expand(max, {n, padded})));
       Value sum = B.sum(e, {1}, true);
-      Value picked = B.sum(B.mul(z, oneHot), {1}, false);
+      Value picked = B.sum(B.mul(unmasked, oneHot), {1}, false);
       Value losses = B.add(B.sub(B.reshape(B.loc, max, {n}), picked),
                            B.reshape(B.loc, B.log(sum), {n}));
       Value rowWeight = B.expand(scalarWeight, {n});
@@ -373,13 +414,12 @@ struct DecomposeLinearCrossEntropyGrad
       Value partial = B.sum(losses, {0}, false);
       total = total ? B.add(total, partial) : partial;
       Value dz =
-          B.mul(B.sub(B.div(e, B.expand(sum, {n, classes})), oneHot),
-                B.expand(B.reshape(B.loc, rowWeight, {n, 1}), {n, classes}));
+          B.mul(B.sub(B.div(e, B.expand(sum, {n, padded})), oneHot),
+                B.expand(B.reshape(B.loc, rowWeight, {n, 1}), {n, padded}));
       inputGrads.push_back(MatmulOp::create(
-          rewriter, op.getLoc(),
-          RankedTensorType::get({n, TensorBuilder::shapeOf(x)[1]}, element), dz,
-          w));
-      weightGrad = MatmulOp::create(rewriter, op.getLoc(), w.getType(), dz, xc,
+          rewriter, op.getLoc(), RankedTensorType::get({n, features}, element),
+          dz, wp));
+      weightGrad = MatmulOp::create(rewriter, op.getLoc(), wp.getType(), dz, xc,
                                     weightGrad, /*transpose_lhs=*/true,
                                     /*transpose_rhs=*/false);
       if (bias) {
@@ -387,7 +427,19 @@ struct DecomposeLinearCrossEntropyGrad
         biasGrad = biasGrad ? B.add(biasGrad, partialBias) : partialBias;
       }
     }
-    recordChunks(op, rows, classes, chunk, element.getIntOrFloatBitWidth() / 8);
+    if (padded != classes) {
+      weightGrad = SliceOp::create(rewriter, op.getLoc(), w.getType(),
+                                   weightGrad, ArrayRef<int64_t>{0, 0},
+                                   ArrayRef<int64_t>{classes, features},
+                                   ArrayRef<int64_t>{1, 1});
+      if (bias)
+        biasGrad =
+            SliceOp::create(rewriter, op.getLoc(), bias.getType(), biasGrad,
+                            ArrayRef<int64_t>{0}, ArrayRef<int64_t>{classes},
+                            ArrayRef<int64_t>{1});
+    }
+    recordChunks(op, rows, padded, classes, chunk,
+                 element.getIntOrFloatBitWidth() / 8);
     Value loss = count ? B.div(total, count) : total;
     Value inputGrad = inputGrads.size() == 1
                           ? inputGrads[0]
@@ -408,8 +460,10 @@ struct DecomposeLinearCrossEntropyGrad
   }
 
   /// What --report shows: the head's logits, and a chunk's.
+  /// `classes` as the GEMMs run them, `vocabulary` the head's own.
   static void recordChunks(Operation *op, int64_t rows, int64_t classes,
-                           int64_t chunk, int64_t elementBytes) {
+                           int64_t vocabulary, int64_t chunk,
+                           int64_t elementBytes) {
     auto step = op->getParentOfType<func::FuncOp>();
     if (!step)
       return;
@@ -418,16 +472,19 @@ struct DecomposeLinearCrossEntropyGrad
     if (auto old =
             step->getAttrOfType<ArrayAttr>(GpucDialect::kChunkedLossesAttrName))
       llvm::append_range(records, old.getValue());
-    records.push_back(b.getDictionaryAttr({
+    SmallVector<NamedAttribute> record = {
         b.getNamedAttr("rows", b.getI64IntegerAttr(rows)),
         b.getNamedAttr("classes", b.getI64IntegerAttr(classes)),
         b.getNamedAttr("chunk_rows", b.getI64IntegerAttr(chunk)),
-        b.getNamedAttr("element_bytes", b.getI64IntegerAttr(elementBytes)),
-    }));
+        b.getNamedAttr("element_bytes", b.getI64IntegerAttr(elementBytes))};
+    if (vocabulary != classes)
+      record.push_back(
+          b.getNamedAttr("padded_from", b.getI64IntegerAttr(vocabulary)));
+    records.push_back(b.getDictionaryAttr(record));
     step->setAttr(GpucDialect::kChunkedLossesAttrName, b.getArrayAttr(records));
   }
 
-  int64_t chunkRows;
+  int64_t chunkRows, padClasses;
 };
 
 /// An attention's mask broadcast to the scores' `shape`. A triangular one
@@ -602,10 +659,16 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
                  DecomposeLinearCrossEntropy>(&getContext());
     if (lossChunkRows < 0) {
       getOperation().emitError()
-          << "loss-chunk-rows " << lossChunkRows << " is negative";
+          << "loss-chunk-rows " << (int64_t)lossChunkRows << " is negative";
       return signalPassFailure();
     }
-    patterns.add<DecomposeLinearCrossEntropyGrad>(&getContext(), lossChunkRows);
+    if (padClasses < 0) {
+      getOperation().emitError()
+          << "pad-classes " << (int64_t)padClasses << " is negative";
+      return signalPassFailure();
+    }
+    patterns.add<DecomposeLinearCrossEntropyGrad>(&getContext(), lossChunkRows,
+                                                  padClasses);
     if (attention == "gemm") {
       // Layouts are folded after this pass, into the GEMMs it builds.
       WalkResult folded = getOperation().walk([](Operation *op) {

@@ -42,6 +42,10 @@ MODELS = {
     # ending in a partial block and a partial group of lanes. Written by
     # write_wide_head.
     "widehead": ("image", (4, 24), "float", (4,), 3001, []),
+    # The same linear layer with a bias straight into the loss: a
+    # gpuc.linear_cross_entropy over 3,001 classes (padded to 3,008 under
+    # --pad-classes=64).
+    "widelinear": ("image", (4, 24), "float", (4,), 3001, []),
     # PyTorch models of torch_parity.py, exported here (needs torch): the
     # LSTM and GRU classifiers, 2-D upsampling layers (padding modes,
     # instance/group norm, ConvTranspose, Resize), 1-D convolutions and
@@ -60,27 +64,30 @@ MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt",
 
 
 
-def write_wide_head(path):
-    """The widehead model as ONNX text, its weights drawn here (3001 x 24
-    of them: too many to keep in a file of the tests)."""
+def write_wide_head(path, name):
+    """The widehead or widelinear model as ONNX text, its weights drawn here
+    (3001 x 24 of them: too many to keep in a file of the tests)."""
     rng = np.random.default_rng(3)
-    classes, features = MODELS["widehead"][4], MODELS["widehead"][1][1]
+    classes, features = MODELS[name][4], MODELS[name][1][1]
 
     def values(*shape, scale):
         return ", ".join("%.4f" % v
                          for v in rng.uniform(-scale, scale, shape).ravel())
     with open(path, "w") as f:
         f.write('<\n  ir_version: 8,\n  opset_import: ["" : 17]\n>\n')
-        f.write("widehead (float[N, %d] image) => (float[N, %d] logits)\n"
-                % (features, classes))
+        f.write("%s (float[N, %d] image) => (float[N, %d] logits)\n"
+                % (name, features, classes))
         f.write("<float[%d, %d] w = {%s}, float[%d] gain = {%s}, "
                 "float[%d] shift = {%s}>\n"
                 % (features, classes, values(features, classes, scale=0.3),
                    classes, values(classes, scale=2.0), classes,
                    values(classes, scale=0.5)))
-        f.write("{\n  z = MatMul(image, w)\n"
-                "  logits = LayerNormalization<axis = -1>(z, gain, shift)\n"
-                "}\n")
+        f.write("{\n  z = MatMul(image, w)\n")
+        if name == "widehead":
+            f.write("  logits = LayerNormalization<axis = -1>(z, gain, "
+                    "shift)\n}\n")
+        else:
+            f.write("  logits = Add(z, shift)\n}\n")
     return path
 
 
@@ -110,8 +117,8 @@ def check(args, name, optimizer, work):
         name, os.path.join("examples", name + ".onnx")))
     if name in TORCH_MODELS:
         model = export_torch_model(args, name, work)
-    if name == "widehead":
-        model = write_wide_head(os.path.join(work, "widehead.onnxtxt"))
+    if name in ("widehead", "widelinear"):
+        model = write_wide_head(os.path.join(work, name + ".onnxtxt"), name)
     out = os.path.join(work, name + "-" + optimizer)
     common = ["--batch", "4", "--optimizer", optimizer,
               "--precision", args.precision] + extra
@@ -161,7 +168,7 @@ def main():
     p.add_argument("--src", required=True)
     p.add_argument("--models",
                    default="mlp,cnn,transformer,windows,recurrent,attention,"
-                   "embedding,widehead")
+                   "embedding,widehead,widelinear")
     p.add_argument("--optimizers", default="sgd,adamw")
     p.add_argument("--precision", default="fp32", choices=sorted(TOLERANCE))
     p.add_argument("--compile-flag", action="append", default=[],

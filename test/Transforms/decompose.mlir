@@ -2,6 +2,9 @@
 // RUN: gpuc-opt %s --gpuc-decompose=attention=flash -split-input-file | FileCheck %s --check-prefix=FLASH
 // RUN: not gpuc-opt %s --gpuc-decompose=attention=dense -split-input-file 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: gpuc-opt %s --gpuc-decompose=loss-chunk-rows=4 -split-input-file | FileCheck %s --check-prefix=CHUNK
+// RUN: gpuc-opt %s --gpuc-decompose=pad-classes=64 -split-input-file | FileCheck %s --check-prefix=PAD
+// RUN: not gpuc-opt %s --gpuc-decompose=pad-classes=-1 -split-input-file 2>&1 | FileCheck %s --check-prefix=NEGPAD
+// NEGPAD: pad-classes -1 is negative
 // UNKNOWN: unknown attention lowering 'dense'; the lowerings are gemm and flash
 
 // Composite ops become reductions and elementwise core ops.
@@ -261,6 +264,9 @@ func.func @attention_with_grad(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>,
 // CHECK: %[[DW:.+]] = gpuc.matmul %{{.+}}, %arg0 transpose_lhs : (tensor<10x12xf32>, tensor<10x3xf32>) -> tensor<12x3xf32>
 // CHECK-NOT: gpuc.concat
 // CHECK: return %{{.+}}, %[[DX]], %[[DW]]
+// PAD-LABEL: func.func @linear_loss
+// PAD-NOT: gpuc.pad
+// PAD: return
 // CHUNK-LABEL: func.func @linear_loss
 // CHUNK: %[[X0:.+]] = gpuc.slice %arg0 starts = [0, 0] limits = [4, 3]
 // CHUNK: %[[Y0:.+]] = gpuc.slice %arg2 starts = [0] limits = [4]
@@ -278,4 +284,25 @@ func.func @linear_loss(%x: tensor<10x3xf32>, %w: tensor<12x3xf32>, %y: tensor<10
   %l0 = gpuc.linear_cross_entropy %x, %w, %y reduction = mean : (tensor<10x3xf32>, tensor<12x3xf32>, tensor<10xi64>) -> tensor<f32>
   %l, %dx, %dw = gpuc.linear_cross_entropy_grad %x, %w, %y, %g reduction = mean : (tensor<10x3xf32>, tensor<12x3xf32>, tensor<10xi64>, tensor<f32>) -> (tensor<f32>, tensor<10x3xf32>, tensor<12x3xf32>)
   return %l0, %dx, %dw : tensor<f32>, tensor<10x3xf32>, tensor<12x3xf32>
+}
+
+// -----
+
+// With pad-classes=64, a head of 1,030 classes runs over its weight padded
+// with zero rows to 1,088, the padded logits -inf; the labelled logit is
+// picked before them, and the weight's gradient is cut back to 1,030 rows.
+// A head under 1,024 classes (@linear_loss) is not padded.
+// PAD-LABEL: func.func @padded_head
+// PAD: %[[WP:.+]] = gpuc.pad %arg1 low = [0, 0] high = [58, 0] value = 0.000000e+00 : tensor<1030x3xf32> -> tensor<1088x3xf32>
+// PAD: %[[Z:.+]] = gpuc.matmul %arg0, %[[WP]] transpose_rhs : (tensor<10x3xf32>, tensor<1088x3xf32>) -> tensor<10x1088xf32>
+// PAD: %[[COLUMN:.+]] = gpuc.iota dim = 1 : tensor<10x1088xi64>
+// PAD: %[[REAL:.+]] = gpuc.compare lt, %[[COLUMN]]
+// PAD: gpuc.select %[[REAL]], %[[Z]]
+// PAD: %[[DX:.+]] = gpuc.matmul %{{.+}}, %[[WP]] : (tensor<10x1088xf32>, tensor<1088x3xf32>) -> tensor<10x3xf32>
+// PAD: %[[DWP:.+]] = gpuc.matmul %{{.+}}, %arg0 transpose_lhs : (tensor<10x1088xf32>, tensor<10x3xf32>) -> tensor<1088x3xf32>
+// PAD: %[[DW:.+]] = gpuc.slice %[[DWP]] starts = [0, 0] limits = [1030, 3]
+// PAD: return %{{.+}}, %[[DX]], %[[DW]]
+func.func @padded_head(%x: tensor<10x3xf32>, %w: tensor<1030x3xf32>, %y: tensor<10xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<10x3xf32>, tensor<1030x3xf32>) {
+  %l, %dx, %dw = gpuc.linear_cross_entropy_grad %x, %w, %y, %g reduction = mean : (tensor<10x3xf32>, tensor<1030x3xf32>, tensor<10xi64>, tensor<f32>) -> (tensor<f32>, tensor<10x3xf32>, tensor<1030x3xf32>)
+  return %l, %dx, %dw : tensor<f32>, tensor<10x3xf32>, tensor<1030x3xf32>
 }

@@ -21,7 +21,8 @@ bool checkStepFlags() {
                  << " per dimension\n";
     return false;
   }
-  if (!ampOptions("gpuc compile") || !attentionLowering("gpuc compile"))
+  if (!ampOptions("gpuc compile") || !attentionLowering("gpuc compile") ||
+      !padClasses("gpuc compile"))
     return false;
   if (lossChunkRows < 0) {
     llvm::errs() << "gpuc compile: --loss-chunk-rows " << (int64_t)lossChunkRows

@@ -113,6 +113,7 @@ extern cl::opt<bool> noSchedule;
 extern cl::opt<bool> noFuse;
 extern cl::opt<std::string> attentionOption;
 extern cl::opt<int64_t> lossChunkRows;
+extern cl::opt<std::string> padClassesOption;
 
 /// The context a command reads a model into, with diagnostics printed
 /// against the model's source.
@@ -218,6 +219,9 @@ std::optional<gpuc::GpucAmpOptions> ampOptions(StringRef tool);
 /// gpuc-decompose's attention lowering that --attention asks for (auto
 /// resolved by the target), or nullopt after an error naming the flag.
 std::optional<std::string> attentionLowering(StringRef tool);
+/// gpuc-decompose's pad-classes that --pad-classes asks for (auto resolved
+/// by the target), or nullopt after an error naming the flag.
+std::optional<int64_t> padClasses(StringRef tool);
 /// The training passes: loss, autodiff, optimizer (and mixed precision).
 void addTrainingPasses(PassManager &pm, StringRef lossOutput);
 /// The step up to kernels: the training passes, then decompose.

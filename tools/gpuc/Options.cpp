@@ -304,6 +304,15 @@ cl::opt<int64_t> lossChunkRows(
              "one chunk's logits exist (default: the chunk whose logits take "
              "about 32 MiB, in at most 16 chunks)"),
     cl::value_desc("rows"), cl::init(0), cl::cat(compileCategory));
+cl::opt<std::string> padClassesOption(
+    "pad-classes",
+    cl::desc("compile: run a language model's head over its vocabulary "
+             "padded with zero rows to a multiple of N (the padded logits "
+             "-inf: results unchanged), where it has at least 1,024 classes "
+             "and is not one already: the GPU's GEMMs are faster on whole "
+             "tiles. auto (default): 64 when the artifact has the CUDA "
+             "target, else 0 (never)"),
+    cl::value_desc("auto|N"), cl::init("auto"), cl::cat(compileCategory));
 cl::opt<bool>
     noFuse("no-fuse",
            cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),

@@ -161,6 +161,25 @@ std::optional<std::string> attentionLowering(StringRef tool) {
   return std::string(target == "cpu" ? "gemm" : "flash");
 }
 
+std::optional<int64_t> padClasses(StringRef tool) {
+  StringRef choice = padClassesOption;
+  if (choice == "auto") {
+    // The GPU's GEMMs are faster on whole tiles; on the CPU the library's
+    // are not, and padding would only add work.
+    std::string target = codegenTarget;
+    if (target.empty())
+      target = gpuc::nvrtcAvailable() ? "all" : "cpu";
+    return target == "cpu" ? 0 : 64;
+  }
+  int64_t multiple = 0;
+  if (choice.getAsInteger(10, multiple) || multiple < 0) {
+    llvm::errs() << tool << ": --pad-classes " << choice
+                 << " is not auto or a count (0: never pad)\n";
+    return std::nullopt;
+  }
+  return multiple;
+}
+
 void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   if (!lossKind.empty())
     pm.addPass(gpuc::createGpucAttachLoss(gpuc::GpucAttachLossOptions{
@@ -209,9 +228,10 @@ void addStepPipeline(PassManager &pm, StringRef lossOutput) {
   pm.addPass(gpuc::createGpucFormAttention());
   pm.addPass(gpuc::createGpucEvalFunction());
   addTrainingPasses(pm, lossOutput);
-  // Validated by attentionLowering before any pipeline is built.
-  pm.addPass(gpuc::createGpucDecompose(
-      gpuc::GpucDecomposeOptions{*attentionLowering("gpuc"), lossChunkRows}));
+  // Validated by attentionLowering and padClasses before any pipeline is
+  // built.
+  pm.addPass(gpuc::createGpucDecompose(gpuc::GpucDecomposeOptions{
+      *attentionLowering("gpuc"), lossChunkRows, *padClasses("gpuc")}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(gpuc::createGpucFoldLayouts());

@@ -299,14 +299,20 @@ def GpucDecompose : Pass<"gpuc-decompose", "::mlir::ModuleOp"> {
     logits (a GEMM), its loss and logit gradient (row kernels), its rows of
     the input's gradient (a GEMM writing into its part of the result) and
     its share of the weight's (a GEMM accumulating into the sum so far). The
-    forward op it was built from reads its loss.
+    forward op it was built from reads its loss. With `pad-classes`, a
+    vocabulary of at least 1,024 classes that is not a multiple of it runs
+    over a weight padded with zero rows to one, the padded logits -inf (the
+    GPU's GEMMs are faster on whole tiles; results are the unpadded ones).
   }];
   let options = [
     Option<"attention", "attention", "std::string", "\"gemm\"",
            "how attention runs: gemm or flash">,
     Option<"lossChunkRows", "loss-chunk-rows", "int64_t", "0",
            "rows per chunk of a linear cross-entropy (0: the chunk whose "
-           "logits take about 32 MiB, in at most 16 chunks)">
+           "logits take about 32 MiB, in at most 16 chunks)">,
+    Option<"padClasses", "pad-classes", "int64_t", "0",
+           "pad a linear cross-entropy's classes to a multiple of this "
+           "(0: never)">
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
