@@ -223,10 +223,12 @@ bool CudaDevice::resolveSteps(std::string &error) {
       } else if (step.kind == StepKind::CollectiveWait) {
         step.bucket = s.value("bucket", (int64_t)-1);
       } else if (isCollective(step.kind)) {
-        error = "the GPU device does not run optimizer-state sharding "
-                "(gpuc compile --shard-optimizer) yet: compile without it "
-                "(every rank then keeps the whole optimizer state)";
-        return false;
+        // Optimizer-state sharding: reduce-scatter, all-gather, rank shard.
+        step.bucket = s.value("bucket", (int64_t)-1);
+        step.ranks = s["ranks"];
+        for (const auto &pair : s["pairs"])
+          step.shardIds.push_back(
+              {pair["whole"].get<int>(), pair["shard"].get<int>()});
       } else if (!prepareConv(step, s, error)) {
         return false;
       }
@@ -242,6 +244,12 @@ void CudaDevice::bindPointers() {
     for (Step &step : steps) {
       step.p0 = at(step.id0);
       step.p1 = at(step.id1);
+      step.shards.clear();
+      for (auto [whole, shard] : step.shardIds)
+        step.shards.push_back({reinterpret_cast<void *>(pointers[whole]),
+                               reinterpret_cast<void *>(pointers[shard]),
+                               plan.buffers[whole].numElements(),
+                               plan.buffers[whole].dtype});
       step.reduce.clear();
       for (int id : step.reduceIds)
         step.reduce.push_back({reinterpret_cast<void *>(pointers[id]),
@@ -475,7 +483,9 @@ bool CudaDevice::joinRanks(Collective *mpi, std::string &error) {
     return false;
   for (auto &[name, steps] : programs)
     for (const Step &step : steps)
-      if (step.kind == StepKind::AllReduce &&
+      if ((step.kind == StepKind::AllReduce ||
+           step.kind == StepKind::ReduceScatter ||
+           step.kind == StepKind::AllGather) &&
           !gradientsReady.count(step.bucket)) {
         CUevent ready = nullptr, sums = nullptr;
         if (!check(cuEventCreate(&ready, CU_EVENT_DISABLE_TIMING),
@@ -570,8 +580,7 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
   case StepKind::ReduceScatter:
   case StepKind::AllGather:
   case StepKind::RankShard:
-    error = "optimizer-state sharding does not run on the GPU device";
-    return false;
+    return issueSharded(step, stream, error);
   case StepKind::Gemm:
     for (int64_t call = 0; call < step.calls; ++call) {
       CUdeviceptr a = step.p0 + call * step.callStrideA,
@@ -625,6 +634,56 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
   return true;
 }
 
+bool CudaDevice::issueSharded(const Step &step, CUstream stream,
+                              std::string &error) {
+  int runRanks = ranks ? ranks->size() : 1;
+  if (step.ranks != runRanks) {
+    error = "the plan's optimizer state is sharded over " +
+            std::to_string(step.ranks) +
+            " ranks (gpuc compile --shard-optimizer --ranks " +
+            std::to_string(step.ranks) + "), but this run has " +
+            std::to_string(runRanks) + ": start it with mpirun -np " +
+            std::to_string(step.ranks);
+    return false;
+  }
+  if (ranks && step.kind != StepKind::RankShard) {
+    // Like an all-reduce: forked after what it reads, joined at its wait.
+    CUevent ready = gradientsReady.at(step.bucket),
+            done = sumsReady.at(step.bucket);
+    return check(cuEventRecord(ready, stream), "cuEventRecord", error) &&
+           check(cuStreamWaitEvent(communication, ready, 0),
+                 "cuStreamWaitEvent", error) &&
+           (step.kind == StepKind::ReduceScatter
+                ? ranks->reduceScatter(step.shards, communication, error)
+                : ranks->allGather(step.shards, communication, error)) &&
+           check(cuEventRecord(done, communication), "cuEventRecord", error);
+  }
+  // This rank's shard of each whole tensor (alone: the whole tensor), the
+  // shard's padding zero; or, gathering alone, the shard back in place.
+  int rank = ranks ? ranks->rank() : 0;
+  for (const ShardBuffer &b : step.shards) {
+    int64_t elementBytes = dtypeBytes(b.dtype);
+    int64_t shard = shardElements(b.count, step.ranks);
+    int64_t filled = shardFilled(b.count, step.ranks, rank);
+    CUdeviceptr whole = reinterpret_cast<CUdeviceptr>(b.whole) +
+                        std::min(rank * shard, b.count) * elementBytes;
+    CUdeviceptr mine = reinterpret_cast<CUdeviceptr>(b.shard);
+    if (filled > 0 &&
+        !check(
+            step.kind == StepKind::AllGather
+                ? cuMemcpyDtoDAsync(whole, mine, filled * elementBytes, stream)
+                : cuMemcpyDtoDAsync(mine, whole, filled * elementBytes, stream),
+            "cuMemcpyDtoDAsync (shard)", error))
+      return false;
+    if (step.kind != StepKind::AllGather && filled < shard &&
+        !check(cuMemsetD8Async(mine + filled * elementBytes, 0,
+                               (shard - filled) * elementBytes, stream),
+               "cuMemsetD8Async (shard)", error))
+      return false;
+  }
+  return true;
+}
+
 bool CudaDevice::issue(const std::string &function, int slot, CUstream stream,
                        std::string &error) {
   // The staged values of this run, from its slot into the plan's buffers.
@@ -646,7 +705,9 @@ bool CudaDevice::issue(const std::string &function, int slot, CUstream stream,
       return false;
     if (!issueStep(steps[i], stream, error))
       return false;
-    if (steps[i].kind == StepKind::AllReduce)
+    if (ranks && (steps[i].kind == StepKind::AllReduce ||
+                  steps[i].kind == StepKind::ReduceScatter ||
+                  steps[i].kind == StepKind::AllGather))
       open.insert(steps[i].bucket);
     else if (steps[i].kind == StepKind::CollectiveWait)
       open.erase(steps[i].bucket);

@@ -92,10 +92,16 @@ struct Step {
   int id0 = -1, id1 = -1, id2 = -1;
   CUdeviceptr p0 = 0, p1 = 0, p2 = 0;
   size_t bytes = 0;
-  // All-reduce: its bucket (also a collective wait's) and gradients.
+  // All-reduce: its bucket (also a collective wait's and a sharded
+  // collective's) and gradients.
   int64_t bucket = -1;
   std::vector<int> reduceIds;
   std::vector<ReduceBuffer> reduce;
+  // Optimizer-state sharding (reduce-scatter, all-gather, rank shard): the
+  // ranks the plan cuts over, its (whole, shard) buffer ids and addresses.
+  int64_t ranks = 1;
+  std::vector<std::pair<int, int>> shardIds;
+  std::vector<ShardBuffer> shards;
   /// train --profile: time between the events around this step.
   StepTime time;
 };
@@ -185,6 +191,8 @@ private:
   bool issue(const std::string &function, int slot, CUstream stream,
              std::string &error);
   bool issueStep(const Step &step, CUstream stream, std::string &error);
+  /// Optimizer-state sharding's steps: NCCL between ranks, else copies.
+  bool issueSharded(const Step &step, CUstream stream, std::string &error);
   bool staged(int id) const { return stagingOffset[id] >= 0; }
   void waitSlotCopied(int slot) {
     if (copyRecorded[slot])

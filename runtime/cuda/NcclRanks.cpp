@@ -1,6 +1,8 @@
 //===- NcclRanks.cpp - NCCL, opened at run time ---------------------------===//
 #include "NcclRanks.h"
 
+#include "gpuc/runtime/PlanSteps.h"
+
 #include <chrono>
 #include <cstring>
 #include <dlfcn.h>
@@ -29,6 +31,10 @@ public:
   ncclResult_t (*commGetAsyncError)(ncclComm_t, ncclResult_t *) = nullptr;
   ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t,
                             ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t,
+                         ncclRedOp_t, int, ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int,
+                            ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*groupStart)() = nullptr;
   ncclResult_t (*groupEnd)() = nullptr;
   const char *(*errorString)(ncclResult_t) = nullptr;
@@ -71,6 +77,8 @@ std::unique_ptr<NcclLibrary> NcclRanks::open(const char *library,
              find(nccl->commAbort, "ncclCommAbort") &
              find(nccl->commGetAsyncError, "ncclCommGetAsyncError") &
              find(nccl->allReduce, "ncclAllReduce") &
+             find(nccl->reduce, "ncclReduce") &
+             find(nccl->broadcast, "ncclBroadcast") &
              find(nccl->groupStart, "ncclGroupStart") &
              find(nccl->groupEnd, "ncclGroupEnd") &
              find(nccl->errorString, "ncclGetErrorString");
@@ -142,29 +150,37 @@ std::string NcclRanks::describe() const {
          (ranks == 1 ? " rank" : " ranks");
 }
 
+/// NCCL's type for a plan dtype; false for one it does not carry here.
+static bool ncclTypeOf(const std::string &dtype, ncclDataType_t &t) {
+  if (dtype == "F32")
+    t = ncclFloat32;
+  else if (dtype == "F16")
+    t = ncclFloat16;
+  else if (dtype == "BF16")
+    t = ncclBfloat16;
+  else if (dtype == "F64")
+    t = ncclFloat64;
+  else if (dtype == "I64")
+    t = ncclInt64;
+  else if (dtype == "I32")
+    t = ncclInt32;
+  else
+    return false;
+  return true;
+}
+
+static int64_t dtypeBytesOf(ncclDataType_t t) {
+  return t == ncclFloat16 || t == ncclBfloat16 ? 2
+         : t == ncclFloat32 || t == ncclInt32  ? 4
+                                               : 8;
+}
+
 bool NcclRanks::allReduce(const std::vector<ReduceBuffer> &buffers,
                           CUstream stream, std::string &error) {
-  auto type = [](const std::string &dtype, ncclDataType_t &t) {
-    if (dtype == "F32")
-      t = ncclFloat32;
-    else if (dtype == "F16")
-      t = ncclFloat16;
-    else if (dtype == "BF16")
-      t = ncclBfloat16;
-    else if (dtype == "F64")
-      t = ncclFloat64;
-    else if (dtype == "I64")
-      t = ncclInt64;
-    else if (dtype == "I32")
-      t = ncclInt32;
-    else
-      return false;
-    return true;
-  };
   ncclResult_t st = nccl->groupStart();
   for (const ReduceBuffer &b : buffers) {
     ncclDataType_t t;
-    if (!type(b.dtype, t)) {
+    if (!ncclTypeOf(b.dtype, t)) {
       nccl->groupEnd();
       error = "an all-reduce of " + b.dtype +
               " values, which NCCL does not "
@@ -180,6 +196,70 @@ bool NcclRanks::allReduce(const std::vector<ReduceBuffer> &buffers,
     st = ended;
   if (st != ncclSuccess) {
     error = "ncclAllReduce failed: " + nccl->say(st);
+    return false;
+  }
+  return true;
+}
+
+bool NcclRanks::reduceScatter(const std::vector<ShardBuffer> &buffers,
+                              CUstream stream, std::string &error) {
+  ncclResult_t st = nccl->groupStart();
+  std::vector<std::pair<CUdeviceptr, size_t>> tails;
+  for (const ShardBuffer &b : buffers) {
+    ncclDataType_t t;
+    if (!ncclTypeOf(b.dtype, t)) {
+      nccl->groupEnd();
+      error = "a reduce-scatter of " + b.dtype + " values; recompile";
+      return false;
+    }
+    int64_t bytes = dtypeBytesOf(t), shard = shardElements(b.count, ranks);
+    for (int r = 0; r < ranks && st == ncclSuccess; ++r)
+      if (int64_t filled = shardFilled(b.count, ranks, r); filled > 0)
+        st = nccl->reduce(static_cast<char *>(b.whole) + r * shard * bytes,
+                          b.shard, (size_t)filled, t, ncclSum, r,
+                          (ncclComm_t)comm, (cudaStream_t)stream);
+    int64_t mine = shardFilled(b.count, ranks, myRank);
+    if (mine < shard)
+      tails.push_back({reinterpret_cast<CUdeviceptr>(b.shard) + mine * bytes,
+                       (size_t)((shard - mine) * bytes)});
+  }
+  ncclResult_t ended = nccl->groupEnd();
+  if (st == ncclSuccess)
+    st = ended;
+  if (st != ncclSuccess) {
+    error = "ncclReduce (reduce-scatter) failed: " + nccl->say(st);
+    return false;
+  }
+  for (auto [at, bytes] : tails)
+    if (cuMemsetD8Async(at, 0, bytes, stream) != CUDA_SUCCESS) {
+      error = "cuMemsetD8Async (a shard's padding) failed";
+      return false;
+    }
+  return true;
+}
+
+bool NcclRanks::allGather(const std::vector<ShardBuffer> &buffers,
+                          CUstream stream, std::string &error) {
+  ncclResult_t st = nccl->groupStart();
+  for (const ShardBuffer &b : buffers) {
+    ncclDataType_t t;
+    if (!ncclTypeOf(b.dtype, t)) {
+      nccl->groupEnd();
+      error = "an all-gather of " + b.dtype + " values; recompile";
+      return false;
+    }
+    int64_t bytes = dtypeBytesOf(t), shard = shardElements(b.count, ranks);
+    for (int r = 0; r < ranks && st == ncclSuccess; ++r)
+      if (int64_t filled = shardFilled(b.count, ranks, r); filled > 0)
+        st = nccl->broadcast(
+            b.shard, static_cast<char *>(b.whole) + r * shard * bytes,
+            (size_t)filled, t, r, (ncclComm_t)comm, (cudaStream_t)stream);
+  }
+  ncclResult_t ended = nccl->groupEnd();
+  if (st == ncclSuccess)
+    st = ended;
+  if (st != ncclSuccess) {
+    error = "ncclBroadcast (all-gather) failed: " + nccl->say(st);
     return false;
   }
   return true;
@@ -245,6 +325,16 @@ std::unique_ptr<NcclRanks> NcclRanks::join(Collective *, double,
 NcclRanks::~NcclRanks() = default;
 std::string NcclRanks::describe() const { return "NCCL"; }
 bool NcclRanks::allReduce(const std::vector<ReduceBuffer> &, CUstream,
+                          std::string &error) {
+  open(nullptr, error);
+  return false;
+}
+bool NcclRanks::reduceScatter(const std::vector<ShardBuffer> &, CUstream,
+                              std::string &error) {
+  open(nullptr, error);
+  return false;
+}
+bool NcclRanks::allGather(const std::vector<ShardBuffer> &, CUstream,
                           std::string &error) {
   open(nullptr, error);
   return false;

@@ -52,6 +52,16 @@ public:
   /// NCCL calls (captured into a graph when `stream` is capturing).
   bool allReduce(const std::vector<ReduceBuffer> &buffers, CUstream stream,
                  std::string &error);
+  /// Optimizer-state sharding, on `stream`: each whole tensor summed over
+  /// the ranks into rank r's shard (reduceScatter), or each rank's shard
+  /// copied into its place in every rank's whole tensor (allGather); a
+  /// reduce and a broadcast per rank (the last ranks' shards run past a
+  /// tensor's end, which NCCL's own reduce-scatter cannot express without
+  /// padded copies). reduceScatter zeroes this rank's shard past the end.
+  bool reduceScatter(const std::vector<ShardBuffer> &buffers, CUstream stream,
+                     std::string &error);
+  bool allGather(const std::vector<ShardBuffer> &buffers, CUstream stream,
+                 std::string &error);
 
   /// Waits for `done` (an event after the collectives) the way a rank must:
   /// polling, so that a communicator error or a rank that stopped or
