@@ -473,7 +473,7 @@ bool CudaDevice::joinRanks(Collective *mpi, std::string &error) {
     error = "the CUDA device joins the ranks before its first step";
     return false;
   }
-  ranks = NcclRanks::join(mpi, options.collectiveTimeout, error);
+  ranks = NcclRanks::join(mpi, context, options.collectiveTimeout, error);
   if (!ranks)
     return false;
   if (!check(cuStreamCreate(&communication, CU_STREAM_NON_BLOCKING),

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <dlfcn.h>
+#include <future>
 #include <thread>
 #include <type_traits>
 
@@ -95,7 +96,7 @@ std::unique_ptr<NcclLibrary> NcclRanks::open(const char *library,
   return nccl;
 }
 
-std::unique_ptr<NcclRanks> NcclRanks::join(Collective *mpi,
+std::unique_ptr<NcclRanks> NcclRanks::join(Collective *mpi, CUcontext context,
                                            double timeoutSeconds,
                                            std::string &error,
                                            const char *library) {
@@ -119,9 +120,37 @@ std::unique_ptr<NcclRanks> NcclRanks::join(Collective *mpi,
     error = "sharing NCCL's unique id over MPI: " + error;
     return nullptr;
   }
-  ncclComm_t comm = nullptr;
-  ncclResult_t joined =
-      ranks->nccl->commInitRank(&comm, ranks->ranks, id, ranks->myRank);
+  // ncclCommInitRank blocks until every rank has called it: a rank that
+  // stopped after the id was shared would hang this one. It runs on a
+  // thread of its own, waited for at most the collective timeout.
+  struct Init {
+    ncclComm_t comm = nullptr;
+    ncclResult_t result = ncclInProgress;
+  };
+  auto init = std::make_shared<Init>();
+  auto finished = std::make_shared<std::promise<void>>();
+  std::future<void> done = finished->get_future();
+  NcclLibrary *nccl = ranks->nccl.get();
+  int size = ranks->ranks, rank = ranks->myRank;
+  std::thread joiner([=] {
+    cuCtxSetCurrent(context);
+    init->result = nccl->commInitRank(&init->comm, size, id, rank);
+    finished->set_value();
+  });
+  if (done.wait_for(std::chrono::duration<double>(timeoutSeconds)) !=
+      std::future_status::ready) {
+    // The thread stays blocked in NCCL; the trainer stops with this error.
+    joiner.detach();
+    ranks->nccl.release();
+    error = "ncclCommInitRank (rank " + std::to_string(rank) + " of " +
+            std::to_string(size) + ") did not return within " +
+            std::to_string((int)timeoutSeconds) +
+            " s (--collective-timeout): another rank stopped or hangs";
+    return nullptr;
+  }
+  joiner.join();
+  ncclComm_t comm = init->comm;
+  ncclResult_t joined = init->result;
   if (joined != ncclSuccess) {
     error = "ncclCommInitRank (rank " + std::to_string(ranks->myRank) + " of " +
             std::to_string(ranks->ranks) +
@@ -317,7 +346,7 @@ std::unique_ptr<NcclLibrary> NcclRanks::open(const char *, std::string &error) {
           "GPUs needs NCCL at build time (the CUDA toolkit's)";
   return nullptr;
 }
-std::unique_ptr<NcclRanks> NcclRanks::join(Collective *, double,
+std::unique_ptr<NcclRanks> NcclRanks::join(Collective *, CUcontext, double,
                                            std::string &error, const char *) {
   open(nullptr, error);
   return nullptr;

@@ -31,10 +31,12 @@ class NcclLibrary;
 class NcclRanks {
 public:
   /// Opens `library` (libnccl.so.2 by default) and joins the ranks of
-  /// `mpi`: rank 0's unique id is broadcast over it. A null `mpi` makes a
-  /// communicator of this process alone (what a one-GPU measurement of the
-  /// collectives' cost runs). Null with `error` saying why.
-  static std::unique_ptr<NcclRanks> join(Collective *mpi, double timeoutSeconds,
+  /// `mpi` on the GPU of `context`: rank 0's unique id is broadcast over
+  /// it. A null `mpi` makes a communicator of this process alone (what a
+  /// one-GPU measurement of the collectives' cost runs). Null with `error`
+  /// saying why, also when the others do not join within timeoutSeconds.
+  static std::unique_ptr<NcclRanks> join(Collective *mpi, CUcontext context,
+                                         double timeoutSeconds,
                                          std::string &error,
                                          const char *library = nullptr);
   /// Only opens `library` and finds its functions (join's first half):
