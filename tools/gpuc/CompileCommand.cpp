@@ -174,8 +174,12 @@ bool artifactOptionsFromFlags(gpuc::ArtifactOptions &artifact,
                       : std::max(1u, std::thread::hardware_concurrency());
   artifact.dumpDir = dumpDir;
   artifact.noWeights = noWeights;
-  artifact.tf32 = tf32;
-  if (tf32 && !artifact.cuda)
+  // Under mixed precision the GEMMs left in f32 (a language model's head
+  // and its loss) take TF32 unless --tf32=false says otherwise: autocast
+  // would run them in 16 bits, and TF32 keeps more of their precision.
+  artifact.tf32 =
+      tf32.getNumOccurrences() ? (bool)tf32 : precisionOption != "fp32";
+  if (tf32.getNumOccurrences() && tf32 && !artifact.cuda)
     llvm::errs() << "gpuc compile: warning: --tf32 changes only the GPU's "
                     "F32 GEMMs and convolutions, and this artifact has no "
                     "GPU target (--target cuda or all)\n";

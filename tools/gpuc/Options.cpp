@@ -230,7 +230,9 @@ cl::opt<bool>
          cl::desc("compile: on the GPU, F32 GEMMs and convolutions use TF32 "
                   "tensor cores (products of 10-bit mantissas, f32 sums: about "
                   "1e-3 from the CPU's results, as PyTorch's "
-                  "allow_tf32); off by default, for parity"),
+                  "allow_tf32); off by default for fp32, for parity; on "
+                  "under --precision fp16/bf16, where the GEMMs left in f32 "
+                  "are a language model's head (--tf32=false: off)"),
          cl::init(false), cl::cat(compileCategory));
 cl::opt<bool> noCache("no-cache",
                       cl::desc("compile: compile the CPU kernels "
