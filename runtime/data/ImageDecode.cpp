@@ -58,6 +58,25 @@ void jpegWarning(j_common_ptr info, int level) {
     jpegErrorExit(info);
 }
 
+/// The most pixels an image may have: 8192 x 8192. A header can claim
+/// 65,500 x 65,500 in a few hundred bytes, and decoding it (a progressive
+/// JPEG keeps every coefficient of the image) would take gigabytes; no
+/// training image comes near (ImageNet's largest are about 10 MP).
+constexpr int64_t kMaxImagePixels = int64_t(1) << 26;
+/// What libjpeg may allocate for one image's large buffers, past which it
+/// stops with an error (it has no backing store to spill to).
+constexpr long kMaxJpegMemory = 1L << 30;
+
+bool refuseHugeImage(int64_t width, int64_t height, std::string &error) {
+  if (width * height <= kMaxImagePixels)
+    return false;
+  error = "an image of " + std::to_string(width) + "x" +
+          std::to_string(height) + " pixels, more than gpuc decodes (" +
+          std::to_string(kMaxImagePixels) +
+          "): a damaged header, or an image to shrink first";
+  return true;
+}
+
 /// Routes libjpeg's errors and warnings for `info` to `jerr` (the caller
 /// sets jerr.back with setjmp, in its own frame, before any libjpeg call).
 void catchJpegErrors(jpeg_decompress_struct &info, JpegError &jerr) {
@@ -80,8 +99,13 @@ bool decodeJpeg(const std::vector<unsigned char> &bytes, Pixels &image,
     return false;
   }
   jpeg_create_decompress(&info);
+  info.mem->max_memory_to_use = kMaxJpegMemory;
   jpeg_mem_src(&info, bytes.data(), (unsigned long)bytes.size());
   jpeg_read_header(&info, TRUE);
+  if (refuseHugeImage(info.image_width, info.image_height, error)) {
+    jpeg_destroy_decompress(&info);
+    return false;
+  }
   bool gray = info.num_components == 1;
   info.out_color_space = gray ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&info);
@@ -109,6 +133,10 @@ bool decodePng(const std::vector<unsigned char> &bytes, Pixels &image,
   }
   // Alpha is composited over black; palettes and 16-bit samples become
   // 8-bit gray or RGB.
+  if (refuseHugeImage(png.width, png.height, error)) {
+    png_image_free(&png);
+    return false;
+  }
   bool color = png.format & PNG_FORMAT_FLAG_COLOR;
   png.format = color ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
   image.height = png.height;
@@ -286,7 +314,7 @@ bool jpegHeader(const std::vector<unsigned char> &bytes, bool complete,
   image.width = info.image_width;
   image.channels = info.num_components == 1 ? 1 : 3;
   jpeg_destroy_decompress(&info);
-  return true;
+  return !refuseHugeImage(image.width, image.height, error);
 }
 
 constexpr unsigned char kJpegMagic[] = {0xFF, 0xD8, 0xFF},
@@ -344,7 +372,7 @@ bool readImageHeader(const std::string &path, Pixels &image,
     image.width = png.width;
     image.channels = png.format & PNG_FORMAT_FLAG_COLOR ? 3 : 1;
     png_image_free(&png);
-    return true;
+    return !refuseHugeImage(image.width, image.height, error);
   }
   error = bytes.empty() ? "an empty file" : "neither a JPEG nor a PNG";
   return false;
