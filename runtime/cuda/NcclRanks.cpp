@@ -198,100 +198,92 @@ static bool ncclTypeOf(const std::string &dtype, ncclDataType_t &t) {
   return true;
 }
 
-static int64_t dtypeBytesOf(ncclDataType_t t) {
-  return t == ncclFloat16 || t == ncclBfloat16 ? 2
-         : t == ncclFloat32 || t == ncclInt32  ? 4
-                                               : 8;
-}
-
-bool NcclRanks::allReduce(const std::vector<ReduceBuffer> &buffers,
-                          CUstream stream, std::string &error) {
-  ncclResult_t st = nccl->groupStart();
-  for (const ReduceBuffer &b : buffers) {
+/// One group of NCCL calls: `issue` makes a buffer's calls given its NCCL
+/// type; `what` names the collective in errors.
+template <typename Buffer, typename Issue>
+static bool issueGroup(NcclLibrary &nccl, const std::vector<Buffer> &buffers,
+                       const char *what, Issue issue, std::string &error) {
+  ncclResult_t st = nccl.groupStart();
+  for (const Buffer &b : buffers) {
     ncclDataType_t t;
     if (!ncclTypeOf(b.dtype, t)) {
-      nccl->groupEnd();
-      error = "an all-reduce of " + b.dtype +
-              " values, which NCCL does not "
-              "sum here; recompile";
+      nccl.groupEnd();
+      error = std::string(what) + " of " + b.dtype +
+              " values, which NCCL does not carry here; recompile";
       return false;
     }
     if (st == ncclSuccess)
-      st = nccl->allReduce(b.data, b.data, (size_t)b.count, t, ncclSum,
-                           (ncclComm_t)comm, (cudaStream_t)stream);
+      st = issue(b, t);
   }
-  ncclResult_t ended = nccl->groupEnd();
+  ncclResult_t ended = nccl.groupEnd();
   if (st == ncclSuccess)
     st = ended;
   if (st != ncclSuccess) {
-    error = "ncclAllReduce failed: " + nccl->say(st);
+    error = std::string(what) + " failed: " + nccl.say(st);
     return false;
   }
   return true;
 }
 
+bool NcclRanks::allReduce(const std::vector<ReduceBuffer> &buffers,
+                          CUstream stream, std::string &error) {
+  return issueGroup(
+      *nccl, buffers, "an all-reduce",
+      [&](const ReduceBuffer &b, ncclDataType_t t) {
+        return nccl->allReduce(b.data, b.data, (size_t)b.count, t, ncclSum,
+                               (ncclComm_t)comm, (cudaStream_t)stream);
+      },
+      error);
+}
+
 bool NcclRanks::reduceScatter(const std::vector<ShardBuffer> &buffers,
                               CUstream stream, std::string &error) {
-  ncclResult_t st = nccl->groupStart();
-  std::vector<std::pair<CUdeviceptr, size_t>> tails;
-  for (const ShardBuffer &b : buffers) {
-    ncclDataType_t t;
-    if (!ncclTypeOf(b.dtype, t)) {
-      nccl->groupEnd();
-      error = "a reduce-scatter of " + b.dtype + " values; recompile";
-      return false;
-    }
-    int64_t bytes = dtypeBytesOf(t), shard = shardElements(b.count, ranks);
-    for (int r = 0; r < ranks && st == ncclSuccess; ++r)
-      if (int64_t filled = shardFilled(b.count, ranks, r); filled > 0)
-        st = nccl->reduce(static_cast<char *>(b.whole) + r * shard * bytes,
-                          b.shard, (size_t)filled, t, ncclSum, r,
-                          (ncclComm_t)comm, (cudaStream_t)stream);
-    int64_t mine = shardFilled(b.count, ranks, myRank);
-    if (mine < shard)
-      tails.push_back({reinterpret_cast<CUdeviceptr>(b.shard) + mine * bytes,
-                       (size_t)((shard - mine) * bytes)});
-  }
-  ncclResult_t ended = nccl->groupEnd();
-  if (st == ncclSuccess)
-    st = ended;
-  if (st != ncclSuccess) {
-    error = "ncclReduce (reduce-scatter) failed: " + nccl->say(st);
+  bool issued = issueGroup(
+      *nccl, buffers, "a reduce-scatter (ncclReduce per rank)",
+      [&](const ShardBuffer &b, ncclDataType_t t) {
+        int64_t bytes = dtypeBytes(b.dtype),
+                shard = shardElements(b.count, ranks);
+        ncclResult_t st = ncclSuccess;
+        for (int r = 0; r < ranks && st == ncclSuccess; ++r)
+          if (int64_t filled = shardFilled(b.count, ranks, r); filled > 0)
+            st = nccl->reduce(static_cast<char *>(b.whole) + r * shard * bytes,
+                              b.shard, (size_t)filled, t, ncclSum, r,
+                              (ncclComm_t)comm, (cudaStream_t)stream);
+        return st;
+      },
+      error);
+  if (!issued)
     return false;
-  }
-  for (auto [at, bytes] : tails)
-    if (cuMemsetD8Async(at, 0, bytes, stream) != CUDA_SUCCESS) {
+  // This rank's shard past its tensor's end is padding: zero.
+  for (const ShardBuffer &b : buffers) {
+    int64_t bytes = dtypeBytes(b.dtype), shard = shardElements(b.count, ranks);
+    int64_t mine = shardFilled(b.count, ranks, myRank);
+    if (mine < shard &&
+        cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(b.shard) + mine * bytes,
+                        0, (shard - mine) * bytes, stream) != CUDA_SUCCESS) {
       error = "cuMemsetD8Async (a shard's padding) failed";
       return false;
     }
+  }
   return true;
 }
 
 bool NcclRanks::allGather(const std::vector<ShardBuffer> &buffers,
                           CUstream stream, std::string &error) {
-  ncclResult_t st = nccl->groupStart();
-  for (const ShardBuffer &b : buffers) {
-    ncclDataType_t t;
-    if (!ncclTypeOf(b.dtype, t)) {
-      nccl->groupEnd();
-      error = "an all-gather of " + b.dtype + " values; recompile";
-      return false;
-    }
-    int64_t bytes = dtypeBytesOf(t), shard = shardElements(b.count, ranks);
-    for (int r = 0; r < ranks && st == ncclSuccess; ++r)
-      if (int64_t filled = shardFilled(b.count, ranks, r); filled > 0)
-        st = nccl->broadcast(
-            b.shard, static_cast<char *>(b.whole) + r * shard * bytes,
-            (size_t)filled, t, r, (ncclComm_t)comm, (cudaStream_t)stream);
-  }
-  ncclResult_t ended = nccl->groupEnd();
-  if (st == ncclSuccess)
-    st = ended;
-  if (st != ncclSuccess) {
-    error = "ncclBroadcast (all-gather) failed: " + nccl->say(st);
-    return false;
-  }
-  return true;
+  return issueGroup(
+      *nccl, buffers, "an all-gather (ncclBroadcast per rank)",
+      [&](const ShardBuffer &b, ncclDataType_t t) {
+        int64_t bytes = dtypeBytes(b.dtype),
+                shard = shardElements(b.count, ranks);
+        ncclResult_t st = ncclSuccess;
+        for (int r = 0; r < ranks && st == ncclSuccess; ++r)
+          if (int64_t filled = shardFilled(b.count, ranks, r); filled > 0)
+            st = nccl->broadcast(
+                b.shard, static_cast<char *>(b.whole) + r * shard * bytes,
+                (size_t)filled, t, r, (ncclComm_t)comm, (cudaStream_t)stream);
+        return st;
+      },
+      error);
 }
 
 bool NcclRanks::wait(CUevent done, std::string &error) {

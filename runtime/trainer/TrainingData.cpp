@@ -266,7 +266,8 @@ void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
          " is not an image folder or CIFAR");
   if (o.cacheDecoded && !images)
     fail("--cache-decoded keeps an image folder's decoded images: --data " +
-         o.data + " is not an image folder (its samples are in memory "
+         o.data +
+         " is not an image folder (its samples are in memory "
          "already)");
   if (images)
     loadImages(s, o, data, augmented);

@@ -273,9 +273,15 @@ def phase_profile(args, results):
                     os.path.join(args.results, "trace-%s.json" % name))
         report = r.stderr[r.stderr.find("gpuc profile"):]
         print("== %s\n%s" % (name, report))
-        rows.append({"artifact": name, "report": report})
+        # The GPU's peaks: a measured copy bandwidth and a datasheet FLOP
+        # rate, so that each kernel's share of them is not 0.
+        peaks = re.search(r"machine peaks: ([0-9.]+) GB/s, ([0-9.]+) TFLOP/s",
+                          report)
+        rows.append({"artifact": name, "report": report,
+                     "peaks": bool(peaks) and float(peaks.group(1)) > 0 and
+                     float(peaks.group(2)) > 0})
     results["profile"] = rows
-    return True
+    return all(row["peaks"] for row in rows)
 
 
 def torch_step(model_name, batch, mode, precision="fp32"):
