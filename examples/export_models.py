@@ -133,11 +133,21 @@ def save_state_dict(model, path):
     safetensors package is missing (the format is a JSON header and the
     tensors' little-endian bytes)."""
     try:
-        from safetensors.torch import save_model
-        save_model(model, path)
-        return
+        from safetensors.torch import save_file
     except ImportError:
-        pass
+        save_file = None
+    if save_file is not None:
+        kept, aliases, seen = {}, {}, {}
+        for name, tensor in model.state_dict().items():
+            if tensor.data_ptr() in seen:
+                aliases[name] = seen[tensor.data_ptr()]
+                continue
+            seen[tensor.data_ptr()] = name
+            kept[name] = tensor.detach().cpu().contiguous()
+        # The metadata names each dropped alias's kept tensor, as
+        # safetensors.torch.save_model records it.
+        save_file(kept, path, metadata=aliases or None)
+        return
     import json
     import struct
     header, blobs, offset, seen = {}, [], 0, set()

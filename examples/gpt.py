@@ -113,7 +113,7 @@ class GPT(nn.Module):
 
     def forward(self, idx):
         t = idx.size(1)
-        pos = torch.arange(0, t, dtype=torch.long)
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.h:
             x = block(x)

@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -198,6 +199,13 @@ def check_data_parallel_alone(args, results):
     alone = {"GPUC_NCCL_ALONE": "1"}
     runs = {}
     for name, env in (("bench-mlp-128", None), ("dp-mlp-128", alone)):
+        # The GEMM algorithms are timed and chosen per artifact: the
+        # data-parallel one takes the plain one's choices (the same shapes),
+        # so that only the all-reduces differ between them.
+        choices = os.path.join(args.bundle, "artifacts", "bench-mlp-128",
+                               "gemm-algorithms.json")
+        if name == "dp-mlp-128" and os.path.exists(choices):
+            shutil.copy(choices, os.path.join(args.bundle, "artifacts", name))
         metrics = os.path.join(args.work, "%s-dp.jsonl" % name)
         r = trainer(args, name, "--data", data_dir(args), "--limit-train",
                     20 * 128, "--epochs", 1, "--log-every", 1, "--metrics",
@@ -496,6 +504,7 @@ def phase_scale(args, results):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import scale_check
     ok = scale_check.phase_scale_parity(args, results, trainer)
+    ok &= scale_check.phase_scale_profile(args, results, trainer)
     return scale_check.phase_scale_bench(args, results, trainer) and ok
 
 

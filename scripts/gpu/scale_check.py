@@ -32,6 +32,9 @@ PEAKS = {"H100 PCIe": {"fp32": 51.2, "bf16": 756.0},
          "H200": {"fp32": 66.9, "bf16": 989.4},
          "A100": {"fp32": 19.5, "bf16": 312.0}}
 MODELS = {"gpt2": {"unit": "tokens"}, "resnet50": {"unit": "images"}}
+# GPUC_SCALE_MODELS=gpt2 (comma-separated) runs only those.
+if os.environ.get("GPUC_SCALE_MODELS"):
+    MODELS = {m: MODELS[m] for m in os.environ["GPUC_SCALE_MODELS"].split(",")}
 HYPER = {"lr": 1e-3, "weight_decay": 0.01, "betas": (0.9, 0.999),
          "eps": 1e-8}
 
@@ -148,8 +151,15 @@ def phase_scale_parity(args, results, trainer):
             build(args.bundle, name, sdpa=True), x, y, "bf16", torch_bf16)
         for precision, artifact in sorted(arts.items()):
             got = os.path.join(args.work, artifact)
-            trainer(args, artifact, "--run-step", inputs, "--output-dir", got,
-                    "--init", weights, "--seed", 7)
+            try:
+                trainer(args, artifact, "--run-step", inputs, "--output-dir",
+                        got, "--init", weights, "--seed", 7)
+            except RuntimeError as e:  # the next artifact still runs
+                ok = False
+                rows.append({"model": name, "precision": precision,
+                             "ok": False, "error": str(e)[-2000:]})
+                print("%s %s: FAILED: %s" % (name, precision, e))
+                continue
             losses["gpuc_" + precision] = float(
                 np.load(os.path.join(got, "loss.npy")))
             tol = TOLERANCE[precision_of(precision)]
@@ -182,6 +192,28 @@ def phase_scale_parity(args, results, trainer):
         torch.cuda.empty_cache()
     results["scale_parity"] = rows
     return ok and bool(rows)
+
+
+def phase_scale_profile(args, results, trainer):
+    """Where each scale artifact's GPU time goes: two steps under --profile
+    (kernel by kernel, timed with events), the report's head printed."""
+    rows = []
+    for name in MODELS:
+        weights = os.path.join(args.work, name + ".safetensors")
+        for precision, artifact in sorted(artifacts(args.bundle, name).items()):
+            if not os.path.exists(weights):
+                continue
+            r = trainer(args, artifact, "--bench-steps", 2, "--init", weights,
+                        "--profile", os.path.join(args.results,
+                                                  "trace-%s.json" % artifact),
+                        check=False)
+            report = r.stderr[r.stderr.find("gpuc profile"):]
+            print("== %s (exit %d)\n%s" % (artifact, r.returncode,
+                                          "\n".join(report.splitlines()[:40])))
+            rows.append({"artifact": artifact, "exit": r.returncode,
+                         "report": report})
+    results["scale_profile"] = rows
+    return all(row["exit"] == 0 for row in rows)
 
 
 def peak_tflops(precision):
@@ -271,7 +303,11 @@ def phase_scale_bench(args, results, trainer):
             for _ in range(rounds):
                 torch.cuda.empty_cache()
                 r = trainer(args, artifact, "--bench-steps", steps,
-                            "--init", weights)
+                            "--init", weights, check=False)
+                if r.returncode != 0:
+                    print("gpuc %s failed (%d): %s" % (
+                        artifact, r.returncode, r.stderr[-2000:]))
+                    break
                 ms = json.loads(r.stdout.strip().splitlines()[-1])[
                     "ms_per_step"]
                 best["gpuc"] = min(best.get("gpuc", float("inf")), ms)
@@ -280,6 +316,10 @@ def phase_scale_bench(args, results, trainer):
                                      timed(steps))
             del peers
             torch.cuda.empty_cache()
+            if "gpuc" not in best:
+                rows.append({"model": name, "precision": precision,
+                             "gpuc_ms": None})
+                continue
             units = shape[0] * (shape[1] if name == "gpt2" else 1)
             peak = peak_tflops(precision_of(precision))
 
@@ -308,4 +348,4 @@ def phase_scale_bench(args, results, trainer):
     results["scale_bench"] = {"rows": rows, "load_average": os.getloadavg(),
                               "gpu": torch.cuda.get_device_name(),
                               "torch": torch.__version__}
-    return bool(rows)
+    return bool(rows) and all(r["gpuc_ms"] for r in rows)
