@@ -127,40 +127,31 @@ def export(model, example, path, input_name, opset, quiet=False):
         print(f"wrote {path} (opset {opset})")
 
 
-def save_state_dict(model, path):
-    """The state_dict in safetensors, a tied weight once (under its first
-    name), as safetensors.torch.save_model writes it; by hand where the
-    safetensors package is missing (the format is a JSON header and the
-    tensors' little-endian bytes)."""
-    try:
-        from safetensors.torch import save_file
-    except ImportError:
-        save_file = None
-    if save_file is not None:
-        kept, aliases, seen = {}, {}, {}
-        for name, tensor in model.state_dict().items():
-            if tensor.data_ptr() in seen:
-                aliases[name] = seen[tensor.data_ptr()]
-                continue
-            seen[tensor.data_ptr()] = name
-            kept[name] = tensor.detach().cpu().contiguous()
-        # The metadata names each dropped alias's kept tensor, as
-        # safetensors.torch.save_model records it.
-        save_file(kept, path, metadata=aliases or None)
-        return
+def save_state_dict(model, path, keep_last=False):
+    """The state_dict in safetensors (a JSON header, then the tensors'
+    little-endian bytes), a tied weight once: under its first name, or its
+    last with keep_last, as safetensors.torch.save_model may choose. The
+    header's metadata names each dropped alias's kept tensor, as save_model
+    records it."""
     import json
     import struct
-    header, blobs, offset, seen = {}, [], 0, set()
+    groups = {}
     for name, tensor in model.state_dict().items():
-        if tensor.data_ptr() in seen:
-            continue
-        seen.add(tensor.data_ptr())
+        groups.setdefault(tensor.data_ptr(), []).append((name, tensor))
+    header, blobs, offset, aliases = {}, [], 0, {}
+    for group in groups.values():
+        name, tensor = group[-1] if keep_last else group[0]
+        for alias, _ in group:
+            if alias != name:
+                aliases[alias] = name
         dtype = {torch.float32: "F32", torch.int64: "I64"}[tensor.dtype]
         blob = tensor.detach().cpu().contiguous().numpy().tobytes()
         header[name] = {"dtype": dtype, "shape": list(tensor.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
+    if aliases:
+        header["__metadata__"] = aliases
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:

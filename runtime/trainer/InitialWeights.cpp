@@ -258,10 +258,36 @@ void loadInitialWeights(CompiledStep &s, const std::string &path,
       buffers.push_back(&b);
       modelNames.push_back(b.name);
     }
-  for (const NamedTensor &t : file)
+  // fileNames[f] names file[source[f]]. A weight tied to another is
+  // stored once (safetensors.torch.save_model keeps one name and records
+  // each dropped one in the metadata as dropped -> kept): the dropped names
+  // match too.
+  std::vector<int> source;
+  std::map<std::string, int> indexOf;
+  for (const NamedTensor &t : file) {
+    indexOf[t.name] = (int)fileNames.size();
     fileNames.push_back(t.name);
+    source.push_back((int)source.size());
+  }
+  for (const auto &[alias, kept] : metadata) {
+    auto it = indexOf.find(kept);
+    if (it == indexOf.end() || indexOf.count(alias))
+      continue;
+    fileNames.push_back(alias);
+    source.push_back(it->second);
+  }
   std::vector<std::string> doubts;
   std::vector<int> match = matchTensorNames(modelNames, fileNames, &doubts);
+  // Per model name, the file's tensor and whether a tied name found it; a
+  // tensor that serves several of the model's names is copied, not moved.
+  std::vector<int> tensorOf(match.size(), -1), users(file.size(), 0);
+  std::vector<bool> byTiedName(match.size(), false);
+  for (size_t m = 0; m < match.size(); ++m)
+    if (match[m] >= 0) {
+      tensorOf[m] = source[match[m]];
+      byTiedName[m] = (size_t)match[m] >= file.size();
+      ++users[tensorOf[m]];
+    }
   if (!doubts.empty())
     fail("--init " + path + ": " +
          countOf(doubts.size(), "of the model's "
@@ -288,28 +314,31 @@ void loadInitialWeights(CompiledStep &s, const std::string &path,
   std::vector<std::string> missing, wrongShape;
   std::vector<bool> used(file.size(), false);
   std::vector<NamedTensor> chosen;
-  int converted = 0, renamed = 0;
+  int converted = 0, renamed = 0, tied = 0;
   for (size_t m = 0; m < buffers.size(); ++m) {
     const PlanBuffer &b = *buffers[m];
     if (derived.count(b.name))
       continue;
-    if (match[m] < 0) {
+    if (tensorOf[m] < 0) {
       if (b.kind == "param" || withheld.count(b.name))
         missing.push_back(b.name);
       continue;
     }
-    NamedTensor &t = file[match[m]];
-    used[match[m]] = true;
+    int f = tensorOf[m];
+    NamedTensor &t = file[f];
+    used[f] = true;
     if (t.shape != b.shape && withoutOnes(t.shape) != withoutOnes(b.shape)) {
       wrongShape.push_back(t.name + " is " + shapeText(t.shape) +
                            " where the model's " + b.name + " is " +
                            shapeText(b.shape));
       continue;
     }
-    NamedTensor value = std::move(t);
+    NamedTensor value = --users[f] > 0 ? t : std::move(t);
     if (value.dtype != b.dtype)
       ++converted;
-    if (value.name != b.name)
+    if (byTiedName[m])
+      ++tied;
+    else if (value.name != b.name)
       ++renamed;
     if (!convertTensor(value, b.dtype, error))
       fail("--init " + path + ": " + error);
@@ -361,6 +390,9 @@ void loadInitialWeights(CompiledStep &s, const std::string &path,
         ", " + std::to_string(converted) + " converted to the model's types";
   if (renamed)
     line += ", " + std::to_string(renamed) + " matched by the end of the name";
+  if (tied)
+    line += ", " + std::to_string(tied) +
+            " by the name of a tied weight in the file's metadata";
   fprintf(status, "%s\n", line.c_str());
   if (!unused.empty())
     fprintf(status,

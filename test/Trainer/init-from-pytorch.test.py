@@ -71,6 +71,15 @@ other, _ = first_loss(work + "/apart", "--init", weights[5])
 for line in said.splitlines():
     if line.startswith("initial weights"):
         print(line.replace(weights[4], "FILE"))
+# The tied head's weight stored under the head's name, the embedding's
+# recorded in the metadata (as safetensors.torch.save_model may save it).
+tied_path = os.path.join(work, "tied-last.safetensors")
+export_models.save_state_dict(models[4], tied_path, keep_last=True)
+tied, said = first_loss(work + "/apart", "--init", tied_path)
+for line in said.splitlines():
+    if line.startswith("initial weights"):
+        print(line.replace(tied_path, "TIED"))
+assert tied == own, (tied, own)
 print("seed 4: the ONNX's initializers %.7f, --init %.7f, PyTorch %.7f" %
       (own, given, torch_loss(models[4])))
 print("seed 5: --init %.7f, PyTorch %.7f" % (other, torch_loss(models[5])))
