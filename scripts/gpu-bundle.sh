@@ -193,10 +193,10 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
         adamw "$precision" --no-weights --cuda-arch sm_90
     done
   done
-  # GPT-2's attention the other way (its default on the GPU is the fused
-  # kernel, f32 SIMT): batched GEMMs on tensor cores, to measure both.
-  gpu_artifact scale-gpt2-bf16-gemm-attention gpt2 16 adamw bf16 --no-weights \
-    --cuda-arch sm_90 --attention gemm
+  # GPT-2's attention the other way (its default is batched GEMMs on
+  # tensor cores): the fused kernel, f32 SIMT, to measure both.
+  gpu_artifact scale-gpt2-bf16-flash-attention gpt2 16 adamw bf16 --no-weights \
+    --cuda-arch sm_90 --attention flash
 fi
 
 # Shared libraries the GPU-only trainer needs beyond glibc and libstdc++.

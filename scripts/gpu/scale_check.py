@@ -49,9 +49,9 @@ def build(bundle, name, sdpa=False):
 
 
 # Per model, its artifacts by label: the precision, and for GPT-2 bf16 the
-# other attention lowering too (batched GEMMs on tensor cores around a
-# softmax row kernel, where the default on the GPU is the fused kernel).
-VARIANTS = ("fp32", "bf16", "bf16-gemm-attention")
+# other attention lowering too (the fused kernel, where the default is
+# batched GEMMs on tensor cores around a softmax row kernel).
+VARIANTS = ("fp32", "bf16", "bf16-flash-attention")
 
 
 def precision_of(label):

@@ -295,8 +295,8 @@ cl::opt<std::string> attentionOption(
     "attention",
     cl::desc("compile: how attention runs: gemm (batched GEMMs around one "
              "row kernel; the [B, H, Tq, Tk] scores exist), flash (a fused "
-             "kernel each way that stores no score) or auto (flash when the "
-             "artifact has the CUDA target, gemm for the CPU alone)"),
+             "kernel each way that stores no score: less memory, but SIMT "
+             "arithmetic on the GPU) or auto (gemm)"),
     cl::value_desc("auto|gemm|flash"), cl::init("auto"),
     cl::cat(compileCategory));
 cl::opt<int64_t> lossChunkRows(
