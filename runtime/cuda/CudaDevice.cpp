@@ -311,6 +311,8 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
       !check(cuEventCreate(&timingStop, CU_EVENT_DEFAULT), "cuEventCreate",
              error))
     return false;
+  if (!checkConvAlgorithms(error))
+    return false;
   chooseGemmAlgorithms(dir);
   if (profile) {
     // Timing a step needs events between steps, which a replayed graph
@@ -625,7 +627,9 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
           (cudnnConvolutionBwdFilterAlgo_t)step.convAlgo, ws, workspaceBytes,
           &zero, step.wDesc, w);
     if (st != CUDNN_STATUS_SUCCESS) {
-      error = "cuDNN " + step.label + " failed: " + cudnnGetErrorString(st);
+      error = "cuDNN " + step.label + " " + step.shape + " (algorithm " +
+              std::to_string(step.convAlgo) +
+              ") failed: " + cudnnGetErrorString(st);
       return false;
     }
     return true;

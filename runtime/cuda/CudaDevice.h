@@ -87,6 +87,10 @@ struct Step {
   cudnnFilterDescriptor_t wDesc = nullptr;
   cudnnConvolutionDescriptor_t convDesc = nullptr;
   int convAlgo = 0;
+  /// The deterministic algorithms the heuristic ranks, in its order:
+  /// checkConvAlgorithms runs the first and falls back on the next where
+  /// cuDNN refuses one it proposed.
+  std::vector<int> convCandidates;
   // Operands (GEMM: a, b, c; conv: x, w, y; copy: src, dst): buffer ids,
   // and their addresses once memory is allocated.
   int id0 = -1, id1 = -1, id2 = -1;
@@ -186,6 +190,9 @@ private:
   void reportGemmCandidates();
   CUevent timingStart = nullptr, timingStop = nullptr;
   bool prepareConv(Step &step, const nlohmann::json &s, std::string &error);
+  /// Runs each convolution once with its algorithm, the next candidate
+  /// where cuDNN refuses it (a heuristic's proposal can fail to run).
+  bool checkConvAlgorithms(std::string &error);
   /// Issues `function`'s steps on `stream`: into a graph being captured, or
   /// launched one by one.
   bool issue(const std::string &function, int slot, CUstream stream,

@@ -228,6 +228,7 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
   step.id0 = s["x"];
   step.id1 = s["w"];
   step.id2 = s["y"];
+  step.shape = s["x_shape"].dump() + " * " + s["w_shape"].dump();
   auto fail = [&](cudnnStatus_t status, const char *what) {
     error = std::string("cuDNN ") + what + " failed for " + step.label + " " +
             s["x_shape"].dump() + " * " + s["w_shape"].dump() + ": " +
@@ -270,6 +271,8 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
   // (never converting f32 operands to f16): the same choice on every run
   // of this GPU, so runs are reproducible and graph replay matches
   // kernel-by-kernel launches.
+  // Every such algorithm is kept, in the heuristic's order, for
+  // checkConvAlgorithms to fall back on; the workspace fits all of them.
   auto choose = [&](auto *perfs, int count, size_t &memory) -> int {
     for (int i = 0; i < count; ++i)
       if (perfs[i].status == CUDNN_STATUS_SUCCESS &&
@@ -277,10 +280,10 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
           (tensorCores || perfs[i].mathType != CUDNN_TENSOR_OP_MATH) &&
           perfs[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
           perfs[i].memory <= kConvWorkspaceLimit) {
-        memory = perfs[i].memory;
-        return (int)perfs[i].algo;
+        memory = std::max(memory, perfs[i].memory);
+        step.convCandidates.push_back((int)perfs[i].algo);
       }
-    return -1;
+    return step.convCandidates.empty() ? -1 : step.convCandidates[0];
   };
   size_t memory = 0;
   int count = 0;
@@ -312,6 +315,44 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
     return fail(CUDNN_STATUS_NOT_SUPPORTED,
                 "algorithm choice (no deterministic FP32 algorithm)");
   workspaceBytes = std::max(workspaceBytes, memory);
+  return true;
+}
+
+bool CudaDevice::checkConvAlgorithms(std::string &error) {
+  for (auto &[name, steps] : programs)
+    for (Step &step : steps) {
+      if (step.kind != StepKind::Conv &&
+          step.kind != StepKind::ConvBackwardInput &&
+          step.kind != StepKind::ConvBackwardFilter)
+        continue;
+      // The step's output is written before the first training step runs,
+      // which computes it again (as the GEMMs' timing does).
+      std::string refusals;
+      for (int algo : step.convCandidates) {
+        step.convAlgo = algo;
+        std::string failure;
+        if (issueStep(step, compute, failure) &&
+            check(cuStreamSynchronize(compute), "cuStreamSynchronize",
+                  failure)) {
+          if (!refusals.empty())
+            fprintf(stderr,
+                    "cuda: cuDNN refused %s's proposed algorithms for %s "
+                    "(%s); it runs algorithm %d\n",
+                    step.label.c_str(), step.shape.c_str(), refusals.c_str(),
+                    algo);
+          refusals.clear();
+          break;
+        }
+        refusals += (refusals.empty() ? "" : "; ") + failure;
+      }
+      if (!refusals.empty()) {
+        error = "cuDNN runs none of the deterministic algorithms it proposes "
+                "for " +
+                step.label + " " + step.shape + ": " + refusals +
+                " (--precision fp32 may have one)";
+        return false;
+      }
+    }
   return true;
 }
 
