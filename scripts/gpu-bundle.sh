@@ -215,13 +215,13 @@ for f in "$data"/*.gz; do
   fi
   cp "$xz_cache/$base.xz" "$out/data/"
 done
-cp "$root/scripts/gpu/run.sh" "$root/scripts/gpu/gpu_check.py" \
+cp "$root/scripts/gpu/run.sh" "$root/scripts/gpu/run-phases.sh" "$root/scripts/gpu/gpu_check.py" \
   "$root/scripts/gpu/scale_check.py" "$root/test/Codegen/stepcompare.py" \
   "$root/examples/export_models.py" "$root/examples/gpt.py" \
   "$root/examples/torchvision_model.py" "$out/"
 cp "$root/test/Trainer/accumulate.test.py" "$out/accumulate_compare.py"
 cp "$root/test/Trainer/safetensors_read.py" "$out/"
-chmod +x "$out/run.sh"
+chmod +x "$out/run.sh" "$out/run-phases.sh"
 # Plans and cubins are text and code that xz packs 10 to 30 times
 # (gpu_check.py unpacks them before the first phase).
 tar -C "$out" -cf - artifacts blobs | xz -6 -T2 >"$out/artifacts.tar.xz"
