@@ -13,7 +13,10 @@
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/TypeUtilities.h"
+
+#include <cstring>
 
 #define DEBUG_TYPE "gpuc-amp-weight-copies"
 
@@ -26,6 +29,42 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
+/// `f` rounded to bfloat16 (to nearest, ties to even; a NaN stays a quiet
+/// NaN), as APFloat rounds it.
+uint16_t bfloat16Bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof(x));
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((x >> 16) | 0x40);
+  x += 0x7fffu + ((x >> 16) & 1);
+  return (uint16_t)(x >> 16);
+}
+
+/// An f32 attribute's elements in memory (a resource blob or a dense
+/// attribute that is not a splat), without a copy; nullopt otherwise.
+std::optional<ArrayRef<float>> rawFloats(ElementsAttr attr) {
+  auto type = cast<ShapedType>(attr.getType());
+  if (!type.getElementType().isF32())
+    return std::nullopt;
+  ArrayRef<char> bytes;
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return std::nullopt;
+    bytes = blob->getData();
+  } else if (auto dense = dyn_cast<DenseElementsAttr>(attr);
+             dense && !dense.isSplat()) {
+    bytes = dense.getRawData();
+  } else {
+    return std::nullopt;
+  }
+  if ((int64_t)bytes.size() != type.getNumElements() * 4 ||
+      reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float))
+    return std::nullopt;
+  return ArrayRef<float>(reinterpret_cast<const float *>(bytes.data()),
+                         bytes.size() / 4);
+}
+
 struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -118,22 +157,37 @@ struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
       return {};
     }
     auto type = RankedTensorType::get(param.getTensorType().getShape(), low);
-    HostTensor init = HostTensor::fromAttr(param.getInitialValue());
-    const llvm::fltSemantics &semantics =
-        cast<FloatType>(low).getFloatSemantics();
-    SmallVector<APFloat> values;
-    values.reserve(init.data.size());
-    for (double d : init.data) {
+    // The rounded bits, written straight into the attribute's buffer: a
+    // language model's 124M weights made a vector of APFloats (32 bytes
+    // each) and took most of a compile, and of every batch --max-batch-for
+    // plans.
+    std::vector<uint16_t> bits;
+    ElementsAttr initial = param.getInitialValue();
+    auto rounded = [&](double d) {
       APFloat v(d);
       bool losesInfo;
-      v.convert(semantics, APFloat::rmNearestTiesToEven, &losesInfo);
-      values.push_back(v);
+      v.convert(cast<FloatType>(low).getFloatSemantics(),
+                APFloat::rmNearestTiesToEven, &losesInfo);
+      return (uint16_t)v.bitcastToAPInt().getZExtValue();
+    };
+    if (std::optional<ArrayRef<float>> floats = rawFloats(initial)) {
+      bits.reserve(floats->size());
+      for (float f : *floats)
+        bits.push_back(low.isBF16() ? bfloat16Bits(f) : rounded(f));
+    } else {
+      HostTensor init = HostTensor::fromAttr(initial);
+      bits.reserve(init.data.size());
+      for (double d : init.data)
+        bits.push_back(rounded(d));
     }
     OpBuilder builder(module.getContext());
     builder.setInsertionPointAfter(param);
-    auto copy = ParameterOp::create(builder, param.getLoc(), name, type,
-                                    DenseElementsAttr::get(type, values),
-                                    /*trainable=*/false);
+    auto copy = ParameterOp::create(
+        builder, param.getLoc(), name, type,
+        DenseElementsAttr::getFromRawBuffer(
+            type, ArrayRef<char>(reinterpret_cast<const char *>(bits.data()),
+                                 bits.size() * sizeof(uint16_t))),
+        /*trainable=*/false);
     copy->setAttr(GpucDialect::kOptimizerStateAttrName, builder.getUnitAttr());
     return copy;
   }
