@@ -269,7 +269,7 @@ TEST(KernelEmitterTest, ExponentialsAreKeptForTheLastPass) {
     FailureOr<EmittedKernel> kernel = emitFirstFusion(source(readsInput));
     ASSERT_TRUE(succeeded(kernel));
     const std::string &src = kernel->source;
-    size_t lastSum = src.rfind("blockReduceSum");
+    size_t lastSum = src.rfind("warpReduceSum");
     size_t lastExp = src.rfind("gpuc::exponential(");
     ASSERT_NE(lastSum, std::string::npos) << src;
     ASSERT_NE(lastExp, std::string::npos) << src;
@@ -530,4 +530,44 @@ func.func @f(%ids: tensor<8xi64>) -> (tensor<6xi32>, tensor<8xi32>) {
   FusionOp fusion;
   module->walk([&](FusionOp op) { fusion = op; });
   EXPECT_TRUE(failed(emitKernel(fusion, "k")));
+}
+
+// Rows of at most kWarpRowMax elements are a warp's on the GPU: 8 rows per
+// block (the grid is a row count over 8, rounded up; the CPU still runs a
+// block per row), the last block's spare warps guarded out, the row reduced
+// by shuffles and its value stored by lane 0. Longer rows keep a block each.
+TEST(KernelEmitterTest, ShortRowsAreAWarpEach) {
+  auto source = [](int64_t rows, int64_t length) {
+    std::string t = "tensor<" + std::to_string(rows) + "x" +
+                    std::to_string(length) + "xf32>",
+                v = "tensor<" + std::to_string(rows) + "xf32>";
+    return "func.func @f(%a: " + t + ") -> " + v +
+           " {\n  %r = gpuc.fusion(%a) : (" + t + ") -> " + v +
+           " {\n  ^bb0(%x: " + t +
+           "):\n    %s = gpuc.reduce_sum %x axes = "
+           "[1] : " +
+           t + " -> " + v + "\n    gpuc.yield %s : " + v +
+           "\n  }\n  return %r : " + v + "\n}\n";
+  };
+  FailureOr<EmittedKernel> shortRows = emitFirstFusion(source(100, 1024));
+  ASSERT_TRUE(succeeded(shortRows));
+  const std::string &src = shortRows->source;
+  EXPECT_EQ(shortRows->grid, 13) << src;
+  EXPECT_NE(shortRows->cpuLauncher.find("cpuLaunch(100LL"), std::string::npos)
+      << shortRows->cpuLauncher;
+  EXPECT_NE(src.find("const gidx o = (gidx)gpuc::warpRow();\n  if (o < 100) {"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find("r += gpuc::kWarpStride"), std::string::npos) << src;
+  EXPECT_NE(src.find("gpuc::warpReduceSum("), std::string::npos) << src;
+  EXPECT_NE(src.find("if (gpuc::warpLane() == 0)"), std::string::npos) << src;
+  EXPECT_EQ(src.find("blockReduce"), std::string::npos) << src;
+
+  FailureOr<EmittedKernel> longRows = emitFirstFusion(source(2048, 1025));
+  ASSERT_TRUE(succeeded(longRows));
+  EXPECT_EQ(longRows->grid, 2048) << longRows->source;
+  EXPECT_NE(longRows->source.find("gpuc::blockReduceSum("), std::string::npos)
+      << longRows->source;
+  EXPECT_EQ(longRows->source.find("warpRow"), std::string::npos)
+      << longRows->source;
 }

@@ -48,6 +48,11 @@ constexpr int64_t kBlockThreads = 256;
 /// chunks of at least kRowChunkMin elements until it has about that many
 /// blocks (enough to fill a GPU: 132 SMs x 8 blocks of 256 threads).
 constexpr int64_t kRowKernelBlocks = 1024;
+/// A row kernel whose rows have at most kWarpRowMax elements runs a warp
+/// per row on the GPU, kWarpRowsPerBlock rows per block of 256 threads
+/// (Kernel.h's warpRow()).
+constexpr int64_t kWarpRowMax = 1024;
+constexpr int64_t kWarpRowsPerBlock = 8;
 constexpr int64_t kRowChunkMin = 4096;
 /// Blocks per row of a row kernel with `rows` rows of `rowLength` elements.
 /// A split kernel writes its per-row results in a launch after the one that

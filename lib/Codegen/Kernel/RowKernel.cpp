@@ -222,6 +222,16 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   splits = rowKernelSplits(rows, rowLength);
   int64_t chunk = (rowLength + splits - 1) / splits;
   kernel.grid = std::max<int64_t>(1, rows) * splits;
+  // Short rows (attention's softmax over 1024 keys, a layer norm over 768
+  // features) run a warp per row on the GPU: a block of 256 threads per
+  // such row gave each thread a few elements between barriers. The lanes
+  // stride over the row and shuffles reduce it; on the CPU (one thread per
+  // block) warpRow() is the block and a lane is the whole row.
+  bool warpRows = splits == 1 && rowLength <= kWarpRowMax;
+  if (warpRows) {
+    cpuGrid = std::max<int64_t>(1, rows);
+    kernel.grid = (cpuGrid + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
+  }
   // Launches of a split kernel: one per reduction, one writing the
   // per-element values, then (when there are any) one writing the per-row
   // values, so that a per-row result may overwrite a per-row operand that
@@ -283,6 +293,11 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       line("gpuc::Accumulator *partials = (gpuc::Accumulator *)workspace;");
       rowBegin = "rowBegin";
       rowEnd = "rowEnd";
+    } else if (warpRows) {
+      // The last block's warps past the last row have nothing to do; each
+      // warp is in or out as a whole, so its shuffles see all its lanes.
+      line("const gidx o = (gidx)gpuc::warpRow();");
+      open(llvm::formatv("if (o < {0})", std::max<int64_t>(1, rows)));
     } else {
       line("const gidx o = blockIdx.x;");
     }
@@ -389,7 +404,10 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     auto portableRowLoop =
         [&](function_ref<LogicalResult(StringRef)> pass) -> LogicalResult {
       open(llvm::formatv(
-          "for (gidx r = {0} + threadIdx.x; r < {1}; r += blockDim.x)",
+          warpRows ? "for (gidx r = {0} + gpuc::warpLane(); r < {1}; r += "
+                     "gpuc::kWarpStride)"
+                   : "for (gidx r = {0} + threadIdx.x; r < {1}; r += "
+                     "blockDim.x)",
           rowBegin, rowEnd));
       if (failed(pass("")))
         return failure();
@@ -576,9 +594,9 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       }
       for (size_t m = 0; m < members.size() && !column; ++m)
         line(llvm::formatv(isa<ReduceMaxOp>(reductions[members[m]])
-                               ? "{0} = gpuc::blockReduceMax({0});"
-                               : "{0} = gpuc::blockReduceSum({0});",
-                           accs[m]));
+                               ? "{0} = gpuc::{1}ReduceMax({0});"
+                               : "{0} = gpuc::{1}ReduceSum({0});",
+                           accs[m], warpRows ? "warp" : "block"));
       if (splits > 1) {
         // This launch's reductions: store the chunk's partials and stop.
         open(llvm::formatv("if (phase == {0})", level));
@@ -626,7 +644,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
                                       "threadIdx.x == 0)",
                                       rowPhase)
                             .str()
-                      : std::string("if (threadIdx.x == 0)"));
+                      : std::string(warpRows ? "if (gpuc::warpLane() == 0)"
+                                             : "if (threadIdx.x == 0)"));
       if (failed(storeResults(perRow, "o")))
         return failure();
       close();
@@ -656,6 +675,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       if (splits > 1)
         close();
     }
+    if (warpRows && !column)
+      close(); // if (o < rows)
     return success();
   };
   size_t mark = body.size();

@@ -43,6 +43,13 @@ __device__ __forceinline__ Accumulator blockReduceSum(Accumulator v) {
 __device__ __forceinline__ Accumulator blockReduceMax(Accumulator v) {
   return v;
 }
+/// A warp per row (short rows): on the CPU the block is the row and its
+/// one thread the row's only lane.
+constexpr int kWarpStride = 1;
+inline int64_t warpRow() { return blockIdx.x; }
+inline int warpLane() { return 0; }
+inline Accumulator warpReduceSum(Accumulator v) { return v; }
+inline Accumulator warpReduceMax(Accumulator v) { return v; }
 #else
 typedef float Accumulator;
 /// Reduces `v` over the block. Lanes past the last warp's partial take
@@ -80,6 +87,27 @@ __device__ __forceinline__ float blockReduceSum(float v) {
 }
 __device__ __forceinline__ float blockReduceMax(float v) {
   return blockReduce(v, MaxOp(), -INFINITY);
+}
+/// A warp per row (short rows): the block's 8 warps are 8 consecutive rows
+/// (the emitter's kWarpRowsPerBlock), each warp's lanes stride over its
+/// row, and a butterfly of shuffles gives every lane the row's value (the
+/// same tree on every run: replays are bit-identical).
+constexpr int kWarpStride = 32;
+__device__ __forceinline__ long long warpRow() {
+  return (long long)blockIdx.x * (kBlockThreads / 32) + (threadIdx.x >> 5);
+}
+__device__ __forceinline__ int warpLane() { return threadIdx.x & 31; }
+template <typename Op>
+__device__ __forceinline__ float warpReduce(float v, Op op) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+__device__ __forceinline__ float warpReduceSum(float v) {
+  return warpReduce(v, SumOp());
+}
+__device__ __forceinline__ float warpReduceMax(float v) {
+  return warpReduce(v, MaxOp());
 }
 #endif
 
