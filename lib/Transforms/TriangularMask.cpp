@@ -33,7 +33,17 @@ std::optional<SmallVector<double>> valuesOf(ElementsAttr attr) {
   auto dense = dyn_cast<DenseElementsAttr>(attr);
   if (!dense)
     return std::nullopt;
-  if (isa<FloatType>(element)) {
+  values.reserve(type.getNumElements());
+  if (element.isF32() && !dense.isSplat()) {
+    // In memory as floats: read directly (a T x T mask at T 1024 is a
+    // million elements, read for every attention and its gradient).
+    ArrayRef<char> bytes = dense.getRawData();
+    for (int64_t i = 0; i < type.getNumElements(); ++i) {
+      float v;
+      std::memcpy(&v, bytes.data() + 4 * i, 4);
+      values.push_back(v);
+    }
+  } else if (isa<FloatType>(element)) {
     for (const APFloat &v : dense.getValues<APFloat>()) {
       APFloat d = v;
       bool losesInfo;
@@ -74,9 +84,12 @@ std::optional<double> splatValue(Value v) {
   auto constant = v.getDefiningOp<ConstantOp>();
   auto dense =
       constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
-  if (!dense || !dense.isSplat())
+  if (!dense || !dense.isSplat() || dense.getNumElements() == 0)
     return std::nullopt;
-  std::optional<SmallVector<double>> values = valuesOf(dense);
+  // The one value, not the splat's every element.
+  std::optional<SmallVector<double>> values = valuesOf(
+      DenseElementsAttr::get(RankedTensorType::get({1}, dense.getElementType()),
+                             dense.getSplatValue<Attribute>()));
   if (!values || values->empty())
     return std::nullopt;
   return values->front();

@@ -6,6 +6,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include "onnx/checker.h"
@@ -31,30 +32,38 @@ bool endsWith(const std::string &s, const std::string &suffix) {
 
 bool readModel(const std::string &path, onnx::ModelProto &model,
                std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // Mapped, not streamed into a growing string: GPT-2's 548 MB took
+  // seconds of copies per load, and --max-batch-for loads once per batch.
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                  /*RequiresNullTerminator=*/true);
+  if (!file) {
     error = "cannot open the file";
     return false;
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string bytes = buffer.str();
+  llvm::StringRef bytes = (*file)->getBuffer();
   if (bytes.empty()) {
     error = "the file is empty";
     return false;
   }
   size_t first = bytes.find_first_not_of(" \t\r\n");
   bool isText = endsWith(path, ".onnxtxt") ||
-                (first != std::string::npos && bytes[first] == '<');
+                (first != llvm::StringRef::npos && bytes[first] == '<');
   if (isText) {
-    onnx::Common::Status status = onnx::OnnxParser::Parse(model, bytes.c_str());
+    onnx::Common::Status status = onnx::OnnxParser::Parse(model, bytes.data());
     if (!status.IsOK()) {
       error = "not valid ONNX text syntax: " + status.ErrorMessage();
       return false;
     }
     return true;
   }
-  if (!model.ParseFromString(bytes)) {
+  if (bytes.size() > (size_t)std::numeric_limits<int>::max()) {
+    error = "the file is over 2 GiB, more than one protobuf holds; export "
+            "the model with its weights in external data files "
+            "(torch.onnx.export(..., external_data=True))";
+    return false;
+  }
+  if (!model.ParseFromArray(bytes.data(), (int)bytes.size())) {
     error = "not a valid ONNX protobuf (truncated or corrupt file?)";
     return false;
   }
