@@ -152,6 +152,9 @@ int runMaxBatchFor() {
   };
   llvm::outs() << llvm::formatv("max batch for {0} bytes ({1:f2} MiB):\n",
                                 *limit, *limit / 1048576.0);
+  // Each answer shows when it is found: the search with remat plans a
+  // language model's step a dozen times more, minutes at GPT-2's size.
+  llvm::outs().flush();
   constexpr int64_t kLargestBatch = int64_t(1) << 24;
   for (bool remat : {false, true}) {
     // With remat the arena may use what the persistent buffers leave.
@@ -178,6 +181,7 @@ int runMaxBatchFor() {
     if (!best) {
       llvm::outs() << "  " << how << ": none; batch 1 needs " << describe(*one)
                    << "\n";
+      llvm::outs().flush();
       continue;
     }
     int64_t low = 1, high = 2;
@@ -211,6 +215,7 @@ int runMaxBatchFor() {
                    << (remat ? " before remat" : "");
     }
     llvm::outs() << "\n";
+    llvm::outs().flush();
   }
   return 0;
 }
