@@ -236,20 +236,29 @@ bool NcclRanks::allReduce(const std::vector<ReduceBuffer> &buffers,
       error);
 }
 
+/// `call(r, rank r's part of b.whole, its elements)` for each rank whose
+/// shard holds any of the tensor (the last ones may hold only padding),
+/// until one fails.
+template <typename Call>
+static ncclResult_t forEachShard(const ShardBuffer &b, int ranks, Call call) {
+  int64_t bytes = dtypeBytes(b.dtype), shard = shardElements(b.count, ranks);
+  ncclResult_t st = ncclSuccess;
+  for (int r = 0; r < ranks && st == ncclSuccess; ++r)
+    if (int64_t filled = shardFilled(b.count, ranks, r); filled > 0)
+      st = call(r, static_cast<char *>(b.whole) + r * shard * bytes,
+                (size_t)filled);
+  return st;
+}
+
 bool NcclRanks::reduceScatter(const std::vector<ShardBuffer> &buffers,
                               CUstream stream, std::string &error) {
   bool issued = issueGroup(
       *nccl, buffers, "a reduce-scatter (ncclReduce per rank)",
       [&](const ShardBuffer &b, ncclDataType_t t) {
-        int64_t bytes = dtypeBytes(b.dtype),
-                shard = shardElements(b.count, ranks);
-        ncclResult_t st = ncclSuccess;
-        for (int r = 0; r < ranks && st == ncclSuccess; ++r)
-          if (int64_t filled = shardFilled(b.count, ranks, r); filled > 0)
-            st = nccl->reduce(static_cast<char *>(b.whole) + r * shard * bytes,
-                              b.shard, (size_t)filled, t, ncclSum, r,
+        return forEachShard(b, ranks, [&](int r, char *whole, size_t filled) {
+          return nccl->reduce(whole, b.shard, filled, t, ncclSum, r,
                               (ncclComm_t)comm, (cudaStream_t)stream);
-        return st;
+        });
       },
       error);
   if (!issued)
@@ -273,15 +282,10 @@ bool NcclRanks::allGather(const std::vector<ShardBuffer> &buffers,
   return issueGroup(
       *nccl, buffers, "an all-gather (ncclBroadcast per rank)",
       [&](const ShardBuffer &b, ncclDataType_t t) {
-        int64_t bytes = dtypeBytes(b.dtype),
-                shard = shardElements(b.count, ranks);
-        ncclResult_t st = ncclSuccess;
-        for (int r = 0; r < ranks && st == ncclSuccess; ++r)
-          if (int64_t filled = shardFilled(b.count, ranks, r); filled > 0)
-            st = nccl->broadcast(
-                b.shard, static_cast<char *>(b.whole) + r * shard * bytes,
-                (size_t)filled, t, r, (ncclComm_t)comm, (cudaStream_t)stream);
-        return st;
+        return forEachShard(b, ranks, [&](int r, char *whole, size_t filled) {
+          return nccl->broadcast(b.shard, whole, filled, t, r, (ncclComm_t)comm,
+                                 (cudaStream_t)stream);
+        });
       },
       error);
 }
