@@ -265,13 +265,39 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
       }
       return canOverwrite(fusion, j, k);
     };
+    // For each result, the first legal operand. (Only the parameters a
+    // result is the update of, or the transients dying here, are looked
+    // at: a merged optimizer kernel has hundreds of each.)
     auto assign = [&](bool parameters) {
-      for (unsigned k = 0; k < fusion.getNumResults(); ++k)
-        for (unsigned j = 0; j < fusion.getNumOperands() && inPlace[k] < 0; ++j)
-          if (legal(j, k, parameters)) {
+      DenseMap<Attribute, SmallVector<unsigned, 1>> operandsOfParameter;
+      SmallVector<unsigned> dying;
+      // (Parameters appended below are claimed already.)
+      for (unsigned j = 0; j < roots.size(); ++j) {
+        if (!passedOnce(j))
+          continue;
+        if (auto arg = dyn_cast<BlockArgument>(roots[j])) {
+          if (auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
+                  arg.getArgNumber(), GpucDialect::kParamAttrName))
+            operandsOfParameter[ref].push_back(j);
+        } else {
+          dying.push_back(j);
+        }
+      }
+      for (unsigned k = 0; k < fusion.getNumResults(); ++k) {
+        ArrayRef<unsigned> options = dying;
+        if (parameters) {
+          FlatSymbolRefAttr update = updateOf.lookup(fusion->getResult(k));
+          auto it = update ? operandsOfParameter.find(update)
+                           : operandsOfParameter.end();
+          options = it == operandsOfParameter.end() ? ArrayRef<unsigned>()
+                                                    : ArrayRef(it->second);
+        }
+        for (unsigned j : options)
+          if (inPlace[k] < 0 && legal(j, k, parameters)) {
             inPlace[k] = j;
             claimed.insert(j);
           }
+      }
     };
     assign(/*parameters=*/true);
     // The new value of a parameter the kernel does not read (a weight's
@@ -334,6 +360,15 @@ PlanEstimate mlir::gpuc::estimatePlan(func::FuncOp func, bool inPlace) {
   SmallVector<int64_t> offsets;
   PlanEstimate estimate;
   estimate.peak = packArena(live, offsets);
+  estimate.lowerBound = live.lowerBound();
+  estimate.keptForBackward = live.keptForBackward();
+  return estimate;
+}
+
+PlanEstimate mlir::gpuc::estimateLiveness(func::FuncOp func) {
+  StepLiveness live = planLiveness(func);
+  PlanEstimate estimate;
+  estimate.peak = -1;
   estimate.lowerBound = live.lowerBound();
   estimate.keptForBackward = live.keptForBackward();
   return estimate;
@@ -518,28 +553,36 @@ int64_t mlir::gpuc::packArena(const StepLiveness &liveness,
            std::make_tuple(-breadth[b], -size(b), b);
   });
 
+  // The placement loop runs for every trial plan gpuc-remat makes, so it
+  // works on flat arrays: the buffers placed so far are kept sorted by
+  // (offset, top), which is the order the gaps are scanned in, and the scan
+  // skips those whose lifetimes do not meet the new buffer's.
+  struct Placed {
+    int64_t begin, end;
+    unsigned start, last;
+  };
   int64_t best = -1;
   SmallVector<int64_t> trial(buffers.size(), -1);
+  SmallVector<Placed> placed;
+  placed.reserve(arena.size());
   for (const Order &order : orders) {
     SmallVector<unsigned> sequence = arena;
     llvm::sort(sequence, order);
     // First fit (the lowest gap that holds the buffer) and best fit (the
     // tightest gap, else the top).
     for (bool bestFit : {false, true}) {
-      SmallVector<unsigned> placed;
+      placed.clear();
       int64_t peak = 0;
       std::fill(trial.begin(), trial.end(), -1);
       for (unsigned i : sequence) {
-        SmallVector<std::pair<int64_t, int64_t>> busy;
-        for (unsigned j : placed)
-          if (buffers[j].start <= buffers[i].end &&
-              buffers[i].start <= buffers[j].end)
-            busy.push_back({trial[j], trial[j] + size(j)});
-        llvm::sort(busy);
+        const int64_t bytes = size(i);
+        const unsigned start = buffers[i].start, last = buffers[i].end;
         int64_t offset = 0, chosen = -1, tightest = -1;
-        for (auto [begin, end] : busy) {
-          int64_t gap = begin - offset;
-          if (gap >= size(i)) {
+        for (const Placed &p : placed) {
+          if (p.start > last || start > p.last)
+            continue;
+          int64_t gap = p.begin - offset;
+          if (gap >= bytes) {
             if (!bestFit) {
               chosen = offset;
               break;
@@ -549,11 +592,18 @@ int64_t mlir::gpuc::packArena(const StepLiveness &liveness,
               chosen = offset;
             }
           }
-          offset = std::max(offset, end);
+          offset = std::max(offset, p.end);
         }
         trial[i] = chosen >= 0 ? chosen : offset;
-        peak = std::max(peak, trial[i] + size(i));
-        placed.push_back(i);
+        peak = std::max(peak, trial[i] + bytes);
+        Placed entry{trial[i], trial[i] + bytes, start, last};
+        placed.insert(llvm::upper_bound(placed, entry,
+                                        [](const Placed &a, const Placed &b) {
+                                          return std::make_pair(a.begin,
+                                                                a.end) <
+                                                 std::make_pair(b.begin, b.end);
+                                        }),
+                      entry);
       }
       if (best < 0 || peak < best) {
         best = peak;

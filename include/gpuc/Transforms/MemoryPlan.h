@@ -101,6 +101,10 @@ struct PlanEstimate {
 /// kept for backward.
 PlanEstimate estimatePlan(func::FuncOp func, bool inPlace = true);
 
+/// estimatePlan without the packing, which costs the most: `peak` is left
+/// at -1, and `lowerBound` is what any packing can at best reach.
+PlanEstimate estimateLiveness(func::FuncOp func);
+
 /// Builds the liveness of `func` from its `gpuc.in_place` attributes.
 StepLiveness computeLiveness(func::FuncOp func);
 
