@@ -159,8 +159,9 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                         .str();
     kernel.cpuLauncher =
         llvm::formatv("extern \"C\" void gpuc_cpu_{0}(void *const *args) {{\n"
-                      "  gpuc::cpuLaunch({1}LL, [&] {{ {0}({2}); });\n}\n",
-                      name, cpuGrid ? cpuGrid : kernel.grid, casts)
+                      "  gpuc::cpuLaunch({1}LL, {3}LL, \"{0}\", [&] {{ "
+                      "{0}({2}); });\n}\n",
+                      name, cpuGrid ? cpuGrid : kernel.grid, casts, kernel.grid)
             .str();
     return kernel;
   }
@@ -181,7 +182,8 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                          .str();
     kernel.cpuLauncher +=
         llvm::formatv("extern \"C\" void gpuc_cpu_{0}(void *const *args) {{\n"
-                      "  gpuc::cpuLaunch({1}LL, [&] {{ {0}({2}); });\n}\n",
+                      "  gpuc::cpuLaunch({1}LL, {1}LL, \"{0}\", [&] {{ "
+                      "{0}({2}); });\n}\n",
                       launch, kernel.grid, casts)
             .str();
   }

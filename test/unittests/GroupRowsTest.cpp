@@ -1,71 +1,18 @@
-//===- GroupRowsTest.cpp - the GPU's counting sort, run by host threads ---===//
+//===- GroupRowsTest.cpp - the GPU's counting sort, run by the emulator ---===//
 //
 // gpuc.row_groups runs on the GPU as one block of threads that synchronize
-// (GroupRows.h without GPUC_CPU). No GPU is needed to check its logic: here
-// 256 host threads play the block, with a barrier for __syncthreads and
-// atomics for atomicAdd, and must give exactly the stable counting sort.
+// (GroupRows.h without GPUC_CPU). No GPU is needed to check its logic: the
+// emulator (EmulatedGpu.h) runs the block, and it must give exactly the
+// stable counting sort.
 //
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <condition_variable>
-#include <cstdint>
-#include <mutex>
 #include <random>
-#include <thread>
 #include <vector>
 
-namespace block_emulation {
-struct Dim3 {
-  int x = 0, y = 0, z = 0;
-};
-thread_local Dim3 threadIdx;
-Dim3 blockIdx;
-Dim3 blockDim;
-
-/// A reusable barrier for the block's threads.
-class Barrier {
-public:
-  void reset(int threads) { count = waiting = threads; }
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex);
-    int seen = generation;
-    if (--waiting == 0) {
-      ++generation;
-      waiting = count;
-      changed.notify_all();
-      return;
-    }
-    changed.wait(lock, [&] { return generation != seen; });
-  }
-
-private:
-  std::mutex mutex;
-  std::condition_variable changed;
-  int count = 0, waiting = 0, generation = 0;
-};
-Barrier barrier;
-
-inline void __syncthreads() { barrier.wait(); }
-inline int atomicAdd(int *address, int value) {
-  return reinterpret_cast<std::atomic<int> *>(address)->fetch_add(value);
-}
-} // namespace block_emulation
-
-using namespace block_emulation;
-#define __device__
-#define __shared__ static
-
-namespace gpuc {
-constexpr int kBlockThreads = 256;
-inline int64_t wrapIndex(int64_t k, int64_t size) {
-  k = k < 0 ? k + size : k;
-  return k < 0 ? 0 : (k >= size ? size - 1 : k);
-}
-} // namespace gpuc
-
-#include "gpuc/runtime/device/GroupRows.h"
+#define GPUC_EMULATE_GPU
+#include "gpuc/runtime/device/Kernel.h"
 
 namespace {
 
@@ -89,18 +36,10 @@ void runBlock(int threads, const std::vector<int64_t> &ids, int32_t rows,
   // Garbage first: the kernel must not rely on zeroed outputs.
   offsets.assign(rows + 1, -7);
   order.assign(ids.size(), -7);
-  blockDim.x = threads;
-  blockIdx.x = 0;
-  barrier.reset(threads);
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      threadIdx.x = t;
-      gpuc::groupRows(ids.data(), (int32_t)ids.size(), rows, offsets.data(),
-                      order.data());
-    });
-  for (std::thread &thread : pool)
-    thread.join();
+  gpuc::emulated::launch(1, threads, "groupRows", [&] {
+    gpuc::groupRows(ids.data(), (int32_t)ids.size(), rows, offsets.data(),
+                    order.data());
+  });
 }
 
 struct Case {

@@ -139,11 +139,13 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
     int64_t splits = rowKernelSplits(rows, 65536);
     const std::string &src = kernel->source;
     if (rows == 2048) {
-      // Enough rows to fill a GPU: one block per row, one launch, and the
-      // per-row operand may be overwritten by the per-row result.
+      // Enough rows to fill a GPU: no split, one launch, and the per-row
+      // operand may be overwritten by the per-row result. The rows are
+      // adjacent elements, so the GPU runs 8 per block, in columns.
       EXPECT_EQ(splits, 1);
       EXPECT_EQ(kernel->launches, 1);
-      EXPECT_EQ(kernel->grid, 2048);
+      EXPECT_EQ(kernel->grid, 2048 / kGpuColumnLanes);
+      EXPECT_NE(src.find("gpuc::columnReduceSum("), std::string::npos) << src;
       EXPECT_EQ(kernel->workspaceBytes, 0);
       EXPECT_TRUE(canOverwrite(fusion, 1, 0));
       continue;
@@ -553,7 +555,8 @@ TEST(KernelEmitterTest, ShortRowsAreAWarpEach) {
   ASSERT_TRUE(succeeded(shortRows));
   const std::string &src = shortRows->source;
   EXPECT_EQ(shortRows->grid, 13) << src;
-  EXPECT_NE(shortRows->cpuLauncher.find("cpuLaunch(100LL"), std::string::npos)
+  EXPECT_NE(shortRows->cpuLauncher.find("cpuLaunch(100LL, 13LL, "),
+            std::string::npos)
       << shortRows->cpuLauncher;
   EXPECT_NE(src.find("const gidx o = (gidx)gpuc::warpRow();\n  if (o < 100) {"),
             std::string::npos)

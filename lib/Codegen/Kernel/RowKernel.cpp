@@ -212,36 +212,6 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // it back instead of computing it again: the same f32 value, so the
   // same results, with one exp per element where there were two.
   KeptValue reused = keptForLastPass(reductions, levelOf, levels, perElement);
-  // Few long rows (batch norm's per-channel statistics) would leave most
-  // of a GPU idle with one block per row: such a row is split into
-  // `splits` chunks, one block each, and the kernel runs as one launch
-  // per reduction (each block reduces its chunk into `partials`) plus a
-  // last launch that writes the results. Every launch combines the
-  // partials of the reductions before its own in the same order, so all
-  // blocks of a row agree and replays are bit-identical.
-  splits = rowKernelSplits(rows, rowLength);
-  int64_t chunk = (rowLength + splits - 1) / splits;
-  kernel.grid = std::max<int64_t>(1, rows) * splits;
-  // Short rows (attention's softmax over 1024 keys, a layer norm over 768
-  // features) run a warp per row on the GPU: a block of 256 threads per
-  // such row gave each thread a few elements between barriers. The lanes
-  // stride over the row and shuffles reduce it; on the CPU (one thread per
-  // block) warpRow() is the block and a lane is the whole row.
-  bool warpRows = splits == 1 && rowLength <= kWarpRowMax;
-  if (warpRows) {
-    cpuGrid = std::max<int64_t>(1, rows);
-    kernel.grid = (cpuGrid + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
-  }
-  // Launches of a split kernel: one per reduction, one writing the
-  // per-element values, then (when there are any) one writing the per-row
-  // values, so that a per-row result may overwrite a per-row operand that
-  // the per-element launch still reads in every block of the row.
-  int64_t elementPhase = levels;
-  int64_t rowPhase =
-      !perRow.empty() && !perElement.empty() ? elementPhase + 1 : elementPhase;
-  kernel.launches = splits > 1 ? rowPhase + 1 : 1;
-  if (splits > 1)
-    kernel.workspaceBytes = (int64_t)reductions.size() * rows * splits * 8;
   // Adjacent axes that are both kept or both reduced are one axis of the
   // iteration (batch norm's [N, C, H, W] over {0, 2, 3} is [N, C, H*W]
   // over {0, 2}), so an element's index costs one division less per
@@ -265,16 +235,64 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     mergedFull.push_back(run.size);
     (run.reduced ? mergedRow : mergedKept).push_back(run.size);
   }
-  // On the CPU, a row kernel whose rows are adjacent elements (its
-  // innermost axis is kept: a bias gradient's sum over the batch, an
-  // embedding's gradient) runs kCpuLanes rows per block, the row's loop
-  // outside and the rows' lanes inside: the lanes load adjacent elements
-  // and vectorize, where each row alone would gather elements a row's
-  // length apart. Each row still adds its elements in order.
-  bool columns = splits == 1 && !runs.back().reduced &&
-                 runs.back().dims.back() % kCpuLanes == 0;
+  // A row kernel whose rows are adjacent elements (its innermost axis is
+  // kept: a bias gradient's sum over the batch, a layer norm's weight
+  // gradient) runs in columns: each block takes a group of adjacent rows,
+  // whose elements it walks together, so that loads of neighbouring
+  // threads (GPU) or lanes (CPU) are neighbouring addresses. One block per
+  // row gathered elements a row's length apart: the GPU's warps loaded 32
+  // rows' elements per load, a sector each, and such sums ran at a tenth
+  // of the memory's speed. A column block covers all of its rows' length,
+  // so it is not split: columns are chosen where one-block rows would not
+  // be split either, or where there are enough groups of rows to occupy a
+  // GPU's SMs (GPT-2's 768 features are 96 blocks; 8 features summed over
+  // a million rows keep the split rows).
+  constexpr int64_t kMinColumnBlocks = 64;
+  bool columns = !runs.back().reduced &&
+                 runs.back().dims.back() % kCpuLanes == 0 &&
+                 runs.back().dims.back() % kGpuColumnLanes == 0 &&
+                 (rowKernelSplits(rows, rowLength) == 1 ||
+                  rows / kGpuColumnLanes >= kMinColumnBlocks);
+  // Few long rows (batch norm's per-channel statistics) would leave most
+  // of a GPU idle with one block per row: such a row is split into
+  // `splits` chunks, one block each, and the kernel runs as one launch
+  // per reduction (each block reduces its chunk into `partials`) plus a
+  // last launch that writes the results. Every launch combines the
+  // partials of the reductions before its own in the same order, so all
+  // blocks of a row agree and replays are bit-identical.
+  splits = columns ? 1 : rowKernelSplits(rows, rowLength);
+  int64_t chunk = (rowLength + splits - 1) / splits;
+  kernel.grid = std::max<int64_t>(1, rows) * splits;
+  // Short rows (attention's softmax over 1024 keys, a layer norm over 768
+  // features) run a warp per row on the GPU: a block of 256 threads per
+  // such row gave each thread a few elements between barriers. The lanes
+  // stride over the row and shuffles reduce it; on the CPU (one thread per
+  // block) warpRow() is the block and a lane is the whole row.
+  bool warpRows = !columns && splits == 1 && rowLength <= kWarpRowMax;
+  if (warpRows) {
+    cpuGrid = std::max<int64_t>(1, rows);
+    kernel.grid = (cpuGrid + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
+  }
+  // Launches of a split kernel: one per reduction, one writing the
+  // per-element values, then (when there are any) one writing the per-row
+  // values, so that a per-row result may overwrite a per-row operand that
+  // the per-element launch still reads in every block of the row.
+  int64_t elementPhase = levels;
+  int64_t rowPhase =
+      !perRow.empty() && !perElement.empty() ? elementPhase + 1 : elementPhase;
+  kernel.launches = splits > 1 ? rowPhase + 1 : 1;
+  if (splits > 1)
+    kernel.workspaceBytes = (int64_t)reductions.size() * rows * splits * 8;
+  // Columns on the CPU: kCpuLanes rows per block, the row's loop outside
+  // and the rows' lanes inside, so the lanes load adjacent elements and
+  // vectorize; each row still adds its elements in order. On the GPU:
+  // kGpuColumnLanes rows per block, each thread a row (its column lane)
+  // and a slice of the row's elements (every kGpuColumnSlices-th), the
+  // slices' partial results combined in a fixed order (Kernel.h's
+  // columnReduceSum).
   SmallVector<std::string> kept;
-  auto emitRows = [&](bool column) -> LogicalResult {
+  // `column`: the CPU's columns; `gpuColumn`: the GPU's.
+  auto emitRows = [&](bool column, bool gpuColumn) -> LogicalResult {
     // The part of the row this block covers: all of it, or its chunk.
     std::string rowBegin = "0", rowEnd = llvm::formatv("{0}", rowLength);
     // Divides both ends of the block's part of the row.
@@ -283,6 +301,10 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     if (column) {
       line(llvm::formatv("const gidx oGroup = (gidx)blockIdx.x * {0};",
                          kCpuLanes));
+    } else if (gpuColumn) {
+      line(llvm::formatv(
+          "const gidx o = (gidx)blockIdx.x * {0} + gpuc::columnLane();",
+          kGpuColumnLanes));
     } else if (splits > 1) {
       line(llvm::formatv("const gidx o = blockIdx.x / {0};", splits));
       line(llvm::formatv("const gidx part = blockIdx.x % {0};", splits));
@@ -404,10 +426,12 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     auto portableRowLoop =
         [&](function_ref<LogicalResult(StringRef)> pass) -> LogicalResult {
       open(llvm::formatv(
-          warpRows ? "for (gidx r = {0} + gpuc::warpLane(); r < {1}; r += "
-                     "gpuc::kWarpStride)"
-                   : "for (gidx r = {0} + threadIdx.x; r < {1}; r += "
-                     "blockDim.x)",
+          gpuColumn  ? "for (gidx r = {0} + gpuc::columnSlice(); r < {1}; "
+                       "r += gpuc::kColumnSlices)"
+          : warpRows ? "for (gidx r = {0} + gpuc::warpLane(); r < {1}; r += "
+                       "gpuc::kWarpStride)"
+                     : "for (gidx r = {0} + threadIdx.x; r < {1}; r += "
+                       "blockDim.x)",
           rowBegin, rowEnd));
       if (failed(pass("")))
         return failure();
@@ -596,7 +620,10 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         line(llvm::formatv(isa<ReduceMaxOp>(reductions[members[m]])
                                ? "{0} = gpuc::{1}ReduceMax({0});"
                                : "{0} = gpuc::{1}ReduceSum({0});",
-                           accs[m], warpRows ? "warp" : "block"));
+                           accs[m],
+                           warpRows    ? "warp"
+                           : gpuColumn ? "column"
+                                       : "block"));
       if (splits > 1) {
         // This launch's reductions: store the chunk's partials and stop.
         open(llvm::formatv("if (phase == {0})", level));
@@ -640,12 +667,14 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         return failure();
       close();
     } else if (!perRow.empty()) {
-      open(splits > 1 ? llvm::formatv("if (phase == {0} && part == 0 && "
-                                      "threadIdx.x == 0)",
-                                      rowPhase)
-                            .str()
-                      : std::string(warpRows ? "if (gpuc::warpLane() == 0)"
-                                             : "if (threadIdx.x == 0)"));
+      open(splits > 1
+               ? llvm::formatv("if (phase == {0} && part == 0 && "
+                               "threadIdx.x == 0)",
+                               rowPhase)
+                     .str()
+               : std::string(warpRows    ? "if (gpuc::warpLane() == 0)"
+                             : gpuColumn ? "if (gpuc::columnSlice() == 0)"
+                                         : "if (threadIdx.x == 0)"));
       if (failed(storeResults(perRow, "o")))
         return failure();
       close();
@@ -679,24 +708,23 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       close(); // if (o < rows)
     return success();
   };
-  size_t mark = body.size();
-  pushScope();
-  if (failed(emitRows(/*column=*/false)))
-    return failure();
-  popScope();
-  if (columns) {
-    std::string portableText = body.substr(mark);
-    body.resize(mark);
-    line("#ifdef GPUC_CPU");
+  auto emitScoped = [&](bool column, bool gpuColumn) {
     pushScope();
-    if (failed(emitRows(/*column=*/true)))
-      return failure();
+    LogicalResult emitted = emitRows(column, gpuColumn);
     popScope();
-    line("#else");
-    body += portableText;
-    line("#endif");
-    cpuGrid = rows / kCpuLanes;
-  }
+    return emitted;
+  };
+  if (!columns)
+    return emitScoped(/*column=*/false, /*gpuColumn=*/false);
+  line("#ifdef GPUC_CPU");
+  if (failed(emitScoped(/*column=*/true, /*gpuColumn=*/false)))
+    return failure();
+  line("#else");
+  if (failed(emitScoped(/*column=*/false, /*gpuColumn=*/true)))
+    return failure();
+  line("#endif");
+  cpuGrid = rows / kCpuLanes;
+  kernel.grid = rows / kGpuColumnLanes;
   return success();
 }
 

@@ -28,8 +28,11 @@ inline thread_local CpuDim3 cpuGridDim = {1, 1, 1};
 constexpr CpuDim3 cpuThreadIdx = {0, 0, 0};
 constexpr CpuDim3 cpuBlockDim = {1, 1, 1};
 
-/// Runs `block` for every block index of a grid of `grid` blocks.
-template <typename Block> void cpuLaunch(int64_t grid, Block block) {
+/// Runs `block` for every block index of a grid of `grid` blocks (the
+/// GPU's grid and the kernel's name are for EmulatedGpu.h's launch).
+template <typename Block>
+void cpuLaunch(int64_t grid, int64_t /*gpuGrid*/, const char * /*kernel*/,
+               Block block) {
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < grid; ++b) {
     cpuBlockIdx.x = b;

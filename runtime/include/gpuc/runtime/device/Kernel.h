@@ -3,7 +3,8 @@
 // kernels.cu starts with `#include "gpuc/runtime/device/Kernel.h"`. Under
 // NVRTC it is CUDA; compiled by the host compiler (GPUC_CPU), CpuShim.h first
 // defines the CUDA builtins for one thread per block and OpenMP launches the
-// blocks. Generated code uses only what is declared here: no raw
+// blocks (and under GPUC_EMULATE_GPU, EmulatedGpu.h runs the CUDA text on
+// the CPU, for tests). Generated code uses only what is declared here: no raw
 // __syncthreads or shuffles, so both targets share every kernel's text,
 // except the loops over elements: under GPUC_CPU a kernel walks the lines
 // of its shape (no index division per element, reductions in lanes) where
@@ -13,7 +14,11 @@
 #ifndef GPUC_RUNTIME_DEVICE_KERNEL_H
 #define GPUC_RUNTIME_DEVICE_KERNEL_H
 
-#ifdef GPUC_CPU
+#ifdef GPUC_EMULATE_GPU
+// The GPU's text of every kernel, run by the emulator (tests).
+#undef GPUC_CPU
+#include "gpuc/runtime/device/EmulatedGpu.h"
+#elif defined(GPUC_CPU)
 #include "gpuc/runtime/device/CpuShim.h"
 #else
 typedef long long int64_t;
@@ -108,6 +113,52 @@ __device__ __forceinline__ float warpReduceSum(float v) {
 }
 __device__ __forceinline__ float warpReduceMax(float v) {
   return warpReduce(v, MaxOp());
+}
+/// Rows of adjacent elements (a bias gradient's sum over the batch) run in
+/// columns: a block's threads are kColumnLanes adjacent rows (the emitter's
+/// kGpuColumnLanes) times kColumnSlices slices of the rows' elements, the
+/// column lane fastest, so a warp's loads are four runs of eight adjacent
+/// floats (whole 32-byte sectors) instead of 32 rows' elements a row apart.
+constexpr int kColumnLanes = 8;
+constexpr int kColumnSlices = kBlockThreads / kColumnLanes;
+__device__ __forceinline__ int columnLane() {
+  return threadIdx.x % kColumnLanes;
+}
+__device__ __forceinline__ int columnSlice() {
+  return threadIdx.x / kColumnLanes;
+}
+/// Reduces `v` over the slices of the caller's column and gives it to
+/// every thread of that column: the four slices within a warp by shuffles,
+/// then the eight warps' values in warp order (a fixed tree: replays are
+/// bit-identical).
+template <typename Op>
+__device__ __forceinline__ float columnReduce(float v, Op op) {
+  __shared__ float partial[kBlockThreads / 32][kColumnLanes];
+  __shared__ float total[kColumnLanes];
+  static_assert(kColumnLanes == 8, "the shuffles below pair lanes 8 apart");
+  v = op(v, __shfl_xor_sync(0xffffffffu, v, 16));
+  v = op(v, __shfl_xor_sync(0xffffffffu, v, 8));
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane < kColumnLanes)
+    partial[warp][lane] = v;
+  __syncthreads();
+  if (threadIdx.x < kColumnLanes) {
+    float t = partial[0][threadIdx.x];
+    for (int w = 1; w < kBlockThreads / 32; ++w)
+      t = op(t, partial[w][threadIdx.x]);
+    total[threadIdx.x] = t;
+  }
+  __syncthreads();
+  v = total[columnLane()];
+  // Every thread has read before a next reduction writes.
+  __syncthreads();
+  return v;
+}
+__device__ __forceinline__ float columnReduceSum(float v) {
+  return columnReduce(v, SumOp());
+}
+__device__ __forceinline__ float columnReduceMax(float v) {
+  return columnReduce(v, MaxOp());
 }
 #endif
 

@@ -1,0 +1,110 @@
+//===- EmulatedGpuTest.cpp - the GPU's semantics as EmulatedGpu.h runs them
+//===//
+//
+// The emulator is what tests the GPU's text of generated kernels without a
+// GPU (step-parity-emulated-gpu.test), so it must give a block's threads
+// the GPU's guarantees and no more: a barrier orders shared memory, a
+// shuffle exchanges registers within a warp, and a kernel that would hang
+// or read a returned lane on a GPU stops with a message.
+//
+//===----------------------------------------------------------------------===//
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#define GPUC_EMULATE_GPU
+#include "gpuc/runtime/device/Kernel.h"
+
+namespace {
+
+TEST(EmulatedGpu, BlockReductionGivesEveryThreadTheSum) {
+  std::vector<float> out(3 * 256, -1.0f);
+  gpuc::emulated::launch(3, 256, "sum", [&] {
+    float v = gpuc::blockReduceSum((float)(threadIdx.x + 1 + blockIdx.x));
+    out[blockIdx.x * 256 + threadIdx.x] = v;
+  });
+  for (int b = 0; b < 3; ++b)
+    for (int t = 0; t < 256; ++t)
+      ASSERT_EQ(out[b * 256 + t], 256.0f * 257.0f / 2 + 256.0f * b)
+          << b << " " << t;
+}
+
+TEST(EmulatedGpu, WarpRowsReduceTheirOwnLanes) {
+  // 20 rows of 45: the second block's last four warps are past the rows
+  // and return at once, as a generated warp-row kernel's do.
+  const int rows = 12, length = 45;
+  std::vector<float> in(rows * length), out(rows, -1.0f);
+  for (int i = 0; i < rows * length; ++i)
+    in[i] = (float)(i % 7) - 3.0f;
+  gpuc::emulated::launch(2, 256, "rows", [&] {
+    long long o = gpuc::warpRow();
+    if (o >= rows)
+      return;
+    float sum = 0, max = -INFINITY;
+    for (int r = gpuc::warpLane(); r < length; r += gpuc::kWarpStride) {
+      sum += in[o * length + r];
+      max = fmaxf(max, in[o * length + r]);
+    }
+    sum = gpuc::warpReduceSum(sum);
+    max = gpuc::warpReduceMax(max);
+    if (gpuc::warpLane() == 0)
+      out[o] = sum + 1000.0f * max;
+  });
+  for (int o = 0; o < rows; ++o) {
+    float sum = 0, max = -INFINITY;
+    for (int r = 0; r < length; ++r) {
+      sum += in[o * length + r];
+      max = std::max(max, in[o * length + r]);
+    }
+    EXPECT_EQ(out[o], sum + 1000.0f * max) << o;
+  }
+}
+
+TEST(EmulatedGpu, BarrierOrdersSharedMemory) {
+  // Each thread reads its neighbour's slot after the barrier, then the
+  // slots are written again: without the barriers some reads would see
+  // the other round's values.
+  std::vector<int> out(256);
+  gpuc::emulated::launch(1, 256, "shared", [&] {
+    __shared__ int slots[256];
+    int t = threadIdx.x, total = 0;
+    for (int round = 0; round < 3; ++round) {
+      slots[t] = t * 10 + round;
+      __syncthreads();
+      total += slots[(t + 1) % 256];
+      __syncthreads();
+    }
+    out[t] = total;
+  });
+  for (int t = 0; t < 256; ++t)
+    EXPECT_EQ(out[t], 3 * ((t + 1) % 256) * 10 + 3) << t;
+}
+
+TEST(EmulatedGpuDeathTest, BarrierInDivergentCodeStops) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(gpuc::emulated::launch(1, 256, "divergent",
+                                      [] {
+                                        // Half of each warp shuffles, the
+                                        // other half waits for the block.
+                                        if (threadIdx.x % 32 < 16)
+                                          gpuc::warpReduceSum(1.0f);
+                                        else
+                                          __syncthreads();
+                                      }),
+               "kernel divergent, block 0, thread .*: threads wait at "
+               "different barriers or shuffles");
+}
+
+TEST(EmulatedGpuDeathTest, ShuffleWithReturnedLaneStops) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(gpuc::emulated::launch(1, 256, "partial",
+                                      [] {
+                                        if (threadIdx.x % 32 >= 16)
+                                          return;
+                                        gpuc::warpReduceSum(1.0f);
+                                      }),
+               "kernel partial, block 0, thread [0-9]+: a shuffle reads a "
+               "lane that has returned");
+}
+
+} // namespace
