@@ -7,10 +7,10 @@
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
+#include "gpuc/Dialect/Gpuc/StoredElements.h"
 #include "gpuc/Interpreter/Interpreter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -147,22 +147,16 @@ static std::vector<char> storedBytes(ElementsAttr attr) {
     return {};
   size_t size = et.getIntOrFloatBitWidth() / 8;
   size_t bytes = type.getNumElements() * size;
-  ArrayRef<char> data;
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
-    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
-      data = blob->getData();
-  } else if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
-    data = dense.getRawData();
-    if (dense.isSplat() && data.size() == size) {
-      std::vector<char> filled(bytes);
-      for (size_t at = 0; at < bytes; at += size)
-        memcpy(filled.data() + at, data.data(), size);
-      return filled;
-    }
-  }
-  if (data.size() != bytes)
+  if (std::optional<ArrayRef<char>> stored = storedElementBytes(attr))
+    return std::vector<char>(stored->begin(), stored->end());
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense || !dense.isSplat() || dense.getRawData().size() != size)
     return {};
-  return std::vector<char>(data.begin(), data.end());
+  ArrayRef<char> one = dense.getRawData();
+  std::vector<char> filled(bytes);
+  for (size_t at = 0; at < bytes; at += size)
+    memcpy(filled.data() + at, one.data(), size);
+  return filled;
 }
 
 LogicalResult Lowering::initialValue(StringRef name, ElementsAttr attr) {

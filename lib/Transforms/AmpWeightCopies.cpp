@@ -9,11 +9,11 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/Signature.h"
+#include "gpuc/Dialect/Gpuc/StoredElements.h"
 #include "gpuc/Interpreter/Interpreter.h"
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/TypeUtilities.h"
 
 #include <cstring>
@@ -38,31 +38,6 @@ uint16_t bfloat16Bits(float f) {
     return (uint16_t)((x >> 16) | 0x40);
   x += 0x7fffu + ((x >> 16) & 1);
   return (uint16_t)(x >> 16);
-}
-
-/// An f32 attribute's elements in memory (a resource blob or a dense
-/// attribute that is not a splat), without a copy; nullopt otherwise.
-std::optional<ArrayRef<float>> rawFloats(ElementsAttr attr) {
-  auto type = cast<ShapedType>(attr.getType());
-  if (!type.getElementType().isF32())
-    return std::nullopt;
-  ArrayRef<char> bytes;
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
-    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob)
-      return std::nullopt;
-    bytes = blob->getData();
-  } else if (auto dense = dyn_cast<DenseElementsAttr>(attr);
-             dense && !dense.isSplat()) {
-    bytes = dense.getRawData();
-  } else {
-    return std::nullopt;
-  }
-  if ((int64_t)bytes.size() != type.getNumElements() * 4 ||
-      reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float))
-    return std::nullopt;
-  return ArrayRef<float>(reinterpret_cast<const float *>(bytes.data()),
-                         bytes.size() / 4);
 }
 
 struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
@@ -170,7 +145,7 @@ struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
                 APFloat::rmNearestTiesToEven, &losesInfo);
       return (uint16_t)v.bitcastToAPInt().getZExtValue();
     };
-    if (std::optional<ArrayRef<float>> floats = rawFloats(initial)) {
+    if (std::optional<ArrayRef<float>> floats = storedFloats(initial)) {
       bits.reserve(floats->size());
       for (float f : *floats)
         bits.push_back(low.isBF16() ? bfloat16Bits(f) : rounded(f));

@@ -1,9 +1,9 @@
 //===- TriangularMask.cpp - masks that are a comparison of indices --------===//
 #include "gpuc/Transforms/TriangularMask.h"
+#include "gpuc/Dialect/Gpuc/StoredElements.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 
 #include <cstring>
 
@@ -17,16 +17,15 @@ std::optional<SmallVector<double>> valuesOf(ElementsAttr attr) {
   auto type = cast<ShapedType>(attr.getType());
   Type element = type.getElementType();
   SmallVector<double> values;
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
-    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob || !element.isF32() ||
-        blob->getData().size() != (size_t)type.getNumElements() * 4)
-      return std::nullopt;
-    const char *bytes = blob->getData().data();
+  // Stored as floats: read directly (a T x T mask at T 1024 is a million
+  // elements, read for every attention and its gradient).
+  std::optional<ArrayRef<char>> stored = storedElementBytes(attr);
+  if (stored && element.isF32()) {
+    values.resize(type.getNumElements());
     for (int64_t i = 0; i < type.getNumElements(); ++i) {
       float v;
-      std::memcpy(&v, bytes + 4 * i, 4);
-      values.push_back(v);
+      std::memcpy(&v, stored->data() + 4 * i, 4);
+      values[i] = v;
     }
     return values;
   }
@@ -34,16 +33,7 @@ std::optional<SmallVector<double>> valuesOf(ElementsAttr attr) {
   if (!dense)
     return std::nullopt;
   values.reserve(type.getNumElements());
-  if (element.isF32() && !dense.isSplat()) {
-    // In memory as floats: read directly (a T x T mask at T 1024 is a
-    // million elements, read for every attention and its gradient).
-    ArrayRef<char> bytes = dense.getRawData();
-    for (int64_t i = 0; i < type.getNumElements(); ++i) {
-      float v;
-      std::memcpy(&v, bytes.data() + 4 * i, 4);
-      values.push_back(v);
-    }
-  } else if (isa<FloatType>(element)) {
+  if (isa<FloatType>(element)) {
     for (const APFloat &v : dense.getValues<APFloat>()) {
       APFloat d = v;
       bool losesInfo;

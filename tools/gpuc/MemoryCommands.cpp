@@ -125,10 +125,18 @@ planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
   addPlanPipeline(pm, arenaBudget);
   if (failed(pm.run(*module)))
     return std::nullopt;
-  FailureOr<nlohmann::json> memory = stepMemory(*module);
-  if (failed(memory))
+  FailureOr<gpuc::StepProgram> program = gpuc::buildStepProgram(*module);
+  if (failed(program))
     return std::nullopt;
-  return *memory;
+  nlohmann::json memory = gpuc::memorySummary(program->plan);
+  // The step's FLOPs, recomputations included (what they add is judged
+  // against the rest).
+  int64_t flops = 0;
+  for (const nlohmann::json &step :
+       program->plan["functions"]["train_step"]["steps"])
+    flops += step.value("flops", (int64_t)0);
+  memory["step_flops"] = flops;
+  return memory;
 }
 
 /// --max-batch-for SIZE: the largest batch whose step fits, by doubling
@@ -204,10 +212,14 @@ int runMaxBatchFor() {
     }
     llvm::outs() << "  " << how << ": batch " << low << " needs "
                  << describe(*best);
-    if (best->contains("remat"))
-      llvm::outs() << llvm::formatv(
-          ", recomputing {0:f1} MFLOP",
-          (*best)["remat"].value("extra_flops", (int64_t)0) / 1e6);
+    if (best->contains("remat")) {
+      double extra = (*best)["remat"].value("extra_flops", (int64_t)0);
+      double step = best->value("step_flops", (int64_t)0) - extra;
+      llvm::outs() << llvm::formatv(", recomputing {0:f1} MFLOP", extra / 1e6);
+      if (step > 0)
+        llvm::outs() << llvm::formatv(" ({0:f2}x the step's own)",
+                                      extra / step);
+    }
     if (high <= kLargestBatch) {
       std::optional<nlohmann::json> above = planAtBatch(high, {}, true);
       llvm::outs() << "; batch " << high << " needs "
