@@ -182,9 +182,10 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                          .str();
     kernel.cpuLauncher +=
         llvm::formatv("extern \"C\" void gpuc_cpu_{0}(void *const *args) {{\n"
-                      "  gpuc::cpuLaunch({1}LL, {1}LL, \"{0}\", [&] {{ "
+                      "  gpuc::cpuLaunch({1}LL, {3}LL, \"{0}\", [&] {{ "
                       "{0}({2}); });\n}\n",
-                      launch, kernel.grid, casts)
+                      launch, cpuGrid ? cpuGrid : kernel.grid, casts,
+                      kernel.grid)
             .str();
   }
   return kernel;

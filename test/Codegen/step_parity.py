@@ -46,6 +46,12 @@ MODELS = {
     # gpuc.linear_cross_entropy over 3,001 classes (padded to 3,008 under
     # --pad-classes=64).
     "widelinear": ("image", (4, 24), "float", (4,), 3001, []),
+    # Sums down columns of long rows (written by write_columns): a bias
+    # and a layer norm's gain and shift over 4 x 8,192 positions of 64
+    # features, and a normalization over the 8,192 positions of each
+    # feature (two levels of reductions); each runs in columns split into
+    # chunks, whose partials later launches combine.
+    "columns": ("image", (4, 8192, 24), "float", (4,), 3, []),
     # PyTorch models of torch_parity.py, exported here (needs torch): the
     # LSTM and GRU classifiers, 2-D upsampling layers (padding modes,
     # instance/group norm, ConvTranspose, Resize), 1-D convolutions and
@@ -91,6 +97,46 @@ def write_wide_head(path, name):
     return path
 
 
+def write_columns(path):
+    """The columns model as ONNX text, its weights drawn here."""
+    rng = np.random.default_rng(5)
+
+    def values(*shape, scale):
+        return ", ".join("%.4f" % v
+                         for v in rng.uniform(-scale, scale, shape).ravel())
+    with open(path, "w") as f:
+        f.write('<\n  ir_version: 8,\n  opset_import: ["" : 17]\n>\n')
+        f.write("columns (float[N, 8192, 24] image) => (float[N, 3] logits)\n")
+        f.write("<float[24, 64] w1 = {%s}, float[64] b1 = {%s}, "
+                "float[64] gain = {%s}, float[64] shift = {%s}, "
+                "float[64, 3] w2 = {%s}, float[3] b2 = {%s}>\n"
+                % (values(24, 64, scale=0.3), values(64, scale=0.5),
+                   values(64, scale=2.0), values(64, scale=0.5),
+                   values(64, 3, scale=0.3), values(3, scale=0.1)))
+        # The positions' normalization adds back to its input (a
+        # normalization alone would leave the shift a gradient of zero:
+        # a per-feature constant is what it removes).
+        f.write("""{
+  z = MatMul(image, w1)
+  h = Add(z, b1)
+  ln = LayerNormalization<axis = -1>(h, gain, shift)
+  a = Relu(ln)
+  m = ReduceMean<axes = [1], keepdims = 1>(a)
+  c = Sub(a, m)
+  sq = Mul(c, c)
+  v = ReduceMean<axes = [1], keepdims = 1>(sq)
+  eps = Constant<value = float[1] {0.00001}>()
+  ve = Add(v, eps)
+  sd = Sqrt(ve)
+  n = Div(c, sd)
+  both = Add(n, a)
+  p = ReduceMean<axes = [1], keepdims = 0>(both)
+  logits = Gemm(p, w2, b2)
+}
+""")
+    return path
+
+
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -119,6 +165,8 @@ def check(args, name, optimizer, work):
         model = export_torch_model(args, name, work)
     if name in ("widehead", "widelinear"):
         model = write_wide_head(os.path.join(work, name + ".onnxtxt"), name)
+    if name == "columns":
+        model = write_columns(os.path.join(work, name + ".onnxtxt"))
     out = os.path.join(work, name + "-" + optimizer)
     common = ["--batch", "4", "--optimizer", optimizer,
               "--precision", args.precision] + extra
@@ -168,7 +216,7 @@ def main():
     p.add_argument("--src", required=True)
     p.add_argument("--models",
                    default="mlp,cnn,transformer,windows,recurrent,attention,"
-                   "embedding,widehead,widelinear")
+                   "embedding,widehead,widelinear,columns")
     p.add_argument("--optimizers", default="sgd,adamw")
     p.add_argument("--precision", default="fp32", choices=sorted(TOLERANCE))
     p.add_argument("--compile-flag", action="append", default=[],

@@ -136,20 +136,44 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
     module->walk([&](FusionOp op) { fusion = op; });
     FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
     ASSERT_TRUE(succeeded(kernel));
-    int64_t splits = rowKernelSplits(rows, 65536);
     const std::string &src = kernel->source;
     if (rows == 2048) {
-      // Enough rows to fill a GPU: no split, one launch, and the per-row
-      // operand may be overwritten by the per-row result. The rows are
-      // adjacent elements, so the GPU runs 8 per block, in columns.
-      EXPECT_EQ(splits, 1);
-      EXPECT_EQ(kernel->launches, 1);
-      EXPECT_EQ(kernel->grid, 2048 / kGpuColumnLanes);
-      EXPECT_NE(src.find("gpuc::columnReduceSum("), std::string::npos) << src;
-      EXPECT_EQ(kernel->workspaceBytes, 0);
+      // Rows that are adjacent elements run in columns, 8 rows a block (on
+      // both targets), and their 256 groups split into 4 chunks of 16,384
+      // to give a GPU 1,024 blocks: one launch reduces, one writes the
+      // centred rows, one the per-row values. The per-row operand may
+      // still be overwritten by the per-row result.
+      EXPECT_EQ(rowKernelSplits(rows / kGpuColumnLanes, 65536), 4);
+      EXPECT_EQ(kernel->grid, 2048 / kGpuColumnLanes * 4);
+      EXPECT_EQ(kernel->launches, 3);
+      EXPECT_EQ(kernel->workspaceBytes, 2048 * 4 * 8);
       EXPECT_TRUE(canOverwrite(fusion, 1, 0));
+      // The GPU's column: its slices' sum, one partial per chunk from slice
+      // 0, the per-row value from the first chunk's slice 0.
+      EXPECT_NE(src.find("const gidx o = (gidx)(blockIdx.x / 4) * 8 + "
+                         "gpuc::columnLane();"),
+                std::string::npos)
+          << src;
+      EXPECT_NE(src.find("gpuc::columnReduceSum("), std::string::npos) << src;
+      EXPECT_NE(src.find("if (gpuc::columnSlice() == 0) partials[(0 + o) * 4 "
+                         "+ part] = acc"),
+                std::string::npos)
+          << src;
+      EXPECT_NE(src.find("if (phase == 2 && part == 0 && "
+                         "gpuc::columnSlice() == 0)"),
+                std::string::npos)
+          << src;
+      // The CPU's: each lane's row has its own partial.
+      EXPECT_NE(src.find("const gidx oGroup = (gidx)(blockIdx.x / 4) * 8;"),
+                std::string::npos)
+          << src;
+      EXPECT_NE(src.find("Lanes[lane];"), std::string::npos) << src;
+      EXPECT_NE(kernel->cpuLauncher.find("cpuLaunch(1024LL, 1024LL"),
+                std::string::npos)
+          << kernel->cpuLauncher;
       continue;
     }
+    int64_t splits = rowKernelSplits(rows, 65536);
     // 4 rows: 16 chunks of 4,096 per row (kRowChunkMin bounds the split).
     EXPECT_EQ(splits, 16);
     EXPECT_EQ(kernel->grid, 4 * 16);

@@ -242,25 +242,21 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // threads (GPU) or lanes (CPU) are neighbouring addresses. One block per
   // row gathered elements a row's length apart: the GPU's warps loaded 32
   // rows' elements per load, a sector each, and such sums ran at a tenth
-  // of the memory's speed. A column block covers all of its rows' length,
-  // so it is not split: columns are chosen where one-block rows would not
-  // be split either, or where there are enough groups of rows to occupy a
-  // GPU's SMs (GPT-2's 768 features are 96 blocks; 8 features summed over
-  // a million rows keep the split rows).
-  constexpr int64_t kMinColumnBlocks = 64;
+  // of the memory's speed.
   bool columns = !runs.back().reduced &&
                  runs.back().dims.back() % kCpuLanes == 0 &&
-                 runs.back().dims.back() % kGpuColumnLanes == 0 &&
-                 (rowKernelSplits(rows, rowLength) == 1 ||
-                  rows / kGpuColumnLanes >= kMinColumnBlocks);
+                 runs.back().dims.back() % kGpuColumnLanes == 0;
   // Few long rows (batch norm's per-channel statistics) would leave most
   // of a GPU idle with one block per row: such a row is split into
   // `splits` chunks, one block each, and the kernel runs as one launch
   // per reduction (each block reduces its chunk into `partials`) plus a
   // last launch that writes the results. Every launch combines the
   // partials of the reductions before its own in the same order, so all
-  // blocks of a row agree and replays are bit-identical.
-  splits = columns ? 1 : rowKernelSplits(rows, rowLength);
+  // blocks of a row agree and replays are bit-identical. Columns split by
+  // their groups of rows (GPT-2's 768 features summed over 16k tokens are
+  // 96 groups, 4 blocks each).
+  splits = columns ? rowKernelSplits(rows / kGpuColumnLanes, rowLength)
+                   : rowKernelSplits(rows, rowLength);
   int64_t chunk = (rowLength + splits - 1) / splits;
   kernel.grid = std::max<int64_t>(1, rows) * splits;
   // Short rows (attention's softmax over 1024 keys, a layer norm over 768
@@ -298,23 +294,33 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     // Divides both ends of the block's part of the row.
     int64_t rowBoundsDivisor =
         splits > 1 ? std::gcd(chunk, rowLength) : rowLength;
+    // The block's row or group of rows.
+    std::string blockRows =
+        splits > 1 ? llvm::formatv("(blockIdx.x / {0})", splits).str()
+                   : std::string("blockIdx.x");
     if (column) {
-      line(llvm::formatv("const gidx oGroup = (gidx)blockIdx.x * {0};",
+      line(llvm::formatv("const gidx oGroup = (gidx){0} * {1};", blockRows,
                          kCpuLanes));
     } else if (gpuColumn) {
-      line(llvm::formatv(
-          "const gidx o = (gidx)blockIdx.x * {0} + gpuc::columnLane();",
-          kGpuColumnLanes));
+      line(llvm::formatv("const gidx o = (gidx){0} * {1} + gpuc::columnLane();",
+                         blockRows, kGpuColumnLanes));
     } else if (splits > 1) {
-      line(llvm::formatv("const gidx o = blockIdx.x / {0};", splits));
+      line(llvm::formatv("const gidx o = {0};", blockRows));
+    }
+    if (splits > 1) {
       line(llvm::formatv("const gidx part = blockIdx.x % {0};", splits));
       line(llvm::formatv("const gidx rowBegin = part * {0};", chunk));
       line(llvm::formatv("const gidx rowEnd = rowBegin + {0} < {1} ? "
                          "rowBegin + {0} : {1};",
                          chunk, rowLength));
-      line("gpuc::Accumulator *partials = (gpuc::Accumulator *)workspace;");
+      // (The GPU's columns sum in double: see accType.)
+      line(gpuColumn ? "double *partials = (double *)workspace;"
+                     : "gpuc::Accumulator *partials = (gpuc::Accumulator "
+                       "*)workspace;");
       rowBegin = "rowBegin";
       rowEnd = "rowEnd";
+    } else if (column || gpuColumn) {
+      // (Their rows' index is above.)
     } else if (warpRows) {
       // The last block's warps past the last row have nothing to do; each
       // warp is in or out as a whole, so its shuffles see all its lanes.
@@ -463,8 +469,14 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       // A maximum is exact in float: only sums accumulate in
       // gpuc::Accumulator (double on the CPU, where float lanes are twice
       // as many per vector).
+      // The GPU's columns sum in double too: a thread adds a long slice of
+      // a column (16k tokens' bias gradients are 128 a thread in 4
+      // chunks) where a row's 256 threads each add a few, and float lost
+      // 5e-4 of a layer norm's gain gradient, a sum that cancels; it
+      // costs nothing in a kernel bound by memory.
       auto accType = [&](size_t m) -> StringRef {
         return isa<ReduceMaxOp>(reductions[members[m]]) ? "float"
+               : gpuColumn                              ? "double"
                                                         : "gpuc::Accumulator";
       };
       for (auto [m, j] : llvm::enumerate(members)) {
@@ -507,14 +519,25 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
                              splits)
             .str();
       };
+      // The CPU's column lanes, each with its row `o`.
+      auto openLanes = [&] {
+        open(
+            llvm::formatv("for (int lane = 0; lane < {0}; ++lane)", kCpuLanes));
+        line("const gidx o = oGroup + lane;");
+      };
       if (splits > 1) {
         // An earlier launch reduced this row's chunks: combine them.
         open(llvm::formatv("if (phase > {0})", level));
+        if (column)
+          openLanes();
         std::string s = fresh("s");
         open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", s, splits));
         for (size_t m = 0; m < members.size(); ++m)
-          accumulate(m, llvm::formatv("partials[{0} + {1}]", slot(m), s).str());
+          accumulate(m, llvm::formatv("partials[{0} + {1}]", slot(m), s).str(),
+                     column ? "lane" : "");
         close();
+        if (column)
+          close();
         close();
         open("else");
       }
@@ -627,10 +650,17 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       if (splits > 1) {
         // This launch's reductions: store the chunk's partials and stop.
         open(llvm::formatv("if (phase == {0})", level));
+        if (column)
+          openLanes();
         for (size_t m = 0; m < members.size(); ++m)
-          line(
-              llvm::formatv("if (threadIdx.x == 0) partials[{0} + part] = {1};",
-                            slot(m), accs[m]));
+          line(llvm::formatv("{0}partials[{1} + part] = {2};",
+                             column      ? ""
+                             : gpuColumn ? "if (gpuc::columnSlice() == 0) "
+                                         : "if (threadIdx.x == 0) ",
+                             slot(m),
+                             column ? accs[m] + "Lanes[lane]" : accs[m]));
+        if (column)
+          close();
         line("return;");
         close();
         close();
@@ -662,15 +692,20 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       }
     }
     if (!perRow.empty() && column) {
+      if (splits > 1)
+        open(llvm::formatv("if (phase == {0} && part == 0)", rowPhase));
       openRowLanes();
       if (failed(storeResults(perRow, "o")))
         return failure();
       close();
+      if (splits > 1)
+        close();
     } else if (!perRow.empty()) {
       open(splits > 1
-               ? llvm::formatv("if (phase == {0} && part == 0 && "
-                               "threadIdx.x == 0)",
-                               rowPhase)
+               ? llvm::formatv("if (phase == {0} && part == 0 && {1})",
+                               rowPhase,
+                               gpuColumn ? "gpuc::columnSlice() == 0"
+                                         : "threadIdx.x == 0")
                      .str()
                : std::string(warpRows    ? "if (gpuc::warpLane() == 0)"
                              : gpuColumn ? "if (gpuc::columnSlice() == 0)"
@@ -723,8 +758,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   if (failed(emitScoped(/*column=*/false, /*gpuColumn=*/true)))
     return failure();
   line("#endif");
-  cpuGrid = rows / kCpuLanes;
-  kernel.grid = rows / kGpuColumnLanes;
+  cpuGrid = rows / kCpuLanes * splits;
+  kernel.grid = rows / kGpuColumnLanes * splits;
   return success();
 }
 

@@ -130,11 +130,12 @@ __device__ __forceinline__ int columnSlice() {
 /// Reduces `v` over the slices of the caller's column and gives it to
 /// every thread of that column: the four slices within a warp by shuffles,
 /// then the eight warps' values in warp order (a fixed tree: replays are
-/// bit-identical).
-template <typename Op>
-__device__ __forceinline__ float columnReduce(float v, Op op) {
-  __shared__ float partial[kBlockThreads / 32][kColumnLanes];
-  __shared__ float total[kColumnLanes];
+/// bit-identical). Sums run in double (the emitter's choice for columns),
+/// maxima in float.
+template <typename T, typename Op>
+__device__ __forceinline__ T columnReduce(T v, Op op) {
+  __shared__ T partial[kBlockThreads / 32][kColumnLanes];
+  __shared__ T total[kColumnLanes];
   static_assert(kColumnLanes == 8, "the shuffles below pair lanes 8 apart");
   v = op(v, __shfl_xor_sync(0xffffffffu, v, 16));
   v = op(v, __shfl_xor_sync(0xffffffffu, v, 8));
@@ -143,7 +144,7 @@ __device__ __forceinline__ float columnReduce(float v, Op op) {
     partial[warp][lane] = v;
   __syncthreads();
   if (threadIdx.x < kColumnLanes) {
-    float t = partial[0][threadIdx.x];
+    T t = partial[0][threadIdx.x];
     for (int w = 1; w < kBlockThreads / 32; ++w)
       t = op(t, partial[w][threadIdx.x]);
     total[threadIdx.x] = t;
@@ -154,8 +155,11 @@ __device__ __forceinline__ float columnReduce(float v, Op op) {
   __syncthreads();
   return v;
 }
-__device__ __forceinline__ float columnReduceSum(float v) {
-  return columnReduce(v, SumOp());
+struct SumOfDoubles {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+__device__ __forceinline__ double columnReduceSum(double v) {
+  return columnReduce(v, SumOfDoubles());
 }
 __device__ __forceinline__ float columnReduceMax(float v) {
   return columnReduce(v, MaxOp());
