@@ -355,28 +355,28 @@ FailureOr<std::string> DslParser::parseInit(RankedTensorType type,
   for (char c : name)
     state = (state ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
   int64_t n = type.getNumElements();
-  if (n > kMaxInitializedElements)
+  if (n > options.maxInitializedElements)
     return error(initLoc) << "parameter '" << name << "' has " << n
                           << " elements; the DSL initializes parameters at "
                              "compile time, up to "
-                          << kMaxInitializedElements
+                          << options.maxInitializedElements
                           << " elements each (import larger models from ONNX "
                              "with their data)";
-  std::vector<float> data(n);
-  for (int64_t i = 0; i < n; ++i) {
-    double v = 0;
-    if (*kind == "ones")
-      v = 1;
-    else if (*kind == "constant")
-      v = args[0];
-    else if (*kind == "uniform")
-      v = args[0] + (args[1] - args[0]) * uniform01(state);
-    else if (*kind == "normal") {
+  // The kind is settled before the loop: comparing strings at every
+  // element was half of a 128M-element parameter's 4.7 s.
+  std::vector<float> data(n, 0.0f);
+  if (*kind == "ones" || *kind == "constant") {
+    std::fill(data.begin(), data.end(),
+              static_cast<float>(*kind == "ones" ? 1.0 : args[0]));
+  } else if (*kind == "uniform") {
+    for (float &v : data)
+      v = static_cast<float>(args[0] + (args[1] - args[0]) * uniform01(state));
+  } else if (*kind == "normal") {
+    for (float &v : data) {
       double u1 = std::max(uniform01(state), 1e-300), u2 = uniform01(state);
-      v = args[0] +
-          args[1] * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+      v = static_cast<float>(args[0] + args[1] * std::sqrt(-2 * std::log(u1)) *
+                                           std::cos(2 * M_PI * u2));
     }
-    data[i] = static_cast<float>(v);
   }
   return std::string(reinterpret_cast<const char *>(data.data()), n * 4);
 }

@@ -3,6 +3,7 @@
 #ifndef GPUC_FRONTEND_DSLPARSER_H
 #define GPUC_FRONTEND_DSLPARSER_H
 
+#include "gpuc/Frontend/Limits.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -19,6 +20,10 @@ struct DslOptions {
   std::optional<int64_t> batch;
   /// Mixed into the seed of every parameter initializer.
   uint64_t seed = 0;
+  /// The most elements of a parameter initialized at compile time (the
+  /// fuzzer lowers it: a legal 2^27-element parameter takes seconds to draw
+  /// under its sanitizers).
+  int64_t maxInitializedElements = kMaxInitializedElements;
 };
 
 /// Parses a .gdsl model (see README.md, "The model DSL") into a module with
