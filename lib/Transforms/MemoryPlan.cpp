@@ -355,23 +355,25 @@ StepLiveness mlir::gpuc::planLiveness(func::FuncOp func, bool inPlace) {
   return computeLiveness(func);
 }
 
-PlanEstimate mlir::gpuc::estimatePlan(func::FuncOp func, bool inPlace) {
-  StepLiveness live = planLiveness(func, inPlace);
-  SmallVector<int64_t> offsets;
-  PlanEstimate estimate;
-  estimate.peak = packArena(live, offsets);
-  estimate.lowerBound = live.lowerBound();
-  estimate.keptForBackward = live.keptForBackward();
-  return estimate;
-}
-
-PlanEstimate mlir::gpuc::estimateLiveness(func::FuncOp func) {
-  StepLiveness live = planLiveness(func);
+/// What `live` tells of a plan before it is packed (peak -1).
+static PlanEstimate unpackedEstimate(const StepLiveness &live) {
   PlanEstimate estimate;
   estimate.peak = -1;
   estimate.lowerBound = live.lowerBound();
   estimate.keptForBackward = live.keptForBackward();
   return estimate;
+}
+
+PlanEstimate mlir::gpuc::estimatePlan(func::FuncOp func, bool inPlace) {
+  StepLiveness live = planLiveness(func, inPlace);
+  PlanEstimate estimate = unpackedEstimate(live);
+  SmallVector<int64_t> offsets;
+  estimate.peak = packArena(live, offsets);
+  return estimate;
+}
+
+PlanEstimate mlir::gpuc::estimateLiveness(func::FuncOp func) {
+  return unpackedEstimate(planLiveness(func));
 }
 
 StepLiveness mlir::gpuc::computeLiveness(func::FuncOp func) {

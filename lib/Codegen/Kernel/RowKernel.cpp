@@ -283,7 +283,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // and the rows' lanes inside, so the lanes load adjacent elements and
   // vectorize; each row still adds its elements in order. On the GPU:
   // kGpuColumnLanes rows per block, each thread a row (its column lane)
-  // and a slice of the row's elements (every kGpuColumnSlices-th), the
+  // and a slice of the row's elements (every gpuc::kColumnSlices-th), the
   // slices' partial results combined in a fixed order (Kernel.h's
   // columnReduceSum).
   SmallVector<std::string> kept;
@@ -304,7 +304,12 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     } else if (gpuColumn) {
       line(llvm::formatv("const gidx o = (gidx){0} * {1} + gpuc::columnLane();",
                          blockRows, kGpuColumnLanes));
-    } else if (splits > 1) {
+    } else if (warpRows) {
+      // The last block's warps past the last row have nothing to do; each
+      // warp is in or out as a whole, so its shuffles see all its lanes.
+      line("const gidx o = (gidx)gpuc::warpRow();");
+      open(llvm::formatv("if (o < {0})", std::max<int64_t>(1, rows)));
+    } else {
       line(llvm::formatv("const gidx o = {0};", blockRows));
     }
     if (splits > 1) {
@@ -319,15 +324,6 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
                        "*)workspace;");
       rowBegin = "rowBegin";
       rowEnd = "rowEnd";
-    } else if (column || gpuColumn) {
-      // (Their rows' index is above.)
-    } else if (warpRows) {
-      // The last block's warps past the last row have nothing to do; each
-      // warp is in or out as a whole, so its shuffles see all its lanes.
-      line("const gidx o = (gidx)gpuc::warpRow();");
-      open(llvm::formatv("if (o < {0})", std::max<int64_t>(1, rows)));
-    } else {
-      line("const gidx o = blockIdx.x;");
     }
     // A column block's rows share every kept coordinate but the
     // innermost, which is the group's plus the lane (the group starts at

@@ -10,11 +10,11 @@
 // reductions run, and can be tested, where there is no GPU.
 //
 // It is for tests: every GPU thread is a fiber, so a step runs tens of
-// times slower than the CPU target's (24 times on chargpt). Waiting at a barrier that some
-// threads of the block never reach (or in a warp whose other lanes wait at
-// another one), or shuffling with a lane that has returned, is undefined
-// on a GPU; here it stops the trainer with a message naming the kernel's
-// block and thread.
+// times slower than the CPU target's (24 times on chargpt). Waiting at a
+// barrier that some threads of the block never reach (or in a warp whose
+// other lanes wait at another one), or shuffling with a lane that has
+// returned, is undefined on a GPU; here it stops the trainer with a message
+// naming the kernel's block and thread.
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_RUNTIME_DEVICE_EMULATEDGPU_H
@@ -25,7 +25,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
 
 #include "gpuc/runtime/device/CpuKernelTable.h"
 
@@ -172,6 +174,13 @@ inline void runBlock(int64_t index, int64_t grid, int threads,
   block = &b;
   if (!b.stacks)
     b.stacks = (char *)std::malloc(kStackBytes * kThreads);
+  if (!b.stacks) {
+    std::fprintf(stderr,
+                 "gpuc: emulated GPU: no memory for a block's %d "
+                 "thread stacks\n",
+                 kThreads);
+    std::abort();
+  }
   b.run = run;
   b.closure = closure;
   b.kernel = kernel;
