@@ -37,6 +37,14 @@ MODELS = {
     # then cross-attention to 21 keys with a keeping padding mask and
     # values wider than the keys: gpuc.attention's odd shapes.
     "attention": ("image", (4, 37, 8), "float", (4,), 5, []),
+    # Attention whose widths are multiples of 16 (written by
+    # write_attention16): causal self-attention over 70 positions (a -inf
+    # fill, dropout) with 2 heads of 32, then cross-attention to 37 keys of
+    # a learned memory, keys 16 wide and values 80, with a keeping padding
+    # mask and a finite fill. Under f16/bf16 the GPU's fused kernels run
+    # these on tensor cores, in tiles of 64 and (values wider than 64) of
+    # 32; 70 and 37 leave partial tiles and warps.
+    "attention16": ("image", (4, 70, 32), "float", (4,), 5, []),
     # A linear layer to 3,001 classes, layer-normalized: rows longer than
     # the CPU's lane blocks (sums in float blocks of 1,024, then double),
     # ending in a partial block and a partial group of lanes. Written by
@@ -137,6 +145,91 @@ def write_columns(path):
     return path
 
 
+def write_attention16(path):
+    """The attention16 model as ONNX, its weights drawn here. ONNX's text
+    has no infinity: the fill is set in the parsed model."""
+    rng = np.random.default_rng(7)
+    T, K = 70, 37
+
+    def values(*shape, scale):
+        return ", ".join("%.4f" % v
+                         for v in rng.uniform(-scale, scale, shape).ravel())
+    tril = ", ".join("1" if key <= query else "0"
+                     for query in range(T) for key in range(T))
+    pad = ", ".join("0" if key % 5 == 3 else "1" for key in range(K))
+    with open(path + ".txt", "w") as f:
+        f.write('<\n  ir_version: 8,\n  opset_import: ["" : 17]\n>\n')
+        f.write("attention16 (float[N, %d, 32] image) => (float[N, 5] logits)\n"
+                % T)
+        f.write("<float[32, 64] wq = {%s}, float[32, 64] wk = {%s}, "
+                "float[32, 64] wv = {%s}, bool[1, 1, %d, %d] tril = {%s}, "
+                "float[%d, 24] memory = {%s}, float[64, 32] wq2 = {%s}, "
+                "float[24, 32] wk2 = {%s}, float[24, 160] wv2 = {%s}, "
+                "bool[1, 1, 1, %d] pad = {%s}, float[160, 5] head = {%s}, "
+                "int64[4] heads = {0, %d, 2, 32}, "
+                "int64[4] cheads = {0, %d, 2, 16}, "
+                "int64[4] mheads = {1, %d, 2, 16}, "
+                "int64[4] vheads = {1, %d, 2, 80}, "
+                "int64[3] flat = {0, %d, 64}, int64[3] flat2 = {0, %d, 160}, "
+                "float scale = {0.1767767}, float quarter = {0.25}, "
+                "float minus_inf = {-1.0}, float minus_big = {-10000.0}, "
+                "float ratio = {0.2}, bool training = {1}>\n"
+                % (values(32, 64, scale=0.3), values(32, 64, scale=0.3),
+                   values(32, 64, scale=0.3), T, T, tril, K,
+                   values(K, 24, scale=1.0), values(64, 32, scale=0.3),
+                   values(24, 32, scale=0.3), values(24, 160, scale=0.3),
+                   K, pad, values(160, 5, scale=0.3), T, T, K, K, T, T))
+        f.write("""{
+  q2 = MatMul(image, wq)
+  k2 = MatMul(image, wk)
+  v2 = MatMul(image, wv)
+  q4 = Reshape(q2, heads)
+  q = Transpose<perm = [0, 2, 1, 3]>(q4)
+  k4 = Reshape(k2, heads)
+  kt = Transpose<perm = [0, 2, 3, 1]>(k4)
+  v4 = Reshape(v2, heads)
+  v = Transpose<perm = [0, 2, 1, 3]>(v4)
+  s = MatMul(q, kt)
+  ss = Mul(s, scale)
+  masked = Where(tril, ss, minus_inf)
+  p = Softmax<axis = -1>(masked)
+  pd = Dropout(p, ratio, training)
+  y = MatMul(pd, v)
+  yt = Transpose<perm = [0, 2, 1, 3]>(y)
+  y2 = Reshape(yt, flat)
+  cq2 = MatMul(y2, wq2)
+  cq4 = Reshape(cq2, cheads)
+  cq = Transpose<perm = [0, 2, 1, 3]>(cq4)
+  ck2 = MatMul(memory, wk2)
+  ck4 = Reshape(ck2, mheads)
+  ckt = Transpose<perm = [0, 2, 3, 1]>(ck4)
+  cv2 = MatMul(memory, wv2)
+  cv4 = Reshape(cv2, vheads)
+  cv = Transpose<perm = [0, 2, 1, 3]>(cv4)
+  cs = MatMul(cq, ckt)
+  css = Mul(cs, quarter)
+  cmasked = Where(pad, css, minus_big)
+  cp = Softmax<axis = 3>(cmasked)
+  cy = MatMul(cp, cv)
+  cyt = Transpose<perm = [0, 2, 1, 3]>(cy)
+  cy2 = Reshape(cyt, flat2)
+  pooled = ReduceMean<axes = [1], keepdims = 0>(cy2)
+  logits = MatMul(pooled, head)
+}
+""")
+    import onnx
+    from onnx import numpy_helper
+    import onnx.parser
+    with open(path + ".txt") as f:
+        model = onnx.parser.parse_model(f.read())
+    for i, init in enumerate(model.graph.initializer):
+        if init.name == "minus_inf":
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(
+                np.array(-np.inf, dtype=np.float32), "minus_inf"))
+    onnx.save(model, path)
+    return path
+
+
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -167,6 +260,8 @@ def check(args, name, optimizer, work):
         model = write_wide_head(os.path.join(work, name + ".onnxtxt"), name)
     if name == "columns":
         model = write_columns(os.path.join(work, name + ".onnxtxt"))
+    if name == "attention16":
+        model = write_attention16(os.path.join(work, name + ".onnx"))
     out = os.path.join(work, name + "-" + optimizer)
     common = ["--batch", "4", "--optimizer", optimizer,
               "--precision", args.precision] + extra
@@ -216,7 +311,7 @@ def main():
     p.add_argument("--src", required=True)
     p.add_argument("--models",
                    default="mlp,cnn,transformer,windows,recurrent,attention,"
-                   "embedding,widehead,widelinear,columns")
+                   "attention16,embedding,widehead,widelinear,columns")
     p.add_argument("--optimizers", default="sgd,adamw")
     p.add_argument("--precision", default="fp32", choices=sorted(TOLERANCE))
     p.add_argument("--compile-flag", action="append", default=[],

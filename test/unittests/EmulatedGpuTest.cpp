@@ -107,4 +107,61 @@ TEST(EmulatedGpuDeathTest, ShuffleWithReturnedLaneStops) {
                "lane that has returned");
 }
 
+TEST(EmulatedGpu, MmaMultipliesThePtxFragments) {
+  // Each warp of a block packs A (16 x 16), B (16 x 8) and C (16 x 8) as
+  // the PTX ISA lays out mma.m16n8k16's fragments; small integers over 8
+  // are exact in bf16 and their sums in f32, so D = A B + C is exact.
+  const int warps = 8;
+  auto a = [](int w, int r, int k) {
+    return (float)((r * 3 + k * 5 + w) % 11 - 5) / 8;
+  };
+  auto b = [](int w, int k, int n) {
+    return (float)((k * 7 + n + 2 * w) % 9 - 4) / 8;
+  };
+  auto c = [](int w, int r, int n) { return (float)(r - n + w); };
+  std::vector<float> out(warps * 16 * 8, NAN);
+  gpuc::emulated::launch(1, 256, "mma", [&] {
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4,
+        t = lane % 4;
+    auto bits = [](float f) { return (unsigned)gpuc::floatToBFloat16Bits(f); };
+    unsigned fa[4], fb[2];
+    for (int r = 0; r < 4; ++r) {
+      int row = g + (r & 1) * 8, col = 2 * t + (r >> 1) * 8;
+      fa[r] = bits(a(w, row, col)) | bits(a(w, row, col + 1)) << 16;
+    }
+    for (int r = 0; r < 2; ++r) {
+      int k = 2 * t + r * 8;
+      fb[r] = bits(b(w, k, g)) | bits(b(w, k + 1, g)) << 16;
+    }
+    float acc[4];
+    for (int i = 0; i < 4; ++i)
+      acc[i] = c(w, g + (i / 2) * 8, 2 * t + i % 2);
+    gpuc::mmaSync<gpuc::bf16>(acc, fa, fb);
+    for (int i = 0; i < 4; ++i)
+      out[(w * 16 + g + (i / 2) * 8) * 8 + 2 * t + i % 2] = acc[i];
+  });
+  for (int w = 0; w < warps; ++w)
+    for (int r = 0; r < 16; ++r)
+      for (int n = 0; n < 8; ++n) {
+        float want = c(w, r, n);
+        for (int k = 0; k < 16; ++k)
+          want += a(w, r, k) * b(w, k, n);
+        EXPECT_EQ(out[(w * 16 + r) * 8 + n], want) << w << " " << r << " " << n;
+      }
+}
+
+TEST(EmulatedGpuDeathTest, MmaWithReturnedLaneStops) {
+  EXPECT_DEATH(
+      gpuc::emulated::launch(1, 32, "mma",
+                             [&] {
+                               if (threadIdx.x == 5)
+                                 return;
+                               unsigned fa[4] = {0, 0, 0, 0}, fb[2] = {0, 0};
+                               float acc[4] = {0, 0, 0, 0};
+                               gpuc::mmaSync<gpuc::bf16>(acc, fa, fb);
+                             }),
+      "kernel mma, block 0, thread .*: an mma in a warp with a lane "
+      "that has returned");
+}
+
 } // namespace

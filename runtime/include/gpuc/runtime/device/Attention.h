@@ -311,6 +311,12 @@ __device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
 
 #else
 
+} // namespace gpuc
+
+#include "gpuc/runtime/device/AttentionTensorCores.h"
+
+namespace gpuc {
+
 /// Copies rows [first, first + count) of a [rows, width] operand (rows
 /// `stride` apart) into a tile of floats, the block's threads together.
 template <int Width, typename T>
@@ -321,9 +327,9 @@ __device__ __forceinline__ void attentionStage(float *tile, const T *rows,
 }
 
 template <int D, int DV, typename T>
-__device__ void attentionForward(const T *q, const T *k, const T *v,
-                                 const AttentionGeometry &g, T *out,
-                                 float *lse) {
+__device__ void attentionForwardRows(const T *q, const T *k, const T *v,
+                                     const AttentionGeometry &g, T *out,
+                                     float *lse) {
   __shared__ float kTile[kAttentionKeyTile * D];
   __shared__ float vTile[kAttentionKeyTile * DV];
   int64_t b, h, bh, first;
@@ -360,10 +366,11 @@ __device__ void attentionForward(const T *q, const T *k, const T *v,
 }
 
 template <int D, int DV, typename T>
-__device__ void
-attentionBackwardQueries(const T *q, const T *k, const T *v, const T *out,
-                         const float *lse, const T *dOut,
-                         const AttentionGeometry &g, T *dq, float *rowDots) {
+__device__ void attentionBackwardQueriesRows(const T *q, const T *k, const T *v,
+                                             const T *out, const float *lse,
+                                             const T *dOut,
+                                             const AttentionGeometry &g, T *dq,
+                                             float *rowDots) {
   __shared__ float kTile[kAttentionKeyTile * D];
   __shared__ float vTile[kAttentionKeyTile * DV];
   int64_t b, h, bh, first;
@@ -408,10 +415,10 @@ attentionBackwardQueries(const T *q, const T *k, const T *v, const T *out,
 }
 
 template <int D, int DV, typename T>
-__device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
-                                      const float *lse, const T *dOut,
-                                      const AttentionGeometry &g,
-                                      const float *rowDots, T *dk, T *dv) {
+__device__ void attentionBackwardKeysRows(const T *q, const T *k, const T *v,
+                                          const float *lse, const T *dOut,
+                                          const AttentionGeometry &g,
+                                          const float *rowDots, T *dk, T *dv) {
   __shared__ float qTile[kAttentionKeyTile * D];
   __shared__ float dOTile[kAttentionKeyTile * DV];
   __shared__ float lseTile[kAttentionKeyTile];
@@ -457,6 +464,50 @@ __device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
     dkj[d] = g.scale * gk[d];
   for (int d = 0; d < DV; ++d)
     dvj[d] = gv[d];
+}
+
+/// Tensor cores where the operands allow them (AttentionTensorCores.h),
+/// else a thread per row in f32.
+template <int D, int DV, typename T>
+__device__ void attentionForward(const T *q, const T *k, const T *v,
+                                 const AttentionGeometry &g, T *out,
+                                 float *lse) {
+#ifdef GPUC_HAVE_MMA
+  if constexpr (attentionOnTensorCores<D, DV, T>()) {
+    attentionForwardMma<D, DV>(q, k, v, g, out, lse);
+    return;
+  } else
+#endif
+    attentionForwardRows<D, DV>(q, k, v, g, out, lse);
+}
+
+template <int D, int DV, typename T>
+__device__ void
+attentionBackwardQueries(const T *q, const T *k, const T *v, const T *out,
+                         const float *lse, const T *dOut,
+                         const AttentionGeometry &g, T *dq, float *rowDots) {
+#ifdef GPUC_HAVE_MMA
+  if constexpr (attentionOnTensorCores<D, DV, T>()) {
+    attentionBackwardQueriesMma<D, DV>(q, k, v, out, lse, dOut, g, dq, rowDots);
+    return;
+  } else
+#endif
+    attentionBackwardQueriesRows<D, DV>(q, k, v, out, lse, dOut, g, dq,
+                                        rowDots);
+}
+
+template <int D, int DV, typename T>
+__device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
+                                      const float *lse, const T *dOut,
+                                      const AttentionGeometry &g,
+                                      const float *rowDots, T *dk, T *dv) {
+#ifdef GPUC_HAVE_MMA
+  if constexpr (attentionOnTensorCores<D, DV, T>()) {
+    attentionBackwardKeysMma<D, DV>(q, k, v, lse, dOut, g, rowDots, dk, dv);
+    return;
+  } else
+#endif
+    attentionBackwardKeysRows<D, DV>(q, k, v, lse, dOut, g, rowDots, dk, dv);
 }
 
 #endif

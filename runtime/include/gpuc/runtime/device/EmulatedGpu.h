@@ -128,6 +128,8 @@ struct Block {
   State state[kThreads];
   /// A shuffle's values, one per thread.
   unsigned long long exchange[kThreads];
+  /// An mma's A and B fragments, one set per thread.
+  unsigned fragments[kThreads][6];
   char *stacks = nullptr;
   int current = 0;
   void (*run)(void *) = nullptr;
@@ -256,6 +258,41 @@ template <typename T> inline T shuffleXor(T v, int mask) {
   // Every lane has read before any lane's next shuffle writes.
   wait(State::AtShuffle);
   return r;
+}
+
+/// mma.sync.m16n8k16 (Mma.h's fragments) for the caller's warp, once
+/// every lane has given its fragments: acc += A B, each product exact in
+/// f32 and summed in k order. `widen` reads an operand's 16-bit bits.
+inline void mma16816(float acc[4], const unsigned a[4], const unsigned b[2],
+                     float (*widen)(unsigned short)) {
+  Block &bl = *block;
+  int self = bl.current, warp = self / kWarp * kWarp, lane = self - warp;
+  for (int r = 0; r < 4; ++r)
+    bl.fragments[self][r] = a[r];
+  bl.fragments[self][4] = b[0];
+  bl.fragments[self][5] = b[1];
+  wait(State::AtShuffle);
+  for (int t = warp; t < warp + kWarp; ++t)
+    if (bl.state[t] == State::Returned)
+      fail("an mma in a warp with a lane that has returned");
+  auto half = [&](int holder, int word, int high) {
+    unsigned w = bl.fragments[warp + holder][word];
+    return widen((unsigned short)(high ? w >> 16 : w & 0xffffu));
+  };
+  int g = lane >> 2, t = lane & 3;
+  for (int i = 0; i < 4; ++i) {
+    int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+    float sum = acc[i];
+    for (int k = 0; k < 16; ++k) {
+      float x = half((row % 8) * 4 + (k % 8) / 2,
+                     (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0), k & 1);
+      float y = half(col * 4 + (k % 8) / 2, 4 + (k >= 8 ? 1 : 0), k & 1);
+      sum = std::fma(x, y, sum);
+    }
+    acc[i] = sum;
+  }
+  // Every lane has read before any lane's next mma writes.
+  wait(State::AtShuffle);
 }
 
 template <typename Closure> void callClosure(void *closure) {

@@ -1,0 +1,485 @@
+//===- AttentionTensorCores.h - the fused attention on tensor cores -------===//
+//
+// The GPU's fused attention for f16/bf16 operands whose widths are
+// multiples of 16 (at most 128): the same three launches and the same
+// online softmax as Attention.h's rows, with every product on tensor cores
+// (Mma.h's m16n8k16, f32 accumulators). A warp owns 16 rows, so a block's
+// 8 warps take its kAttentionRows rows in two passes of 128; the block
+// stages each tile of keys (or of queries, for the keys' gradients) in
+// shared memory as 16-bit bits, row-major or transposed as the B fragment
+// that reads it wants, rows padded by 8 elements so a fragment's 32 loads
+// hit 32 banks. Scores stay in registers: their C fragments become the A
+// fragments of the next product (weights times values, or the scores'
+// gradient times keys or queries), rounded to the operand type as
+// FlashAttention does. A tile whose scores a warp's rows all exclude (a
+// causal mask's upper triangle) costs that warp no product. As on the
+// CPU, every sum runs in a fixed order and nothing is atomic: a replay
+// gives the same bits.
+//
+// Included by Attention.h, in the GPU's text only.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPUC_RUNTIME_DEVICE_ATTENTIONTENSORCORES_H
+#define GPUC_RUNTIME_DEVICE_ATTENTIONTENSORCORES_H
+
+namespace gpuc {
+
+/// Whether attention over T with query/key width D and value width DV runs
+/// on tensor cores.
+template <int D, int DV, typename T> constexpr bool attentionOnTensorCores() {
+#ifdef GPUC_HAVE_MMA
+  return MmaOperand<T>::kAvailable && D % 16 == 0 && DV % 16 == 0 && D <= 128 &&
+         DV <= 128;
+#else
+  return false;
+#endif
+}
+
+#ifdef GPUC_HAVE_MMA
+
+/// Rows a warp owns, and the passes a block's 8 warps make over its rows.
+constexpr int kMmaRows = 16;
+constexpr int kMmaPasses = kAttentionRows / (kMmaRows * (kBlockThreads / 32));
+
+/// Keys (or queries) a staged tile holds: shared memory stays under the
+/// 48 KB a block may declare.
+template <int D, int DV> constexpr int attentionMmaTile() {
+  return D <= 64 && DV <= 64 ? 64 : 32;
+}
+
+/// The kernels' staged tiles, one array for all of them: a kernel's two
+/// backward phases are one function, and arrays of their own would add up
+/// past 48 KB. The keys' gradients need the most.
+template <int D, int DV>
+__device__ __forceinline__ unsigned short *attentionMmaShared() {
+  constexpr int T = attentionMmaTile<D, DV>();
+  __shared__ unsigned short
+      tiles[T * (D + 8) + D * (T + 8) + T * (DV + 8) + DV * (T + 8)];
+  return tiles;
+}
+
+/// Rows [first, first + count) of a [rows, Width] operand (rows `stride`
+/// apart) as a tile of Tile rows, Width + 8 apart; rows past `count` are
+/// zeros (their products must be 0, not a stale NaN times 0).
+template <int Tile, int Width, typename T>
+__device__ __forceinline__ void
+mmaStageRows(unsigned short *tile, const T *rows, int64_t stride, int count) {
+  for (int e = threadIdx.x; e < Tile * Width; e += kBlockThreads) {
+    int r = e / Width, c = e % Width;
+    tile[r * (Width + 8) + c] =
+        r < count ? storedBits(rows[r * stride + c]) : 0;
+  }
+}
+
+/// The same rows transposed: element (r, c) at c * (Tile + 8) + r.
+template <int Tile, int Width, typename T>
+__device__ __forceinline__ void mmaStageColumns(unsigned short *tile,
+                                                const T *rows, int64_t stride,
+                                                int count) {
+  for (int e = threadIdx.x; e < Tile * Width; e += kBlockThreads) {
+    int r = e / Width, c = e % Width;
+    tile[c * (Tile + 8) + r] = r < count ? storedBits(rows[r * stride + c]) : 0;
+  }
+}
+
+/// The A fragments of the caller's warp's 16 rows of a [rows, Width]
+/// operand (row `row0` first, `stride` apart), zeros past `rows`.
+template <int Width, typename T>
+__device__ __forceinline__ void mmaLoadRows(unsigned (*a)[4], const T *base,
+                                            int64_t stride, int64_t row0,
+                                            int64_t rows) {
+  int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  GPUC_UNROLL
+  for (int c = 0; c < Width / 16; ++c)
+    GPUC_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      int64_t row = row0 + g + (r & 1) * 8;
+      int col = c * 16 + 2 * t + (r >> 1) * 8;
+      a[c][r] =
+          row < rows
+              ? (unsigned)storedBits(base[row * stride + col]) |
+                    ((unsigned)storedBits(base[row * stride + col + 1]) << 16)
+              : 0u;
+    }
+}
+
+/// acc[n] += A (16 x 16K) times the B tile's columns n * 8.. for every
+/// n < N: the B tile holds element (k, n) at n * pitch + k.
+template <typename T, int K, int N>
+__device__ __forceinline__ void
+mmaProduct(float (*acc)[4], const unsigned (*a)[4], const unsigned short *tile,
+           int pitch) {
+  int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  GPUC_UNROLL
+  for (int n = 0; n < N; ++n)
+    GPUC_UNROLL
+    for (int k = 0; k < K; ++k) {
+      int at = (n * 8 + g) * pitch + k * 16 + 2 * t;
+      unsigned b[2] = {mmaWord(tile, at), mmaWord(tile, at + 8)};
+      mmaSync<T>(acc[n], a[k], b);
+    }
+}
+
+/// C fragments (16 x 8N) as the A fragments (16 x 16, N / 2 of them) of
+/// the same values rounded to T.
+template <typename T, int N>
+__device__ __forceinline__ void mmaScoresAsA(unsigned (*a)[4],
+                                             const float (*c)[4]) {
+  GPUC_UNROLL
+  for (int k = 0; k < N / 2; ++k) {
+    a[k][0] = mmaPack<T>(c[2 * k][0], c[2 * k][1]);
+    a[k][1] = mmaPack<T>(c[2 * k][2], c[2 * k][3]);
+    a[k][2] = mmaPack<T>(c[2 * k + 1][0], c[2 * k + 1][1]);
+    a[k][3] = mmaPack<T>(c[2 * k + 1][2], c[2 * k + 1][3]);
+  }
+}
+
+/// The sum (or max) of a row's values over the 4 lanes that hold it.
+__device__ __forceinline__ float quadSum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float quadMax(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+/// Whether `v` holds in every lane of the warp.
+__device__ __forceinline__ bool warpAll(bool v) {
+  int x = v ? 1 : 0;
+  GPUC_UNROLL
+  for (int offset = 16; offset > 0; offset >>= 1)
+    x &= __shfl_xor_sync(0xffffffffu, x, offset);
+  return x != 0;
+}
+
+/// Element i of an n-tile of a C fragment: its row (0..15) and column
+/// (0..7) within the tile.
+__device__ __forceinline__ int mmaRow(int i) {
+  return ((threadIdx.x & 31) >> 2) + (i >> 1) * 8;
+}
+__device__ __forceinline__ int mmaColumn(int i) {
+  return 2 * (threadIdx.x & 3) + (i & 1);
+}
+
+/// Which of a tile's scores the caller holds (rows `row0`.., columns
+/// `col0`.., each N n-tiles wide) are absent (past the queries or keys) or
+/// excluded by the mask, as bits n * 4 + i. `transposed`: the rows are
+/// keys and the columns queries.
+template <int N>
+__device__ __forceinline__ void
+mmaScoreFlags(const AttentionGeometry &g, int64_t b, int64_t h, int64_t row0,
+              int64_t col0, bool transposed, unsigned &absent,
+              unsigned &excluded) {
+  absent = excluded = 0;
+  GPUC_UNROLL
+  for (int n = 0; n < N; ++n)
+    GPUC_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      int64_t row = row0 + mmaRow(i), col = col0 + n * 8 + mmaColumn(i);
+      int64_t query = transposed ? col : row, key = transposed ? row : col;
+      unsigned bit = 1u << (n * 4 + i);
+      if (query >= g.queries || key >= g.keys)
+        absent |= bit;
+      else if (attentionExcluded(g, b, h, query, key))
+        excluded |= bit;
+    }
+}
+
+template <int D, int DV, typename T>
+__device__ void attentionForwardMma(const T *q, const T *k, const T *v,
+                                    const AttentionGeometry &g, T *out,
+                                    float *lse) {
+  constexpr int KT = attentionMmaTile<D, DV>(), N = KT / 8;
+  static_assert(N * 4 <= 32, "a tile's flags fit a word");
+  unsigned short *kTile = attentionMmaShared<D, DV>();
+  unsigned short *vTile = kTile + KT * (D + 8);
+  int64_t b, h, bh, first;
+  if (!attentionBlock(g, g.queries, b, h, bh, first))
+    return;
+  const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
+  const T *qBase = q + b * g.q[0] + h * g.q[1];
+  const T *kBase = k + b * g.k[0] + h * g.k[1];
+  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  for (int pass = 0; pass < kMmaPasses; ++pass) {
+    const int64_t row0 =
+        first + (pass * (kBlockThreads / 32) + warp) * kMmaRows;
+    unsigned qa[D / 16][4];
+    mmaLoadRows<D>(qa, qBase, g.q[2], row0, g.queries);
+    float o[DV / 8][4] = {};
+    float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
+    for (int64_t j = 0; j < g.keys; j += KT) {
+      int count = g.keys - j < KT ? (int)(g.keys - j) : KT;
+      __syncthreads();
+      mmaStageRows<KT, D>(kTile, kBase + j * g.k[2], g.k[2], count);
+      mmaStageColumns<KT, DV>(vTile, vBase + j * g.v[2], g.v[2], count);
+      __syncthreads();
+      unsigned absent, excluded;
+      mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
+      unsigned dead = absent | (g.fill == -INFINITY ? excluded : 0u);
+      if (warpAll(dead == (N * 4 == 32 ? ~0u : (1u << (N * 4)) - 1u)))
+        continue;
+      float s[N][4] = {};
+      mmaProduct<T, D / 16, N>(s, qa, kTile, D + 8);
+      float tileMax[2] = {-INFINITY, -INFINITY};
+      GPUC_UNROLL
+      for (int n = 0; n < N; ++n)
+        GPUC_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          unsigned bit = 1u << (n * 4 + i);
+          float x = (absent & bit)     ? -INFINITY
+                    : (excluded & bit) ? g.fill
+                                       : g.scale * s[n][i];
+          s[n][i] = x;
+          tileMax[i >> 1] = fmaxf(tileMax[i >> 1], x);
+        }
+      float newMax[2];
+      GPUC_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        newMax[r] = fmaxf(max[r], quadMax(tileMax[r]));
+        float correction =
+            newMax[r] == -INFINITY ? 1.0f : expf(max[r] - newMax[r]);
+        sum[r] *= correction;
+        GPUC_UNROLL
+        for (int n = 0; n < DV / 8; ++n) {
+          o[n][2 * r] *= correction;
+          o[n][2 * r + 1] *= correction;
+        }
+        max[r] = newMax[r];
+      }
+      GPUC_UNROLL
+      for (int n = 0; n < N; ++n)
+        GPUC_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          float m = newMax[i >> 1];
+          float p = m == -INFINITY ? 0.0f : expf(s[n][i] - m);
+          sum[i >> 1] += p;
+          if (p != 0.0f && g.dropout > 0.0f)
+            p *= attentionKeep(g, bh, row0 + mmaRow(i),
+                               j + n * 8 + mmaColumn(i));
+          s[n][i] = p;
+        }
+      unsigned pa[N / 2][4];
+      mmaScoresAsA<T, N>(pa, s);
+      mmaProduct<T, N / 2, DV / 8>(o, pa, vTile, KT + 8);
+    }
+    GPUC_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      sum[r] = quadSum(sum[r]);
+      int64_t row = row0 + mmaRow(2 * r);
+      if (row >= g.queries)
+        continue;
+      T *outRow = out + b * g.out[0] + h * g.out[1] + row * g.out[2];
+      GPUC_UNROLL
+      for (int n = 0; n < DV / 8; ++n) {
+        outRow[n * 8 + 2 * t] = o[n][2 * r] / sum[r];
+        outRow[n * 8 + 2 * t + 1] = o[n][2 * r + 1] / sum[r];
+      }
+      if (t == 0)
+        lse[bh * g.queries + row] = max[r] + logf(sum[r]);
+    }
+  }
+}
+
+template <int D, int DV, typename T>
+__device__ void
+attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
+                            const float *lse, const T *dOut,
+                            const AttentionGeometry &g, T *dq, float *rowDots) {
+  constexpr int KT = attentionMmaTile<D, DV>(), N = KT / 8;
+  // Keys as the scores' B (k = width), transposed as dQ's (k = keys),
+  // values as dP's (k = value width).
+  unsigned short *kTile = attentionMmaShared<D, DV>();
+  unsigned short *kColumns = kTile + KT * (D + 8);
+  unsigned short *vTile = kColumns + D * (KT + 8);
+  int64_t b, h, bh, first;
+  if (!attentionBlock(g, g.queries, b, h, bh, first))
+    return;
+  const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
+  const T *qBase = q + b * g.q[0] + h * g.q[1];
+  const T *kBase = k + b * g.k[0] + h * g.k[1];
+  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  const T *oBase = out + b * g.out[0] + h * g.out[1];
+  const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
+  for (int pass = 0; pass < kMmaPasses; ++pass) {
+    const int64_t row0 =
+        first + (pass * (kBlockThreads / 32) + warp) * kMmaRows;
+    unsigned qa[D / 16][4], da[DV / 16][4];
+    mmaLoadRows<D>(qa, qBase, g.q[2], row0, g.queries);
+    mmaLoadRows<DV>(da, dOBase, g.out[2], row0, g.queries);
+    // dot(dO, O) of the warp's rows, each lane its C-fragment columns.
+    float rowDot[2], rowLse[2];
+    GPUC_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      int64_t row = row0 + mmaRow(2 * r);
+      float partial = 0.0f;
+      if (row < g.queries)
+        GPUC_UNROLL
+        for (int n = 0; n < DV / 8; ++n)
+          GPUC_UNROLL
+          for (int c = 0; c < 2; ++c) {
+            int64_t at = row * g.out[2] + n * 8 + 2 * t + c;
+            partial += (float)dOBase[at] * (float)oBase[at];
+          }
+      rowDot[r] = quadSum(partial);
+      rowLse[r] = row < g.queries ? lse[bh * g.queries + row] : 0.0f;
+      if (t == 0 && row < g.queries)
+        rowDots[bh * g.queries + row] = rowDot[r];
+    }
+    float grad[D / 8][4] = {};
+    for (int64_t j = 0; j < g.keys; j += KT) {
+      int count = g.keys - j < KT ? (int)(g.keys - j) : KT;
+      __syncthreads();
+      mmaStageRows<KT, D>(kTile, kBase + j * g.k[2], g.k[2], count);
+      mmaStageColumns<KT, D>(kColumns, kBase + j * g.k[2], g.k[2], count);
+      mmaStageRows<KT, DV>(vTile, vBase + j * g.v[2], g.v[2], count);
+      __syncthreads();
+      // An excluded score does not depend on the query: no gradient.
+      unsigned absent, excluded;
+      mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
+      unsigned dead = absent | excluded;
+      if (warpAll(dead == (N * 4 == 32 ? ~0u : (1u << (N * 4)) - 1u)))
+        continue;
+      float s[N][4] = {}, dp[N][4] = {};
+      mmaProduct<T, D / 16, N>(s, qa, kTile, D + 8);
+      mmaProduct<T, DV / 16, N>(dp, da, vTile, DV + 8);
+      GPUC_UNROLL
+      for (int n = 0; n < N; ++n)
+        GPUC_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          int r = i >> 1;
+          if (dead & (1u << (n * 4 + i))) {
+            s[n][i] = 0.0f;
+            continue;
+          }
+          float p = expf(g.scale * s[n][i] - rowLse[r]);
+          float keep = g.dropout > 0.0f
+                           ? attentionKeep(g, bh, row0 + mmaRow(i),
+                                           j + n * 8 + mmaColumn(i))
+                           : 1.0f;
+          s[n][i] = p * (dp[n][i] * keep - rowDot[r]);
+        }
+      unsigned dsa[N / 2][4];
+      mmaScoresAsA<T, N>(dsa, s);
+      mmaProduct<T, N / 2, D / 8>(grad, dsa, kColumns, KT + 8);
+    }
+    GPUC_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      int64_t row = row0 + mmaRow(2 * r);
+      if (row >= g.queries)
+        continue;
+      T *dqRow = dq + b * g.q[0] + h * g.q[1] + row * g.q[2];
+      GPUC_UNROLL
+      for (int n = 0; n < D / 8; ++n) {
+        dqRow[n * 8 + 2 * t] = g.scale * grad[n][2 * r];
+        dqRow[n * 8 + 2 * t + 1] = g.scale * grad[n][2 * r + 1];
+      }
+    }
+  }
+}
+
+template <int D, int DV, typename T>
+__device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
+                                         const float *lse, const T *dOut,
+                                         const AttentionGeometry &g,
+                                         const float *rowDots, T *dk, T *dv) {
+  constexpr int QT = attentionMmaTile<D, DV>(), N = QT / 8;
+  // Queries as the transposed scores' B (k = width) and, transposed, as
+  // dK's (k = queries); dO as dP's B (k = value width) and, transposed,
+  // as dV's (k = queries).
+  unsigned short *qTile = attentionMmaShared<D, DV>();
+  unsigned short *qColumns = qTile + QT * (D + 8);
+  unsigned short *dOTile = qColumns + D * (QT + 8);
+  unsigned short *dOColumns = dOTile + QT * (DV + 8);
+  __shared__ float lseTile[QT];
+  __shared__ float dotTile[QT];
+  int64_t b, h, bh, first;
+  if (!attentionBlock(g, g.keys, b, h, bh, first))
+    return;
+  const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
+  const T *qBase = q + b * g.q[0] + h * g.q[1];
+  const T *kBase = k + b * g.k[0] + h * g.k[1];
+  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
+  for (int pass = 0; pass < kMmaPasses; ++pass) {
+    const int64_t key0 =
+        first + (pass * (kBlockThreads / 32) + warp) * kMmaRows;
+    unsigned ka[D / 16][4], va[DV / 16][4];
+    mmaLoadRows<D>(ka, kBase, g.k[2], key0, g.keys);
+    mmaLoadRows<DV>(va, vBase, g.v[2], key0, g.keys);
+    float gk[D / 8][4] = {}, gv[DV / 8][4] = {};
+    for (int64_t i0 = 0; i0 < g.queries; i0 += QT) {
+      int count = g.queries - i0 < QT ? (int)(g.queries - i0) : QT;
+      __syncthreads();
+      mmaStageRows<QT, D>(qTile, qBase + i0 * g.q[2], g.q[2], count);
+      mmaStageColumns<QT, D>(qColumns, qBase + i0 * g.q[2], g.q[2], count);
+      mmaStageRows<QT, DV>(dOTile, dOBase + i0 * g.out[2], g.out[2], count);
+      mmaStageColumns<QT, DV>(dOColumns, dOBase + i0 * g.out[2], g.out[2],
+                              count);
+      for (int e = threadIdx.x; e < QT; e += kBlockThreads) {
+        lseTile[e] = e < count ? lse[bh * g.queries + i0 + e] : 0.0f;
+        dotTile[e] = e < count ? rowDots[bh * g.queries + i0 + e] : 0.0f;
+      }
+      __syncthreads();
+      // Rows are keys, columns queries. An excluded pair still weighs
+      // exp(fill - lse) into dV unless the fill is -inf; it never has a
+      // score gradient.
+      unsigned absent, excluded;
+      mmaScoreFlags<N>(g, b, h, key0, i0, true, absent, excluded);
+      unsigned weightless = absent | (g.fill == -INFINITY ? excluded : 0u);
+      if (warpAll(weightless == (N * 4 == 32 ? ~0u : (1u << (N * 4)) - 1u)))
+        continue;
+      float s[N][4] = {}, dp[N][4] = {};
+      mmaProduct<T, D / 16, N>(s, ka, qTile, D + 8);
+      mmaProduct<T, DV / 16, N>(dp, va, dOTile, DV + 8);
+      float w[N][4];
+      GPUC_UNROLL
+      for (int n = 0; n < N; ++n)
+        GPUC_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          unsigned bit = 1u << (n * 4 + i);
+          int column = n * 8 + mmaColumn(i);
+          if (weightless & bit) {
+            w[n][i] = s[n][i] = 0.0f;
+            continue;
+          }
+          float score = (excluded & bit) ? g.fill : g.scale * s[n][i];
+          float p = expf(score - lseTile[column]);
+          float keep = g.dropout > 0.0f
+                           ? attentionKeep(g, bh, i0 + column, key0 + mmaRow(i))
+                           : 1.0f;
+          w[n][i] = p * keep;
+          s[n][i] =
+              (excluded & bit) ? 0.0f : p * (dp[n][i] * keep - dotTile[column]);
+        }
+      unsigned wa[N / 2][4], dsa[N / 2][4];
+      mmaScoresAsA<T, N>(wa, w);
+      mmaProduct<T, N / 2, DV / 8>(gv, wa, dOColumns, QT + 8);
+      mmaScoresAsA<T, N>(dsa, s);
+      mmaProduct<T, N / 2, D / 8>(gk, dsa, qColumns, QT + 8);
+    }
+    GPUC_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      int64_t key = key0 + mmaRow(2 * r);
+      if (key >= g.keys)
+        continue;
+      T *dkRow = dk + b * g.k[0] + h * g.k[1] + key * g.k[2];
+      T *dvRow = dv + b * g.v[0] + h * g.v[1] + key * g.v[2];
+      GPUC_UNROLL
+      for (int n = 0; n < D / 8; ++n) {
+        dkRow[n * 8 + 2 * t] = g.scale * gk[n][2 * r];
+        dkRow[n * 8 + 2 * t + 1] = g.scale * gk[n][2 * r + 1];
+      }
+      GPUC_UNROLL
+      for (int n = 0; n < DV / 8; ++n) {
+        dvRow[n * 8 + 2 * t] = gv[n][2 * r];
+        dvRow[n * 8 + 2 * t + 1] = gv[n][2 * r + 1];
+      }
+    }
+  }
+}
+
+#endif // GPUC_HAVE_MMA
+
+} // namespace gpuc
+
+#endif // GPUC_RUNTIME_DEVICE_ATTENTIONTENSORCORES_H
