@@ -194,7 +194,8 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
     done
   done
   # GPT-2's attention the other way (its default is batched GEMMs on
-  # tensor cores): the fused kernel, f32 SIMT, to measure both.
+  # tensor cores): the fused kernel, on tensor cores under bf16, to
+  # measure both.
   gpu_artifact scale-gpt2-bf16-flash-attention gpt2 16 adamw bf16 --no-weights \
     --cuda-arch sm_90 --attention flash
 fi
