@@ -111,6 +111,8 @@ bool writeStepFiles(StepProgram &program, const ArtifactOptions &options) {
   program.plan["model"] = llvm::sys::path::filename(options.modelPath).str();
   if (options.tf32)
     program.plan["tf32"] = true;
+  if (options.f32GemmsBf16)
+    program.plan["f32_gemms"] = "bf16";
   if (!writeWeights(program, options))
     return false;
   if (!writeFile(dir + "/plan.json", program.plan.dump(1)) ||

@@ -116,8 +116,14 @@ bool writeKernelReport(const nlohmann::json &plan,
                  << " storage, loss scaling "
                  << options.precision["loss_scale"].get<std::string>() << "\n";
   if (plan.value("tf32", false))
-    llvm::outs() << "tf32: on the GPU, F32 GEMMs and convolutions use TF32 "
-                    "tensor cores (--tf32)\n";
+    llvm::outs() << "tf32: on the GPU, F32 "
+                 << (plan.value("f32_gemms", "") == "bf16"
+                         ? "convolutions use TF32 tensor cores (--tf32)\n"
+                         : "GEMMs and convolutions use TF32 tensor cores "
+                           "(--tf32)\n");
+  if (plan.value("f32_gemms", "") == "bf16")
+    llvm::outs() << "f32 gemms: on the GPU, F32 GEMMs round their operands "
+                    "to bf16 on tensor cores, f32 sums (--f32-gemms=bf16)\n";
   if (plan.contains("data_parallel")) {
     const json &dp = plan["data_parallel"];
     llvm::outs() << llvm::formatv(

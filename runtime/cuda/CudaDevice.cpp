@@ -327,8 +327,12 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
                  error))
         return false;
   }
+  if (f32GemmsBf16)
+    description += ", F32 GEMMs on bf16 tensor cores";
   if (tf32)
-    description += ", F32 GEMMs and convolutions on TF32 tensor cores";
+    description += f32GemmsBf16
+                       ? ", F32 convolutions on TF32 tensor cores"
+                       : ", F32 GEMMs and convolutions on TF32 tensor cores";
   description += options.graphs ? ", one CUDA Graph launch per step"
                  : profile      ? ", kernel-by-kernel launches timed one by "
                                   "one (--profile)"
@@ -422,7 +426,11 @@ MachinePeaks CudaDevice::measurePeaks() {
         dtype = step.dtype;
   peaks.flopsPerSecond = densePeakFlops(dtype);
   std::string flops = peaks.flopsPerSecond > 0
-                          ? dtype + (dtype == "F32" && tf32 ? " (TF32)" : "") +
+                          ? dtype +
+                                (dtype != "F32" ? ""
+                                 : f32GemmsBf16 ? " (BF16 math)"
+                                 : tf32         ? " (TF32)"
+                                                : "") +
                                 " datasheet dense peak"
                           : "no datasheet FLOP peak for this GPU";
   const size_t bytes = 256 << 20;

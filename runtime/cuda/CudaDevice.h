@@ -113,17 +113,19 @@ struct Step {
 class CudaDevice : public Device {
 public:
   CudaDevice(const Plan &plan, const CudaOptions &options)
-      : plan(plan), options(options), tf32(plan.json.value("tf32", false)) {}
+      : plan(plan), options(options), tf32(plan.json.value("tf32", false)),
+        f32GemmsBf16(plan.json.value("f32_gemms", "") == "bf16") {}
   ~CudaDevice() override;
 
   bool init(const std::string &dir, std::string &error);
 
   std::string describe() const override { return description; }
   /// Datasheet dense peaks (no sparsity): tensor cores for BF16 and F16,
-  /// for F32 TF32 tensor cores where the model was compiled --tf32, else
-  /// FMA.
+  /// for F32 bf16 tensor cores where the model was compiled
+  /// --f32-gemms=bf16, TF32 ones where --tf32, else FMA.
   double densePeakFlops(const std::string &dtype) override {
-    bool half = dtype == "BF16" || dtype == "F16";
+    bool half =
+        dtype == "BF16" || dtype == "F16" || (dtype == "F32" && f32GemmsBf16);
     auto has = [&](const char *part) {
       return gpu.find(part) != std::string::npos;
     };
@@ -227,6 +229,9 @@ private:
   CudaOptions options;
   /// gpuc compile --tf32: F32 GEMMs and convolutions on TF32 tensor cores.
   bool tf32 = false;
+  /// gpuc compile --f32-gemms=bf16: F32 GEMMs round their operands to bf16
+  /// on tensor cores.
+  bool f32GemmsBf16 = false;
   std::string description;
   /// The GPU's name and compute capability (numerics()).
   std::string gpu;

@@ -71,11 +71,14 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
     return false;
   };
   cublasStatus_t st;
-  // F32 operands on FMA units, or on TF32 tensor cores where the model was
-  // compiled --tf32 (10-bit mantissas in the products, f32 sums).
-  cublasComputeType_t compute = dataType == CUDA_R_32F && tf32
-                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                    : CUBLAS_COMPUTE_32F;
+  // F32 operands on FMA units, on TF32 tensor cores where the model was
+  // compiled --tf32 (10-bit mantissas in the products, f32 sums), or
+  // rounded to bf16 on tensor cores (--f32-gemms=bf16: 8-bit mantissas,
+  // f32 sums, twice TF32's peak).
+  cublasComputeType_t compute = dataType != CUDA_R_32F ? CUBLAS_COMPUTE_32F
+                                : f32GemmsBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                : tf32         ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                               : CUBLAS_COMPUTE_32F;
   if ((st = cublasLtMatmulDescCreate(&step.gemmDesc, compute, CUDA_R_32F)) !=
       CUBLAS_STATUS_SUCCESS)
     return fail(st, "cublasLtMatmulDescCreate");

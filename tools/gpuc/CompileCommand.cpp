@@ -183,6 +183,29 @@ bool artifactOptionsFromFlags(gpuc::ArtifactOptions &artifact,
     llvm::errs() << "gpuc compile: warning: --tf32 changes only the GPU's "
                     "F32 GEMMs and convolutions, and this artifact has no "
                     "GPU target (--target cuda or all)\n";
+  // Under bf16 the f32 GEMMs (the head) run as autocast would run them, in
+  // bf16 with f32 sums, at twice TF32's peak; --tf32 given explicitly keeps
+  // its meaning.
+  std::string gemms = f32Gemms;
+  if (gemms != "auto" && gemms != "exact" && gemms != "tf32" &&
+      gemms != "bf16") {
+    llvm::errs() << "gpuc compile: --f32-gemms=" << gemms
+                 << " is not a choice; use auto, exact, tf32 or bf16\n";
+    return false;
+  }
+  if (gemms == "auto")
+    gemms = precisionOption == "bf16" && !tf32.getNumOccurrences() ? "bf16"
+            : artifact.tf32                                        ? "tf32"
+                                                                   : "exact";
+  else if (!artifact.cuda)
+    llvm::errs() << "gpuc compile: warning: --f32-gemms changes only the "
+                    "GPU's F32 GEMMs, and this artifact has no GPU target "
+                    "(--target cuda or all)\n";
+  artifact.f32GemmsBf16 = gemms == "bf16";
+  if (gemms == "tf32")
+    artifact.tf32 = true;
+  else if (gemms == "exact" && !tf32.getNumOccurrences())
+    artifact.tf32 = false;
   if (!dumpDir.empty())
     if (std::error_code ec =
             llvm::sys::fs::create_directories(dumpDir.getValue())) {

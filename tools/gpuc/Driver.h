@@ -101,6 +101,7 @@ extern cl::opt<bool> nvrtcWhole;
 extern cl::opt<bool> noArtifactCache;
 extern cl::opt<bool> noWeights;
 extern cl::opt<bool> tf32;
+extern cl::opt<std::string> f32Gemms;
 extern cl::opt<bool> noCache;
 extern cl::opt<bool> report;
 extern cl::opt<std::string> memoryPictureFile;

@@ -234,6 +234,15 @@ cl::opt<bool>
                   "under --precision fp16/bf16, where the GEMMs left in f32 "
                   "are a language model's head (--tf32=false: off)"),
          cl::init(false), cl::cat(compileCategory));
+cl::opt<std::string> f32Gemms(
+    "f32-gemms",
+    cl::desc("compile: how the GPU multiplies F32 GEMMs: exact (FMA units), "
+             "tf32 (TF32 tensor cores, as --tf32) or bf16 (operands rounded "
+             "to bf16 on tensor cores, f32 sums: PyTorch autocast's 16-bit "
+             "head at the bf16 peak); auto (default): bf16 under --precision "
+             "bf16, where the GEMMs left in f32 are a language model's head, "
+             "else as --tf32 says"),
+    cl::init("auto"), cl::cat(compileCategory));
 cl::opt<bool> noCache("no-cache",
                       cl::desc("compile: compile the CPU kernels "
                                "without the cache"),

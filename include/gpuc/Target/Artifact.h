@@ -59,6 +59,10 @@ struct ArtifactOptions {
   /// --tf32: the GPU computes F32 GEMMs and convolutions on TF32 tensor
   /// cores (plan.json "tf32").
   bool tf32 = false;
+  /// --f32-gemms=bf16: the GPU's F32 GEMMs round their operands to bf16 on
+  /// tensor cores (plan.json "f32_gemms": "bf16"); convolutions follow
+  /// tf32.
+  bool f32GemmsBf16 = false;
   /// --data-parallel: the trainer joins several ranks (the MPI plugin
   /// travels with it).
   bool dataParallel = false;

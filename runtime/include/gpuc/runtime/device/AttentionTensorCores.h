@@ -22,6 +22,8 @@
 #ifndef GPUC_RUNTIME_DEVICE_ATTENTIONTENSORCORES_H
 #define GPUC_RUNTIME_DEVICE_ATTENTIONTENSORCORES_H
 
+#include "gpuc/runtime/device/Mma.h"
+
 namespace gpuc {
 
 /// Whether attention over T with query/key width D and value width DV runs
@@ -90,7 +92,7 @@ __device__ __forceinline__ void mmaLoadRows(unsigned (*a)[4], const T *base,
                                             int64_t rows) {
   int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   GPUC_UNROLL
-  for (int c = 0; c < Width / 16; ++c)
+  for (int c = 0; c < Width / 16; ++c) {
     GPUC_UNROLL
     for (int r = 0; r < 4; ++r) {
       int64_t row = row0 + g + (r & 1) * 8;
@@ -101,6 +103,7 @@ __device__ __forceinline__ void mmaLoadRows(unsigned (*a)[4], const T *base,
                     ((unsigned)storedBits(base[row * stride + col + 1]) << 16)
               : 0u;
     }
+  }
 }
 
 /// acc[n] += A (16 x 16K) times the B tile's columns n * 8.. for every
@@ -111,13 +114,14 @@ mmaProduct(float (*acc)[4], const unsigned (*a)[4], const unsigned short *tile,
            int pitch) {
   int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   GPUC_UNROLL
-  for (int n = 0; n < N; ++n)
+  for (int n = 0; n < N; ++n) {
     GPUC_UNROLL
     for (int k = 0; k < K; ++k) {
       int at = (n * 8 + g) * pitch + k * 16 + 2 * t;
       unsigned b[2] = {mmaWord(tile, at), mmaWord(tile, at + 8)};
       mmaSync<T>(acc[n], a[k], b);
     }
+  }
 }
 
 /// C fragments (16 x 8N) as the A fragments (16 x 16, N / 2 of them) of
@@ -172,7 +176,7 @@ mmaScoreFlags(const AttentionGeometry &g, int64_t b, int64_t h, int64_t row0,
               unsigned &excluded) {
   absent = excluded = 0;
   GPUC_UNROLL
-  for (int n = 0; n < N; ++n)
+  for (int n = 0; n < N; ++n) {
     GPUC_UNROLL
     for (int i = 0; i < 4; ++i) {
       int64_t row = row0 + mmaRow(i), col = col0 + n * 8 + mmaColumn(i);
@@ -183,6 +187,7 @@ mmaScoreFlags(const AttentionGeometry &g, int64_t b, int64_t h, int64_t row0,
       else if (attentionExcluded(g, b, h, query, key))
         excluded |= bit;
     }
+  }
 }
 
 template <int D, int DV, typename T>
@@ -222,7 +227,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
       mmaProduct<T, D / 16, N>(s, qa, kTile, D + 8);
       float tileMax[2] = {-INFINITY, -INFINITY};
       GPUC_UNROLL
-      for (int n = 0; n < N; ++n)
+      for (int n = 0; n < N; ++n) {
         GPUC_UNROLL
         for (int i = 0; i < 4; ++i) {
           unsigned bit = 1u << (n * 4 + i);
@@ -232,6 +237,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
           s[n][i] = x;
           tileMax[i >> 1] = fmaxf(tileMax[i >> 1], x);
         }
+      }
       float newMax[2];
       GPUC_UNROLL
       for (int r = 0; r < 2; ++r) {
@@ -247,7 +253,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
         max[r] = newMax[r];
       }
       GPUC_UNROLL
-      for (int n = 0; n < N; ++n)
+      for (int n = 0; n < N; ++n) {
         GPUC_UNROLL
         for (int i = 0; i < 4; ++i) {
           float m = newMax[i >> 1];
@@ -258,6 +264,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
                                j + n * 8 + mmaColumn(i));
           s[n][i] = p;
         }
+      }
       unsigned pa[N / 2][4];
       mmaScoresAsA<T, N>(pa, s);
       mmaProduct<T, N / 2, DV / 8>(o, pa, vTile, KT + 8);
@@ -314,12 +321,13 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
       float partial = 0.0f;
       if (row < g.queries)
         GPUC_UNROLL
-        for (int n = 0; n < DV / 8; ++n)
-          GPUC_UNROLL
-          for (int c = 0; c < 2; ++c) {
-            int64_t at = row * g.out[2] + n * 8 + 2 * t + c;
-            partial += (float)dOBase[at] * (float)oBase[at];
-          }
+      for (int n = 0; n < DV / 8; ++n) {
+        GPUC_UNROLL
+        for (int c = 0; c < 2; ++c) {
+          int64_t at = row * g.out[2] + n * 8 + 2 * t + c;
+          partial += (float)dOBase[at] * (float)oBase[at];
+        }
+      }
       rowDot[r] = quadSum(partial);
       rowLse[r] = row < g.queries ? lse[bh * g.queries + row] : 0.0f;
       if (t == 0 && row < g.queries)
@@ -343,7 +351,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
       mmaProduct<T, D / 16, N>(s, qa, kTile, D + 8);
       mmaProduct<T, DV / 16, N>(dp, da, vTile, DV + 8);
       GPUC_UNROLL
-      for (int n = 0; n < N; ++n)
+      for (int n = 0; n < N; ++n) {
         GPUC_UNROLL
         for (int i = 0; i < 4; ++i) {
           int r = i >> 1;
@@ -358,6 +366,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
                            : 1.0f;
           s[n][i] = p * (dp[n][i] * keep - rowDot[r]);
         }
+      }
       unsigned dsa[N / 2][4];
       mmaScoresAsA<T, N>(dsa, s);
       mmaProduct<T, N / 2, D / 8>(grad, dsa, kColumns, KT + 8);
@@ -433,7 +442,7 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       mmaProduct<T, DV / 16, N>(dp, va, dOTile, DV + 8);
       float w[N][4];
       GPUC_UNROLL
-      for (int n = 0; n < N; ++n)
+      for (int n = 0; n < N; ++n) {
         GPUC_UNROLL
         for (int i = 0; i < 4; ++i) {
           unsigned bit = 1u << (n * 4 + i);
@@ -451,6 +460,7 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
           s[n][i] =
               (excluded & bit) ? 0.0f : p * (dp[n][i] * keep - dotTile[column]);
         }
+      }
       unsigned wa[N / 2][4], dsa[N / 2][4];
       mmaScoresAsA<T, N>(wa, w);
       mmaProduct<T, N / 2, DV / 8>(gv, wa, dOColumns, QT + 8);

@@ -284,7 +284,6 @@ __device__ __forceinline__ float exponential(float x) {
 
 } // namespace gpuc
 
-#include "gpuc/runtime/device/Mma.h"
 #include "gpuc/runtime/device/Attention.h"
 #include "gpuc/runtime/device/GroupRows.h"
 
