@@ -15,9 +15,11 @@
 # bench:  step time against PyTorch eager, torch.compile and
 #         torch.compile(mode="reduce-overhead"), one interleaved run.
 # scale:  GPT-2 124M (T 1024, batch 16) and ResNet-50 (batch 256), fp32 and
-#         bf16 (GPT-2 bf16 also with --attention gemm), weights made here by
-#         PyTorch (--init): one step against PyTorch's, then tokens/s and
-#         images/s against eager and torch.compile, and MFU.
+#         bf16 (GPT-2 bf16 also with --attention flash), weights made here by
+#         PyTorch (--init): one step against PyTorch's, each artifact's
+#         profile with PyTorch's SDPA timed at GPT-2's attention shape beside
+#         it, then tokens/s and images/s against eager and torch.compile, and
+#         MFU.
 # Results: summary-<phase>.json and logs in $OUT (when set) or ./results.
 set -uo pipefail
 bundle=$(cd "$(dirname "$0")" && pwd)

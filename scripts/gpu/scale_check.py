@@ -243,7 +243,47 @@ def phase_scale_profile(args, results, trainer):
             rows.append({"artifact": artifact, "exit": r.returncode,
                          "report": report})
     results["scale_profile"] = rows
+    results["sdpa_reference"] = sdpa_reference()
     return all(row["exit"] == 0 for row in rows)
+
+
+def sdpa_reference(batch=16, heads=12, tokens=1024, width=64):
+    """PyTorch's scaled_dot_product_attention at GPT-2's attention shape
+    (causal, bf16), forward and forward + backward, in ms per layer: what
+    the profile's fused attention kernels (--attention flash) compete
+    with. Best of 5 timings of 20 calls each."""
+    import torch
+    import torch.nn.functional as F
+    shape = (batch, heads, tokens, width)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16,
+                           requires_grad=True) for _ in range(3))
+    grad = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+
+    def forward():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def both():
+        forward().backward(grad)
+
+    def best(call):
+        call()
+        times = []
+        for _ in range(5):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(20):
+                call()
+            torch.cuda.synchronize()
+            times.append(1000.0 * (time.perf_counter() - t0) / 20)
+        return min(times)
+    row = {"shape": list(shape), "dtype": "bf16", "causal": True,
+           "forward_ms": best(forward), "forward_backward_ms": best(both),
+           "torch": torch.__version__}
+    print("torch SDPA %s bf16 causal: forward %.3f ms, forward + backward "
+          "%.3f ms per layer (compare the profile's attention kernels)" % (
+              "x".join(map(str, shape)), row["forward_ms"],
+              row["forward_backward_ms"]))
+    return row
 
 
 def peak_tflops(precision):
