@@ -649,6 +649,26 @@ struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
 struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
   using Base::Base;
 
+  /// The flash lowering keeps the attention ops; a causal mask among them
+  /// is marked (mask_triangle), for the fused kernels to compare indices
+  /// and skip the tiles it excludes whole.
+  void markTriangularMasks() {
+    auto mark = [](auto op) {
+      if (!op.getMask())
+        return;
+      std::optional<TriangularMask> triangle =
+          matchTriangularMask(op.getMask());
+      if (!triangle || triangle->keyVsQuery == ComparePredicate::eq ||
+          triangle->keyVsQuery == ComparePredicate::ne)
+        return;
+      triangle->recordOn();
+      op.setMaskTriangleAttr(
+          ComparePredicateAttr::get(op.getContext(), triangle->keyVsQuery));
+    };
+    getOperation().walk([&](AttentionOp op) { mark(op); });
+    getOperation().walk([&](AttentionGradOp op) { mark(op); });
+  }
+
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeSoftmax, DecomposeLogSoftmax, DecomposeLayerNorm,
@@ -684,7 +704,9 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
       if (folded.wasInterrupted())
         return signalPassFailure();
       patterns.add<DecomposeAttention, DecomposeAttentionGrad>(&getContext());
-    } else if (attention != "flash") {
+    } else if (attention == "flash") {
+      markTriangularMasks();
+    } else {
       getOperation().emitError() << "unknown attention lowering '" << attention
                                  << "'; the lowerings are gemm and flash";
       return signalPassFailure();

@@ -278,6 +278,7 @@ struct FormAttentionPattern : OpRewritePattern<MatmulOp> {
         rewriter.getF64FloatAttr(scale),
         rewriter.getF64FloatAttr(mask ? mask->fill : -INFINITY),
         mask && mask->keeps ? rewriter.getUnitAttr() : UnitAttr(),
+        ComparePredicateAttr(),
         rewriter.getF64FloatAttr(dropout ? dropout.getRatio().convertToDouble()
                                          : 0.0),
         rewriter.getI64IntegerAttr(dropout ? dropout.getStream() : 0));

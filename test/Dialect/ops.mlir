@@ -143,10 +143,10 @@ func.func @fusion(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, t
 }
 
 // CHECK-LABEL: func.func @attention
-// CHECK: %[[O:.+]], %[[L:.+]] = gpuc.attention %arg0, %arg1, %arg2 mask %arg3 : tensor<1x1x5x7xi1> key %arg4 scale = 5.000000e-01 fill = 0xFFF0000000000000 {dropout = 2.500000e-01 : f64, mask_keeps, stream = 3 : i64} : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32> -> tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
+// CHECK: %[[O:.+]], %[[L:.+]] = gpuc.attention %arg0, %arg1, %arg2 mask %arg3 : tensor<1x1x5x7xi1> key %arg4 scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle ge {dropout = 2.500000e-01 : f64, mask_keeps, stream = 3 : i64} : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32> -> tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
 // CHECK: gpuc.attention_grad %arg0, %arg1, %arg2, %[[O]], %[[L]], %[[O]] scale = 5.000000e-01 fill = -1.000000e+04 : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32>, tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
 func.func @attention(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: tensor<2x3x7x6xf32>, %m: tensor<1x1x5x7xi1>, %key: tensor<2xi64>) -> (tensor<2x3x5x6xf32>, tensor<2x3x5x4xf32>) {
-  %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x5x7xi1> key %key scale = 0.5 fill = 0xFFF0000000000000 {dropout = 0.25 : f64, stream = 3 : i64, mask_keeps} : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32> -> tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
+  %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x5x7xi1> key %key scale = 0.5 fill = 0xFFF0000000000000 triangle ge {dropout = 0.25 : f64, stream = 3 : i64, mask_keeps} : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32> -> tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
   %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %o scale = 0.5 fill = -1.0e4 : tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x6xf32>, tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
   return %o, %dq : tensor<2x3x5x6xf32>, tensor<2x3x5x4xf32>
 }

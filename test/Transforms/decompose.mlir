@@ -202,6 +202,10 @@ func.func @attention_grad(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>, %v: 
 // CHECK: %[[MASK:.+]] = gpuc.compare gt, %[[KEY]], %[[QUERY]]
 // CHECK: gpuc.select %[[MASK]]
 // CHECK-NOT: gpuc.broadcast %{{.+}} : tensor<1x1x4x4xi1>
+// The flash lowering keeps the op and marks the mask's form for the fused
+// kernels; a mask that is no triangle stays unmarked.
+// FLASH-LABEL: func.func @causal_attention
+// FLASH: gpuc.attention %arg0, %arg1, %arg2 mask %{{.+}} : tensor<1x1x4x4xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt :
 func.func @causal_attention(%q: tensor<2x3x4x2xf32>, %k: tensor<2x3x4x2xf32>, %v: tensor<2x3x4x2xf32>) -> (tensor<2x3x4x2xf32>, tensor<2x3x4xf32>) {
   %m = gpuc.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
   %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x4x4xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32> -> tensor<2x3x4x2xf32>, tensor<2x3x4xf32>
@@ -221,6 +225,11 @@ func.func @causal_attention(%q: tensor<2x3x4x2xf32>, %k: tensor<2x3x4x2xf32>, %v
 // CHECK: gpuc.iota dim = 2
 // CHECK: gpuc.compare gt
 // CHECK: gpuc.broadcast %{{.+}} : tensor<1x1x3x3xi1> -> tensor<1x2x3x3xi1>
+// FLASH: gpuc.parameter @bias : tensor<1x1x3x3xf32> = dense<{{.+}}> {gpuc.compiled_mask = {compare = "eq", key_vs_query = "gt", with = 0.000000e+00 : f64}, gpuc.frozen = "no gradient reaches it"}
+// FLASH-LABEL: func.func @frozen_mask
+// FLASH: gpuc.attention {{.+}} triangle gt :
+// FLASH: gpuc.attention
+// FLASH-NOT: triangle
 gpuc.parameter @bias : tensor<1x1x3x3xf32> = dense<[[[[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]]]> : tensor<1x1x3x3xf32> {gpuc.frozen = "no gradient reaches it"}
 gpuc.parameter @padding : tensor<1x1x3x3xf32> = dense<[[[[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 0.0]]]]> : tensor<1x1x3x3xf32> {gpuc.frozen = "no gradient reaches it"}
 func.func @frozen_mask(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>, %bias: tensor<1x1x3x3xf32> {gpuc.param = @bias}, %padding: tensor<1x1x3x3xf32> {gpuc.param = @padding}) -> (tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>) {

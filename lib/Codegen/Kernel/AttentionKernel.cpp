@@ -79,13 +79,15 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
       for (int d = 0; d < 4; ++d)
         if (m[d] == 1)
           strides[d] = 0;
-      line(llvm::formatv("g.mask = {0}; g.maskKeeps = {1};", *in,
-                         o.getMaskKeeps() ? "true" : "false"));
+      line(llvm::formatv("g.mask = {0}; g.maskKeeps = {1}; g.triangle = {2};",
+                         *in, o.getMaskKeeps() ? "true" : "false",
+                         o.getMaskTriangle() ? 1 + (int)*o.getMaskTriangle()
+                                             : 0));
       line(llvm::formatv("g.maskStrides[0] = {0}LL; g.maskStrides[1] = {1}LL; "
                          "g.maskStrides[2] = {2}LL; g.maskStrides[3] = {3}LL;",
                          strides[0], strides[1], strides[2], strides[3]));
     } else {
-      line("g.mask = nullptr; g.maskKeeps = false;");
+      line("g.mask = nullptr; g.maskKeeps = false; g.triangle = 0;");
     }
     double ratio = o.getDropout().convertToDouble();
     if (Value key = o.getRngKey()) {

@@ -642,7 +642,7 @@ AttentionOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
       TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
       getQuery(), getKey(), getValue(), getResult(), getLogsumexp(), g,
       getMask(), getRngKey(), getScaleAttr(), getFillAttr(), getMaskKeepsAttr(),
-      getDropoutAttr(), getStreamAttr());
+      getMaskTriangleAttr(), getDropoutAttr(), getStreamAttr());
   for (unsigned i = 0; i < 3; ++i)
     if (wanted[i])
       operandGrads[i] = grad->getResult(i);

@@ -708,7 +708,8 @@ std::array<int64_t, 3> mlir::gpuc::attentionStrides(Value tensor, bool bthd) {
 static LogicalResult verifyAttention(Operation *op, Value query, Value key,
                                      Value value, Value result, Value logsumexp,
                                      Value mask, Value rngKey, double scale,
-                                     double fill, double dropout, bool bthd) {
+                                     double fill, double dropout, bool bthd,
+                                     std::optional<ComparePredicate> triangle) {
   SmallVector<int64_t, 4> q = attentionShape(query, bthd),
                           k = attentionShape(key, bthd),
                           v = attentionShape(value, bthd);
@@ -759,6 +760,12 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
              << "scores " << formatShape(scores)
              << " (rank 4, each dimension 1 or the scores')";
   }
+  if (triangle && !mask)
+    return op->emitOpError() << "has a mask_triangle but no mask";
+  if (triangle &&
+      (*triangle == ComparePredicate::eq || *triangle == ComparePredicate::ne))
+    return op->emitOpError() << "mask_triangle must be lt, le, gt or ge, not "
+                             << stringifyComparePredicate(*triangle);
   if (!std::isfinite(scale))
     return op->emitOpError() << "scale must be finite";
   if (std::isnan(fill) || fill == INFINITY)
@@ -775,12 +782,14 @@ LogicalResult AttentionOp::verify() {
   return verifyAttention(
       *this, getQuery(), getKey(), getValue(), getResult(), getLogsumexp(),
       getMask(), getRngKey(), getScale().convertToDouble(),
-      getFill().convertToDouble(), getDropout().convertToDouble(), getBthd());
+      getFill().convertToDouble(), getDropout().convertToDouble(), getBthd(),
+      getMaskTriangle());
 }
 
 LogicalResult AttentionGradOp::verify() {
   return verifyAttention(
       *this, getQuery(), getKey(), getValue(), getResult(), getLogsumexp(),
       getMask(), getRngKey(), getScale().convertToDouble(),
-      getFill().convertToDouble(), getDropout().convertToDouble(), getBthd());
+      getFill().convertToDouble(), getDropout().convertToDouble(), getBthd(),
+      getMaskTriangle());
 }

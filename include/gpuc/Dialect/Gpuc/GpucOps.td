@@ -944,6 +944,12 @@ def Gpuc_AttentionOp : Gpuc_Op<"attention", [DeclareOpInterfaceMethods<Gpuc_Grad
     the head split and merge around the fused kernel would be transposes.
     `logsumexp` and the mask keep their shapes.
 
+    `triangle P` (`mask_triangle`) says the mask is `key P query` at every
+    `[..., query, key]` (a causal mask): the fused kernels then compare indices instead
+    of reading it, and skip tiles it excludes whole. The flash lowering
+    sets it where it recognises the mask; the mask stays the operand the
+    semantics are defined by.
+
     ```mlir
     %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x64x64xi1>
         scale = 1.250000e-01 fill = 0xFFF0000000000000
@@ -955,12 +961,14 @@ def Gpuc_AttentionOp : Gpuc_Op<"attention", [DeclareOpInterfaceMethods<Gpuc_Grad
                        Gpuc_FloatTensor:$value, Optional<Gpuc_BoolTensor>:$mask,
                        Optional<Gpuc_RngKey>:$rng_key, F64Attr:$scale,
                        F64Attr:$fill, UnitAttr:$mask_keeps,
+                       OptionalAttr<Gpuc_ComparePredicate>:$mask_triangle,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                        DefaultValuedAttr<I64Attr, "0">:$stream, UnitProp:$bthd);
   let results = (outs Gpuc_FloatTensor:$result, F32Tensor:$logsumexp);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^ `:` type($mask))?
-    (`key` $rng_key^)? `scale` `=` $scale `fill` `=` $fill (`bthd` $bthd^)?
+    (`key` $rng_key^)? `scale` `=` $scale `fill` `=` $fill
+    (`triangle` $mask_triangle^)? (`bthd` $bthd^)?
     attr-dict `:` type($query) `,` type($key) `,` type($value) `->`
     type($result) `,` type($logsumexp)
   }];
@@ -992,6 +1000,7 @@ def Gpuc_AttentionGradOp : Gpuc_Op<"attention_grad", [Pure,
                        Optional<Gpuc_BoolTensor>:$mask,
                        Optional<Gpuc_RngKey>:$rng_key, F64Attr:$scale,
                        F64Attr:$fill, UnitAttr:$mask_keeps,
+                       OptionalAttr<Gpuc_ComparePredicate>:$mask_triangle,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                        DefaultValuedAttr<I64Attr, "0">:$stream, UnitProp:$bthd);
   let results = (outs Gpuc_FloatTensor:$query_grad,
@@ -1000,7 +1009,8 @@ def Gpuc_AttentionGradOp : Gpuc_Op<"attention_grad", [Pure,
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result `,` $logsumexp `,` $result_grad
     (`mask` $mask^ `:` type($mask))? (`key` $rng_key^)? `scale` `=` $scale
-    `fill` `=` $fill (`bthd` $bthd^)? attr-dict `:` type($query) `,`
+    `fill` `=` $fill (`triangle` $mask_triangle^)? (`bthd` $bthd^)?
+    attr-dict `:` type($query) `,`
     type($key) `,` type($value) `,` type($result) `,` type($logsumexp)
   }];
   let hasVerifier = 1;

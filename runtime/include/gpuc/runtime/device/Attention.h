@@ -42,6 +42,10 @@ struct AttentionGeometry {
   const bool *mask;
   int64_t maskStrides[4];
   bool maskKeeps;
+  /// Where the mask is `key P query` (the op's mask_triangle): 1 + P's
+  /// ComparePredicate value (lt 2, le 3, gt 4, ge 5), compared from the
+  /// indices instead of read; 0: read `mask`.
+  int triangle;
   /// Dropout of the weights, as gpuc.dropout of [B, H, Tq, Tk] (ratio 0:
   /// none); keepScale is 1 / (1 - ratio).
   float dropout, keepScale;
@@ -55,9 +59,40 @@ __device__ __forceinline__ bool attentionExcluded(const AttentionGeometry &g,
                                                   int64_t i, int64_t j) {
   if (!g.mask)
     return false;
-  bool set = g.mask[b * g.maskStrides[0] + h * g.maskStrides[1] +
-                    i * g.maskStrides[2] + j * g.maskStrides[3]];
+  bool set;
+  switch (g.triangle) {
+  case 0:
+    set = g.mask[b * g.maskStrides[0] + h * g.maskStrides[1] +
+                 i * g.maskStrides[2] + j * g.maskStrides[3]];
+    break;
+  case 3:
+    set = j < i;
+    break;
+  case 4:
+    set = j <= i;
+    break;
+  case 5:
+    set = j > i;
+    break;
+  default:
+    set = j >= i;
+    break;
+  }
   return set != g.maskKeeps;
+}
+
+/// Whether a triangular mask excludes every pair of query rows [i0, i1)
+/// and keys [j0, j1): the excluded pairs are a half-plane, so the corners
+/// decide. False for a mask that is read (it is not known).
+__device__ __forceinline__ bool
+attentionTileExcluded(const AttentionGeometry &g, int64_t i0, int64_t i1,
+                      int64_t j0, int64_t j1) {
+  if (!g.mask || !g.triangle || i1 <= i0 || j1 <= j0)
+    return false;
+  return attentionExcluded(g, 0, 0, i0, j0) &&
+         attentionExcluded(g, 0, 0, i0, j1 - 1) &&
+         attentionExcluded(g, 0, 0, i1 - 1, j0) &&
+         attentionExcluded(g, 0, 0, i1 - 1, j1 - 1);
 }
 
 /// Weight (bh, i, j)'s dropout factor: 0, or 1 / (1 - ratio).

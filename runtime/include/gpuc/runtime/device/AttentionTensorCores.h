@@ -206,14 +206,23 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
   const T *kBase = k + b * g.k[0] + h * g.k[1];
   const T *vBase = v + b * g.v[0] + h * g.v[1];
   for (int pass = 0; pass < kMmaPasses; ++pass) {
-    const int64_t row0 =
-        first + (pass * (kBlockThreads / 32) + warp) * kMmaRows;
+    const int64_t passRows = first + pass * (kBlockThreads / 32) * kMmaRows,
+                  passEnd = passRows + (kBlockThreads / 32) * kMmaRows;
+    if (passRows >= g.queries)
+      break;
+    const int64_t row0 = passRows + warp * kMmaRows;
     unsigned qa[D / 16][4];
     mmaLoadRows<D>(qa, qBase, g.q[2], row0, g.queries);
     float o[DV / 8][4] = {};
     float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
     for (int64_t j = 0; j < g.keys; j += KT) {
       int count = g.keys - j < KT ? (int)(g.keys - j) : KT;
+      // A tile the mask excludes from all the pass's rows adds nothing.
+      if (g.fill == -INFINITY &&
+          attentionTileExcluded(g, passRows,
+                                passEnd < g.queries ? passEnd : g.queries, j,
+                                j + count))
+        continue;
       __syncthreads();
       mmaStageRows<KT, D>(kTile, kBase + j * g.k[2], g.k[2], count);
       mmaStageColumns<KT, DV>(vTile, vBase + j * g.v[2], g.v[2], count);
@@ -308,8 +317,11 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
   const T *oBase = out + b * g.out[0] + h * g.out[1];
   const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
   for (int pass = 0; pass < kMmaPasses; ++pass) {
-    const int64_t row0 =
-        first + (pass * (kBlockThreads / 32) + warp) * kMmaRows;
+    const int64_t passRows = first + pass * (kBlockThreads / 32) * kMmaRows,
+                  passEnd = passRows + (kBlockThreads / 32) * kMmaRows;
+    if (passRows >= g.queries)
+      break;
+    const int64_t row0 = passRows + warp * kMmaRows;
     unsigned qa[D / 16][4], da[DV / 16][4];
     mmaLoadRows<D>(qa, qBase, g.q[2], row0, g.queries);
     mmaLoadRows<DV>(da, dOBase, g.out[2], row0, g.queries);
@@ -336,6 +348,11 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
     float grad[D / 8][4] = {};
     for (int64_t j = 0; j < g.keys; j += KT) {
       int count = g.keys - j < KT ? (int)(g.keys - j) : KT;
+      // Excluded scores have no gradient, whatever the fill.
+      if (attentionTileExcluded(g, passRows,
+                                passEnd < g.queries ? passEnd : g.queries, j,
+                                j + count))
+        continue;
       __syncthreads();
       mmaStageRows<KT, D>(kTile, kBase + j * g.k[2], g.k[2], count);
       mmaStageColumns<KT, D>(kColumns, kBase + j * g.k[2], g.k[2], count);
@@ -410,14 +427,21 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
   const T *vBase = v + b * g.v[0] + h * g.v[1];
   const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
   for (int pass = 0; pass < kMmaPasses; ++pass) {
-    const int64_t key0 =
-        first + (pass * (kBlockThreads / 32) + warp) * kMmaRows;
+    const int64_t passKeys = first + pass * (kBlockThreads / 32) * kMmaRows,
+                  passEnd = passKeys + (kBlockThreads / 32) * kMmaRows;
+    if (passKeys >= g.keys)
+      break;
+    const int64_t key0 = passKeys + warp * kMmaRows;
     unsigned ka[D / 16][4], va[DV / 16][4];
     mmaLoadRows<D>(ka, kBase, g.k[2], key0, g.keys);
     mmaLoadRows<DV>(va, vBase, g.v[2], key0, g.keys);
     float gk[D / 8][4] = {}, gv[DV / 8][4] = {};
     for (int64_t i0 = 0; i0 < g.queries; i0 += QT) {
       int count = g.queries - i0 < QT ? (int)(g.queries - i0) : QT;
+      if (g.fill == -INFINITY &&
+          attentionTileExcluded(g, i0, i0 + count, passKeys,
+                                passEnd < g.keys ? passEnd : g.keys))
+        continue;
       __syncthreads();
       mmaStageRows<QT, D>(qTile, qBase + i0 * g.q[2], g.q[2], count);
       mmaStageColumns<QT, D>(qColumns, qBase + i0 * g.q[2], g.q[2], count);
