@@ -27,6 +27,8 @@ struct Case {
   int batch, heads, queries, keys;
   bool causal;   // a triangular mask: key > query excluded, -inf fill
   bool readMask; // every third key excluded, a finite fill
+  /// Elements between rows: 4 leaves rows unaligned for 16-byte loads.
+  int pad = 0;
 };
 
 struct Tensors {
@@ -42,12 +44,12 @@ std::vector<gpuc::bf16> randomBf16(size_t n, std::mt19937 &rng) {
 }
 
 template <int D, int DV> void check(const Case &c) {
-  const int bh = c.batch * c.heads;
+  const int bh = c.batch * c.heads, qs = D + c.pad, vs = DV + c.pad;
   std::mt19937 rng(11);
-  Tensors t{randomBf16((size_t)bh * c.queries * D, rng),
-            randomBf16((size_t)bh * c.keys * D, rng),
-            randomBf16((size_t)bh * c.keys * DV, rng),
-            randomBf16((size_t)bh * c.queries * DV, rng)};
+  Tensors t{randomBf16((size_t)bh * c.queries * qs, rng),
+            randomBf16((size_t)bh * c.keys * qs, rng),
+            randomBf16((size_t)bh * c.keys * vs, rng),
+            randomBf16((size_t)bh * c.queries * vs, rng)};
   std::unique_ptr<bool[]> mask(new bool[(size_t)c.queries * c.keys]);
   for (int i = 0; i < c.queries; ++i)
     for (int j = 0; j < c.keys; ++j)
@@ -58,11 +60,12 @@ template <int D, int DV> void check(const Case &c) {
   g.heads = c.heads;
   g.queries = c.queries;
   g.keys = c.keys;
-  int64_t q[3] = {(int64_t)c.heads * c.queries * D, (int64_t)c.queries * D, D};
-  int64_t k[3] = {(int64_t)c.heads * c.keys * D, (int64_t)c.keys * D, D};
-  int64_t v[3] = {(int64_t)c.heads * c.keys * DV, (int64_t)c.keys * DV, DV};
-  int64_t o[3] = {(int64_t)c.heads * c.queries * DV, (int64_t)c.queries * DV,
-                  DV};
+  int64_t q[3] = {(int64_t)c.heads * c.queries * qs, (int64_t)c.queries * qs,
+                  qs};
+  int64_t k[3] = {(int64_t)c.heads * c.keys * qs, (int64_t)c.keys * qs, qs};
+  int64_t v[3] = {(int64_t)c.heads * c.keys * vs, (int64_t)c.keys * vs, vs};
+  int64_t o[3] = {(int64_t)c.heads * c.queries * vs, (int64_t)c.queries * vs,
+                  vs};
   for (int d = 0; d < 3; ++d) {
     g.q[d] = q[d];
     g.k[d] = k[d];
@@ -83,8 +86,12 @@ template <int D, int DV> void check(const Case &c) {
   g.seed = g.step = g.stream = g.weights = 0;
   ASSERT_TRUE((gpuc::attentionOnTensorCores<D, DV, gpuc::bf16>()));
 
-  std::vector<gpuc::bf16> out((size_t)bh * c.queries * DV), dq(t.q.size()),
-      dk(t.k.size()), dv(t.v.size());
+  // Zeros between the rows, which the kernels must leave alone.
+  std::vector<gpuc::bf16> out(t.dOut.size()), dq(t.q.size()), dk(t.k.size()),
+      dv(t.v.size());
+  for (auto *x : {&out, &dq, &dk, &dv})
+    for (gpuc::bf16 &e : *x)
+      e = 0.0f;
   std::vector<float> lse((size_t)bh * c.queries), rowDots(lse.size());
   int64_t grid = gpuc::attentionGrid(bh, c.queries, c.keys);
   gpuc::emulated::launch(grid, 256, "forward", [&] {
@@ -106,9 +113,9 @@ template <int D, int DV> void check(const Case &c) {
   std::vector<double> refOut(out.size()), refLse(lse.size()), refDq(dq.size()),
       refDk(dk.size()), refDv(dv.size());
   for (int b = 0; b < bh; ++b) {
-    auto at = [&](const std::vector<gpuc::bf16> &x, int rows, int width,
+    auto at = [&](const std::vector<gpuc::bf16> &x, int rows, int stride,
                   int row, int col) {
-      return (double)(float)x[((size_t)b * rows + row) * width + col];
+      return (double)(float)x[((size_t)b * rows + row) * stride + col];
     };
     std::vector<double> p((size_t)c.queries * c.keys);
     for (int i = 0; i < c.queries; ++i) {
@@ -118,7 +125,7 @@ template <int D, int DV> void check(const Case &c) {
         if (!g.mask || !mask[(size_t)i * c.keys + j]) {
           s = 0;
           for (int d = 0; d < D; ++d)
-            s += at(t.q, c.queries, D, i, d) * at(t.k, c.keys, D, j, d);
+            s += at(t.q, c.queries, qs, i, d) * at(t.k, c.keys, qs, j, d);
           s *= (double)g.scale;
         }
         p[(size_t)i * c.keys + j] = s;
@@ -135,26 +142,26 @@ template <int D, int DV> void check(const Case &c) {
       for (int e = 0; e < DV; ++e) {
         double y = 0;
         for (int j = 0; j < c.keys; ++j)
-          y += p[(size_t)i * c.keys + j] * at(t.v, c.keys, DV, j, e);
-        refOut[((size_t)b * c.queries + i) * DV + e] = y;
-        dot += y * at(t.dOut, c.queries, DV, i, e);
+          y += p[(size_t)i * c.keys + j] * at(t.v, c.keys, vs, j, e);
+        refOut[((size_t)b * c.queries + i) * vs + e] = y;
+        dot += y * at(t.dOut, c.queries, vs, i, e);
       }
       for (int j = 0; j < c.keys; ++j) {
         double dp = 0;
         for (int e = 0; e < DV; ++e)
-          dp += at(t.dOut, c.queries, DV, i, e) * at(t.v, c.keys, DV, j, e);
+          dp += at(t.dOut, c.queries, vs, i, e) * at(t.v, c.keys, vs, j, e);
         double pij = p[(size_t)i * c.keys + j];
         bool excluded = g.mask && mask[(size_t)i * c.keys + j];
         double ds = excluded ? 0.0 : pij * (dp - dot);
         for (int d = 0; d < D; ++d) {
-          refDq[((size_t)b * c.queries + i) * D + d] +=
-              g.scale * ds * at(t.k, c.keys, D, j, d);
-          refDk[((size_t)b * c.keys + j) * D + d] +=
-              g.scale * ds * at(t.q, c.queries, D, i, d);
+          refDq[((size_t)b * c.queries + i) * qs + d] +=
+              g.scale * ds * at(t.k, c.keys, qs, j, d);
+          refDk[((size_t)b * c.keys + j) * qs + d] +=
+              g.scale * ds * at(t.q, c.queries, qs, i, d);
         }
         for (int e = 0; e < DV; ++e)
-          refDv[((size_t)b * c.keys + j) * DV + e] +=
-              pij * at(t.dOut, c.queries, DV, i, e);
+          refDv[((size_t)b * c.keys + j) * vs + e] +=
+              pij * at(t.dOut, c.queries, vs, i, e);
       }
     }
   }
@@ -195,6 +202,12 @@ TEST(AttentionTensorCores, CrossAttentionWithReadMaskMatchesDouble) {
 
 TEST(AttentionTensorCores, UnmaskedMatchesDouble) {
   check<16, 48>({2, 1, 33, 129, /*causal=*/false, /*readMask=*/false});
+}
+
+TEST(AttentionTensorCores, UnalignedRowsMatchDouble) {
+  // Rows 4 elements apart from 16-byte boundaries: element-wise staging.
+  check<64, 64>({1, 2, 100, 100, /*causal=*/true, /*readMask=*/false,
+                 /*pad=*/4});
 }
 
 } // namespace

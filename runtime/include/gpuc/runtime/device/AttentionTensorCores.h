@@ -55,17 +55,38 @@ template <int D, int DV> constexpr int attentionMmaTile() {
 template <int D, int DV>
 __device__ __forceinline__ unsigned short *attentionMmaShared() {
   constexpr int T = attentionMmaTile<D, DV>();
-  __shared__ unsigned short
+  // 16-byte aligned, as is each tile in it: every tile's size is a
+  // multiple of 8 elements.
+  alignas(16) __shared__ unsigned short
       tiles[T * (D + 8) + D * (T + 8) + T * (DV + 8) + DV * (T + 8)];
   return tiles;
 }
 
+/// Whether rows of 16-bit elements `stride` apart from `rows` can be read
+/// 8 elements (16 bytes) at a time.
+__device__ __forceinline__ bool mmaVectorRows(const void *rows,
+                                              int64_t stride) {
+  return ((unsigned long long)rows & 15) == 0 && stride % 8 == 0;
+}
+
 /// Rows [first, first + count) of a [rows, Width] operand (rows `stride`
 /// apart) as a tile of Tile rows, Width + 8 apart; rows past `count` are
-/// zeros (their products must be 0, not a stale NaN times 0).
+/// zeros (their products must be 0, not a stale NaN times 0). Where the
+/// rows allow it a thread moves 16 bytes at once.
 template <int Tile, int Width, typename T>
 __device__ __forceinline__ void
 mmaStageRows(unsigned short *tile, const T *rows, int64_t stride, int count) {
+  if (mmaVectorRows(rows, stride)) {
+    constexpr int Vectors = Width / 8;
+    for (int e = threadIdx.x; e < Tile * Vectors; e += kBlockThreads) {
+      int r = e / Vectors, c = e % Vectors * 8;
+      MmaWords words = {0u, 0u, 0u, 0u};
+      if (r < count)
+        words = mmaLoadWords(rows + r * stride + c);
+      mmaStoreWords(tile + r * (Width + 8) + c, words);
+    }
+    return;
+  }
   for (int e = threadIdx.x; e < Tile * Width; e += kBlockThreads) {
     int r = e / Width, c = e % Width;
     tile[r * (Width + 8) + c] =
@@ -78,6 +99,21 @@ template <int Tile, int Width, typename T>
 __device__ __forceinline__ void mmaStageColumns(unsigned short *tile,
                                                 const T *rows, int64_t stride,
                                                 int count) {
+  if (mmaVectorRows(rows, stride)) {
+    constexpr int Vectors = Width / 8;
+    for (int e = threadIdx.x; e < Tile * Vectors; e += kBlockThreads) {
+      int r = e / Vectors, c = e % Vectors * 8;
+      MmaWords words = {0u, 0u, 0u, 0u};
+      if (r < count)
+        words = mmaLoadWords(rows + r * stride + c);
+      const unsigned w[4] = {words.x, words.y, words.z, words.w};
+      GPUC_UNROLL
+      for (int i = 0; i < 8; ++i)
+        tile[(c + i) * (Tile + 8) + r] =
+            (unsigned short)(w[i / 2] >> (16 * (i % 2)));
+    }
+    return;
+  }
   for (int e = threadIdx.x; e < Tile * Width; e += kBlockThreads) {
     int r = e / Width, c = e % Width;
     tile[c * (Tile + 8) + r] = r < count ? storedBits(rows[r * stride + c]) : 0;

@@ -85,6 +85,30 @@ __device__ __forceinline__ unsigned mmaWord(const unsigned short *tile,
 #endif
 }
 
+/// 16 bytes: 8 stored 16-bit elements, the lower-indexed in the low half
+/// of each word.
+struct alignas(16) MmaWords {
+  unsigned x, y, z, w;
+};
+/// The 16 bytes at `p` (16-byte aligned), in one load on the GPU.
+__device__ __forceinline__ MmaWords mmaLoadWords(const void *p) {
+#if defined(GPUC_EMULATE_GPU) || !defined(__CUDA_ARCH__)
+  MmaWords words;
+  __builtin_memcpy(&words, p, sizeof words);
+  return words;
+#else
+  uint4 v = *(const uint4 *)p;
+  return {v.x, v.y, v.z, v.w};
+#endif
+}
+__device__ __forceinline__ void mmaStoreWords(void *p, MmaWords words) {
+#if defined(GPUC_EMULATE_GPU) || !defined(__CUDA_ARCH__)
+  __builtin_memcpy(p, &words, sizeof words);
+#else
+  *(uint4 *)p = make_uint4(words.x, words.y, words.z, words.w);
+#endif
+}
+
 #ifdef GPUC_HAVE_MMA
 #ifndef GPUC_EMULATE_GPU
 __device__ __forceinline__ void mmaInstruction(const bf16 *, float acc[4],
