@@ -80,6 +80,29 @@ TEST(EmulatedGpu, BarrierOrdersSharedMemory) {
     EXPECT_EQ(out[t], 3 * ((t + 1) % 256) * 10 + 3) << t;
 }
 
+TEST(EmulatedGpu, MissingBarrierShowsInOneOrder) {
+  // Each thread reads the slot its predecessor (or, the second time, its
+  // successor) writes, with no barrier between: the first read is fresh in
+  // blocks run first to last and stale in those run last to first, the
+  // second the other way round. Either way some block sees the bug.
+  std::vector<int> fresh(4, 0);
+  gpuc::emulated::launch(4, 256, "race", [&] {
+    __shared__ int slots[256];
+    int t = threadIdx.x, tag = 10000 * ((int)blockIdx.x + 1);
+    slots[t] = tag + t;
+    int before = slots[(t + 255) % 256];
+    __syncthreads();
+    slots[t] = tag + 5000 + t;
+    int after = slots[(t + 1) % 256];
+    if (t == 128)
+      fresh[blockIdx.x] = (before == tag + 127) + 2 * (after == tag + 5129);
+  });
+  // Block 0 (first to last) sees its predecessor's write, not its
+  // successor's; block 1 (last to first) the reverse.
+  EXPECT_EQ(fresh[0], 1);
+  EXPECT_EQ(fresh[1], 2);
+}
+
 TEST(EmulatedGpuDeathTest, BarrierInDivergentCodeStops) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(gpuc::emulated::launch(1, 256, "divergent",

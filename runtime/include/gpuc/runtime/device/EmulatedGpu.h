@@ -7,7 +7,9 @@
 // one host thread, switched where they wait: __syncthreads waits for every
 // thread of the block that has not returned, a shuffle for every lane of
 // its warp. So the GPU's indexing, barriers, shared memory and warp
-// reductions run, and can be tested, where there is no GPU.
+// reductions run, and can be tested, where there is no GPU. Odd blocks run
+// their threads in the reverse order, so a missing barrier shows as a stale
+// read in one order or the other.
 //
 // It is for tests: every GPU thread is a fiber, so a step runs tens of
 // times slower than the CPU target's (24 times on chargpt). Waiting at a
@@ -196,8 +198,14 @@ inline void runBlock(int64_t index, int64_t grid, int threads,
       makeContext(b.threads[t], b.stacks + kStackBytes * t, kStackBytes,
                   threadEntry);
   }
+  // Even blocks run their threads first to last between waits, odd blocks
+  // last to first: a thread that reads shared memory another thread of
+  // its block writes, with no barrier between, then reads the stale value
+  // in one of the two orders, as it may on a GPU.
+  const bool reversed = index % 2 == 1;
   for (;;) {
-    for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kThreads; ++i) {
+      int t = reversed ? kThreads - 1 - i : i;
       if (b.state[t] != State::Running)
         continue;
       b.current = t;
