@@ -173,6 +173,36 @@ TEST(EmulatedGpu, MmaMultipliesThePtxFragments) {
       }
 }
 
+TEST(EmulatedGpu, LdmatrixGivesThePtxFragments) {
+  // Four 8 x 8 matrices of distinct values, rows 24 elements apart in
+  // shared memory; lane l gives row l % 8 of matrix l / 8.
+  std::vector<unsigned> plain(32 * 4), transposed(32 * 4);
+  auto value = [](int m, int r, int c) {
+    return (unsigned)(m * 64 + r * 8 + c);
+  };
+  gpuc::emulated::launch(1, 32, "ldmatrix", [&] {
+    alignas(16) __shared__ unsigned short tile[4 * 8 * 24];
+    int l = threadIdx.x;
+    for (int e = l; e < 4 * 8 * 8; e += 32)
+      tile[(e / 64 * 8 + e / 8 % 8) * 24 + e % 8] =
+          (unsigned short)value(e / 64, e / 8 % 8, e % 8);
+    __syncthreads();
+    const unsigned short *row = tile + (l / 8 * 8 + l % 8) * 24;
+    gpuc::mmaLoadMatrices<false>(&plain[l * 4], row);
+    gpuc::mmaLoadMatrices<true>(&transposed[l * 4], row);
+  });
+  for (int l = 0; l < 32; ++l)
+    for (int m = 0; m < 4; ++m) {
+      int g = l / 4, t = l % 4;
+      EXPECT_EQ(plain[l * 4 + m], value(m, g, 2 * t) | value(m, g, 2 * t + 1)
+                                                           << 16)
+          << l << " " << m;
+      EXPECT_EQ(transposed[l * 4 + m],
+                value(m, 2 * t, g) | value(m, 2 * t + 1, g) << 16)
+          << l << " " << m;
+    }
+}
+
 TEST(EmulatedGpuDeathTest, MmaWithReturnedLaneStops) {
   EXPECT_DEATH(
       gpuc::emulated::launch(1, 32, "mma",

@@ -5,10 +5,12 @@
 // online softmax as Attention.h's rows, with every product on tensor cores
 // (Mma.h's m16n8k16, f32 accumulators). A warp owns 16 rows, so a block's
 // 8 warps take its kAttentionRows rows in two passes of 128; the block
-// stages each tile of keys (or of queries, for the keys' gradients) in
-// shared memory as 16-bit bits, row-major or transposed as the B fragment
-// that reads it wants, rows padded by 8 elements so a fragment's 32 loads
-// hit 32 banks. Scores stay in registers: their C fragments become the A
+// stages each tile of keys and values (or of queries and the result's
+// gradient, for the keys' gradients) in shared memory as 16-bit bits, row
+// by row, rows padded by 8 elements so that ldmatrix's 8 row reads hit
+// different banks; ldmatrix, plain or transposed, gives each product its B
+// fragments from the one copy. Scores stay in registers: their C fragments
+// become the A
 // fragments of the next product (weights times values, or the scores'
 // gradient times keys or queries), rounded to the operand type as
 // FlashAttention does. A tile whose scores a warp's rows all exclude (a
@@ -55,10 +57,10 @@ template <int D, int DV> constexpr int attentionMmaTile() {
 template <int D, int DV>
 __device__ __forceinline__ unsigned short *attentionMmaShared() {
   constexpr int T = attentionMmaTile<D, DV>();
-  // 16-byte aligned, as is each tile in it: every tile's size is a
-  // multiple of 8 elements.
-  alignas(16) __shared__ unsigned short
-      tiles[T * (D + 8) + D * (T + 8) + T * (DV + 8) + DV * (T + 8)];
+  constexpr int Widest = D > DV ? D : DV;
+  // 16-byte aligned, as is every row in it (widths are multiples of 16):
+  // ldmatrix reads rows of 16 bytes.
+  alignas(16) __shared__ unsigned short tiles[2 * T * (Widest + 8)];
   return tiles;
 }
 
@@ -94,32 +96,6 @@ mmaStageRows(unsigned short *tile, const T *rows, int64_t stride, int count) {
   }
 }
 
-/// The same rows transposed: element (r, c) at c * (Tile + 8) + r.
-template <int Tile, int Width, typename T>
-__device__ __forceinline__ void mmaStageColumns(unsigned short *tile,
-                                                const T *rows, int64_t stride,
-                                                int count) {
-  if (mmaVectorRows(rows, stride)) {
-    constexpr int Vectors = Width / 8;
-    for (int e = threadIdx.x; e < Tile * Vectors; e += kBlockThreads) {
-      int r = e / Vectors, c = e % Vectors * 8;
-      MmaWords words = {0u, 0u, 0u, 0u};
-      if (r < count)
-        words = mmaLoadWords(rows + r * stride + c);
-      const unsigned w[4] = {words.x, words.y, words.z, words.w};
-      GPUC_UNROLL
-      for (int i = 0; i < 8; ++i)
-        tile[(c + i) * (Tile + 8) + r] =
-            (unsigned short)(w[i / 2] >> (16 * (i % 2)));
-    }
-    return;
-  }
-  for (int e = threadIdx.x; e < Tile * Width; e += kBlockThreads) {
-    int r = e / Width, c = e % Width;
-    tile[c * (Tile + 8) + r] = r < count ? storedBits(rows[r * stride + c]) : 0;
-  }
-}
-
 /// The A fragments of the caller's warp's 16 rows of a [rows, Width]
 /// operand (row `row0` first, `stride` apart), zeros past `rows`.
 template <int Width, typename T>
@@ -142,20 +118,31 @@ __device__ __forceinline__ void mmaLoadRows(unsigned (*a)[4], const T *base,
   }
 }
 
-/// acc[n] += A (16 x 16K) times the B tile's columns n * 8.. for every
-/// n < N: the B tile holds element (k, n) at n * pitch + k.
-template <typename T, int K, int N>
+/// acc[n] += A (16 x 16K) times columns n * 8.. of B (16K x 8N), for
+/// every n < N (N even), B's fragments loaded from a staged tile by
+/// ldmatrix, two n-tiles at a time. A tile is rows `pitch` apart: with
+/// `KMajor` its row r holds B's row k = r (B is the tile), else its row r
+/// holds B's column n = r (B is the tile transposed).
+template <typename T, int K, int N, bool KMajor>
 __device__ __forceinline__ void
 mmaProduct(float (*acc)[4], const unsigned (*a)[4], const unsigned short *tile,
            int pitch) {
-  int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  static_assert(N % 2 == 0, "ldmatrix.x4 loads two n-tiles");
+  // Lane l addresses row l % 8 of matrix l / 8: matrices 0 and 1 are
+  // n-tile n's k 0..7 and 8..15, matrices 2 and 3 n-tile n + 1's.
+  int lane = threadIdx.x & 31, matrix = lane >> 3, row = lane & 7;
+  int nOffset = (matrix >> 1) * 8, kOffset = (matrix & 1) * 8;
   GPUC_UNROLL
-  for (int n = 0; n < N; ++n) {
+  for (int n = 0; n < N; n += 2) {
     GPUC_UNROLL
     for (int k = 0; k < K; ++k) {
-      int at = (n * 8 + g) * pitch + k * 16 + 2 * t;
-      unsigned b[2] = {mmaWord(tile, at), mmaWord(tile, at + 8)};
+      const unsigned short *at =
+          KMajor ? tile + (k * 16 + kOffset + row) * pitch + n * 8 + nOffset
+                 : tile + (n * 8 + nOffset + row) * pitch + k * 16 + kOffset;
+      unsigned b[4];
+      mmaLoadMatrices<KMajor>(b, at);
       mmaSync<T>(acc[n], a[k], b);
+      mmaSync<T>(acc[n + 1], a[k], b + 2);
     }
   }
 }
@@ -261,7 +248,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
         continue;
       __syncthreads();
       mmaStageRows<KT, D>(kTile, kBase + j * g.k[2], g.k[2], count);
-      mmaStageColumns<KT, DV>(vTile, vBase + j * g.v[2], g.v[2], count);
+      mmaStageRows<KT, DV>(vTile, vBase + j * g.v[2], g.v[2], count);
       __syncthreads();
       unsigned absent, excluded;
       mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
@@ -269,7 +256,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
       if (warpAll(dead == (N * 4 == 32 ? ~0u : (1u << (N * 4)) - 1u)))
         continue;
       float s[N][4] = {};
-      mmaProduct<T, D / 16, N>(s, qa, kTile, D + 8);
+      mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
       float tileMax[2] = {-INFINITY, -INFINITY};
       GPUC_UNROLL
       for (int n = 0; n < N; ++n) {
@@ -312,7 +299,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
       }
       unsigned pa[N / 2][4];
       mmaScoresAsA<T, N>(pa, s);
-      mmaProduct<T, N / 2, DV / 8>(o, pa, vTile, KT + 8);
+      mmaProduct<T, N / 2, DV / 8, true>(o, pa, vTile, DV + 8);
     }
     GPUC_UNROLL
     for (int r = 0; r < 2; ++r) {
@@ -341,8 +328,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
   // Keys as the scores' B (k = width), transposed as dQ's (k = keys),
   // values as dP's (k = value width).
   unsigned short *kTile = attentionMmaShared<D, DV>();
-  unsigned short *kColumns = kTile + KT * (D + 8);
-  unsigned short *vTile = kColumns + D * (KT + 8);
+  unsigned short *vTile = kTile + KT * (D + 8);
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.queries, b, h, bh, first))
     return;
@@ -391,7 +377,6 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
         continue;
       __syncthreads();
       mmaStageRows<KT, D>(kTile, kBase + j * g.k[2], g.k[2], count);
-      mmaStageColumns<KT, D>(kColumns, kBase + j * g.k[2], g.k[2], count);
       mmaStageRows<KT, DV>(vTile, vBase + j * g.v[2], g.v[2], count);
       __syncthreads();
       // An excluded score does not depend on the query: no gradient.
@@ -401,8 +386,8 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
       if (warpAll(dead == (N * 4 == 32 ? ~0u : (1u << (N * 4)) - 1u)))
         continue;
       float s[N][4] = {}, dp[N][4] = {};
-      mmaProduct<T, D / 16, N>(s, qa, kTile, D + 8);
-      mmaProduct<T, DV / 16, N>(dp, da, vTile, DV + 8);
+      mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
+      mmaProduct<T, DV / 16, N, false>(dp, da, vTile, DV + 8);
       GPUC_UNROLL
       for (int n = 0; n < N; ++n) {
         GPUC_UNROLL
@@ -422,7 +407,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
       }
       unsigned dsa[N / 2][4];
       mmaScoresAsA<T, N>(dsa, s);
-      mmaProduct<T, N / 2, D / 8>(grad, dsa, kColumns, KT + 8);
+      mmaProduct<T, N / 2, D / 8, true>(grad, dsa, kTile, D + 8);
     }
     GPUC_UNROLL
     for (int r = 0; r < 2; ++r) {
@@ -449,9 +434,7 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
   // dK's (k = queries); dO as dP's B (k = value width) and, transposed,
   // as dV's (k = queries).
   unsigned short *qTile = attentionMmaShared<D, DV>();
-  unsigned short *qColumns = qTile + QT * (D + 8);
-  unsigned short *dOTile = qColumns + D * (QT + 8);
-  unsigned short *dOColumns = dOTile + QT * (DV + 8);
+  unsigned short *dOTile = qTile + QT * (D + 8);
   __shared__ float lseTile[QT];
   __shared__ float dotTile[QT];
   int64_t b, h, bh, first;
@@ -480,10 +463,7 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
         continue;
       __syncthreads();
       mmaStageRows<QT, D>(qTile, qBase + i0 * g.q[2], g.q[2], count);
-      mmaStageColumns<QT, D>(qColumns, qBase + i0 * g.q[2], g.q[2], count);
       mmaStageRows<QT, DV>(dOTile, dOBase + i0 * g.out[2], g.out[2], count);
-      mmaStageColumns<QT, DV>(dOColumns, dOBase + i0 * g.out[2], g.out[2],
-                              count);
       for (int e = threadIdx.x; e < QT; e += kBlockThreads) {
         lseTile[e] = e < count ? lse[bh * g.queries + i0 + e] : 0.0f;
         dotTile[e] = e < count ? rowDots[bh * g.queries + i0 + e] : 0.0f;
@@ -498,8 +478,8 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       if (warpAll(weightless == (N * 4 == 32 ? ~0u : (1u << (N * 4)) - 1u)))
         continue;
       float s[N][4] = {}, dp[N][4] = {};
-      mmaProduct<T, D / 16, N>(s, ka, qTile, D + 8);
-      mmaProduct<T, DV / 16, N>(dp, va, dOTile, DV + 8);
+      mmaProduct<T, D / 16, N, false>(s, ka, qTile, D + 8);
+      mmaProduct<T, DV / 16, N, false>(dp, va, dOTile, DV + 8);
       float w[N][4];
       GPUC_UNROLL
       for (int n = 0; n < N; ++n) {
@@ -523,9 +503,9 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       }
       unsigned wa[N / 2][4], dsa[N / 2][4];
       mmaScoresAsA<T, N>(wa, w);
-      mmaProduct<T, N / 2, DV / 8>(gv, wa, dOColumns, QT + 8);
+      mmaProduct<T, N / 2, DV / 8, true>(gv, wa, dOTile, DV + 8);
       mmaScoresAsA<T, N>(dsa, s);
-      mmaProduct<T, N / 2, D / 8>(gk, dsa, qColumns, QT + 8);
+      mmaProduct<T, N / 2, D / 8, true>(gk, dsa, qTile, D + 8);
     }
     GPUC_UNROLL
     for (int r = 0; r < 2; ++r) {

@@ -303,6 +303,34 @@ inline void mma16816(float acc[4], const unsigned a[4], const unsigned b[2],
   wait(State::AtShuffle);
 }
 
+/// ldmatrix.sync.aligned.m8n8.x4 (.trans when `trans`) for the caller's
+/// warp, once every lane has given its row's address: lane l gives row
+/// l % 8 of matrix l / 8 (8 adjacent 16-bit elements) and receives, in
+/// r[j], matrix j's elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1)
+/// (the low half first), or with `trans` (2 (l % 4), l / 4) and
+/// (2 (l % 4) + 1, l / 4).
+inline void ldmatrix(unsigned r[4], const unsigned short *row, bool trans) {
+  Block &bl = *block;
+  int self = bl.current, warp = self / kWarp * kWarp, lane = self - warp;
+  bl.exchange[self] = (unsigned long long)(uintptr_t)row;
+  wait(State::AtShuffle);
+  for (int t = warp; t < warp + kWarp; ++t)
+    if (bl.state[t] == State::Returned)
+      fail("an ldmatrix in a warp with a lane that has returned");
+  auto element = [&](int matrix, int i, int j) {
+    return ((const unsigned short *)(uintptr_t)
+                bl.exchange[warp + 8 * matrix + i])[j];
+  };
+  int g = lane >> 2, t = lane & 3;
+  for (int m = 0; m < 4; ++m) {
+    unsigned lo = trans ? element(m, 2 * t, g) : element(m, g, 2 * t);
+    unsigned hi = trans ? element(m, 2 * t + 1, g) : element(m, g, 2 * t + 1);
+    r[m] = lo | hi << 16;
+  }
+  // Every lane has read the addresses before any lane's next exchange.
+  wait(State::AtShuffle);
+}
+
 template <typename Closure> void callClosure(void *closure) {
   (*(const Closure *)closure)();
 }

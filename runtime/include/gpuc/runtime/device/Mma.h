@@ -75,16 +75,6 @@ __device__ __forceinline__ unsigned mmaPack(float lo, float hi) {
          ((unsigned)MmaOperand<T>::round(hi) << 16);
 }
 
-/// The word of 16-bit elements `at` and `at + 1` of a tile (`at` even).
-__device__ __forceinline__ unsigned mmaWord(const unsigned short *tile,
-                                            int at) {
-#ifdef GPUC_EMULATE_GPU
-  return (unsigned)tile[at] | ((unsigned)tile[at + 1] << 16);
-#else
-  return *(const unsigned *)(tile + at);
-#endif
-}
-
 /// 16 bytes: 8 stored 16-bit elements, the lower-indexed in the low half
 /// of each word.
 struct alignas(16) MmaWords {
@@ -132,6 +122,31 @@ __device__ __forceinline__ void mmaInstruction(const f16 *, float acc[4],
                  "r"(b[1]));
 }
 #endif
+
+/// Four 8 x 8 matrices of 16-bit elements from shared memory, as B
+/// fragments (ldmatrix.x4): lane l gives the address of row l % 8 of
+/// matrix l / 8 (8 adjacent elements, 16-byte aligned) and gets in r[j]
+/// matrix j's elements (l / 4, 2 (l % 4)..+1), with `Trans` the transposed
+/// (2 (l % 4)..+1, l / 4).
+template <bool Trans>
+__device__ __forceinline__ void mmaLoadMatrices(unsigned r[4],
+                                                const unsigned short *row) {
+#ifdef GPUC_EMULATE_GPU
+  emulated::ldmatrix(r, row, Trans);
+#else
+  unsigned address = (unsigned)__cvta_generic_to_shared(row);
+  if (Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+                 "{%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
+                 "{%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+#endif
+}
 
 /// acc += A B for the caller's warp (every lane calls it, converged).
 template <typename T>
