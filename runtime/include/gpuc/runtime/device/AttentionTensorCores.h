@@ -325,8 +325,8 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
                             const float *lse, const T *dOut,
                             const AttentionGeometry &g, T *dq, float *rowDots) {
   constexpr int KT = attentionMmaTile<D, DV>(), N = KT / 8;
-  // Keys as the scores' B (k = width), transposed as dQ's (k = keys),
-  // values as dP's (k = value width).
+  // The key tile is the scores' B (k = width) and, read transposed, dQ's
+  // (k = keys); the value tile is dP's (k = value width).
   unsigned short *kTile = attentionMmaShared<D, DV>();
   unsigned short *vTile = kTile + KT * (D + 8);
   int64_t b, h, bh, first;
@@ -430,9 +430,9 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
                                          const AttentionGeometry &g,
                                          const float *rowDots, T *dk, T *dv) {
   constexpr int QT = attentionMmaTile<D, DV>(), N = QT / 8;
-  // Queries as the transposed scores' B (k = width) and, transposed, as
-  // dK's (k = queries); dO as dP's B (k = value width) and, transposed,
-  // as dV's (k = queries).
+  // The query tile is the transposed scores' B (k = width) and, read
+  // transposed, dK's (k = queries); the dO tile is dP's (k = value width)
+  // and, read transposed, dV's (k = queries).
   unsigned short *qTile = attentionMmaShared<D, DV>();
   unsigned short *dOTile = qTile + QT * (D + 8);
   __shared__ float lseTile[QT];
