@@ -945,10 +945,10 @@ def Gpuc_AttentionOp : Gpuc_Op<"attention", [DeclareOpInterfaceMethods<Gpuc_Grad
     `logsumexp` and the mask keep their shapes.
 
     `triangle P` (`mask_triangle`) says the mask is `key P query` at every
-    `[..., query, key]` (a causal mask): the fused kernels then compare indices instead
-    of reading it, and skip tiles it excludes whole. The flash lowering
-    sets it where it recognises the mask; the mask stays the operand the
-    semantics are defined by.
+    `[..., query, key]` (a causal mask): the fused kernels then compare
+    indices instead of reading it, and skip the tiles it excludes whole.
+    The flash lowering sets it where it recognises the mask; the mask
+    stays the operand that defines the semantics.
 
     ```mlir
     %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x64x64xi1>
