@@ -304,8 +304,8 @@ cl::opt<std::string> attentionOption(
     "attention",
     cl::desc("compile: how attention runs: gemm (batched GEMMs around one "
              "row kernel; the [B, H, Tq, Tk] scores exist), flash (a fused "
-             "kernel each way that stores no score: less memory, but SIMT "
-             "arithmetic on the GPU) or auto (gemm)"),
+             "kernel each way that stores no score: less memory; on the GPU "
+             "on tensor cores under fp16/bf16) or auto (gemm)"),
     cl::value_desc("auto|gemm|flash"), cl::init("auto"),
     cl::cat(compileCategory));
 cl::opt<int64_t> lossChunkRows(

@@ -154,10 +154,11 @@ std::optional<std::string> attentionLowering(StringRef tool) {
     return std::nullopt;
   }
   // gemm on every target: on the CPU the library GEMMs are faster than the
-  // fused kernel's loops, and on the GPU the fused kernel's SIMT f32
-  // arithmetic made GPT-2's bf16 step (T 1024, batch 16, H100) twice as
-  // long as tensor-core GEMMs around a softmax kernel. `flash` still saves
-  // the scores' memory where that is what limits the batch.
+  // fused kernel's loops, and on the GPU the fused kernel, when it was SIMT
+  // f32, made GPT-2's bf16 step (T 1024, batch 16, H100) twice as long as
+  // tensor-core GEMMs around a softmax kernel; its tensor-core form has not
+  // been timed yet. `flash` still saves the scores' memory where that is
+  // what limits the batch (--max-batch-for shows how much).
   return std::string("gemm");
 }
 
