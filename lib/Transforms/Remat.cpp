@@ -56,6 +56,15 @@ int64_t flopsOfKernel(Operation *op) {
   return flops;
 }
 
+/// Whether a kernel's results can be recomputed apart: not when one of its
+/// ops has several results (a counting sort's offsets and order, an
+/// attention's output and row statistics), which are one kernel of their
+/// own and computed together.
+bool splittable(FusionOp fusion) {
+  return llvm::all_of(fusion.getBodyBlock().without_terminator(),
+                      [](Operation &op) { return op.getNumResults() <= 1; });
+}
+
 bool isPointwiseKernel(Operation *op) {
   auto fusion = dyn_cast<FusionOp>(op);
   if (!fusion)
@@ -146,7 +155,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     Operation *clone;
     Value copy;
     auto fusion = dyn_cast<FusionOp>(def);
-    if (fusion && fusion.getNumResults() > 1) {
+    if (fusion && fusion.getNumResults() > 1 && splittable(fusion)) {
       clone = cloneFusionResults(builder, fusion,
                                  {cast<OpResult>(u).getResultNumber()});
       copy = clone->getResult(0);
@@ -167,7 +176,14 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     clone->removeAttr(GpucDialect::kInPlaceAttrName);
     clone->setAttr(GpucDialect::kRecomputeAttrName, builder.getUnitAttr());
     trial.clones.push_back(clone);
-    trial.made.push_back({u, copy});
+    // A whole clone recomputes its other results too: a later
+    // recomputation of one of them reuses it.
+    if (clone->getNumResults() == def->getNumResults())
+      for (auto [original, result] :
+           llvm::zip(def->getResults(), clone->getResults()))
+        trial.made.push_back({original, result});
+    else
+      trial.made.push_back({u, copy});
     return copy;
   }
 

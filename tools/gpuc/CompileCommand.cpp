@@ -349,6 +349,8 @@ int runCompile(int argc, char **argv) {
     if (gpuc::restoreArtifact(artifactEntry, artifact))
       return 0;
   }
+  if (budgetBytes)
+    chooseAttentionForBudget(*budgetBytes);
   // Only a compile that printed nothing but its summary is stored: a
   // restore replays no warnings.
   uint64_t errorsBefore = llvm::errs().tell();

@@ -247,6 +247,16 @@ FailureOr<nlohmann::json> stepMemory(ModuleOp module);
 LogicalResult printRematSweep(ModuleOp module);
 /// gpuc compile --max-batch-for SIZE.
 int runMaxBatchFor();
+/// The whole step's bytes at `batch` (report.json's "memory", plus
+/// "step_flops" and whether fused attention kernels are in it), planned
+/// with gpuc-remat to `arenaBudget` when given; nullopt when it cannot be
+/// planned (diagnostics shown unless `quiet`).
+std::optional<nlohmann::json>
+planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet);
+/// --attention auto under --memory-budget: the fused attention when the
+/// GEMM lowering's arena is over the budget and the fused one's is
+/// smaller (remat then has less, or nothing, to recompute).
+void chooseAttentionForBudget(int64_t budget);
 /// gpuc compile.
 int runCompile(int argc, char **argv);
 /// gpuc import.

@@ -107,7 +107,7 @@ FailureOr<nlohmann::json> stepMemory(ModuleOp module) {
 /// The whole step's bytes at `batch`, planned (with gpuc-remat to
 /// `arenaBudget` when given), or nullopt when it cannot be planned there
 /// (the budget is out of reach). Diagnostics are the caller's to show.
-static std::optional<nlohmann::json>
+std::optional<nlohmann::json>
 planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
   batchSize = batch;
   ModelLoader loader;
@@ -148,6 +148,30 @@ planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
 
 /// --max-batch-for SIZE: the largest batch whose step fits, by doubling
 /// and then bisecting (the step's bytes grow with the batch).
+void chooseAttentionForBudget(int64_t budget) {
+  if (attentionOption != "auto")
+    return;
+  std::optional<nlohmann::json> gemm =
+      planAtBatch(batchSize, std::nullopt, true);
+  if (!gemm || (*gemm)["arena_bytes"].get<int64_t>() <= budget)
+    return;
+  attentionOption = "flash";
+  std::optional<nlohmann::json> flash =
+      planAtBatch(batchSize, std::nullopt, true);
+  if (!flash || !flash->value("attention", false) ||
+      (*flash)["arena_bytes"].get<int64_t>() >=
+          (*gemm)["arena_bytes"].get<int64_t>()) {
+    attentionOption = "auto";
+    return;
+  }
+  llvm::outs() << llvm::formatv(
+      "gpuc compile: attention: flash (--attention auto): the GEMM "
+      "lowering's arena, {0:f2} MiB, is over the --memory-budget of {1:f2} "
+      "MiB; the fused kernels' is {2:f2} MiB\n",
+      (*gemm)["arena_bytes"].get<int64_t>() / 1048576.0, budget / 1048576.0,
+      (*flash)["arena_bytes"].get<int64_t>() / 1048576.0);
+}
+
 int runMaxBatchFor() {
   std::optional<int64_t> limit =
       sizeOption("--max-batch-for", maxBatchFor, false);
