@@ -349,7 +349,9 @@ int runCompile(int argc, char **argv) {
     if (gpuc::restoreArtifact(artifactEntry, artifact))
       return 0;
   }
-  if (budgetBytes)
+  // (--memory-budget auto, 0, only recomputes pointwise kernels where that
+  // lowers the peak: the lowering stays as asked.)
+  if (budgetBytes && *budgetBytes > 0)
     chooseAttentionForBudget(*budgetBytes);
   // Only a compile that printed nothing but its summary is stored: a
   // restore replays no warnings.
