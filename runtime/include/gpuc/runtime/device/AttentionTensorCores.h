@@ -188,6 +188,25 @@ __device__ __forceinline__ int mmaColumn(int i) {
   return 2 * (threadIdx.x & 3) + (i & 1);
 }
 
+/// The rows of a block's pass (`pass` of kMmaPasses over the block's rows
+/// from `first`): [begin, end), `end` clamped to `rows`, and the first of
+/// the caller's warp. Empty (begin >= rows) past the last row.
+struct MmaPass {
+  int64_t begin, end, warpRow;
+};
+__device__ __forceinline__ MmaPass mmaPass(int64_t first, int pass,
+                                           int64_t rows) {
+  constexpr int64_t kPassRows = (kBlockThreads / 32) * kMmaRows;
+  int64_t begin = first + pass * kPassRows;
+  int64_t end = begin + kPassRows < rows ? begin + kPassRows : rows;
+  return {begin, end, begin + (threadIdx.x >> 5) * kMmaRows};
+}
+
+/// The flags of all N * 4 scores a lane holds (mmaScoreFlags' bits).
+template <int N> constexpr unsigned mmaAllFlags() {
+  return N * 4 == 32 ? ~0u : (1u << (N * 4)) - 1u;
+}
+
 /// Which of a tile's scores the caller holds (rows `row0`.., columns
 /// `col0`.., each N n-tiles wide) are absent (past the queries or keys) or
 /// excluded by the mask, as bits n * 4 + i. `transposed`: the rows are
@@ -224,16 +243,15 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.queries, b, h, bh, first))
     return;
-  const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
+  const int t = threadIdx.x & 3;
   const T *qBase = q + b * g.q[0] + h * g.q[1];
   const T *kBase = k + b * g.k[0] + h * g.k[1];
   const T *vBase = v + b * g.v[0] + h * g.v[1];
   for (int pass = 0; pass < kMmaPasses; ++pass) {
-    const int64_t passRows = first + pass * (kBlockThreads / 32) * kMmaRows,
-                  passEnd = passRows + (kBlockThreads / 32) * kMmaRows;
-    if (passRows >= g.queries)
+    const MmaPass rows = mmaPass(first, pass, g.queries);
+    if (rows.begin >= g.queries)
       break;
-    const int64_t row0 = passRows + warp * kMmaRows;
+    const int64_t row0 = rows.warpRow;
     unsigned qa[D / 16][4];
     mmaLoadRows<D>(qa, qBase, g.q[2], row0, g.queries);
     float o[DV / 8][4] = {};
@@ -242,9 +260,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
       int count = g.keys - j < KT ? (int)(g.keys - j) : KT;
       // A tile the mask excludes from all the pass's rows adds nothing.
       if (g.fill == -INFINITY &&
-          attentionTileExcluded(g, passRows,
-                                passEnd < g.queries ? passEnd : g.queries, j,
-                                j + count))
+          attentionTileExcluded(g, rows.begin, rows.end, j, j + count))
         continue;
       __syncthreads();
       mmaStageRows<KT, D>(kTile, kBase + j * g.k[2], g.k[2], count);
@@ -253,7 +269,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
       unsigned absent, excluded;
       mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
       unsigned dead = absent | (g.fill == -INFINITY ? excluded : 0u);
-      if (warpAll(dead == (N * 4 == 32 ? ~0u : (1u << (N * 4)) - 1u)))
+      if (warpAll(dead == mmaAllFlags<N>()))
         continue;
       float s[N][4] = {};
       mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
@@ -332,18 +348,17 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.queries, b, h, bh, first))
     return;
-  const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
+  const int t = threadIdx.x & 3;
   const T *qBase = q + b * g.q[0] + h * g.q[1];
   const T *kBase = k + b * g.k[0] + h * g.k[1];
   const T *vBase = v + b * g.v[0] + h * g.v[1];
   const T *oBase = out + b * g.out[0] + h * g.out[1];
   const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
   for (int pass = 0; pass < kMmaPasses; ++pass) {
-    const int64_t passRows = first + pass * (kBlockThreads / 32) * kMmaRows,
-                  passEnd = passRows + (kBlockThreads / 32) * kMmaRows;
-    if (passRows >= g.queries)
+    const MmaPass rows = mmaPass(first, pass, g.queries);
+    if (rows.begin >= g.queries)
       break;
-    const int64_t row0 = passRows + warp * kMmaRows;
+    const int64_t row0 = rows.warpRow;
     unsigned qa[D / 16][4], da[DV / 16][4];
     mmaLoadRows<D>(qa, qBase, g.q[2], row0, g.queries);
     mmaLoadRows<DV>(da, dOBase, g.out[2], row0, g.queries);
@@ -371,9 +386,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
     for (int64_t j = 0; j < g.keys; j += KT) {
       int count = g.keys - j < KT ? (int)(g.keys - j) : KT;
       // Excluded scores have no gradient, whatever the fill.
-      if (attentionTileExcluded(g, passRows,
-                                passEnd < g.queries ? passEnd : g.queries, j,
-                                j + count))
+      if (attentionTileExcluded(g, rows.begin, rows.end, j, j + count))
         continue;
       __syncthreads();
       mmaStageRows<KT, D>(kTile, kBase + j * g.k[2], g.k[2], count);
@@ -383,7 +396,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
       unsigned absent, excluded;
       mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
       unsigned dead = absent | excluded;
-      if (warpAll(dead == (N * 4 == 32 ? ~0u : (1u << (N * 4)) - 1u)))
+      if (warpAll(dead == mmaAllFlags<N>()))
         continue;
       float s[N][4] = {}, dp[N][4] = {};
       mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
@@ -440,17 +453,16 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.keys, b, h, bh, first))
     return;
-  const int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
+  const int t = threadIdx.x & 3;
   const T *qBase = q + b * g.q[0] + h * g.q[1];
   const T *kBase = k + b * g.k[0] + h * g.k[1];
   const T *vBase = v + b * g.v[0] + h * g.v[1];
   const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
   for (int pass = 0; pass < kMmaPasses; ++pass) {
-    const int64_t passKeys = first + pass * (kBlockThreads / 32) * kMmaRows,
-                  passEnd = passKeys + (kBlockThreads / 32) * kMmaRows;
-    if (passKeys >= g.keys)
+    const MmaPass keys = mmaPass(first, pass, g.keys);
+    if (keys.begin >= g.keys)
       break;
-    const int64_t key0 = passKeys + warp * kMmaRows;
+    const int64_t key0 = keys.warpRow;
     unsigned ka[D / 16][4], va[DV / 16][4];
     mmaLoadRows<D>(ka, kBase, g.k[2], key0, g.keys);
     mmaLoadRows<DV>(va, vBase, g.v[2], key0, g.keys);
@@ -458,8 +470,7 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
     for (int64_t i0 = 0; i0 < g.queries; i0 += QT) {
       int count = g.queries - i0 < QT ? (int)(g.queries - i0) : QT;
       if (g.fill == -INFINITY &&
-          attentionTileExcluded(g, i0, i0 + count, passKeys,
-                                passEnd < g.keys ? passEnd : g.keys))
+          attentionTileExcluded(g, i0, i0 + count, keys.begin, keys.end))
         continue;
       __syncthreads();
       mmaStageRows<QT, D>(qTile, qBase + i0 * g.q[2], g.q[2], count);
@@ -475,7 +486,7 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       unsigned absent, excluded;
       mmaScoreFlags<N>(g, b, h, key0, i0, true, absent, excluded);
       unsigned weightless = absent | (g.fill == -INFINITY ? excluded : 0u);
-      if (warpAll(weightless == (N * 4 == 32 ? ~0u : (1u << (N * 4)) - 1u)))
+      if (warpAll(weightless == mmaAllFlags<N>()))
         continue;
       float s[N][4] = {}, dp[N][4] = {};
       mmaProduct<T, D / 16, N, false>(s, ka, qTile, D + 8);
