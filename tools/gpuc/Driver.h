@@ -248,7 +248,7 @@ LogicalResult printRematSweep(ModuleOp module);
 /// gpuc compile --max-batch-for SIZE.
 int runMaxBatchFor();
 /// The whole step's bytes at `batch` (report.json's "memory", plus
-/// "step_flops" and whether fused attention kernels are in it), planned
+/// "step_flops"), planned
 /// with gpuc-remat to `arenaBudget` when given; nullopt when it cannot be
 /// planned (diagnostics shown unless `quiet`).
 std::optional<nlohmann::json>

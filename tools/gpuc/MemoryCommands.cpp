@@ -127,15 +127,10 @@ planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
   addPlanPipeline(pm, arenaBudget);
   if (failed(pm.run(*module)))
     return std::nullopt;
-  bool attention = false;
-  module->walk([&](gpuc::AttentionOp) { attention = true; });
   FailureOr<gpuc::StepProgram> program = gpuc::buildStepProgram(*module);
   if (failed(program))
     return std::nullopt;
   nlohmann::json memory = gpuc::memorySummary(program->plan);
-  // Whether the fused attention kernels are in the step (the flash
-  // lowering keeps the op).
-  memory["attention"] = attention;
   // The step's FLOPs, recomputations included (what they add is judged
   // against the rest).
   int64_t flops = 0;
@@ -146,10 +141,29 @@ planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
   return memory;
 }
 
-/// --max-batch-for SIZE: the largest batch whose step fits, by doubling
-/// and then bisecting (the step's bytes grow with the batch).
+/// Whether gpuc-form-attention finds an attention in the model: only then
+/// does the attention lowering change its step.
+static bool formsAttention() {
+  ModelLoader loader;
+  ScopedDiagnosticHandler silence(loader.context.get(),
+                                  [](Diagnostic &) { return success(); });
+  OwningOpRef<ModuleOp> module = loader.load();
+  if (!module)
+    return false;
+  PassManager pm(loader.context.get());
+  // As addStepPipeline begins.
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(gpuc::createGpucFormAttention());
+  if (failed(pm.run(*module)))
+    return false;
+  bool found = false;
+  module->walk([&](gpuc::AttentionOp) { found = true; });
+  return found;
+}
+
 void chooseAttentionForBudget(int64_t budget) {
-  if (attentionOption != "auto")
+  if (attentionOption != "auto" || !formsAttention())
     return;
   std::optional<nlohmann::json> gemm =
       planAtBatch(batchSize, std::nullopt, true);
@@ -158,9 +172,8 @@ void chooseAttentionForBudget(int64_t budget) {
   attentionOption = "flash";
   std::optional<nlohmann::json> flash =
       planAtBatch(batchSize, std::nullopt, true);
-  if (!flash || !flash->value("attention", false) ||
-      (*flash)["arena_bytes"].get<int64_t>() >=
-          (*gemm)["arena_bytes"].get<int64_t>()) {
+  if (!flash || (*flash)["arena_bytes"].get<int64_t>() >=
+                    (*gemm)["arena_bytes"].get<int64_t>()) {
     attentionOption = "auto";
     return;
   }
@@ -172,6 +185,8 @@ void chooseAttentionForBudget(int64_t budget) {
       (*flash)["arena_bytes"].get<int64_t>() / 1048576.0);
 }
 
+/// --max-batch-for SIZE: the largest batch whose step fits, by doubling
+/// and then bisecting (the step's bytes grow with the batch).
 int runMaxBatchFor() {
   std::optional<int64_t> limit =
       sizeOption("--max-batch-for", maxBatchFor, false);
@@ -264,12 +279,10 @@ int runMaxBatchFor() {
   // The GEMM lowering keeps each attention's [B, H, Tq, Tk] weights for
   // backward; the fused kernels keep none, which at GPT-2's size fits
   // nearly the batch remat reaches, without recomputing anything.
-  if (attentionLowering("gpuc") == std::string("gemm")) {
+  if (attentionLowering("gpuc") == std::string("gemm") && formsAttention()) {
     std::string chosen = attentionOption;
     attentionOption = "flash";
-    std::optional<nlohmann::json> flash = planAtBatch(1, std::nullopt, true);
-    if (flash && flash->value("attention", false))
-      search(false, "--attention flash, without remat");
+    search(false, "--attention flash, without remat");
     attentionOption = chosen;
   }
   return 0;
