@@ -288,33 +288,44 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
       step["accumulate"] = true;
     return step;
   }
+  // Shapes are NCHW (OIHW) whatever the layout; "layout": "nhwc" says the
+  // tensors hold their channels innermost (NHWC, OHWI).
   auto conv = [&](StringRef name, Value x, Value w, Value y,
                   ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
-                  ArrayRef<int64_t> dilations, int64_t groups) {
-    return json{{"op", name.str()},
-                {"dtype", dtypeOf(getElementTypeOrSelf(y.getType()))},
-                {"x", buf(x)},
-                {"w", buf(w)},
-                {"y", buf(y)},
-                {"x_shape", shapeJson(shapeOf(x))},
-                {"w_shape", shapeJson(shapeOf(w))},
-                {"y_shape", shapeJson(shapeOf(y))},
-                {"strides", shapeJson(strides)},
-                {"pads", shapeJson(pads)},
-                {"dilations", shapeJson(dilations)},
-                {"groups", groups}};
+                  ArrayRef<int64_t> dilations, int64_t groups,
+                  bool channelsLast) {
+    auto shape = [&](Value v) {
+      return shapeJson(channelsLast ? permuteShape(shapeOf(v), kToChannelsFirst)
+                                    : Shape(shapeOf(v)));
+    };
+    json step{{"op", name.str()},
+              {"dtype", dtypeOf(getElementTypeOrSelf(y.getType()))},
+              {"x", buf(x)},
+              {"w", buf(w)},
+              {"y", buf(y)},
+              {"x_shape", shape(x)},
+              {"w_shape", shape(w)},
+              {"y_shape", shape(y)},
+              {"strides", shapeJson(strides)},
+              {"pads", shapeJson(pads)},
+              {"dilations", shapeJson(dilations)},
+              {"groups", groups}};
+    if (channelsLast)
+      step["layout"] = "nhwc";
+    return step;
   };
   if (auto c = dyn_cast<Conv2DOp>(op))
     return conv("conv2d", c.getInput(), c.getFilter(), c.getResult(),
-                c.getStrides(), c.getPads(), c.getDilations(), c.getGroups());
+                c.getStrides(), c.getPads(), c.getDilations(), c.getGroups(),
+                c.getChannelsLast());
   if (auto c = dyn_cast<Conv2DBackwardInputOp>(op))
     return conv("conv2d_backward_input", c.getResult(), c.getFilter(),
                 c.getGradOutput(), c.getStrides(), c.getPads(),
-                c.getDilations(), c.getGroups());
+                c.getDilations(), c.getGroups(), c.getChannelsLast());
   if (auto c = dyn_cast<Conv2DBackwardFilterOp>(op))
     return conv("conv2d_backward_filter", c.getInput(), c.getResult(),
                 c.getGradOutput(), c.getStrides(), c.getPads(),
-                c.getDilations(), c.getGroups());
+                c.getDilations(), c.getGroups(), c.getChannelsLast());
   return op->emitOpError() << "is not a library call";
 }
 

@@ -9,6 +9,7 @@
 #include "Attention.h"
 #include "LinearLoss.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/ShapeInference.h"
 #include "gpuc/runtime/Philox.h"
 
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -166,6 +167,15 @@ HostTensor transposed(const HostTensor &x, ArrayRef<int64_t> perm) {
     y.data[i] = x.data[in];
   }
   return y;
+}
+
+/// The permutations to a convolution's NCHW views and back (none for an
+/// NCHW convolution).
+std::pair<ArrayRef<int64_t>, ArrayRef<int64_t>>
+convolutionLayouts(bool channelsLast) {
+  if (!channelsLast)
+    return {};
+  return {ArrayRef<int64_t>(kToChannelsFirst), ArrayRef<int64_t>(kToChannelsLast)};
 }
 
 int64_t ravel(ArrayRef<int64_t> index, ArrayRef<int64_t> strides) {
@@ -881,40 +891,45 @@ LogicalResult Interpreter::execute(Operation *op) {
         set(o.getResult(), transposed(y, o.getResultPerm()));
         return success();
       })
+      // A channels-last convolution is the NCHW one of its operands' NCHW
+      // views, its result held channels last again.
       .Case([&](Conv2DOp o) {
-        const HostTensor &x = get(o.getInput());
-        const HostTensor &w = get(o.getFilter());
-        HostTensor y = like(o.getResult());
+        auto [first, last] = convolutionLayouts(o.getChannelsLast());
+        HostTensor x = transposed(get(o.getInput()), first);
+        HostTensor w = transposed(get(o.getFilter()), first);
+        HostTensor y = transposed(like(o.getResult()), first);
         forEachConvTerm(x.shape, w.shape, y.shape, o.getStrides(), o.getPads(),
                         o.getDilations(), o.getGroups(),
                         [&](int64_t out, int64_t in, int64_t wt) {
                           y.data[out] += x.data[in] * w.data[wt];
                         });
-        set(o.getResult(), std::move(y));
+        set(o.getResult(), transposed(y, last));
         return success();
       })
       .Case([&](Conv2DBackwardInputOp o) {
-        const HostTensor &dy = get(o.getGradOutput());
-        const HostTensor &w = get(o.getFilter());
-        HostTensor dx = like(o.getResult());
+        auto [first, last] = convolutionLayouts(o.getChannelsLast());
+        HostTensor dy = transposed(get(o.getGradOutput()), first);
+        HostTensor w = transposed(get(o.getFilter()), first);
+        HostTensor dx = transposed(like(o.getResult()), first);
         forEachConvTerm(dx.shape, w.shape, dy.shape, o.getStrides(),
                         o.getPads(), o.getDilations(), o.getGroups(),
                         [&](int64_t out, int64_t in, int64_t wt) {
                           dx.data[in] += dy.data[out] * w.data[wt];
                         });
-        set(o.getResult(), std::move(dx));
+        set(o.getResult(), transposed(dx, last));
         return success();
       })
       .Case([&](Conv2DBackwardFilterOp o) {
-        const HostTensor &x = get(o.getInput());
-        const HostTensor &dy = get(o.getGradOutput());
-        HostTensor dw = like(o.getResult());
+        auto [first, last] = convolutionLayouts(o.getChannelsLast());
+        HostTensor x = transposed(get(o.getInput()), first);
+        HostTensor dy = transposed(get(o.getGradOutput()), first);
+        HostTensor dw = transposed(like(o.getResult()), first);
         forEachConvTerm(x.shape, dw.shape, dy.shape, o.getStrides(),
                         o.getPads(), o.getDilations(), o.getGroups(),
                         [&](int64_t out, int64_t in, int64_t wt) {
                           dw.data[wt] += x.data[in] * dy.data[out];
                         });
-        set(o.getResult(), std::move(dw));
+        set(o.getResult(), transposed(dw, last));
         return success();
       })
       .Case([&](MaxPool2DOp o) {

@@ -231,7 +231,8 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
   step.id0 = s["x"];
   step.id1 = s["w"];
   step.id2 = s["y"];
-  step.shape = s["x_shape"].dump() + " * " + s["w_shape"].dump();
+  step.shape = s["x_shape"].dump() + " * " + s["w_shape"].dump() +
+               (g.channelsLast ? " NHWC" : "");
   auto fail = [&](cudnnStatus_t status, const char *what) {
     error = std::string("cuDNN ") + what + " failed for " + step.label + " " +
             s["x_shape"].dump() + " * " + s["w_shape"].dump() + ": " +
@@ -256,12 +257,16 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
     return fail(st, "descriptor creation");
   // f32 accumulation for every data type; tensor cores for f16/bf16, and
   // for f32 only with --tf32 (TF32 is 1e-3 away from the interpreter).
-  if ((st = cudnnSetTensor4dDescriptor(step.xDesc, CUDNN_TENSOR_NCHW, dataType,
-                                       g.n, g.c, g.h, g.w)) ||
-      (st = cudnnSetTensor4dDescriptor(step.yDesc, CUDNN_TENSOR_NCHW, dataType,
-                                       g.n, g.k, g.oh, g.ow)) ||
-      (st = cudnnSetFilter4dDescriptor(step.wDesc, dataType, CUDNN_TENSOR_NCHW,
-                                       g.k, g.cg, g.kh, g.kw)) ||
+  // Channels last (NHWC tensors, KHWC filters) is what tensor cores read;
+  // NCHW ones cuDNN reorders around its tensor-core kernels.
+  cudnnTensorFormat_t format =
+      g.channelsLast ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  if ((st = cudnnSetTensor4dDescriptor(step.xDesc, format, dataType, g.n, g.c,
+                                       g.h, g.w)) ||
+      (st = cudnnSetTensor4dDescriptor(step.yDesc, format, dataType, g.n, g.k,
+                                       g.oh, g.ow)) ||
+      (st = cudnnSetFilter4dDescriptor(step.wDesc, dataType, format, g.k, g.cg,
+                                       g.kh, g.kw)) ||
       (st = cudnnSetConvolution2dDescriptor(
            step.convDesc, g.py, g.px, g.sy, g.sx, g.dy, g.dx,
            CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) ||

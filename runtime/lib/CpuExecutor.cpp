@@ -640,7 +640,9 @@ private:
     memory::dims w = g.groups == 1 ? memory::dims{g.k, g.cg, g.kh, g.kw}
                                    : memory::dims{g.groups, g.k / g.groups,
                                                   g.cg, g.kh, g.kw};
-    tag wTag = g.groups == 1 ? tag::oihw : tag::goihw;
+    tag wTag = g.channelsLast ? (g.groups == 1 ? tag::ohwi : tag::gohwi)
+                              : (g.groups == 1 ? tag::oihw : tag::goihw);
+    tag dataTag = g.channelsLast ? tag::nhwc : tag::nchw;
     // oneDNN counts dilation from 0; the right and bottom padding are what
     // makes the output size come out as the plan's.
     memory::dims strides = {g.sy, g.sx}, dilates = {g.dy - 1, g.dx - 1};
@@ -674,11 +676,11 @@ private:
       } bindings[3];
       if (step.kind == StepKind::Conv) {
         conv->primitive = convolution_forward(forward);
-        bindings[0] = {DNNL_ARG_SRC, plain(x, tag::nchw), forward.src_desc(),
+        bindings[0] = {DNNL_ARG_SRC, plain(x, dataTag), forward.src_desc(),
                        true};
         bindings[1] = {DNNL_ARG_WEIGHTS, plain(w, wTag), forward.weights_desc(),
                        true};
-        bindings[2] = {DNNL_ARG_DST, plain(y, tag::nchw), forward.dst_desc(),
+        bindings[2] = {DNNL_ARG_DST, plain(y, dataTag), forward.dst_desc(),
                        false};
       } else if (step.kind == StepKind::ConvBackwardInput) {
         auto pd = convolution_backward_data::primitive_desc(
@@ -688,11 +690,11 @@ private:
             attr, engine, forward);
         conv->primitive = convolution_backward_data(pd);
         scratchpad = pd.scratchpad_desc();
-        bindings[0] = {DNNL_ARG_DIFF_SRC, plain(x, tag::nchw),
+        bindings[0] = {DNNL_ARG_DIFF_SRC, plain(x, dataTag),
                        pd.diff_src_desc(), false};
         bindings[1] = {DNNL_ARG_WEIGHTS, plain(w, wTag), pd.weights_desc(),
                        true};
-        bindings[2] = {DNNL_ARG_DIFF_DST, plain(y, tag::nchw),
+        bindings[2] = {DNNL_ARG_DIFF_DST, plain(y, dataTag),
                        pd.diff_dst_desc(), true};
       } else {
         auto pd = convolution_backward_weights::primitive_desc(
@@ -702,10 +704,10 @@ private:
             attr, engine, forward);
         conv->primitive = convolution_backward_weights(pd);
         scratchpad = pd.scratchpad_desc();
-        bindings[0] = {DNNL_ARG_SRC, plain(x, tag::nchw), pd.src_desc(), true};
+        bindings[0] = {DNNL_ARG_SRC, plain(x, dataTag), pd.src_desc(), true};
         bindings[1] = {DNNL_ARG_DIFF_WEIGHTS, plain(w, wTag),
                        pd.diff_weights_desc(), false};
-        bindings[2] = {DNNL_ARG_DIFF_DST, plain(y, tag::nchw),
+        bindings[2] = {DNNL_ARG_DIFF_DST, plain(y, dataTag),
                        pd.diff_dst_desc(), true};
       }
       // This step's part of the scratch: the reordered tensors, then the

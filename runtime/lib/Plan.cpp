@@ -84,6 +84,13 @@ bool checkLibraryOperands(const nlohmann::json &step,
       return false;
     }
   }
+  if (step.contains("layout") &&
+      !(step["layout"].is_string() &&
+        (step["layout"] == "nchw" || step["layout"] == "nhwc"))) {
+    error = where + ": 'layout' is " + step["layout"].dump() +
+            ", not \"nchw\" or \"nhwc\"; the plan is damaged, recompile";
+    return false;
+  }
   const std::vector<int64_t> &x = shapes[0], &w = shapes[1], &y = shapes[2];
   int64_t groups = step.contains("groups") && step["groups"].is_number_integer()
                        ? step["groups"].get<int64_t>()

@@ -330,6 +330,38 @@ func.func @segment_sum_type(%u: tensor<6x4xf16>, %o: tensor<11xi32>, %p: tensor<
 
 // -----
 
+func.func @conv_channels_last(%x: tensor<1x8x8x3xf32>, %w: tensor<4x3x3x2xf32>) {
+  // expected-error @+1 {{(channels last, read as NCHW) filter expects 2 input channels, input has 3}}
+  %0 = gpuc.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 channels_last : (tensor<1x8x8x3xf32>, tensor<4x3x3x2xf32>) -> tensor<1x6x6x4xf32>
+  return
+}
+
+// -----
+
+func.func @conv_channels_last_result(%x: tensor<1x8x8x3xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+1 {{result shape 1x4x6x6 does not match the expected 1x6x6x4}}
+  %0 = gpuc.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 channels_last : (tensor<1x8x8x3xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_channels_last_rank(%x: tensor<8x8x3xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+1 {{input and filter must be rank 4 (channels last: NHWC, OHWI)}}
+  %0 = gpuc.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 channels_last : (tensor<8x8x3xf32>, tensor<4x3x3x3xf32>) -> tensor<6x6x4xf32>
+  return
+}
+
+// -----
+
+func.func @conv_backward_filter_channels_last(%x: tensor<2x8x8x3xf32>, %dy: tensor<2x4x6x6xf32>) {
+  // expected-error @+1 {{result shape 2x4x6x6 does not match the expected 2x6x6x4}}
+  %0 = gpuc.conv2d_backward_filter %x, %dy strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 channels_last : (tensor<2x8x8x3xf32>, tensor<2x4x6x6xf32>) -> tensor<4x3x3x3xf32>
+  return
+}
+
+// -----
+
 func.func @conv_backward_input(%dy: tensor<2x4x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
   // expected-error @+1 {{does not match the expected 2x4x7x7}}
   %0 = gpuc.conv2d_backward_input %dy, %w strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x7x7xf32>

@@ -101,6 +101,18 @@ func.func @composites(%x: tensor<2x3x4x4xf32>, %g: tensor<3xf32>, %rm: tensor<3x
   return %mse, %m : tensor<f32>, tensor<3xf32>
 }
 
+// Channels last: NHWC input and result, OHWI filter.
+// CHECK-LABEL: func.func @channels_last_convolutions
+func.func @channels_last_convolutions(%x: tensor<2x8x8x3xf32>, %w: tensor<6x3x3x1xf32>, %dy: tensor<2x4x4x6xf32>) -> (tensor<2x4x4x6xf32>, tensor<2x8x8x3xf32>, tensor<6x3x3x1xf32>) {
+  // CHECK: gpuc.conv2d %{{.+}}, %{{.+}} strides = [2, 2] pads = [1, 1, 0, 0] dilations = [1, 1] groups = 3 channels_last : (tensor<2x8x8x3xf32>, tensor<6x3x3x1xf32>) -> tensor<2x4x4x6xf32>
+  %0 = gpuc.conv2d %x, %w strides = [2, 2] pads = [1, 1, 0, 0] dilations = [1, 1] groups = 3 channels_last : (tensor<2x8x8x3xf32>, tensor<6x3x3x1xf32>) -> tensor<2x4x4x6xf32>
+  // CHECK: gpuc.conv2d_backward_input %{{.+}}, %{{.+}} {{.*}} groups = 3 channels_last : (tensor<2x4x4x6xf32>, tensor<6x3x3x1xf32>) -> tensor<2x8x8x3xf32>
+  %1 = gpuc.conv2d_backward_input %dy, %w strides = [2, 2] pads = [1, 1, 0, 0] dilations = [1, 1] groups = 3 channels_last : (tensor<2x4x4x6xf32>, tensor<6x3x3x1xf32>) -> tensor<2x8x8x3xf32>
+  // CHECK: gpuc.conv2d_backward_filter %{{.+}}, %{{.+}} {{.*}} groups = 3 channels_last : (tensor<2x8x8x3xf32>, tensor<2x4x4x6xf32>) -> tensor<6x3x3x1xf32>
+  %2 = gpuc.conv2d_backward_filter %x, %dy strides = [2, 2] pads = [1, 1, 0, 0] dilations = [1, 1] groups = 3 channels_last : (tensor<2x8x8x3xf32>, tensor<2x4x4x6xf32>) -> tensor<6x3x3x1xf32>
+  return %0, %1, %2 : tensor<2x4x4x6xf32>, tensor<2x8x8x3xf32>, tensor<6x3x3x1xf32>
+}
+
 // CHECK-LABEL: func.func @gradient_ops
 func.func @gradient_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %dy: tensor<2x4x8x8xf32>, %dp: tensor<2x3x4x4xf32>, %e: tensor<2x5x6xf32>, %ids: tensor<2x5xi64>) -> (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>, tensor<10x6xf32>, tensor<2x10xi64>) {
   // CHECK: gpuc.conv2d_backward_input %{{.+}}, %{{.+}} strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>

@@ -22,7 +22,7 @@ bool checkStepFlags() {
     return false;
   }
   if (!ampOptions("gpuc compile") || !attentionLowering("gpuc compile") ||
-      !padClasses("gpuc compile"))
+      !padClasses("gpuc compile") || !convChannelsLast("gpuc compile"))
     return false;
   if (lossChunkRows < 0) {
     llvm::errs() << "gpuc compile: --loss-chunk-rows " << (int64_t)lossChunkRows

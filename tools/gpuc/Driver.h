@@ -102,6 +102,7 @@ extern cl::opt<bool> noArtifactCache;
 extern cl::opt<bool> noWeights;
 extern cl::opt<bool> tf32;
 extern cl::opt<std::string> f32Gemms;
+extern cl::opt<std::string> convLayoutOption;
 extern cl::opt<bool> noCache;
 extern cl::opt<bool> report;
 extern cl::opt<std::string> memoryPictureFile;
@@ -223,6 +224,10 @@ std::optional<std::string> attentionLowering(StringRef tool);
 /// gpuc-decompose's pad-classes that --pad-classes asks for (auto resolved
 /// by the target), or nullopt after an error naming the flag.
 std::optional<int64_t> padClasses(StringRef tool);
+/// Whether convolutions run channels last, as --conv-layout asks (auto
+/// resolved by the target and precision), or nullopt after an error naming
+/// the flag.
+std::optional<bool> convChannelsLast(StringRef tool);
 /// The training passes: loss, autodiff, optimizer (and mixed precision).
 void addTrainingPasses(PassManager &pm, StringRef lossOutput);
 /// The step up to kernels: the training passes, then decompose.

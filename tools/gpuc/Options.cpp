@@ -308,6 +308,16 @@ cl::opt<std::string> attentionOption(
              "on tensor cores under fp16/bf16) or auto (gemm)"),
     cl::value_desc("auto|gemm|flash"), cl::init("auto"),
     cl::cat(compileCategory));
+cl::opt<std::string> convLayoutOption(
+    "conv-layout",
+    cl::desc("compile: how convolutions hold their tensors: nchw, nhwc "
+             "(channels last, as tensor cores read them; batch norms and "
+             "activations between convolutions then run on NHWC tensors too) "
+             "or auto (nhwc when the artifact has the CUDA target and its "
+             "convolutions run on tensor cores: --precision fp16|bf16 or "
+             "--tf32; else nchw)"),
+    cl::value_desc("auto|nchw|nhwc"), cl::init("auto"),
+    cl::cat(compileCategory));
 cl::opt<int64_t> lossChunkRows(
     "loss-chunk-rows",
     cl::desc("compile: rows per chunk of a language model's head and its "

@@ -181,6 +181,27 @@ std::optional<int64_t> padClasses(StringRef tool) {
   return multiple;
 }
 
+std::optional<bool> convChannelsLast(StringRef tool) {
+  StringRef choice = convLayoutOption;
+  if (choice == "nchw" || choice == "nhwc")
+    return choice == "nhwc";
+  if (choice != "auto") {
+    llvm::errs() << tool << ": --conv-layout " << choice
+                 << " is not one of auto, nchw, nhwc\n";
+    return std::nullopt;
+  }
+  // Tensor cores read NHWC; cuDNN reorders NCHW tensors around its
+  // tensor-core kernels (and has few bf16 NCHW algorithms). FMA kernels and
+  // the CPU's library, which reorders either layout into its own blocked
+  // one, gain nothing from it.
+  std::string target = codegenTarget;
+  if (target.empty())
+    target = gpuc::nvrtcAvailable() ? "all" : "cpu";
+  bool tensorCores = precisionOption != "fp32" ||
+                     (tf32.getNumOccurrences() && tf32);
+  return target != "cpu" && tensorCores;
+}
+
 void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   if (!lossKind.empty())
     pm.addPass(gpuc::createGpucAttachLoss(gpuc::GpucAttachLossOptions{
@@ -235,6 +256,12 @@ void addStepPipeline(PassManager &pm, StringRef lossOutput) {
       *attentionLowering("gpuc"), lossChunkRows, *padClasses("gpuc")}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // Validated by convChannelsLast before any pipeline is built.
+  if (*convChannelsLast("gpuc")) {
+    pm.addPass(gpuc::createGpucChannelsLast());
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
   pm.addPass(gpuc::createGpucFoldLayouts());
 }
 /// `memoryFirst` when the step must fit a budget: gpuc-fuse then stores

@@ -317,6 +317,25 @@ def GpucDecompose : Pass<"gpuc-decompose", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucChannelsLast : Pass<"gpuc-channels-last", "::mlir::ModuleOp"> {
+  let summary = "hold convolutions' tensors channels last (NHWC)";
+  let description = [{
+    Every `conv2d`, `conv2d_backward_input` and `conv2d_backward_filter`
+    becomes `channels_last` (NHWC tensors, OHWI filters, as tensor cores
+    read them) between transposes of its operands and its result. Each
+    transpose then sinks through the ops after it that do not care about
+    the layout (elementwise ops, reductions, broadcasts, concatenations):
+    `add(transpose(x, p), transpose(y, p))` becomes `transpose(add(x, y),
+    p)`, a reduction reduces the axes they are in x, a broadcast's small
+    input is transposed instead. A transpose that meets the one into the
+    next convolution cancels; one that moves only axes of size 1 becomes a
+    reshape. A batch norm between two convolutions is then computed on
+    NHWC tensors, with no transpose left. Runs after `gpuc-decompose`
+    (batch norms are reductions and elementwise ops by then).
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 def GpucFoldLayouts : Pass<"gpuc-fold-layouts", "::mlir::ModuleOp"> {
   let summary = "fold transposes around matmuls into their layouts";
   let description = [{

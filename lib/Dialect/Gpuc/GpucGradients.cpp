@@ -498,11 +498,11 @@ LogicalResult Conv2DOp::buildGradients(OpBuilder &builder,
   if (wanted[0])
     operandGrads[0] = Conv2DBackwardInputOp::create(
         builder, getLoc(), getInput().getType(), g, getFilter(), getStrides(),
-        getPads(), getDilations(), getGroups());
+        getPads(), getDilations(), getGroups(), getChannelsLast());
   if (wanted[1])
     operandGrads[1] = Conv2DBackwardFilterOp::create(
         builder, getLoc(), getFilter().getType(), getInput(), g, getStrides(),
-        getPads(), getDilations(), getGroups());
+        getPads(), getDilations(), getGroups(), getChannelsLast());
   return success();
 }
 
@@ -520,11 +520,13 @@ LogicalResult Conv2DBackwardInputOp::buildGradients(
   if (wanted[0])
     operandGrads[0] = Conv2DOp::create(
         builder, getLoc(), getGradOutput().getType(), g, getFilter(),
-        getStrides(), getPads(), getDilations(), getGroups());
+        getStrides(), getPads(), getDilations(), getGroups(),
+        getChannelsLast());
   if (wanted[1])
     operandGrads[1] = Conv2DBackwardFilterOp::create(
         builder, getLoc(), getFilter().getType(), g, getGradOutput(),
-        getStrides(), getPads(), getDilations(), getGroups());
+        getStrides(), getPads(), getDilations(), getGroups(),
+        getChannelsLast());
   return success();
 }
 

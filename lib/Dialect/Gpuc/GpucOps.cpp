@@ -190,7 +190,7 @@ LogicalResult Conv2DOp::verify() {
       *this,
       inferConv2DShape(shapeOf(getInput()), shapeOf(getFilter()), getStrides(),
                        getPads(), getDilations(), getGroups(),
-                       [&] { return emitOpError(); }),
+                       getChannelsLast(), [&] { return emitOpError(); }),
       getResult());
 }
 
@@ -387,7 +387,7 @@ LogicalResult Conv2DBackwardInputOp::verify() {
       *this,
       inferConv2DShape(shapeOf(getResult()), shapeOf(getFilter()), getStrides(),
                        getPads(), getDilations(), getGroups(),
-                       [&] { return emitOpError(); }),
+                       getChannelsLast(), [&] { return emitOpError(); }),
       getGradOutput());
 }
 
@@ -396,7 +396,7 @@ LogicalResult Conv2DBackwardFilterOp::verify() {
       *this,
       inferConv2DShape(shapeOf(getInput()), shapeOf(getResult()), getStrides(),
                        getPads(), getDilations(), getGroups(),
-                       [&] { return emitOpError(); }),
+                       getChannelsLast(), [&] { return emitOpError(); }),
       getGradOutput());
 }
 

@@ -242,6 +242,34 @@ mlir::gpuc::inferConv2DShape(ArrayRef<int64_t> input, ArrayRef<int64_t> filter,
   return result;
 }
 
+Shape mlir::gpuc::permuteShape(ArrayRef<int64_t> shape,
+                               ArrayRef<int64_t> perm) {
+  Shape result;
+  for (int64_t p : perm)
+    result.push_back(shape[p]);
+  return result;
+}
+
+FailureOr<Shape> mlir::gpuc::inferConv2DShape(
+    ArrayRef<int64_t> input, ArrayRef<int64_t> filter,
+    ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+    ArrayRef<int64_t> dilations, int64_t groups, bool channelsLast,
+    EmitErrorFn emitError) {
+  if (!channelsLast)
+    return inferConv2DShape(input, filter, strides, pads, dilations, groups,
+                            emitError);
+  if (input.size() != 4 || filter.size() != 4)
+    return emitError()
+           << "input and filter must be rank 4 (channels last: NHWC, OHWI)";
+  FailureOr<Shape> result = inferConv2DShape(
+      permuteShape(input, kToChannelsFirst),
+      permuteShape(filter, kToChannelsFirst), strides, pads, dilations, groups,
+      [&] { return emitError() << "(channels last, read as NCHW) "; });
+  if (failed(result))
+    return failure();
+  return permuteShape(*result, kToChannelsLast);
+}
+
 FailureOr<Shape> mlir::gpuc::inferPool2DShape(ArrayRef<int64_t> input,
                                               ArrayRef<int64_t> kernel,
                                               ArrayRef<int64_t> strides,

@@ -453,11 +453,16 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
 }
 
 def Gpuc_Conv2DOp : Gpuc_Op<"conv2d", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
-  let summary = "2-D convolution, NCHW input, OIHW filter";
+  let summary = "2-D convolution, NCHW input, OIHW filter (or channels last)";
   let description = [{
     `pads` are `[top, left, bottom, right]`. With `groups = g` the input
     channels split into g groups of `C/g`, the filter is `O x C/g x KH x KW`.
     Bias is a separate broadcast add.
+
+    With `channels_last` the input, filter and result hold their channels
+    innermost: input `N x H x W x C`, filter `O x KH x KW x C/g` and result
+    `N x OH x OW x O`, the layout tensor cores read without reordering
+    (`gpuc-channels-last` makes such convolutions).
 
     ```mlir
     %y = gpuc.conv2d %x, %w strides = [1, 1] pads = [1, 1, 1, 1]
@@ -467,11 +472,13 @@ def Gpuc_Conv2DOp : Gpuc_Op<"conv2d", [DeclareOpInterfaceMethods<Gpuc_GradientOp
   }];
   let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$filter,
                        ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
-                       ArrayProp<I64Prop>:$dilations, I64Prop:$groups);
+                       ArrayProp<I64Prop>:$dilations, I64Prop:$groups,
+                       UnitProp:$channels_last);
   let results = (outs Gpuc_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $filter `strides` `=` $strides `pads` `=` $pads
-    `dilations` `=` $dilations `groups` `=` $groups attr-dict `:`
+    `dilations` `=` $dilations `groups` `=` $groups
+    (`channels_last` $channels_last^)? attr-dict `:`
     `(` type($input) `,` type($filter) `)` `->` type($result)
   }];
   let hasVerifier = 1;
@@ -735,7 +742,8 @@ def Gpuc_Conv2DBackwardInputOp : Gpuc_Op<"conv2d_backward_input", [
   let summary = "gradient of conv2d with respect to its input";
   let description = [{
     The transposed convolution of the output gradient with the filter; the
-    result type is the forward input's. Attributes are the forward op's.
+    result type is the forward input's. Attributes are the forward op's,
+    `channels_last` included.
     ONNX's ConvTranspose imports as this op; its own gradients are a conv2d
     (for `grad_output`) and a conv2d_backward_filter (for `filter`).
 
@@ -747,11 +755,13 @@ def Gpuc_Conv2DBackwardInputOp : Gpuc_Op<"conv2d_backward_input", [
   }];
   let arguments = (ins Gpuc_FloatTensor:$grad_output, Gpuc_FloatTensor:$filter,
                        ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
-                       ArrayProp<I64Prop>:$dilations, I64Prop:$groups);
+                       ArrayProp<I64Prop>:$dilations, I64Prop:$groups,
+                       UnitProp:$channels_last);
   let results = (outs Gpuc_FloatTensor:$result);
   let assemblyFormat = [{
     $grad_output `,` $filter `strides` `=` $strides `pads` `=` $pads
-    `dilations` `=` $dilations `groups` `=` $groups attr-dict `:`
+    `dilations` `=` $dilations `groups` `=` $groups
+    (`channels_last` $channels_last^)? attr-dict `:`
     `(` type($grad_output) `,` type($filter) `)` `->` type($result)
   }];
   let hasVerifier = 1;
@@ -762,7 +772,7 @@ def Gpuc_Conv2DBackwardFilterOp : Gpuc_Op<"conv2d_backward_filter", [Pure,
   let summary = "gradient of conv2d with respect to its filter";
   let description = [{
     Correlates the forward input with the output gradient; the result type is
-    the filter's. Attributes are the forward op's.
+    the filter's. Attributes are the forward op's, `channels_last` included.
 
     ```mlir
     %dw = gpuc.conv2d_backward_filter %x, %dy strides = [1, 1] pads = [1, 1, 1, 1]
@@ -772,11 +782,13 @@ def Gpuc_Conv2DBackwardFilterOp : Gpuc_Op<"conv2d_backward_filter", [Pure,
   }];
   let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$grad_output,
                        ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
-                       ArrayProp<I64Prop>:$dilations, I64Prop:$groups);
+                       ArrayProp<I64Prop>:$dilations, I64Prop:$groups,
+                       UnitProp:$channels_last);
   let results = (outs Gpuc_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $grad_output `strides` `=` $strides `pads` `=` $pads
-    `dilations` `=` $dilations `groups` `=` $groups attr-dict `:`
+    `dilations` `=` $dilations `groups` `=` $groups
+    (`channels_last` $channels_last^)? attr-dict `:`
     `(` type($input) `,` type($grad_output) `)` `->` type($result)
   }];
   let hasVerifier = 1;

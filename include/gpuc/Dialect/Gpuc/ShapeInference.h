@@ -66,6 +66,24 @@ FailureOr<Shape> inferConv2DShape(ArrayRef<int64_t> input,
                                   ArrayRef<int64_t> dilations, int64_t groups,
                                   EmitErrorFn emitError);
 
+/// The permutations between a convolution's two layouts: `transpose(x,
+/// kToChannelsLast)` is NCHW's (OIHW's) x held NHWC (OHWI), and
+/// kToChannelsFirst takes it back.
+inline constexpr int64_t kToChannelsLast[] = {0, 2, 3, 1};
+inline constexpr int64_t kToChannelsFirst[] = {0, 3, 1, 2};
+
+/// `shape` permuted by `perm` (result axis i is input axis perm[i]).
+Shape permuteShape(ArrayRef<int64_t> shape, ArrayRef<int64_t> perm);
+
+/// A convolution's result shape in its own layout: inferConv2DShape on the
+/// NCHW view of channels-last operands, the result held channels last.
+FailureOr<Shape> inferConv2DShape(ArrayRef<int64_t> input,
+                                  ArrayRef<int64_t> filter,
+                                  ArrayRef<int64_t> strides,
+                                  ArrayRef<int64_t> pads,
+                                  ArrayRef<int64_t> dilations, int64_t groups,
+                                  bool channelsLast, EmitErrorFn emitError);
+
 /// NCHW input, pads = [top, left, bottom, right].
 FailureOr<Shape> inferPool2DShape(ArrayRef<int64_t> input,
                                   ArrayRef<int64_t> kernel,

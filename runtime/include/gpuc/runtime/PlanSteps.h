@@ -94,12 +94,14 @@ inline bool isConvolution(StepKind kind) {
          kind == StepKind::ConvBackwardFilter;
 }
 
-/// A convolution step's shapes (NCHW input x, KCgHW filter w, output y).
+/// A convolution step's shapes (NCHW input x, KCgHW filter w, output y),
+/// and whether the tensors hold them channels last (NHWC, KHWCg).
 struct ConvGeometry {
   int64_t n, c, h, w;    // input
   int64_t k, cg, kh, kw; // filter: k outputs, cg inputs per group
   int64_t oh, ow;        // output
   int64_t sy, sx, py, px, dy, dx, groups;
+  bool channelsLast;
 
   int64_t rows() const { return c * kh * kw; } // im2col rows, all groups
   int64_t cols() const { return n * oh * ow; } // im2col columns
@@ -128,7 +130,8 @@ inline ConvGeometry convGeometryOf(const nlohmann::json &s) {
           p[1],
           d[0],
           d[1],
-          s["groups"].get<int64_t>()};
+          s["groups"].get<int64_t>(),
+          s.value("layout", "nchw") == "nhwc"};
 }
 
 /// A GEMM step: `calls` library calls `callStride*` elements apart, each a

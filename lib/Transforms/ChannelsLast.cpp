@@ -1,0 +1,314 @@
+//===- ChannelsLast.cpp - convolutions over NHWC tensors ------------------===//
+//
+// Tensor cores multiply a convolution as a GEMM over its channels, so cuDNN
+// reads NHWC tensors as they are and NCHW ones only after reordering them
+// (for bf16, a kernel of its own around every convolution, and its bf16
+// NCHW algorithms are few). This pass makes every convolution and its two
+// gradients channels last: the op reads transposes of its NCHW (OIHW)
+// operands and its result is transposed back. The transposes then sink
+// through the layout-blind ops after them (elementwise ops, reductions,
+// broadcasts, concatenations), each becoming that op over its operands'
+// NHWC forms, until one meets the transpose into the next convolution and
+// the two cancel. What is left moves the model's input in, the filters and
+// their gradients (small), and the activations around an op that knows
+// only NCHW (pooling windows).
+//
+//===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/ShapeInference.h"
+#include "gpuc/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::gpuc {
+#define GEN_PASS_DEF_GPUCCHANNELSLAST
+#include "gpuc/Transforms/Passes.h.inc"
+} // namespace mlir::gpuc
+
+using namespace mlir;
+using namespace mlir::gpuc;
+
+namespace {
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+Shape inversePermutation(ArrayRef<int64_t> perm) {
+  Shape inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = i;
+  return inverse;
+}
+
+/// `transpose(v, perm)`, folded where it can be (a constant, a transpose).
+Value transposed(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> perm) {
+  RankedTensorType type = tensorType(v);
+  return b.createOrFold<TransposeOp>(
+      loc, type.clone(permuteShape(type.getShape(), perm)), v, perm);
+}
+
+/// Replaces a convolution (or gradient) of NCHW tensors and an OIHW filter
+/// by the channels-last one between transposes. Both operands and the
+/// result take the same permutation in either of the three ops.
+template <typename ConvOp> void holdChannelsLast(ConvOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Value lhs = transposed(b, loc, op->getOperand(0), kToChannelsLast);
+  Value rhs = transposed(b, loc, op->getOperand(1), kToChannelsLast);
+  RankedTensorType type = tensorType(op.getResult());
+  auto conv = ConvOp::create(
+      b, loc, type.clone(permuteShape(type.getShape(), kToChannelsLast)), lhs,
+      rhs, op.getStrides(), op.getPads(), op.getDilations(), op.getGroups(),
+      /*channels_last=*/true);
+  op.getResult().replaceAllUsesWith(
+      transposed(b, loc, conv.getResult(), kToChannelsFirst));
+  op.erase();
+}
+
+bool isElementwise(Operation *op) {
+  return op && op->hasTrait<OpTrait::Elementwise>() &&
+         op->getNumResults() == 1 && op->getNumOperands() > 0 &&
+         op->getNumRegions() == 0;
+}
+
+/// Whether `v` costs little to hold in another layout: a constant that
+/// folds transposed, a broadcast (its smaller input is transposed), or an
+/// elementwise op of such values (a gradient that starts as a broadcast,
+/// scaled): kernels recompute those from the small tensors anyway.
+bool cheapToTranspose(Value v, int depth = 0) {
+  Operation *op = v.getDefiningOp();
+  if (auto constant = dyn_cast_if_present<ConstantOp>(op)) {
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    return dense && (dense.isSplat() || dense.getNumElements() <= 4096);
+  }
+  if (isa_and_present<BroadcastOp>(op))
+    return true;
+  return depth < 4 && isElementwise(op) &&
+         llvm::all_of(op->getOperands(), [&](Value operand) {
+           return cheapToTranspose(operand, depth + 1);
+         });
+}
+
+/// elementwise(transpose(x, p), ...) -> transpose(elementwise(x, ...), p),
+/// when every other operand is a transpose by the same p or cheap to hold
+/// un-transposed: no full-size transpose is added, one moves later.
+struct SinkThroughElementwise : RewritePattern {
+  SinkThroughElementwise(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rewriter) const override {
+    if (!isElementwise(op))
+      return failure();
+    // A transpose of a cheap value moves up instead
+    // (HoistThroughCheapElementwise); one of them here would undo that.
+    ArrayRef<int64_t> perm;
+    for (Value operand : op->getOperands())
+      if (auto t = operand.getDefiningOp<TransposeOp>();
+          t && !cheapToTranspose(t.getInput())) {
+        perm = t.getPerm();
+        break;
+      }
+    if (perm.empty())
+      return failure();
+    Shape inverse = inversePermutation(perm);
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands()) {
+      auto t = operand.getDefiningOp<TransposeOp>();
+      if (t && t.getPerm() == perm)
+        operands.push_back(t.getInput());
+      else if (cheapToTranspose(operand))
+        operands.push_back(
+            transposed(rewriter, op->getLoc(), operand, inverse));
+      else
+        return failure();
+    }
+    Operation *moved = rewriter.clone(*op);
+    moved->setOperands(operands);
+    RankedTensorType type = tensorType(op->getResult(0));
+    moved->getResult(0).setType(
+        type.clone(permuteShape(type.getShape(), inverse)));
+    rewriter.replaceOp(
+        op, transposed(rewriter, op->getLoc(), moved->getResult(0), perm));
+    return success();
+  }
+};
+
+/// reduce(transpose(x, p), axes) -> the reduction of x over the axes they
+/// are in x, its result transposed as the kept axes were.
+template <typename ReduceOp>
+struct SinkThroughReduction : OpRewritePattern<ReduceOp> {
+  using OpRewritePattern<ReduceOp>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReduceOp op,
+                                PatternRewriter &rewriter) const override {
+    auto t = op.getInput().template getDefiningOp<TransposeOp>();
+    if (!t)
+      return failure();
+    ArrayRef<int64_t> perm = t.getPerm();
+    Shape axes;
+    for (int64_t a : op.getAxes())
+      axes.push_back(perm[a]);
+    llvm::sort(axes);
+    bool keepDims = op.getKeepDims();
+    Value x = t.getInput();
+    Shape shape = inferReduceShape(tensorType(x).getShape(), axes, keepDims);
+    auto reduced = ReduceOp::create(rewriter, op.getLoc(),
+                                    tensorType(op.getResult()).clone(shape), x,
+                                    axes, keepDims);
+    // The result's axes, as the reduction of x holds them: all of x's with
+    // keep_dims, else those it keeps, in x's order.
+    Shape resultPerm;
+    if (keepDims) {
+      resultPerm.assign(perm.begin(), perm.end());
+    } else {
+      Shape kept;
+      for (int64_t p : perm)
+        if (!llvm::is_contained(axes, p))
+          kept.push_back(p);
+      Shape order(kept);
+      llvm::sort(order);
+      for (int64_t k : kept)
+        resultPerm.push_back(llvm::find(order, k) - order.begin());
+    }
+    rewriter.replaceOp(
+        op, transposed(rewriter, op.getLoc(), reduced.getResult(), resultPerm));
+    return success();
+  }
+};
+
+/// concat(transpose(x, p), transpose(y, p), ...) -> transpose(concat(x, y,
+/// ...), p), along the axis that axis is in x.
+struct SinkThroughConcat : OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ConcatOp op,
+                                PatternRewriter &rewriter) const override {
+    ArrayRef<int64_t> perm;
+    SmallVector<Value> inputs;
+    for (Value input : op.getInputs()) {
+      auto t = input.getDefiningOp<TransposeOp>();
+      if (!t || (!perm.empty() && t.getPerm() != perm))
+        return failure();
+      perm = t.getPerm();
+      inputs.push_back(t.getInput());
+    }
+    if (perm.empty())
+      return failure();
+    RankedTensorType type = tensorType(op.getResult());
+    Shape inverse = inversePermutation(perm);
+    auto concat =
+        ConcatOp::create(rewriter, op.getLoc(),
+                         type.clone(permuteShape(type.getShape(), inverse)),
+                         inputs, perm[op.getAxis()]);
+    rewriter.replaceOp(
+        op, transposed(rewriter, op.getLoc(), concat.getResult(), perm));
+    return success();
+  }
+};
+
+/// transpose(broadcast(s), p) -> broadcast(transpose(s', p)), s' being s
+/// with the broadcast's leading 1s: the transpose moves the small tensor.
+struct TransposeBroadcastInput : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto broadcast = op.getInput().getDefiningOp<BroadcastOp>();
+    if (!broadcast)
+      return failure();
+    Value s = broadcast.getInput();
+    RankedTensorType sType = tensorType(s);
+    int64_t rank = op.getPerm().size();
+    if (sType.getRank() < rank) {
+      Shape padded(rank - sType.getRank(), 1);
+      llvm::append_range(padded, sType.getShape());
+      s = rewriter.createOrFold<ReshapeOp>(op.getLoc(), sType.clone(padded), s);
+    }
+    Value moved = transposed(rewriter, op.getLoc(), s, op.getPerm());
+    rewriter.replaceOpWithNewOp<BroadcastOp>(op, op.getType(), moved);
+    return success();
+  }
+};
+
+/// transpose(elementwise(a, b, ...), p) -> elementwise(transpose(a, p),
+/// transpose(b, p), ...) when every operand is cheap to transpose: the
+/// transpose moves up to the broadcasts and constants.
+struct HoistThroughCheapElementwise : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    Operation *producer = op.getInput().getDefiningOp();
+    if (!isElementwise(producer) || !cheapToTranspose(op.getInput()) ||
+        isa<BroadcastOp, ConstantOp>(producer))
+      return failure();
+    SmallVector<Value> operands;
+    for (Value operand : producer->getOperands())
+      operands.push_back(
+          transposed(rewriter, op.getLoc(), operand, op.getPerm()));
+    Operation *moved = rewriter.clone(*producer);
+    moved->setOperands(operands);
+    moved->getResult(0).setType(op.getType().clone(
+        getElementTypeOrSelf(producer->getResult(0).getType())));
+    rewriter.replaceOp(op, moved->getResults());
+    return success();
+  }
+};
+
+/// A transpose that only moves axes of size 1 keeps the elements in order:
+/// it is a reshape, which no kernel copies.
+struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    ArrayRef<int64_t> shape = tensorType(op.getInput()).getShape();
+    int64_t last = -1;
+    for (int64_t p : op.getPerm()) {
+      if (shape[p] == 1)
+        continue;
+      if (p < last)
+        return failure();
+      last = p;
+    }
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), op.getInput());
+    return success();
+  }
+};
+
+struct GpucChannelsLast : gpuc::impl::GpucChannelsLastBase<GpucChannelsLast> {
+  void runOnOperation() override {
+    SmallVector<Operation *> convolutions;
+    getOperation().walk([&](Operation *op) {
+      if (auto c = dyn_cast<Conv2DOp>(op); c && !c.getChannelsLast())
+        convolutions.push_back(op);
+      if (auto c = dyn_cast<Conv2DBackwardInputOp>(op);
+          c && !c.getChannelsLast())
+        convolutions.push_back(op);
+      if (auto c = dyn_cast<Conv2DBackwardFilterOp>(op);
+          c && !c.getChannelsLast())
+        convolutions.push_back(op);
+    });
+    for (Operation *op : convolutions) {
+      if (auto c = dyn_cast<Conv2DOp>(op))
+        holdChannelsLast(c);
+      else if (auto c = dyn_cast<Conv2DBackwardInputOp>(op))
+        holdChannelsLast(c);
+      else
+        holdChannelsLast(cast<Conv2DBackwardFilterOp>(op));
+    }
+    MLIRContext *context = &getContext();
+    RewritePatternSet patterns(context);
+    patterns.add<SinkThroughElementwise, SinkThroughReduction<ReduceSumOp>,
+                 SinkThroughReduction<ReduceMaxOp>,
+                 SinkThroughReduction<ReduceMeanOp>, SinkThroughConcat,
+                 TransposeBroadcastInput, HoistThroughCheapElementwise,
+                 UnitTransposeToReshape>(context);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+} // namespace
