@@ -175,7 +175,8 @@ std::pair<ArrayRef<int64_t>, ArrayRef<int64_t>>
 convolutionLayouts(bool channelsLast) {
   if (!channelsLast)
     return {};
-  return {ArrayRef<int64_t>(kToChannelsFirst), ArrayRef<int64_t>(kToChannelsLast)};
+  return {ArrayRef<int64_t>(kToChannelsFirst),
+          ArrayRef<int64_t>(kToChannelsLast)};
 }
 
 int64_t ravel(ArrayRef<int64_t> index, ArrayRef<int64_t> strides) {

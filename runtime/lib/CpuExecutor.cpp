@@ -690,12 +690,12 @@ private:
             attr, engine, forward);
         conv->primitive = convolution_backward_data(pd);
         scratchpad = pd.scratchpad_desc();
-        bindings[0] = {DNNL_ARG_DIFF_SRC, plain(x, dataTag),
-                       pd.diff_src_desc(), false};
+        bindings[0] = {DNNL_ARG_DIFF_SRC, plain(x, dataTag), pd.diff_src_desc(),
+                       false};
         bindings[1] = {DNNL_ARG_WEIGHTS, plain(w, wTag), pd.weights_desc(),
                        true};
-        bindings[2] = {DNNL_ARG_DIFF_DST, plain(y, dataTag),
-                       pd.diff_dst_desc(), true};
+        bindings[2] = {DNNL_ARG_DIFF_DST, plain(y, dataTag), pd.diff_dst_desc(),
+                       true};
       } else {
         auto pd = convolution_backward_weights::primitive_desc(
             convolution_backward_weights::desc(algorithm::convolution_direct,
@@ -707,8 +707,8 @@ private:
         bindings[0] = {DNNL_ARG_SRC, plain(x, dataTag), pd.src_desc(), true};
         bindings[1] = {DNNL_ARG_DIFF_WEIGHTS, plain(w, wTag),
                        pd.diff_weights_desc(), false};
-        bindings[2] = {DNNL_ARG_DIFF_DST, plain(y, dataTag),
-                       pd.diff_dst_desc(), true};
+        bindings[2] = {DNNL_ARG_DIFF_DST, plain(y, dataTag), pd.diff_dst_desc(),
+                       true};
       }
       // This step's part of the scratch: the reordered tensors, then the
       // scratchpad, each 64-byte aligned. Steps run one at a time, so they

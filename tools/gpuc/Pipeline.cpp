@@ -197,8 +197,8 @@ std::optional<bool> convChannelsLast(StringRef tool) {
   std::string target = codegenTarget;
   if (target.empty())
     target = gpuc::nvrtcAvailable() ? "all" : "cpu";
-  bool tensorCores = precisionOption != "fp32" ||
-                     (tf32.getNumOccurrences() && tf32);
+  bool tensorCores =
+      precisionOption != "fp32" || (tf32.getNumOccurrences() && tf32);
   return target != "cpu" && tensorCores;
 }
 

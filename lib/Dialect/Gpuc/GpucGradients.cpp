@@ -518,10 +518,10 @@ LogicalResult Conv2DBackwardInputOp::buildGradients(
   if (!g)
     return success();
   if (wanted[0])
-    operandGrads[0] = Conv2DOp::create(
-        builder, getLoc(), getGradOutput().getType(), g, getFilter(),
-        getStrides(), getPads(), getDilations(), getGroups(),
-        getChannelsLast());
+    operandGrads[0] =
+        Conv2DOp::create(builder, getLoc(), getGradOutput().getType(), g,
+                         getFilter(), getStrides(), getPads(), getDilations(),
+                         getGroups(), getChannelsLast());
   if (wanted[1])
     operandGrads[1] = Conv2DBackwardFilterOp::create(
         builder, getLoc(), getFilter().getType(), g, getGradOutput(),

@@ -250,11 +250,11 @@ Shape mlir::gpuc::permuteShape(ArrayRef<int64_t> shape,
   return result;
 }
 
-FailureOr<Shape> mlir::gpuc::inferConv2DShape(
-    ArrayRef<int64_t> input, ArrayRef<int64_t> filter,
-    ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
-    ArrayRef<int64_t> dilations, int64_t groups, bool channelsLast,
-    EmitErrorFn emitError) {
+FailureOr<Shape>
+mlir::gpuc::inferConv2DShape(ArrayRef<int64_t> input, ArrayRef<int64_t> filter,
+                             ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                             ArrayRef<int64_t> dilations, int64_t groups,
+                             bool channelsLast, EmitErrorFn emitError) {
   if (!channelsLast)
     return inferConv2DShape(input, filter, strides, pads, dilations, groups,
                             emitError);
