@@ -169,10 +169,10 @@ HostTensor transposed(const HostTensor &x, ArrayRef<int64_t> perm) {
   return y;
 }
 
-/// The permutations to a convolution's NCHW views and back (none for an
-/// NCHW convolution).
+/// The permutations to a convolution's or a window's NCHW views and back
+/// (none for an NCHW one).
 std::pair<ArrayRef<int64_t>, ArrayRef<int64_t>>
-convolutionLayouts(bool channelsLast) {
+channelsFirstViews(bool channelsLast) {
   if (!channelsLast)
     return {};
   return {ArrayRef<int64_t>(kToChannelsFirst),
@@ -895,7 +895,7 @@ LogicalResult Interpreter::execute(Operation *op) {
       // A channels-last convolution is the NCHW one of its operands' NCHW
       // views, its result held channels last again.
       .Case([&](Conv2DOp o) {
-        auto [first, last] = convolutionLayouts(o.getChannelsLast());
+        auto [first, last] = channelsFirstViews(o.getChannelsLast());
         HostTensor x = transposed(get(o.getInput()), first);
         HostTensor w = transposed(get(o.getFilter()), first);
         HostTensor y = transposed(like(o.getResult()), first);
@@ -908,7 +908,7 @@ LogicalResult Interpreter::execute(Operation *op) {
         return success();
       })
       .Case([&](Conv2DBackwardInputOp o) {
-        auto [first, last] = convolutionLayouts(o.getChannelsLast());
+        auto [first, last] = channelsFirstViews(o.getChannelsLast());
         HostTensor dy = transposed(get(o.getGradOutput()), first);
         HostTensor w = transposed(get(o.getFilter()), first);
         HostTensor dx = transposed(like(o.getResult()), first);
@@ -921,7 +921,7 @@ LogicalResult Interpreter::execute(Operation *op) {
         return success();
       })
       .Case([&](Conv2DBackwardFilterOp o) {
-        auto [first, last] = convolutionLayouts(o.getChannelsLast());
+        auto [first, last] = channelsFirstViews(o.getChannelsLast());
         HostTensor x = transposed(get(o.getInput()), first);
         HostTensor dy = transposed(get(o.getGradOutput()), first);
         HostTensor dw = transposed(like(o.getResult()), first);
@@ -933,22 +933,27 @@ LogicalResult Interpreter::execute(Operation *op) {
         set(o.getResult(), transposed(dw, last));
         return success();
       })
+      // Channels-last windows are the NCHW ones of their operands' NCHW
+      // views, as for convolutions.
       .Case([&](MaxPool2DOp o) {
-        const HostTensor &x = get(o.getInput());
-        HostTensor y =
-            like(o.getResult(), -std::numeric_limits<double>::infinity());
+        auto [first, last] = channelsFirstViews(o.getChannelsLast());
+        HostTensor x = transposed(get(o.getInput()), first);
+        HostTensor y = transposed(
+            like(o.getResult(), -std::numeric_limits<double>::infinity()),
+            first);
         forEachPoolTerm(
             x.shape, y.shape, o.getKernel(), o.getStrides(), o.getPads(),
             [&](int64_t out, int64_t in) {
               y.data[out] = std::max(y.data[out], x.data[in]);
             },
             [](int64_t, int64_t) {});
-        set(o.getResult(), std::move(y));
+        set(o.getResult(), transposed(y, last));
         return success();
       })
       .Case([&](MaxPool2DArgmaxOp o) {
-        const HostTensor &x = get(o.getInput());
-        HostTensor indices = like(o.getResult());
+        auto [first, last] = channelsFirstViews(o.getChannelsLast());
+        HostTensor x = transposed(get(o.getInput()), first);
+        HostTensor indices = transposed(like(o.getResult()), first);
         ArrayRef<int64_t> kernel = o.getKernel(), strides = o.getStrides(),
                           pads = o.getPads();
         int64_t ih = x.shape[2], iw = x.shape[3];
@@ -968,13 +973,14 @@ LogicalResult Interpreter::execute(Operation *op) {
                   best < 0 ? 0 : (double)((iy - top) * kernel[1] + ix - left);
               best = -1;
             });
-        set(o.getResult(), std::move(indices));
+        set(o.getResult(), transposed(indices, last));
         return success();
       })
       .Case([&](MaxPool2DBackwardOp o) {
-        const HostTensor &indices = get(o.getIndices());
-        const HostTensor &dy = get(o.getGradOutput());
-        HostTensor dx = like(o.getResult());
+        auto [first, last] = channelsFirstViews(o.getChannelsLast());
+        HostTensor indices = transposed(get(o.getIndices()), first);
+        HostTensor dy = transposed(get(o.getGradOutput()), first);
+        HostTensor dx = transposed(like(o.getResult()), first);
         ArrayRef<int64_t> kernel = o.getKernel(), strides = o.getStrides(),
                           pads = o.getPads();
         int64_t planes = dx.shape[0] * dx.shape[1], ih = dx.shape[2],
@@ -989,12 +995,13 @@ LogicalResult Interpreter::execute(Operation *op) {
               if (iy >= 0 && iy < ih && ix >= 0 && ix < iw)
                 dx.data[(p * ih + iy) * iw + ix] += dy.data[out];
             }
-        set(o.getResult(), std::move(dx));
+        set(o.getResult(), transposed(dx, last));
         return success();
       })
       .Case([&](AvgPool2DOp o) {
-        const HostTensor &x = get(o.getInput());
-        HostTensor y = like(o.getResult());
+        auto [first, last] = channelsFirstViews(o.getChannelsLast());
+        HostTensor x = transposed(get(o.getInput()), first);
+        HostTensor y = transposed(like(o.getResult()), first);
         int64_t oh = y.shape[2], ow = y.shape[3];
         forEachPoolTerm(
             x.shape, y.shape, o.getKernel(), o.getStrides(), o.getPads(),
@@ -1006,12 +1013,13 @@ LogicalResult Interpreter::execute(Operation *op) {
                                           o.getPads());
               y.data[out] /= std::max<int64_t>(count, 1);
             });
-        set(o.getResult(), std::move(y));
+        set(o.getResult(), transposed(y, last));
         return success();
       })
       .Case([&](AvgPool2DBackwardOp o) {
-        const HostTensor &dy = get(o.getGradOutput());
-        HostTensor dx = like(o.getResult());
+        auto [first, last] = channelsFirstViews(o.getChannelsLast());
+        HostTensor dy = transposed(get(o.getGradOutput()), first);
+        HostTensor dx = transposed(like(o.getResult()), first);
         int64_t oh = dy.shape[2], ow = dy.shape[3];
         SmallVector<int64_t> window;
         forEachPoolTerm(
@@ -1026,7 +1034,7 @@ LogicalResult Interpreter::execute(Operation *op) {
                 dx.data[in] += dy.data[out] / std::max<int64_t>(count, 1);
               window.clear();
             });
-        set(o.getResult(), std::move(dx));
+        set(o.getResult(), transposed(dx, last));
         return success();
       })
       // Composites

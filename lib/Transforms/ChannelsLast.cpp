@@ -9,9 +9,9 @@
 // through the layout-blind ops after them (elementwise ops, reductions,
 // broadcasts, concatenations), each becoming that op over its operands'
 // NHWC forms, until one meets the transpose into the next convolution and
-// the two cancel. What is left moves the model's input in, the filters and
-// their gradients (small), and the activations around an op that knows
-// only NCHW (pooling windows).
+// the two cancel; pooling windows and their gradients take the channels-last
+// form too. What is left moves the model's input in, the filters and their
+// gradients (small), and the activations around an op that knows only NCHW.
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
@@ -21,6 +21,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::gpuc {
 #define GEN_PASS_DEF_GPUCCHANNELSLAST
@@ -209,6 +210,57 @@ struct SinkThroughConcat : OpRewritePattern<ConcatOp> {
   }
 };
 
+/// A pooling window (or its gradient) over NCHW views of NHWC tensors
+/// becomes the channels-last one: pool(transpose(x, to NCHW)) ->
+/// transpose(pool'(x), to NCHW).
+struct SinkThroughWindows : RewritePattern {
+  SinkThroughWindows(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+
+  static std::optional<bool> channelsLast(Operation *op) {
+    return llvm::TypeSwitch<Operation *, std::optional<bool>>(op)
+        .Case<MaxPool2DOp, MaxPool2DArgmaxOp, MaxPool2DBackwardOp, AvgPool2DOp,
+              AvgPool2DBackwardOp>(
+            [](auto p) -> std::optional<bool> { return p.getChannelsLast(); })
+        .Default([](Operation *) { return std::nullopt; });
+  }
+
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rewriter) const override {
+    std::optional<bool> last = channelsLast(op);
+    if (!last || *last)
+      return failure();
+    SmallVector<Value> operands;
+    bool moves = false;
+    for (Value operand : op->getOperands()) {
+      auto t = operand.getDefiningOp<TransposeOp>();
+      if (t && t.getPerm() == ArrayRef<int64_t>(kToChannelsFirst) &&
+          !cheapToTranspose(t.getInput())) {
+        operands.push_back(t.getInput());
+        moves = true;
+      } else if (cheapToTranspose(operand)) {
+        operands.push_back(
+            transposed(rewriter, op->getLoc(), operand, kToChannelsLast));
+      } else {
+        return failure();
+      }
+    }
+    if (!moves)
+      return failure();
+    Operation *moved = rewriter.clone(*op);
+    moved->setOperands(operands);
+    RankedTensorType type = tensorType(op->getResult(0));
+    moved->getResult(0).setType(
+        type.clone(permuteShape(type.getShape(), kToChannelsLast)));
+    llvm::TypeSwitch<Operation *>(moved)
+        .Case<MaxPool2DOp, MaxPool2DArgmaxOp, MaxPool2DBackwardOp, AvgPool2DOp,
+              AvgPool2DBackwardOp>([](auto p) { p.setChannelsLast(true); });
+    rewriter.replaceOp(op, transposed(rewriter, op->getLoc(),
+                                      moved->getResult(0), kToChannelsFirst));
+    return success();
+  }
+};
+
 /// transpose(broadcast(s), p) -> broadcast(transpose(s', p)), s' being s
 /// with the broadcast's leading 1s: the transpose moves the small tensor.
 struct TransposeBroadcastInput : OpRewritePattern<TransposeOp> {
@@ -305,8 +357,8 @@ struct GpucChannelsLast : gpuc::impl::GpucChannelsLastBase<GpucChannelsLast> {
     patterns.add<SinkThroughElementwise, SinkThroughReduction<ReduceSumOp>,
                  SinkThroughReduction<ReduceMaxOp>,
                  SinkThroughReduction<ReduceMeanOp>, SinkThroughConcat,
-                 TransposeBroadcastInput, HoistThroughCheapElementwise,
-                 UnitTransposeToReshape>(context);
+                 SinkThroughWindows, TransposeBroadcastInput,
+                 HoistThroughCheapElementwise, UnitTransposeToReshape>(context);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

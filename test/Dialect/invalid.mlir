@@ -362,6 +362,22 @@ func.func @conv_backward_filter_channels_last(%x: tensor<2x8x8x3xf32>, %dy: tens
 
 // -----
 
+func.func @pool_channels_last(%x: tensor<2x8x8x3xf32>) {
+  // expected-error @+1 {{result shape 2x3x4x4 does not match the expected 2x4x4x3}}
+  %0 = gpuc.max_pool2d %x kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] channels_last : tensor<2x8x8x3xf32> -> tensor<2x3x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_backward_channels_last(%dy: tensor<2x4x4x3xf32>) {
+  // expected-error @+1 {{(channels last, read as NCHW) padding must be smaller than the kernel}}
+  %0 = gpuc.avg_pool2d_backward %dy kernel = [2, 2] strides = [2, 2] pads = [2, 0, 0, 0] channels_last : tensor<2x4x4x3xf32> -> tensor<2x8x8x3xf32>
+  return
+}
+
+// -----
+
 func.func @conv_backward_input(%dy: tensor<2x4x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
   // expected-error @+1 {{does not match the expected 2x4x7x7}}
   %0 = gpuc.conv2d_backward_input %dy, %w strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x7x7xf32>

@@ -110,7 +110,18 @@ func.func @channels_last_convolutions(%x: tensor<2x8x8x3xf32>, %w: tensor<6x3x3x
   %1 = gpuc.conv2d_backward_input %dy, %w strides = [2, 2] pads = [1, 1, 0, 0] dilations = [1, 1] groups = 3 channels_last : (tensor<2x4x4x6xf32>, tensor<6x3x3x1xf32>) -> tensor<2x8x8x3xf32>
   // CHECK: gpuc.conv2d_backward_filter %{{.+}}, %{{.+}} {{.*}} groups = 3 channels_last : (tensor<2x8x8x3xf32>, tensor<2x4x4x6xf32>) -> tensor<6x3x3x1xf32>
   %2 = gpuc.conv2d_backward_filter %x, %dy strides = [2, 2] pads = [1, 1, 0, 0] dilations = [1, 1] groups = 3 channels_last : (tensor<2x8x8x3xf32>, tensor<2x4x4x6xf32>) -> tensor<6x3x3x1xf32>
-  return %0, %1, %2 : tensor<2x4x4x6xf32>, tensor<2x8x8x3xf32>, tensor<6x3x3x1xf32>
+  // CHECK: gpuc.max_pool2d %{{.+}} kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] channels_last : tensor<2x8x8x3xf32> -> tensor<2x4x4x3xf32>
+  %p = gpuc.max_pool2d %x kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] channels_last : tensor<2x8x8x3xf32> -> tensor<2x4x4x3xf32>
+  // CHECK: gpuc.max_pool2d_argmax %{{.+}} channels_last : tensor<2x8x8x3xf32> -> tensor<2x4x4x3xi8>
+  %i = gpuc.max_pool2d_argmax %x kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] channels_last : tensor<2x8x8x3xf32> -> tensor<2x4x4x3xi8>
+  // CHECK: gpuc.max_pool2d_backward %{{.+}}, %{{.+}} kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] channels_last : tensor<2x4x4x3xi8>, tensor<2x4x4x3xf32> -> tensor<2x8x8x3xf32>
+  %dp = gpuc.max_pool2d_backward %i, %p kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] channels_last : tensor<2x4x4x3xi8>, tensor<2x4x4x3xf32> -> tensor<2x8x8x3xf32>
+  // CHECK: gpuc.avg_pool2d %{{.+}} count_include_pad channels_last : tensor<2x8x8x3xf32> -> tensor<2x4x4x3xf32>
+  %a = gpuc.avg_pool2d %dp kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] count_include_pad channels_last : tensor<2x8x8x3xf32> -> tensor<2x4x4x3xf32>
+  // CHECK: gpuc.avg_pool2d_backward %{{.+}} channels_last : tensor<2x4x4x3xf32> -> tensor<2x8x8x3xf32>
+  %da = gpuc.avg_pool2d_backward %a kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] channels_last : tensor<2x4x4x3xf32> -> tensor<2x8x8x3xf32>
+  %sum = gpuc.add %1, %da : tensor<2x8x8x3xf32>
+  return %0, %sum, %2 : tensor<2x4x4x6xf32>, tensor<2x8x8x3xf32>, tensor<6x3x3x1xf32>
 }
 
 // CHECK-LABEL: func.func @gradient_ops

@@ -113,3 +113,34 @@ func.func @full_size_operand(%x: tensor<2x3x4x4xf32>, %w: tensor<4x3x1x1xf32>, %
   %s = gpuc.add %y, %r : tensor<2x4x4x4xf32>
   return %s : tensor<2x4x4x4xf32>
 }
+
+// -----
+
+// Pooling windows between convolutions, and their gradients, take the
+// channels-last form: no transpose is left between the convolutions.
+// CHECK-LABEL: func.func @windows
+// CHECK: gpuc.conv2d {{.*}} channels_last
+// CHECK-NOT: gpuc.transpose
+// CHECK: gpuc.max_pool2d %{{.+}} kernel = [3, 3] strides = [2, 2] pads = [1, 1, 1, 1] channels_last : tensor<2x8x8x4xf32> -> tensor<2x4x4x4xf32>
+// CHECK-NOT: gpuc.transpose
+// CHECK: gpuc.max_pool2d_argmax %{{.+}} channels_last : tensor<2x8x8x4xf32> -> tensor<2x4x4x4xi8>
+// CHECK-NOT: gpuc.transpose
+// CHECK: gpuc.avg_pool2d %{{.+}} count_include_pad channels_last : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+// CHECK-NOT: gpuc.transpose
+// CHECK: gpuc.conv2d {{.*}} channels_last
+// CHECK: gpuc.avg_pool2d_backward %{{.+}} count_include_pad channels_last : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+// CHECK-NOT: gpuc.transpose
+// CHECK: gpuc.max_pool2d_backward %{{.+}}, %{{.+}} {{.*}} channels_last : tensor<2x4x4x4xi8>, tensor<2x4x4x4xf32> -> tensor<2x8x8x4xf32>
+// CHECK-NOT: gpuc.transpose
+// CHECK: gpuc.conv2d_backward_input {{.*}} channels_last
+func.func @windows(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %w2: tensor<4x4x1x1xf32>) -> (tensor<2x4x4x4xf32>, tensor<2x3x8x8xf32>) {
+  %y = gpuc.conv2d %x, %w strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %m = gpuc.max_pool2d %y kernel = [3, 3] strides = [2, 2] pads = [1, 1, 1, 1] : tensor<2x4x8x8xf32> -> tensor<2x4x4x4xf32>
+  %i = gpuc.max_pool2d_argmax %y kernel = [3, 3] strides = [2, 2] pads = [1, 1, 1, 1] : tensor<2x4x8x8xf32> -> tensor<2x4x4x4xi8>
+  %a = gpuc.avg_pool2d %m kernel = [2, 2] strides = [1, 1] pads = [1, 1, 0, 0] count_include_pad : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  %z = gpuc.conv2d %a, %w2 strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<2x4x4x4xf32>, tensor<4x4x1x1xf32>) -> tensor<2x4x4x4xf32>
+  %da = gpuc.avg_pool2d_backward %z kernel = [2, 2] strides = [1, 1] pads = [1, 1, 0, 0] count_include_pad : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  %dm = gpuc.max_pool2d_backward %i, %da kernel = [3, 3] strides = [2, 2] pads = [1, 1, 1, 1] : tensor<2x4x4x4xi8>, tensor<2x4x4x4xf32> -> tensor<2x4x8x8xf32>
+  %dx = gpuc.conv2d_backward_input %dm, %w strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  return %z, %dx : tensor<2x4x4x4xf32>, tensor<2x3x8x8xf32>
+}

@@ -127,6 +127,9 @@ inline std::string literal(double value, Type type) {
 struct Window {
   ArrayRef<int64_t> kernel, strides, pads;
   bool countIncludePad = false;
+  /// The tensors' row and column axes: 2 and 3 in NCHW, 1 and 2 channels
+  /// last.
+  int64_t rowAxis = 2, columnAxis = 3;
 };
 
 /// A pooling op's window.

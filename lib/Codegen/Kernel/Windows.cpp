@@ -5,16 +5,37 @@
 namespace mlir::gpuc::kernel_emitter {
 
 Window windowOf(Operation *op) {
-  if (auto p = dyn_cast<MaxPool2DOp>(op))
-    return {p.getKernel(), p.getStrides(), p.getPads()};
-  if (auto p = dyn_cast<MaxPool2DArgmaxOp>(op))
-    return {p.getKernel(), p.getStrides(), p.getPads()};
-  if (auto p = dyn_cast<AvgPool2DOp>(op))
-    return {p.getKernel(), p.getStrides(), p.getPads(), p.getCountIncludePad()};
-  if (auto p = dyn_cast<MaxPool2DBackwardOp>(op))
-    return {p.getKernel(), p.getStrides(), p.getPads()};
-  auto p = cast<AvgPool2DBackwardOp>(op);
-  return {p.getKernel(), p.getStrides(), p.getPads(), p.getCountIncludePad()};
+  Window w = llvm::TypeSwitch<Operation *, Window>(op)
+                 .Case<MaxPool2DOp, MaxPool2DArgmaxOp, MaxPool2DBackwardOp>(
+                     [](auto p) -> Window {
+                       return {p.getKernel(), p.getStrides(), p.getPads()};
+                     })
+                 .Case<AvgPool2DOp, AvgPool2DBackwardOp>([](auto p) -> Window {
+                   return {p.getKernel(), p.getStrides(), p.getPads(),
+                           p.getCountIncludePad()};
+                 });
+  bool channelsLast =
+      llvm::TypeSwitch<Operation *, bool>(op)
+          .Case<MaxPool2DOp, MaxPool2DArgmaxOp, MaxPool2DBackwardOp,
+                AvgPool2DOp, AvgPool2DBackwardOp>(
+              [](auto p) { return p.getChannelsLast(); });
+  if (channelsLast) {
+    w.rowAxis = 1;
+    w.columnAxis = 2;
+  }
+  return w;
+}
+
+/// `coords` (an element's, in its tensor's layout) with the row and column
+/// replaced: the same image and channel at another position.
+static SmallVector<std::string> atPosition(ArrayRef<std::string> coords,
+                                           const Window &w,
+                                           const std::string &row,
+                                           const std::string &column) {
+  SmallVector<std::string> moved(coords);
+  moved[w.rowAxis] = row;
+  moved[w.columnAxis] = column;
+  return moved;
 }
 
 std::string Emitter::windowCount(const std::string &top,
@@ -22,8 +43,8 @@ std::string Emitter::windowCount(const std::string &top,
                                  ArrayRef<int64_t> in) {
   // The positions of the window starting at (top, left) that count: inside
   // the input, or inside the padded input with count_include_pad.
-  int64_t bottom = in[2] + (w.countIncludePad ? w.pads[2] : 0);
-  int64_t right = in[3] + (w.countIncludePad ? w.pads[3] : 0);
+  int64_t bottom = in[w.rowAxis] + (w.countIncludePad ? w.pads[2] : 0);
+  int64_t right = in[w.columnAxis] + (w.countIncludePad ? w.pads[3] : 0);
   auto start = [&](const std::string &c) {
     return w.countIncludePad ? c : "gpuc::maxInt<gidx>(" + c + ", 0)";
   };
@@ -38,7 +59,8 @@ std::string Emitter::windowCount(const std::string &top,
 Operation *maxPoolTwin(Operation *op) {
   auto same = [&](auto a, auto b) {
     return a.getInput() == b.getInput() && a.getKernel() == b.getKernel() &&
-           a.getStrides() == b.getStrides() && a.getPads() == b.getPads();
+           a.getStrides() == b.getStrides() && a.getPads() == b.getPads() &&
+           a.getChannelsLast() == b.getChannelsLast();
   };
   for (Operation *user : op->getOperand(0).getUsers()) {
     if (user->getBlock() != op->getBlock())
@@ -76,29 +98,32 @@ FailureOr<std::string> Emitter::pool(Operation *op, Value v,
   if (maxOp || !argmaxOp)
     line(llvm::formatv("{0} {1} = {2};", maxOp ? "float" : "gpuc::Accumulator",
                        acc, maxOp ? "-INFINITY" : "0"));
-  std::string top = index(
-      llvm::formatv("{0} * {1} - {2}", coords[2], w.strides[0], w.pads[0]));
-  std::string left = index(
-      llvm::formatv("{0} * {1} - {2}", coords[3], w.strides[1], w.pads[1]));
+  std::string top = index(llvm::formatv("{0} * {1} - {2}", coords[w.rowAxis],
+                                        w.strides[0], w.pads[0]));
+  std::string left = index(llvm::formatv(
+      "{0} * {1} - {2}", coords[w.columnAxis], w.strides[1], w.pads[1]));
   // An axis without padding whose last window ends inside the input needs
   // no bounds check: the window loop then has a fixed trip count without
   // branches, which the host compiler unrolls and vectorizes.
+  int64_t spatial[2] = {w.rowAxis, w.columnAxis};
   auto inside = [&](int axis) {
     return w.pads[axis] == 0 &&
-           (out[2 + axis] - 1) * w.strides[axis] + w.kernel[axis] <=
-               in[2 + axis];
+           (out[spatial[axis]] - 1) * w.strides[axis] + w.kernel[axis] <=
+               in[spatial[axis]];
   };
   std::string ky = fresh("ky"), kx = fresh("kx");
   open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", ky, w.kernel[0]));
   std::string iy = index(top + " + " + ky);
   if (!inside(0))
-    line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", iy, in[2]));
+    line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", iy,
+                       in[w.rowAxis]));
   open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", kx, w.kernel[1]));
   std::string ix = index(left + " + " + kx);
   if (!inside(1))
-    line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", ix, in[3]));
+    line(llvm::formatv("if ({0} < 0 || {0} >= {1}) continue;", ix,
+                       in[w.columnAxis]));
   FailureOr<std::string> x =
-      at(input, raveled({coords[0], coords[1], iy, ix}, in));
+      at(input, raveled(atPosition(coords, w, iy, ix), in));
   if (failed(x))
     return failure();
   if (argmaxOp) {
@@ -153,19 +178,20 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
   Value dy = maxOp ? maxOp.getGradOutput() : op->getOperand(0);
   ArrayRef<int64_t> in = shapeOf(v), out = shapeOf(dy);
   SmallVector<std::string> coords = unravel(idx, in);
-  const std::string &h = coords[2], &x = coords[3];
+  const std::string &h = coords[w.rowAxis], &x = coords[w.columnAxis];
   // Windows that tile the input exactly (stride = kernel, no padding, the
   // output covering every row and column): the one window holding (h, x)
   // is known without a search and needs no bounds checks.
   bool tiles = maxOp && llvm::all_of(llvm::seq(0, 4),
                                      [&](int i) { return w.pads[i] == 0; });
+  int64_t spatial[2] = {w.rowAxis, w.columnAxis};
   for (int a = 0; tiles && a < 2; ++a)
-    tiles =
-        w.strides[a] == w.kernel[a] && out[2 + a] * w.kernel[a] == in[2 + a];
+    tiles = w.strides[a] == w.kernel[a] &&
+            out[spatial[a]] * w.kernel[a] == in[spatial[a]];
   if (tiles) {
     std::string oy = index(llvm::formatv("{0} / {1}", h, w.kernel[0]));
     std::string ox = index(llvm::formatv("{0} / {1}", x, w.kernel[1]));
-    std::string o = raveled({coords[0], coords[1], oy, ox}, out);
+    std::string o = raveled(atPosition(coords, w, oy, ox), out);
     FailureOr<std::string> position = at(maxOp.getIndices(), o);
     FailureOr<std::string> g = at(dy, o);
     if (failed(position) || failed(g))
@@ -187,7 +213,7 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
         "gpuc::maxInt<gidx>(0, ({0} + {1} - {2} + {3} - 1) / {3})", c, pad,
         k - 1, s));
     hi = index(llvm::formatv("gpuc::minInt<gidx>({0} - 1, ({1} + {2}) / {3})",
-                             out[2 + axis], c, pad, s));
+                             out[spatial[axis]], c, pad, s));
   };
   std::string loY, hiY, loX, hiX;
   range(h, 0, loY, hiY);
@@ -199,7 +225,7 @@ FailureOr<std::string> Emitter::poolBackward(Operation *op, Value v,
       index(llvm::formatv("{0} * {1} - {2}", oy, w.strides[0], w.pads[0]));
   std::string left =
       index(llvm::formatv("{0} * {1} - {2}", ox, w.strides[1], w.pads[1]));
-  std::string o = raveled({coords[0], coords[1], oy, ox}, out);
+  std::string o = raveled(atPosition(coords, w, oy, ox), out);
   FailureOr<std::string> g = at(dy, o);
   if (failed(g))
     return failure();

@@ -551,11 +551,11 @@ MaxPool2DOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
         RankedTensorType::get(
             cast<RankedTensorType>(getResult().getType()).getShape(),
             indexType),
-        getInput(), getKernel(), getStrides(), getPads());
+        getInput(), getKernel(), getStrides(), getPads(), getChannelsLast());
   }
   operandGrads[0] = MaxPool2DBackwardOp::create(
       builder, getLoc(), getInput().getType(), indices, resultGrads[0],
-      getKernel(), getStrides(), getPads());
+      getKernel(), getStrides(), getPads(), getChannelsLast());
   return success();
 }
 
@@ -568,7 +568,7 @@ AvgPool2DOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
     return success();
   operandGrads[0] = AvgPool2DBackwardOp::create(
       builder, getLoc(), getInput().getType(), resultGrads[0], getKernel(),
-      getStrides(), getPads(), getCountIncludePad());
+      getStrides(), getPads(), getCountIncludePad(), getChannelsLast());
   return success();
 }
 

@@ -195,11 +195,12 @@ LogicalResult Conv2DOp::verify() {
 }
 
 template <typename PoolOp> static LogicalResult verifyPool(PoolOp op) {
-  return verifyResultShape(
-      op,
-      inferPool2DShape(shapeOf(op.getInput()), op.getKernel(), op.getStrides(),
-                       op.getPads(), [&] { return op.emitOpError(); }),
-      op.getResult());
+  return verifyResultShape(op,
+                           inferPool2DShape(shapeOf(op.getInput()),
+                                            op.getKernel(), op.getStrides(),
+                                            op.getPads(), op.getChannelsLast(),
+                                            [&] { return op.emitOpError(); }),
+                           op.getResult());
 }
 
 LogicalResult MaxPool2DOp::verify() { return verifyPool(*this); }
@@ -411,11 +412,12 @@ static LogicalResult verifyWindowIndexType(Operation *op, Value indices,
 }
 
 LogicalResult MaxPool2DArgmaxOp::verify() {
-  if (failed(verifyResultShape(
-          *this,
-          inferPool2DShape(shapeOf(getInput()), getKernel(), getStrides(),
-                           getPads(), [&] { return emitOpError(); }),
-          getResult())))
+  if (failed(verifyResultShape(*this,
+                               inferPool2DShape(shapeOf(getInput()),
+                                                getKernel(), getStrides(),
+                                                getPads(), getChannelsLast(),
+                                                [&] { return emitOpError(); }),
+                               getResult())))
     return failure();
   return verifyWindowIndexType(*this, getResult(), getKernel());
 }
@@ -429,11 +431,12 @@ LogicalResult MaxPool2DBackwardOp::verify() {
                          << formatShape(shapeOf(getIndices()))
                          << " differs from grad_output shape "
                          << formatShape(shapeOf(getGradOutput()));
-  if (failed(verifyResultShape(
-          *this,
-          inferPool2DShape(shapeOf(getResult()), getKernel(), getStrides(),
-                           getPads(), [&] { return emitOpError(); }),
-          getGradOutput())))
+  if (failed(verifyResultShape(*this,
+                               inferPool2DShape(shapeOf(getResult()),
+                                                getKernel(), getStrides(),
+                                                getPads(), getChannelsLast(),
+                                                [&] { return emitOpError(); }),
+                               getGradOutput())))
     return failure();
   return verifyWindowIndexType(*this, getIndices(), getKernel());
 }
@@ -442,6 +445,7 @@ LogicalResult AvgPool2DBackwardOp::verify() {
   return verifyResultShape(*this,
                            inferPool2DShape(shapeOf(getResult()), getKernel(),
                                             getStrides(), getPads(),
+                                            getChannelsLast(),
                                             [&] { return emitOpError(); }),
                            getGradOutput());
 }

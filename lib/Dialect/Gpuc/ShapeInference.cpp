@@ -270,6 +270,22 @@ mlir::gpuc::inferConv2DShape(ArrayRef<int64_t> input, ArrayRef<int64_t> filter,
   return permuteShape(*result, kToChannelsLast);
 }
 
+FailureOr<Shape>
+mlir::gpuc::inferPool2DShape(ArrayRef<int64_t> input, ArrayRef<int64_t> kernel,
+                             ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                             bool channelsLast, EmitErrorFn emitError) {
+  if (!channelsLast)
+    return inferPool2DShape(input, kernel, strides, pads, emitError);
+  if (input.size() != 4)
+    return emitError() << "input must be rank 4 (channels last: NHWC)";
+  FailureOr<Shape> result = inferPool2DShape(
+      permuteShape(input, kToChannelsFirst), kernel, strides, pads,
+      [&] { return emitError() << "(channels last, read as NCHW) "; });
+  if (failed(result))
+    return failure();
+  return permuteShape(*result, kToChannelsLast);
+}
+
 FailureOr<Shape> mlir::gpuc::inferPool2DShape(ArrayRef<int64_t> input,
                                               ArrayRef<int64_t> kernel,
                                               ArrayRef<int64_t> strides,

@@ -486,9 +486,10 @@ def Gpuc_Conv2DOp : Gpuc_Op<"conv2d", [DeclareOpInterfaceMethods<Gpuc_GradientOp
 
 class Gpuc_Pool2DOp<string mnemonic, string doc>
     : Gpuc_Op<mnemonic, [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
-  let summary = doc # " pooling over the two spatial axes of NCHW";
+  let summary = doc # " pooling over the two spatial axes of NCHW (or NHWC)";
   let arguments = (ins Gpuc_FloatTensor:$input, ArrayProp<I64Prop>:$kernel,
-                       ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads);
+                       ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
+                       UnitProp:$channels_last);
   let results = (outs Gpuc_FloatTensor:$result);
   let hasVerifier = 1;
 }
@@ -496,6 +497,8 @@ class Gpuc_Pool2DOp<string mnemonic, string doc>
 def Gpuc_MaxPool2DOp : Gpuc_Pool2DOp<"max_pool2d", "maximum"> {
   let description = [{
     Padding never wins the maximum. `pads` are `[top, left, bottom, right]`.
+    With `channels_last` the input and result are NHWC (as in every pooling
+    op and its gradient).
 
     ```mlir
     %p = gpuc.max_pool2d %x kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0]
@@ -504,6 +507,7 @@ def Gpuc_MaxPool2DOp : Gpuc_Pool2DOp<"max_pool2d", "maximum"> {
   }];
   let assemblyFormat = [{
     $input `kernel` `=` $kernel `strides` `=` $strides `pads` `=` $pads
+    (`channels_last` $channels_last^)?
     attr-dict `:` type($input) `->` type($result)
   }];
 }
@@ -520,10 +524,11 @@ def Gpuc_AvgPool2DOp : Gpuc_Pool2DOp<"avg_pool2d", "average"> {
   }];
   let arguments = (ins Gpuc_FloatTensor:$input, ArrayProp<I64Prop>:$kernel,
                        ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
-                       UnitProp:$count_include_pad);
+                       UnitProp:$count_include_pad, UnitProp:$channels_last);
   let assemblyFormat = [{
     $input `kernel` `=` $kernel `strides` `=` $strides `pads` `=` $pads
     (`count_include_pad` $count_include_pad^)?
+    (`channels_last` $channels_last^)?
     attr-dict `:` type($input) `->` type($result)
   }];
 }
@@ -809,10 +814,12 @@ def Gpuc_MaxPool2DArgmaxOp : Gpuc_Op<"max_pool2d_argmax", [Pure]> {
     ```
   }];
   let arguments = (ins Gpuc_FloatTensor:$input, ArrayProp<I64Prop>:$kernel,
-                       ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads);
+                       ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
+                       UnitProp:$channels_last);
   let results = (outs Gpuc_WindowIndexTensor:$result);
   let assemblyFormat = [{
     $input `kernel` `=` $kernel `strides` `=` $strides `pads` `=` $pads
+    (`channels_last` $channels_last^)?
     attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
@@ -834,12 +841,12 @@ def Gpuc_MaxPool2DBackwardOp : Gpuc_Op<"max_pool2d_backward", [Pure]> {
   let arguments = (ins Gpuc_WindowIndexTensor:$indices,
                        Gpuc_FloatTensor:$grad_output,
                        ArrayProp<I64Prop>:$kernel, ArrayProp<I64Prop>:$strides,
-                       ArrayProp<I64Prop>:$pads);
+                       ArrayProp<I64Prop>:$pads, UnitProp:$channels_last);
   let results = (outs Gpuc_FloatTensor:$result);
   let assemblyFormat = [{
     $indices `,` $grad_output `kernel` `=` $kernel `strides` `=` $strides
-    `pads` `=` $pads attr-dict `:` type($indices) `,` type($grad_output)
-    `->` type($result)
+    `pads` `=` $pads (`channels_last` $channels_last^)? attr-dict `:`
+    type($indices) `,` type($grad_output) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -859,11 +866,12 @@ def Gpuc_AvgPool2DBackwardOp : Gpuc_Op<"avg_pool2d_backward", [Pure,
   }];
   let arguments = (ins Gpuc_FloatTensor:$grad_output, ArrayProp<I64Prop>:$kernel,
                        ArrayProp<I64Prop>:$strides, ArrayProp<I64Prop>:$pads,
-                       UnitProp:$count_include_pad);
+                       UnitProp:$count_include_pad, UnitProp:$channels_last);
   let results = (outs Gpuc_FloatTensor:$result);
   let assemblyFormat = [{
     $grad_output `kernel` `=` $kernel `strides` `=` $strides `pads` `=` $pads
     (`count_include_pad` $count_include_pad^)?
+    (`channels_last` $channels_last^)?
     attr-dict `:` type($grad_output) `->` type($result)
   }];
   let hasVerifier = 1;

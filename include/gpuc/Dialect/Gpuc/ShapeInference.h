@@ -90,6 +90,12 @@ FailureOr<Shape> inferPool2DShape(ArrayRef<int64_t> input,
                                   ArrayRef<int64_t> strides,
                                   ArrayRef<int64_t> pads,
                                   EmitErrorFn emitError);
+/// NCHW or, channels last, NHWC input.
+FailureOr<Shape> inferPool2DShape(ArrayRef<int64_t> input,
+                                  ArrayRef<int64_t> kernel,
+                                  ArrayRef<int64_t> strides,
+                                  ArrayRef<int64_t> pads, bool channelsLast,
+                                  EmitErrorFn emitError);
 
 /// Normalizes a possibly negative axis into [0, rank).
 FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
