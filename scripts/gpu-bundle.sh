@@ -198,6 +198,10 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   # measure both.
   gpu_artifact scale-gpt2-bf16-flash-attention gpt2 16 adamw bf16 --no-weights \
     --cuda-arch sm_90 --attention flash
+  # ResNet-50's convolutions the other way (bf16 on tensor cores is
+  # channels last by default): NCHW tensors, which cuDNN reorders.
+  gpu_artifact scale-resnet50-bf16-nchw resnet50 256 adamw bf16 --no-weights \
+    --cuda-arch sm_90 --conv-layout nchw
 fi
 
 # Shared libraries the GPU-only trainer needs beyond glibc and libstdc++.

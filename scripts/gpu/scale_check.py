@@ -50,10 +50,12 @@ def build(bundle, name, sdpa=False):
     return torchvision_model.build("resnet50", 1000, 0)
 
 
-# Per model, its artifacts by label: the precision, and for GPT-2 bf16 the
+# Per model, its artifacts by label: the precision, for GPT-2 bf16 the
 # other attention lowering too (the fused kernel, where the default is
-# batched GEMMs on tensor cores around a softmax row kernel).
-VARIANTS = ("fp32", "bf16", "bf16-flash-attention")
+# batched GEMMs on tensor cores around a softmax row kernel), and for
+# ResNet-50 bf16 the other convolution layout (NCHW, where the default on
+# tensor cores is channels last).
+VARIANTS = ("fp32", "bf16", "bf16-flash-attention", "bf16-nchw")
 
 
 def precision_of(label):
