@@ -230,6 +230,12 @@ struct SinkThroughWindows : RewritePattern {
     std::optional<bool> last = channelsLast(op);
     if (!last || *last)
       return failure();
+    // A window's gradient is as large as the forward window's input, and
+    // what reads it (a batch norm's or ReLU's gradient, the convolution's)
+    // holds NHWC values: its smaller incoming gradient is transposed
+    // instead, however it was computed (a flatten's NCHW gradient from the
+    // classifier).
+    bool backward = isa<MaxPool2DBackwardOp, AvgPool2DBackwardOp>(op);
     SmallVector<Value> operands;
     bool moves = false;
     for (Value operand : op->getOperands()) {
@@ -238,14 +244,14 @@ struct SinkThroughWindows : RewritePattern {
           !cheapToTranspose(t.getInput())) {
         operands.push_back(t.getInput());
         moves = true;
-      } else if (cheapToTranspose(operand)) {
+      } else if (backward || cheapToTranspose(operand)) {
         operands.push_back(
             transposed(rewriter, op->getLoc(), operand, kToChannelsLast));
       } else {
         return failure();
       }
     }
-    if (!moves)
+    if (!moves && !backward)
       return failure();
     Operation *moved = rewriter.clone(*op);
     moved->setOperands(operands);
@@ -344,6 +350,10 @@ struct GpucChannelsLast : gpuc::impl::GpucChannelsLastBase<GpucChannelsLast> {
           c && !c.getChannelsLast())
         convolutions.push_back(op);
     });
+    // Without a convolution nothing holds NHWC values to meet: windows
+    // alone keep their layout.
+    if (convolutions.empty())
+      return;
     for (Operation *op : convolutions) {
       if (auto c = dyn_cast<Conv2DOp>(op))
         holdChannelsLast(c);

@@ -144,3 +144,36 @@ func.func @windows(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %w2: tensor
   %dx = gpuc.conv2d_backward_input %dm, %w strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
   return %z, %dx : tensor<2x4x4x4xf32>, tensor<2x3x8x8xf32>
 }
+
+// -----
+
+// A flatten into a linear layer reads NCHW; its gradient comes back NCHW
+// and is transposed once, into the pooling's gradient, so the ReLU's
+// gradient and the convolution's run on NHWC tensors.
+// CHECK-LABEL: func.func @flatten_gradient
+// CHECK: %[[IN:.+]] = gpuc.transpose %arg3 perm = [0, 2, 3, 1] : tensor<2x4x2x2xf32> -> tensor<2x2x2x4xf32>
+// CHECK-NEXT: %[[DP:.+]] = gpuc.avg_pool2d_backward %[[IN]] {{.*}} channels_last : tensor<2x2x2x4xf32> -> tensor<2x4x4x4xf32>
+// CHECK-NOT: gpuc.transpose
+// CHECK: gpuc.select %{{.+}}, %[[DP]], %{{.+}} : tensor<2x4x4x4xi1>, tensor<2x4x4x4xf32>
+// CHECK-NOT: gpuc.transpose
+// CHECK: gpuc.conv2d_backward_input {{.*}} channels_last
+func.func @flatten_gradient(%x: tensor<2x3x4x4xf32>, %w: tensor<4x3x1x1xf32>, %zero: tensor<2x4x4x4xf32>, %dp: tensor<2x4x2x2xf32>) -> tensor<2x3x4x4xf32> {
+  %y = gpuc.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<2x3x4x4xf32>, tensor<4x3x1x1xf32>) -> tensor<2x4x4x4xf32>
+  %z = gpuc.constant dense<0.0> : tensor<2x4x4x4xf32>
+  %positive = gpuc.compare gt, %y, %z : tensor<2x4x4x4xf32>
+  %g = gpuc.avg_pool2d_backward %dp kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x4x2x2xf32> -> tensor<2x4x4x4xf32>
+  %dy = gpuc.select %positive, %g, %z : tensor<2x4x4x4xi1>, tensor<2x4x4x4xf32>
+  %dx = gpuc.conv2d_backward_input %dy, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<2x4x4x4xf32>, tensor<4x3x1x1xf32>) -> tensor<2x3x4x4xf32>
+  return %dx : tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// Without a convolution, windows keep their layout.
+// CHECK-LABEL: func.func @no_convolution
+// CHECK-NOT: channels_last
+// CHECK-NOT: gpuc.transpose
+func.func @no_convolution(%dp: tensor<2x4x2x2xf32>) -> tensor<2x4x4x4xf32> {
+  %g = gpuc.avg_pool2d_backward %dp kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x4x2x2xf32> -> tensor<2x4x4x4xf32>
+  return %g : tensor<2x4x4x4xf32>
+}
