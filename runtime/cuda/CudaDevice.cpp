@@ -313,7 +313,7 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
     return false;
   if (!checkConvAlgorithms(error))
     return false;
-  chooseGemmAlgorithms(dir);
+  chooseLibraryAlgorithms(dir);
   if (profile) {
     // Timing a step needs events between steps, which a replayed graph
     // does not have.
@@ -354,7 +354,7 @@ CudaDevice::~CudaDevice() {
   if (copies)
     cuStreamSynchronize(copies);
   if (profile && !stepEvents.empty())
-    reportGemmCandidates();
+    reportLibraryCandidates();
   for (CUevent event : stepEvents)
     cuEventDestroy(event);
   for (CUevent event : {timingStart, timingStop})

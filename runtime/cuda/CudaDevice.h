@@ -75,8 +75,9 @@ struct Step {
   cublasLtMatrixLayout_t layoutA = nullptr, layoutB = nullptr,
                          layoutC = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  /// The heuristic's candidate algorithms, the one measured fastest, and
-  /// the shape that names the choice.
+  /// The heuristic's candidate algorithms (a GEMM's; a convolution's are
+  /// convCandidates), the one measured fastest, and the shape that names
+  /// the choice.
   std::vector<cublasLtMatmulAlgo_t> candidates;
   size_t chosen = 0;
   std::string shape;
@@ -89,7 +90,7 @@ struct Step {
   int convAlgo = 0;
   /// The deterministic algorithms the heuristic ranks, in its order:
   /// checkConvAlgorithms runs the first and falls back on the next where
-  /// cuDNN refuses one it proposed.
+  /// cuDNN refuses one it proposed; chooseLibraryAlgorithms times them.
   std::vector<int> convCandidates;
   // Operands (GEMM: a, b, c; conv: x, w, y; copy: src, dst): buffer ids,
   // and their addresses once memory is allocated.
@@ -185,11 +186,18 @@ private:
   bool resolveSteps(std::string &error);
   void bindPointers();
   bool prepareGemm(Step &step, const nlohmann::json &s, std::string &error);
-  /// Times the GEMM candidates once per shape (or takes the choice kept
-  /// in the artifact); train --profile reports all of them.
-  void chooseGemmAlgorithms(const std::string &dir);
-  bool timeGemm(Step &step, size_t candidate, double &us);
-  void reportGemmCandidates();
+  /// Times each GEMM's and convolution's candidate algorithms once per
+  /// shape (or takes the choice kept in the artifact); train --profile
+  /// reports all of them.
+  void chooseLibraryAlgorithms(const std::string &dir);
+  /// A library step's candidates (GEMM or convolution), and taking one.
+  static size_t candidateCount(const Step &step);
+  static void takeCandidate(Step &step, size_t candidate);
+  /// Runs `step` with its candidate once, then times `repeats` runs:
+  /// false (and no time) when the library refuses or fails it.
+  bool timeCandidate(Step &step, size_t candidate, double &us, int repeats);
+  static int timingRepeats(const Step &step);
+  void reportLibraryCandidates();
   CUevent timingStart = nullptr, timingStop = nullptr;
   bool prepareConv(Step &step, const nlohmann::json &s, std::string &error);
   /// Runs each convolution once with its algorithm, the next candidate
@@ -269,7 +277,7 @@ private:
   Counters launchCounters;
 
   /// train --profile: steps are launched one by one (no graphs) between
-  /// events (stepTimes()); cuBLASLt's candidates are printed at exit.
+  /// events (stepTimes()); the library candidates are printed at exit.
   bool profile = options.profile;
   std::vector<CUevent> stepEvents;
 

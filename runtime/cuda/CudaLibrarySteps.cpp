@@ -115,7 +115,7 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   cublasLtMatmulPreferenceSetAttribute(preference,
                                        CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                        &limit, sizeof(limit));
-  // The heuristic's candidates, in its order; chooseGemmAlgorithms times
+  // The heuristic's candidates, in its order; chooseLibraryAlgorithms times
   // them once the memory is there.
   cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
   int found = 0;
@@ -137,29 +137,57 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   return true;
 }
 
-bool CudaDevice::timeGemm(Step &step, size_t candidate, double &us) {
+size_t CudaDevice::candidateCount(const Step &step) {
+  return step.kind == StepKind::Gemm ? step.candidates.size()
+                                     : step.convCandidates.size();
+}
+
+void CudaDevice::takeCandidate(Step &step, size_t candidate) {
+  if (step.kind == StepKind::Gemm)
+    step.algo = step.candidates[candidate];
+  else
+    step.convAlgo = step.convCandidates[candidate];
+}
+
+bool CudaDevice::timeCandidate(Step &step, size_t candidate, double &us,
+                               int repeats) {
   std::string error;
-  step.algo = step.candidates[candidate];
-  if (!issueStep(step, compute, error)) // warm-up
+  takeCandidate(step, candidate);
+  // The warm-up runs alone: a candidate the library refuses (cuDNN can
+  // refuse an algorithm its heuristic proposed) is left out, not timed.
+  if (!issueStep(step, compute, error) ||
+      cuStreamSynchronize(compute) != CUDA_SUCCESS)
     return false;
+  if (repeats == 0)
+    return true;
   cuEventRecord(timingStart, compute);
-  for (int r = 0; r < 10; ++r)
-    issueStep(step, compute, error);
+  for (int r = 0; r < repeats; ++r)
+    if (!issueStep(step, compute, error))
+      return false;
   cuEventRecord(timingStop, compute);
   if (cuEventSynchronize(timingStop) != CUDA_SUCCESS)
     return false;
   float ms = 0;
   cuEventElapsedTime(&ms, timingStart, timingStop);
-  us = 1e3 * ms / 10;
+  us = 1e3 * ms / repeats;
   return true;
 }
 
-void CudaDevice::chooseGemmAlgorithms(const std::string &dir) {
+int CudaDevice::timingRepeats(const Step &step) {
+  // A convolution over a real batch runs for milliseconds, and a model has
+  // dozens of shapes, each with several candidates: 3 runs time it well
+  // enough at a tenth of the load time 10 would take.
+  return step.kind == StepKind::Gemm ? 10 : 3;
+}
+
+void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
   // A measured choice can differ from one process to the next, and two
   // algorithms may round differently: the choices are kept beside the plan
-  // (gemm-algorithms.json, per GPU), so every later run of the artifact on
-  // this GPU takes the same ones and replays stay bit-identical.
-  std::string path = dir + "/gemm-algorithms.json";
+  // (library-algorithms.json, per GPU), so every later run of the artifact
+  // on this GPU takes the same ones and replays stay bit-identical. Only
+  // deterministic convolution algorithms are candidates, so a choice never
+  // costs reproducibility.
+  std::string path = dir + "/library-algorithms.json";
   nlohmann::json cache = nlohmann::json::object();
   if (std::ifstream in(path); in)
     cache = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -172,27 +200,45 @@ void CudaDevice::chooseGemmAlgorithms(const std::string &dir) {
   bool changed = false;
   for (auto &[name, steps] : programs)
     for (Step &step : steps) {
-      if (step.kind != StepKind::Gemm || step.candidates.empty())
+      bool conv = step.kind == StepKind::Conv ||
+                  step.kind == StepKind::ConvBackwardInput ||
+                  step.kind == StepKind::ConvBackwardFilter;
+      size_t count = candidateCount(step);
+      if ((step.kind != StepKind::Gemm && !conv) || count == 0)
         continue;
-      step.chosen = 0;
-      auto known = choices.find(step.shape);
+      // checkConvAlgorithms left a convolution on the first candidate
+      // that runs.
+      size_t fallback = 0;
+      if (conv)
+        fallback = std::find(step.convCandidates.begin(),
+                             step.convCandidates.end(), step.convAlgo) -
+                   step.convCandidates.begin();
+      step.chosen = fallback;
+      std::string key = conv ? step.label + " " + step.shape : step.shape;
+      auto known = choices.find(key);
+      double check = 0;
       if (known != choices.end() && known->is_number_unsigned() &&
-          known->get<size_t>() < step.candidates.size()) {
+          known->get<size_t>() < count &&
+          (!conv ||
+           timeCandidate(step, known->get<size_t>(), check, /*repeats=*/0))) {
         step.chosen = known->get<size_t>();
-      } else if (step.candidates.size() > 1) {
+      } else if (count > 1) {
         // The first in the heuristic's order within 10 % of the fastest:
         // a near tie keeps the heuristic's pick.
-        std::vector<double> us(step.candidates.size(), 1e30);
-        for (size_t c = 0; c < step.candidates.size(); ++c)
-          if (!timeGemm(step, c, us[c]))
+        std::vector<double> us(count, 1e30);
+        for (size_t c = 0; c < count; ++c)
+          if (!timeCandidate(step, c, us[c], timingRepeats(step)))
             us[c] = 1e30;
         double best = *std::min_element(us.begin(), us.end());
-        while (step.chosen + 1 < us.size() && us[step.chosen] > 1.1 * best)
-          ++step.chosen;
-        choices[step.shape] = step.chosen;
-        changed = true;
+        if (best < 1e30) {
+          step.chosen = 0;
+          while (step.chosen + 1 < count && us[step.chosen] > 1.1 * best)
+            ++step.chosen;
+          choices[key] = step.chosen;
+          changed = true;
+        }
       }
-      step.algo = step.candidates[step.chosen];
+      takeCandidate(step, step.chosen);
     }
   if (changed) {
     std::ofstream out(path);
@@ -201,25 +247,30 @@ void CudaDevice::chooseGemmAlgorithms(const std::string &dir) {
   }
 }
 
-void CudaDevice::reportGemmCandidates() {
-  fprintf(stderr, "gpuc profile (cuda): cuBLASLt GEMMs, us per call of each "
-                  "candidate algorithm (heuristic order):\n");
+void CudaDevice::reportLibraryCandidates() {
+  fprintf(stderr, "gpuc profile (cuda): cuBLASLt GEMMs and cuDNN "
+                  "convolutions, us per call of each candidate algorithm "
+                  "(heuristic order; - where the library refuses it):\n");
   for (auto &[name, steps] : programs)
     for (size_t i = 0; i < steps.size(); ++i) {
       Step &step = steps[i];
-      if (step.kind != StepKind::Gemm || step.candidates.size() < 2)
+      size_t count = step.kind == StepKind::Gemm || !step.convCandidates.empty()
+                         ? candidateCount(step)
+                         : 0;
+      if (count < 2)
         continue;
       std::string line;
-      for (size_t c = 0; c < step.candidates.size(); ++c) {
+      for (size_t c = 0; c < count; ++c) {
         double us = 0;
-        if (!timeGemm(step, c, us))
-          continue;
         char text[40];
-        snprintf(text, sizeof text, " #%zu %.1f%s", c, us,
-                 c == step.chosen ? "*" : "");
+        if (timeCandidate(step, c, us, timingRepeats(step)))
+          snprintf(text, sizeof text, " #%zu %.1f%s", c, us,
+                   c == step.chosen ? "*" : "");
+        else
+          snprintf(text, sizeof text, " #%zu -", c);
         line += text;
       }
-      step.algo = step.candidates[step.chosen];
+      takeCandidate(step, step.chosen);
       fprintf(stderr, "  %s step %zu (%s):%s\n", name.c_str(), i,
               step.shape.c_str(), line.c_str());
     }
@@ -231,8 +282,13 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
   step.id0 = s["x"];
   step.id1 = s["w"];
   step.id2 = s["y"];
-  step.shape = s["x_shape"].dump() + " * " + s["w_shape"].dump() +
-               (g.channelsLast ? " NHWC" : "");
+  // With the step's kind (its label), what names the algorithm choice:
+  // the data type and the whole geometry.
+  step.shape = s.value("dtype", "F32") + " " + s["x_shape"].dump() + " * " +
+               s["w_shape"].dump() + (g.channelsLast ? " NHWC" : "") +
+               " strides " + s["strides"].dump() + " pads " + s["pads"].dump() +
+               " dilations " + s["dilations"].dump() + " groups " +
+               std::to_string(g.groups);
   auto fail = [&](cudnnStatus_t status, const char *what) {
     error = std::string("cuDNN ") + what + " failed for " + step.label + " " +
             s["x_shape"].dump() + " * " + s["w_shape"].dump() + ": " +

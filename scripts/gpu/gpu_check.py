@@ -203,7 +203,7 @@ def check_data_parallel_alone(args, results):
         # data-parallel one takes the plain one's choices (the same shapes),
         # so that only the all-reduces differ between them.
         choices = os.path.join(args.bundle, "artifacts", "bench-mlp-128",
-                               "gemm-algorithms.json")
+                               "library-algorithms.json")
         if name == "dp-mlp-128" and os.path.exists(choices):
             shutil.copy(choices, os.path.join(args.bundle, "artifacts", name))
         metrics = os.path.join(args.work, "%s-dp.jsonl" % name)
