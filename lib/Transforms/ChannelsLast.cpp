@@ -114,18 +114,22 @@ struct SinkThroughElementwise : RewritePattern {
       }
     if (perm.empty())
       return failure();
+    auto samePerm = [&](Value operand) {
+      auto t = operand.getDefiningOp<TransposeOp>();
+      return t && t.getPerm() == perm;
+    };
+    // Decided before anything is built: a failed match leaves no op behind.
+    if (!llvm::all_of(op->getOperands(), [&](Value operand) {
+          return samePerm(operand) || cheapToTranspose(operand);
+        }))
+      return failure();
     Shape inverse = inversePermutation(perm);
     SmallVector<Value> operands;
-    for (Value operand : op->getOperands()) {
-      auto t = operand.getDefiningOp<TransposeOp>();
-      if (t && t.getPerm() == perm)
-        operands.push_back(t.getInput());
-      else if (cheapToTranspose(operand))
-        operands.push_back(
-            transposed(rewriter, op->getLoc(), operand, inverse));
-      else
-        return failure();
-    }
+    for (Value operand : op->getOperands())
+      operands.push_back(
+          samePerm(operand)
+              ? operand.getDefiningOp<TransposeOp>().getInput()
+              : transposed(rewriter, op->getLoc(), operand, inverse));
     Operation *moved = rewriter.clone(*op);
     moved->setOperands(operands);
     RankedTensorType type = tensorType(op->getResult(0));
@@ -236,23 +240,24 @@ struct SinkThroughWindows : RewritePattern {
     // instead, however it was computed (a flatten's NCHW gradient from the
     // classifier).
     bool backward = isa<MaxPool2DBackwardOp, AvgPool2DBackwardOp>(op);
-    SmallVector<Value> operands;
-    bool moves = false;
-    for (Value operand : op->getOperands()) {
+    auto fromChannelsLast = [](Value operand) {
       auto t = operand.getDefiningOp<TransposeOp>();
-      if (t && t.getPerm() == ArrayRef<int64_t>(kToChannelsFirst) &&
-          !cheapToTranspose(t.getInput())) {
-        operands.push_back(t.getInput());
-        moves = true;
-      } else if (backward || cheapToTranspose(operand)) {
-        operands.push_back(
-            transposed(rewriter, op->getLoc(), operand, kToChannelsLast));
-      } else {
-        return failure();
-      }
-    }
-    if (!moves && !backward)
+      return t && t.getPerm() == ArrayRef<int64_t>(kToChannelsFirst) &&
+             !cheapToTranspose(t.getInput());
+    };
+    // Decided before anything is built: a failed match leaves no op behind.
+    bool moves = llvm::any_of(op->getOperands(), fromChannelsLast);
+    if (!backward &&
+        (!moves || !llvm::all_of(op->getOperands(), [&](Value operand) {
+          return fromChannelsLast(operand) || cheapToTranspose(operand);
+        })))
       return failure();
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands())
+      operands.push_back(
+          fromChannelsLast(operand)
+              ? operand.getDefiningOp<TransposeOp>().getInput()
+              : transposed(rewriter, op->getLoc(), operand, kToChannelsLast));
     Operation *moved = rewriter.clone(*op);
     moved->setOperands(operands);
     RankedTensorType type = tensorType(op->getResult(0));
