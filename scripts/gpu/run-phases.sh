@@ -7,7 +7,8 @@
 #   OUT=DIR ./run-phases.sh checks:60 profile:40 scale:460
 #
 # The scale phase runs with --rounds 2 --scale-steps 5 here
-# (GPUC_SCALE_MODELS=gpt2 for GPT-2 alone).
+# (GPUC_SCALE_MODELS=gpt2 for GPT-2 alone, GPUC_SCALE_VARIANTS=bf16,bf16-nchw
+# for those artifacts alone).
 set -u
 bundle=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:?run-phases.sh: set OUT to the folder that collects the results}
