@@ -635,6 +635,7 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
           (cudnnConvolutionBwdFilterAlgo_t)step.convAlgo, ws, workspaceBytes,
           &zero, step.wDesc, w);
     if (st != CUDNN_STATUS_SUCCESS) {
+      refusedConvolution = &step;
       error = "cuDNN " + step.label + " " + step.shape + " (algorithm " +
               std::to_string(step.convAlgo) +
               ") failed: " + cudnnGetErrorString(st);
@@ -792,17 +793,41 @@ bool CudaDevice::run(const std::string &function, std::string &error) {
     auto it = graphs[slot].find(function);
     if (it == graphs[slot].end()) {
       // Captured once per (function, slot); every later run replays it.
-      if (!check(cuStreamBeginCapture(compute,
-                                      CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                 "cuStreamBeginCapture", error))
-        return false;
-      std::string issueError;
-      bool issued = issue(function, slot, compute, issueError);
       CUgraph graph = nullptr;
-      CUresult ended = cuStreamEndCapture(compute, &graph);
-      if (!issued) {
-        error = "capturing " + function + " into a CUDA Graph: " + issueError;
-        return false;
+      CUresult ended = CUDA_SUCCESS;
+      for (;;) {
+        if (!check(cuStreamBeginCapture(compute,
+                                        CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                   "cuStreamBeginCapture", error))
+          return false;
+        std::string issueError;
+        refusedConvolution = nullptr;
+        bool issued = issue(function, slot, compute, issueError);
+        ended = cuStreamEndCapture(compute, &graph);
+        if (issued)
+          break;
+        if (graph)
+          cuGraphDestroy(graph);
+        graph = nullptr;
+        // cuDNN can refuse to capture an algorithm it ran before the
+        // capture: the next candidate takes its place and the capture
+        // starts again (the same choice on every run of this GPU).
+        if (!refusedConvolution) {
+          error = "capturing " + function + " into a CUDA Graph: " + issueError;
+          return false;
+        }
+        Step &refused = const_cast<Step &>(*refusedConvolution);
+        int algorithm = refused.convAlgo;
+        if (!replaceRefusedAlgorithm(refused, error)) {
+          error = "capturing " + function +
+                  " into a CUDA Graph: " + issueError + "; " + error;
+          return false;
+        }
+        fprintf(stderr,
+                "cuda: cuDNN refused to capture %s %s with algorithm %d (%s); "
+                "it runs algorithm %d\n",
+                refused.label.c_str(), refused.shape.c_str(), algorithm,
+                issueError.c_str(), refused.convAlgo);
       }
       if (!check(ended, "cuStreamEndCapture", error))
         return false;

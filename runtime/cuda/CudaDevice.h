@@ -208,6 +208,11 @@ private:
   bool issue(const std::string &function, int slot, CUstream stream,
              std::string &error);
   bool issueStep(const Step &step, CUstream stream, std::string &error);
+  /// The convolution whose algorithm cuDNN last refused in issueStep, and
+  /// what replaces a refused one by its next candidate that runs (false
+  /// when none is left).
+  const Step *refusedConvolution = nullptr;
+  bool replaceRefusedAlgorithm(Step &step, std::string &error);
   /// Optimizer-state sharding's steps: NCCL between ranks, else copies.
   bool issueSharded(const Step &step, CUstream stream, std::string &error);
   bool staged(int id) const { return stagingOffset[id] >= 0; }

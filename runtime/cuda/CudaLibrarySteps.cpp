@@ -382,6 +382,24 @@ bool CudaDevice::prepareConv(Step &step, const nlohmann::json &s,
   return true;
 }
 
+bool CudaDevice::replaceRefusedAlgorithm(Step &step, std::string &error) {
+  auto &candidates = step.convCandidates;
+  candidates.erase(
+      std::remove(candidates.begin(), candidates.end(), step.convAlgo),
+      candidates.end());
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    double unused = 0;
+    if (timeCandidate(step, c, unused, /*repeats=*/0)) {
+      step.chosen = c;
+      return true;
+    }
+  }
+  error = "cuDNN runs none of the other deterministic algorithms it proposes "
+          "for " +
+          step.label + " " + step.shape + " (--precision fp32 may have one)";
+  return false;
+}
+
 bool CudaDevice::checkConvAlgorithms(std::string &error) {
   for (auto &[name, steps] : programs)
     for (Step &step : steps) {
