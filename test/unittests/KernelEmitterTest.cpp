@@ -110,9 +110,10 @@ TEST(KernelEmitterTest, IndexWidthFollowsTheLargestIndex) {
 // A row kernel over `rows` rows (columns of a [65536, rows] tensor) of
 // 65,536: the per-row sum plus an operand of one value per row (%b), and the
 // centred row.
-static std::string rowKernel(int rows) {
-  std::string r = std::to_string(rows), t = "tensor<65536x" + r + "xf32>",
-              v = "tensor<" + r + "xf32>";
+static std::string rowKernel(int rows, const std::string &element = "f32") {
+  std::string r = std::to_string(rows),
+              t = "tensor<65536x" + r + "x" + element + ">",
+              v = "tensor<" + r + "x" + element + ">";
   return "func.func @f(%a: " + t + ", %b: " + v + ") -> (" + v + ", " + t +
          ") {\n  %r:2 = gpuc.fusion(%a, %b) : (" + t + ", " + v + ") -> (" + v +
          ", " + t + ") {\n  ^bb0(%x: " + t + ", %y: " + v +
@@ -151,16 +152,19 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
       // The GPU's column: its slices' sum, one partial per chunk from slice
       // 0, the per-row value from the first chunk's slice 0.
       EXPECT_NE(src.find("const gidx o = (gidx)(blockIdx.x / 4) * 8 + "
-                         "gpuc::columnLane();"),
+                         "gpuc::columnLane<8>();"),
                 std::string::npos)
           << src;
-      EXPECT_NE(src.find("gpuc::columnReduceSum("), std::string::npos) << src;
-      EXPECT_NE(src.find("if (gpuc::columnSlice() == 0) partials[(0 + o) * 4 "
-                         "+ part] = acc"),
+      EXPECT_NE(src.find("r += gpuc::columnSlices<8>())"), std::string::npos)
+          << src;
+      EXPECT_NE(src.find("gpuc::columnReduceSum<8>("), std::string::npos)
+          << src;
+      EXPECT_NE(src.find("if (gpuc::columnSlice<8>() == 0) partials[(0 + o) "
+                         "* 4 + part] = acc"),
                 std::string::npos)
           << src;
       EXPECT_NE(src.find("if (phase == 2 && part == 0 && "
-                         "gpuc::columnSlice() == 0)"),
+                         "gpuc::columnSlice<8>() == 0)"),
                 std::string::npos)
           << src;
       // The CPU's: each lane's row has its own partial.
@@ -597,4 +601,30 @@ TEST(KernelEmitterTest, ShortRowsAreAWarpEach) {
       << longRows->source;
   EXPECT_EQ(longRows->source.find("warpRow"), std::string::npos)
       << longRows->source;
+}
+
+// Columns of 16-bit elements take 16 lanes a block: a warp's loads are two
+// runs of 32 bytes (whole sectors), where 8 lanes read half of each.
+TEST(KernelEmitterTest, NarrowColumnsTakeSixteenLanes) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  for (const char *element : {"bf16", "f16"}) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(rowKernel(2048, element), &context);
+    ASSERT_TRUE(module);
+    FusionOp fusion;
+    module->walk([&](FusionOp op) { fusion = op; });
+    FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
+    ASSERT_TRUE(succeeded(kernel));
+    const std::string &src = kernel->source;
+    int64_t splits = rowKernelSplits(2048 / kGpuNarrowColumnLanes, 65536);
+    EXPECT_EQ(kernel->grid, 2048 / kGpuNarrowColumnLanes * splits);
+    EXPECT_NE(src.find(" * 16 + gpuc::columnLane<16>();"), std::string::npos)
+        << src;
+    EXPECT_NE(src.find("r += gpuc::columnSlices<16>())"), std::string::npos)
+        << src;
+    EXPECT_NE(src.find("gpuc::columnReduceSum<16>("), std::string::npos) << src;
+    EXPECT_EQ(src.find("<8>"), std::string::npos) << src;
+  }
 }

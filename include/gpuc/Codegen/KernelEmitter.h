@@ -56,8 +56,11 @@ constexpr int64_t kWarpRowsPerBlock = 8;
 constexpr int64_t kRowChunkMin = 4096;
 /// A row kernel whose rows are adjacent elements runs in columns on the
 /// GPU: kGpuColumnLanes adjacent rows per block of 256 threads (Kernel.h's
-/// kColumnLanes), each thread one row and a slice of its elements.
+/// column lanes), each thread one row and a slice of its elements; 16 when
+/// the rows it reads hold 16-bit elements (kGpuNarrowColumnLanes), so a
+/// warp's loads are whole 32-byte sectors either way.
 constexpr int64_t kGpuColumnLanes = 8;
+constexpr int64_t kGpuNarrowColumnLanes = 16;
 /// Blocks per row of a row kernel with `rows` rows of `rowLength` elements.
 /// A split kernel writes its per-row results in a launch after the one that
 /// writes per-element results (which every block of a row reads per-row

@@ -246,6 +246,21 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   bool columns = !runs.back().reduced &&
                  runs.back().dims.back() % kCpuLanes == 0 &&
                  runs.back().dims.back() % kGpuColumnLanes == 0;
+  // Eight lanes of a 16-bit row read half of each 32-byte sector (the
+  // other half is another block's): such rows take 16 lanes, whole sectors.
+  bool narrowRows = llvm::any_of(block.getArguments(), [&](Value input) {
+    auto type = dyn_cast<RankedTensorType>(input.getType());
+    return type && type.getShape() == full &&
+           type.getElementType().getIntOrFloatBitWidth() == 16;
+  });
+  int64_t gpuLanes =
+      narrowRows && runs.back().dims.back() % kGpuNarrowColumnLanes == 0
+          ? kGpuNarrowColumnLanes
+          : kGpuColumnLanes;
+  // The GPU's column helpers (Kernel.h), for this kernel's lanes.
+  auto columnCall = [&](StringRef helper) {
+    return llvm::formatv("gpuc::{0}<{1}>", helper, gpuLanes).str();
+  };
   // Few long rows (batch norm's per-channel statistics) would leave most
   // of a GPU idle with one block per row: such a row is split into
   // `splits` chunks, one block each, and the kernel runs as one launch
@@ -255,7 +270,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // blocks of a row agree and replays are bit-identical. Columns split by
   // their groups of rows (GPT-2's 768 features summed over 16k tokens are
   // 96 groups, 4 blocks each).
-  splits = columns ? rowKernelSplits(rows / kGpuColumnLanes, rowLength)
+  splits = columns ? rowKernelSplits(rows / gpuLanes, rowLength)
                    : rowKernelSplits(rows, rowLength);
   int64_t chunk = (rowLength + splits - 1) / splits;
   kernel.grid = std::max<int64_t>(1, rows) * splits;
@@ -282,8 +297,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // Columns on the CPU: kCpuLanes rows per block, the row's loop outside
   // and the rows' lanes inside, so the lanes load adjacent elements and
   // vectorize; each row still adds its elements in order. On the GPU:
-  // kGpuColumnLanes rows per block, each thread a row (its column lane)
-  // and a slice of the row's elements (every gpuc::kColumnSlices-th), the
+  // gpuLanes rows per block, each thread a row (its column lane) and a
+  // slice of the row's elements (every gpuc::columnSlices()-th), the
   // slices' partial results combined in a fixed order (Kernel.h's
   // columnReduceSum).
   SmallVector<std::string> kept;
@@ -302,8 +317,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       line(llvm::formatv("const gidx oGroup = (gidx){0} * {1};", blockRows,
                          kCpuLanes));
     } else if (gpuColumn) {
-      line(llvm::formatv("const gidx o = (gidx){0} * {1} + gpuc::columnLane();",
-                         blockRows, kGpuColumnLanes));
+      line(llvm::formatv("const gidx o = (gidx){0} * {1} + {2}();", blockRows,
+                         gpuLanes, columnCall("columnLane")));
     } else if (warpRows) {
       // The last block's warps past the last row have nothing to do; each
       // warp is in or out as a whole, so its shuffles see all its lanes.
@@ -427,14 +442,17 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     // The GPU's loop over the row's elements, `pass` its body.
     auto portableRowLoop =
         [&](function_ref<LogicalResult(StringRef)> pass) -> LogicalResult {
-      open(llvm::formatv(
-          gpuColumn  ? "for (gidx r = {0} + gpuc::columnSlice(); r < {1}; "
-                       "r += gpuc::kColumnSlices)"
-          : warpRows ? "for (gidx r = {0} + gpuc::warpLane(); r < {1}; r += "
+      if (gpuColumn)
+        open(llvm::formatv("for (gidx r = {0} + {2}(); r < {1}; r += {3}())",
+                           rowBegin, rowEnd, columnCall("columnSlice"),
+                           columnCall("columnSlices")));
+      else
+        open(llvm::formatv(
+            warpRows ? "for (gidx r = {0} + gpuc::warpLane(); r < {1}; r += "
                        "gpuc::kWarpStride)"
                      : "for (gidx r = {0} + threadIdx.x; r < {1}; r += "
                        "blockDim.x)",
-          rowBegin, rowEnd));
+            rowBegin, rowEnd));
       if (failed(pass("")))
         return failure();
       close();
@@ -636,25 +654,27 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         return failure();
       }
       for (size_t m = 0; m < members.size() && !column; ++m)
-        line(llvm::formatv(isa<ReduceMaxOp>(reductions[members[m]])
-                               ? "{0} = gpuc::{1}ReduceMax({0});"
-                               : "{0} = gpuc::{1}ReduceSum({0});",
-                           accs[m],
-                           warpRows    ? "warp"
-                           : gpuColumn ? "column"
-                                       : "block"));
+        line(llvm::formatv(
+            "{0} = {1}({0});", accs[m],
+            gpuColumn ? columnCall(isa<ReduceMaxOp>(reductions[members[m]])
+                                       ? "columnReduceMax"
+                                       : "columnReduceSum")
+                      : std::string(warpRows ? "gpuc::warp" : "gpuc::block") +
+                            (isa<ReduceMaxOp>(reductions[members[m]])
+                                 ? "ReduceMax"
+                                 : "ReduceSum")));
       if (splits > 1) {
         // This launch's reductions: store the chunk's partials and stop.
         open(llvm::formatv("if (phase == {0})", level));
         if (column)
           openLanes();
         for (size_t m = 0; m < members.size(); ++m)
-          line(llvm::formatv("{0}partials[{1} + part] = {2};",
-                             column      ? ""
-                             : gpuColumn ? "if (gpuc::columnSlice() == 0) "
-                                         : "if (threadIdx.x == 0) ",
-                             slot(m),
-                             column ? accs[m] + "Lanes[lane]" : accs[m]));
+          line(llvm::formatv(
+              "{0}partials[{1} + part] = {2};",
+              column      ? ""
+              : gpuColumn ? "if (" + columnCall("columnSlice") + "() == 0) "
+                          : "if (threadIdx.x == 0) ",
+              slot(m), column ? accs[m] + "Lanes[lane]" : accs[m]));
         if (column)
           close();
         line("return;");
@@ -697,15 +717,14 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       if (splits > 1)
         close();
     } else if (!perRow.empty()) {
-      open(splits > 1
-               ? llvm::formatv("if (phase == {0} && part == 0 && {1})",
-                               rowPhase,
-                               gpuColumn ? "gpuc::columnSlice() == 0"
-                                         : "threadIdx.x == 0")
-                     .str()
-               : std::string(warpRows    ? "if (gpuc::warpLane() == 0)"
-                             : gpuColumn ? "if (gpuc::columnSlice() == 0)"
-                                         : "if (threadIdx.x == 0)"));
+      open(splits > 1 ? llvm::formatv(
+                            "if (phase == {0} && part == 0 && {1})", rowPhase,
+                            gpuColumn ? columnCall("columnSlice") + "() == 0"
+                                      : "threadIdx.x == 0")
+                            .str()
+           : warpRows  ? std::string("if (gpuc::warpLane() == 0)")
+           : gpuColumn ? "if (" + columnCall("columnSlice") + "() == 0)"
+                       : std::string("if (threadIdx.x == 0)"));
       if (failed(storeResults(perRow, "o")))
         return failure();
       close();
@@ -755,7 +774,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     return failure();
   line("#endif");
   cpuGrid = rows / kCpuLanes * splits;
-  kernel.grid = rows / kGpuColumnLanes * splits;
+  kernel.grid = rows / gpuLanes * splits;
   return success();
 }
 

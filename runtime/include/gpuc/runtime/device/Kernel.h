@@ -115,42 +115,44 @@ __device__ __forceinline__ float warpReduceMax(float v) {
   return warpReduce(v, MaxOp());
 }
 /// Rows of adjacent elements (a bias gradient's sum over the batch) run in
-/// columns: a block's threads are kColumnLanes adjacent rows (the emitter's
-/// kGpuColumnLanes) times kColumnSlices slices of the rows' elements, the
-/// column lane fastest, so a warp's loads are four runs of eight adjacent
-/// floats (whole 32-byte sectors) instead of 32 rows' elements a row apart.
-constexpr int kColumnLanes = 8;
-constexpr int kColumnSlices = kBlockThreads / kColumnLanes;
-__device__ __forceinline__ int columnLane() {
-  return threadIdx.x % kColumnLanes;
+/// columns: a block's threads are `Lanes` adjacent rows (the emitter's
+/// choice: 8 for 4-byte elements, 16 for 2-byte ones) times
+/// columnSlices<Lanes>() slices of the rows' elements, the column lane
+/// fastest, so a warp's loads are runs of 32 adjacent bytes or more (whole
+/// 32-byte sectors) instead of 32 rows' elements a row apart.
+template <int Lanes> __device__ __forceinline__ int columnLane() {
+  return threadIdx.x % Lanes;
 }
-__device__ __forceinline__ int columnSlice() {
-  return threadIdx.x / kColumnLanes;
+template <int Lanes> __device__ __forceinline__ int columnSlice() {
+  return threadIdx.x / Lanes;
+}
+template <int Lanes> constexpr int columnSlices() {
+  return kBlockThreads / Lanes;
 }
 /// Reduces `v` over the slices of the caller's column and gives it to
-/// every thread of that column: the four slices within a warp by shuffles,
-/// then the eight warps' values in warp order (a fixed tree: replays are
-/// bit-identical). Sums run in double (the emitter's choice for columns),
-/// maxima in float.
-template <typename T, typename Op>
+/// every thread of that column: the slices within a warp by shuffles (the
+/// lanes of a column are `Lanes` apart), then the eight warps' values in
+/// warp order (a fixed tree: replays are bit-identical). Sums run in
+/// double (the emitter's choice for columns), maxima in float.
+template <int Lanes, typename T, typename Op>
 __device__ __forceinline__ T columnReduce(T v, Op op) {
-  __shared__ T partial[kBlockThreads / 32][kColumnLanes];
-  __shared__ T total[kColumnLanes];
-  static_assert(kColumnLanes == 8, "the shuffles below pair lanes 8 apart");
-  v = op(v, __shfl_xor_sync(0xffffffffu, v, 16));
-  v = op(v, __shfl_xor_sync(0xffffffffu, v, 8));
+  static_assert(Lanes == 8 || Lanes == 16, "a warp holds whole columns");
+  __shared__ T partial[kBlockThreads / 32][Lanes];
+  __shared__ T total[Lanes];
+  for (int offset = 16; offset >= Lanes; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane < kColumnLanes)
+  if (lane < Lanes)
     partial[warp][lane] = v;
   __syncthreads();
-  if (threadIdx.x < kColumnLanes) {
+  if (threadIdx.x < Lanes) {
     T t = partial[0][threadIdx.x];
     for (int w = 1; w < kBlockThreads / 32; ++w)
       t = op(t, partial[w][threadIdx.x]);
     total[threadIdx.x] = t;
   }
   __syncthreads();
-  v = total[columnLane()];
+  v = total[columnLane<Lanes>()];
   // Every thread has read before a next reduction writes.
   __syncthreads();
   return v;
@@ -158,11 +160,12 @@ __device__ __forceinline__ T columnReduce(T v, Op op) {
 struct SumOfDoubles {
   __device__ double operator()(double a, double b) const { return a + b; }
 };
+template <int Lanes>
 __device__ __forceinline__ double columnReduceSum(double v) {
-  return columnReduce(v, SumOfDoubles());
+  return columnReduce<Lanes>(v, SumOfDoubles());
 }
-__device__ __forceinline__ float columnReduceMax(float v) {
-  return columnReduce(v, MaxOp());
+template <int Lanes> __device__ __forceinline__ float columnReduceMax(float v) {
+  return columnReduce<Lanes>(v, MaxOp());
 }
 #endif
 
