@@ -198,6 +198,13 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   # measure both.
   gpu_artifact scale-gpt2-bf16-flash-attention gpt2 16 adamw bf16 --no-weights \
     --cuda-arch sm_90 --attention flash
+  # GPT-2 bf16 at the largest batch that fits an 80 GB H100 with room for
+  # the CUDA context, the libraries and PyTorch's peers (72 GiB): the fused
+  # attention keeps no scores, so no remat is needed. `gpuc compile
+  # --max-batch-for 72GiB --attention flash` gave 234 at 5cdc7b5;
+  # --memory-limit refuses the build if the plan has outgrown it.
+  gpu_artifact scale-gpt2-bf16-largest gpt2 234 adamw bf16 --no-weights \
+    --cuda-arch sm_90 --attention flash --memory-limit 72GiB
   # ResNet-50's convolutions the other way (bf16 on tensor cores is
   # channels last by default): NCHW tensors, which cuDNN reorders.
   gpu_artifact scale-resnet50-bf16-nchw resnet50 256 adamw bf16 --no-weights \
