@@ -68,6 +68,16 @@ template <typename ConvOp> void holdChannelsLast(ConvOp op) {
   op.erase();
 }
 
+/// The pass moves only its own transposes: back to NCHW (sinking) and, for
+/// what is cheap, into NHWC (hoisting). Others (attention's head splits,
+/// which gpuc-fold-layouts folds into GEMMs) stay where they are.
+bool toChannelsFirst(ArrayRef<int64_t> perm) {
+  return perm == ArrayRef<int64_t>(kToChannelsFirst);
+}
+bool convolutionLayout(ArrayRef<int64_t> perm) {
+  return toChannelsFirst(perm) || perm == ArrayRef<int64_t>(kToChannelsLast);
+}
+
 bool isElementwise(Operation *op) {
   return op && op->hasTrait<OpTrait::Elementwise>() &&
          op->getNumResults() == 1 && op->getNumOperands() > 0 &&
@@ -108,7 +118,8 @@ struct SinkThroughElementwise : RewritePattern {
     ArrayRef<int64_t> perm;
     for (Value operand : op->getOperands())
       if (auto t = operand.getDefiningOp<TransposeOp>();
-          t && !cheapToTranspose(t.getInput())) {
+          t && toChannelsFirst(t.getPerm()) &&
+          !cheapToTranspose(t.getInput())) {
         perm = t.getPerm();
         break;
       }
@@ -150,7 +161,7 @@ struct SinkThroughReduction : OpRewritePattern<ReduceOp> {
   LogicalResult matchAndRewrite(ReduceOp op,
                                 PatternRewriter &rewriter) const override {
     auto t = op.getInput().template getDefiningOp<TransposeOp>();
-    if (!t)
+    if (!t || !toChannelsFirst(t.getPerm()))
       return failure();
     ArrayRef<int64_t> perm = t.getPerm();
     Shape axes;
@@ -200,7 +211,7 @@ struct SinkThroughConcat : OpRewritePattern<ConcatOp> {
       perm = t.getPerm();
       inputs.push_back(t.getInput());
     }
-    if (perm.empty())
+    if (!toChannelsFirst(perm))
       return failure();
     RankedTensorType type = tensorType(op.getResult());
     Shape inverse = inversePermutation(perm);
@@ -280,7 +291,7 @@ struct TransposeBroadcastInput : OpRewritePattern<TransposeOp> {
   LogicalResult matchAndRewrite(TransposeOp op,
                                 PatternRewriter &rewriter) const override {
     auto broadcast = op.getInput().getDefiningOp<BroadcastOp>();
-    if (!broadcast)
+    if (!broadcast || !convolutionLayout(op.getPerm()))
       return failure();
     Value s = broadcast.getInput();
     RankedTensorType sType = tensorType(s);
@@ -305,7 +316,8 @@ struct HoistThroughCheapElementwise : OpRewritePattern<TransposeOp> {
   LogicalResult matchAndRewrite(TransposeOp op,
                                 PatternRewriter &rewriter) const override {
     Operation *producer = op.getInput().getDefiningOp();
-    if (!isElementwise(producer) || !cheapToTranspose(op.getInput()) ||
+    if (!convolutionLayout(op.getPerm()) || !isElementwise(producer) ||
+        !cheapToTranspose(op.getInput()) ||
         isa<BroadcastOp, ConstantOp>(producer))
       return failure();
     SmallVector<Value> operands;

@@ -177,3 +177,18 @@ func.func @no_convolution(%dp: tensor<2x4x2x2xf32>) -> tensor<2x4x4x4xf32> {
   %g = gpuc.avg_pool2d_backward %dp kernel = [2, 2] strides = [2, 2] pads = [0, 0, 0, 0] : tensor<2x4x2x2xf32> -> tensor<2x4x4x4xf32>
   return %g : tensor<2x4x4x4xf32>
 }
+
+// -----
+
+// Other transposes (a head split, which gpuc-fold-layouts folds into a
+// GEMM) stay beside their readers, in a model with convolutions too.
+// CHECK-LABEL: func.func @other_transposes
+// CHECK: %[[T:.+]] = gpuc.transpose %arg2 perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+// CHECK: gpuc.mul %[[T]], %{{.+}} : tensor<2x3x5x4xf32>
+func.func @other_transposes(%x: tensor<2x3x4x4xf32>, %w: tensor<4x3x1x1xf32>, %q: tensor<2x5x3x4xf32>) -> (tensor<2x4x4x4xf32>, tensor<2x3x5x4xf32>) {
+  %y = gpuc.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<2x3x4x4xf32>, tensor<4x3x1x1xf32>) -> tensor<2x4x4x4xf32>
+  %h = gpuc.transpose %q perm = [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %half = gpuc.constant dense<0.5> : tensor<2x3x5x4xf32>
+  %s = gpuc.mul %h, %half : tensor<2x3x5x4xf32>
+  return %y, %s : tensor<2x4x4x4xf32>, tensor<2x3x5x4xf32>
+}
