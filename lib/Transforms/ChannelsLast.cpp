@@ -19,7 +19,6 @@
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -76,6 +75,18 @@ bool toChannelsFirst(ArrayRef<int64_t> perm) {
 }
 bool convolutionLayout(ArrayRef<int64_t> perm) {
   return toChannelsFirst(perm) || perm == ArrayRef<int64_t>(kToChannelsLast);
+}
+
+/// `op` again over `operands`, which hold its operands permuted by
+/// `resultPerm` (a transpose's perm): its single result is permuted alike.
+Operation *cloneInLayout(PatternRewriter &rewriter, Operation *op,
+                         ValueRange operands, ArrayRef<int64_t> resultPerm) {
+  Operation *moved = rewriter.clone(*op);
+  moved->setOperands(operands);
+  RankedTensorType type = tensorType(op->getResult(0));
+  moved->getResult(0).setType(
+      type.clone(permuteShape(type.getShape(), resultPerm)));
+  return moved;
 }
 
 bool isElementwise(Operation *op) {
@@ -141,11 +152,7 @@ struct SinkThroughElementwise : RewritePattern {
           samePerm(operand)
               ? operand.getDefiningOp<TransposeOp>().getInput()
               : transposed(rewriter, op->getLoc(), operand, inverse));
-    Operation *moved = rewriter.clone(*op);
-    moved->setOperands(operands);
-    RankedTensorType type = tensorType(op->getResult(0));
-    moved->getResult(0).setType(
-        type.clone(permuteShape(type.getShape(), inverse)));
+    Operation *moved = cloneInLayout(rewriter, op, operands, inverse);
     rewriter.replaceOp(
         op, transposed(rewriter, op->getLoc(), moved->getResult(0), perm));
     return success();
@@ -269,11 +276,7 @@ struct SinkThroughWindows : RewritePattern {
           fromChannelsLast(operand)
               ? operand.getDefiningOp<TransposeOp>().getInput()
               : transposed(rewriter, op->getLoc(), operand, kToChannelsLast));
-    Operation *moved = rewriter.clone(*op);
-    moved->setOperands(operands);
-    RankedTensorType type = tensorType(op->getResult(0));
-    moved->getResult(0).setType(
-        type.clone(permuteShape(type.getShape(), kToChannelsLast)));
+    Operation *moved = cloneInLayout(rewriter, op, operands, kToChannelsLast);
     llvm::TypeSwitch<Operation *>(moved)
         .Case<MaxPool2DOp, MaxPool2DArgmaxOp, MaxPool2DBackwardOp, AvgPool2DOp,
               AvgPool2DBackwardOp>([](auto p) { p.setChannelsLast(true); });
@@ -324,11 +327,9 @@ struct HoistThroughCheapElementwise : OpRewritePattern<TransposeOp> {
     for (Value operand : producer->getOperands())
       operands.push_back(
           transposed(rewriter, op.getLoc(), operand, op.getPerm()));
-    Operation *moved = rewriter.clone(*producer);
-    moved->setOperands(operands);
-    moved->getResult(0).setType(op.getType().clone(
-        getElementTypeOrSelf(producer->getResult(0).getType())));
-    rewriter.replaceOp(op, moved->getResults());
+    rewriter.replaceOp(op,
+                       cloneInLayout(rewriter, producer, operands, op.getPerm())
+                           ->getResults());
     return success();
   }
 };

@@ -66,7 +66,7 @@ def precision_of(label):
 
 
 # GPUC_SCALE_VARIANTS=bf16,bf16-nchw (comma-separated) runs only those
-# artifacts of each model: a GPU session short of time takes what it needs.
+# artifacts of each model.
 if os.environ.get("GPUC_SCALE_VARIANTS"):
     VARIANTS = tuple(v for v in os.environ["GPUC_SCALE_VARIANTS"].split(",")
                      if v in VARIANTS)
