@@ -488,7 +488,96 @@ func.func @f(%w: tensor<64x3x3xf32>, %g: tensor<64x3x3xf32>, %lr: tensor<f32>) -
   const std::string &src = kernel->source;
   EXPECT_NE(src.find("in2[0]"), std::string::npos) << src;
   EXPECT_EQ(src.find(" / "), std::string::npos) << src;
-  EXPECT_EQ(src.find("#ifdef GPUC_CPU"), std::string::npos) << src;
+  // The CPU's loop is the flat one, not a walk over lines.
+  EXPECT_EQ(src.find("iLine"), std::string::npos) << src;
+}
+
+// Three parameters' updates in one kernel (a multi-tensor optimizer step):
+// every input read at the stored index is loaded before anything is
+// computed, and everything is computed before the first store, so a GPU
+// thread has all its loads in flight at once instead of one result's at a
+// time (its warp would stall at the first result's arithmetic).
+TEST(KernelEmitterTest, EveryLoadPrecedesTheArithmeticAndTheStores) {
+  std::string source = R"mlir(
+func.func @f(%w0: tensor<256xf32>, %g0: tensor<256xf32>, %w1: tensor<256xf32>, %g1: tensor<256xf32>, %w2: tensor<256xf32>, %g2: tensor<256xf32>, %lr: tensor<f32>) -> (tensor<256xf32>, tensor<256xf32>, tensor<256xf32>) {
+  %r:3 = gpuc.fusion(%w0, %g0, %w1, %g1, %w2, %g2, %lr) : (tensor<256xf32>, tensor<256xf32>, tensor<256xf32>, tensor<256xf32>, tensor<256xf32>, tensor<256xf32>, tensor<f32>) -> (tensor<256xf32>, tensor<256xf32>, tensor<256xf32>) {
+  ^bb0(%x0: tensor<256xf32>, %y0: tensor<256xf32>, %x1: tensor<256xf32>, %y1: tensor<256xf32>, %x2: tensor<256xf32>, %y2: tensor<256xf32>, %s: tensor<f32>):
+    %b = gpuc.broadcast %s : tensor<f32> -> tensor<256xf32>
+    %m0 = gpuc.mul %b, %y0 : tensor<256xf32>
+    %u0 = gpuc.sub %x0, %m0 : tensor<256xf32>
+    %e1 = gpuc.exp %y1 : tensor<256xf32>
+    %m1 = gpuc.mul %b, %e1 : tensor<256xf32>
+    %u1 = gpuc.sub %x1, %m1 : tensor<256xf32>
+    %m2 = gpuc.mul %b, %y2 : tensor<256xf32>
+    %u2 = gpuc.sub %x2, %m2 : tensor<256xf32>
+    gpuc.yield %u0, %u1, %u2 : tensor<256xf32>, tensor<256xf32>, tensor<256xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<256xf32>, tensor<256xf32>, tensor<256xf32>
+}
+)mlir";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  size_t lastLoad = 0;
+  for (int k = 0; k < 6; ++k) {
+    size_t load = src.find("in" + std::to_string(k) + "[i]");
+    ASSERT_NE(load, std::string::npos) << src;
+    lastLoad = std::max(lastLoad, load);
+  }
+  // In the loop, arithmetic assigns a parenthesized expression or a call.
+  size_t loop = src.find("for (gidx i");
+  ASSERT_NE(loop, std::string::npos) << src;
+  size_t firstArithmetic =
+      std::min(src.find(" = (", loop), src.find("gpuc::exponential(", loop));
+  size_t firstStore = src.find("out0[i] =");
+  ASSERT_NE(firstArithmetic, std::string::npos) << src;
+  ASSERT_NE(firstStore, std::string::npos) << src;
+  EXPECT_LT(lastLoad, firstArithmetic) << src;
+  // The last result's subtraction is computed before the first store.
+  EXPECT_LT(src.rfind(" - "), firstStore) << src;
+  EXPECT_NE(src.find("out2[i] ="), std::string::npos) << src;
+}
+
+// A kernel reading one bf16 tensor (2 bytes an element): a GPU thread
+// loads 8 of its elements, a block's width apart, before storing any; those
+// past the tile's end read its last element and are not stored. The CPU
+// keeps its loop, one element after the other.
+TEST(KernelEmitterTest, GpuThreadsLoadSeveralElementsBeforeStoring) {
+  std::string source = R"mlir(
+func.func @f(%a: tensor<3000xbf16>) -> tensor<3000xf32> {
+  %r = gpuc.fusion(%a) : (tensor<3000xbf16>) -> tensor<3000xf32> {
+  ^bb0(%x: tensor<3000xbf16>):
+    %c = gpuc.cast %x : tensor<3000xbf16> to tensor<3000xf32>
+    %e = gpuc.exp %c : tensor<3000xf32>
+    gpuc.yield %e : tensor<3000xf32>
+  }
+  return %r : tensor<3000xf32>
+}
+)mlir";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  size_t gpu = src.find("#else");
+  ASSERT_NE(gpu, std::string::npos) << src;
+  EXPECT_NE(src.find("i += 8 * (gidx)blockDim.x", gpu), std::string::npos)
+      << src;
+  EXPECT_NE(src.find("const gidx iPlus7 = end - i > 7 * (gidx)blockDim.x ? "
+                     "i + 7 * (gidx)blockDim.x : end - 1;",
+                     gpu),
+            std::string::npos)
+      << src;
+  size_t lastLoad = src.find("in0[iPlus7]", gpu);
+  size_t firstStore = src.find("out0[", gpu);
+  ASSERT_NE(lastLoad, std::string::npos) << src;
+  EXPECT_LT(lastLoad, firstStore) << src;
+  EXPECT_NE(src.find("if (end - i > 7 * (gidx)blockDim.x) {\n      "
+                     "out0[iPlus7] =",
+                     gpu),
+            std::string::npos)
+      << src;
+  // The CPU's text: the flat loop, one element an iteration.
+  EXPECT_NE(src.find("i += blockDim.x"), std::string::npos) << src;
+  EXPECT_LT(src.find("i += blockDim.x"), gpu) << src;
 }
 
 // A one-hot mask beside float math: the bool is converted through int,

@@ -43,6 +43,12 @@ FailureOr<EmittedKernel> emitKernel(FusionOp fusion, StringRef name);
 /// Elements a block of a pointwise kernel owns.
 constexpr int64_t kPointwiseTile = 2048;
 constexpr int64_t kBlockThreads = 256;
+/// Bytes of input a GPU thread of an elementwise kernel aims to have in
+/// flight: 32 per thread, 32 KiB per SM at half occupancy, more than the
+/// 18 KiB or so that an H100's bandwidth times its memory latency asks for
+/// (Little's law). The thread then loads up to kPointwiseTile /
+/// kBlockThreads of its elements before storing any.
+constexpr int64_t kGpuBytesInFlight = 32;
 
 /// A row kernel with fewer rows than kRowKernelBlocks splits each row into
 /// chunks of at least kRowChunkMin elements until it has about that many

@@ -1,28 +1,129 @@
-//===- ElementwiseKernel.cpp - kernels without reductions
-//-------------------===//
+//===- ElementwiseKernel.cpp - kernels without reductions ----------------===//
 #include "Emitter.h"
 
 namespace mlir::gpuc::kernel_emitter {
 
-LogicalResult Emitter::storeResults(ValueRange values, const std::string &idx) {
-  auto yield = cast<YieldOp>(fusion.getBodyBlock().getTerminator());
-  // An operand that a result stored here overwrites in place is loaded
-  // before anything is stored (gpuc-plan-memory only picks operands read at
-  // the stored index, so these loads are all its reads at this index).
-  for (auto [k, yielded] : llvm::enumerate(yield.getValues()))
-    if (inPlace[k] >= 0 && llvm::is_contained(values, yielded) &&
-        failed(at(fusion.getBodyBlock().getArgument(inPlace[k]), idx)))
-      return failure();
+SmallVector<BlockArgument> Emitter::inputsReadAtStoredIndex(ValueRange values) {
+  SmallVector<BlockArgument> inputs;
+  llvm::SmallPtrSet<Operation *, 32> visited;
+  int64_t elements = 0;
+  std::function<void(Value)> walk = [&](Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (getNumElements(shapeOf(arg)) == elements &&
+          !llvm::is_contained(inputs, arg))
+        inputs.push_back(arg);
+      return;
+    }
+    Operation *def = v.getDefiningOp();
+    if (def && (isPointwise(def) || isAlias(def)) && visited.insert(def).second)
+      for (Value operand : def->getOperands())
+        walk(operand);
+  };
   for (Value value : values) {
-    FailureOr<std::string> reg = at(value, idx);
-    if (failed(reg))
-      return failure();
-    // A value yielded twice is written to each of its outputs.
+    elements = getNumElements(shapeOf(value));
+    walk(value);
+  }
+  return inputs;
+}
+
+LogicalResult Emitter::storeResults(ValueRange values, const std::string &idx) {
+  return storeResults(values, ArrayRef<std::string>{idx},
+                      ArrayRef<std::string>{""});
+}
+
+LogicalResult Emitter::storeResults(ValueRange values,
+                                    ArrayRef<std::string> indices,
+                                    ArrayRef<std::string> guards) {
+  auto yield = cast<YieldOp>(fusion.getBodyBlock().getTerminator());
+  // The inputs read at the stored indices are loaded first, then every value
+  // is computed, then stored. The GPU issues a warp's instructions in order,
+  // and its compiler keeps a load after a store written before it: a kernel
+  // computing many results one after the other (the optimizer update of
+  // twelve parameters) would otherwise wait for each result's loads in
+  // turn, stalled at its first arithmetic, instead of having them all in
+  // flight. Computing before storing also makes in-place results safe: an
+  // operand a result overwrites (gpuc.in_place; gpuc-plan-memory only picks
+  // operands read at the stored index) is read before anything is stored.
+  if (!loadsFirst) {
+    // One value at a time (see loadsFirst), the operands results overwrite
+    // loaded first.
+    assert(indices.size() == 1 && "a batch of elements loads first");
+    const std::string &idx = indices.front();
     for (auto [k, yielded] : llvm::enumerate(yield.getValues()))
-      if (yielded == value)
-        line(llvm::formatv("out{0}[{1}] = {2};", k, idx, *reg));
+      if (inPlace[k] >= 0 && llvm::is_contained(values, yielded) &&
+          failed(at(fusion.getBodyBlock().getArgument(inPlace[k]), idx)))
+        return failure();
+    for (Value value : values) {
+      FailureOr<std::string> reg = at(value, idx);
+      if (failed(reg))
+        return failure();
+      for (auto [k, yielded] : llvm::enumerate(yield.getValues()))
+        if (yielded == value)
+          line(llvm::formatv("out{0}[{1}] = {2};", k, idx, *reg));
+    }
+    return success();
+  }
+  SmallVector<BlockArgument> inputs = inputsReadAtStoredIndex(values);
+  for (const std::string &idx : indices)
+    for (BlockArgument input : inputs)
+      if (failed(at(input, idx)))
+        return failure();
+  SmallVector<SmallVector<std::string>> registers;
+  for (const std::string &idx : indices) {
+    registers.emplace_back();
+    for (Value value : values) {
+      FailureOr<std::string> reg = at(value, idx);
+      if (failed(reg))
+        return failure();
+      registers.back().push_back(*reg);
+    }
+  }
+  for (auto [idx, guard, regs] : llvm::zip(indices, guards, registers)) {
+    if (!guard.empty())
+      open("if (" + guard + ")");
+    for (auto [value, reg] : llvm::zip(values, regs))
+      // A value yielded twice is written to each of its outputs.
+      for (auto [k, yielded] : llvm::enumerate(yield.getValues()))
+        if (yielded == value)
+          line(llvm::formatv("out{0}[{1}] = {2};", k, idx, reg));
+    if (!guard.empty())
+      close();
   }
   return success();
+}
+
+int64_t Emitter::elementsInFlight(ValueRange values) {
+  // The bytes one element loads: each read of a kernel input (through a
+  // slice or a gather too: the 16 slices of a head's chunks are 16 loads),
+  // but not a broadcast one (a bias, a scalar: cached, and the same for all
+  // of a thread's elements).
+  int64_t bytes = 0;
+  llvm::SmallPtrSet<Operation *, 32> visited;
+  std::function<void(Value)> walk = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def || isa<BroadcastOp>(def) || !visited.insert(def).second)
+      return;
+    for (Value operand : def->getOperands()) {
+      if (isa<BlockArgument>(operand))
+        bytes += std::max<int64_t>(
+            1, getElementTypeOrSelf(operand.getType()).getIntOrFloatBitWidth() /
+                   8);
+      else
+        walk(operand);
+    }
+  };
+  for (Value value : values) {
+    if (isa<BlockArgument>(value))
+      bytes +=
+          getElementTypeOrSelf(value.getType()).getIntOrFloatBitWidth() / 8;
+    walk(value);
+  }
+  int64_t elements = kGpuBytesInFlight / std::max<int64_t>(bytes, 1);
+  int64_t perThread = kPointwiseTile / kBlockThreads;
+  int64_t batch = 1;
+  while (batch * 2 <= std::min(elements, perThread))
+    batch *= 2;
+  return batch;
 }
 
 LogicalResult Emitter::emitElementwise(EmittedKernel &kernel) {
@@ -40,10 +141,22 @@ LogicalResult Emitter::emitElementwise(EmittedKernel &kernel) {
     else
       it->second.push_back(value);
   }
+  auto tilesOf = [](int64_t elements) {
+    return std::max<int64_t>(1,
+                             (elements + kPointwiseTile - 1) / kPointwiseTile);
+  };
+  int64_t grid = 0;
+  for (auto &segment : segments)
+    grid += tilesOf(segment.first);
   int64_t base = 0;
   for (auto &[elements, values] : segments) {
     int64_t tile = kPointwiseTile;
-    int64_t tiles = std::max<int64_t>(1, (elements + tile - 1) / tile);
+    int64_t tiles = tilesOf(elements);
+    // The GPU allocates registers for a kernel's hungriest segment: a small
+    // segment beside a large one (a dozen biases updated beside a 38M
+    // element embedding) computes one result at a time, as loading all its
+    // inputs first would cost the large segment occupancy.
+    loadsFirst = tiles * kSmallSegmentShare >= grid;
     bool only = segments.size() == 1;
     if (!only)
       open(llvm::formatv("if (blockIdx.x >= {0} && blockIdx.x < {1})", base,
@@ -65,22 +178,58 @@ LogicalResult Emitter::emitElementwise(EmittedKernel &kernel) {
     // dimension, when the flat loop would divide to find coordinates.
     auto lined =
         llvm::find_if(values, [](Value v) { return shapeOf(v).size() > 1; });
-    if (lined == values.end()
+    auto cpuNest = [&] {
+      return cpuLoopNest("i", "begin", "end", /*boundsDivisor=*/1,
+                         shapeOf(*lined), CpuLine::Simd,
+                         [&](StringRef) { return storeResults(values, "i"); });
+    };
+    // A GPU thread loads `batch` of its elements (a block's stride apart,
+    // so a warp's loads stay coalesced) before computing and storing any:
+    // with one element's loads in flight at a time, a thread of a kernel
+    // that reads one 16-bit tensor has 2 bytes in flight, and a full SM
+    // 4 KiB, a fifth of what keeps an H100's memory busy. Elements past
+    // the tile's end read its last element instead (every address stays
+    // inside the tensors) and are not stored.
+    int64_t batch = loadsFirst ? elementsInFlight(values) : 1;
+    auto batched = [&]() -> LogicalResult {
+      open(llvm::formatv("for (gidx i = begin + threadIdx.x; i < end; i += "
+                         "{0} * (gidx)blockDim.x)",
+                         batch));
+      SmallVector<std::string> indices{"i"}, guards{""};
+      for (int64_t k = 1; k < batch; ++k) {
+        std::string guard =
+            llvm::formatv("end - i > {0} * (gidx)blockDim.x", k).str();
+        indices.push_back("iPlus" + std::to_string(k));
+        line(llvm::formatv("const gidx {0} = {1} ? i + {2} * (gidx)blockDim.x "
+                           ": end - 1;",
+                           indices.back(), guard, k));
+        guards.push_back(guard);
+      }
+      if (failed(storeResults(values, indices, guards)))
+        return failure();
+      close();
+      return success();
+    };
+    auto cpu = [&]() -> LogicalResult {
+      size_t mark = body.size();
+      unsigned divided = divisions;
+      if (failed(portable()))
+        return failure();
+      if (lined == values.end() || divisions == divided)
+        return success();
+      body.resize(mark);
+      return cpuNest();
+    };
+    if (batch > 1 ? failed(splitByTarget(batched, cpu, /*onlyIfDivides=*/false))
+        : lined == values.end()
             ? failed(portable())
-            : failed(splitByTarget(
-                  portable,
-                  [&] {
-                    return cpuLoopNest(
-                        "i", "begin", "end", /*boundsDivisor=*/1,
-                        shapeOf(*lined), CpuLine::Simd,
-                        [&](StringRef) { return storeResults(values, "i"); });
-                  },
-                  /*onlyIfDivides=*/true)))
+            : failed(splitByTarget(portable, cpuNest, /*onlyIfDivides=*/true)))
       return failure();
     if (!only)
       close();
     base += tiles;
   }
+  loadsFirst = true;
   kernel.grid = base;
   return success();
 }

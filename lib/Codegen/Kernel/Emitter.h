@@ -377,7 +377,28 @@ private:
                           const Window &w, ArrayRef<int64_t> in);
   FailureOr<std::string> poolBackward(Operation *op, Value v,
                                       const std::string &idx);
+  /// Stores `values` at `idx` (an elementwise kernel's, or a row kernel's
+  /// per-element or per-row values): loads first, then arithmetic, then
+  /// stores.
   LogicalResult storeResults(ValueRange values, const std::string &idx);
+  /// Whether storeResults loads every input it reads at the stored index,
+  /// then computes every value, then stores them; otherwise it computes and
+  /// stores one value after the other (fewer registers live: see
+  /// emitElementwise), the operands results overwrite in place loaded first.
+  bool loadsFirst = true;
+  /// A segment of an elementwise kernel with fewer than 1/kSmallSegmentShare
+  /// of its blocks does not load first.
+  static constexpr int64_t kSmallSegmentShare = 16;
+  /// The same at each of `indices`, where each store is under its `guard`
+  /// (a C++ condition; empty: none).
+  LogicalResult storeResults(ValueRange values, ArrayRef<std::string> indices,
+                             ArrayRef<std::string> guards);
+  /// The kernel inputs `values` read at their own index (through pointwise
+  /// ops and reshapes), in the order they are first read.
+  SmallVector<BlockArgument> inputsReadAtStoredIndex(ValueRange values);
+  /// How many of its elements a GPU thread of an elementwise kernel loads
+  /// together: a power of two, up to kGpuBytesInFlight of inputs.
+  int64_t elementsInFlight(ValueRange values);
   /// Per result: the operand it overwrites in place (gpuc.in_place), or -1.
   SmallVector<int64_t> inPlace;
   /// Blocks per row of a row kernel (rowKernelSplits).
