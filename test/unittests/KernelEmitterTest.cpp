@@ -155,7 +155,9 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
                          "gpuc::columnLane<8>();"),
                 std::string::npos)
           << src;
-      EXPECT_NE(src.find("r += gpuc::columnSlices<8>())"), std::string::npos)
+      // A thread's elements: a batch of them, a slice's stride apart.
+      EXPECT_NE(src.find(" * (gidx)gpuc::columnSlices<8>())"),
+                std::string::npos)
           << src;
       EXPECT_NE(src.find("gpuc::columnReduceSum<8>("), std::string::npos)
           << src;
@@ -225,14 +227,15 @@ TEST(KernelEmitterTest, ResultsIndependentOfReductionsAreStoredInTheFirstPass) {
   const std::string &src = kernel->source;
   EXPECT_EQ(kernel->launches, 2) << src;
   // Stored in the first pass's loops only (the CPU's lane groups and the
-  // line's remainder, the GPU's strided loop), all before the reduction.
+  // line's remainder, the GPU's strided loop at each of a thread's batch of
+  // 8 elements: 4 bytes of f32 input each), all before the reduction.
   size_t reduced = src.find("blockReduceSum");
   ASSERT_NE(reduced, std::string::npos) << src;
   int stores = 0;
   for (size_t at = src.find("out1["); at != std::string::npos;
        at = src.find("out1[", at + 1), ++stores)
     EXPECT_LT(at, reduced) << src;
-  EXPECT_EQ(stores, 3) << src;
+  EXPECT_EQ(stores, 2 + 8) << src;
 }
 
 // A bias gradient fused with the gradient it sums, written over its operand:
@@ -678,7 +681,7 @@ TEST(KernelEmitterTest, ShortRowsAreAWarpEach) {
   EXPECT_NE(src.find("const gidx o = (gidx)gpuc::warpRow();\n  if (o < 100) {"),
             std::string::npos)
       << src;
-  EXPECT_NE(src.find("r += gpuc::kWarpStride"), std::string::npos) << src;
+  EXPECT_NE(src.find(" * (gidx)gpuc::kWarpStride)"), std::string::npos) << src;
   EXPECT_NE(src.find("gpuc::warpReduceSum("), std::string::npos) << src;
   EXPECT_NE(src.find("if (gpuc::warpLane() == 0)"), std::string::npos) << src;
   EXPECT_EQ(src.find("blockReduce"), std::string::npos) << src;
@@ -711,7 +714,7 @@ TEST(KernelEmitterTest, NarrowColumnsTakeSixteenLanes) {
     EXPECT_EQ(kernel->grid, 2048 / kGpuNarrowColumnLanes * splits);
     EXPECT_NE(src.find(" * 16 + gpuc::columnLane<16>();"), std::string::npos)
         << src;
-    EXPECT_NE(src.find("r += gpuc::columnSlices<16>())"), std::string::npos)
+    EXPECT_NE(src.find(" * (gidx)gpuc::columnSlices<16>())"), std::string::npos)
         << src;
     EXPECT_NE(src.find("gpuc::columnReduceSum<16>("), std::string::npos) << src;
     EXPECT_EQ(src.find("<8>"), std::string::npos) << src;

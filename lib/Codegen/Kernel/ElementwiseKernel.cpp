@@ -92,36 +92,43 @@ LogicalResult Emitter::storeResults(ValueRange values,
   return success();
 }
 
-int64_t Emitter::elementsInFlight(ValueRange values) {
+int64_t Emitter::elementsInFlight(ValueRange values, int64_t perThread) {
   // The bytes one element loads: each read of a kernel input (through a
   // slice or a gather too: the 16 slices of a head's chunks are 16 loads),
   // but not a broadcast one (a bias, a scalar: cached, and the same for all
   // of a thread's elements).
+  // An input read at the element's own index is one load however many ops
+  // read it (the emitter's memo); one read at another index, one per op
+  // that moves the index on its way (the 16 slices of one cast tensor are
+  // 16 loads).
   int64_t bytes = 0;
-  llvm::SmallPtrSet<Operation *, 32> visited;
-  std::function<void(Value)> walk = [&](Value v) {
+  llvm::DenseSet<std::pair<Operation *, Operation *>> visited;
+  llvm::DenseSet<std::pair<Value, Operation *>> loads;
+  std::function<void(Value, Operation *)> walk = [&](Value v,
+                                                     Operation *mover) {
     Operation *def = v.getDefiningOp();
-    if (!def || isa<BroadcastOp>(def) || !visited.insert(def).second)
+    if (!def || isa<BroadcastOp>(def) || !visited.insert({def, mover}).second)
       return;
+    if (!isPointwise(def) && !isAlias(def))
+      mover = def;
     for (Value operand : def->getOperands()) {
-      if (isa<BlockArgument>(operand))
+      if (!isa<BlockArgument>(operand))
+        walk(operand, mover);
+      else if (loads.insert({operand, mover}).second)
         bytes += std::max<int64_t>(
             1, getElementTypeOrSelf(operand.getType()).getIntOrFloatBitWidth() /
                    8);
-      else
-        walk(operand);
     }
   };
   for (Value value : values) {
     if (isa<BlockArgument>(value))
       bytes +=
           getElementTypeOrSelf(value.getType()).getIntOrFloatBitWidth() / 8;
-    walk(value);
+    walk(value, nullptr);
   }
   int64_t elements = kGpuBytesInFlight / std::max<int64_t>(bytes, 1);
-  int64_t perThread = kPointwiseTile / kBlockThreads;
   int64_t batch = 1;
-  while (batch * 2 <= std::min(elements, perThread))
+  while (batch * 2 <= std::min({elements, perThread, kMaxElementsInFlight}))
     batch *= 2;
   return batch;
 }
@@ -190,7 +197,9 @@ LogicalResult Emitter::emitElementwise(EmittedKernel &kernel) {
     // 4 KiB, a fifth of what keeps an H100's memory busy. Elements past
     // the tile's end read its last element instead (every address stays
     // inside the tensors) and are not stored.
-    int64_t batch = loadsFirst ? elementsInFlight(values) : 1;
+    int64_t batch =
+        loadsFirst ? elementsInFlight(values, kPointwiseTile / kBlockThreads)
+                   : 1;
     auto batched = [&]() -> LogicalResult {
       open(llvm::formatv("for (gidx i = begin + threadIdx.x; i < end; i += "
                          "{0} * (gidx)blockDim.x)",

@@ -396,9 +396,11 @@ private:
   /// The kernel inputs `values` read at their own index (through pointwise
   /// ops and reshapes), in the order they are first read.
   SmallVector<BlockArgument> inputsReadAtStoredIndex(ValueRange values);
-  /// How many of its elements a GPU thread of an elementwise kernel loads
-  /// together: a power of two, up to kGpuBytesInFlight of inputs.
-  int64_t elementsInFlight(ValueRange values);
+  /// How many of its elements a GPU thread loads together when it computes
+  /// `values` at each: a power of two, up to kGpuBytesInFlight of inputs,
+  /// kMaxElementsInFlight, and the `perThread` elements the thread has.
+  int64_t elementsInFlight(ValueRange values, int64_t perThread);
+  static constexpr int64_t kMaxElementsInFlight = 8;
   /// Per result: the operand it overwrites in place (gpuc.in_place), or -1.
   SmallVector<int64_t> inPlace;
   /// Blocks per row of a row kernel (rowKernelSplits).

@@ -439,24 +439,76 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       return cpuLoopNest("r", rowBegin, rowEnd, rowBoundsDivisor, rowShape,
                          mode, pass, hooks);
     };
-    // The GPU's loop over the row's elements, `pass` its body.
-    auto portableRowLoop =
-        [&](function_ref<LogicalResult(StringRef)> pass) -> LogicalResult {
-      if (gpuColumn)
-        open(llvm::formatv("for (gidx r = {0} + {2}(); r < {1}; r += {3}())",
-                           rowBegin, rowEnd, columnCall("columnSlice"),
-                           columnCall("columnSlices")));
-      else
-        open(llvm::formatv(
-            warpRows ? "for (gidx r = {0} + gpuc::warpLane(); r < {1}; r += "
-                       "gpuc::kWarpStride)"
-                     : "for (gidx r = {0} + threadIdx.x; r < {1}; r += "
-                       "blockDim.x)",
-            rowBegin, rowEnd));
-      if (failed(pass("")))
+    // A pass's body at the row coordinates `rs` (a GPU thread's batch of
+    // elements, or the one "r"), each of whose stores, and whose addition to
+    // a reduction, is under its guard (a C++ condition; empty: none). The
+    // arithmetic is not: the GPU's compiler would sink a load into the
+    // branch that uses it, after the loads before it had returned.
+    using BatchPass =
+        function_ref<LogicalResult(StringRef lane, ArrayRef<std::string> rs,
+                                   ArrayRef<std::string> guards)>;
+    // The GPU's loop over the row's elements. With `batch` > 1 a thread
+    // runs `pass` at `batch` of its elements at once (a stride apart: the
+    // warp's loads stay coalesced), which loads them all before its
+    // arithmetic, as an elementwise kernel does (elementsInFlight);
+    // elements past the end read its last one and are neither stored nor
+    // added. Sums still add the elements in the same order.
+    auto portableRowLoop = [&](BatchPass pass, int64_t batch) -> LogicalResult {
+      std::string first = gpuColumn  ? columnCall("columnSlice") + "()"
+                          : warpRows ? "gpuc::warpLane()"
+                                     : "threadIdx.x";
+      std::string stride = gpuColumn  ? columnCall("columnSlices") + "()"
+                           : warpRows ? "gpuc::kWarpStride"
+                                      : "blockDim.x";
+      if (batch == 1) {
+        open(llvm::formatv("for (gidx r = {0} + {1}; r < {2}; r += {3})",
+                           rowBegin, first, rowEnd, stride));
+        if (failed(pass("", {"r"}, {""})))
+          return failure();
+        close();
+        return success();
+      }
+      open(llvm::formatv("for (gidx r = {0} + {1}; r < {2}; r += {3} * "
+                         "(gidx){4})",
+                         rowBegin, first, rowEnd, batch, stride));
+      SmallVector<std::string> names{"r"}, guards{""};
+      for (int64_t k = 1; k < batch; ++k) {
+        guards.push_back(
+            llvm::formatv("{0} - r > {1} * (gidx){2}", rowEnd, k, stride));
+        names.push_back("rPlus" + std::to_string(k));
+        line(llvm::formatv("const gidx {0} = {1} ? r + {2} * (gidx){3} : {4} "
+                           "- 1;",
+                           names.back(), guards.back(), k, stride, rowEnd));
+      }
+      if (failed(pass("", names, guards)))
         return failure();
       close();
       return success();
+    };
+    // How many elements a GPU thread takes at once in a pass computing
+    // `values` at each.
+    int64_t threadStride = gpuColumn  ? kBlockThreads / gpuLanes
+                           : warpRows ? kBlockThreads / kWarpRowsPerBlock
+                                      : kBlockThreads;
+    auto rowBatch = [&](ValueRange values) {
+      return column ? 1
+                    : elementsInFlight(values, (chunk + threadStride - 1) /
+                                                   threadStride);
+    };
+    // A pass over the row: the CPU's `cpu` (when given: its lines) and the
+    // GPU's portable loop, split by target where they differ (the CPU
+    // takes one element at a time).
+    auto rowLoops = [&](BatchPass pass, ValueRange values,
+                        function_ref<LogicalResult()> cpu) -> LogicalResult {
+      int64_t batch = rowBatch(values);
+      auto gpu = [&] { return portableRowLoop(pass, batch); };
+      if (cpu)
+        return splitByTarget(gpu, cpu, /*onlyIfDivides=*/false);
+      if (gpuColumn || batch == 1)
+        return gpu();
+      return splitByTarget(
+          gpu, [&] { return portableRowLoop(pass, 1); },
+          /*onlyIfDivides=*/false);
     };
     // A column block's walk: each element of the row, the rows' lanes
     // inside (lane k of a reduction adds row k's elements in order).
@@ -555,27 +607,60 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         close();
         open("else");
       }
-      auto pass = [&](StringRef lane) -> LogicalResult {
-        std::string element = fullIndex("r");
-        for (size_t m = 0; m < members.size(); ++m) {
-          FailureOr<std::string> x =
-              at(reductions[members[m]]->getOperand(0), element);
-          if (failed(x))
-            return failure();
-          accumulate(m, *x, lane);
-        }
-        if (level == 0 && failed(storeResults(firstPass, element)))
+      // What the pass computes at each element.
+      SmallVector<Value> computed;
+      for (size_t j : members)
+        computed.push_back(reductions[j]->getOperand(0));
+      if (level == 0)
+        llvm::append_range(computed, firstPass);
+      if (reused.value && level == levels - 1)
+        computed.push_back(reused.value);
+      auto batchPass = [&](StringRef lane, ArrayRef<std::string> rs,
+                           ArrayRef<std::string> guards) -> LogicalResult {
+        SmallVector<std::string> elements;
+        for (const std::string &r : rs)
+          elements.push_back(fullIndex(r));
+        SmallVector<BlockArgument> inputs = inputsReadAtStoredIndex(computed);
+        for (const std::string &element : elements)
+          for (BlockArgument input : inputs)
+            if (failed(at(input, element)))
+              return failure();
+        for (auto [element, guard] : llvm::zip(elements, guards))
+          for (size_t m = 0; m < members.size(); ++m) {
+            FailureOr<std::string> x =
+                at(reductions[members[m]]->getOperand(0), element);
+            if (failed(x))
+              return failure();
+            // Past the end: the reduction's identity.
+            accumulate(
+                m,
+                guard.empty()
+                    ? *x
+                    : llvm::formatv("(({0}) ? {1} : {2})", guard, *x,
+                                    isa<ReduceMaxOp>(reductions[members[m]])
+                                        ? "-INFINITY"
+                                        : "0.0f")
+                          .str(),
+                lane);
+          }
+        if (level == 0 && failed(storeResults(firstPass, elements, guards)))
           return failure();
         if (reused.value && level == levels - 1) {
-          FailureOr<std::string> reg = at(reused.value, element);
-          if (failed(reg))
-            return failure();
-          line(llvm::formatv("out{0}[{1}] = {2};", reused.output, element,
-                             *reg));
+          SmallVector<std::string> regs;
+          for (const std::string &element : elements) {
+            FailureOr<std::string> reg = at(reused.value, element);
+            if (failed(reg))
+              return failure();
+            regs.push_back(*reg);
+          }
+          for (auto [element, guard, reg] : llvm::zip(elements, guards, regs))
+            line(llvm::formatv(guard.empty() ? "{3}out{0}[{1}] = {2};"
+                                             : "if ({3}) out{0}[{1}] = {2};",
+                               reused.output, element, reg, guard));
         }
         return success();
       };
-      auto portable = [&] { return portableRowLoop(pass); };
+      auto pass = [&](StringRef lane) { return batchPass(lane, {"r"}, {""}); };
       // The CPU adds a row's elements in lanes (one accumulator per lane,
       // combined in lane order), so the adds vectorize and no longer wait
       // on each other.
@@ -648,9 +733,9 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       if (column) {
         if (failed(cpuColumnNest(pass, "lane")))
           return failure();
-      } else if (cpuLines ? failed(splitByTarget(portable, cpu,
-                                                 /*onlyIfDivides=*/false))
-                          : failed(portable())) {
+      } else if (failed(rowLoops(batchPass, computed,
+                                 cpuLines ? function_ref<LogicalResult()>(cpu)
+                                          : nullptr))) {
         return failure();
       }
       for (size_t m = 0; m < members.size() && !column; ++m)
@@ -732,23 +817,27 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     if (!perElement.empty()) {
       if (splits > 1)
         open(llvm::formatv("if (phase == {0})", elementPhase));
-      auto pass = [&](StringRef) {
-        std::string element = fullIndex("r");
-        if (reused.value)
-          remember(reused.value, element,
-                   load(reused.value, "out" + std::to_string(reused.output),
-                        element));
-        return storeResults(perElement, element);
+      auto batchPass = [&](StringRef, ArrayRef<std::string> rs,
+                           ArrayRef<std::string> guards) {
+        SmallVector<std::string> elements;
+        for (const std::string &r : rs) {
+          elements.push_back(fullIndex(r));
+          if (reused.value)
+            remember(reused.value, elements.back(),
+                     load(reused.value, "out" + std::to_string(reused.output),
+                          elements.back()));
+        }
+        return storeResults(perElement, elements, guards);
       };
-      auto portable = [&] { return portableRowLoop(pass); };
+      auto pass = [&](StringRef lane) { return batchPass(lane, {"r"}, {""}); };
+      auto cpuLinesLoop = [&] { return cpuRowNest(CpuLine::Simd, pass); };
       if (column) {
         if (failed(cpuColumnNest(pass, "")))
           return failure();
-      } else if (cpuLines ? failed(splitByTarget(
-                                portable,
-                                [&] { return cpuRowNest(CpuLine::Simd, pass); },
-                                /*onlyIfDivides=*/false))
-                          : failed(portable())) {
+      } else if (failed(rowLoops(
+                     batchPass, perElement,
+                     cpuLines ? function_ref<LogicalResult()>(cpuLinesLoop)
+                              : nullptr))) {
         return failure();
       }
       if (splits > 1)
