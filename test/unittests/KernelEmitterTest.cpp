@@ -583,6 +583,59 @@ func.func @f(%a: tensor<3000xbf16>) -> tensor<3000xf32> {
   EXPECT_LT(src.find("i += blockDim.x"), gpu) << src;
 }
 
+// A softmax over rows of 1000 (a warp's each): every pass takes 8 of a
+// lane's elements, a warp's stride apart, and reads the row's last element
+// in place of those past its end. The maximum needs no guard (that element
+// is in the row); the sum adds 0 for them; the last pass does not store
+// them.
+TEST(KernelEmitterTest, RowPassesTakeABatchOfALanesElements) {
+  std::string source = R"mlir(
+func.func @f(%a: tensor<64x1000xf32>) -> tensor<64x1000xf32> {
+  %r = gpuc.fusion(%a) : (tensor<64x1000xf32>) -> tensor<64x1000xf32> {
+  ^bb0(%x: tensor<64x1000xf32>):
+    %m = gpuc.reduce_max %x axes = [1] : tensor<64x1000xf32> -> tensor<64xf32>
+    %m1 = gpuc.reshape %m : tensor<64xf32> -> tensor<64x1xf32>
+    %mb = gpuc.broadcast %m1 : tensor<64x1xf32> -> tensor<64x1000xf32>
+    %d = gpuc.sub %x, %mb : tensor<64x1000xf32>
+    %e = gpuc.exp %d : tensor<64x1000xf32>
+    %s = gpuc.reduce_sum %e axes = [1] : tensor<64x1000xf32> -> tensor<64xf32>
+    %s1 = gpuc.reshape %s : tensor<64xf32> -> tensor<64x1xf32>
+    %sb = gpuc.broadcast %s1 : tensor<64x1xf32> -> tensor<64x1000xf32>
+    %p = gpuc.div %e, %sb : tensor<64x1000xf32>
+    gpuc.yield %p : tensor<64x1000xf32>
+  }
+  return %r : tensor<64x1000xf32>
+}
+)mlir";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  size_t gpu = src.find("#else");
+  ASSERT_NE(gpu, std::string::npos) << src;
+  std::string loop = "for (gidx r = 0 + gpuc::warpLane(); r < 1000; r += 8 * "
+                     "(gidx)gpuc::kWarpStride)";
+  std::string clamp = "const gidx rPlus7 = 1000 - r > 7 * "
+                      "(gidx)gpuc::kWarpStride ? r + 7 * "
+                      "(gidx)gpuc::kWarpStride : 1000 - 1;";
+  // Three passes: the maximum, the sum, the stores.
+  size_t at = gpu;
+  for (int pass = 0; pass < 3; ++pass) {
+    at = src.find(loop, at + 1);
+    ASSERT_NE(at, std::string::npos) << pass << "\n" << src;
+    // Each loop clamps its own batch.
+    EXPECT_LT(src.find(clamp, at), src.find(loop, at + 1)) << pass << "\n"
+                                                           << src;
+  }
+  EXPECT_EQ(src.find(": -INFINITY)", gpu), std::string::npos) << src;
+  EXPECT_NE(src.find("((1000 - r > 7 * (gidx)gpuc::kWarpStride) ? ", gpu),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find(" : 0.0f)", gpu), std::string::npos) << src;
+  EXPECT_NE(src.find("if (1000 - r > 7 * (gidx)gpuc::kWarpStride) {\n", gpu),
+            std::string::npos)
+      << src;
+}
+
 // A one-hot mask beside float math: the bool is converted through int,
 // which GCC vectorizes ((float)b alone kept the whole loop scalar), and the
 // row's maximum is kept in float (exact) while its sum accumulates in

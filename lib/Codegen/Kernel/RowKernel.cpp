@@ -631,16 +631,14 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
                 at(reductions[members[m]]->getOperand(0), element);
             if (failed(x))
               return failure();
-            // Past the end: the reduction's identity.
+            // Past the end, a sum adds 0; a maximum needs no guard: the
+            // element read there (the row's last) is in the row already.
+            bool guarded =
+                !guard.empty() && !isa<ReduceMaxOp>(reductions[members[m]]);
             accumulate(
                 m,
-                guard.empty()
-                    ? *x
-                    : llvm::formatv("(({0}) ? {1} : {2})", guard, *x,
-                                    isa<ReduceMaxOp>(reductions[members[m]])
-                                        ? "-INFINITY"
-                                        : "0.0f")
-                          .str(),
+                guarded ? llvm::formatv("(({0}) ? {1} : 0.0f)", guard, *x).str()
+                        : *x,
                 lane);
           }
         if (level == 0 && failed(storeResults(firstPass, elements, guards)))
