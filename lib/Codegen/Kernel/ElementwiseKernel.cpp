@@ -26,6 +26,31 @@ SmallVector<BlockArgument> Emitter::inputsReadAtStoredIndex(ValueRange values) {
   return inputs;
 }
 
+void Emitter::pinLoads(ArrayRef<Value> values, ArrayRef<std::string> indices) {
+  SmallVector<std::string> pinned;
+  for (const std::string &idx : indices)
+    for (Value v : values) {
+      auto it = memo.find({v.getAsOpaquePointer(), idx});
+      if (it == memo.end() || registerCType(elementOf(v)) != "float")
+        continue;
+      std::string copy = it->second + "Issued";
+      pinned.push_back(copy);
+      line(llvm::formatv("float {0} = {1};", copy, it->second));
+      remember(v, idx, copy);
+    }
+  if (pinned.empty())
+    return;
+  // An asm statement takes at most 30 operands.
+  line("#ifdef GPUC_NVRTC");
+  for (size_t begin = 0; begin < pinned.size(); begin += 30) {
+    std::string operands;
+    for (size_t k = begin; k < std::min(pinned.size(), begin + 30); ++k)
+      operands += (k == begin ? "\"+f\"(" : ", \"+f\"(") + pinned[k] + ")";
+    line("asm volatile(\"\" : " + operands + ");");
+  }
+  line("#endif");
+}
+
 LogicalResult Emitter::storeResults(ValueRange values, const std::string &idx) {
   return storeResults(values, ArrayRef<std::string>{idx},
                       ArrayRef<std::string>{""});
@@ -68,6 +93,8 @@ LogicalResult Emitter::storeResults(ValueRange values,
     for (BlockArgument input : inputs)
       if (failed(at(input, idx)))
         return failure();
+  if (indices.size() > 1)
+    pinLoads(SmallVector<Value>(inputs.begin(), inputs.end()), indices);
   SmallVector<SmallVector<std::string>> registers;
   for (const std::string &idx : indices) {
     registers.emplace_back();

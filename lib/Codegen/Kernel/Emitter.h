@@ -381,6 +381,15 @@ private:
   /// per-element or per-row values): loads first, then arithmetic, then
   /// stores.
   LogicalResult storeResults(ValueRange values, const std::string &idx);
+  /// Keeps the loads of `values` at `indices` (loaded already) ahead of
+  /// the arithmetic in the GPU's text: each float register is copied and
+  /// passed through one empty `asm volatile` as an input and output, which
+  /// the CUDA compiler may not move the loads below, and the copies stand
+  /// for the values from here on. Without it, NVVM placed each load beside
+  /// its first use, after the division before it, whose slow path is a
+  /// branch that ptxas does not hoist a load over. A no-op on the CPU and
+  /// under the emulator.
+  void pinLoads(ArrayRef<Value> values, ArrayRef<std::string> indices);
   /// Whether storeResults loads every input it reads at the stored index,
   /// then computes every value, then stores them; otherwise it computes and
   /// stores one value after the other (fewer registers live: see

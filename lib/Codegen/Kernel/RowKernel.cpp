@@ -625,6 +625,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
           for (BlockArgument input : inputs)
             if (failed(at(input, element)))
               return failure();
+        if (elements.size() > 1)
+          pinLoads(SmallVector<Value>(inputs.begin(), inputs.end()), elements);
         for (auto [element, guard] : llvm::zip(elements, guards))
           for (size_t m = 0; m < members.size(); ++m) {
             FailureOr<std::string> x =
@@ -825,6 +827,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
                      load(reused.value, "out" + std::to_string(reused.output),
                           elements.back()));
         }
+        if (reused.value && elements.size() > 1)
+          pinLoads({reused.value}, elements);
         return storeResults(perElement, elements, guards);
       };
       auto pass = [&](StringRef lane) { return batchPass(lane, {"r"}, {""}); };

@@ -26,6 +26,9 @@ typedef int int32_t;
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
 #define GPUC_INDEPENDENT_ITERATIONS
+// Compiled by NVRTC for a GPU: what only a real GPU's compiler takes (the
+// empty asm statements that keep a batch of loads ahead of its arithmetic).
+#define GPUC_NVRTC
 #endif
 
 #include "gpuc/runtime/Philox.h"
