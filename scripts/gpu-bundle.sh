@@ -205,6 +205,11 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   # --memory-limit refuses the build if the plan has outgrown it.
   gpu_artifact scale-gpt2-bf16-largest gpt2 234 adamw bf16 --no-weights \
     --cuda-arch sm_90 --attention flash --memory-limit 72GiB
+  # GPT-2 bf16 with its kernels' loads in the order before batching (one
+  # element at a time, each result's loads where first used), to time the
+  # batches against on the same GPU.
+  gpu_artifact scale-gpt2-bf16-in-order gpt2 16 adamw bf16 --no-weights \
+    --cuda-arch sm_90 --gpu-bytes-in-flight 0
   # ResNet-50's convolutions the other way (bf16 on tensor cores is
   # channels last by default): NCHW tensors, which cuDNN reorders.
   gpu_artifact scale-resnet50-bf16-nchw resnet50 256 adamw bf16 --no-weights \

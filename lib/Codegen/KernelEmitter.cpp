@@ -48,6 +48,11 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
   // Blocks of the CPU's launch, when not the GPU's grid.
   int64_t cpuGrid = 0;
   inPlace.assign(fusion.getNumResults(), -1);
+  if (auto module = fusion->getParentOfType<ModuleOp>())
+    if (auto bytes = module->getAttrOfType<IntegerAttr>(
+            GpucDialect::kGpuBytesInFlightAttrName))
+      bytesInFlight = bytes.getInt();
+  loadsFirst = bytesInFlight > 0;
   if (auto attr = fusion->getAttrOfType<DenseI64ArrayAttr>(
           GpucDialect::kInPlaceAttrName)) {
     if (attr.size() != fusion.getNumResults())

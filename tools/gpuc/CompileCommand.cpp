@@ -24,6 +24,12 @@ bool checkStepFlags() {
   if (!ampOptions("gpuc compile") || !attentionLowering("gpuc compile") ||
       !padClasses("gpuc compile") || !convChannelsLast("gpuc compile"))
     return false;
+  if (gpuBytesInFlight < 0 || gpuBytesInFlight > 1024) {
+    llvm::errs() << "gpuc compile: --gpu-bytes-in-flight "
+                 << (int64_t)gpuBytesInFlight
+                 << " is not from 0 to 1024 (32 by default)\n";
+    return false;
+  }
   if (lossChunkRows < 0) {
     llvm::errs() << "gpuc compile: --loss-chunk-rows " << (int64_t)lossChunkRows
                  << " must be positive (or 0: chosen by the compiler)\n";
@@ -362,6 +368,11 @@ int runCompile(int argc, char **argv) {
   if (!module)
     return 1;
   importTiming.stop();
+  if (gpuBytesInFlight.getNumOccurrences())
+    (*module)->setAttr(
+        gpuc::GpucDialect::kGpuBytesInFlightAttrName,
+        IntegerAttr::get(IntegerType::get(module->getContext(), 64),
+                         gpuBytesInFlight));
   MLIRContext &context = *loader.context;
   // Each pass manager's passes nest in a scope of their own.
   std::vector<std::unique_ptr<TimingScope>> passTimings;

@@ -115,6 +115,7 @@ extern cl::opt<bool> noSchedule;
 extern cl::opt<bool> noFuse;
 extern cl::opt<std::string> attentionOption;
 extern cl::opt<int64_t> lossChunkRows;
+extern cl::opt<int64_t> gpuBytesInFlight;
 extern cl::opt<std::string> padClassesOption;
 
 /// The context a command reads a model into, with diagnostics printed

@@ -318,6 +318,14 @@ cl::opt<std::string> convLayoutOption(
              "--tf32; else nchw)"),
     cl::value_desc("auto|nchw|nhwc"), cl::init("auto"),
     cl::cat(compileCategory));
+cl::opt<int64_t> gpuBytesInFlight(
+    "gpu-bytes-in-flight",
+    cl::desc("compile: bytes of input a GPU thread of a memory-bound kernel "
+             "loads (a batch of its elements) before it computes and stores "
+             "any (default 32; 0: one element at a time, each result's "
+             "loads where first used: the order before batching, to "
+             "compare)"),
+    cl::value_desc("N"), cl::init(32), cl::cat(compileCategory));
 cl::opt<int64_t> lossChunkRows(
     "loss-chunk-rows",
     cl::desc("compile: rows per chunk of a language model's head and its "

@@ -153,7 +153,9 @@ int64_t Emitter::elementsInFlight(ValueRange values, int64_t perThread) {
           getElementTypeOrSelf(value.getType()).getIntOrFloatBitWidth() / 8;
     walk(value, nullptr);
   }
-  int64_t elements = kGpuBytesInFlight / std::max<int64_t>(bytes, 1);
+  if (bytesInFlight == 0)
+    return 1;
+  int64_t elements = bytesInFlight / std::max<int64_t>(bytes, 1);
   int64_t batch = 1;
   while (batch * 2 <= std::min({elements, perThread, kMaxElementsInFlight}))
     batch *= 2;
@@ -190,7 +192,7 @@ LogicalResult Emitter::emitElementwise(EmittedKernel &kernel) {
     // segment beside a large one (a dozen biases updated beside a 38M
     // element embedding) computes one result at a time, as loading all its
     // inputs first would cost the large segment occupancy.
-    loadsFirst = tiles * kSmallSegmentShare >= grid;
+    loadsFirst = bytesInFlight > 0 && tiles * kSmallSegmentShare >= grid;
     bool only = segments.size() == 1;
     if (!only)
       open(llvm::formatv("if (blockIdx.x >= {0} && blockIdx.x < {1})", base,
@@ -265,7 +267,7 @@ LogicalResult Emitter::emitElementwise(EmittedKernel &kernel) {
       close();
     base += tiles;
   }
-  loadsFirst = true;
+  loadsFirst = bytesInFlight > 0;
   kernel.grid = base;
   return success();
 }

@@ -395,6 +395,9 @@ private:
   /// stores one value after the other (fewer registers live: see
   /// emitElementwise), the operands results overwrite in place loaded first.
   bool loadsFirst = true;
+  /// kGpuBytesInFlight, or the module's gpuc.gpu_bytes_in_flight; 0: one
+  /// element at a time and no loads first (the order before batching).
+  int64_t bytesInFlight = kGpuBytesInFlight;
   /// A segment of an elementwise kernel with fewer than 1/kSmallSegmentShare
   /// of its blocks does not load first.
   static constexpr int64_t kSmallSegmentShare = 16;

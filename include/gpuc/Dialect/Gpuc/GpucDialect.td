@@ -66,6 +66,11 @@ def Gpuc_Dialect : Dialect {
     /// On a fusion: per result, the operand whose buffer it overwrites in
     /// place (-1: none).
     static constexpr ::llvm::StringLiteral kInPlaceAttrName = "gpuc.in_place";
+    /// On the module (gpuc compile --gpu-bytes-in-flight): bytes of input a
+    /// GPU thread of a memory-bound kernel loads before it computes and
+    /// stores; absent, kGpuBytesInFlight.
+    static constexpr ::llvm::StringLiteral kGpuBytesInFlightAttrName =
+        "gpuc.gpu_bytes_in_flight";
     /// On a planned function: arena_peak, lower_bound (bytes) and what
     /// the report shows of its memory.
     static constexpr ::llvm::StringLiteral kMemoryAttrName = "gpuc.memory";
