@@ -236,6 +236,11 @@ TEST(KernelEmitterTest, ResultsIndependentOfReductionsAreStoredInTheFirstPass) {
        at = src.find("out1[", at + 1), ++stores)
     EXPECT_LT(at, reduced) << src;
   EXPECT_EQ(stores, 2 + 8) << src;
+  // The GPU's batch of loads is pinned ahead of the arithmetic once, by the
+  // pass, not again where the stored values are computed.
+  EXPECT_NE(src.find("#ifdef GPUC_NVRTC\n"), std::string::npos) << src;
+  EXPECT_NE(src.find("asm volatile(\"\" : \"+f\"("), std::string::npos) << src;
+  EXPECT_EQ(src.find("IssuedIssued"), std::string::npos) << src;
 }
 
 // A bias gradient fused with the gradient it sums, written over its operand:

@@ -26,14 +26,29 @@ SmallVector<BlockArgument> Emitter::inputsReadAtStoredIndex(ValueRange values) {
   return inputs;
 }
 
+LogicalResult Emitter::loadAhead(ValueRange values,
+                                 ArrayRef<std::string> indices) {
+  SmallVector<BlockArgument> inputs = inputsReadAtStoredIndex(values);
+  for (const std::string &idx : indices)
+    for (BlockArgument input : inputs)
+      if (failed(at(input, idx)))
+        return failure();
+  if (indices.size() > 1)
+    pinLoads(SmallVector<Value>(inputs.begin(), inputs.end()), indices);
+  return success();
+}
+
 void Emitter::pinLoads(ArrayRef<Value> values, ArrayRef<std::string> indices) {
   SmallVector<std::string> pinned;
   for (const std::string &idx : indices)
     for (Value v : values) {
       auto it = memo.find({v.getAsOpaquePointer(), idx});
-      if (it == memo.end() || registerCType(elementOf(v)) != "float")
+      // (A register pinned already, by an earlier part of the same pass,
+      // stays as it is.)
+      if (it == memo.end() || registerCType(elementOf(v)) != "float" ||
+          StringRef(it->second).ends_with(kPinnedSuffix))
         continue;
-      std::string copy = it->second + "Issued";
+      std::string copy = it->second + kPinnedSuffix.str();
       pinned.push_back(copy);
       line(llvm::formatv("float {0} = {1};", copy, it->second));
       remember(v, idx, copy);
@@ -88,13 +103,8 @@ LogicalResult Emitter::storeResults(ValueRange values,
     }
     return success();
   }
-  SmallVector<BlockArgument> inputs = inputsReadAtStoredIndex(values);
-  for (const std::string &idx : indices)
-    for (BlockArgument input : inputs)
-      if (failed(at(input, idx)))
-        return failure();
-  if (indices.size() > 1)
-    pinLoads(SmallVector<Value>(inputs.begin(), inputs.end()), indices);
+  if (failed(loadAhead(values, indices)))
+    return failure();
   SmallVector<SmallVector<std::string>> registers;
   for (const std::string &idx : indices) {
     registers.emplace_back();

@@ -390,6 +390,11 @@ private:
   /// branch that ptxas does not hoist a load over. A no-op on the CPU and
   /// under the emulator.
   void pinLoads(ArrayRef<Value> values, ArrayRef<std::string> indices);
+  static constexpr StringLiteral kPinnedSuffix = "Issued";
+  /// Loads the inputs `values` read at their own index (see
+  /// inputsReadAtStoredIndex) at each of `indices`, and pins them when there
+  /// are several indices (a GPU thread's batch).
+  LogicalResult loadAhead(ValueRange values, ArrayRef<std::string> indices);
   /// Whether storeResults loads every input it reads at the stored index,
   /// then computes every value, then stores them; otherwise it computes and
   /// stores one value after the other (fewer registers live: see

@@ -620,13 +620,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         SmallVector<std::string> elements;
         for (const std::string &r : rs)
           elements.push_back(fullIndex(r));
-        SmallVector<BlockArgument> inputs = inputsReadAtStoredIndex(computed);
-        for (const std::string &element : elements)
-          for (BlockArgument input : inputs)
-            if (failed(at(input, element)))
-              return failure();
-        if (elements.size() > 1)
-          pinLoads(SmallVector<Value>(inputs.begin(), inputs.end()), elements);
+        if (failed(loadAhead(computed, elements)))
+          return failure();
         for (auto [element, guard] : llvm::zip(elements, guards))
           for (size_t m = 0; m < members.size(); ++m) {
             FailureOr<std::string> x =
