@@ -29,6 +29,8 @@ struct Case {
   bool readMask; // every third key excluded, a finite fill
   /// Elements between rows: 4 leaves rows unaligned for 16-byte loads.
   int pad = 0;
+  /// With `readMask`: a query row that masks every key (-1: none).
+  int maskedRow = -1;
 };
 
 struct Tensors {
@@ -54,7 +56,7 @@ template <int D, int DV> void check(const Case &c) {
   for (int i = 0; i < c.queries; ++i)
     for (int j = 0; j < c.keys; ++j)
       mask[(size_t)i * c.keys + j] =
-          c.causal ? j > i : (c.readMask && j % 3 == 1);
+          c.causal ? j > i : (c.readMask && (j % 3 == 1 || i == c.maskedRow));
 
   gpuc::AttentionGeometry g;
   g.heads = c.heads;
@@ -198,6 +200,12 @@ TEST(AttentionTensorCores, CausalSelfAttentionMatchesDouble) {
 
 TEST(AttentionTensorCores, CrossAttentionWithReadMaskMatchesDouble) {
   check<32, 80>({1, 3, 45, 70, /*causal=*/false, /*readMask=*/true});
+}
+
+TEST(AttentionTensorCores, RowMaskingEveryKeyWeighsThemEqually) {
+  // Every score of row 9 is the fill: its keys weigh 1/100 each, not 0 / 0.
+  check<64, 64>({1, 2, 40, 100, /*causal=*/false, /*readMask=*/true,
+                 /*pad=*/0, /*maskedRow=*/9});
 }
 
 TEST(AttentionTensorCores, UnmaskedMatchesDouble) {

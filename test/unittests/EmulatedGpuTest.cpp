@@ -130,6 +130,66 @@ TEST(EmulatedGpuDeathTest, ShuffleWithReturnedLaneStops) {
                "lane that has returned");
 }
 
+TEST(EmulatedGpu, AsyncCopiesLandWhenTheirGroupIsWaitedFor) {
+  // Each thread copies into its own slots: 16 bytes in group 0, 16 bytes
+  // in group 1 (zeros in odd threads: nothing read), then 4 bytes it does
+  // not commit. A slot keeps its old value until a wait covers its group.
+  constexpr unsigned kOld = 0xdeadbeef;
+  std::vector<unsigned> source(256 * 4);
+  for (unsigned i = 0; i < source.size(); ++i)
+    source[i] = i + 1;
+  std::vector<unsigned> seen(256 * 7);
+  gpuc::emulated::launch(1, 256, "copies", [&] {
+    alignas(16) __shared__ unsigned slots[3][256 * 4];
+    int t = threadIdx.x;
+    for (int s = 0; s < 3; ++s)
+      for (int w = 0; w < 4; ++w)
+        slots[s][t * 4 + w] = kOld;
+    gpuc::copyAsync<16>(&slots[0][t * 4], &source[t * 4], true);
+    gpuc::commitAsyncCopies();
+    gpuc::copyAsync<16>(&slots[1][t * 4], &source[t * 4], t % 2 == 0);
+    gpuc::commitAsyncCopies();
+    gpuc::copyAsync<4>(&slots[2][t * 4], &source[t * 4 + 3], true);
+    unsigned *out = &seen[t * 7];
+    out[0] = slots[0][t * 4];
+    gpuc::waitAsyncCopies<1>();
+    out[1] = slots[0][t * 4 + 3];
+    out[2] = slots[1][t * 4];
+    gpuc::waitAsyncCopies<0>();
+    out[3] = slots[1][t * 4 + 3];
+    out[4] = slots[2][t * 4];
+    gpuc::commitAsyncCopies();
+    gpuc::waitAsyncCopies<0>();
+    out[5] = slots[2][t * 4];
+    out[6] = slots[2][t * 4 + 1];
+  });
+  for (unsigned t = 0; t < 256; ++t) {
+    const unsigned *out = &seen[t * 7];
+    EXPECT_EQ(out[0], kOld) << t;             // before any wait
+    EXPECT_EQ(out[1], t * 4 + 4) << t;        // group 0 waited for
+    EXPECT_EQ(out[2], kOld) << t;             // group 1 still in flight
+    EXPECT_EQ(out[3], t % 2 ? 0u : t * 4 + 4) // zeros where not valid
+        << t;
+    EXPECT_EQ(out[4], kOld) << t;      // not committed
+    EXPECT_EQ(out[5], t * 4 + 4) << t; // committed and waited for
+    EXPECT_EQ(out[6], kOld) << t;      // 4 bytes, no more
+  }
+}
+
+TEST(EmulatedGpuDeathTest, ReturningWithCopiesInFlightStops) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<unsigned> source(4, 1);
+  EXPECT_DEATH(gpuc::emulated::launch(1, 32, "unwaited",
+                                      [&] {
+                                        alignas(16) __shared__ unsigned slot[4];
+                                        gpuc::copyAsync<16>(slot, source.data(),
+                                                            true);
+                                        gpuc::commitAsyncCopies();
+                                      }),
+               "kernel unwaited, block 0, thread .*: the thread returns "
+               "with asynchronous copies it never waited for");
+}
+
 TEST(EmulatedGpu, MmaMultipliesThePtxFragments) {
   // Each warp of a block packs A (16 x 16), B (16 x 8) and C (16 x 8) as
   // the PTX ISA lays out mma.m16n8k16's fragments; small integers over 8

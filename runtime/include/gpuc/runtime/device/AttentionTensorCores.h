@@ -25,6 +25,9 @@
 #define GPUC_RUNTIME_DEVICE_ATTENTIONTENSORCORES_H
 
 #include "gpuc/runtime/device/Mma.h"
+#ifdef GPUC_HAVE_MMA
+#include "gpuc/runtime/device/AsyncCopy.h"
+#endif
 
 namespace gpuc {
 
@@ -41,6 +44,14 @@ template <int D, int DV, typename T> constexpr bool attentionOnTensorCores() {
 
 #ifdef GPUC_HAVE_MMA
 
+/// e^x as 2^(x log2 e): one special-function op where expf adds a range
+/// reduction of several, as FlashAttention computes its weights. Only
+/// differences of scores are taken to base 2, so a fill however low stays
+/// finite: a row that masks every key gives each e^0.
+__device__ __forceinline__ float attentionExp(float x) {
+  return exp2f(x * 1.4426950408889634f);
+}
+
 /// Rows a warp owns, and the passes a block's 8 warps make over its rows.
 constexpr int kMmaRows = 16;
 constexpr int kMmaPasses = kAttentionRows / (kMmaRows * (kBlockThreads / 32));
@@ -51,16 +62,28 @@ template <int D, int DV> constexpr int attentionMmaTile() {
   return D <= 64 && DV <= 64 ? 64 : 32;
 }
 
-/// The kernels' staged tiles, one array for all of them: a kernel's two
+/// A staged tile's elements: Tile rows of Width, Width + 8 apart.
+template <int Tile, int Width> constexpr int mmaTileElements() {
+  return Tile * (Width + 8);
+}
+
+/// Elements of one of a kernel's two buffers: a tile of rows D wide (keys,
+/// or queries) and one DV wide (values, or the result's gradient).
+template <int D, int DV> constexpr int attentionMmaBufferElements() {
+  constexpr int T = attentionMmaTile<D, DV>();
+  return mmaTileElements<T, D>() + mmaTileElements<T, DV>();
+}
+
+/// The kernels' staged tiles, one array for all of them (a kernel's two
 /// backward phases are one function, and arrays of their own would add up
-/// past 48 KB. The keys' gradients need the most.
+/// past 48 KB): two buffers, so that a pass stages its next tile while it
+/// computes on the current one.
 template <int D, int DV>
 __device__ __forceinline__ unsigned short *attentionMmaShared() {
-  constexpr int T = attentionMmaTile<D, DV>();
-  constexpr int Widest = D > DV ? D : DV;
   // 16-byte aligned, as is every row in it (widths are multiples of 16):
-  // ldmatrix reads rows of 16 bytes.
-  alignas(16) __shared__ unsigned short tiles[2 * T * (Widest + 8)];
+  // ldmatrix reads rows of 16 bytes, cp.async writes them.
+  alignas(16)
+      __shared__ unsigned short tiles[2 * attentionMmaBufferElements<D, DV>()];
   return tiles;
 }
 
@@ -71,21 +94,27 @@ __device__ __forceinline__ bool mmaVectorRows(const void *rows,
   return ((unsigned long long)rows & 15) == 0 && stride % 8 == 0;
 }
 
-/// Rows [first, first + count) of a [rows, Width] operand (rows `stride`
-/// apart) as a tile of Tile rows, Width + 8 apart; rows past `count` are
-/// zeros (their products must be 0, not a stale NaN times 0). Where the
-/// rows allow it a thread moves 16 bytes at once.
+/// Starts staging rows [first, first + count) of a [rows, Width] operand
+/// (rows `stride` apart) as a tile of Tile rows, Width + 8 apart; rows
+/// past `count` are zeros (their products must be 0, not a stale NaN times
+/// 0). Where the rows allow it a thread copies 16 bytes at once,
+/// asynchronously (the caller commits and waits); otherwise element by
+/// element, at once.
 template <int Tile, int Width, typename T>
 __device__ __forceinline__ void
 mmaStageRows(unsigned short *tile, const T *rows, int64_t stride, int count) {
   if (mmaVectorRows(rows, stride)) {
     constexpr int Vectors = Width / 8;
-    for (int e = threadIdx.x; e < Tile * Vectors; e += kBlockThreads) {
+    constexpr int Rounds = (Tile * Vectors + kBlockThreads - 1) / kBlockThreads;
+    GPUC_UNROLL
+    for (int round = 0; round < Rounds; ++round) {
+      int e = round * kBlockThreads + threadIdx.x;
+      if (Tile * Vectors % kBlockThreads != 0 && e >= Tile * Vectors)
+        break;
       int r = e / Vectors, c = e % Vectors * 8;
-      MmaWords words = {0u, 0u, 0u, 0u};
-      if (r < count)
-        words = mmaLoadWords(rows + r * stride + c);
-      mmaStoreWords(tile + r * (Width + 8) + c, words);
+      // A row past `count` reads nothing: the tile's first row stands in.
+      copyAsync<16>(tile + r * (Width + 8) + c,
+                    rows + (r < count ? r * stride + c : 0), r < count);
     }
     return;
   }
@@ -93,6 +122,63 @@ mmaStageRows(unsigned short *tile, const T *rows, int64_t stride, int count) {
     int r = e / Width, c = e % Width;
     tile[r * (Width + 8) + c] =
         r < count ? storedBits(rows[r * stride + c]) : 0;
+  }
+}
+
+/// Buffer `buffer` (0 or 1) of a kernel's tiles: a tile of rows D wide,
+/// then one DV wide.
+template <int D, int DV>
+__device__ __forceinline__ unsigned short *mmaBuffer(unsigned short *tiles,
+                                                     int buffer) {
+  return tiles + buffer * attentionMmaBufferElements<D, DV>();
+}
+
+/// Starts staging rows [j, j + Tile) of `a` (D wide) and of `b` (DV wide)
+/// into a buffer, zeros past `count` rows.
+template <int D, int DV, typename T>
+__device__ __forceinline__ void
+mmaStagePair(unsigned short *buffer, const T *a, int64_t aStride, const T *b,
+             int64_t bStride, int64_t j, int64_t count) {
+  constexpr int Tile = attentionMmaTile<D, DV>();
+  int rows = count - j < Tile ? (int)(count - j) : Tile;
+  mmaStageRows<Tile, D>(buffer, a + j * aStride, aStride, rows);
+  mmaStageRows<Tile, DV>(buffer + mmaTileElements<Tile, D>(), b + j * bStride,
+                         bStride, rows);
+}
+
+/// A pass's tiles, each `Tile` of `count` rows (keys, or queries) from 0,
+/// but those `skipped(j)` says the pass needs nothing from. `stage(j,
+/// buffer)` starts staging tile j into buffer 0 or 1, and `compute(j,
+/// buffer)` runs once every thread's copies of it have landed, while the
+/// next tile's are in flight: two buffers, one barrier a tile. Every
+/// thread of the block calls it with the same tiles.
+template <int Tile, typename Skipped, typename Stage, typename Compute>
+__device__ __forceinline__ void mmaStagedTiles(int64_t count, Skipped skipped,
+                                               Stage stage, Compute compute) {
+  auto unskipped = [&](int64_t j) {
+    while (j < count && skipped(j))
+      j += Tile;
+    return j;
+  };
+  int64_t j = unskipped(0);
+  // The block's previous pass may still read either buffer.
+  __syncthreads();
+  if (j < count) {
+    stage(j, 0);
+    commitAsyncCopies();
+  }
+  for (int buffer = 0; j < count; buffer ^= 1) {
+    int64_t next = unskipped(j + Tile);
+    waitAsyncCopies<0>();
+    // Tile j has landed for every thread, and every warp is done with the
+    // tile before it, whose buffer tile `next` takes.
+    __syncthreads();
+    if (next < count) {
+      stage(next, buffer ^ 1);
+      commitAsyncCopies();
+    }
+    compute(j, buffer);
+    j = next;
   }
 }
 
@@ -238,8 +324,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
                                     float *lse) {
   constexpr int KT = attentionMmaTile<D, DV>(), N = KT / 8;
   static_assert(N * 4 <= 32, "a tile's flags fit a word");
-  unsigned short *kTile = attentionMmaShared<D, DV>();
-  unsigned short *vTile = kTile + KT * (D + 8);
+  unsigned short *tiles = attentionMmaShared<D, DV>();
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.queries, b, h, bh, first))
     return;
@@ -256,21 +341,24 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
     mmaLoadRows<D>(qa, qBase, g.q[2], row0, g.queries);
     float o[DV / 8][4] = {};
     float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
-    for (int64_t j = 0; j < g.keys; j += KT) {
-      int count = g.keys - j < KT ? (int)(g.keys - j) : KT;
-      // A tile the mask excludes from all the pass's rows adds nothing.
-      if (g.fill == -INFINITY &&
-          attentionTileExcluded(g, rows.begin, rows.end, j, j + count))
-        continue;
-      __syncthreads();
-      mmaStageRows<KT, D>(kTile, kBase + j * g.k[2], g.k[2], count);
-      mmaStageRows<KT, DV>(vTile, vBase + j * g.v[2], g.v[2], count);
-      __syncthreads();
+    // A tile the mask excludes from all the pass's rows adds nothing.
+    auto skipped = [&](int64_t j) {
+      return g.fill == -INFINITY &&
+             attentionTileExcluded(g, rows.begin, rows.end, j,
+                                   j + KT < g.keys ? j + KT : g.keys);
+    };
+    auto stage = [&](int64_t j, int buffer) {
+      mmaStagePair<D, DV>(mmaBuffer<D, DV>(tiles, buffer), kBase, g.k[2], vBase,
+                          g.v[2], j, g.keys);
+    };
+    auto compute = [&](int64_t j, int buffer) {
+      const unsigned short *kTile = mmaBuffer<D, DV>(tiles, buffer);
+      const unsigned short *vTile = kTile + mmaTileElements<KT, D>();
       unsigned absent, excluded;
       mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
       unsigned dead = absent | (g.fill == -INFINITY ? excluded : 0u);
       if (warpAll(dead == mmaAllFlags<N>()))
-        continue;
+        return;
       float s[N][4] = {};
       mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
       float tileMax[2] = {-INFINITY, -INFINITY};
@@ -291,7 +379,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
       for (int r = 0; r < 2; ++r) {
         newMax[r] = fmaxf(max[r], quadMax(tileMax[r]));
         float correction =
-            newMax[r] == -INFINITY ? 1.0f : expf(max[r] - newMax[r]);
+            newMax[r] == -INFINITY ? 1.0f : attentionExp(max[r] - newMax[r]);
         sum[r] *= correction;
         GPUC_UNROLL
         for (int n = 0; n < DV / 8; ++n) {
@@ -305,7 +393,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
         GPUC_UNROLL
         for (int i = 0; i < 4; ++i) {
           float m = newMax[i >> 1];
-          float p = m == -INFINITY ? 0.0f : expf(s[n][i] - m);
+          float p = m == -INFINITY ? 0.0f : attentionExp(s[n][i] - m);
           sum[i >> 1] += p;
           if (p != 0.0f && g.dropout > 0.0f)
             p *= attentionKeep(g, bh, row0 + mmaRow(i),
@@ -316,7 +404,8 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
       unsigned pa[N / 2][4];
       mmaScoresAsA<T, N>(pa, s);
       mmaProduct<T, N / 2, DV / 8, true>(o, pa, vTile, DV + 8);
-    }
+    };
+    mmaStagedTiles<KT>(g.keys, skipped, stage, compute);
     GPUC_UNROLL
     for (int r = 0; r < 2; ++r) {
       sum[r] = quadSum(sum[r]);
@@ -343,8 +432,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
   constexpr int KT = attentionMmaTile<D, DV>(), N = KT / 8;
   // The key tile is the scores' B (k = width) and, read transposed, dQ's
   // (k = keys); the value tile is dP's (k = value width).
-  unsigned short *kTile = attentionMmaShared<D, DV>();
-  unsigned short *vTile = kTile + KT * (D + 8);
+  unsigned short *tiles = attentionMmaShared<D, DV>();
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.queries, b, h, bh, first))
     return;
@@ -383,21 +471,24 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
         rowDots[bh * g.queries + row] = rowDot[r];
     }
     float grad[D / 8][4] = {};
-    for (int64_t j = 0; j < g.keys; j += KT) {
-      int count = g.keys - j < KT ? (int)(g.keys - j) : KT;
-      // Excluded scores have no gradient, whatever the fill.
-      if (attentionTileExcluded(g, rows.begin, rows.end, j, j + count))
-        continue;
-      __syncthreads();
-      mmaStageRows<KT, D>(kTile, kBase + j * g.k[2], g.k[2], count);
-      mmaStageRows<KT, DV>(vTile, vBase + j * g.v[2], g.v[2], count);
-      __syncthreads();
+    // Excluded scores have no gradient, whatever the fill.
+    auto skipped = [&](int64_t j) {
+      return attentionTileExcluded(g, rows.begin, rows.end, j,
+                                   j + KT < g.keys ? j + KT : g.keys);
+    };
+    auto stage = [&](int64_t j, int buffer) {
+      mmaStagePair<D, DV>(mmaBuffer<D, DV>(tiles, buffer), kBase, g.k[2], vBase,
+                          g.v[2], j, g.keys);
+    };
+    auto compute = [&](int64_t j, int buffer) {
+      const unsigned short *kTile = mmaBuffer<D, DV>(tiles, buffer);
+      const unsigned short *vTile = kTile + mmaTileElements<KT, D>();
       // An excluded score does not depend on the query: no gradient.
       unsigned absent, excluded;
       mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
       unsigned dead = absent | excluded;
       if (warpAll(dead == mmaAllFlags<N>()))
-        continue;
+        return;
       float s[N][4] = {}, dp[N][4] = {};
       mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
       mmaProduct<T, DV / 16, N, false>(dp, da, vTile, DV + 8);
@@ -410,7 +501,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
             s[n][i] = 0.0f;
             continue;
           }
-          float p = expf(g.scale * s[n][i] - rowLse[r]);
+          float p = attentionExp(g.scale * s[n][i] - rowLse[r]);
           float keep = g.dropout > 0.0f
                            ? attentionKeep(g, bh, row0 + mmaRow(i),
                                            j + n * 8 + mmaColumn(i))
@@ -421,7 +512,8 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
       unsigned dsa[N / 2][4];
       mmaScoresAsA<T, N>(dsa, s);
       mmaProduct<T, N / 2, D / 8, true>(grad, dsa, kTile, D + 8);
-    }
+    };
+    mmaStagedTiles<KT>(g.keys, skipped, stage, compute);
     GPUC_UNROLL
     for (int r = 0; r < 2; ++r) {
       int64_t row = row0 + mmaRow(2 * r);
@@ -446,10 +538,9 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
   // The query tile is the transposed scores' B (k = width) and, read
   // transposed, dK's (k = queries); the dO tile is dP's (k = value width)
   // and, read transposed, dV's (k = queries).
-  unsigned short *qTile = attentionMmaShared<D, DV>();
-  unsigned short *dOTile = qTile + QT * (D + 8);
-  __shared__ float lseTile[QT];
-  __shared__ float dotTile[QT];
+  unsigned short *tiles = attentionMmaShared<D, DV>();
+  // The tile's queries' logsumexp and dot(dO, O), a pair per buffer.
+  alignas(16) __shared__ float rowTiles[2][2][QT];
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.keys, b, h, bh, first))
     return;
@@ -467,19 +558,30 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
     mmaLoadRows<D>(ka, kBase, g.k[2], key0, g.keys);
     mmaLoadRows<DV>(va, vBase, g.v[2], key0, g.keys);
     float gk[D / 8][4] = {}, gv[DV / 8][4] = {};
-    for (int64_t i0 = 0; i0 < g.queries; i0 += QT) {
-      int count = g.queries - i0 < QT ? (int)(g.queries - i0) : QT;
-      if (g.fill == -INFINITY &&
-          attentionTileExcluded(g, i0, i0 + count, keys.begin, keys.end))
-        continue;
-      __syncthreads();
-      mmaStageRows<QT, D>(qTile, qBase + i0 * g.q[2], g.q[2], count);
-      mmaStageRows<QT, DV>(dOTile, dOBase + i0 * g.out[2], g.out[2], count);
+    auto skipped = [&](int64_t i0) {
+      return g.fill == -INFINITY &&
+             attentionTileExcluded(g, i0,
+                                   i0 + QT < g.queries ? i0 + QT : g.queries,
+                                   keys.begin, keys.end);
+    };
+    auto stage = [&](int64_t i0, int buffer) {
+      mmaStagePair<D, DV>(mmaBuffer<D, DV>(tiles, buffer), qBase, g.q[2],
+                          dOBase, g.out[2], i0, g.queries);
+      const int64_t rowsAt = bh * g.queries + i0;
       for (int e = threadIdx.x; e < QT; e += kBlockThreads) {
-        lseTile[e] = e < count ? lse[bh * g.queries + i0 + e] : 0.0f;
-        dotTile[e] = e < count ? rowDots[bh * g.queries + i0 + e] : 0.0f;
+        // A query past the last reads nothing: the tile's first stands in.
+        bool valid = i0 + e < g.queries;
+        copyAsync<4>(&rowTiles[buffer][0][e], lse + rowsAt + (valid ? e : 0),
+                     valid);
+        copyAsync<4>(&rowTiles[buffer][1][e],
+                     rowDots + rowsAt + (valid ? e : 0), valid);
       }
-      __syncthreads();
+    };
+    auto compute = [&](int64_t i0, int buffer) {
+      const unsigned short *qTile = mmaBuffer<D, DV>(tiles, buffer);
+      const unsigned short *dOTile = qTile + mmaTileElements<QT, D>();
+      const float *lseTile = rowTiles[buffer][0],
+                  *dotTile = rowTiles[buffer][1];
       // Rows are keys, columns queries. An excluded pair still weighs
       // exp(fill - lse) into dV unless the fill is -inf; it never has a
       // score gradient.
@@ -487,7 +589,7 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       mmaScoreFlags<N>(g, b, h, key0, i0, true, absent, excluded);
       unsigned weightless = absent | (g.fill == -INFINITY ? excluded : 0u);
       if (warpAll(weightless == mmaAllFlags<N>()))
-        continue;
+        return;
       float s[N][4] = {}, dp[N][4] = {};
       mmaProduct<T, D / 16, N, false>(s, ka, qTile, D + 8);
       mmaProduct<T, DV / 16, N, false>(dp, va, dOTile, DV + 8);
@@ -503,7 +605,7 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
             continue;
           }
           float score = (excluded & bit) ? g.fill : g.scale * s[n][i];
-          float p = expf(score - lseTile[column]);
+          float p = attentionExp(score - lseTile[column]);
           float keep = g.dropout > 0.0f
                            ? attentionKeep(g, bh, i0 + column, key0 + mmaRow(i))
                            : 1.0f;
@@ -517,7 +619,8 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       mmaProduct<T, N / 2, DV / 8, true>(gv, wa, dOTile, DV + 8);
       mmaScoresAsA<T, N>(dsa, s);
       mmaProduct<T, N / 2, D / 8, true>(gk, dsa, qTile, D + 8);
-    }
+    };
+    mmaStagedTiles<QT>(g.queries, skipped, stage, compute);
     GPUC_UNROLL
     for (int r = 0; r < 2; ++r) {
       int64_t key = key0 + mmaRow(2 * r);

@@ -85,6 +85,16 @@ struct Dim3 {
 
 enum class State { Running, AtBarrier, AtShuffle, Returned };
 
+/// An asynchronous copy (AsyncCopy.h) a thread has started and not yet
+/// waited for, in the group its next commit closes.
+struct PendingCopy {
+  void *to;
+  const void *from;
+  int bytes, sourceBytes;
+  unsigned group;
+};
+constexpr int kMaxPendingCopies = 64;
+
 /// Where a fiber (the host's loop, or a GPU thread) continues.
 #if defined(__x86_64__)
 struct Context {
@@ -132,6 +142,10 @@ struct Block {
   unsigned long long exchange[kThreads];
   /// An mma's A and B fragments, one set per thread.
   unsigned fragments[kThreads][6];
+  /// Each thread's copies in flight, and the groups it has committed.
+  PendingCopy copies[kThreads][kMaxPendingCopies];
+  int pendingCopies[kThreads];
+  unsigned committedGroups[kThreads];
   char *stacks = nullptr;
   int current = 0;
   void (*run)(void *) = nullptr;
@@ -163,6 +177,8 @@ inline void wait(State why) {
 inline void threadEntry() {
   Block &b = *block;
   b.run(b.closure);
+  if (b.pendingCopies[b.current] != 0)
+    fail("the thread returns with asynchronous copies it never waited for");
   b.state[b.current] = State::Returned;
   switchTo(b.threads[b.current], b.host);
 }
@@ -194,6 +210,8 @@ inline void runBlock(int64_t index, int64_t grid, int threads,
   // Threads past the block's are the returned lanes of its last warp.
   for (int t = 0; t < kThreads; ++t) {
     b.state[t] = t < threads ? State::Running : State::Returned;
+    b.pendingCopies[t] = 0;
+    b.committedGroups[t] = 0;
     if (t < threads)
       makeContext(b.threads[t], b.stacks + kStackBytes * t, kStackBytes,
                   threadEntry);
@@ -329,6 +347,36 @@ inline void ldmatrix(unsigned r[4], const unsigned short *row, bool trans) {
   }
   // Every lane has read the addresses before any lane's next exchange.
   wait(State::AtShuffle);
+}
+
+/// cp.async: `bytes` to `to`, the first `sourceBytes` of them from
+/// `from` and the rest zeros, landing at the caller's wait for its group.
+inline void copyAsync(void *to, const void *from, int bytes, int sourceBytes) {
+  Block &b = *block;
+  int self = b.current;
+  if (b.pendingCopies[self] == kMaxPendingCopies)
+    fail("more asynchronous copies in flight than the emulator holds");
+  b.copies[self][b.pendingCopies[self]++] = {to, from, bytes, sourceBytes,
+                                             b.committedGroups[self]};
+}
+inline void commitCopies() { ++block->committedGroups[block->current]; }
+/// Lands the caller's copies of every committed group but its `pending`
+/// newest ones.
+inline void waitCopies(int pending) {
+  Block &b = *block;
+  int self = b.current, kept = 0;
+  unsigned committed = b.committedGroups[self];
+  for (int c = 0; c < b.pendingCopies[self]; ++c) {
+    PendingCopy copy = b.copies[self][c];
+    if (copy.group < committed && committed - copy.group > (unsigned)pending) {
+      std::memcpy(copy.to, copy.from, copy.sourceBytes);
+      std::memset((char *)copy.to + copy.sourceBytes, 0,
+                  copy.bytes - copy.sourceBytes);
+    } else {
+      b.copies[self][kept++] = copy;
+    }
+  }
+  b.pendingCopies[self] = kept;
 }
 
 template <typename Closure> void callClosure(void *closure) {
