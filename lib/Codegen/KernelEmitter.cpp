@@ -60,6 +60,7 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
                                   << "' needs one entry per result";
     inPlace.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
   }
+  findLoadGuards();
   for (Operation &op : block.without_terminator())
     if (auto groups = dyn_cast<RowGroupsOp>(op))
       return emitRowGroups(groups, name);

@@ -641,6 +641,71 @@ func.func @f(%a: tensor<64x1000xf32>) -> tensor<64x1000xf32> {
       << src;
 }
 
+// A causal softmax's scores: the GPU reads a score only where the mask
+// keeps it (a warp whose keys are all past its query issues no load); the
+// CPU's loop reads every one (a conditional load would keep it scalar). A
+// score also read past the select is read everywhere.
+TEST(KernelEmitterTest, MaskedScoresAreReadOnlyWhereKept) {
+  auto causalSoftmax = [](bool alsoStored) {
+    std::string results = alsoStored ? "(tensor<64x1000xf32>, "
+                                       "tensor<64x1000xf32>)"
+                                     : "tensor<64x1000xf32>";
+    return R"mlir(
+func.func @f(%a: tensor<64x1000xbf16>) -> )mlir" +
+           results + R"mlir( {
+  %r)mlir" +
+           std::string(alsoStored ? ":2" : "") +
+           R"mlir( = gpuc.fusion(%a) : (tensor<64x1000xbf16>) -> )mlir" +
+           results + R"mlir( {
+  ^bb0(%x: tensor<64x1000xbf16>):
+    %q = gpuc.iota dim = 0 : tensor<64x1000xi64>
+    %k = gpuc.iota dim = 1 : tensor<64x1000xi64>
+    %masked = gpuc.compare gt, %k, %q : tensor<64x1000xi64>
+    %xf = gpuc.cast %x : tensor<64x1000xbf16> to tensor<64x1000xf32>
+    %fill = gpuc.constant dense<-1.0e+04> : tensor<64x1000xf32>
+    %z = gpuc.select %masked, %fill, %xf : tensor<64x1000xi1>, tensor<64x1000xf32>
+    %m = gpuc.reduce_max %z axes = [1] : tensor<64x1000xf32> -> tensor<64xf32>
+    %m1 = gpuc.reshape %m : tensor<64xf32> -> tensor<64x1xf32>
+    %mb = gpuc.broadcast %m1 : tensor<64x1xf32> -> tensor<64x1000xf32>
+    %d = gpuc.sub %z, %mb : tensor<64x1000xf32>
+    %e = gpuc.exp %d : tensor<64x1000xf32>
+    %s = gpuc.reduce_sum %e axes = [1] : tensor<64x1000xf32> -> tensor<64xf32>
+    %s1 = gpuc.reshape %s : tensor<64xf32> -> tensor<64x1xf32>
+    %sb = gpuc.broadcast %s1 : tensor<64x1xf32> -> tensor<64x1000xf32>
+    %p = gpuc.div %e, %sb : tensor<64x1000xf32>
+    gpuc.yield %p)mlir" +
+           std::string(alsoStored ? ", %xf : tensor<64x1000xf32>, "
+                                    "tensor<64x1000xf32>"
+                                  : " : tensor<64x1000xf32>") +
+           R"mlir(
+  }
+  return %r)mlir" +
+           std::string(alsoStored ? "#0, %r#1 : tensor<64x1000xf32>, "
+                                    "tensor<64x1000xf32>"
+                                  : " : tensor<64x1000xf32>") +
+           "\n}\n";
+  };
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(causalSoftmax(false));
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  // Each pass is split by target: `#ifdef GPUC_CPU` (the CPU's lines),
+  // `#else` (the GPU's loop).
+  std::string cpu;
+  for (size_t at = src.find("#ifdef GPUC_CPU"); at != std::string::npos;
+       at = src.find("#ifdef GPUC_CPU", at + 1))
+    cpu += src.substr(at, src.find("#else", at) - at);
+  // Every pass of the GPU's loop reads its batch of 8 under the mask, and
+  // only the CPU's lines read the scores unguarded.
+  EXPECT_EQ(occurrences(src, "? (float)in0["), 3u * 8u) << src;
+  EXPECT_EQ(occurrences(src, "= in0["), occurrences(cpu, "= in0[")) << src;
+  EXPECT_EQ(occurrences(cpu, "? (float)in0["), 0u) << src;
+  EXPECT_NE(cpu.find("= in0["), std::string::npos) << src;
+
+  kernel = emitFirstFusion(causalSoftmax(true));
+  ASSERT_TRUE(succeeded(kernel)) << causalSoftmax(true);
+  EXPECT_EQ(occurrences(kernel->source, "? (float)in0["), 0u) << kernel->source;
+}
+
 // A one-hot mask beside float math: the bool is converted through int,
 // which GCC vectorizes ((float)b alone kept the whole loop scalar), and the
 // row's maximum is kept in float (exact) while its sum accumulates in

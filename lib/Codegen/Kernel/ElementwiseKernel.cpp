@@ -240,6 +240,7 @@ LogicalResult Emitter::emitElementwise(EmittedKernel &kernel) {
         loadsFirst ? elementsInFlight(values, kPointwiseTile / kBlockThreads)
                    : 1;
     auto batched = [&]() -> LogicalResult {
+      GpuText text(*this);
       open(llvm::formatv("for (gidx i = begin + threadIdx.x; i < end; i += "
                          "{0} * (gidx)blockDim.x)",
                          batch));

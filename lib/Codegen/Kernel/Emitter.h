@@ -140,6 +140,17 @@ Operation *maxPoolTwin(Operation *op);
 /// The axes a reduction reduces.
 SmallVector<int64_t> reducedAxes(Operation *reduce);
 
+/// A float input whose every use reaches the kernel's results only through
+/// one operand of selects on one condition computed from indices alone (the
+/// scores under a causal mask compared from iotas): where the selects take
+/// their other operand, its element need not be read.
+struct LoadGuard {
+  Value condition;
+  /// Whether the element is read where the condition holds (the selects'
+  /// true operand), or where it does not.
+  bool whenTrue;
+};
+
 class Emitter {
 public:
   explicit Emitter(FusionOp fusion) : fusion(fusion) {}
@@ -420,6 +431,24 @@ private:
   static constexpr int64_t kMaxElementsInFlight = 8;
   /// Per result: the operand it overwrites in place (gpuc.in_place), or -1.
   SmallVector<int64_t> inPlace;
+  /// The kernel's inputs that have a LoadGuard.
+  DenseMap<Value, LoadGuard> loadGuards;
+  /// Finds loadGuards for the kernel's inputs.
+  void findLoadGuards();
+  /// Whether loads skip the elements their guards discard: in the GPU's
+  /// text only, where a warp whose lanes all skip issues no memory
+  /// transaction (a causal softmax's rows then read half their scores); on
+  /// the CPU a conditional load would keep the loop from vectorizing.
+  bool guardLoads = false;
+  /// Sets guardLoads while the GPU's text of a loop is emitted.
+  struct GpuText {
+    explicit GpuText(Emitter &e) : emitter(e), saved(e.guardLoads) {
+      e.guardLoads = true;
+    }
+    ~GpuText() { emitter.guardLoads = saved; }
+    Emitter &emitter;
+    bool saved;
+  };
   /// Blocks per row of a row kernel (rowKernelSplits).
   int64_t splits = 1;
   /// Index divisions unravel has emitted so far.

@@ -13,7 +13,20 @@ FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
     return row->second;
   std::string reg;
   if (auto arg = dyn_cast<BlockArgument>(v)) {
-    reg = load(v, "in" + std::to_string(arg.getArgNumber()), idx);
+    std::string pointer = "in" + std::to_string(arg.getArgNumber());
+    auto guard = guardLoads ? loadGuards.find(v) : loadGuards.end();
+    if (guard != loadGuards.end()) {
+      FailureOr<std::string> condition = at(guard->second.condition, idx);
+      if (failed(condition))
+        return failure();
+      reg = define(v,
+                   llvm::formatv("{0}{1} ? (float){2}[{3}] : 0.0f",
+                                 guard->second.whenTrue ? "" : "!", *condition,
+                                 pointer, idx),
+                   /*exact=*/true);
+    } else {
+      reg = load(v, pointer, idx);
+    }
   } else {
     FailureOr<std::string> computed = compute(v.getDefiningOp(), v, idx);
     if (failed(computed))
@@ -22,6 +35,52 @@ FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
   }
   remember(v, idx, reg);
   return reg;
+}
+
+/// Whether `v` is computed from indices alone: iotas and constants through
+/// pointwise ops and reshapes, no input.
+static bool computedFromIndices(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return false;
+  if (isa<IotaOp, ConstantOp>(def))
+    return true;
+  return (isPointwise(def) || isAlias(def)) &&
+         llvm::all_of(def->getOperands(), computedFromIndices);
+}
+
+/// The one guard under which every use of `v` (read at the index of the
+/// values it reaches) matters, if there is one.
+static std::optional<LoadGuard> guardOfUses(Value v) {
+  std::optional<LoadGuard> common;
+  int64_t elements = getNumElements(shapeOf(v));
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    std::optional<LoadGuard> guard;
+    if (auto select = dyn_cast<SelectOp>(user)) {
+      if (use.getOperandNumber() == 0 ||
+          !computedFromIndices(select.getOperand(0)))
+        return std::nullopt;
+      guard = LoadGuard{select.getOperand(0), use.getOperandNumber() == 1};
+    } else if ((isPointwise(user) || isAlias(user)) &&
+               user->getNumResults() == 1 &&
+               getNumElements(shapeOf(user->getResult(0))) == elements) {
+      guard = guardOfUses(user->getResult(0));
+    }
+    if (!guard || (common && (common->condition != guard->condition ||
+                              common->whenTrue != guard->whenTrue)))
+      return std::nullopt;
+    common = guard;
+  }
+  return common;
+}
+
+void Emitter::findLoadGuards() {
+  loadGuards.clear();
+  for (BlockArgument arg : fusion.getBodyBlock().getArguments())
+    if (isa<FloatType>(elementOf(arg)))
+      if (std::optional<LoadGuard> guard = guardOfUses(arg))
+        loadGuards[arg] = *guard;
 }
 
 FailureOr<std::string> Emitter::compute(Operation *op, Value v,

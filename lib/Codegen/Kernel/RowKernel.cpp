@@ -501,11 +501,14 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     auto rowLoops = [&](BatchPass pass, ValueRange values,
                         function_ref<LogicalResult()> cpu) -> LogicalResult {
       int64_t batch = rowBatch(values);
-      auto gpu = [&] { return portableRowLoop(pass, batch); };
+      auto gpu = [&] {
+        GpuText text(*this);
+        return portableRowLoop(pass, batch);
+      };
       if (cpu)
         return splitByTarget(gpu, cpu, /*onlyIfDivides=*/false);
       if (gpuColumn || batch == 1)
-        return gpu();
+        return portableRowLoop(pass, batch);
       return splitByTarget(
           gpu, [&] { return portableRowLoop(pass, 1); },
           /*onlyIfDivides=*/false);
