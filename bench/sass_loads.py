@@ -7,8 +7,10 @@ move a load above a store written before it: loads separated by a store, a
 special-function op (MUFU: exp, reciprocal, square root) or a branch wait
 for one another. For each kernel of an artifact (or of the PTX file given)
 this prints the registers and spill bytes ptxas reports, its global loads
-(LDG), those before its first store, the longest run of loads with nothing
-of that kind between them, and how many runs the loads fall in: a
+(LDG, and LDGSTS: cp.async's copies to shared memory), those under a
+predicate (a masked load: no memory transaction where a warp's lanes all
+skip it), those before its first store, the longest run of loads with
+nothing of that kind between them, and how many runs the loads fall in: a
 memory-bound kernel wants long runs and few of them.
 
 Usage: bench/sass_loads.py ARTIFACT_DIR_OR_PTX [--arch sm_90] [--top N]
@@ -99,8 +101,10 @@ def main():
     for m in re.finditer(r"^\.text\.(\w+):\n(.*?)(?=^\s*\.size|\Z)", sass,
                          re.S | re.M):
         kernel, body = m.group(1), m.group(2)
-        ops = re.findall(r"\b(LDG|STG|MUFU|BRA|BAR|SHFL|EXIT)\b", body)
+        ops = ["LDG" if op == "LDGSTS" else op for op in re.findall(
+            r"\b(LDGSTS|LDG|STG|MUFU|BRA|BAR|SHFL|EXIT)\b", body)]
         loads = ops.count("LDG")
+        predicated = len(re.findall(r"@!?P\d\s+LDG", body))
         before_store = 0
         for op in ops:
             if op == "STG":
@@ -117,16 +121,16 @@ def main():
             runs.append(run)
         u = usage.get(kernel, {})
         rows.append((loads, kernel, u.get("regs", "?"), u.get("spill", "?"),
-                     before_store, max(runs or [0]), len(runs)))
+                     predicated, before_store, max(runs or [0]), len(runs)))
     rows.sort(key=lambda r: (-r[0], r[1]))
     if args.top:
         rows = rows[:args.top]
-    print("%-12s %5s %6s %6s %13s %12s %7s" %
-          ("kernel", "regs", "spill", "loads", "before store", "longest run",
-           "groups"))
-    for loads, kernel, regs, spill, before, longest, groups in rows:
-        print("%-12s %5s %6s %6d %13d %12d %7d" %
-              (kernel, regs, spill, loads, before, longest, groups))
+    print("%-12s %5s %6s %6s %10s %13s %12s %7s" %
+          ("kernel", "regs", "spill", "loads", "predicated", "before store",
+           "longest run", "groups"))
+    for loads, kernel, regs, spill, masked, before, longest, groups in rows:
+        print("%-12s %5s %6s %6d %10d %13d %12d %7d" %
+              (kernel, regs, spill, loads, masked, before, longest, groups))
 
 
 if __name__ == "__main__":
