@@ -568,7 +568,8 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       mmaStagePair<D, DV>(mmaBuffer<D, DV>(tiles, buffer), qBase, g.q[2],
                           dOBase, g.out[2], i0, g.queries);
       const int64_t rowsAt = bh * g.queries + i0;
-      for (int e = threadIdx.x; e < QT; e += kBlockThreads) {
+      static_assert(QT <= kBlockThreads, "a thread per query of a tile");
+      if (const int e = threadIdx.x; e < QT) {
         // A query past the last reads nothing: the tile's first stands in.
         bool valid = i0 + e < g.queries;
         copyAsync<4>(&rowTiles[buffer][0][e], lse + rowsAt + (valid ? e : 0),
