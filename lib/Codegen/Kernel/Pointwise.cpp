@@ -50,36 +50,44 @@ static bool computedFromIndices(Value v) {
 }
 
 /// The one guard under which every use of `v` (read at the index of the
-/// values it reaches) matters, if there is one.
-static std::optional<LoadGuard> guardOfUses(Value v) {
+/// values it reaches) matters, if there is one. `known` holds the answers
+/// for values already seen (a pointwise graph's paths can share them).
+static std::optional<LoadGuard>
+guardOfUses(Value v, DenseMap<Value, std::optional<LoadGuard>> &known) {
+  auto seen = known.find(v);
+  if (seen != known.end())
+    return seen->second;
   std::optional<LoadGuard> common;
   int64_t elements = getNumElements(shapeOf(v));
   for (OpOperand &use : v.getUses()) {
     Operation *user = use.getOwner();
     std::optional<LoadGuard> guard;
     if (auto select = dyn_cast<SelectOp>(user)) {
-      if (use.getOperandNumber() == 0 ||
-          !computedFromIndices(select.getOperand(0)))
-        return std::nullopt;
-      guard = LoadGuard{select.getOperand(0), use.getOperandNumber() == 1};
+      if (use.getOperandNumber() != 0 &&
+          computedFromIndices(select.getOperand(0)))
+        guard = LoadGuard{select.getOperand(0), use.getOperandNumber() == 1};
     } else if ((isPointwise(user) || isAlias(user)) &&
                user->getNumResults() == 1 &&
                getNumElements(shapeOf(user->getResult(0))) == elements) {
-      guard = guardOfUses(user->getResult(0));
+      guard = guardOfUses(user->getResult(0), known);
     }
     if (!guard || (common && (common->condition != guard->condition ||
-                              common->whenTrue != guard->whenTrue)))
-      return std::nullopt;
+                              common->whenTrue != guard->whenTrue))) {
+      common = std::nullopt;
+      break;
+    }
     common = guard;
   }
+  known[v] = common;
   return common;
 }
 
 void Emitter::findLoadGuards() {
   loadGuards.clear();
+  DenseMap<Value, std::optional<LoadGuard>> known;
   for (BlockArgument arg : fusion.getBodyBlock().getArguments())
     if (isa<FloatType>(elementOf(arg)))
-      if (std::optional<LoadGuard> guard = guardOfUses(arg))
+      if (std::optional<LoadGuard> guard = guardOfUses(arg, known))
         loadGuards[arg] = *guard;
 }
 
