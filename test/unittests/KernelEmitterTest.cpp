@@ -706,6 +706,37 @@ func.func @f(%a: tensor<64x1000xbf16>) -> )mlir" +
   EXPECT_EQ(occurrences(kernel->source, "? (float)in0["), 0u) << kernel->source;
 }
 
+// The same in an elementwise kernel (no reduction): the GPU's batch of
+// elements reads each score under the mask, the CPU's loop every score.
+TEST(KernelEmitterTest, MaskedElementsAreReadOnlyWhereKept) {
+  std::string source = R"mlir(
+func.func @f(%a: tensor<64x1000xbf16>) -> tensor<64x1000xf32> {
+  %r = gpuc.fusion(%a) : (tensor<64x1000xbf16>) -> tensor<64x1000xf32> {
+  ^bb0(%x: tensor<64x1000xbf16>):
+    %q = gpuc.iota dim = 0 : tensor<64x1000xi64>
+    %k = gpuc.iota dim = 1 : tensor<64x1000xi64>
+    %kept = gpuc.compare le, %k, %q : tensor<64x1000xi64>
+    %xf = gpuc.cast %x : tensor<64x1000xbf16> to tensor<64x1000xf32>
+    %e = gpuc.exp %xf : tensor<64x1000xf32>
+    %zero = gpuc.constant dense<0.0> : tensor<64x1000xf32>
+    %z = gpuc.select %kept, %e, %zero : tensor<64x1000xi1>, tensor<64x1000xf32>
+    gpuc.yield %z : tensor<64x1000xf32>
+  }
+  return %r : tensor<64x1000xf32>
+}
+)mlir";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  size_t gpu = src.find("#else"), end = src.find("#endif", gpu);
+  ASSERT_NE(gpu, std::string::npos) << src;
+  std::string cpu = src.substr(0, gpu), gpuText = src.substr(gpu, end - gpu);
+  // The true operand: read where the condition holds.
+  EXPECT_EQ(occurrences(gpuText, " ? (float)in0["), 8u) << src;
+  EXPECT_EQ(occurrences(gpuText, "= !"), 0u) << src;
+  EXPECT_EQ(occurrences(cpu, "? (float)in0["), 0u) << src;
+}
+
 // A one-hot mask beside float math: the bool is converted through int,
 // which GCC vectorizes ((float)b alone kept the whole loop scalar), and the
 // row's maximum is kept in float (exact) while its sum accumulates in
