@@ -47,7 +47,9 @@ template <int D, int DV, typename T> constexpr bool attentionOnTensorCores() {
 /// e^x as 2^(x log2 e): one special-function op where expf adds a range
 /// reduction of several, as FlashAttention computes its weights. Only
 /// differences of scores are taken to base 2, so a fill however low stays
-/// finite: a row that masks every key gives each e^0.
+/// finite: a row that masks every key gives each e^0. (Not
+/// gpuc::exponential, expf on the GPU: these weights are rounded to 16 bits
+/// for the next product, far coarser than 2^(x log2 e)'s error.)
 __device__ __forceinline__ float attentionExp(float x) {
   return exp2f(x * 1.4426950408889634f);
 }
@@ -147,7 +149,8 @@ mmaStagePair(unsigned short *buffer, const T *a, int64_t aStride, const T *b,
 }
 
 /// A pass's tiles, each `Tile` of `count` rows (keys, or queries) from 0,
-/// but those `skipped(j)` says the pass needs nothing from. `stage(j,
+/// but those `skipped(j, end)` (rows [j, end)) says the pass needs nothing
+/// from. `stage(j,
 /// buffer)` starts staging tile j into buffer 0 or 1, and `compute(j,
 /// buffer)` runs once every thread's copies of it have landed, while the
 /// next tile's are in flight: two buffers, one barrier a tile. Every
@@ -156,7 +159,7 @@ template <int Tile, typename Skipped, typename Stage, typename Compute>
 __device__ __forceinline__ void mmaStagedTiles(int64_t count, Skipped skipped,
                                                Stage stage, Compute compute) {
   auto unskipped = [&](int64_t j) {
-    while (j < count && skipped(j))
+    while (j < count && skipped(j, j + Tile < count ? j + Tile : count))
       j += Tile;
     return j;
   };
@@ -342,10 +345,9 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
     float o[DV / 8][4] = {};
     float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
     // A tile the mask excludes from all the pass's rows adds nothing.
-    auto skipped = [&](int64_t j) {
+    auto skipped = [&](int64_t j, int64_t end) {
       return g.fill == -INFINITY &&
-             attentionTileExcluded(g, rows.begin, rows.end, j,
-                                   j + KT < g.keys ? j + KT : g.keys);
+             attentionTileExcluded(g, rows.begin, rows.end, j, end);
     };
     auto stage = [&](int64_t j, int buffer) {
       mmaStagePair<D, DV>(mmaBuffer<D, DV>(tiles, buffer), kBase, g.k[2], vBase,
@@ -472,9 +474,8 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
     }
     float grad[D / 8][4] = {};
     // Excluded scores have no gradient, whatever the fill.
-    auto skipped = [&](int64_t j) {
-      return attentionTileExcluded(g, rows.begin, rows.end, j,
-                                   j + KT < g.keys ? j + KT : g.keys);
+    auto skipped = [&](int64_t j, int64_t end) {
+      return attentionTileExcluded(g, rows.begin, rows.end, j, end);
     };
     auto stage = [&](int64_t j, int buffer) {
       mmaStagePair<D, DV>(mmaBuffer<D, DV>(tiles, buffer), kBase, g.k[2], vBase,
@@ -558,11 +559,9 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
     mmaLoadRows<D>(ka, kBase, g.k[2], key0, g.keys);
     mmaLoadRows<DV>(va, vBase, g.v[2], key0, g.keys);
     float gk[D / 8][4] = {}, gv[DV / 8][4] = {};
-    auto skipped = [&](int64_t i0) {
+    auto skipped = [&](int64_t i0, int64_t end) {
       return g.fill == -INFINITY &&
-             attentionTileExcluded(g, i0,
-                                   i0 + QT < g.queries ? i0 + QT : g.queries,
-                                   keys.begin, keys.end);
+             attentionTileExcluded(g, i0, end, keys.begin, keys.end);
     };
     auto stage = [&](int64_t i0, int buffer) {
       mmaStagePair<D, DV>(mmaBuffer<D, DV>(tiles, buffer), qBase, g.q[2],
