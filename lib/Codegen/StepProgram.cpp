@@ -260,11 +260,14 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
                 {"pairs", shardPairs(shard.getInput(), shard.getResult())},
                 {"bytes", tensorBytes(shard.getResult())}};
   if (auto mm = dyn_cast<MatmulOp>(op)) {
-    // The operands' and the result's element type (one type: the ops
-    // verify it); f16/bf16 accumulate in f32 on every device.
+    // The operands' element type; f16/bf16 accumulate in f32 on every
+    // device, and store the result in their type or, "c_dtype": "F32", in
+    // f32.
     GemmGeometry g = gemmGeometry(mm);
+    Type operands = getElementTypeOrSelf(mm.getLhs().getType()),
+         result = getElementTypeOrSelf(mm.getResult().getType());
     step = {{"op", "gemm"},
-            {"dtype", dtypeOf(getElementTypeOrSelf(mm.getResult().getType()))},
+            {"dtype", dtypeOf(operands)},
             {"a", buf(mm.getLhs())},
             {"b", buf(mm.getRhs())},
             {"c", buf(mm.getResult())},
@@ -286,6 +289,8 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
             {"call_stride_c", g.callStrideC}};
     if (mm.getAcc())
       step["accumulate"] = true;
+    if (result != operands)
+      step["c_dtype"] = dtypeOf(result);
     return step;
   }
   // Shapes are NCHW (OIHW) whatever the layout; "layout": "nhwc" says the
@@ -658,6 +663,8 @@ FailureOr<StepProgram> Lowering::run() {
         for (NamedAttribute field : record)
           if (auto value = dyn_cast<IntegerAttr>(field.getValue()))
             entry[field.getName().str()] = value.getInt();
+          else if (auto text = dyn_cast<StringAttr>(field.getValue()))
+            entry[field.getName().str()] = text.str();
         chunked.push_back(entry);
       }
   if (!chunked.empty())

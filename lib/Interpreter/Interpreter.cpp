@@ -472,6 +472,9 @@ LogicalResult Interpreter::linearLoss(OpTy op, Value lossGrad,
                                    get(op.getLabels()),
                                    op.getIgnoreIndex(),
                                    op.getReduction() == Reduction::mean};
+  if (Type element = elementTypeOf(op.getInput());
+      options.roundToElementType && element.getIntOrFloatBitWidth() < 32)
+    in.storedLogits = element;
   double loss, g = lossGrad ? get(lossGrad).data[0] : 0.0;
   std::string error;
   HostTensor dx, dw, db;

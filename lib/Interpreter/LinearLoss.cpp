@@ -37,10 +37,14 @@ bool interpreter::linearCrossEntropy(const LinearLossInputs &in, double &loss,
     const double *xs = &in.x.data[s * c];
     double max = -std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < v; ++j) {
-      double z = in.bias ? in.bias->data[j] : 0.0;
+      double z = 0.0;
       const double *wj = &in.w.data[j * c];
       for (int64_t k = 0; k < c; ++k)
         z += xs[k] * wj[k];
+      if (in.storedLogits)
+        z = roundToType(z, in.storedLogits);
+      if (in.bias)
+        z += in.bias->data[j];
       logits[j] = z;
       max = std::max(max, z);
     }
@@ -54,6 +58,8 @@ bool interpreter::linearCrossEntropy(const LinearLossInputs &in, double &loss,
     for (int64_t j = 0; j < v; ++j) {
       double d =
           (std::exp(logits[j] - lse) - (j == label ? 1.0 : 0.0)) * weight;
+      if (in.storedLogits)
+        d = roundToType(d, in.storedLogits);
       if (d == 0.0)
         continue;
       const double *wj = &in.w.data[j * c];

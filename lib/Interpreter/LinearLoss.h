@@ -21,6 +21,10 @@ struct LinearLossInputs {
   const HostTensor &x, &w, *bias, &labels;
   std::optional<int64_t> ignoreIndex;
   bool mean = true;
+  /// 16-bit inputs store the logits (before the bias) and their gradient
+  /// in their own type, as the chunked lowering's GEMMs read and write
+  /// them; null: not rounded.
+  Type storedLogits = {};
 };
 
 /// The loss; with `lossGrad`, the gradients too, into `dx`, `dw` and `db`

@@ -153,11 +153,13 @@ bool writeKernelReport(const nlohmann::json &plan,
                   .str()
             : "";
     llvm::outs() << llvm::formatv(
-        "head: linear cross-entropy over {0} x {1} logits{6} in {2} chunks "
-        "of {3} rows: {4:f2} MiB of logits at a time, not {5:f2} MiB\n",
+        "head: linear cross-entropy over {0} x {1} {7} logits{6} in {2} "
+        "chunks of {3} rows: {4:f2} MiB of logits at a time, not {5:f2} "
+        "MiB\n",
         rows, classes, (rows + chunk - 1) / chunk, chunk,
         mib(std::min(chunk, rows) * classes * bytes),
-        mib(rows * classes * bytes), padded);
+        mib(rows * classes * bytes), padded,
+        c.value("logits", std::string("f32")));
   }
   for (const json &f : report["frozen"]) {
     llvm::outs() << "frozen: @" << f["name"].get<std::string>() << ": "

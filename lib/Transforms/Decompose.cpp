@@ -300,19 +300,36 @@ struct DecomposeLinearCrossEntropy : OpRewritePattern<LinearCrossEntropyOp> {
       }
     ExprBuilder B(rewriter, op.getLoc());
     Value logits = linearLogits(B, op.getInput(), op.getWeight(), op.getBias());
-    rewriter.replaceOpWithNewOp<CrossEntropyOp>(
-        op, op.getType(), logits, op.getLabels(), op.getReductionAttr(),
-        op.getIgnoreIndexAttr());
+    Value loss = CrossEntropyOp::create(
+        rewriter, op.getLoc(),
+        RankedTensorType::get({}, getElementTypeOrSelf(logits.getType())),
+        logits, op.getLabels(), op.getReductionAttr(), op.getIgnoreIndexAttr());
+    rewriter.replaceOp(op, B.castTo(loss, getElementTypeOrSelf(op.getType())));
     return success();
   }
 
+  /// The logits as the loss reads them: the GEMM's, stored in the
+  /// operands' type, then widened to `statisticsType(x)` and biased there
+  /// (a 16-bit bias add would round them twice).
   static Value linearLogits(ExprBuilder &B, Value x, Value w, Value bias) {
     int64_t rows = TensorBuilder::shapeOf(x)[0],
             classes = TensorBuilder::shapeOf(w)[0];
     auto type = RankedTensorType::get({rows, classes},
                                       getElementTypeOrSelf(x.getType()));
-    Value z = MatmulOp::create(B.b, B.loc, type, x, w, false, true);
-    return bias ? B.add(z, B.expand(bias, {rows, classes})) : z;
+    Type stats = statisticsType(x);
+    Value z =
+        B.castTo(MatmulOp::create(B.b, B.loc, type, x, w, false, true), stats);
+    return bias ? B.add(z, B.expand(B.castTo(bias, stats), {rows, classes}))
+                : z;
+  }
+
+  /// The type a head's softmax and loss compute in: f32 for 16-bit logits
+  /// (as autocast's cross-entropy), the operands' own otherwise.
+  static Type statisticsType(Value x) {
+    Type element = getElementTypeOrSelf(x.getType());
+    return element.getIntOrFloatBitWidth() < 32
+               ? Type(Float32Type::get(x.getContext()))
+               : element;
   }
 };
 
@@ -366,15 +383,19 @@ struct DecomposeLinearCrossEntropyGrad
     }
     int64_t chunk = linearLossChunkRows(
         rows, padded, element.getIntOrFloatBitWidth() / 8, chunkRows);
+    // 16-bit logits (and their gradient, which the GEMMs read) are stored in
+    // 16 bits; the softmax, the loss and the weight's gradient summed over
+    // the chunks are f32.
+    Type stats = DecomposeLinearCrossEntropy::statisticsType(x);
     std::optional<int64_t> ignore = op.getIgnoreIndex();
     auto validOf = [&](Value y) {
       return B.castTo(
           B.cmp(ComparePredicate::ne, y, B.splatLike(B.loc, y, *ignore)),
-          element);
+          stats);
     };
     // The weight of each counted row's gradient: the loss's gradient, over
     // the count of counted rows for a mean.
-    Value scalarWeight = op.getResultGrad(), count;
+    Value scalarWeight = B.castTo(op.getResultGrad(), stats), count;
     if (op.getReduction() == Reduction::mean) {
       count = ignore ? B.sum(validOf(labels), {0}, false)
                      : B.splat(scalarWeight, (double)rows);
@@ -416,31 +437,41 @@ struct DecomposeLinearCrossEntropyGrad
       Value dz =
           B.mul(B.sub(B.div(e, B.expand(sum, {n, padded})), oneHot),
                 B.expand(B.reshape(B.loc, rowWeight, {n, 1}), {n, padded}));
+      Value dzStored = B.castTo(dz, element);
       inputGrads.push_back(MatmulOp::create(
           rewriter, op.getLoc(), RankedTensorType::get({n, features}, element),
-          dz, wp));
-      weightGrad = MatmulOp::create(rewriter, op.getLoc(), wp.getType(), dz, xc,
-                                    weightGrad, /*transpose_lhs=*/true,
-                                    /*transpose_rhs=*/false);
+          dzStored, wp));
+      weightGrad =
+          MatmulOp::create(rewriter, op.getLoc(),
+                           RankedTensorType::get({padded, features}, stats),
+                           dzStored, xc, weightGrad, /*transpose_lhs=*/true,
+                           /*transpose_rhs=*/false);
       if (bias) {
         Value partialBias = B.sum(dz, {0}, false);
         biasGrad = biasGrad ? B.add(biasGrad, partialBias) : partialBias;
       }
     }
     if (padded != classes) {
-      weightGrad = SliceOp::create(rewriter, op.getLoc(), w.getType(),
-                                   weightGrad, ArrayRef<int64_t>{0, 0},
-                                   ArrayRef<int64_t>{classes, features},
-                                   ArrayRef<int64_t>{1, 1});
+      weightGrad = SliceOp::create(
+          rewriter, op.getLoc(),
+          RankedTensorType::get({classes, features}, stats), weightGrad,
+          ArrayRef<int64_t>{0, 0}, ArrayRef<int64_t>{classes, features},
+          ArrayRef<int64_t>{1, 1});
       if (bias)
-        biasGrad =
-            SliceOp::create(rewriter, op.getLoc(), bias.getType(), biasGrad,
-                            ArrayRef<int64_t>{0}, ArrayRef<int64_t>{classes},
-                            ArrayRef<int64_t>{1});
+        biasGrad = SliceOp::create(
+            rewriter, op.getLoc(), RankedTensorType::get({classes}, stats),
+            biasGrad, ArrayRef<int64_t>{0}, ArrayRef<int64_t>{classes},
+            ArrayRef<int64_t>{1});
     }
+    weightGrad = B.castTo(weightGrad, element);
+    if (bias)
+      biasGrad = B.castTo(biasGrad, element);
+    std::string logitsType;
+    llvm::raw_string_ostream(logitsType) << element;
     recordChunks(op, rows, padded, classes, chunk,
-                 element.getIntOrFloatBitWidth() / 8);
-    Value loss = count ? B.div(total, count) : total;
+                 element.getIntOrFloatBitWidth() / 8, logitsType);
+    Value loss = B.castTo(count ? B.div(total, count) : total,
+                          getElementTypeOrSelf(op.getResult().getType()));
     Value inputGrad = inputGrads.size() == 1
                           ? inputGrads[0]
                           : ConcatOp::create(rewriter, op.getLoc(), x.getType(),
@@ -463,7 +494,7 @@ struct DecomposeLinearCrossEntropyGrad
   /// `classes` as the GEMMs run them, `vocabulary` the head's own.
   static void recordChunks(Operation *op, int64_t rows, int64_t classes,
                            int64_t vocabulary, int64_t chunk,
-                           int64_t elementBytes) {
+                           int64_t elementBytes, StringRef logitsType) {
     auto step = op->getParentOfType<func::FuncOp>();
     if (!step)
       return;
@@ -476,7 +507,8 @@ struct DecomposeLinearCrossEntropyGrad
         b.getNamedAttr("rows", b.getI64IntegerAttr(rows)),
         b.getNamedAttr("classes", b.getI64IntegerAttr(classes)),
         b.getNamedAttr("chunk_rows", b.getI64IntegerAttr(chunk)),
-        b.getNamedAttr("element_bytes", b.getI64IntegerAttr(elementBytes))};
+        b.getNamedAttr("element_bytes", b.getI64IntegerAttr(elementBytes)),
+        b.getNamedAttr("logits", b.getStringAttr(logitsType))};
     if (vocabulary != classes)
       record.push_back(
           b.getNamedAttr("padded_from", b.getI64IntegerAttr(vocabulary)));

@@ -26,7 +26,22 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
             " (the CUDA device computes F32, F16 and BF16 ones); recompile";
     return false;
   }
+  // 16-bit operands may store f32 products (a head's weight gradient,
+  // summed over its chunks).
+  std::string resultDtype = s.value("c_dtype", dtype);
+  cudaDataType_t resultType = dataType;
+  if (resultDtype != dtype) {
+    if (resultDtype != "F32" || dataType == CUDA_R_32F) {
+      error = "plan.json: a gemm step stores " + resultDtype + " products of " +
+              dtype +
+              " operands (the CUDA device stores their own type or F32); "
+              "recompile";
+      return false;
+    }
+    resultType = CUDA_R_32F;
+  }
   int64_t elementBytes = dataType == CUDA_R_32F ? 4 : 2;
+  int64_t resultBytes = resultType == CUDA_R_32F ? 4 : 2;
   step.dtype = dtype;
   step.id0 = s["a"];
   step.id1 = s["b"];
@@ -45,7 +60,7 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   step.calls = g.calls;
   step.callStrideA = g.callStrideA * elementBytes;
   step.callStrideB = g.callStrideB * elementBytes;
-  step.callStrideC = g.callStrideC * elementBytes;
+  step.callStrideC = g.callStrideC * resultBytes;
   if (batch > 1 && (strideA == 0 || strideB == 0)) {
     // Other broadcasts: one GEMM per batch entry (cuBLASLt's strided
     // batches need a nonzero stride).
@@ -57,7 +72,7 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
     step.calls = batch;
     step.callStrideA = strideA * elementBytes;
     step.callStrideB = strideB * elementBytes;
-    step.callStrideC = strideC * elementBytes;
+    step.callStrideC = strideC * resultBytes;
     layoutBatch = 1;
   }
   // Row-major C[m,n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
@@ -87,8 +102,8 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   cublasLtMatmulDescSetAttribute(step.gemmDesc, CUBLASLT_MATMUL_DESC_TRANSB,
                                  &opSecond, sizeof(opSecond));
   auto layout = [&](cublasLtMatrixLayout_t &l, uint64_t rows, uint64_t cols,
-                    int64_t ld, int64_t stride) {
-    if ((st = cublasLtMatrixLayoutCreate(&l, dataType, rows, cols, ld)) !=
+                    int64_t ld, int64_t stride, cudaDataType_t type) {
+    if ((st = cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld)) !=
         CUBLAS_STATUS_SUCCESS)
       return false;
     if (layoutBatch > 1) {
@@ -103,11 +118,13 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   };
   // First operand: B's memory, [k,n] row-major (= n x k column-major) or,
   // transposed, [n,k] (= k x n column-major).
-  if (!layout(step.layoutA, transB ? k : n, transB ? n : k, g.ldb, strideB))
+  if (!layout(step.layoutA, transB ? k : n, transB ? n : k, g.ldb, strideB,
+              dataType))
     return fail(st, "cublasLtMatrixLayoutCreate");
-  if (!layout(step.layoutB, transA ? m : k, transA ? k : m, g.lda, strideA))
+  if (!layout(step.layoutB, transA ? m : k, transA ? k : m, g.lda, strideA,
+              dataType))
     return fail(st, "cublasLtMatrixLayoutCreate");
-  if (!layout(step.layoutC, n, m, g.ldc, strideC))
+  if (!layout(step.layoutC, n, m, g.ldc, strideC, resultType))
     return fail(st, "cublasLtMatrixLayoutCreate");
   cublasLtMatmulPreference_t preference;
   cublasLtMatmulPreferenceCreate(&preference);

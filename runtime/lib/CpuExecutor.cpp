@@ -134,9 +134,9 @@ int64_t convChunkBytes() {
 /// The storage type of a library call's tensors.
 enum class LibraryType { F32, F16, BF16 };
 
-bool libraryTypeOf(const nlohmann::json &s, LibraryType &type,
-                   std::string &error) {
-  std::string dtype = s.value("dtype", "F32");
+bool libraryTypeOf(const nlohmann::json &s, const char *field,
+                   LibraryType &type, std::string &error) {
+  std::string dtype = s.value(field, s.value("dtype", "F32"));
   if (dtype == "F32")
     type = LibraryType::F32;
   else if (dtype == "F16")
@@ -215,8 +215,9 @@ struct Step {
   int64_t convolutionChunk = 0;
   float *x = nullptr, *w = nullptr, *y = nullptr;
   /// f16/bf16 library calls: the operands' elements (x, w, y: a, b, c for
-  /// a GEMM) and which of them is the result, computed in f32 scratch.
-  LibraryType type = LibraryType::F32;
+  /// a GEMM) and which of them is the result, computed in f32 scratch. A
+  /// GEMM of 16-bit operands may store an f32 result (`resultType`).
+  LibraryType type = LibraryType::F32, resultType = LibraryType::F32;
   int64_t elements[3] = {0, 0, 0};
   int output = 2;
   void *src = nullptr, *dst = nullptr;
@@ -338,8 +339,20 @@ public:
         }
         if (step.kind != StepKind::Kernel && step.kind != StepKind::Copy &&
             !isCollective(step.kind)) {
-          if (!libraryTypeOf(s, step.type, error))
+          if (!libraryTypeOf(s, "dtype", step.type, error) ||
+              !libraryTypeOf(s, "c_dtype", step.resultType, error))
             return false;
+          if (step.kind != StepKind::Gemm)
+            step.resultType = step.type;
+          if (step.resultType != step.type &&
+              step.resultType != LibraryType::F32) {
+            error = "plan.json: a gemm step stores " +
+                    s["c_dtype"].get<std::string>() + " products of " +
+                    s["dtype"].get<std::string>() +
+                    " operands (the CPU stores their own type or F32); "
+                    "recompile";
+            return false;
+          }
           if (step.type != LibraryType::F32)
             wideFloats =
                 std::max(wideFloats, step.elements[0] + step.elements[1] +
@@ -563,19 +576,25 @@ private:
     Step converted = step;
     float *next = wide;
     float **operands[3] = {&converted.x, &converted.w, &converted.y};
+    bool narrowResult = step.resultType != LibraryType::F32;
+    // An accumulating GEMM reads its result's values first.
+    bool readsResult = step.kind == StepKind::Gemm && step.gemm.accumulate;
     for (int i = 0; i < 3; ++i) {
+      if (i == step.output && !narrowResult)
+        continue;
       float *narrowData = *operands[i];
       *operands[i] = next;
-      if (i != step.output)
+      if (i != step.output || readsResult)
         widen(step.type, narrowData, next, step.elements[i]);
       next += step.elements[i];
     }
     libraryF32(converted);
-    narrow(step.type, *operands[step.output],
-           step.output == 0   ? (void *)step.x
-           : step.output == 1 ? (void *)step.w
-                              : (void *)step.y,
-           step.elements[step.output]);
+    if (narrowResult)
+      narrow(step.type, *operands[step.output],
+             step.output == 0   ? (void *)step.x
+             : step.output == 1 ? (void *)step.w
+                                : (void *)step.y,
+             step.elements[step.output]);
   }
   void libraryF32(const Step &step) {
     switch (step.kind) {

@@ -34,7 +34,22 @@ bool checkLibraryOperands(const nlohmann::json &step,
     return false;
   };
   const std::string &op = step["op"].get_ref<const std::string &>();
+  // Each operand's buffer holds the type the library reads or writes it in
+  // (a 2-byte buffer read as f32 would be read past its end).
+  auto holds = [&](const char *field, const std::string &dtype) {
+    const PlanBuffer &b = buffers[step[field].get<int64_t>()];
+    if (b.dtype == dtype)
+      return true;
+    error = where + ": '" + field + "' is buffer " + b.name + " of " + b.dtype +
+            ", but the step computes " + dtype +
+            "; the plan is damaged, recompile the model";
+    return false;
+  };
+  const std::string dtype = step.value("dtype", "F32");
   if (op == "gemm") {
+    if (!holds("a", dtype) || !holds("b", dtype) ||
+        !holds("c", step.value("c_dtype", dtype)))
+      return false;
     GemmStep g = gemmStepOf(step);
     // A leading dimension shorter than its row would have the library
     // read rows over each other.
@@ -51,6 +66,8 @@ bool checkLibraryOperands(const nlohmann::json &step,
   }
   if (op.rfind("conv2d", 0) != 0)
     return true;
+  if (!holds("x", dtype) || !holds("w", dtype) || !holds("y", dtype))
+    return false;
   std::vector<int64_t> shapes[3];
   const char *shapeFields[] = {"x_shape", "w_shape", "y_shape"};
   for (int i = 0; i < 3; ++i) {
@@ -241,18 +258,19 @@ bool checkStep(const nlohmann::json &step,
           where + ": '" + field + "' is " + step[field].dump() + ", not a size";
       return false;
     }
-  for (const char *field : {"kernel", "dtype"})
+  for (const char *field : {"kernel", "dtype", "c_dtype"})
     if (step.contains(field) && !step[field].is_string()) {
       error =
           where + ": '" + field + "' is " + step[field].dump() + ", not a name";
       return false;
     }
-  if (step.contains("dtype") && !dtypeBytes(step["dtype"].get<std::string>())) {
-    error = where + ": dtype " + step["dtype"].dump() +
-            " is not one the "
-            "runtime computes";
-    return false;
-  }
+  for (const char *field : {"dtype", "c_dtype"})
+    if (step.contains(field) &&
+        !dtypeBytes(step[field].get_ref<const std::string &>())) {
+      error = where + ": " + field + " " + step[field].dump() +
+              " is not one the runtime computes";
+      return false;
+    }
   if (step.contains("flops") && !step["flops"].is_number()) {
     error = where + ": 'flops' is " + step["flops"].dump() + ", not a count";
     return false;

@@ -263,8 +263,11 @@ def check(args, name, optimizer, work):
     if name == "attention16":
         model = write_attention16(os.path.join(work, name + ".onnx"))
     out = os.path.join(work, name + "-" + optimizer)
+    # The head's logits type changes the step itself: the reference's
+    # (import) and the trainer's (compile) step use the same one.
     common = ["--batch", "4", "--optimizer", optimizer,
-              "--precision", args.precision] + extra
+              "--precision", args.precision,
+              "--head-logits", args.head_logits] + extra
     run([args.gpuc, "compile", model, "-o", out, "--target", "cpu"] + common +
         args.compile_flag)
     step = os.path.join(work, name + "-" + optimizer + ".mlir")
@@ -317,7 +320,14 @@ def main():
     p.add_argument("--compile-flag", action="append", default=[],
                    help="passed to gpuc compile only (the reference is the "
                    "interpreter either way), e.g. --memory-budget=1GiB")
+    p.add_argument("--head-logits", default="f32",
+                   choices=["f32", "low"],
+                   help="a language model head's logits under fp16/bf16 "
+                   "(gpuc's --head-logits), in both the step and its "
+                   "reference")
     args = p.parse_args()
+    if args.precision == "fp32":
+        args.head_logits = "f32"
     ok = True
     with tempfile.TemporaryDirectory() as work:
         for name in args.models.split(","):

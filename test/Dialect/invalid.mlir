@@ -120,6 +120,30 @@ func.func @matmul_layout_three_levels(%a: tensor<3x2x4x5x6xf32>, %b: tensor<2x3x
 
 // -----
 
+func.func @matmul_mixed_operands(%a: tensor<2x3xbf16>, %b: tensor<3x5xf32>) {
+  // expected-error @+1 {{operands have element types 'bf16' and 'f32'}}
+  %0 = gpuc.matmul %a, %b : (tensor<2x3xbf16>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_narrow_result(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error @+1 {{result element type 'bf16' is neither the operands' ('f32') nor f32 for f16/bf16 operands}}
+  %0 = gpuc.matmul %a, %b : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xbf16>
+  return
+}
+
+// -----
+
+func.func @matmul_mixed_accumulator(%a: tensor<2x3xbf16>, %b: tensor<3x5xbf16>, %c: tensor<2x5xbf16>) {
+  // expected-error @+1 {{accumulates into 'tensor<2x5xbf16>' but its result is 'tensor<2x5xf32>'}}
+  %0 = gpuc.matmul %a, %b plus %c : tensor<2x5xbf16> : (tensor<2x3xbf16>, tensor<3x5xbf16>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
 func.func @conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) {
   // expected-error @+1 {{filter expects 2 input channels, input has 3}}
   %0 = gpuc.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<1x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x6x6xf32>
@@ -636,6 +660,14 @@ func.func @linear_loss_labels(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %y: tens
 func.func @linear_loss_bias(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %b: tensor<4xf32>, %y: tensor<6xi64>) {
   // expected-error @+1 {{bias must have shape 9, got 4}}
   %0 = gpuc.linear_cross_entropy %h, %w, %y bias %b : tensor<4xf32> reduction = mean : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @linear_loss_narrow_loss(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{result element type 'bf16' is neither the input's ('f32') nor f32 for f16/bf16 inputs}}
+  %0 = gpuc.linear_cross_entropy %h, %w, %y reduction = mean : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<bf16>
   return
 }
 

@@ -67,6 +67,16 @@ func.func @linear_loss(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %b: tensor<9xf3
   return %0, %l, %dh, %dw, %db, %acc : tensor<f32>, tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>, tensor<9xf32>, tensor<9x4xf32>
 }
 
+// CHECK-LABEL: func.func @linear_loss_low
+// 16-bit logits: the loss and a weight gradient summed over chunks are f32.
+func.func @linear_loss_low(%h: tensor<6x4xbf16>, %w: tensor<9x4xbf16>, %y: tensor<6xi64>, %g: tensor<f32>, %z: tensor<6x9xbf16>, %dw: tensor<9x4xf32>) -> (tensor<f32>, tensor<9x4xf32>) {
+  // CHECK: gpuc.linear_cross_entropy_grad {{.*}} : (tensor<6x4xbf16>, tensor<9x4xbf16>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x4xbf16>, tensor<9x4xbf16>)
+  %l, %dh, %dwl = gpuc.linear_cross_entropy_grad %h, %w, %y, %g reduction = mean : (tensor<6x4xbf16>, tensor<9x4xbf16>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x4xbf16>, tensor<9x4xbf16>)
+  // CHECK: gpuc.matmul %{{.+}}, %{{.+}} transpose_lhs plus %{{.+}} : tensor<9x4xf32> : (tensor<6x9xbf16>, tensor<6x4xbf16>) -> tensor<9x4xf32>
+  %acc = gpuc.matmul %z, %h transpose_lhs plus %dw : tensor<9x4xf32> : (tensor<6x9xbf16>, tensor<6x4xbf16>) -> tensor<9x4xf32>
+  return %l, %acc : tensor<f32>, tensor<9x4xf32>
+}
+
 // CHECK-LABEL: func.func @windows
 func.func @windows(%x: tensor<2x1x8x8xf32>, %f: tensor<4x1x3x3xf32>) -> tensor<2x4x4x4xf32> {
   // CHECK: gpuc.conv2d %{{.+}}, %{{.+}} strides = [1, 1] pads = [1, 1, 1, 1] dilations = [1, 1] groups = 1

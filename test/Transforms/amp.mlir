@@ -2,6 +2,7 @@
 // RUN: gpuc-opt %s -split-input-file --gpuc-amp="precision=bf16" | FileCheck %s --check-prefix=BF16
 // RUN: gpuc-opt %s -split-input-file --gpuc-amp="precision=fp16 loss-scale=static loss-scale-init=1024" | FileCheck %s --check-prefix=STATIC
 // RUN: gpuc-opt %s -split-input-file --gpuc-amp="precision=fp32" | FileCheck %s --check-prefix=FP32
+// RUN: gpuc-opt %s -split-input-file --gpuc-amp="precision=bf16 low-head=true" | FileCheck %s --check-prefix=HEAD
 // RUN: not gpuc-opt %s -split-input-file --gpuc-amp="precision=fp8" 2>&1 | FileCheck %s --check-prefix=BADTYPE
 // RUN: not gpuc-opt %s -split-input-file --gpuc-amp="precision=fp16 loss-scale=sometimes" 2>&1 | FileCheck %s --check-prefix=BADMODE
 // RUN: not gpuc-opt %s -split-input-file --gpuc-amp="precision=fp16 loss-scale-init=0" 2>&1 | FileCheck %s --check-prefix=BADINIT
@@ -92,4 +93,24 @@ func.func @eval(%x: tensor<2x4xf32> {gpuc.input = "x"}, %w: tensor<4x3xf32> {gpu
   %e = gpuc.exp %x : tensor<2x4xf32>
   %h = gpuc.matmul %e, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
   return %h : tensor<2x3xf32>
+}
+
+// -----
+
+// A language model's head computes in f32 from its widened operands; with
+// low-head it reads them in bf16, as a GEMM would, and its loss stays f32.
+// BF16-LABEL: func.func @forward
+// BF16: %[[HW:.+]] = gpuc.cast %{{.+}} : tensor<6x4xbf16> to tensor<6x4xf32>
+// BF16: gpuc.linear_cross_entropy %[[HW]], %arg1, %arg2 reduction = mean : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<f32>
+// HEAD-LABEL: func.func @forward
+// HEAD: %[[W:.+]] = gpuc.cast %arg1 : tensor<9x4xf32> to tensor<9x4xbf16>
+// HEAD: %[[H:.+]] = gpuc.matmul {{.*}} -> tensor<6x4xbf16>
+// HEAD: %[[L:.+]] = gpuc.linear_cross_entropy %[[H]], %[[W]], %arg2 reduction = mean : (tensor<6x4xbf16>, tensor<9x4xbf16>, tensor<6xi64>) -> tensor<f32>
+// HEAD: return %[[L]]
+gpuc.parameter @p trainable : tensor<4x4xf32> = dense<0.5> : tensor<4x4xf32>
+gpuc.parameter @w trainable : tensor<9x4xf32> = dense<0.5> : tensor<9x4xf32>
+func.func @forward(%x: tensor<6x4xf32> {gpuc.input = "x"}, %w: tensor<9x4xf32> {gpuc.param = @w}, %y: tensor<6xi64> {gpuc.input = "label"}, %p: tensor<4x4xf32> {gpuc.param = @p}) -> (tensor<f32> {gpuc.output = "loss"}) {
+  %h = gpuc.matmul %x, %p : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %l = gpuc.linear_cross_entropy %h, %w, %y reduction = mean : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<f32>
+  return %l : tensor<f32>
 }

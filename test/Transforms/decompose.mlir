@@ -315,3 +315,24 @@ func.func @padded_head(%x: tensor<10x3xf32>, %w: tensor<1030x3xf32>, %y: tensor<
   %l, %dx, %dw = gpuc.linear_cross_entropy_grad %x, %w, %y, %g reduction = mean : (tensor<10x3xf32>, tensor<1030x3xf32>, tensor<10xi64>, tensor<f32>) -> (tensor<f32>, tensor<10x3xf32>, tensor<1030x3xf32>)
   return %l, %dx, %dw : tensor<f32>, tensor<10x3xf32>, tensor<1030x3xf32>
 }
+
+// -----
+
+// 16-bit logits: the GEMM stores them in bf16 and the softmax reads them
+// widened to f32; their gradient is rounded to bf16 for the two GEMMs that
+// read it; the weight's gradient sums the chunks in f32 (a bf16 product
+// with an f32 result) and is rounded once; the loss is f32.
+// CHUNK-LABEL: func.func @low_head
+// CHUNK: %[[Z0:.+]] = gpuc.matmul %{{.+}}, %arg1 transpose_rhs : (tensor<4x3xbf16>, tensor<12x3xbf16>) -> tensor<4x12xbf16>
+// CHUNK: gpuc.cast %[[Z0]] : tensor<4x12xbf16> to tensor<4x12xf32>
+// CHUNK: %[[DZ0:.+]] = gpuc.cast %{{.+}} : tensor<4x12xf32> to tensor<4x12xbf16>
+// CHUNK: gpuc.matmul %[[DZ0]], %arg1 : (tensor<4x12xbf16>, tensor<12x3xbf16>) -> tensor<4x3xbf16>
+// CHUNK: %[[DW0:.+]] = gpuc.matmul %[[DZ0]], %{{.+}} transpose_lhs : (tensor<4x12xbf16>, tensor<4x3xbf16>) -> tensor<12x3xf32>
+// CHUNK: %[[DW1:.+]] = gpuc.matmul %{{.+}}, %{{.+}} transpose_lhs plus %[[DW0]] : tensor<12x3xf32> : (tensor<4x12xbf16>, tensor<4x3xbf16>) -> tensor<12x3xf32>
+// CHUNK: %[[DW2:.+]] = gpuc.matmul %{{.+}}, %{{.+}} transpose_lhs plus %[[DW1]] : tensor<12x3xf32> : (tensor<2x12xbf16>, tensor<2x3xbf16>) -> tensor<12x3xf32>
+// CHUNK: %[[DW:.+]] = gpuc.cast %[[DW2]] : tensor<12x3xf32> to tensor<12x3xbf16>
+// CHUNK: return %{{.+}}, %{{.+}}, %[[DW]] : tensor<f32>, tensor<10x3xbf16>, tensor<12x3xbf16>
+func.func @low_head(%x: tensor<10x3xbf16>, %w: tensor<12x3xbf16>, %y: tensor<10xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<10x3xbf16>, tensor<12x3xbf16>) {
+  %l, %dx, %dw = gpuc.linear_cross_entropy_grad %x, %w, %y, %g reduction = mean : (tensor<10x3xbf16>, tensor<12x3xbf16>, tensor<10xi64>, tensor<f32>) -> (tensor<f32>, tensor<10x3xbf16>, tensor<12x3xbf16>)
+  return %l, %dx, %dw : tensor<f32>, tensor<10x3xbf16>, tensor<12x3xbf16>
+}

@@ -20,6 +20,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
+
 using namespace mlir;
 using namespace mlir::gpuc;
 
@@ -61,6 +64,14 @@ protected:
   }
 };
 
+// 16-bit logits (what gpuc-amp's low-head gives): the loss and the
+// statistics in f32, the weight's gradient summed over the chunks in f32.
+constexpr const char *kLow = R"mlir(
+func.func @f(%x: tensor<7x3xbf16>, %w: tensor<5x3xbf16>, %b: tensor<5xbf16>, %l: tensor<7xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<7x3xbf16>, tensor<5x3xbf16>, tensor<5xbf16>) {
+  %loss, %dx, %dw, %db = gpuc.linear_cross_entropy_grad %x, %w, %l, %g bias %b : tensor<5xbf16> reduction = mean ignore_index = 2 : (tensor<7x3xbf16>, tensor<5x3xbf16>, tensor<7xi64>, tensor<f32>) -> (tensor<f32>, tensor<7x3xbf16>, tensor<5x3xbf16>, tensor<5xbf16>)
+  return %loss, %dx, %dw, %db : tensor<f32>, tensor<7x3xbf16>, tensor<5x3xbf16>, tensor<5xbf16>
+})mlir";
+
 TEST_F(DecomposeLinearLoss, ChunksThatDivideTheRowsOrNot) {
   // 7 rows in chunks of 3: 3 + 3 + 1, two of them accumulating.
   EXPECT_EQ(decomposeAndCompare(kWithBias, 3), 2);
@@ -68,6 +79,59 @@ TEST_F(DecomposeLinearLoss, ChunksThatDivideTheRowsOrNot) {
   // One chunk: the plain head, nothing accumulates.
   EXPECT_EQ(decomposeAndCompare(kWithBias, 7), 0);
   EXPECT_EQ(decomposeAndCompare(kWithoutBias, 1), 6);
+}
+
+TEST_F(DecomposeLinearLoss, SixteenBitLogitsAreStoredInSixteenBits) {
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kLow, &context);
+  ASSERT_TRUE(module);
+  auto func = module->lookupSymbol<func::FuncOp>("f");
+  // Arguments rounded to bf16, the interpreter rounding every result to
+  // its type as the kernels store it.
+  auto run = [&] {
+    std::mt19937 rng(5);
+    std::normal_distribution<double> normal(0.0, 2.0);
+    std::vector<HostTensor> args;
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      HostTensor t(type.getShape(), type.getElementType());
+      for (size_t i = 0; i < t.data.size(); ++i)
+        t.data[i] = isa<FloatType>(type.getElementType())
+                        ? roundToType(normal(rng), type.getElementType())
+                        : (double)(i * 3 % 5);
+      args.push_back(std::move(t));
+    }
+    auto results = interpret(func, args, InterpreterOptions{});
+    EXPECT_TRUE(succeeded(results));
+    return succeeded(results) ? *results : std::vector<HostTensor>{};
+  };
+  std::vector<HostTensor> before = run();
+  GpucDecomposeOptions options;
+  options.lossChunkRows = 3;
+  PassManager pm(&context);
+  pm.addPass(createGpucDecompose(options));
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+  ASSERT_TRUE(succeeded(verify(*module)));
+  // The logits and their gradient are bf16 values; the weight's gradient
+  // accumulates in f32 GEMMs of bf16 operands.
+  int64_t lowLogits = 0, wideSums = 0;
+  module->walk([&](MatmulOp mm) {
+    Type operands = getElementTypeOrSelf(mm.getLhs().getType());
+    EXPECT_TRUE(operands.isBF16());
+    bool wide = getElementTypeOrSelf(mm.getType()).isF32();
+    lowLogits += !wide && mm.getTransposeRhs();
+    wideSums += wide;
+  });
+  EXPECT_EQ(lowLogits, 3);
+  EXPECT_EQ(wideSums, 3);
+  std::vector<HostTensor> after = run();
+  ASSERT_EQ(before.size(), after.size());
+  // Within a few bf16 steps: the reference's statistics are in double, the
+  // lowering's in f32, which moves a rounding to bf16 by at most one step.
+  for (size_t r = 0; r < before.size(); ++r)
+    for (size_t i = 0; i < before[r].data.size(); ++i)
+      EXPECT_NEAR(before[r].data[i], after[r].data[i],
+                  0x1p-7 * (0.05 + std::abs(before[r].data[i])))
+          << "result " << r << " element " << i;
 }
 
 } // namespace

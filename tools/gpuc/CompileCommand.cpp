@@ -93,9 +93,7 @@ bool checkStepFlags() {
 bool artifactOptionsFromFlags(gpuc::ArtifactOptions &artifact,
                               std::optional<int64_t> &budgetBytes,
                               std::optional<int64_t> &limitBytes) {
-  std::string target = codegenTarget;
-  if (target.empty())
-    target = gpuc::nvrtcAvailable() ? "all" : "cpu";
+  std::string target = targetOrDefault();
   if (target != "cpu" && target != "cuda" && target != "all") {
     llvm::errs() << "gpuc compile: --target must be cpu, cuda or all, not '"
                  << target << "'\n";

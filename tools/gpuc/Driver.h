@@ -117,6 +117,7 @@ extern cl::opt<std::string> attentionOption;
 extern cl::opt<int64_t> lossChunkRows;
 extern cl::opt<int64_t> gpuBytesInFlight;
 extern cl::opt<std::string> padClassesOption;
+extern cl::opt<std::string> headLogitsOption;
 
 /// The context a command reads a model into, with diagnostics printed
 /// against the model's source.
@@ -218,6 +219,8 @@ std::optional<int64_t> gradientBucketBytes();
 /// --batch and --input-shape as import options.
 LogicalResult importOptions(gpuc::OnnxImportOptions &options);
 /// --precision and the loss-scale flags; nullopt after an error `tool` names.
+/// --target as given, or its default: all where NVRTC is found, else cpu.
+std::string targetOrDefault();
 std::optional<gpuc::GpucAmpOptions> ampOptions(StringRef tool);
 /// gpuc-decompose's attention lowering that --attention asks for (auto
 /// resolved by the target), or nullopt after an error naming the flag.

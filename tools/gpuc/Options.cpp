@@ -342,6 +342,15 @@ cl::opt<std::string> padClassesOption(
              "tiles. auto (default): 64 when the artifact has the CUDA "
              "target, else 0 (never)"),
     cl::value_desc("auto|N"), cl::init("auto"), cl::cat(compileCategory));
+cl::opt<std::string> headLogitsOption(
+    "head-logits",
+    cl::desc("compile: under --precision fp16/bf16, the type a language "
+             "model's head stores its logits and their gradient in: low (16 "
+             "bits, as autocast's: half the head's memory traffic, its GEMMs "
+             "on 16-bit operands; the softmax and loss still sum in f32) or "
+             "f32. auto (default): low when the artifact has the CUDA target "
+             "(the CPU's 16-bit GEMMs convert their operands to f32 first)"),
+    cl::value_desc("auto|low|f32"), cl::init("auto"), cl::cat(compileCategory));
 cl::opt<bool>
     noFuse("no-fuse",
            cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),

@@ -92,6 +92,12 @@ OwningOpRef<ModuleOp> ModelLoader::load() {
 }
 
 /// attach-loss (when --loss), autodiff, optimizer: what --train adds.
+std::string targetOrDefault() {
+  if (!codegenTarget.empty())
+    return codegenTarget;
+  return gpuc::nvrtcAvailable() ? "all" : "cpu";
+}
+
 /// The gpuc-amp options the flags ask for, or nullopt after an error that
 /// names the flag (none for --precision fp32).
 std::optional<gpuc::GpucAmpOptions> ampOptions(StringRef tool) {
@@ -141,6 +147,21 @@ std::optional<gpuc::GpucAmpOptions> ampOptions(StringRef tool) {
                     "fp16 or bf16\n";
     return std::nullopt;
   }
+  StringRef head = headLogitsOption;
+  if (head != "auto" && head != "low" && head != "f32") {
+    llvm::errs() << tool << ": --head-logits " << head
+                 << " is not one of auto, low, f32\n";
+    return std::nullopt;
+  }
+  if (head == "low" && precisionOption == "fp32") {
+    llvm::errs() << tool
+                 << ": --head-logits low needs --precision fp16 or bf16\n";
+    return std::nullopt;
+  }
+  // The GPU's tensor cores read 16-bit operands directly, and the head's
+  // f32 logits are most of its memory traffic; the CPU's 16-bit GEMMs would
+  // convert the whole vocabulary's weight to f32 for every chunk.
+  amp.lowHead = head == "low" || (head == "auto" && targetOrDefault() != "cpu");
   return amp;
 }
 
@@ -167,10 +188,7 @@ std::optional<int64_t> padClasses(StringRef tool) {
   if (choice == "auto") {
     // The GPU's GEMMs are faster on whole tiles; on the CPU the library's
     // are not, and padding would only add work.
-    std::string target = codegenTarget;
-    if (target.empty())
-      target = gpuc::nvrtcAvailable() ? "all" : "cpu";
-    return target == "cpu" ? 0 : 64;
+    return targetOrDefault() == "cpu" ? 0 : 64;
   }
   int64_t multiple = 0;
   if (choice.getAsInteger(10, multiple) || multiple < 0) {
@@ -194,12 +212,9 @@ std::optional<bool> convChannelsLast(StringRef tool) {
   // tensor-core kernels (and has few bf16 NCHW algorithms). FMA kernels and
   // the CPU's library, which reorders either layout into its own blocked
   // one, gain nothing from it.
-  std::string target = codegenTarget;
-  if (target.empty())
-    target = gpuc::nvrtcAvailable() ? "all" : "cpu";
   bool tensorCores =
       precisionOption != "fp32" || (tf32.getNumOccurrences() && tf32);
-  return target != "cpu" && tensorCores;
+  return targetOrDefault() != "cpu" && tensorCores;
 }
 
 void addTrainingPasses(PassManager &pm, StringRef lossOutput) {

@@ -195,7 +195,8 @@ def GpucAmp : Pass<"gpuc-amp", "::mlir::ModuleOp"> {
     the low type; their gradients follow through the casts' gradients).
     Reductions, losses, scalars, parameters (the f32 master weights),
     inputs and the functions' results keep f32. Each function gets
-    `gpuc.precision`.
+    `gpuc.precision`. With `low-head`, a linear cross-entropy takes its
+    input and weight in the low type as a GEMM does, and keeps its f32 loss.
     With loss scaling (`dynamic` by default for fp16, `none` for bf16) the
     module gains the state `@amp.loss_scale` (marked `gpuc.loss_scale =
     {mode, growth_interval}`), `@amp.good_steps` and `@amp.skipped_steps`:
@@ -215,6 +216,10 @@ def GpucAmp : Pass<"gpuc-amp", "::mlir::ModuleOp"> {
            "the initial (or static) loss scale">,
     Option<"growthInterval", "growth-interval", "int64_t", "2000",
            "dynamic scaling: clean steps before the scale doubles">,
+    Option<"lowHead", "low-head", "bool", "false",
+           "a language model's head (linear_cross_entropy) reads its input "
+           "and weight in the low type: its logits and their gradient are "
+           "stored in it (as autocast's), its statistics and loss are f32">,
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }

@@ -471,6 +471,15 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &builder,
                             "differentiate before gpuc-fold-layouts";
   Value a = getLhs(), b = getRhs();
   bool ta = getTransposeLhs(), tb = getTransposeRhs();
+  // An f32 product of 16-bit operands: the gradient's products take the
+  // operands' type.
+  if (Type element = getElementTypeOrSelf(a.getType());
+      getElementTypeOrSelf(g.getType()) != element)
+    g = CastOp::create(
+        builder, getLoc(),
+        RankedTensorType::get(cast<RankedTensorType>(g.getType()).getShape(),
+                              element),
+        g);
   auto matmul = [&](Value x, Value y, bool tx, bool ty, Type type) -> Value {
     return MatmulOp::create(builder, getLoc(), type, x, y, tx, ty);
   };

@@ -175,6 +175,16 @@ LogicalResult MatmulOp::verify() {
                         getResultPerm(), [&] { return emitOpError(); });
   if (failed(geometry))
     return failure();
+  Type element = getElementTypeOrSelf(getLhs().getType());
+  if (getElementTypeOrSelf(getRhs().getType()) != element)
+    return emitOpError() << "operands have element types " << element << " and "
+                         << getElementTypeOrSelf(getRhs().getType());
+  Type resultElement = getElementTypeOrSelf(getResult().getType());
+  if (resultElement != element &&
+      !(resultElement.isF32() && (element.isF16() || element.isBF16())))
+    return emitOpError() << "result element type " << resultElement
+                         << " is neither the operands' (" << element
+                         << ") nor f32 for f16/bf16 operands";
   if (Value acc = getAcc()) {
     if (acc.getType() != getResult().getType())
       return emitOpError() << "accumulates into " << acc.getType()
@@ -568,8 +578,13 @@ template <typename OpTy> static LogicalResult verifyLinearLoss(OpTy op) {
   if (op.getReduction() == Reduction::none)
     return op.emitOpError() << "needs reduction mean or sum (the per-sample "
                                "losses of a chunked head are not kept)";
-  if (getElementTypeOrSelf(op.getResult().getType()) != element)
-    return op.emitOpError() << "result element type differs from the input's";
+  // The loss of 16-bit logits is summed in f32.
+  Type lossElement = getElementTypeOrSelf(op.getResult().getType());
+  if (lossElement != element &&
+      !(lossElement.isF32() && (element.isF16() || element.isBF16())))
+    return op.emitOpError() << "result element type " << lossElement
+                            << " is neither the input's (" << element
+                            << ") nor f32 for f16/bf16 inputs";
   return verifyResultShape(op, Shape{}, op.getResult());
 }
 

@@ -386,7 +386,7 @@ def Gpuc_PadOp : Gpuc_Op<"pad", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterf
 // Contractions and windows
 //===----------------------------------------------------------------------===//
 
-def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
+def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure]> {
   let summary = "batched matrix product with optional transposes and layouts";
   let description = [{
     Both operands have the same rank (>= 2) and the same leading (batch)
@@ -409,12 +409,19 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
     language-model head sums its weight gradient this way, one chunk of
     rows at a time. It has no result layout.
 
+    The operands share an element type, and the result has it too, or is
+    f32 where the operands are f16 or bf16: the products are summed in f32
+    and stored without rounding to 16 bits (the chunked head's weight
+    gradient, summed over its chunks in f32).
+
     ```mlir
     %y = gpuc.matmul %x, %w transpose_rhs
            : (tensor<32x784xf32>, tensor<256x784xf32>) -> tensor<32x256xf32>
     %s = gpuc.matmul %q, %k transpose_rhs lhs_perm = [0, 2, 1, 3]
            rhs_perm = [0, 2, 1, 3]
            : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>) -> tensor<2x4x16x16xf32>
+    %dw = gpuc.matmul %dz, %x transpose_lhs plus %acc : tensor<64x32xf32>
+           : (tensor<8x64xbf16>, tensor<8x32xbf16>) -> tensor<64x32xf32>
     ```
   }];
   let arguments = (ins Gpuc_FloatTensor:$lhs, Gpuc_FloatTensor:$rhs,
