@@ -86,10 +86,10 @@ gpu_artifact() { # name model batch optimizer [precision [compile flags...]]
 
 # Parity: one step at batch 16 of each example with SGD and AdamW, and a
 # mixed-precision AdamW step of the CNN (cuDNN's f16 convolutions,
-# cuBLASLt's f16 GEMMs, loss scaling; bf16 differs only in the data-type
-# enums, and one more artifact would not fit); the CPU device's results are
-# the reference.
-mixed=(cnn:fp16)
+# cuBLASLt's f16 GEMMs, loss scaling) and of the transformer in bf16 (its
+# head's bf16 logits, the weight gradient's bf16 GEMMs summing into f32);
+# the CPU device's results, compiled with the same head, are the reference.
+mixed=(cnn:fp16 transformer:bf16)
 for model in mlp cnn transformer; do
   specs="sgd:fp32 adamw:fp32"
   for m in "${mixed[@]}"; do [[ ${m%%:*} == "$model" ]] && specs+=" adamw:${m##*:}"; done
@@ -99,8 +99,11 @@ for model in mlp cnn transformer; do
     [[ $precision == fp32 ]] || name+=-$precision
     gpu_artifact "parity-$name" "$model" 16 "$opt" "$precision"
     # shellcheck disable=SC2046
+    head=()
+    [[ $precision == fp32 ]] || head=(--head-logits low)
     "$gpuc" compile $(model_args "$model") --batch 16 --optimizer "$opt" \
-      --lr 0.001 --precision "$precision" --target cpu -o "$work/$name" >/dev/null
+      --lr 0.001 --precision "$precision" --target cpu "${head[@]}" \
+      -o "$work/$name" >/dev/null
     mkdir -p "$out/parity/$name/in"
     "$python" - "$model" "$out/parity/$name/in" <<'EOF'
 import sys

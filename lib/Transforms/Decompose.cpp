@@ -254,20 +254,27 @@ Value rowSlice(ExprBuilder &B, Value x, int64_t r0, int64_t r1) {
 }
 
 /// Rows per chunk of a linear cross-entropy over `rows` x `classes`
-/// logits: `requested`, else those whose logits take about 32 MiB (a
+/// logits: `requested`, else those whose logits take about `chunkBytes` (a
 /// multiple of 64 rows, at least 64, so the GEMMs stay large), but at most
 /// 16 chunks: each chunk is steps and a kernel of its own in the plan, and
-/// a long context's 16k rows in 32 MiB chunks would be 128 of them.
+/// a long context's 16k rows in 32 MiB chunks would be 128 of them. The
+/// rows are then spread evenly: over the fewest chunks (up to 16) that
+/// divide them into equal multiples of 64 rows, or else as evenly as
+/// multiples of 64 allow (no short last chunk).
 int64_t linearLossChunkRows(int64_t rows, int64_t classes, int64_t elementBytes,
-                            int64_t requested) {
+                            int64_t requested, int64_t chunkBytes) {
   if (requested > 0)
     return std::min(requested, rows);
-  constexpr int64_t kChunkBytes = 32 << 20, kMaxChunks = 16;
+  constexpr int64_t kMaxChunks = 16;
   auto roundUp64 = [](int64_t n) { return (n + 63) / 64 * 64; };
-  int64_t fit = kChunkBytes / std::max<int64_t>(1, classes * elementBytes);
+  int64_t fit = chunkBytes / std::max<int64_t>(1, classes * elementBytes);
   int64_t chunk = std::max<int64_t>(64, fit / 64 * 64);
   chunk = std::max(chunk, roundUp64((rows + kMaxChunks - 1) / kMaxChunks));
-  return std::min(rows, chunk);
+  int64_t chunks = (rows + chunk - 1) / chunk;
+  for (int64_t n = chunks; n <= std::max(chunks, kMaxChunks); ++n)
+    if (rows % n == 0 && (rows / n) % 64 == 0)
+      return rows / n;
+  return std::min(rows, roundUp64((rows + chunks - 1) / chunks));
 }
 
 /// Whether `grad` is the gradient of `forward`'s very head and loss, and
@@ -342,8 +349,8 @@ struct DecomposeLinearCrossEntropy : OpRewritePattern<LinearCrossEntropyOp> {
 struct DecomposeLinearCrossEntropyGrad
     : OpRewritePattern<LinearCrossEntropyGradOp> {
   DecomposeLinearCrossEntropyGrad(MLIRContext *context, int64_t chunkRows,
-                                  int64_t padClasses)
-      : OpRewritePattern(context), chunkRows(chunkRows),
+                                  int64_t chunkBytes, int64_t padClasses)
+      : OpRewritePattern(context), chunkRows(chunkRows), chunkBytes(chunkBytes),
         padClasses(padClasses) {}
 
   /// Classes padded to a multiple of `padClasses` (0: never), from a
@@ -381,8 +388,9 @@ struct DecomposeLinearCrossEntropyGrad
             bias, ArrayRef<int64_t>{0}, ArrayRef<int64_t>{padded - classes},
             rewriter.getF64FloatAttr(0.0));
     }
-    int64_t chunk = linearLossChunkRows(
-        rows, padded, element.getIntOrFloatBitWidth() / 8, chunkRows);
+    int64_t chunk =
+        linearLossChunkRows(rows, padded, element.getIntOrFloatBitWidth() / 8,
+                            chunkRows, chunkBytes);
     // 16-bit logits (and their gradient, which the GEMMs read) are stored in
     // 16 bits; the softmax, the loss and the weight's gradient summed over
     // the chunks are f32.
@@ -516,7 +524,7 @@ struct DecomposeLinearCrossEntropyGrad
     step->setAttr(GpucDialect::kChunkedLossesAttrName, b.getArrayAttr(records));
   }
 
-  int64_t chunkRows, padClasses;
+  int64_t chunkRows, chunkBytes, padClasses;
 };
 
 /// An attention's mask broadcast to the scores' `shape`. A triangular one
@@ -719,8 +727,14 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
           << "pad-classes " << (int64_t)padClasses << " is negative";
       return signalPassFailure();
     }
+    if (lossChunkBytes < 1) {
+      getOperation().emitError()
+          << "loss-chunk-bytes " << (int64_t)lossChunkBytes
+          << " is not a positive size";
+      return signalPassFailure();
+    }
     patterns.add<DecomposeLinearCrossEntropyGrad>(&getContext(), lossChunkRows,
-                                                  padClasses);
+                                                  lossChunkBytes, padClasses);
     if (attention == "gemm") {
       // Layouts are folded after this pass, into the GEMMs it builds.
       WalkResult folded = getOperation().walk([](Operation *op) {

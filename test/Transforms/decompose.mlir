@@ -3,7 +3,10 @@
 // RUN: not gpuc-opt %s --gpuc-decompose=attention=dense -split-input-file 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: gpuc-opt %s --gpuc-decompose=loss-chunk-rows=4 -split-input-file | FileCheck %s --check-prefix=CHUNK
 // RUN: gpuc-opt %s --gpuc-decompose=pad-classes=64 -split-input-file | FileCheck %s --check-prefix=PAD
+// RUN: gpuc-opt %s --gpuc-decompose=loss-chunk-bytes=6750000 -split-input-file | FileCheck %s --check-prefix=EVEN
+// RUN: not gpuc-opt %s --gpuc-decompose=loss-chunk-bytes=0 -split-input-file 2>&1 | FileCheck %s --check-prefix=ZEROBYTES
 // RUN: not gpuc-opt %s --gpuc-decompose=pad-classes=-1 -split-input-file 2>&1 | FileCheck %s --check-prefix=NEGPAD
+// ZEROBYTES: loss-chunk-bytes 0 is not a positive size
 // NEGPAD: pad-classes -1 is negative
 // UNKNOWN: unknown attention lowering 'dense'; the lowerings are gemm and flash
 
@@ -335,4 +338,31 @@ func.func @padded_head(%x: tensor<10x3xf32>, %w: tensor<1030x3xf32>, %y: tensor<
 func.func @low_head(%x: tensor<10x3xbf16>, %w: tensor<12x3xbf16>, %y: tensor<10xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<10x3xbf16>, tensor<12x3xbf16>) {
   %l, %dx, %dw = gpuc.linear_cross_entropy_grad %x, %w, %y, %g reduction = mean : (tensor<10x3xbf16>, tensor<12x3xbf16>, tensor<10xi64>, tensor<f32>) -> (tensor<f32>, tensor<10x3xbf16>, tensor<12x3xbf16>)
   return %l, %dx, %dw : tensor<f32>, tensor<10x3xbf16>, tensor<12x3xbf16>
+}
+
+// -----
+
+// Rows of 1,030 f32 logits in chunks of about 6.75 MB (1,600 rows). 4,096
+// rows: four equal chunks of 1,024, not 1,600 + 1,600 + 896. 4,288 rows
+// (67 x 64: no equal multiples of 64 in 3 to 16 chunks): three chunks
+// as even as multiples of 64 allow, 1,472 + 1,472 + 1,344.
+// EVEN-LABEL: func.func @even_chunks
+// EVEN: gpuc.slice %arg0 starts = [0, 0] limits = [1024, 4]
+// EVEN: gpuc.slice %arg0 starts = [1024, 0] limits = [2048, 4]
+// EVEN: gpuc.slice %arg0 starts = [2048, 0] limits = [3072, 4]
+// EVEN: gpuc.slice %arg0 starts = [3072, 0] limits = [4096, 4]
+// EVEN-NOT: gpuc.slice %arg0
+// EVEN-LABEL: func.func @uneven_rows
+// EVEN: gpuc.slice %arg0 starts = [0, 0] limits = [1472, 4]
+// EVEN: gpuc.slice %arg0 starts = [1472, 0] limits = [2944, 4]
+// EVEN: gpuc.slice %arg0 starts = [2944, 0] limits = [4288, 4]
+// EVEN-NOT: gpuc.slice %arg0
+// EVEN: return
+func.func @even_chunks(%x: tensor<4096x4xf32>, %w: tensor<1030x4xf32>, %y: tensor<4096xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<4096x4xf32>, tensor<1030x4xf32>) {
+  %l, %dx, %dw = gpuc.linear_cross_entropy_grad %x, %w, %y, %g reduction = mean : (tensor<4096x4xf32>, tensor<1030x4xf32>, tensor<4096xi64>, tensor<f32>) -> (tensor<f32>, tensor<4096x4xf32>, tensor<1030x4xf32>)
+  return %l, %dx, %dw : tensor<f32>, tensor<4096x4xf32>, tensor<1030x4xf32>
+}
+func.func @uneven_rows(%x: tensor<4288x4xf32>, %w: tensor<1030x4xf32>, %y: tensor<4288xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<4288x4xf32>, tensor<1030x4xf32>) {
+  %l, %dx, %dw = gpuc.linear_cross_entropy_grad %x, %w, %y, %g reduction = mean : (tensor<4288x4xf32>, tensor<1030x4xf32>, tensor<4288xi64>, tensor<f32>) -> (tensor<f32>, tensor<4288x4xf32>, tensor<1030x4xf32>)
+  return %l, %dx, %dw : tensor<f32>, tensor<4288x4xf32>, tensor<1030x4xf32>
 }

@@ -328,10 +328,12 @@ cl::opt<int64_t> gpuBytesInFlight(
     cl::value_desc("N"), cl::init(32), cl::cat(compileCategory));
 cl::opt<int64_t> lossChunkRows(
     "loss-chunk-rows",
-    cl::desc("compile: rows per chunk of a language model's head and its "
-             "cross-entropy, which run a chunk of rows at a time so that only "
-             "one chunk's logits exist (default: the chunk whose logits take "
-             "about 32 MiB, in at most 16 chunks)"),
+    cl::desc(
+        "compile: rows per chunk of a language model's head and its "
+        "cross-entropy, which run a chunk of rows at a time so that only "
+        "one chunk's logits exist (default: the chunk whose logits take "
+        "about 32 MiB, 256 MiB where the artifact has the CUDA target, in at "
+        "most 16 chunks of as many rows)"),
     cl::value_desc("rows"), cl::init(0), cl::cat(compileCategory));
 cl::opt<std::string> padClassesOption(
     "pad-classes",

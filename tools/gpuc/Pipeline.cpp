@@ -267,8 +267,18 @@ void addStepPipeline(PassManager &pm, StringRef lossOutput) {
   addTrainingPasses(pm, lossOutput);
   // Validated by attentionLowering and padClasses before any pipeline is
   // built.
-  pm.addPass(gpuc::createGpucDecompose(gpuc::GpucDecomposeOptions{
-      *attentionLowering("gpuc"), lossChunkRows, *padClasses("gpuc")}));
+  // On the GPU the head's weight-gradient GEMM, which reads and writes the
+  // whole f32 [V, C] sum once per chunk, does 2 * chunk rows of work per
+  // element of it: 1,024-row chunks (GPT-2's in 32 MiB) would leave it
+  // at the H100's ridge, bound by that sum's memory traffic, where 2,048 or
+  // more rows are bound by its tensor cores. The CPU's GEMMs are bound by
+  // their arithmetic at any chunk of 64 rows or more, and there the
+  // logits' memory counts.
+  int64_t chunkBytes =
+      targetOrDefault() == "cpu" ? int64_t(32) << 20 : int64_t(256) << 20;
+  pm.addPass(gpuc::createGpucDecompose(
+      gpuc::GpucDecomposeOptions{*attentionLowering("gpuc"), lossChunkRows,
+                                 chunkBytes, *padClasses("gpuc")}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // Validated by convChannelsLast before any pipeline is built.

@@ -314,7 +314,9 @@ def GpucDecompose : Pass<"gpuc-decompose", "::mlir::ModuleOp"> {
            "how attention runs: gemm or flash">,
     Option<"lossChunkRows", "loss-chunk-rows", "int64_t", "0",
            "rows per chunk of a linear cross-entropy (0: the chunk whose "
-           "logits take about 32 MiB, in at most 16 chunks)">,
+           "logits take about loss-chunk-bytes, in at most 16 chunks)">,
+    Option<"lossChunkBytes", "loss-chunk-bytes", "int64_t", "33554432",
+           "what a chunk's logits take by default (32 MiB)">,
     Option<"padClasses", "pad-classes", "int64_t", "0",
            "pad a linear cross-entropy's classes to a multiple of this "
            "(0: never)">
