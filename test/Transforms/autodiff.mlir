@@ -119,3 +119,20 @@ func.func @forward(%x: tensor<1x1x2x2xf32> {gpuc.input = "x"}, %w: tensor<1x1x1x
 // CHECK: %[[DW:.+]] = gpuc.conv2d_backward_filter %[[G]], %arg0 strides = [2, 2] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<1x1x3x3xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x1x1xf32>
 // CHECK: return %{{.+}}, %[[DW]]
 
+
+// -----
+
+// A product of bf16 operands stored in f32: its gradient is rounded to the
+// operands' type once, and both gradient products take it.
+gpuc.parameter @w trainable : tensor<3x4xbf16> = dense<0.5> : tensor<3x4xbf16>
+func.func @forward(%x: tensor<2x4xbf16> {gpuc.input = "x"}, %w: tensor<3x4xbf16> {gpuc.param = @w}) -> (tensor<f32> {gpuc.output = "loss"}) {
+  %0 = gpuc.matmul %x, %w transpose_rhs : (tensor<2x4xbf16>, tensor<3x4xbf16>) -> tensor<2x3xf32>
+  %1 = gpuc.reduce_sum %0 axes = [0, 1] : tensor<2x3xf32> -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[G:.+]] = gpuc.constant dense<1.000000e+00> : tensor<2x3xf32>
+// CHECK: %[[GL:.+]] = gpuc.cast %[[G]] : tensor<2x3xf32> to tensor<2x3xbf16>
+// CHECK: %[[DW:.+]] = gpuc.matmul %[[GL]], %{{.+}} transpose_lhs : (tensor<2x3xbf16>, tensor<2x4xbf16>) -> tensor<3x4xbf16>
+// CHECK: return {{.*}}%[[DW]]
