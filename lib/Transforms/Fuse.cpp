@@ -262,9 +262,16 @@ FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
   if ((rowsOf(first) || rowsOf(second)) &&
       (isStateUpdate(first) || isStateUpdate(second)))
     return nullptr;
-  // Every other reader of `first` must run after `second`.
+  // Every other reader of `first` must run after `second`. One placed
+  // between them whose own results only ops after `second` read (a chunk's
+  // loss summed before its logit gradient) moves after the merged kernel.
   SmallVector<Value> keptResults;
-  SmallVector<Operation *> reshapesToErase;
+  SmallVector<Operation *> reshapesToErase, readersToMove;
+  auto readOnlyAfterSecond = [&](Operation *op) {
+    return llvm::all_of(op->getUsers(), [&](Operation *u) {
+      return u->getBlock() == second->getBlock() && second->isBeforeInBlock(u);
+    });
+  };
   for (Value result : first.getResults()) {
     bool readElsewhere = false;
     for (Operation *user : result.getUsers()) {
@@ -276,9 +283,29 @@ FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
         reshapesToErase.push_back(user);
         continue;
       }
-      if (user->getBlock() != second->getBlock() ||
-          !second->isBeforeInBlock(user))
+      if (user->getBlock() != second->getBlock())
         return nullptr;
+      if (!second->isBeforeInBlock(user)) {
+        // A kernel, or a reshape and the kernels that read it there.
+        SmallVector<Operation *> moving{user};
+        if (isAlias(user))
+          for (Operation *u : user->getUsers())
+            if (u->getBlock() != second->getBlock() ||
+                !second->isBeforeInBlock(u))
+              moving.push_back(u);
+        for (Operation *op : moving) {
+          bool movable = op == user && isAlias(op)
+                             ? true
+                             : isa<FusionOp>(op) &&
+                                   op != second.getOperation() &&
+                                   op->getBlock() == second->getBlock() &&
+                                   readOnlyAfterSecond(op);
+          if (!movable)
+            return nullptr;
+          if (!llvm::is_contained(readersToMove, op))
+            readersToMove.push_back(op);
+        }
+      }
       readElsewhere = true;
     }
     if (readElsewhere)
@@ -384,6 +411,11 @@ FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
   second.replaceAllUsesWith(merged.getResults().take_front(n));
   for (auto [k, v] : llvm::enumerate(keptResults))
     v.replaceAllUsesWith(merged.getResult(n + k));
+  // In their order, after the kernel whose results they now read.
+  llvm::sort(readersToMove,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  for (Operation *reader : llvm::reverse(readersToMove))
+    reader->moveAfter(merged);
   second.erase();
   for (Operation *reshape : reshapesToErase)
     if (reshape->use_empty())

@@ -584,3 +584,27 @@ func.func @segment_sum_fusion(%u: tensor<6x4xf32>, %o: tensor<11xi32>, %p: tenso
   %s = gpuc.reduce_sum %g axes = [1] : tensor<10x4xf32> -> tensor<10xf32>
   return %n, %s : tensor<10x4xf32>, tensor<10xf32>
 }
+
+// -----
+
+// A reader of the row statistic placed between it and the kernel that
+// needs it (a chunk's loss summed before its logit gradient, through a
+// reshape) moves after the merged kernel, which computes the statistic
+// and its use in one pass and keeps the statistic as a result for it.
+// CHECK-LABEL: func.func @reader_between
+// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg0, %arg1)
+// CHECK: gpuc.reduce_max
+// CHECK: gpuc.sub
+// CHECK: %[[R:.+]] = gpuc.reshape %[[K]]#1
+// CHECK: %[[L:.+]] = gpuc.fusion(%[[R]])
+// CHECK: return %[[L]], %[[K]]#0
+func.func @reader_between(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  %b2 = gpuc.broadcast %b : tensor<8xf32> -> tensor<4x8xf32>
+  %z = gpuc.add %x, %b2 : tensor<4x8xf32>
+  %m = gpuc.reduce_max %z axes = [1] keep_dims : tensor<4x8xf32> -> tensor<4x1xf32>
+  %mr = gpuc.reshape %m : tensor<4x1xf32> -> tensor<4xf32>
+  %l = gpuc.reduce_sum %mr axes = [0] : tensor<4xf32> -> tensor<f32>
+  %mb = gpuc.broadcast %m : tensor<4x1xf32> -> tensor<4x8xf32>
+  %y = gpuc.sub %z, %mb : tensor<4x8xf32>
+  return %l, %y : tensor<f32>, tensor<4x8xf32>
+}
