@@ -16,7 +16,7 @@
 #         torch.compile(mode="reduce-overhead"), one interleaved run.
 # scale:  GPT-2 124M (T 1024, batch 16) and ResNet-50 (batch 256), fp32 and
 #         bf16 (GPT-2 bf16 also with --attention flash, and so at the
-#         largest batch that fits, 234, and with --gpu-bytes-in-flight 0,
+#         largest batch that fits, 240, and with --gpu-bytes-in-flight 0,
 #         its kernels' loads in the order before batching; ResNet-50 bf16
 #         also with --conv-layout nchw), weights made here by
 #         PyTorch (--init): one step against PyTorch's, each artifact's
