@@ -347,12 +347,11 @@ cl::opt<std::string> padClassesOption(
 cl::opt<std::string> headLogitsOption(
     "head-logits",
     cl::desc("compile: under --precision fp16/bf16, the type a language "
-             "model's head stores its logits and their gradient in: low (16 "
-             "bits, as autocast's: half the head's memory traffic, its GEMMs "
-             "on 16-bit operands; the softmax and loss still sum in f32) or "
-             "f32. auto (default): low when the artifact has the CUDA target "
-             "(the CPU's 16-bit GEMMs convert their operands to f32 first)"),
-    cl::value_desc("auto|low|f32"), cl::init("auto"), cl::cat(compileCategory));
+             "model's head stores its logits and their gradient in: low "
+             "(default; 16 bits, as autocast's: half the head's memory "
+             "traffic, its GEMMs on 16-bit operands, the softmax and loss "
+             "still summed in f32) or f32"),
+    cl::value_desc("low|f32"), cl::init("low"), cl::cat(compileCategory));
 cl::opt<bool>
     noFuse("no-fuse",
            cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),

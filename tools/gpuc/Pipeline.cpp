@@ -148,20 +148,18 @@ std::optional<gpuc::GpucAmpOptions> ampOptions(StringRef tool) {
     return std::nullopt;
   }
   StringRef head = headLogitsOption;
-  if (head != "auto" && head != "low" && head != "f32") {
+  if (head != "low" && head != "f32") {
     llvm::errs() << tool << ": --head-logits " << head
-                 << " is not one of auto, low, f32\n";
+                 << " is not one of low, f32\n";
     return std::nullopt;
   }
-  if (head == "low" && precisionOption == "fp32") {
+  if (head == "low" && precisionOption == "fp32" &&
+      headLogitsOption.getNumOccurrences()) {
     llvm::errs() << tool
                  << ": --head-logits low needs --precision fp16 or bf16\n";
     return std::nullopt;
   }
-  // The GPU's tensor cores read 16-bit operands directly, and the head's
-  // f32 logits are most of its memory traffic; the CPU's 16-bit GEMMs would
-  // convert the whole vocabulary's weight to f32 for every chunk.
-  amp.lowHead = head == "low" || (head == "auto" && targetOrDefault() != "cpu");
+  amp.lowHead = head == "low";
   return amp;
 }
 
