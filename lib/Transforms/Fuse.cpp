@@ -294,12 +294,10 @@ FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
                 !second->isBeforeInBlock(u))
               moving.push_back(u);
         for (Operation *op : moving) {
-          bool movable = op == user && isAlias(op)
-                             ? true
-                             : isa<FusionOp>(op) &&
-                                   op != second.getOperation() &&
-                                   op->getBlock() == second->getBlock() &&
-                                   readOnlyAfterSecond(op);
+          bool movable =
+              (op == user && isAlias(op)) ||
+              (isa<FusionOp>(op) && op != second.getOperation() &&
+               op->getBlock() == second->getBlock() && readOnlyAfterSecond(op));
           if (!movable)
             return nullptr;
           if (!llvm::is_contained(readersToMove, op))
