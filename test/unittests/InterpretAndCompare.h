@@ -24,26 +24,32 @@
 
 namespace gpuc_test {
 
-/// `func` on arguments drawn from a normal distribution seeded by `seed`;
-/// integer and boolean elements are `integer(i)` of their index.
+/// `func` on arguments drawn from a normal distribution (deviation
+/// `deviation`) seeded by `seed`;
+/// integer and boolean elements are `integer(i)` of their index. Exactly,
+/// or with `roundToTypes` as the kernels store values: the arguments and
+/// every result rounded to their element types.
 inline std::vector<mlir::gpuc::HostTensor>
 interpretOnRandomArguments(mlir::func::FuncOp func, unsigned seed,
-                           const std::function<double(size_t)> &integer) {
+                           const std::function<double(size_t)> &integer,
+                           bool roundToTypes = false, double deviation = 1.0) {
   std::mt19937 rng(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
+  std::normal_distribution<double> normal(0.0, deviation);
   std::vector<mlir::gpuc::HostTensor> args;
   for (mlir::BlockArgument arg : func.getArguments()) {
     auto type = mlir::cast<mlir::RankedTensorType>(arg.getType());
     mlir::gpuc::HostTensor t(type.getShape(), type.getElementType());
     for (size_t i = 0; i < t.data.size(); ++i)
-      t.data[i] = mlir::isa<mlir::FloatType>(type.getElementType())
-                      ? normal(rng)
-                      : integer(i);
+      t.data[i] =
+          !mlir::isa<mlir::FloatType>(type.getElementType()) ? integer(i)
+          : roundToTypes
+              ? mlir::gpuc::roundToType(normal(rng), type.getElementType())
+              : normal(rng);
     args.push_back(std::move(t));
   }
-  mlir::gpuc::InterpreterOptions exact;
-  exact.roundToElementType = false;
-  auto results = mlir::gpuc::interpret(func, args, exact);
+  mlir::gpuc::InterpreterOptions options;
+  options.roundToElementType = roundToTypes;
+  auto results = mlir::gpuc::interpret(func, args, options);
   EXPECT_TRUE(mlir::succeeded(results));
   return mlir::succeeded(results) ? *results
                                   : std::vector<mlir::gpuc::HostTensor>{};
