@@ -455,7 +455,8 @@ struct DecomposeLinearCrossEntropyGrad
                            dzStored, xc, weightGrad, /*transpose_lhs=*/true,
                            /*transpose_rhs=*/false);
       if (bias) {
-        Value partialBias = B.sum(dz, {0}, false);
+        // From the stored gradient, as the GEMMs read it.
+        Value partialBias = B.sum(B.castTo(dzStored, stats), {0}, false);
         biasGrad = biasGrad ? B.add(biasGrad, partialBias) : partialBias;
       }
     }
