@@ -213,6 +213,12 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   # batches against on the same GPU.
   gpu_artifact scale-gpt2-bf16-in-order gpt2 16 adamw bf16 --no-weights \
     --cuda-arch sm_90 --gpu-bytes-in-flight 0
+  # GPT-2 bf16 with its head's logits in f32 (the head's GEMMs f32 on
+  # tensor cores, --f32-gemms=bf16): the other head to time, and the
+  # step to fall back on should cuBLASLt refuse the default head's bf16 x
+  # bf16 -> f32 GEMM.
+  gpu_artifact scale-gpt2-bf16-head-f32 gpt2 16 adamw bf16 --no-weights \
+    --cuda-arch sm_90 --head-logits f32
   # ResNet-50's convolutions the other way (bf16 on tensor cores is
   # channels last by default): NCHW tensors, which cuDNN reorders.
   gpu_artifact scale-resnet50-bf16-nchw resnet50 256 adamw bf16 --no-weights \
