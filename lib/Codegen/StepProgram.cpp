@@ -289,6 +289,10 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
             {"call_stride_c", g.callStrideC}};
     if (mm.getAcc())
       step["accumulate"] = true;
+    // The bias epilogue: a vector of the result's type, added to every row
+    // of C.
+    if (Value bias = mm.getBias())
+      step["bias"] = buf(bias);
     if (result != operands)
       step["c_dtype"] = dtypeOf(result);
     return step;
@@ -341,25 +345,37 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   json steps = json::array(), inputs = json::object(), outputs = json::object();
   bufferOf.clear();
 
+  // A parameter's persistent buffer, shared by every function: the
+  // functions that read it, and one that only updates it (a 16-bit weight
+  // copy that another function alone reads).
+  auto paramBuffer = [&](FlatSymbolRefAttr ref,
+                         RankedTensorType type) -> FailureOr<int> {
+    auto param = module.lookupSymbol<ParameterOp>(ref.getAttr());
+    if (!param)
+      return func.emitError() << "names no parameter " << ref;
+    bool isNew = !persistentByName.count(ref.getValue());
+    int id = persistent(ref.getValue(),
+                        param.getTrainable() ? "param" : "state", type);
+    if (param->hasAttr(GpucDialect::kOptimizerStateAttrName))
+      buffers[id].extra["optimizer"] = true;
+    if (auto whole = param->getAttrOfType<DenseI64ArrayAttr>(
+            GpucDialect::kShardOfAttrName))
+      buffers[id].extra["shard_of"] = whole.asArrayRef().vec();
+    if (isNew && failed(initialValue(ref.getValue(), param.getInitialValue())))
+      return failure();
+    return id;
+  };
+
   // Arguments: persistent buffers shared by every function.
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
     auto type = cast<RankedTensorType>(arg.getType());
     if (auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
             i, GpucDialect::kParamAttrName)) {
-      auto param = module.lookupSymbol<ParameterOp>(ref.getAttr());
-      bool isNew = !persistentByName.count(ref.getValue());
-      int id = persistent(ref.getValue(),
-                          param.getTrainable() ? "param" : "state", type);
-      if (param->hasAttr(GpucDialect::kOptimizerStateAttrName))
-        buffers[id].extra["optimizer"] = true;
-      if (auto whole = param->getAttrOfType<DenseI64ArrayAttr>(
-              GpucDialect::kShardOfAttrName))
-        buffers[id].extra["shard_of"] = whole.asArrayRef().vec();
-      if (isNew &&
-          failed(initialValue(ref.getValue(), param.getInitialValue())))
+      FailureOr<int> id = paramBuffer(ref, type);
+      if (failed(id))
         return failure();
-      bufferOf[arg] = id;
+      bufferOf[arg] = *id;
     } else if (auto name = func.getArgAttrOfType<StringAttr>(
                    i, GpucDialect::kInputAttrName)) {
       bufferOf[arg] = persistent("input." + name.str(), "input", type);
@@ -557,7 +573,11 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         int src = bufferOf.lookup(value);
         if (auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(
                 i, GpucDialect::kUpdateAttrName)) {
-          int dst = persistentByName.lookup(ref.getValue());
+          FailureOr<int> updated =
+              paramBuffer(ref, cast<RankedTensorType>(value.getType()));
+          if (failed(updated))
+            return failure();
+          int dst = *updated;
           if (dst != src)
             steps.push_back({{"op", "copy"},
                              {"src", src},

@@ -892,6 +892,12 @@ LogicalResult Interpreter::execute(Operation *op) {
         if (Value acc = o.getAcc())
           for (auto [out, plus] : llvm::zip(y.data, get(acc).data))
             out += plus;
+        // The bias joins the sums before the result is rounded to its type.
+        if (Value bias = o.getBias()) {
+          const std::vector<double> &b = get(bias).data;
+          for (size_t e = 0; e < y.data.size(); ++e)
+            y.data[e] += b[e % n];
+        }
         set(o.getResult(), transposed(y, o.getResultPerm()));
         return success();
       })

@@ -93,9 +93,14 @@ struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
     auto paramRef = FlatSymbolRefAttr::get(param);
     for (func::FuncOp func : funcs) {
       OpBuilder builder(func.getContext());
-      // Readers: the copy instead of a cast of the master.
+      // Readers: the copy instead of a cast of the master. The writer has
+      // the copy as an argument too, read or not (another function may
+      // read it alone: a bias the eval function's GEMM adds), so that the
+      // plan writes its update in place.
       SmallVector<CastOp> casts = narrowingCasts(func, param);
-      if (!casts.empty()) {
+      std::optional<unsigned> update =
+          findResult(func, GpucDialect::kUpdateAttrName, paramRef);
+      if (!casts.empty() || update) {
         Value arg = appendArgument(
             func, copy.getType(),
             builder.getNamedAttr(GpucDialect::kParamAttrName, copyRef),
@@ -106,8 +111,6 @@ struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
         }
       }
       // The writer: the update of the master also writes its copy.
-      std::optional<unsigned> update =
-          findResult(func, GpucDialect::kUpdateAttrName, paramRef);
       if (!update)
         continue;
       Operation *ret = func.getBody().front().getTerminator();

@@ -452,7 +452,8 @@ struct DecomposeLinearCrossEntropyGrad
       weightGrad =
           MatmulOp::create(rewriter, op.getLoc(),
                            RankedTensorType::get({padded, features}, stats),
-                           dzStored, xc, weightGrad, /*transpose_lhs=*/true,
+                           dzStored, xc, weightGrad, /*bias=*/Value(),
+                           /*transpose_lhs=*/true,
                            /*transpose_rhs=*/false);
       if (bias) {
         // From the stored gradient, as the GEMMs read it.

@@ -83,7 +83,7 @@ struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
         changed = true;
       }
     }
-    if (op.getResult().hasOneUse() && !op.getAcc()) {
+    if (op.getResult().hasOneUse() && !op.getAcc() && !op.getBias()) {
       if (auto t = dyn_cast<TransposeOp>(*op.getResult().user_begin())) {
         SmallVector<int64_t> stored = resultPerm;
         if (stored.empty())
@@ -109,7 +109,7 @@ struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
     norm(resultPerm);
     auto folded =
         MatmulOp::create(rewriter, op.getLoc(), resultType, lhs, rhs,
-                         op.getAcc(), op.getTransposeLhs(),
+                         op.getAcc(), op.getBias(), op.getTransposeLhs(),
                          op.getTransposeRhs(), lhsPerm, rhsPerm, resultPerm);
     folded->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     if (resultTranspose) {

@@ -23,6 +23,31 @@ using namespace mlir::gpuc;
 namespace {
 struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
   void runOnOperation() override {
+    // The fused attention kernels first: they read their query, key and
+    // value in place where those are row windows of one stored tensor (a
+    // fused projection's), so the slices that cut them out, read by
+    // nothing else, never run.
+    SmallVector<Operation *> attentions;
+    getOperation().walk([&](Operation *op) {
+      if (isa<AttentionOp, AttentionGradOp>(op))
+        attentions.push_back(op);
+    });
+    for (Operation *op : attentions) {
+      SmallVector<Value> windows;
+      for (Value operand : op->getOperands())
+        if (isRecomputed(op, operand) && attentionRowWindow(operand))
+          windows.push_back(operand);
+      wrapInFusion(op);
+      for (Value window : windows) {
+        Operation *reshape = window.getDefiningOp();
+        if (!reshape->use_empty())
+          continue;
+        Operation *slice = reshape->getOperand(0).getDefiningOp();
+        reshape->erase();
+        if (slice->use_empty())
+          slice->erase();
+      }
+    }
     SmallVector<Operation *> ops, broadcasts, widenings;
     getOperation().walk([&](func::FuncOp func) {
       for (Operation &op : func.getBody().front())
@@ -76,9 +101,28 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
   static bool isRecomputed(Operation *user, Value operand) {
     if (isInlinableConstant(operand))
       return true;
+    if (isAttentionWindow(user, operand))
+      return true;
     if (Operation *def = operand.getDefiningOp(); def && isWidening(def))
       return true;
     return isPointwise(user) && operand.getDefiningOp<BroadcastOp>();
+  }
+
+  /// A bthd fused attention's query, key or value that is a row window of
+  /// a stored tensor: the kernel reads the stored rows at the window's
+  /// offset and strides.
+  static bool isAttentionWindow(Operation *user, Value operand) {
+    auto isQkv = [&](auto op) {
+      return op.getBthd() &&
+             (operand == op.getQuery() || operand == op.getKey() ||
+              operand == op.getValue());
+    };
+    bool qkv = false;
+    if (auto a = dyn_cast<AttentionOp>(user))
+      qkv = isQkv(a);
+    else if (auto g = dyn_cast<AttentionGradOp>(user))
+      qkv = isQkv(g);
+    return qkv && attentionRowWindow(operand).has_value();
   }
 
   static void wrapInFusion(Operation *op) {
@@ -92,6 +136,8 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
     for (Value operand : op->getOperands()) {
       if (!isRecomputed(op, operand))
         addInput(operand);
+      else if (isAttentionWindow(op, operand))
+        addInput(attentionRowWindow(operand)->stored);
       else if (auto broadcast = operand.getDefiningOp<BroadcastOp>();
                broadcast && !isInlinableConstant(broadcast.getInput()))
         addInput(broadcast.getInput());
@@ -114,6 +160,13 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
     for (Value operand : op->getOperands()) {
       if (!isRecomputed(op, operand))
         continue;
+      if (isAttentionWindow(op, operand)) {
+        // The slice, then the reshape into heads.
+        Value slice = operand.getDefiningOp()->getOperand(0);
+        cloneInto(slice);
+        cloneInto(operand);
+        continue;
+      }
       if (auto broadcast = operand.getDefiningOp<BroadcastOp>();
           broadcast && isInlinableConstant(broadcast.getInput()))
         cloneInto(broadcast.getInput());

@@ -256,6 +256,12 @@ void CudaDevice::bindPointers() {
                                plan.buffers[id].numElements(),
                                plan.buffers[id].dtype});
       step.p2 = at(step.id2);
+      if (step.idBias >= 0) {
+        step.pBias = at(step.idBias);
+        cublasLtMatmulDescSetAttribute(step.gemmDesc,
+                                       CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                       &step.pBias, sizeof(step.pBias));
+      }
       for (int id : step.argIds)
         step.argValues.push_back(pointers[id]);
       // cuLaunchKernel takes a pointer to each argument's value.

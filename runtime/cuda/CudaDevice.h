@@ -83,6 +83,10 @@ struct Step {
   std::string shape;
   int64_t calls = 1, callStrideA = 0, callStrideB = 0, callStrideC = 0;
   bool accumulate = false; // C += op(A) op(B)
+  /// The bias epilogue's vector (buffer id and address; -1 without one):
+  /// cuBLASLt adds it to every row of the row-major C.
+  int idBias = -1;
+  CUdeviceptr pBias = 0;
   // Convolutions.
   cudnnTensorDescriptor_t xDesc = nullptr, yDesc = nullptr;
   cudnnFilterDescriptor_t wDesc = nullptr;

@@ -101,6 +101,22 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
                                  &opFirst, sizeof(opFirst));
   cublasLtMatmulDescSetAttribute(step.gemmDesc, CUBLASLT_MATMUL_DESC_TRANSB,
                                  &opSecond, sizeof(opSecond));
+  // The bias epilogue: a vector over the row-major C's columns, the rows of
+  // cuBLASLt's column-major D, of the result's type (its bias type), added
+  // to the f32 sums before D is rounded; every batch entry and call adds
+  // the same vector (batch stride 0). Its address is set once memory is.
+  if (s.contains("bias")) {
+    step.idBias = s["bias"];
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    int32_t biasType = resultType;
+    if ((st = cublasLtMatmulDescSetAttribute(
+             step.gemmDesc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+             sizeof(epilogue))) != CUBLAS_STATUS_SUCCESS ||
+        (st = cublasLtMatmulDescSetAttribute(
+             step.gemmDesc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+             sizeof(biasType))) != CUBLAS_STATUS_SUCCESS)
+      return fail(st, "the bias epilogue's cublasLtMatmulDescSetAttribute");
+  }
   auto layout = [&](cublasLtMatrixLayout_t &l, uint64_t rows, uint64_t cols,
                     int64_t ld, int64_t stride, cudaDataType_t type) {
     if ((st = cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld)) !=
@@ -149,6 +165,7 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   step.shape =
       std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
       (transA ? " A^T" : "") + (transB ? " B^T" : "") +
+      (step.idBias >= 0 ? " +bias" : "") +
       (layoutBatch > 1 ? " batch " + std::to_string(layoutBatch) : "") +
       (step.calls > 1 ? " x" + std::to_string(step.calls) + " calls" : "");
   return true;

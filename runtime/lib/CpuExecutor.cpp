@@ -214,6 +214,10 @@ struct Step {
   std::shared_ptr<Convolution> convolution, lastChunk;
   int64_t convolutionChunk = 0;
   float *x = nullptr, *w = nullptr, *y = nullptr;
+  /// A GEMM's bias epilogue: `biasElements` (n) values of the result's
+  /// type added to every row of C; null without one.
+  float *bias = nullptr;
+  int64_t biasElements = 0;
   /// f16/bf16 library calls: the operands' elements (x, w, y: a, b, c for
   /// a GEMM) and which of them is the result, computed in f32 scratch. A
   /// GEMM of 16-bit operands may store an f32 result (`resultType`).
@@ -299,6 +303,10 @@ public:
           step.y = f(s, "c");
           for (int i = 0; i < 3; ++i)
             step.elements[i] = (int64_t)step.gemm.extent(i);
+          if (s.contains("bias")) {
+            step.bias = f(s, "bias");
+            step.biasElements = step.gemm.n;
+          }
         } else if (step.kind == StepKind::Copy) {
           step.src = pointers[s["src"].get<int>()];
           step.dst = pointers[s["dst"].get<int>()];
@@ -356,7 +364,7 @@ public:
           if (step.type != LibraryType::F32)
             wideFloats =
                 std::max(wideFloats, step.elements[0] + step.elements[1] +
-                                         step.elements[2]);
+                                         step.elements[2] + step.biasElements);
         }
         steps.push_back(std::move(step));
       }
@@ -588,6 +596,11 @@ private:
         widen(step.type, narrowData, next, step.elements[i]);
       next += step.elements[i];
     }
+    // The bias has the result's type: widened where the result is narrow.
+    if (step.bias && narrowResult) {
+      widen(step.type, step.bias, next, step.biasElements);
+      converted.bias = next;
+    }
     libraryF32(converted);
     if (narrowResult)
       narrow(step.type, *operands[step.output],
@@ -615,10 +628,24 @@ private:
       const float *a = step.x + call * g.callStrideA,
                   *b = step.w + call * g.callStrideB;
       float *c = step.y + call * g.callStrideC;
-      for (int64_t p = 0; p < g.batch; ++p)
+      for (int64_t p = 0; p < g.batch; ++p) {
         sgemm(g.transA, g.transB, g.m, g.n, g.k, a + p * g.strideA, g.lda,
               b + p * g.strideB, g.ldb, g.accumulate ? 1.0f : 0.0f,
               c + p * g.strideC, g.ldc);
+        if (step.bias)
+          addBias(c + p * g.strideC, g.m, g.n, g.ldc, step.bias);
+      }
+    }
+  }
+  /// The bias epilogue: `bias` added to each of the m rows of C (f32,
+  /// before a 16-bit result is rounded, as cuBLASLt adds it).
+  static void addBias(float *c, int64_t m, int64_t n, int64_t ldc,
+                      const float *bias) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m; ++i) {
+      float *row = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j)
+        row[j] += bias[j];
     }
   }
 

@@ -61,6 +61,10 @@ bool checkLibraryOperands(const nlohmann::json &step,
               "model";
       return false;
     }
+    // The bias epilogue: n values of the result's type.
+    if (step.contains("bias") &&
+        !(holds("bias", step.value("c_dtype", dtype)) && fits("bias", g.n)))
+      return false;
     return fits("a", g.extent(0)) && fits("b", g.extent(1)) &&
            fits("c", g.extent(2));
   }
@@ -188,7 +192,7 @@ bool checkStep(const nlohmann::json &step,
                 field + "'";
         return false;
       }
-  for (const char *field : {"a", "b", "c", "x", "w", "y", "src", "dst"})
+  for (const char *field : {"a", "b", "c", "bias", "x", "w", "y", "src", "dst"})
     if (step.contains(field) && !bufferId(step[field], field))
       return false;
   if (step.contains("args")) {

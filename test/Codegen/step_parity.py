@@ -45,6 +45,11 @@ MODELS = {
     # these on tensor cores, in tiles of 64 and (values wider than 64) of
     # 32; 70 and 37 leave partial tiles and warps.
     "attention16": ("image", (4, 70, 32), "float", (4,), 5, []),
+    # Causal self-attention as nanoGPT writes it (written by write_qkv16):
+    # one projection with a bias makes the queries, keys and values, split
+    # into 2 heads of 16 over 40 positions. The fused attention kernels read
+    # them as row windows of the projection's output, in place.
+    "qkv16": ("image", (4, 40, 32), "float", (4,), 5, []),
     # A linear layer to 3,001 classes, layer-normalized: rows longer than
     # the CPU's lane blocks (sums in float blocks of 1,024, then double),
     # ending in a partial block and a partial group of lanes. Written by
@@ -230,6 +235,56 @@ def write_attention16(path):
     return path
 
 
+def write_qkv16(path):
+    """The qkv16 model as ONNX, its weights drawn here."""
+    rng = np.random.default_rng(11)
+    T = 40
+
+    def values(*shape, scale):
+        return ", ".join("%.4f" % v
+                         for v in rng.uniform(-scale, scale, shape).ravel())
+    tril = ", ".join("1" if key <= query else "0"
+                     for query in range(T) for key in range(T))
+    with open(path + ".txt", "w") as f:
+        f.write('<\n  ir_version: 8,\n  opset_import: ["" : 17]\n>\n')
+        f.write("qkv16 (float[N, %d, 32] image) => (float[N, 5] logits)\n" % T)
+        f.write("<float[32, 96] wqkv = {%s}, float[96] bqkv = {%s}, "
+                "int64[3] thirds = {32, 32, 32}, "
+                "bool[1, 1, %d, %d] tril = {%s}, "
+                "int64[4] heads = {0, %d, 2, 16}, int64[3] flat = {0, %d, 32}, "
+                "float[32, 5] head = {%s}, float scale = {0.25}, "
+                "float minus_big = {-10000.0}>\n"
+                % (values(32, 96, scale=0.3), values(96, scale=0.5), T, T,
+                   tril, T, T, values(32, 5, scale=0.3)))
+        f.write("""{
+  qkv0 = MatMul(image, wqkv)
+  qkv = Add(qkv0, bqkv)
+  q2, k2, v2 = Split<axis = 2>(qkv, thirds)
+  q4 = Reshape(q2, heads)
+  q = Transpose<perm = [0, 2, 1, 3]>(q4)
+  k4 = Reshape(k2, heads)
+  kt = Transpose<perm = [0, 2, 3, 1]>(k4)
+  v4 = Reshape(v2, heads)
+  v = Transpose<perm = [0, 2, 1, 3]>(v4)
+  s = MatMul(q, kt)
+  ss = Mul(s, scale)
+  masked = Where(tril, ss, minus_big)
+  p = Softmax<axis = -1>(masked)
+  y = MatMul(p, v)
+  yt = Transpose<perm = [0, 2, 1, 3]>(y)
+  y2 = Reshape(yt, flat)
+  pooled = ReduceMean<axes = [1], keepdims = 0>(y2)
+  logits = MatMul(pooled, head)
+}
+""")
+    import onnx
+    import onnx.parser
+    with open(path + ".txt") as f:
+        model = onnx.parser.parse_model(f.read())
+    onnx.save(model, path)
+    return path
+
+
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -262,6 +317,8 @@ def check(args, name, optimizer, work):
         model = write_columns(os.path.join(work, name + ".onnxtxt"))
     if name == "attention16":
         model = write_attention16(os.path.join(work, name + ".onnx"))
+    if name == "qkv16":
+        model = write_qkv16(os.path.join(work, name + ".onnx"))
     out = os.path.join(work, name + "-" + optimizer)
     # The head's logits type changes the step itself: the reference's
     # (import) and the trainer's (compile) step use the same one.

@@ -144,6 +144,30 @@ func.func @matmul_mixed_accumulator(%a: tensor<2x3xbf16>, %b: tensor<3x5xbf16>, 
 
 // -----
 
+func.func @matmul_bias_not_over_columns(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>, %c: tensor<2xf32>) {
+  // expected-error @+1 {{bias 'tensor<2xf32>' is not a vector over the result's last dimension of its element type ('tensor<2x5xf32>')}}
+  %0 = gpuc.matmul %a, %b bias %c : tensor<2xf32> : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_bias_type(%a: tensor<2x3xbf16>, %b: tensor<3x5xbf16>, %c: tensor<5xf32>) {
+  // expected-error @+1 {{bias 'tensor<5xf32>' is not a vector over the result's last dimension of its element type ('tensor<2x5xbf16>')}}
+  %0 = gpuc.matmul %a, %b bias %c : tensor<5xf32> : (tensor<2x3xbf16>, tensor<3x5xbf16>) -> tensor<2x5xbf16>
+  return
+}
+
+// -----
+
+func.func @matmul_bias_accumulates(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>, %c: tensor<5xf32>, %d: tensor<2x5xf32>) {
+  // expected-error @+1 {{adds a bias to a result that accumulates or has a layout}}
+  %0 = gpuc.matmul %a, %b plus %d : tensor<2x5xf32> bias %c : tensor<5xf32> : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
 func.func @conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) {
   // expected-error @+1 {{filter expects 2 input channels, input has 3}}
   %0 = gpuc.conv2d %x, %w strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<1x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x6x6xf32>

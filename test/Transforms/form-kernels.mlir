@@ -83,3 +83,35 @@ func.func @widening(%x: tensor<4xf16>) -> (tensor<4xf32>, tensor<f32>) {
   %s = gpuc.reduce_sum %w axes = [0] : tensor<4xf32> -> tensor<f32>
   return %r, %s : tensor<4xf32>, tensor<f32>
 }
+
+// -----
+
+// A fused projection's query, key and value are row windows of one stored
+// tensor: the fused attention kernels (forward and gradient) read them in
+// place, the slices and reshapes cloned into each kernel, and no kernel
+// copies them out. A window read by anything else keeps its own kernel.
+// CHECK-LABEL: func.func @qkv_windows
+// CHECK: %[[QKV:.+]] = gpuc.matmul
+// CHECK-NEXT: %[[R:.+]] = gpuc.reshape %[[QKV]] : tensor<12x24xbf16> -> tensor<2x6x24xbf16>
+// CHECK-NEXT: %[[V3:.+]] = gpuc.fusion(%[[R]]) : (tensor<2x6x24xbf16>) -> tensor<2x6x8xbf16>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: gpuc.slice %{{.+}} starts = [0, 0, 16]
+// CHECK: %[[F:.+]]:2 = gpuc.fusion(%[[R]]) : (tensor<2x6x24xbf16>) -> (tensor<2x6x2x4xbf16>, tensor<2x2x6xf32>) {
+// CHECK: gpuc.slice %{{.+}} starts = [0, 0, 8] limits = [2, 6, 16]
+// CHECK: gpuc.attention
+// CHECK: %[[G:.+]]:3 = gpuc.fusion(%[[R]], %[[F]]#0, %[[F]]#1, %arg2) : (tensor<2x6x24xbf16>,
+// CHECK: gpuc.attention_grad
+// CHECK: return %[[F]]#0, %[[G]]#0, %[[G]]#1, %[[G]]#2, %[[V3]]
+func.func @qkv_windows(%x: tensor<12x8xbf16>, %w: tensor<8x24xbf16>, %do: tensor<2x6x2x4xbf16>) -> (tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x8xbf16>) {
+  %p = gpuc.matmul %x, %w : (tensor<12x8xbf16>, tensor<8x24xbf16>) -> tensor<12x24xbf16>
+  %qkv = gpuc.reshape %p : tensor<12x24xbf16> -> tensor<2x6x24xbf16>
+  %q3 = gpuc.slice %qkv starts = [0, 0, 0] limits = [2, 6, 8] strides = [1, 1, 1] : tensor<2x6x24xbf16> -> tensor<2x6x8xbf16>
+  %k3 = gpuc.slice %qkv starts = [0, 0, 8] limits = [2, 6, 16] strides = [1, 1, 1] : tensor<2x6x24xbf16> -> tensor<2x6x8xbf16>
+  %v3 = gpuc.slice %qkv starts = [0, 0, 16] limits = [2, 6, 24] strides = [1, 1, 1] : tensor<2x6x24xbf16> -> tensor<2x6x8xbf16>
+  %q = gpuc.reshape %q3 : tensor<2x6x8xbf16> -> tensor<2x6x2x4xbf16>
+  %k = gpuc.reshape %k3 : tensor<2x6x8xbf16> -> tensor<2x6x2x4xbf16>
+  %v = gpuc.reshape %v3 : tensor<2x6x8xbf16> -> tensor<2x6x2x4xbf16>
+  %o, %lse = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16> -> tensor<2x6x2x4xbf16>, tensor<2x2x6xf32>
+  %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x2x6xf32>
+  return %o, %dq, %dk, %dv, %v3 : tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x8xbf16>
+}

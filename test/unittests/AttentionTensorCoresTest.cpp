@@ -73,6 +73,9 @@ template <int D, int DV> void check(const Case &c) {
     g.k[d] = k[d];
     g.v[d] = v[d];
     g.out[d] = o[d];
+    g.dq[d] = q[d];
+    g.dk[d] = k[d];
+    g.dv[d] = v[d];
   }
   g.scale = 1.0f / std::sqrt((float)D);
   g.fill = c.causal ? -INFINITY : -20.0f;

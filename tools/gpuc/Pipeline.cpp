@@ -248,6 +248,9 @@ void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   opt.beta2 = beta2;
   opt.epsilon = adamEpsilon;
   pm.addPass(gpuc::createGpucOptimizer(opt));
+  // Before the weight copies: a 16-bit GEMM's bias, cast to its type, is
+  // then a persistent copy as its weight is, not a cast every step.
+  pm.addPass(gpuc::createGpucGemmEpilogues());
   if (precisionOption != "fp32")
     pm.addPass(gpuc::createGpucAmpWeightCopies());
   pm.addPass(createCanonicalizerPass());

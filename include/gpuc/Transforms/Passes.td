@@ -362,6 +362,23 @@ def GpucFoldLayouts : Pass<"gpuc-fold-layouts", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucGemmEpilogues : Pass<"gpuc-gemm-epilogues", "::mlir::ModuleOp"> {
+  let summary = "fold a linear layer's bias add into its matmul's epilogue";
+  let description = [{
+    `add(product, broadcast(b))`, with `b` a vector over the product's last
+    dimension, becomes `gpuc.matmul ... bias %b`: the GEMM library adds the
+    bias as it stores the product (cuBLASLt's bias epilogue), and the add
+    leaves the kernels. The product may be reshaped on the way if its last
+    dimension stays. Only where the rounding is the program's: an f32
+    product and add, or a 16-bit product widened, summed with the bias and
+    stored in its 16-bit type again (the bias is then cast to that type,
+    as autocast's linear layer reads it). A 16-bit product whose biased
+    sum flows on in f32 (a GELU's input) keeps its add. Runs after
+    differentiation: a matmul with a bias has no gradient rule.
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 def GpucFormKernels : Pass<"gpuc-form-kernels", "::mlir::ModuleOp"> {
   let summary = "wrap every remaining computing op into its own gpuc.fusion";
   let description = [{

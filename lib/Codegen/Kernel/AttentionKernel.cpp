@@ -17,9 +17,12 @@ namespace {
 constexpr int64_t kMaxAttentionWidth = 256;
 
 /// The strides of an operand as stored ([B, H, T, D], or [B, T, H, D]
-/// under bthd) as the geometry names them (batch, head, row).
+/// under bthd, or such a tensor read as a row window of a wider one) as
+/// the geometry names them (batch, head, row).
 std::string rowStrides(StringRef field, Value v, bool bthd) {
-  std::array<int64_t, 3> s = attentionStrides(v, bthd);
+  std::optional<AttentionRowWindow> window = attentionRowWindow(v);
+  std::array<int64_t, 3> s =
+      window ? window->strides() : attentionStrides(v, bthd);
   return llvm::formatv("g.{0}[0] = {1}LL; g.{0}[1] = {2}LL; g.{0}[2] = {3}LL;",
                        field, s[0], s[1], s[2])
       .str();
@@ -29,16 +32,29 @@ std::string rowStrides(StringRef field, Value v, bool bthd) {
 FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   Block &block = fusion.getBodyBlock();
   auto yield = cast<YieldOp>(block.getTerminator());
-  if (block.getOperations().size() != 2 ||
-      !llvm::equal(yield.getValues(), op->getResults()))
+  // Besides the op, only the views that cut its [B, T, H, D] operands out
+  // of stored tensors (row windows, read in place).
+  bool bthd = isa<AttentionOp>(op) ? cast<AttentionOp>(op).getBthd()
+                                   : cast<AttentionGradOp>(op).getBthd();
+  bool alone =
+      llvm::equal(yield.getValues(), op->getResults()) &&
+      llvm::all_of(block.without_terminator(), [&](Operation &other) {
+        return &other == op || (bthd && isa<SliceOp, ReshapeOp>(other));
+      });
+  if (!alone)
     return fusion.emitOpError()
            << "holds " << op->getName()
            << " with other work; it must be a kernel of its own";
   if (llvm::any_of(inPlace, [](int64_t k) { return k >= 0; }))
     return fusion.emitOpError()
            << op->getName() << " cannot write over its operands";
-  // Every operand is read from the kernel's inputs.
+  // Every operand is read from the kernel's inputs: a row window at its
+  // offset into the stored rows.
   auto input = [&](Value v) -> FailureOr<std::string> {
+    if (std::optional<AttentionRowWindow> window = attentionRowWindow(v))
+      if (auto arg = dyn_cast<BlockArgument>(window->stored))
+        return llvm::formatv("in{0} + {1}", arg.getArgNumber(), window->offset)
+            .str();
     auto arg = dyn_cast<BlockArgument>(v);
     if (!arg)
       return fusion.emitOpError()
@@ -127,7 +143,6 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
         {attention.getQuery(), attention.getKey(), attention.getValue()});
     if (failed(ins))
       return failure();
-    bool bthd = attention.getBthd();
     SmallVector<int64_t, 4> q = attentionShape(attention.getQuery(), bthd),
                             v = attentionShape(attention.getValue(), bthd);
     kernel.grid =
@@ -141,6 +156,9 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   }
   if (failed(common(grad)))
     return failure();
+  line(rowStrides("dq", grad.getQueryGrad(), bthd));
+  line(rowStrides("dk", grad.getKeyGrad(), bthd));
+  line(rowStrides("dv", grad.getValueGrad(), bthd));
   FailureOr<std::string> ins =
       inputs({grad.getQuery(), grad.getKey(), grad.getValue()});
   FailureOr<std::string> out = input(grad.getResult());
@@ -148,7 +166,6 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   FailureOr<std::string> dOut = input(grad.getResultGrad());
   if (failed(ins) || failed(out) || failed(lse) || failed(dOut))
     return failure();
-  bool bthd = grad.getBthd();
   SmallVector<int64_t, 4> q = attentionShape(grad.getQuery(), bthd),
                           v = attentionShape(grad.getValue(), bthd);
   kernel.grid = q[0] * q[1] *

@@ -464,11 +464,14 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &builder,
     return success();
   if (getAcc() && wanted[2])
     operandGrads[2] = g;
-  // Layouts are set after differentiation, where the transposes they fold
-  // are known to be the step's last word.
+  // Layouts and epilogues are set after differentiation, where the
+  // transposes and sums they fold are known to be the step's last word.
   if (hasLayouts())
     return emitOpError() << "has layouts (lhs_perm, rhs_perm or result_perm); "
                             "differentiate before gpuc-fold-layouts";
+  if (getBias())
+    return emitOpError() << "has a bias epilogue; differentiate before "
+                            "gpuc-gemm-epilogues";
   Value a = getLhs(), b = getRhs();
   bool ta = getTransposeLhs(), tb = getTransposeRhs();
   // An f32 product of 16-bit operands: the gradient's products take the

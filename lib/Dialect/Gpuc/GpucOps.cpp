@@ -192,6 +192,20 @@ LogicalResult MatmulOp::verify() {
     if (!getResultPerm().empty())
       return emitOpError() << "accumulates into a result with a layout";
   }
+  if (Value bias = getBias()) {
+    auto resultType = cast<RankedTensorType>(getResult().getType());
+    auto biasType = cast<RankedTensorType>(bias.getType());
+    if (biasType.getRank() != 1 ||
+        biasType.getDimSize(0) != resultType.getShape().back() ||
+        biasType.getElementType() != resultElement)
+      return emitOpError() << "bias " << biasType
+                           << " is not a vector over the result's last "
+                              "dimension of its element type ("
+                           << resultType << ")";
+    if (getAcc() || !getResultPerm().empty())
+      return emitOpError()
+             << "adds a bias to a result that accumulates or has a layout";
+  }
   return verifyResultShape(*this, geometry->result, getResult());
 }
 
@@ -722,6 +736,33 @@ std::array<int64_t, 3> mlir::gpuc::attentionStrides(Value tensor, bool bthd) {
   int64_t row = bthd ? s[2] * s[3] : s[3];
   int64_t head = bthd ? s[3] : s[2] * s[3];
   return {s[1] * s[2] * s[3], head, row};
+}
+
+std::optional<AttentionRowWindow>
+mlir::gpuc::attentionRowWindow(Value operand) {
+  auto reshape = operand.getDefiningOp<ReshapeOp>();
+  if (!reshape)
+    return std::nullopt;
+  auto slice = reshape.getInput().getDefiningOp<SliceOp>();
+  if (!slice)
+    return std::nullopt;
+  ArrayRef<int64_t> heads = shapeOf(operand), rows = shapeOf(slice.getResult()),
+                    stored = shapeOf(slice.getInput());
+  // [B, T, C] -> [B, T, H, D] with C = H * D.
+  if (heads.size() != 4 || rows.size() != 3 || heads[0] != rows[0] ||
+      heads[1] != rows[1] || heads[2] * heads[3] != rows[2])
+    return std::nullopt;
+  ArrayRef<int64_t> starts = slice.getStarts(), limits = slice.getLimits(),
+                    strides = slice.getStrides();
+  for (int d = 0; d < 3; ++d)
+    if (strides[d] != 1 ||
+        (d < 2 && (starts[d] != 0 || limits[d] != stored[d])))
+      return std::nullopt;
+  return AttentionRowWindow{slice.getInput(), starts[2], stored[2], heads[3]};
+}
+
+std::array<int64_t, 3> AttentionRowWindow::strides() const {
+  return {shapeOf(stored)[1] * width, headWidth, width};
 }
 
 static LogicalResult verifyAttention(Operation *op, Value query, Value key,

@@ -37,6 +37,21 @@ SmallVector<int64_t, 4> attentionShape(Value tensor, bool bthd);
 /// (its width is contiguous).
 std::array<int64_t, 3> attentionStrides(Value tensor, bool bthd);
 
+/// A [B, T, H, D] (bthd) attention operand that is a window of the rows of
+/// a wider stored tensor: `reshape(slice(stored))`, the slice taking
+/// columns [offset, offset + H * D) of the last dimension of stored
+/// [B, T, width] whole otherwise, the reshape splitting them into heads.
+/// A fused query-key-value projection's query, key and value are three
+/// such windows, which the fused attention kernel reads in place.
+struct AttentionRowWindow {
+  Value stored;
+  /// The first column, the stored rows' width and a head's (D).
+  int64_t offset, width, headWidth;
+  /// The operand's batch, head and row strides within `stored`.
+  std::array<int64_t, 3> strides() const;
+};
+std::optional<AttentionRowWindow> attentionRowWindow(Value operand);
+
 /// Elements in each of the `ranks` shards of a tensor of `elements`
 /// (gpuc.reduce_scatter, gpuc.all_gather, gpuc.rank_shard): ceil(n/ranks).
 int64_t shardElements(int64_t elements, int64_t ranks);

@@ -386,7 +386,8 @@ def Gpuc_PadOp : Gpuc_Op<"pad", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterf
 // Contractions and windows
 //===----------------------------------------------------------------------===//
 
-def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure]> {
+def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure,
+    AttrSizedOperandSegments]> {
   let summary = "batched matrix product with optional transposes and layouts";
   let description = [{
     Both operands have the same rank (>= 2) and the same leading (batch)
@@ -414,6 +415,13 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
     and stored without rounding to 16 bits (the chunked head's weight
     gradient, summed over its chunks in f32).
 
+    With `bias %b` (a vector over the result's last dimension, of the
+    result's type) the library adds `b` to every row of the product as its
+    epilogue, to the f32 sums before they are rounded to the result's type
+    (a linear layer's bias: cuBLASLt's bias epilogue). `gpuc-gemm-epilogues`
+    sets it after differentiation; it has no layout for its result and
+    does not accumulate.
+
     ```mlir
     %y = gpuc.matmul %x, %w transpose_rhs
            : (tensor<32x784xf32>, tensor<256x784xf32>) -> tensor<32x256xf32>
@@ -422,10 +430,13 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
            : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>) -> tensor<2x4x16x16xf32>
     %dw = gpuc.matmul %dz, %x transpose_lhs plus %acc : tensor<64x32xf32>
            : (tensor<8x64xbf16>, tensor<8x32xbf16>) -> tensor<64x32xf32>
+    %h = gpuc.matmul %x, %w transpose_rhs bias %b : tensor<256xbf16>
+           : (tensor<32x784xbf16>, tensor<256x784xbf16>) -> tensor<32x256xbf16>
     ```
   }];
   let arguments = (ins Gpuc_FloatTensor:$lhs, Gpuc_FloatTensor:$rhs,
                        Optional<Gpuc_FloatTensor>:$acc,
+                       Optional<Gpuc_FloatTensor>:$bias,
                        UnitProp:$transpose_lhs, UnitProp:$transpose_rhs,
                        DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$lhs_perm,
                        DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$rhs_perm,
@@ -435,6 +446,7 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
     (`lhs_perm` `=` $lhs_perm^)? (`rhs_perm` `=` $rhs_perm^)?
     (`result_perm` `=` $result_perm^)? (`plus` $acc^ `:` type($acc))?
+    (`bias` $bias^ `:` type($bias))?
     attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
   }];
   let builders = [
@@ -446,7 +458,8 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
                    CArg<"::llvm::ArrayRef<int64_t>", "{}">:$rhs_perm,
                    CArg<"::llvm::ArrayRef<int64_t>", "{}">:$result_perm), [{
       build($_builder, $_state, result, lhs, rhs, ::mlir::Value(),
-            transpose_lhs, transpose_rhs, lhs_perm, rhs_perm, result_perm);
+            ::mlir::Value(), transpose_lhs, transpose_rhs, lhs_perm, rhs_perm,
+            result_perm);
     }]>];
   let extraClassDeclaration = [{
     /// Whether any operand or the result has a layout of its own.

@@ -31,9 +31,11 @@ constexpr int kAttentionKeyTile = 32;
 struct AttentionGeometry {
   int32_t heads, queries, keys;
   /// Element (b, h, t, d) of an operand is at b * [0] + h * [1] + t * [2]
-  /// + d; the result and its gradient share out's, each operand's
-  /// gradient the operand's.
-  int64_t q[3], k[3], v[3], out[3];
+  /// + d; the result and its gradient share out's. The operands' gradients
+  /// have strides of their own (dq, dk, dv): an operand may be read as a
+  /// window of wider rows (a fused projection's), its gradient stored
+  /// whole.
+  int64_t q[3], k[3], v[3], out[3], dq[3], dk[3], dv[3];
   float scale;
   /// The score of an excluded pair (-inf: no weight).
   float fill;
@@ -299,7 +301,7 @@ attentionBackwardQueries(const T *q, const T *k, const T *v, const T *out,
                                     kBase + j * g.k[2], g.k[2],
                                     vBase + j * g.v[2], g.v[2], j, count, grad);
     }
-    T *dqi = dq + b * g.q[0] + h * g.q[1] + i * g.q[2];
+    T *dqi = dq + b * g.dq[0] + h * g.dq[1] + i * g.dq[2];
     for (int d = 0; d < D; ++d)
       dqi[d] = g.scale * grad[d];
   }
@@ -335,8 +337,8 @@ __device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
           dOBase + i * g.out[2], g.out[2], lse + bh * g.queries + i,
           rowDots + bh * g.queries + i, i, count, gk, gv);
     }
-    T *dkj = dk + b * g.k[0] + h * g.k[1] + j * g.k[2];
-    T *dvj = dv + b * g.v[0] + h * g.v[1] + j * g.v[2];
+    T *dkj = dk + b * g.dk[0] + h * g.dk[1] + j * g.dk[2];
+    T *dvj = dv + b * g.dv[0] + h * g.dv[1] + j * g.dv[2];
     for (int d = 0; d < D; ++d)
       dkj[d] = g.scale * gk[d];
     for (int d = 0; d < DV; ++d)
@@ -444,7 +446,7 @@ __device__ void attentionBackwardQueriesRows(const T *q, const T *k, const T *v,
   }
   if (!active)
     return;
-  T *dqi = dq + b * g.q[0] + h * g.q[1] + i * g.q[2];
+  T *dqi = dq + b * g.dq[0] + h * g.dq[1] + i * g.dq[2];
   for (int d = 0; d < D; ++d)
     dqi[d] = g.scale * grad[d];
 }
@@ -493,8 +495,8 @@ __device__ void attentionBackwardKeysRows(const T *q, const T *k, const T *v,
   }
   if (!active)
     return;
-  T *dkj = dk + b * g.k[0] + h * g.k[1] + j * g.k[2];
-  T *dvj = dv + b * g.v[0] + h * g.v[1] + j * g.v[2];
+  T *dkj = dk + b * g.dk[0] + h * g.dk[1] + j * g.dk[2];
+  T *dvj = dv + b * g.dv[0] + h * g.dv[1] + j * g.dv[2];
   for (int d = 0; d < D; ++d)
     dkj[d] = g.scale * gk[d];
   for (int d = 0; d < DV; ++d)

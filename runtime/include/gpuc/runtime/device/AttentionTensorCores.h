@@ -520,7 +520,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
       int64_t row = row0 + mmaRow(2 * r);
       if (row >= g.queries)
         continue;
-      T *dqRow = dq + b * g.q[0] + h * g.q[1] + row * g.q[2];
+      T *dqRow = dq + b * g.dq[0] + h * g.dq[1] + row * g.dq[2];
       GPUC_UNROLL
       for (int n = 0; n < D / 8; ++n) {
         dqRow[n * 8 + 2 * t] = g.scale * grad[n][2 * r];
@@ -626,8 +626,8 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       int64_t key = key0 + mmaRow(2 * r);
       if (key >= g.keys)
         continue;
-      T *dkRow = dk + b * g.k[0] + h * g.k[1] + key * g.k[2];
-      T *dvRow = dv + b * g.v[0] + h * g.v[1] + key * g.v[2];
+      T *dkRow = dk + b * g.dk[0] + h * g.dk[1] + key * g.dk[2];
+      T *dvRow = dv + b * g.dv[0] + h * g.dv[1] + key * g.dv[2];
       GPUC_UNROLL
       for (int n = 0; n < D / 8; ++n) {
         dkRow[n * 8 + 2 * t] = g.scale * gk[n][2 * r];
