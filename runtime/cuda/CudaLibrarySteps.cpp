@@ -156,9 +156,14 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
       blas, step.gemmDesc, step.layoutA, step.layoutB, step.layoutC,
       step.layoutC, preference, kGemmCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
-    return fail(st == CUBLAS_STATUS_SUCCESS ? CUBLAS_STATUS_NOT_SUPPORTED : st,
-                "cublasLtMatmulAlgoGetHeuristic");
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    fail(st == CUBLAS_STATUS_SUCCESS ? CUBLAS_STATUS_NOT_SUPPORTED : st,
+         "cublasLtMatmulAlgoGetHeuristic");
+    if (step.idBias >= 0)
+      error += " (it adds a bias as its epilogue; gpuc compile "
+               "--no-gemm-epilogues leaves the bias to the next kernel)";
+    return false;
+  }
   step.algo = results[0].algo;
   for (int i = 0; i < found; ++i)
     step.candidates.push_back(results[i].algo);

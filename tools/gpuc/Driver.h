@@ -113,6 +113,7 @@ extern cl::opt<std::string> maxBatchFor;
 extern cl::opt<std::string> memoryLimit;
 extern cl::opt<bool> noSchedule;
 extern cl::opt<bool> noFuse;
+extern cl::opt<bool> noGemmEpilogues;
 extern cl::opt<std::string> attentionOption;
 extern cl::opt<int64_t> lossChunkRows;
 extern cl::opt<int64_t> gpuBytesInFlight;

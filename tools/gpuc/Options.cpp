@@ -352,6 +352,13 @@ cl::opt<std::string> headLogitsOption(
              "traffic, its GEMMs on 16-bit operands, the softmax and loss "
              "still summed in f32) or f32"),
     cl::value_desc("low|f32"), cl::init("low"), cl::cat(compileCategory));
+cl::opt<bool> noGemmEpilogues(
+    "no-gemm-epilogues",
+    cl::desc("compile: keep a linear layer's bias add in the next kernel "
+             "(skip gpuc-gemm-epilogues, which has the GEMM library add it "
+             "as it stores the product), to compare or where a GPU's "
+             "cuBLASLt has no algorithm for a biased GEMM"),
+    cl::init(false), cl::cat(compileCategory));
 cl::opt<bool>
     noFuse("no-fuse",
            cl::desc("compile: one kernel per op (skip gpuc-fuse), to compare"),

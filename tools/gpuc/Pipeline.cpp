@@ -250,7 +250,8 @@ void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
   pm.addPass(gpuc::createGpucOptimizer(opt));
   // Before the weight copies: a 16-bit GEMM's bias, cast to its type, is
   // then a persistent copy as its weight is, not a cast every step.
-  pm.addPass(gpuc::createGpucGemmEpilogues());
+  if (!noGemmEpilogues)
+    pm.addPass(gpuc::createGpucGemmEpilogues());
   if (precisionOption != "fp32")
     pm.addPass(gpuc::createGpucAmpWeightCopies());
   pm.addPass(createCanonicalizerPass());
