@@ -12,6 +12,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 
+#include "llvm/ADT/SetVector.h"
+
 namespace mlir::gpuc {
 #define GEN_PASS_DEF_GPUCFORMKERNELS
 #include "gpuc/Transforms/Passes.h.inc"
@@ -33,10 +35,11 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
         attentions.push_back(op);
     });
     for (Operation *op : attentions) {
-      SmallVector<Value> windows;
+      // Once each: a window may be the query and the key both.
+      llvm::SmallSetVector<Value, 3> windows;
       for (Value operand : op->getOperands())
-        if (isRecomputed(op, operand) && attentionRowWindow(operand))
-          windows.push_back(operand);
+        if (isAttentionWindow(op, operand))
+          windows.insert(operand);
       wrapInFusion(op);
       for (Value window : windows) {
         Operation *reshape = window.getDefiningOp();

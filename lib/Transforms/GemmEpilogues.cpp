@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Dialect/Gpuc/TensorBuilder.h"
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -32,10 +33,6 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
-
 /// The vector a broadcast spreads over the last dimension of its result
 /// (its input with every other dimension 1), or null.
 Value biasVector(Value v) {
@@ -43,7 +40,8 @@ Value biasVector(Value v) {
   if (!broadcast)
     return {};
   Value input = broadcast.getInput();
-  ArrayRef<int64_t> in = shapeOf(input), out = shapeOf(broadcast.getResult());
+  ArrayRef<int64_t> in = TensorBuilder::shapeOf(input),
+                    out = TensorBuilder::shapeOf(broadcast.getResult());
   if (in.empty() || in.back() != out.back() || in.back() == 1)
     return {};
   if (!llvm::all_of(in.drop_back(), [](int64_t d) { return d == 1; }))
@@ -68,7 +66,8 @@ MatmulOp productUnder(Value v, bool &widened) {
   }
   if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
     // The bias spans the product's columns: the reshape keeps them.
-    if (shapeOf(reshape.getInput()).back() != shapeOf(v).back() ||
+    if (TensorBuilder::shapeOf(reshape.getInput()).back() !=
+            TensorBuilder::shapeOf(v).back() ||
         !onlyUse(reshape.getInput()))
       return {};
     v = reshape.getInput();
@@ -112,8 +111,8 @@ struct FoldBiasIntoMatmul : OpRewritePattern<AddOp> {
       // the product's operands all reach.
       rewriter.setInsertionPoint(add);
       Location loc = add.getLoc();
-      int64_t columns = shapeOf(bias).back();
-      if (shapeOf(bias).size() != 1)
+      int64_t columns = TensorBuilder::shapeOf(bias).back();
+      if (TensorBuilder::shapeOf(bias).size() != 1)
         bias = ReshapeOp::create(
             rewriter, loc,
             RankedTensorType::get({columns}, getElementTypeOrSelf(bias)), bias);

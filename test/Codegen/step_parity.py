@@ -83,17 +83,51 @@ MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt",
 
 
 
+ONNX_TEXT_HEADER = '<\n  ir_version: 8,\n  opset_import: ["" : 17]\n>\n'
+
+
+def uniform_values(rng):
+    """values(*shape, scale): uniform(-scale, scale) draws from `rng`, as an
+    ONNX text initializer's list."""
+    def values(*shape, scale):
+        return ", ".join("%.4f" % v
+                         for v in rng.uniform(-scale, scale, shape).ravel())
+    return values
+
+
+def causal_mask_text(T):
+    """A [T, T] causal mask's values (1 where the key is not after the
+    query) as ONNX text."""
+    return ", ".join("1" if key <= query else "0"
+                     for query in range(T) for key in range(T))
+
+
+def save_parsed(path, minus_inf=None):
+    """Parses the ONNX text at path + ".txt" and saves the model at `path`.
+    ONNX's text has no infinity: the initializer named `minus_inf` is set to
+    -inf in the parsed model."""
+    import onnx
+    from onnx import numpy_helper
+    import onnx.parser
+    with open(path + ".txt") as f:
+        model = onnx.parser.parse_model(f.read())
+    for i, init in enumerate(model.graph.initializer):
+        if init.name == minus_inf:
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(
+                np.array(-np.inf, dtype=np.float32), minus_inf))
+    onnx.save(model, path)
+    return path
+
+
 def write_wide_head(path, name):
     """The widehead or widelinear model as ONNX text, its weights drawn here
     (3001 x 24 of them: too many to keep in a file of the tests)."""
     rng = np.random.default_rng(3)
     classes, features = MODELS[name][4], MODELS[name][1][1]
 
-    def values(*shape, scale):
-        return ", ".join("%.4f" % v
-                         for v in rng.uniform(-scale, scale, shape).ravel())
+    values = uniform_values(rng)
     with open(path, "w") as f:
-        f.write('<\n  ir_version: 8,\n  opset_import: ["" : 17]\n>\n')
+        f.write(ONNX_TEXT_HEADER)
         f.write("%s (float[N, %d] image) => (float[N, %d] logits)\n"
                 % (name, features, classes))
         f.write("<float[%d, %d] w = {%s}, float[%d] gain = {%s}, "
@@ -114,11 +148,9 @@ def write_columns(path):
     """The columns model as ONNX text, its weights drawn here."""
     rng = np.random.default_rng(5)
 
-    def values(*shape, scale):
-        return ", ".join("%.4f" % v
-                         for v in rng.uniform(-scale, scale, shape).ravel())
+    values = uniform_values(rng)
     with open(path, "w") as f:
-        f.write('<\n  ir_version: 8,\n  opset_import: ["" : 17]\n>\n')
+        f.write(ONNX_TEXT_HEADER)
         f.write("columns (float[N, 8192, 24] image) => (float[N, 3] logits)\n")
         f.write("<float[24, 64] w1 = {%s}, float[64] b1 = {%s}, "
                 "float[64] gain = {%s}, float[64] shift = {%s}, "
@@ -156,14 +188,11 @@ def write_attention16(path):
     rng = np.random.default_rng(7)
     T, K = 70, 37
 
-    def values(*shape, scale):
-        return ", ".join("%.4f" % v
-                         for v in rng.uniform(-scale, scale, shape).ravel())
-    tril = ", ".join("1" if key <= query else "0"
-                     for query in range(T) for key in range(T))
+    values = uniform_values(rng)
+    tril = causal_mask_text(T)
     pad = ", ".join("0" if key % 5 == 3 else "1" for key in range(K))
     with open(path + ".txt", "w") as f:
-        f.write('<\n  ir_version: 8,\n  opset_import: ["" : 17]\n>\n')
+        f.write(ONNX_TEXT_HEADER)
         f.write("attention16 (float[N, %d, 32] image) => (float[N, 5] logits)\n"
                 % T)
         f.write("<float[32, 64] wq = {%s}, float[32, 64] wk = {%s}, "
@@ -222,17 +251,7 @@ def write_attention16(path):
   logits = MatMul(pooled, head)
 }
 """)
-    import onnx
-    from onnx import numpy_helper
-    import onnx.parser
-    with open(path + ".txt") as f:
-        model = onnx.parser.parse_model(f.read())
-    for i, init in enumerate(model.graph.initializer):
-        if init.name == "minus_inf":
-            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(
-                np.array(-np.inf, dtype=np.float32), "minus_inf"))
-    onnx.save(model, path)
-    return path
+    return save_parsed(path, minus_inf="minus_inf")
 
 
 def write_qkv16(path):
@@ -240,13 +259,10 @@ def write_qkv16(path):
     rng = np.random.default_rng(11)
     T = 40
 
-    def values(*shape, scale):
-        return ", ".join("%.4f" % v
-                         for v in rng.uniform(-scale, scale, shape).ravel())
-    tril = ", ".join("1" if key <= query else "0"
-                     for query in range(T) for key in range(T))
+    values = uniform_values(rng)
+    tril = causal_mask_text(T)
     with open(path + ".txt", "w") as f:
-        f.write('<\n  ir_version: 8,\n  opset_import: ["" : 17]\n>\n')
+        f.write(ONNX_TEXT_HEADER)
         f.write("qkv16 (float[N, %d, 32] image) => (float[N, 5] logits)\n" % T)
         f.write("<float[32, 96] wqkv = {%s}, float[96] bqkv = {%s}, "
                 "int64[3] thirds = {32, 32, 32}, "
@@ -277,12 +293,7 @@ def write_qkv16(path):
   logits = MatMul(pooled, head)
 }
 """)
-    import onnx
-    import onnx.parser
-    with open(path + ".txt") as f:
-        model = onnx.parser.parse_model(f.read())
-    onnx.save(model, path)
-    return path
+    return save_parsed(path)
 
 
 def run(cmd):

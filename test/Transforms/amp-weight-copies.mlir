@@ -35,3 +35,30 @@ func.func @eval(%x: tensor<2x2xf16> {gpuc.input = "x"}, %w: tensor<2x2xf32> {gpu
   return %y : tensor<2x2xf16>
 }
 
+
+// -----
+
+// A copy only @eval reads (a bias its GEMM adds as an epilogue, where the
+// step adds it in f32): the step, which writes the copy, takes it as an
+// argument too, so that its update is written in place.
+// CHECK: gpuc.parameter @b.bf16 : tensor<2xbf16>
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %{{[a-z0-9]+}}: tensor<2xbf16> {gpuc.param = @b.bf16})
+// CHECK-SAME: tensor<2xbf16> {gpuc.update = @b.bf16})
+// CHECK-LABEL: func.func @eval
+// CHECK-SAME: %[[C:[a-z0-9]+]]: tensor<2xbf16> {gpuc.param = @b.bf16})
+// CHECK: gpuc.matmul %arg0, %arg0 bias %[[C]]
+gpuc.parameter @b trainable : tensor<2xf32> = dense<0.5> : tensor<2xf32>
+func.func @train_step(%x: tensor<2x2xbf16> {gpuc.input = "x"}, %b: tensor<2xf32> {gpuc.param = @b}) -> (tensor<2x2xf32> {gpuc.output = "y"}, tensor<2xf32> {gpuc.update = @b}) {
+  %p = gpuc.matmul %x, %x : (tensor<2x2xbf16>, tensor<2x2xbf16>) -> tensor<2x2xbf16>
+  %w = gpuc.cast %p : tensor<2x2xbf16> to tensor<2x2xf32>
+  %bb = gpuc.broadcast %b : tensor<2xf32> -> tensor<2x2xf32>
+  %y = gpuc.add %w, %bb : tensor<2x2xf32>
+  %nb = gpuc.add %b, %b : tensor<2xf32>
+  return %y, %nb : tensor<2x2xf32>, tensor<2xf32>
+}
+func.func @eval(%x: tensor<2x2xbf16> {gpuc.input = "x"}, %b: tensor<2xf32> {gpuc.param = @b}) -> (tensor<2x2xbf16> {gpuc.output = "y"}) {
+  %bl = gpuc.cast %b : tensor<2xf32> to tensor<2xbf16>
+  %y = gpuc.matmul %x, %x bias %bl : tensor<2xbf16> : (tensor<2x2xbf16>, tensor<2x2xbf16>) -> tensor<2x2xbf16>
+  return %y : tensor<2x2xbf16>
+}

@@ -131,3 +131,16 @@ func.func @attention_result_read_as_is(%q: tensor<2x5x3x4xf32>, %k: tensor<2x3x5
   %r = gpuc.relu %o : tensor<2x3x5x4xf32>
   return %r : tensor<2x3x5x4xf32>
 }
+
+// -----
+
+// A biased product (its bias added over the stored result's rows) keeps
+// the transpose after it: the bias epilogue has no result layout.
+// CHECK-LABEL: func.func @biased_result
+// CHECK: %[[Y:.+]] = gpuc.matmul %arg0, %arg1 bias %arg2
+// CHECK: gpuc.transpose %[[Y]]
+func.func @biased_result(%x: tensor<2x5x4xf32>, %w: tensor<2x4x6xf32>, %b: tensor<6xf32>) -> tensor<5x2x6xf32> {
+  %y = gpuc.matmul %x, %w bias %b : tensor<6xf32> : (tensor<2x5x4xf32>, tensor<2x4x6xf32>) -> tensor<2x5x6xf32>
+  %t = gpuc.transpose %y perm = [1, 0, 2] : tensor<2x5x6xf32> -> tensor<5x2x6xf32>
+  return %t : tensor<5x2x6xf32>
+}

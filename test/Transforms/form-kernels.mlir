@@ -115,3 +115,21 @@ func.func @qkv_windows(%x: tensor<12x8xbf16>, %w: tensor<8x24xbf16>, %do: tensor
   %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x2x6xf32>
   return %o, %dq, %dk, %dv, %v3 : tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x2x4xbf16>, tensor<2x6x8xbf16>
 }
+
+// -----
+
+// One window that is both the query and the key: cut once, read twice, and
+// its slice gone.
+// CHECK-LABEL: func.func @shared_window
+// CHECK: %[[F:.+]]:2 = gpuc.fusion(%arg0) : (tensor<2x6x16xf32>)
+// CHECK: gpuc.attention %[[W:.+]], %[[W]], %{{.+}} scale
+// CHECK-NOT: gpuc.slice
+// CHECK: return %[[F]]#0
+func.func @shared_window(%qkv: tensor<2x6x16xf32>) -> tensor<2x6x2x4xf32> {
+  %x3 = gpuc.slice %qkv starts = [0, 0, 0] limits = [2, 6, 8] strides = [1, 1, 1] : tensor<2x6x16xf32> -> tensor<2x6x8xf32>
+  %v3 = gpuc.slice %qkv starts = [0, 0, 8] limits = [2, 6, 16] strides = [1, 1, 1] : tensor<2x6x16xf32> -> tensor<2x6x8xf32>
+  %x = gpuc.reshape %x3 : tensor<2x6x8xf32> -> tensor<2x6x2x4xf32>
+  %v = gpuc.reshape %v3 : tensor<2x6x8xf32> -> tensor<2x6x2x4xf32>
+  %o, %lse = gpuc.attention %x, %x, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<2x6x2x4xf32>, tensor<2x6x2x4xf32>, tensor<2x6x2x4xf32> -> tensor<2x6x2x4xf32>, tensor<2x2x6xf32>
+  return %o : tensor<2x6x2x4xf32>
+}
