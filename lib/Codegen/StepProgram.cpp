@@ -287,6 +287,11 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
             {"call_stride_a", g.callStrideA},
             {"call_stride_b", g.callStrideB},
             {"call_stride_c", g.callStrideC}};
+    // Windows: A's and B's first elements lie this far into their buffers.
+    if (g.offsetA)
+      step["a_offset"] = g.offsetA;
+    if (g.offsetB)
+      step["b_offset"] = g.offsetB;
     if (mm.getAcc())
       step["accumulate"] = true;
     // The bias epilogue: a vector of the result's type, added to every row

@@ -169,6 +169,20 @@ HostTensor transposed(const HostTensor &x, ArrayRef<int64_t> perm) {
   return y;
 }
 
+/// The columns `window` reads of x's rows, split into its shape
+/// (gpuc.matmul's lhs_window and rhs_window); x itself without one.
+HostTensor columnsOf(const HostTensor &x, ColumnsAttr window) {
+  if (!window)
+    return x;
+  Index shape(x.shape.begin(), x.shape.end() - 1);
+  llvm::append_range(shape, window.getShape());
+  HostTensor y(shape, x.elementType);
+  int64_t width = window.getWidth(), row = x.shape.back();
+  for (int64_t i = 0; i < y.numElements(); ++i)
+    y.data[i] = x.data[(i / width) * row + window.getOffset() + i % width];
+  return y;
+}
+
 /// The permutations to a convolution's or a window's NCHW views and back
 /// (none for an NCHW one).
 std::pair<ArrayRef<int64_t>, ArrayRef<int64_t>>
@@ -863,8 +877,10 @@ LogicalResult Interpreter::execute(Operation *op) {
       .Case([&](MatmulOp o) {
         // The operands as the product reads them, and the product before
         // its layout.
-        HostTensor a = transposed(get(o.getLhs()), o.getLhsPerm());
-        HostTensor b = transposed(get(o.getRhs()), o.getRhsPerm());
+        HostTensor a = transposed(
+            columnsOf(get(o.getLhs()), o.getLhsWindowAttr()), o.getLhsPerm());
+        HostTensor b = transposed(
+            columnsOf(get(o.getRhs()), o.getRhsWindowAttr()), o.getRhsPerm());
         Index productShape(a.shape.begin(), a.shape.end() - 2);
         productShape.push_back(o.getTransposeLhs() ? a.shape.back()
                                                    : a.shape.end()[-2]);

@@ -454,7 +454,9 @@ struct DecomposeLinearCrossEntropyGrad
                            RankedTensorType::get({padded, features}, stats),
                            dzStored, xc, weightGrad, /*bias=*/Value(),
                            /*transpose_lhs=*/true,
-                           /*transpose_rhs=*/false);
+                           /*transpose_rhs=*/false, /*lhs_perm=*/{},
+                           /*rhs_perm=*/{}, /*result_perm=*/{},
+                           /*lhs_window=*/nullptr, /*rhs_window=*/nullptr);
       if (bias) {
         // From the stored gradient, as the GEMMs read it.
         Value partialBias = B.sum(B.castTo(dzStored, stats), {0}, false);

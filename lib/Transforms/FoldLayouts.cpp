@@ -7,6 +7,10 @@
 // batch at any stride, so a transpose that feeds a matmul, or that is the
 // only reader of one, becomes the matmul's layout (lhs_perm, rhs_perm,
 // result_perm) wherever GemmGeometry can express it, and the copy is gone.
+// So does a slice of a wider tensor's columns that only matmuls read (a
+// fused query-key-value projection's query, key and value): each product
+// reads its window in place (lhs_window, rhs_window), its rows the stored
+// row's width apart.
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Dialect/Gpuc/GemmGeometry.h"
@@ -45,41 +49,97 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
+/// Whether every reader of `v` is a matmul, through reshapes: the readers
+/// that can take a column window of what `v` slices.
+bool onlyMultiplied(Value v) {
+  return llvm::all_of(v.getUsers(), [](Operation *user) {
+    if (auto r = dyn_cast<ReshapeOp>(user))
+      return onlyMultiplied(r.getResult());
+    return isa<MatmulOp>(user);
+  });
+}
+
+/// A matmul operand as the library reads it: a stored tensor, maybe a
+/// window of its columns, through a permutation.
+struct Operand {
+  Value value;
+  SmallVector<int64_t> perm;
+  ColumnsAttr window;
+
+  SmallVector<int64_t> readShape() const {
+    SmallVector<int64_t> shape(shapeOf(value));
+    if (window) {
+      shape.pop_back();
+      llvm::append_range(shape, window.getShape());
+    }
+    return shape;
+  }
+  GemmWindow gemmWindow() const {
+    if (!window)
+      return {};
+    return {window.getOffset(), (int64_t)window.getShape().size(),
+            shapeOf(value).back()};
+  }
+};
+
 struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(MatmulOp op,
                                 PatternRewriter &rewriter) const override {
-    Value lhs = op.getLhs(), rhs = op.getRhs();
-    SmallVector<int64_t> lhsPerm(op.getLhsPerm()), rhsPerm(op.getRhsPerm()),
-        resultPerm(op.getResultPerm());
+    Operand lhs{op.getLhs(), SmallVector<int64_t>(op.getLhsPerm()),
+                op.getLhsWindowAttr()};
+    Operand rhs{op.getRhs(), SmallVector<int64_t>(op.getRhsPerm()),
+                op.getRhsWindowAttr()};
+    SmallVector<int64_t> resultPerm(op.getResultPerm());
     Type resultType = op.getResult().getType();
     TransposeOp resultTranspose;
     auto silent = [] { return InFlightDiagnostic(); };
     // A candidate layout is taken when the libraries can still run it.
-    auto expressible = [&](Value l, Value r, ArrayRef<int64_t> lp,
-                           ArrayRef<int64_t> rp, ArrayRef<int64_t> cp) {
+    auto expressible = [&](const Operand &l, const Operand &r,
+                           ArrayRef<int64_t> cp) {
       auto norm = [](ArrayRef<int64_t> p) {
         return isIdentity(p) ? ArrayRef<int64_t>() : p;
       };
-      return succeeded(inferGemmGeometry(
-          shapeOf(l), shapeOf(r), op.getTransposeLhs(), op.getTransposeRhs(),
-          norm(lp), norm(rp), norm(cp), silent));
+      return succeeded(
+          inferGemmGeometry(l.readShape(), r.readShape(), op.getTransposeLhs(),
+                            op.getTransposeRhs(), norm(l.perm), norm(r.perm),
+                            norm(cp), silent, l.gemmWindow(), r.gemmWindow()));
     };
     bool changed = false;
-    if (auto t = lhs.getDefiningOp<TransposeOp>()) {
-      SmallVector<int64_t> perm = compose(t.getPerm(), lhsPerm);
-      if (expressible(t.getInput(), rhs, perm, rhsPerm, resultPerm)) {
-        lhs = t.getInput();
-        lhsPerm = perm;
-        changed = true;
+    // A transpose feeding an operand becomes its permutation, and then a
+    // slice of a wider tensor's columns its window (a window is read as
+    // stored: it takes no transpose beneath it).
+    for (Operand *operand : {&lhs, &rhs}) {
+      Operand candidate = *operand;
+      auto t = candidate.window ? TransposeOp()
+                                : candidate.value.getDefiningOp<TransposeOp>();
+      if (t) {
+        candidate.value = t.getInput();
+        candidate.perm = compose(t.getPerm(), operand->perm);
+        if (operand == &lhs ? expressible(candidate, rhs, resultPerm)
+                            : expressible(lhs, candidate, resultPerm)) {
+          *operand = candidate;
+          changed = true;
+        }
       }
-    }
-    if (auto t = rhs.getDefiningOp<TransposeOp>()) {
-      SmallVector<int64_t> perm = compose(t.getPerm(), rhsPerm);
-      if (expressible(lhs, t.getInput(), lhsPerm, perm, resultPerm)) {
-        rhs = t.getInput();
-        rhsPerm = perm;
+      if (operand->window)
+        continue;
+      std::optional<ColumnWindow> window = columnWindow(operand->value);
+      if (!window)
+        continue;
+      Value sliced = operand->value.getDefiningOp<ReshapeOp>()
+                         ? operand->value.getDefiningOp()->getOperand(0)
+                         : operand->value;
+      if (!onlyMultiplied(sliced))
+        continue;
+      candidate = *operand;
+      candidate.value = window->stored;
+      candidate.window =
+          ColumnsAttr::get(op.getContext(), window->offset, window->shape);
+      if (operand == &lhs ? expressible(candidate, rhs, resultPerm)
+                          : expressible(lhs, candidate, resultPerm)) {
+        *operand = candidate;
         changed = true;
       }
     }
@@ -90,7 +150,7 @@ struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
           llvm::append_range(
               stored, llvm::seq<int64_t>(0, shapeOf(op.getResult()).size()));
         SmallVector<int64_t> perm = compose(stored, t.getPerm());
-        if (expressible(lhs, rhs, lhsPerm, rhsPerm, perm)) {
+        if (expressible(lhs, rhs, perm)) {
           resultPerm = perm;
           resultType = t.getResult().getType();
           resultTranspose = t;
@@ -104,13 +164,13 @@ struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
       if (isIdentity(p))
         p.clear();
     };
-    norm(lhsPerm);
-    norm(rhsPerm);
+    norm(lhs.perm);
+    norm(rhs.perm);
     norm(resultPerm);
-    auto folded =
-        MatmulOp::create(rewriter, op.getLoc(), resultType, lhs, rhs,
-                         op.getAcc(), op.getBias(), op.getTransposeLhs(),
-                         op.getTransposeRhs(), lhsPerm, rhsPerm, resultPerm);
+    auto folded = MatmulOp::create(
+        rewriter, op.getLoc(), resultType, lhs.value, rhs.value, op.getAcc(),
+        op.getBias(), op.getTransposeLhs(), op.getTransposeRhs(), lhs.perm,
+        rhs.perm, resultPerm, lhs.window, rhs.window);
     folded->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     if (resultTranspose) {
       rewriter.replaceOp(resultTranspose, folded.getResult());

@@ -123,7 +123,7 @@ struct FoldBiasIntoMatmul : OpRewritePattern<AddOp> {
           rewriter, mm.getLoc(), mm.getResult().getType(), mm.getLhs(),
           mm.getRhs(), /*acc=*/Value(), bias, mm.getTransposeLhs(),
           mm.getTransposeRhs(), mm.getLhsPerm(), mm.getRhsPerm(),
-          mm.getResultPerm());
+          mm.getResultPerm(), mm.getLhsWindowAttr(), mm.getRhsWindowAttr());
       auto asShapeOf = [&](Value like) -> Value {
         if (like.getType() == biased.getType())
           return biased;

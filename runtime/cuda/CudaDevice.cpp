@@ -242,8 +242,8 @@ void CudaDevice::bindPointers() {
   auto at = [&](int id) { return id >= 0 ? pointers[id] : CUdeviceptr(0); };
   for (auto &[name, steps] : programs)
     for (Step &step : steps) {
-      step.p0 = at(step.id0);
-      step.p1 = at(step.id1);
+      step.p0 = at(step.id0) + step.offset0;
+      step.p1 = at(step.id1) + step.offset1;
       step.shards.clear();
       for (auto [whole, shard] : step.shardIds)
         step.shards.push_back({reinterpret_cast<void *>(pointers[whole]),

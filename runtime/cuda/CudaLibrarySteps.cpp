@@ -46,6 +46,8 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   step.id0 = s["a"];
   step.id1 = s["b"];
   step.id2 = s["c"];
+  step.offset0 = g.offsetA * elementBytes;
+  step.offset1 = g.offsetB * elementBytes;
   step.accumulate = g.accumulate;
   // A weight shared by every batch entry (stride 0) folds the batch into
   // the rows of one GEMM when A's and C's rows are one matrix.
@@ -148,6 +150,33 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   cublasLtMatmulPreferenceSetAttribute(preference,
                                        CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                        &limit, sizeof(limit));
+  // The heuristic assumes 256-byte aligned matrices unless told less: an
+  // arena buffer is only 64-byte aligned, and a window or a call starts
+  // where its offset or stride puts it. Each matrix's alignment is the
+  // largest power of two dividing every address it starts at.
+  auto alignment = [&](int id, std::initializer_list<int64_t> bytes) {
+    const PlanBuffer &b = plan.buffers[id];
+    uint32_t align = (uint32_t)kAlignment;
+    for (int64_t value : bytes)
+      while (align > 1 && value % align != 0)
+        align /= 2;
+    while (!b.persistent() && align > 1 && b.offset % align != 0)
+      align /= 2;
+    return align;
+  };
+  // cuBLASLt's A is B's memory, its B A's (see below), C and D are C.
+  uint32_t aligned[] = {alignment(step.id1, {step.offset1, step.callStrideB}),
+                        alignment(step.id0, {step.offset0, step.callStrideA}),
+                        alignment(step.id2, {step.callStrideC}),
+                        alignment(step.id2, {step.callStrideC})};
+  const cublasLtMatmulPreferenceAttributes_t alignments[] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i)
+    cublasLtMatmulPreferenceSetAttribute(preference, alignments[i], &aligned[i],
+                                         sizeof(aligned[i]));
   // The heuristic's candidates, in its order; chooseLibraryAlgorithms times
   // them once the memory is there.
   cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};

@@ -298,8 +298,8 @@ public:
             step.args.push_back(pointers[id]);
         } else if (step.kind == StepKind::Gemm) {
           step.gemm = gemmStepOf(s);
-          step.x = f(s, "a");
-          step.w = f(s, "b");
+          step.x = f(s, "a", step.gemm.offsetA);
+          step.w = f(s, "b", step.gemm.offsetB);
           step.y = f(s, "c");
           for (int i = 0; i < 3; ++i)
             step.elements[i] = (int64_t)step.gemm.extent(i);
@@ -573,8 +573,13 @@ private:
     allocated += size;
     return aligned_alloc(64, size);
   }
-  float *f(const nlohmann::json &s, const char *key) {
-    return static_cast<float *>(pointers[s[key].get<int>()]);
+  /// A step's operand: its buffer, or the element `offset` elements of the
+  /// buffer's type in (a window's first).
+  float *f(const nlohmann::json &s, const char *key, int64_t offset = 0) {
+    int id = s[key].get<int>();
+    return reinterpret_cast<float *>(static_cast<char *>(pointers[id]) +
+                                     offset *
+                                         dtypeBytes(plan.buffers[id].dtype));
   }
 
   /// A GEMM or convolution; f16/bf16 ones through f32 copies.

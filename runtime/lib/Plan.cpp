@@ -65,8 +65,9 @@ bool checkLibraryOperands(const nlohmann::json &step,
     if (step.contains("bias") &&
         !(holds("bias", step.value("c_dtype", dtype)) && fits("bias", g.n)))
       return false;
-    return fits("a", g.extent(0)) && fits("b", g.extent(1)) &&
-           fits("c", g.extent(2));
+    // (A window's offset is a size: checkStep refused a negative one.)
+    return fits("a", g.offsetA + g.extent(0)) &&
+           fits("b", g.offsetB + g.extent(1)) && fits("c", g.extent(2));
   }
   if (op.rfind("conv2d", 0) != 0)
     return true;
@@ -253,9 +254,10 @@ bool checkStep(const nlohmann::json &step,
               ", not a count from 1 to 2^31";
       return false;
     }
-  for (const char *field : {"bytes", "stride_a", "stride_b", "stride_c",
-                            "call_stride_a", "call_stride_b", "call_stride_c",
-                            "launches", "bytes_read", "bytes_written"})
+  for (const char *field :
+       {"bytes", "stride_a", "stride_b", "stride_c", "call_stride_a",
+        "call_stride_b", "call_stride_c", "a_offset", "b_offset", "launches",
+        "bytes_read", "bytes_written"})
     if (step.contains(field) &&
         (!step[field].is_number_integer() || step[field].get<int64_t>() < 0)) {
       error =

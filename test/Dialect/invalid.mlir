@@ -160,6 +160,39 @@ func.func @matmul_bias_type(%a: tensor<2x3xbf16>, %b: tensor<3x5xbf16>, %c: tens
 
 // -----
 
+func.func @matmul_window_past_row(%a: tensor<2x5x24xf32>, %b: tensor<2x8x3xf32>) {
+  // expected-error @+1 {{lhs window #gpuc.columns<offset = 20, shape = [8]> reads past the rows of 'tensor<2x5x24xf32>'}}
+  %0 = gpuc.matmul %a, %b lhs_window = <offset = 20, shape = [8]> : (tensor<2x5x24xf32>, tensor<2x8x3xf32>) -> tensor<2x5x3xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_window_shape(%a: tensor<2x5x24xf32>, %b: tensor<2x8x3xf32>) {
+  // expected-error @+1 {{a column window's shape has dimensions of at least 1, not [0, 8]}}
+  %0 = gpuc.matmul %a, %b lhs_window = <offset = 0, shape = [0, 8]> : (tensor<2x5x24xf32>, tensor<2x8x3xf32>) -> tensor<2x5x3xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_window_offset(%a: tensor<2x5x24xf32>, %b: tensor<2x8x3xf32>) {
+  // expected-error @+1 {{a column window starts at column 0 or later, not -8}}
+  %0 = gpuc.matmul %a, %b lhs_window = <offset = -8, shape = [8]> : (tensor<2x5x24xf32>, tensor<2x8x3xf32>) -> tensor<2x5x3xf32>
+  return
+}
+
+// -----
+
+// The product reads the window's shape: [2, 5, 2, 4], not rank 3.
+func.func @matmul_window_reads_wrong_shape(%a: tensor<2x5x24xf32>, %b: tensor<2x8x3xf32>) {
+  // expected-error @+1 {{operands must have the same rank >= 2, got 2x5x2x4 and 2x8x3}}
+  %0 = gpuc.matmul %a, %b lhs_window = <offset = 0, shape = [2, 4]> : (tensor<2x5x24xf32>, tensor<2x8x3xf32>) -> tensor<2x5x3xf32>
+  return
+}
+
+// -----
+
 func.func @matmul_bias_accumulates(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>, %c: tensor<5xf32>, %d: tensor<2x5xf32>) {
   // expected-error @+1 {{adds a bias to a result that accumulates or has a layout}}
   %0 = gpuc.matmul %a, %b plus %d : tensor<2x5xf32> bias %c : tensor<5xf32> : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>

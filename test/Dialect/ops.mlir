@@ -55,6 +55,17 @@ func.func @layouts(%q: tensor<2x5x3x4xf32>, %s: tensor<2x3x5x5xf32>) -> (tensor<
   return %0, %1 : tensor<2x3x5x5xf32>, tensor<2x5x3x4xf32>
 }
 
+// A window of the stored rows' columns, in the short form the op prints
+// and in the attribute's full name.
+// CHECK-LABEL: func.func @column_windows
+func.func @column_windows(%qkv: tensor<2x5x36xf32>) -> (tensor<2x3x5x5xf32>, tensor<2x5x3x4xf32>) {
+  // CHECK: gpuc.matmul %{{.+}}, %{{.+}} transpose_rhs lhs_window = <offset = 0, shape = [3, 4]> rhs_window = <offset = 12, shape = [3, 4]> lhs_perm = [0, 2, 1, 3] rhs_perm = [0, 2, 1, 3] : (tensor<2x5x36xf32>, tensor<2x5x36xf32>) -> tensor<2x3x5x5xf32>
+  %0 = gpuc.matmul %qkv, %qkv transpose_rhs lhs_window = <offset = 0, shape = [3, 4]> rhs_window = #gpuc.columns<offset = 12, shape = [3, 4]> lhs_perm = [0, 2, 1, 3] rhs_perm = [0, 2, 1, 3] : (tensor<2x5x36xf32>, tensor<2x5x36xf32>) -> tensor<2x3x5x5xf32>
+  // CHECK: gpuc.matmul %{{.+}}, %{{.+}} rhs_window = <offset = 24, shape = [3, 4]> rhs_perm = [0, 2, 1, 3] result_perm = [0, 2, 1, 3] : (tensor<2x3x5x5xf32>, tensor<2x5x36xf32>) -> tensor<2x5x3x4xf32>
+  %1 = gpuc.matmul %0, %qkv rhs_window = <offset = 24, shape = [3, 4]> rhs_perm = [0, 2, 1, 3] result_perm = [0, 2, 1, 3] : (tensor<2x3x5x5xf32>, tensor<2x5x36xf32>) -> tensor<2x5x3x4xf32>
+  return %0, %1 : tensor<2x3x5x5xf32>, tensor<2x5x3x4xf32>
+}
+
 // CHECK-LABEL: func.func @linear_loss
 func.func @linear_loss(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %b: tensor<9xf32>, %y: tensor<6xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>, tensor<9xf32>, tensor<9x4xf32>) {
   // CHECK: gpuc.linear_cross_entropy %{{.+}}, %{{.+}}, %{{.+}} bias %{{.+}} : tensor<9xf32> reduction = mean ignore_index = -100 : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<f32>

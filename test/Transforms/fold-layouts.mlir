@@ -144,3 +144,63 @@ func.func @biased_result(%x: tensor<2x5x4xf32>, %w: tensor<2x4x6xf32>, %b: tenso
   %t = gpuc.transpose %y perm = [1, 0, 2] : tensor<2x5x6xf32> -> tensor<5x2x6xf32>
   return %t : tensor<5x2x6xf32>
 }
+
+// -----
+
+// nanoGPT's attention: one projection holds the queries, keys and values
+// side by side in each token's row, split in three and into heads. Only
+// matmuls read the slices, so each reads its window of the projection in
+// place (the head split on top) and no slice is left to copy.
+// CHECK-LABEL: func.func @qkv_windows
+// CHECK-NOT: gpuc.slice
+// CHECK: %[[S:.+]] = gpuc.matmul %arg0, %arg0 transpose_rhs lhs_window = <offset = 0, shape = [2, 4]> rhs_window = <offset = 8, shape = [2, 4]> lhs_perm = [0, 2, 1, 3] rhs_perm = [0, 2, 1, 3] : (tensor<3x5x24xf32>, tensor<3x5x24xf32>) -> tensor<3x2x5x5xf32>
+// CHECK: %[[Y:.+]] = gpuc.matmul %[[S]], %arg0 rhs_window = <offset = 16, shape = [2, 4]> rhs_perm = [0, 2, 1, 3] result_perm = [0, 2, 1, 3] : (tensor<3x2x5x5xf32>, tensor<3x5x24xf32>) -> tensor<3x5x2x4xf32>
+// CHECK: return %[[Y]]
+func.func @qkv_windows(%qkv: tensor<3x5x24xf32>) -> tensor<3x5x2x4xf32> {
+  %q = gpuc.slice %qkv starts = [0, 0, 0] limits = [3, 5, 8] strides = [1, 1, 1] : tensor<3x5x24xf32> -> tensor<3x5x8xf32>
+  %k = gpuc.slice %qkv starts = [0, 0, 8] limits = [3, 5, 16] strides = [1, 1, 1] : tensor<3x5x24xf32> -> tensor<3x5x8xf32>
+  %v = gpuc.slice %qkv starts = [0, 0, 16] limits = [3, 5, 24] strides = [1, 1, 1] : tensor<3x5x24xf32> -> tensor<3x5x8xf32>
+  %q4 = gpuc.reshape %q : tensor<3x5x8xf32> -> tensor<3x5x2x4xf32>
+  %k4 = gpuc.reshape %k : tensor<3x5x8xf32> -> tensor<3x5x2x4xf32>
+  %v4 = gpuc.reshape %v : tensor<3x5x8xf32> -> tensor<3x5x2x4xf32>
+  %qh = gpuc.transpose %q4 perm = [0, 2, 1, 3] : tensor<3x5x2x4xf32> -> tensor<3x2x5x4xf32>
+  %kh = gpuc.transpose %k4 perm = [0, 2, 1, 3] : tensor<3x5x2x4xf32> -> tensor<3x2x5x4xf32>
+  %vh = gpuc.transpose %v4 perm = [0, 2, 1, 3] : tensor<3x5x2x4xf32> -> tensor<3x2x5x4xf32>
+  %s = gpuc.matmul %qh, %kh transpose_rhs : (tensor<3x2x5x4xf32>, tensor<3x2x5x4xf32>) -> tensor<3x2x5x5xf32>
+  %y = gpuc.matmul %s, %vh : (tensor<3x2x5x5xf32>, tensor<3x2x5x4xf32>) -> tensor<3x2x5x4xf32>
+  %o = gpuc.transpose %y perm = [0, 2, 1, 3] : tensor<3x2x5x4xf32> -> tensor<3x5x2x4xf32>
+  return %o : tensor<3x5x2x4xf32>
+}
+
+// -----
+
+// A slice a kernel reads too stays a copy, and the matmul reads the copy:
+// reading the window in place as well would keep the wider tensor alive
+// beside it. A slice that skips columns is no window.
+// CHECK-LABEL: func.func @slices_kept
+// CHECK: %[[A:.+]] = gpuc.slice %arg0 starts = [0, 0] limits = [6, 4]
+// CHECK: %[[B:.+]] = gpuc.slice %arg0 starts = [0, 4] limits = [6, 12] strides = [1, 2]
+// CHECK: gpuc.matmul %[[A]], %arg1 :
+// CHECK: gpuc.matmul %[[B]], %arg1 :
+// CHECK: gpuc.relu %[[A]]
+func.func @slices_kept(%x: tensor<6x12xf32>, %w: tensor<4x3xf32>) -> (tensor<6x3xf32>, tensor<6x3xf32>, tensor<6x4xf32>) {
+  %a = gpuc.slice %x starts = [0, 0] limits = [6, 4] strides = [1, 1] : tensor<6x12xf32> -> tensor<6x4xf32>
+  %b = gpuc.slice %x starts = [0, 4] limits = [6, 12] strides = [1, 2] : tensor<6x12xf32> -> tensor<6x4xf32>
+  %ya = gpuc.matmul %a, %w : (tensor<6x4xf32>, tensor<4x3xf32>) -> tensor<6x3xf32>
+  %yb = gpuc.matmul %b, %w : (tensor<6x4xf32>, tensor<4x3xf32>) -> tensor<6x3xf32>
+  %r = gpuc.relu %a : tensor<6x4xf32>
+  return %ya, %yb, %r : tensor<6x3xf32>, tensor<6x3xf32>, tensor<6x4xf32>
+}
+
+// -----
+
+// A plain column slice (no head split) is a window of one dimension; a
+// transposed read of it stays a transpose flag over the window.
+// CHECK-LABEL: func.func @column_slice
+// CHECK-NOT: gpuc.slice
+// CHECK: gpuc.matmul %arg0, %arg1 transpose_lhs lhs_window = <offset = 2, shape = [5]> : (tensor<6x9xf32>, tensor<6x3xf32>) -> tensor<5x3xf32>
+func.func @column_slice(%x: tensor<6x9xf32>, %g: tensor<6x3xf32>) -> tensor<5x3xf32> {
+  %a = gpuc.slice %x starts = [0, 2] limits = [6, 7] strides = [1, 1] : tensor<6x9xf32> -> tensor<6x5xf32>
+  %y = gpuc.matmul %a, %g transpose_lhs : (tensor<6x5xf32>, tensor<6x3xf32>) -> tensor<5x3xf32>
+  return %y : tensor<5x3xf32>
+}

@@ -135,6 +135,45 @@ func.func @f(%q: tensor<5x6x4xf32>, %k: tensor<7x6x4xf32>, %v: tensor<7x6x3xf32>
             0);
 }
 
+// nanoGPT's attention, forward and the products of its gradient: one
+// projection's rows hold the queries, keys and values, split in three and
+// into heads. Every product reads its window of the projection in place,
+// the values unchanged; no slice and no transpose is left to copy.
+TEST_F(FoldLayouts, QueryKeyValueWindowsAreReadInPlace) {
+  OwningOpRef<ModuleOp> module = rewriteAndCompare(
+      R"mlir(
+func.func @f(%qkv: tensor<2x5x18xf32>, %g: tensor<2x3x5x2xf32>) -> (tensor<2x5x3x2xf32>, tensor<2x3x5x2xf32>, tensor<2x3x5x2xf32>) {
+  %q = gpuc.slice %qkv starts = [0, 0, 0] limits = [2, 5, 6] strides = [1, 1, 1] : tensor<2x5x18xf32> -> tensor<2x5x6xf32>
+  %k = gpuc.slice %qkv starts = [0, 0, 6] limits = [2, 5, 12] strides = [1, 1, 1] : tensor<2x5x18xf32> -> tensor<2x5x6xf32>
+  %v = gpuc.slice %qkv starts = [0, 0, 12] limits = [2, 5, 18] strides = [1, 1, 1] : tensor<2x5x18xf32> -> tensor<2x5x6xf32>
+  %q4 = gpuc.reshape %q : tensor<2x5x6xf32> -> tensor<2x5x3x2xf32>
+  %k4 = gpuc.reshape %k : tensor<2x5x6xf32> -> tensor<2x5x3x2xf32>
+  %v4 = gpuc.reshape %v : tensor<2x5x6xf32> -> tensor<2x5x3x2xf32>
+  %qh = gpuc.transpose %q4 perm = [0, 2, 1, 3] : tensor<2x5x3x2xf32> -> tensor<2x3x5x2xf32>
+  %kh = gpuc.transpose %k4 perm = [0, 2, 1, 3] : tensor<2x5x3x2xf32> -> tensor<2x3x5x2xf32>
+  %vh = gpuc.transpose %v4 perm = [0, 2, 1, 3] : tensor<2x5x3x2xf32> -> tensor<2x3x5x2xf32>
+  %s = gpuc.matmul %qh, %kh transpose_rhs : (tensor<2x3x5x2xf32>, tensor<2x3x5x2xf32>) -> tensor<2x3x5x5xf32>
+  %y = gpuc.matmul %s, %vh : (tensor<2x3x5x5xf32>, tensor<2x3x5x2xf32>) -> tensor<2x3x5x2xf32>
+  %o = gpuc.transpose %y perm = [0, 2, 1, 3] : tensor<2x3x5x2xf32> -> tensor<2x5x3x2xf32>
+  %dq = gpuc.matmul %s, %kh : (tensor<2x3x5x5xf32>, tensor<2x3x5x2xf32>) -> tensor<2x3x5x2xf32>
+  %gs = gpuc.matmul %g, %vh transpose_rhs : (tensor<2x3x5x2xf32>, tensor<2x3x5x2xf32>) -> tensor<2x3x5x5xf32>
+  %dk = gpuc.matmul %gs, %qh transpose_lhs : (tensor<2x3x5x5xf32>, tensor<2x3x5x2xf32>) -> tensor<2x3x5x2xf32>
+  return %o, %dq, %dk : tensor<2x5x3x2xf32>, tensor<2x3x5x2xf32>, tensor<2x3x5x2xf32>
+}
+)mlir",
+      createGpucFoldLayouts(), 7,
+      [](size_t i) { return (double)(i % 5) - 2.0; });
+  ASSERT_TRUE(module);
+  int64_t copies = 0, windows = 0;
+  module->walk([&](Operation *op) {
+    copies += isa<SliceOp, TransposeOp>(op);
+    if (auto mm = dyn_cast<MatmulOp>(op))
+      windows += !!mm.getLhsWindow() + !!mm.getRhsWindow();
+  });
+  EXPECT_EQ(copies, 0);
+  EXPECT_EQ(windows, 6);
+}
+
 // A matmul with layouts has no gradient rule: differentiation comes first.
 TEST_F(FoldLayouts, LayoutsAreNotDifferentiated) {
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"mlir(

@@ -14,12 +14,18 @@ struct Strided {
   int64_t stride[3];
 };
 
-/// Row-major strides of a stored shape, viewed through `perm`.
+/// Row-major strides of an operand's shape as read, viewed through
+/// `perm`: within a window's dimensions compact, and the dimension outside
+/// them a stored row's width apart.
 SmallVector<int64_t> viewStrides(ArrayRef<int64_t> stored,
-                                 ArrayRef<int64_t> perm) {
-  SmallVector<int64_t> strides(stored.size(), 1);
-  for (int64_t i = (int64_t)stored.size() - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * stored[i + 1];
+                                 ArrayRef<int64_t> perm,
+                                 GemmWindow window = {}) {
+  int64_t rank = stored.size();
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t i = rank - 2; i >= 0; --i)
+    strides[i] = window.dims && i + 1 == rank - window.dims
+                     ? window.width
+                     : strides[i + 1] * stored[i + 1];
   if (perm.empty())
     return strides;
   SmallVector<int64_t> viewed;
@@ -65,7 +71,8 @@ bool asRowMajor(int64_t rows, int64_t cols, int64_t rowStride,
 FailureOr<GemmGeometry> mlir::gpuc::inferGemmGeometry(
     ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs, bool transposeLhs,
     bool transposeRhs, ArrayRef<int64_t> lhsPerm, ArrayRef<int64_t> rhsPerm,
-    ArrayRef<int64_t> resultPerm, EmitErrorFn emitError) {
+    ArrayRef<int64_t> resultPerm, EmitErrorFn emitError, GemmWindow lhsWindow,
+    GemmWindow rhsWindow) {
   // Each layout must be a permutation of its tensor's dimensions.
   for (auto [perm, rank] :
        {std::pair{lhsPerm, lhs.size()}, std::pair{rhsPerm, rhs.size()},
@@ -87,12 +94,14 @@ FailureOr<GemmGeometry> mlir::gpuc::inferGemmGeometry(
   SmallVector<int64_t> inverse(r);
   for (size_t i = 0; i < r; ++i)
     inverse[resultPerm.empty() ? i : resultPerm[i]] = i;
-  SmallVector<int64_t> strideA = viewStrides(lhs, lhsPerm),
-                       strideB = viewStrides(rhs, rhsPerm),
+  SmallVector<int64_t> strideA = viewStrides(lhs, lhsPerm, lhsWindow),
+                       strideB = viewStrides(rhs, rhsPerm, rhsWindow),
                        strideC = viewStrides(stored, inverse);
 
   GemmGeometry g;
   g.result = stored;
+  g.offsetA = lhsWindow.offset;
+  g.offsetB = rhsWindow.offset;
   g.m = (*product)[r - 2];
   g.n = (*product)[r - 1];
   g.k = transposeLhs ? a[r - 2] : a[r - 1];
@@ -150,14 +159,21 @@ FailureOr<GemmGeometry> mlir::gpuc::inferGemmGeometry(
   return g;
 }
 
+GemmWindow mlir::gpuc::gemmWindow(MatmulOp op, unsigned i) {
+  ColumnsAttr window = i == 0 ? op.getLhsWindowAttr() : op.getRhsWindowAttr();
+  if (!window)
+    return {};
+  Value operand = i == 0 ? op.getLhs() : op.getRhs();
+  return {window.getOffset(), (int64_t)window.getShape().size(),
+          cast<RankedTensorType>(operand.getType()).getShape().back()};
+}
+
 GemmGeometry mlir::gpuc::gemmGeometry(MatmulOp op) {
-  auto shape = [](Value v) {
-    return cast<RankedTensorType>(v.getType()).getShape();
-  };
   FailureOr<GemmGeometry> g = inferGemmGeometry(
-      shape(op.getLhs()), shape(op.getRhs()), op.getTransposeLhs(),
+      op.readShape(0), op.readShape(1), op.getTransposeLhs(),
       op.getTransposeRhs(), op.getLhsPerm(), op.getRhsPerm(),
-      op.getResultPerm(), [&] { return op.emitOpError(); });
+      op.getResultPerm(), [&] { return op.emitOpError(); }, gemmWindow(op, 0),
+      gemmWindow(op, 1));
   assert(succeeded(g) && "gemmGeometry of a matmul that does not verify");
   return *g;
 }

@@ -43,6 +43,25 @@ LogicalResult SlotAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult ColumnsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  int64_t offset, ArrayRef<int64_t> shape) {
+  if (offset < 0)
+    return emitError() << "a column window starts at column 0 or later, not "
+                       << offset;
+  if (shape.empty() || llvm::any_of(shape, [](int64_t d) { return d < 1; }))
+    return emitError() << "a column window's shape has dimensions of at "
+                          "least 1, not ["
+                       << shape << "]";
+  return success();
+}
+
+int64_t ColumnsAttr::getWidth() const {
+  int64_t width = 1;
+  for (int64_t d : getShape())
+    width *= d;
+  return width;
+}
+
 Operation *GpucDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                             Type type, Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);

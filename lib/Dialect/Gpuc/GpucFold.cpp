@@ -455,16 +455,19 @@ OpFoldResult MatmulOp::fold(FoldAdaptor) {
   // matmul(transpose(a), b) is matmul(a, b) with the operand's flag
   // flipped: folded in place.
   // (An operand with a layout keeps it: the layout composes with the flag
-  // in gpuc-fold-layouts.)
+  // in gpuc-fold-layouts. A window reads columns of the stored operand,
+  // which a transpose would not have stored last.)
   bool changed = false;
   if (auto t = getLhs().getDefiningOp<TransposeOp>();
-      t && getLhsPerm().empty() && swapsLastTwo(t.getPerm())) {
+      t && getLhsPerm().empty() && !getLhsWindow() &&
+      swapsLastTwo(t.getPerm())) {
     getLhsMutable().assign(t.getInput());
     setTransposeLhs(!getTransposeLhs());
     changed = true;
   }
   if (auto t = getRhs().getDefiningOp<TransposeOp>();
-      t && getRhsPerm().empty() && swapsLastTwo(t.getPerm())) {
+      t && getRhsPerm().empty() && !getRhsWindow() &&
+      swapsLastTwo(t.getPerm())) {
     getRhsMutable().assign(t.getInput());
     setTransposeRhs(!getTransposeRhs());
     changed = true;

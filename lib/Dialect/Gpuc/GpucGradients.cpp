@@ -467,7 +467,8 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &builder,
   // Layouts and epilogues are set after differentiation, where the
   // transposes and sums they fold are known to be the step's last word.
   if (hasLayouts())
-    return emitOpError() << "has layouts (lhs_perm, rhs_perm or result_perm); "
+    return emitOpError() << "has layouts (lhs_perm, rhs_perm, result_perm or a "
+                            "window); "
                             "differentiate before gpuc-fold-layouts";
   if (getBias())
     return emitOpError() << "has a bias epilogue; differentiate before "

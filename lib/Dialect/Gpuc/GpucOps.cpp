@@ -168,11 +168,34 @@ LogicalResult GatherOp::verify() {
 // Contractions and windows
 //===----------------------------------------------------------------------===//
 
+SmallVector<int64_t> MatmulOp::readShape(unsigned i) {
+  Value operand = i == 0 ? getLhs() : getRhs();
+  ColumnsAttr window = i == 0 ? getLhsWindowAttr() : getRhsWindowAttr();
+  SmallVector<int64_t> shape(shapeOf(operand));
+  if (window && !shape.empty()) {
+    shape.pop_back();
+    llvm::append_range(shape, window.getShape());
+  }
+  return shape;
+}
+
 LogicalResult MatmulOp::verify() {
-  FailureOr<GemmGeometry> geometry =
-      inferGemmGeometry(shapeOf(getLhs()), shapeOf(getRhs()), getTransposeLhs(),
-                        getTransposeRhs(), getLhsPerm(), getRhsPerm(),
-                        getResultPerm(), [&] { return emitOpError(); });
+  for (unsigned i : {0u, 1u}) {
+    ColumnsAttr window = i == 0 ? getLhsWindowAttr() : getRhsWindowAttr();
+    if (!window)
+      continue;
+    Value operand = i == 0 ? getLhs() : getRhs();
+    ArrayRef<int64_t> stored = shapeOf(operand);
+    if (stored.empty() ||
+        window.getOffset() + window.getWidth() > stored.back())
+      return emitOpError() << (i == 0 ? "lhs" : "rhs") << " window " << window
+                           << " reads past the rows of " << operand.getType();
+  }
+  FailureOr<GemmGeometry> geometry = inferGemmGeometry(
+      readShape(0), readShape(1), getTransposeLhs(), getTransposeRhs(),
+      getLhsPerm(), getRhsPerm(), getResultPerm(),
+      [&] { return emitOpError(); }, gemmWindow(*this, 0),
+      gemmWindow(*this, 1));
   if (failed(geometry))
     return failure();
   Type element = getElementTypeOrSelf(getLhs().getType());
@@ -738,27 +761,48 @@ std::array<int64_t, 3> mlir::gpuc::attentionStrides(Value tensor, bool bthd) {
   return {s[1] * s[2] * s[3], head, row};
 }
 
-std::optional<AttentionRowWindow>
-mlir::gpuc::attentionRowWindow(Value operand) {
+std::optional<ColumnWindow> mlir::gpuc::columnWindow(Value operand) {
   auto reshape = operand.getDefiningOp<ReshapeOp>();
-  if (!reshape)
-    return std::nullopt;
-  auto slice = reshape.getInput().getDefiningOp<SliceOp>();
+  auto slice =
+      (reshape ? reshape.getInput() : operand).getDefiningOp<SliceOp>();
   if (!slice)
     return std::nullopt;
-  ArrayRef<int64_t> heads = shapeOf(operand), rows = shapeOf(slice.getResult()),
-                    stored = shapeOf(slice.getInput());
-  // [B, T, C] -> [B, T, H, D] with C = H * D.
-  if (heads.size() != 4 || rows.size() != 3 || heads[0] != rows[0] ||
-      heads[1] != rows[1] || heads[2] * heads[3] != rows[2])
+  ArrayRef<int64_t> stored = shapeOf(slice.getInput()),
+                    columns = shapeOf(slice.getResult()),
+                    read = shapeOf(operand);
+  size_t rank = stored.size();
+  if (rank == 0)
     return std::nullopt;
   ArrayRef<int64_t> starts = slice.getStarts(), limits = slice.getLimits(),
                     strides = slice.getStrides();
-  for (int d = 0; d < 3; ++d)
+  for (size_t d = 0; d < rank; ++d)
     if (strides[d] != 1 ||
-        (d < 2 && (starts[d] != 0 || limits[d] != stored[d])))
+        (d + 1 < rank && (starts[d] != 0 || limits[d] != stored[d])))
       return std::nullopt;
-  return AttentionRowWindow{slice.getInput(), starts[2], stored[2], heads[3]};
+  // The reshape keeps the leading dimensions and splits the columns.
+  if (read.size() < rank || read.take_front(rank - 1) != columns.drop_back())
+    return std::nullopt;
+  ArrayRef<int64_t> split = read.drop_front(rank - 1);
+  int64_t width = 1;
+  for (int64_t d : split)
+    width *= d;
+  if (width != columns.back())
+    return std::nullopt;
+  return ColumnWindow{slice.getInput(), starts[rank - 1],
+                      SmallVector<int64_t>(split)};
+}
+
+int64_t ColumnWindow::rowWidth() const { return shapeOf(stored).back(); }
+
+std::optional<AttentionRowWindow>
+mlir::gpuc::attentionRowWindow(Value operand) {
+  // [B, T, C] -> [B, T, H, D] with C = H * D.
+  std::optional<ColumnWindow> window = columnWindow(operand);
+  if (!window || !operand.getDefiningOp<ReshapeOp>() ||
+      shapeOf(window->stored).size() != 3 || window->shape.size() != 2)
+    return std::nullopt;
+  return AttentionRowWindow{window->stored, window->offset, window->rowWidth(),
+                            window->shape[1]};
 }
 
 std::array<int64_t, 3> AttentionRowWindow::strides() const {

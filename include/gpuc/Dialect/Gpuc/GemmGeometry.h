@@ -29,18 +29,34 @@ struct GemmGeometry {
   int64_t lda = 1, ldb = 1, ldc = 1;
   int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
   int64_t calls = 1, callStrideA = 0, callStrideB = 0, callStrideC = 0;
+  /// Where A's and B's first elements lie in their buffers (a window's
+  /// first column).
+  int64_t offsetA = 0, offsetB = 0;
 };
 
-/// The geometry of a product of the stored `lhs` and `rhs` read through
-/// their layouts (`*Perm`, empty when as stored) and flags, stored through
-/// `resultPerm`; fails, through `emitError`, when the shapes disagree or
-/// the layouts cannot be read by a GEMM: no contiguous matrix dimension, or
-/// a batch of more than two strided levels.
+/// An operand read as a window of its stored rows (`#gpuc.columns`): the
+/// last `dims` dimensions of the shape the product reads lie in one stored
+/// row of `width` elements, from column `offset` on. With `dims` 0 the
+/// operand is read as stored.
+struct GemmWindow {
+  int64_t offset = 0, dims = 0, width = 0;
+};
+
+/// The geometry of a product of `lhs` and `rhs` (their shapes as read:
+/// stored, or their windows', `*Window`) read through their layouts
+/// (`*Perm`, empty when as stored) and flags, stored through `resultPerm`;
+/// fails, through `emitError`, when the shapes disagree or the layouts
+/// cannot be read by a GEMM: no contiguous matrix dimension, or a batch of
+/// more than two strided levels.
 FailureOr<GemmGeometry>
 inferGemmGeometry(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
                   bool transposeLhs, bool transposeRhs,
                   ArrayRef<int64_t> lhsPerm, ArrayRef<int64_t> rhsPerm,
-                  ArrayRef<int64_t> resultPerm, EmitErrorFn emitError);
+                  ArrayRef<int64_t> resultPerm, EmitErrorFn emitError,
+                  GemmWindow lhsWindow = {}, GemmWindow rhsWindow = {});
+
+/// Operand `i`'s (0: lhs, 1: rhs) window as the geometry takes it.
+GemmWindow gemmWindow(MatmulOp op, unsigned i);
 
 /// The geometry of a verified matmul.
 GemmGeometry gemmGeometry(MatmulOp op);

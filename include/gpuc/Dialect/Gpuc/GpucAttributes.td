@@ -32,4 +32,29 @@ def Gpuc_SlotAttr : AttrDef<Gpuc_Dialect, "Slot"> {
   }];
 }
 
+def Gpuc_ColumnsAttr : AttrDef<Gpuc_Dialect, "Columns"> {
+  let mnemonic = "columns";
+  let summary = "a window of the columns of an operand's stored rows";
+  let description = [{
+    How a library call reads an operand that is part of a wider tensor: of
+    the operand's stored `[..., W]` rows it reads columns `[offset, offset +
+    product(shape))`, split into `shape`, so the tensor it reads is
+    `[..., shape...]`, its rows `W` elements apart. A fused query-key-value
+    projection's output holds the query, key and value side by side in each
+    token's row; a matmul reads each one in place as such a window.
+
+    ```mlir
+    #gpuc.columns<offset = 768, shape = [12, 64]>
+    ```
+  }];
+  let parameters = (ins "int64_t":$offset,
+                        ArrayRefParameter<"int64_t">:$shape);
+  let assemblyFormat = "`<` `offset` `=` $offset `,` `shape` `=` `[` $shape `]` `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The columns the window reads: the product of its shape.
+    int64_t getWidth() const;
+  }];
+}
+
 #endif // GPUC_DIALECT_GPUC_GPUCATTRIBUTES_TD

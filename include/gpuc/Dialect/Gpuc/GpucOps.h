@@ -3,6 +3,7 @@
 #ifndef GPUC_DIALECT_GPUC_GPUCOPS_H
 #define GPUC_DIALECT_GPUC_GPUCOPS_H
 
+#include "gpuc/Dialect/Gpuc/GpucAttributes.h"
 #include "gpuc/Dialect/Gpuc/GpucDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -36,6 +37,22 @@ SmallVector<int64_t, 4> attentionShape(Value tensor, bool bthd);
 /// The element strides of such a tensor's batch, head and row as stored
 /// (its width is contiguous).
 std::array<int64_t, 3> attentionStrides(Value tensor, bool bthd);
+
+/// An operand that is a window of the columns of a wider stored tensor:
+/// `slice(stored)` taking columns [offset, offset + width) of its last
+/// dimension and the others whole, read as it is or reshaped to split
+/// those columns (`reshape(slice(stored))`, the leading dimensions kept).
+/// A library call or a kernel can read it in place, each row `stored`'s
+/// last dimension apart.
+struct ColumnWindow {
+  Value stored;
+  int64_t offset;
+  /// What the window's columns split into (a product of the width).
+  SmallVector<int64_t> shape;
+  /// Elements in a stored row.
+  int64_t rowWidth() const;
+};
+std::optional<ColumnWindow> columnWindow(Value operand);
 
 /// A [B, T, H, D] (bthd) attention operand that is a window of the rows of
 /// a wider stored tensor: `reshape(slice(stored))`, the slice taking

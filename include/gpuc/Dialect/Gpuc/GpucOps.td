@@ -3,6 +3,7 @@
 #ifndef GPUC_DIALECT_GPUC_GPUCOPS_TD
 #define GPUC_DIALECT_GPUC_GPUCOPS_TD
 
+include "gpuc/Dialect/Gpuc/GpucAttributes.td"
 include "gpuc/Dialect/Gpuc/GpucDialect.td"
 include "gpuc/Dialect/Gpuc/GpucInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
@@ -422,6 +423,15 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
     sets it after differentiation; it has no layout for its result and
     does not accumulate.
 
+    `lhs_window` and `rhs_window` (a `#gpuc.columns`) say that the operand
+    is read as a window of its stored rows: of `lhs` stored `[..., W]` the
+    product reads columns `[offset, offset + product(shape))`, split into
+    `shape`, then through `lhs_perm`. A fused query-key-value projection
+    stores the query, key and value side by side in each token's row;
+    `gpuc-fold-layouts` makes the attention's products read them there, at
+    the library call's leading dimension `W`, and no kernel copies them
+    out.
+
     ```mlir
     %y = gpuc.matmul %x, %w transpose_rhs
            : (tensor<32x784xf32>, tensor<256x784xf32>) -> tensor<32x256xf32>
@@ -432,6 +442,11 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
            : (tensor<8x64xbf16>, tensor<8x32xbf16>) -> tensor<64x32xf32>
     %h = gpuc.matmul %x, %w transpose_rhs bias %b : tensor<256xbf16>
            : (tensor<32x784xbf16>, tensor<256x784xbf16>) -> tensor<32x256xbf16>
+    %qk = gpuc.matmul %qkv, %qkv transpose_rhs
+           lhs_window = #gpuc.columns<offset = 0, shape = [4, 8]>
+           rhs_window = #gpuc.columns<offset = 32, shape = [4, 8]>
+           lhs_perm = [0, 2, 1, 3] rhs_perm = [0, 2, 1, 3]
+           : (tensor<2x16x96xf32>, tensor<2x16x96xf32>) -> tensor<2x4x16x16xf32>
     ```
   }];
   let arguments = (ins Gpuc_FloatTensor:$lhs, Gpuc_FloatTensor:$rhs,
@@ -440,10 +455,13 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
                        UnitProp:$transpose_lhs, UnitProp:$transpose_rhs,
                        DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$lhs_perm,
                        DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$rhs_perm,
-                       DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$result_perm);
+                       DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$result_perm,
+                       OptionalAttr<Gpuc_ColumnsAttr>:$lhs_window,
+                       OptionalAttr<Gpuc_ColumnsAttr>:$rhs_window);
   let results = (outs Gpuc_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    (`lhs_window` `=` $lhs_window^)? (`rhs_window` `=` $rhs_window^)?
     (`lhs_perm` `=` $lhs_perm^)? (`rhs_perm` `=` $rhs_perm^)?
     (`result_perm` `=` $result_perm^)? (`plus` $acc^ `:` type($acc))?
     (`bias` $bias^ `:` type($bias))?
@@ -459,14 +477,17 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
                    CArg<"::llvm::ArrayRef<int64_t>", "{}">:$result_perm), [{
       build($_builder, $_state, result, lhs, rhs, ::mlir::Value(),
             ::mlir::Value(), transpose_lhs, transpose_rhs, lhs_perm, rhs_perm,
-            result_perm);
+            result_perm, /*lhs_window=*/nullptr, /*rhs_window=*/nullptr);
     }]>];
   let extraClassDeclaration = [{
     /// Whether any operand or the result has a layout of its own.
     bool hasLayouts() {
       return !getLhsPerm().empty() || !getRhsPerm().empty() ||
-             !getResultPerm().empty();
+             !getResultPerm().empty() || getLhsWindow() || getRhsWindow();
     }
+    /// The shape of operand `i` (0: lhs, 1: rhs) as the product reads it
+    /// before its permutation: the stored shape, or its window's.
+    ::llvm::SmallVector<int64_t> readShape(unsigned i);
   }];
   let hasVerifier = 1;
   let hasFolder = 1;

@@ -146,6 +146,9 @@ struct GemmStep {
   int64_t batch, strideA, strideB, strideC;
   int64_t calls, callStrideA, callStrideB, callStrideC;
   bool accumulate;
+  /// Where A's and B's first elements lie in their buffers (a window of
+  /// a wider tensor's columns); C starts at its buffer's start.
+  int64_t offsetA = 0, offsetB = 0;
 
   int64_t rows(int operand) const {
     return operand == 0   ? (transA ? k : m)
@@ -156,6 +159,9 @@ struct GemmStep {
     return operand == 0   ? (transA ? m : k)
            : operand == 1 ? (transB ? k : n)
                           : n;
+  }
+  int64_t offset(int operand) const {
+    return operand == 0 ? offsetA : operand == 1 ? offsetB : 0;
   }
   /// Elements from an operand's first to its last one read or written (a:
   /// 0, b: 1, c: 2), plus one; in 128 bits, so that a damaged plan's
@@ -187,7 +193,9 @@ inline GemmStep gemmStepOf(const nlohmann::json &s) {
           s["call_stride_a"],
           s["call_stride_b"],
           s["call_stride_c"],
-          s.value("accumulate", false)};
+          s.value("accumulate", false),
+          s.value("a_offset", (int64_t)0),
+          s.value("b_offset", (int64_t)0)};
 }
 
 } // namespace gpuc
