@@ -15,6 +15,8 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include <cmath>
+
 namespace mlir::gpuc {
 #define GEN_PASS_DEF_GPUCDECOMPOSE
 #include "gpuc/Transforms/Passes.h.inc"
@@ -713,6 +715,39 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
     getOperation().walk([&](AttentionGradOp op) { mark(op); });
   }
 
+  /// The fused backward recomputes a row's weights from its logsumexp,
+  /// stored in f32: for a row whose mask excludes every key, `fill +
+  /// log(keys)`, which keeps none of log(keys)'s digits once the fill is
+  /// far below zero (Hugging Face fills with the lowest float). Such a
+  /// row's gradients are then wrong: said, not left silent, once for each
+  /// such fill (the step, eval and forward functions hold the same
+  /// attentions).
+  void warnOfLostRowWeights() {
+    constexpr double kFillLosingWeights = -1e5;
+    SmallVector<double> said;
+    getOperation().walk([&](AttentionOp op) {
+      double fill = op.getFill().convertToDouble();
+      if (!op.getMask() || std::isinf(fill) || fill > kFillLosingWeights ||
+          llvm::is_contained(said, fill))
+        return;
+      // A causal mask keeps every row's own key.
+      if (std::optional<ComparePredicate> triangle = op.getMaskTriangle()) {
+        bool strict = *triangle == ComparePredicate::gt ||
+                      *triangle == ComparePredicate::lt;
+        if (strict != op.getMaskKeeps())
+          return;
+      }
+      op.emitWarning()
+          << "masks scores with a fill of " << fill
+          << ": under the flash lowering a query row whose mask excludes "
+             "every key gets wrong gradients (its weights are recomputed "
+             "from fill + log(keys) in f32, which rounds log(keys) away); "
+             "the gemm lowering (gpuc compile --attention gemm), or a fill "
+             "of -inf, computes them as softmax does";
+      said.push_back(fill);
+    });
+  }
+
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeSoftmax, DecomposeLogSoftmax, DecomposeLayerNorm,
@@ -756,6 +791,7 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
       patterns.add<DecomposeAttention, DecomposeAttentionGrad>(&getContext());
     } else if (attention == "flash") {
       markTriangularMasks();
+      warnOfLostRowWeights();
     } else {
       getOperation().emitError() << "unknown attention lowering '" << attention
                                  << "'; the lowerings are gemm and flash";

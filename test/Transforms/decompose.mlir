@@ -1,6 +1,7 @@
 // RUN: gpuc-opt %s --gpuc-decompose -split-input-file | FileCheck %s
 // RUN: gpuc-opt %s --gpuc-decompose=attention=flash -split-input-file | FileCheck %s --check-prefix=FLASH
 // RUN: not gpuc-opt %s --gpuc-decompose=attention=dense -split-input-file 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: gpuc-opt %s --gpuc-decompose=attention=flash -split-input-file 2>&1 >/dev/null | FileCheck %s --check-prefix=LOSTWEIGHTS
 // RUN: gpuc-opt %s --gpuc-decompose=loss-chunk-rows=4 -split-input-file | FileCheck %s --check-prefix=CHUNK
 // RUN: gpuc-opt %s --gpuc-decompose=pad-classes=64 -split-input-file | FileCheck %s --check-prefix=PAD
 // RUN: gpuc-opt %s --gpuc-decompose=loss-chunk-bytes=6750000 -split-input-file | FileCheck %s --check-prefix=EVEN
@@ -365,4 +366,22 @@ func.func @even_chunks(%x: tensor<4096x4xf32>, %w: tensor<1030x4xf32>, %y: tenso
 func.func @uneven_rows(%x: tensor<4288x4xf32>, %w: tensor<1030x4xf32>, %y: tensor<4288xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<4288x4xf32>, tensor<1030x4xf32>) {
   %l, %dx, %dw = gpuc.linear_cross_entropy_grad %x, %w, %y, %g reduction = mean : (tensor<4288x4xf32>, tensor<1030x4xf32>, tensor<4288xi64>, tensor<f32>) -> (tensor<f32>, tensor<4288x4xf32>, tensor<1030x4xf32>)
   return %l, %dx, %dw : tensor<f32>, tensor<4288x4xf32>, tensor<1030x4xf32>
+}
+
+// -----
+
+// Under the flash lowering a fill far below zero loses a fully masked
+// row's weights in the backward's f32 logsumexp: said once per attention.
+// A causal mask keeps each row's own key, and a fill of -1e4 keeps the
+// digits: no warning for those.
+// LOSTWEIGHTS-NOT: warning
+// LOSTWEIGHTS: warning: masks scores with a fill of -3.402823e+38: under the flash lowering a query row whose mask excludes every key gets wrong gradients
+// LOSTWEIGHTS-NOT: warning
+// FLASH-LABEL: func.func @lowest_float_fill
+func.func @lowest_float_fill(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: tensor<1x2x3x2xf32>, %m: tensor<1x1x1x3xi1>) -> (tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>) {
+  %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x1x3xi1> scale = 5.000000e-01 fill = -3.4028234663852886E+38 : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>, tensor<1x2x3xf32>
+  %causal = gpuc.constant dense<[[[[false, true, true], [false, false, true], [false, false, false]]]]> : tensor<1x1x3x3xi1>
+  %c, %clse = gpuc.attention %q, %k, %v mask %causal : tensor<1x1x3x3xi1> scale = 5.000000e-01 fill = -3.4028234663852886E+38 : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>, tensor<1x2x3xf32>
+  %s, %slse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x1x3xi1> scale = 5.000000e-01 fill = -1.000000e+04 : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>, tensor<1x2x3xf32>
+  return %o, %c, %s : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>
 }
