@@ -219,6 +219,12 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   # bf16 -> f32 GEMM.
   gpu_artifact scale-gpt2-bf16-head-f32 gpt2 16 adamw bf16 --no-weights \
     --cuda-arch sm_90 --head-logits f32
+  # GPT-2 bf16 with its linear layers' bias adds in the next kernels
+  # (--no-gemm-epilogues): the step to fall back on should cuBLASLt refuse
+  # a biased GEMM, which every other GPT-2 artifact here asks for, and the
+  # epilogue's worth to time.
+  gpu_artifact scale-gpt2-bf16-no-epilogues gpt2 16 adamw bf16 --no-weights \
+    --cuda-arch sm_90 --no-gemm-epilogues
   # ResNet-50's convolutions the other way (bf16 on tensor cores is
   # channels last by default): NCHW tensors, which cuDNN reorders.
   gpu_artifact scale-resnet50-bf16-nchw resnet50 256 adamw bf16 --no-weights \

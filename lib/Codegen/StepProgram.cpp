@@ -208,10 +208,6 @@ LogicalResult Lowering::initialValue(StringRef name, ElementsAttr attr) {
 json shapeJson(ArrayRef<int64_t> shape) {
   return json(std::vector<int64_t>(shape.begin(), shape.end()));
 }
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
-
 FailureOr<json> Lowering::libraryCall(Operation *op) {
   json step;
   auto buf = [&](Value v) { return bufferOf.lookup(v); };

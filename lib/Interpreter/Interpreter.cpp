@@ -200,9 +200,6 @@ int64_t ravel(ArrayRef<int64_t> index, ArrayRef<int64_t> strides) {
   return flat;
 }
 
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
 Type elementTypeOf(Value v) { return getElementTypeOrSelf(v.getType()); }
 
 /// The outer x axis x inner decomposition of a shape around `axis`.

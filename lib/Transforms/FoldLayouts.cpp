@@ -45,10 +45,6 @@ bool isIdentity(ArrayRef<int64_t> perm) {
   return llvm::equal(perm, llvm::seq<int64_t>(0, perm.size()));
 }
 
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
-
 /// Whether every reader of `v` is a matmul, through reshapes: the readers
 /// that can take a column window of what `v` slices.
 bool onlyMultiplied(Value v) {
@@ -67,18 +63,10 @@ struct Operand {
   ColumnsAttr window;
 
   SmallVector<int64_t> readShape() const {
-    SmallVector<int64_t> shape(shapeOf(value));
-    if (window) {
-      shape.pop_back();
-      llvm::append_range(shape, window.getShape());
-    }
-    return shape;
+    return windowedShape(shapeOf(value), window);
   }
-  GemmWindow gemmWindow() const {
-    if (!window)
-      return {};
-    return {window.getOffset(), (int64_t)window.getShape().size(),
-            shapeOf(value).back()};
+  GemmWindow geometryWindow() const {
+    return gemmWindow(shapeOf(value), window);
   }
 };
 
@@ -101,10 +89,10 @@ struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
       auto norm = [](ArrayRef<int64_t> p) {
         return isIdentity(p) ? ArrayRef<int64_t>() : p;
       };
-      return succeeded(
-          inferGemmGeometry(l.readShape(), r.readShape(), op.getTransposeLhs(),
-                            op.getTransposeRhs(), norm(l.perm), norm(r.perm),
-                            norm(cp), silent, l.gemmWindow(), r.gemmWindow()));
+      return succeeded(inferGemmGeometry(
+          l.readShape(), r.readShape(), op.getTransposeLhs(),
+          op.getTransposeRhs(), norm(l.perm), norm(r.perm), norm(cp), silent,
+          l.geometryWindow(), r.geometryWindow()));
     };
     bool changed = false;
     // A transpose feeding an operand becomes its permutation, and then a

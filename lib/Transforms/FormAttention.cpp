@@ -27,10 +27,6 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
-
 /// The constant `v` is (through broadcasts and reshapes), or null.
 DenseElementsAttr constantOf(Value v) {
   while (Operation *def = v.getDefiningOp()) {

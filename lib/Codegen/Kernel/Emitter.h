@@ -96,9 +96,6 @@ inline std::string rounded(Type type, const std::string &expr) {
   return expr;
 }
 
-inline ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
 inline Type elementOf(Value v) { return getElementTypeOrSelf(v.getType()); }
 inline bool isFloat(Value v) { return isa<FloatType>(elementOf(v)); }
 

@@ -159,21 +159,30 @@ FailureOr<GemmGeometry> mlir::gpuc::inferGemmGeometry(
   return g;
 }
 
-GemmWindow mlir::gpuc::gemmWindow(MatmulOp op, unsigned i) {
-  ColumnsAttr window = i == 0 ? op.getLhsWindowAttr() : op.getRhsWindowAttr();
-  if (!window)
+SmallVector<int64_t> mlir::gpuc::windowedShape(ArrayRef<int64_t> stored,
+                                               ColumnsAttr window) {
+  SmallVector<int64_t> shape(stored);
+  if (window && !shape.empty()) {
+    shape.pop_back();
+    llvm::append_range(shape, window.getShape());
+  }
+  return shape;
+}
+
+GemmWindow mlir::gpuc::gemmWindow(ArrayRef<int64_t> stored,
+                                  ColumnsAttr window) {
+  if (!window || stored.empty())
     return {};
-  Value operand = i == 0 ? op.getLhs() : op.getRhs();
-  return {window.getOffset(), (int64_t)window.getShape().size(),
-          cast<RankedTensorType>(operand.getType()).getShape().back()};
+  return {window.getOffset(), (int64_t)window.getShape().size(), stored.back()};
 }
 
 GemmGeometry mlir::gpuc::gemmGeometry(MatmulOp op) {
   FailureOr<GemmGeometry> g = inferGemmGeometry(
       op.readShape(0), op.readShape(1), op.getTransposeLhs(),
       op.getTransposeRhs(), op.getLhsPerm(), op.getRhsPerm(),
-      op.getResultPerm(), [&] { return op.emitOpError(); }, gemmWindow(op, 0),
-      gemmWindow(op, 1));
+      op.getResultPerm(), [&] { return op.emitOpError(); },
+      gemmWindow(shapeOf(op.getLhs()), op.getLhsWindowAttr()),
+      gemmWindow(shapeOf(op.getRhs()), op.getRhsWindowAttr()));
   assert(succeeded(g) && "gemmGeometry of a matmul that does not verify");
   return *g;
 }

@@ -16,10 +16,6 @@ using namespace mlir::gpuc;
 #include "gpuc/Dialect/Gpuc/GpucEnums.cpp.inc"
 #include "gpuc/Dialect/Gpuc/GpucInterfaces.cpp.inc"
 
-static ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
-
 /// Checks the result shape of `op` against what the operands imply.
 static LogicalResult verifyResultShape(Operation *op, FailureOr<Shape> expected,
                                        Value result) {
@@ -169,14 +165,8 @@ LogicalResult GatherOp::verify() {
 //===----------------------------------------------------------------------===//
 
 SmallVector<int64_t> MatmulOp::readShape(unsigned i) {
-  Value operand = i == 0 ? getLhs() : getRhs();
-  ColumnsAttr window = i == 0 ? getLhsWindowAttr() : getRhsWindowAttr();
-  SmallVector<int64_t> shape(shapeOf(operand));
-  if (window && !shape.empty()) {
-    shape.pop_back();
-    llvm::append_range(shape, window.getShape());
-  }
-  return shape;
+  return i == 0 ? windowedShape(shapeOf(getLhs()), getLhsWindowAttr())
+                : windowedShape(shapeOf(getRhs()), getRhsWindowAttr());
 }
 
 LogicalResult MatmulOp::verify() {
@@ -194,8 +184,9 @@ LogicalResult MatmulOp::verify() {
   FailureOr<GemmGeometry> geometry = inferGemmGeometry(
       readShape(0), readShape(1), getTransposeLhs(), getTransposeRhs(),
       getLhsPerm(), getRhsPerm(), getResultPerm(),
-      [&] { return emitOpError(); }, gemmWindow(*this, 0),
-      gemmWindow(*this, 1));
+      [&] { return emitOpError(); },
+      gemmWindow(shapeOf(getLhs()), getLhsWindowAttr()),
+      gemmWindow(shapeOf(getRhs()), getRhsWindowAttr()));
   if (failed(geometry))
     return failure();
   Type element = getElementTypeOrSelf(getLhs().getType());

@@ -11,6 +11,7 @@
 #ifndef GPUC_DIALECT_GPUC_GEMMGEOMETRY_H
 #define GPUC_DIALECT_GPUC_GEMMGEOMETRY_H
 
+#include "gpuc/Dialect/Gpuc/GpucAttributes.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
 
 namespace mlir::gpuc {
@@ -55,8 +56,12 @@ inferGemmGeometry(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
                   ArrayRef<int64_t> resultPerm, EmitErrorFn emitError,
                   GemmWindow lhsWindow = {}, GemmWindow rhsWindow = {});
 
-/// Operand `i`'s (0: lhs, 1: rhs) window as the geometry takes it.
-GemmWindow gemmWindow(MatmulOp op, unsigned i);
+/// An operand stored as `stored` and read through `window` (none: as
+/// stored): the shape the product reads, and the window as the geometry
+/// takes it.
+SmallVector<int64_t> windowedShape(ArrayRef<int64_t> stored,
+                                   ColumnsAttr window);
+GemmWindow gemmWindow(ArrayRef<int64_t> stored, ColumnsAttr window);
 
 /// The geometry of a verified matmul.
 GemmGeometry gemmGeometry(MatmulOp op);

@@ -24,6 +24,11 @@
 #include "gpuc/Dialect/Gpuc/GpucOps.h.inc"
 
 namespace mlir::gpuc {
+/// The shape of a ranked tensor value (every gpuc tensor has one).
+inline ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
 /// A new fusion at `builder`'s point computing only the given results of
 /// `fusion` (in that order), with only the ops and inputs they need.
 FusionOp cloneFusionResults(OpBuilder &builder, FusionOp fusion,
