@@ -40,7 +40,9 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
       for (Value operand : op->getOperands())
         if (isAttentionWindow(op, operand))
           windows.insert(operand);
-      wrapInFusion(op);
+      FusionOp fusion = wrapInFusion(op);
+      if (isa<AttentionGradOp>(op))
+        storeGradientsInConcat(fusion);
       for (Value window : windows) {
         Operation *reshape = window.getDefiningOp();
         if (!reshape->use_empty())
@@ -128,7 +130,58 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
     return qkv && attentionRowWindow(operand).has_value();
   }
 
-  static void wrapInFusion(Operation *op) {
+  /// The three gradients of a fused projection's query, key and value
+  /// (`fusion` holds a bthd gpuc.attention_grad) that only a concat along
+  /// the last dimension reads, each merged from heads to [B, T, C]: the
+  /// kernel stores them as row windows of the concat, which it yields
+  /// instead, and no kernel copies them together.
+  static void storeGradientsInConcat(FusionOp fusion) {
+    // [B, T, H, D] rows merge into [B, T, C] ones in place only under bthd.
+    auto grads = fusion.getBodyBlock().getOps<AttentionGradOp>();
+    if (grads.empty() || !(*grads.begin()).getBthd())
+      return;
+    Value joined;
+    for (Value result : fusion.getResults()) {
+      std::optional<AttentionRowWindow> window =
+          attentionGradientWindow(result);
+      if (!window || (joined && window->stored != joined))
+        return;
+      joined = window->stored;
+    }
+    auto concat = joined ? joined.getDefiningOp<ConcatOp>() : ConcatOp();
+    if (!concat || concat.getInputs().size() != fusion.getNumResults())
+      return;
+    OpBuilder builder(fusion);
+    auto stored =
+        FusionOp::create(builder, fusion.getLoc(), concat.getResult().getType(),
+                         fusion.getInputs());
+    Block &body = stored.getBodyBlock();
+    IRMapping mapping;
+    for (auto [from, to] :
+         llvm::zip(fusion.getBodyBlock().getArguments(), body.getArguments()))
+      mapping.map(from, to);
+    builder.setInsertionPointToStart(&body);
+    for (Operation &inner : fusion.getBodyBlock().without_terminator())
+      builder.clone(inner, mapping);
+    auto yield = cast<YieldOp>(fusion.getBodyBlock().getTerminator());
+    for (auto [result, yielded] :
+         llvm::zip(fusion.getResults(), yield.getValues()))
+      mapping.map(result, mapping.lookup(yielded));
+    for (Value input : concat.getInputs())
+      builder.clone(*input.getDefiningOp(), mapping);
+    Operation *inner = builder.clone(*concat, mapping);
+    YieldOp::create(builder, fusion.getLoc(), inner->getResults());
+    concat.getResult().replaceAllUsesWith(stored.getResult(0));
+    SmallVector<Operation *> merges;
+    for (Value input : concat.getInputs())
+      merges.push_back(input.getDefiningOp());
+    concat.erase();
+    for (Operation *merge : merges)
+      merge->erase();
+    fusion.erase();
+  }
+
+  static FusionOp wrapInFusion(Operation *op) {
     // Splat constants and broadcasts are cloned into the kernel; other
     // operands (and the inputs of cloned broadcasts) are read.
     SmallVector<Value> inputs;
@@ -179,6 +232,7 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
     YieldOp::create(builder, op->getLoc(), inner->getResults());
     op->replaceAllUsesWith(fusion.getResults());
     op->erase();
+    return fusion;
   }
 };
 } // namespace

@@ -133,3 +133,57 @@ func.func @shared_window(%qkv: tensor<2x6x16xf32>) -> tensor<2x6x2x4xf32> {
   %o, %lse = gpuc.attention %x, %x, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<2x6x2x4xf32>, tensor<2x6x2x4xf32>, tensor<2x6x2x4xf32> -> tensor<2x6x2x4xf32>, tensor<2x2x6xf32>
   return %o : tensor<2x6x2x4xf32>
 }
+
+// -----
+
+// The gradients of a fused projection's query, key and value, merged from
+// heads and joined again along the rows: the backward kernel stores each
+// as a row window of the concat, which it yields, and no kernel joins them.
+// CHECK-LABEL: func.func @gradients_joined
+// CHECK: %[[G:.+]] = gpuc.fusion(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5) : ({{.+}}) -> tensor<2x6x24xf32>
+// CHECK: %[[DQ:.+]], %[[DK:.+]], %[[DV:.+]] = gpuc.attention_grad
+// CHECK: %[[Q:.+]] = gpuc.reshape %[[DQ]] : tensor<2x6x2x4xf32> -> tensor<2x6x8xf32>
+// CHECK: %[[K:.+]] = gpuc.reshape %[[DK]]
+// CHECK: %[[V:.+]] = gpuc.reshape %[[DV]]
+// CHECK: %[[J:.+]] = gpuc.concat %[[Q]], %[[K]], %[[V]] axis = 2
+// CHECK: gpuc.yield %[[J]] : tensor<2x6x24xf32>
+// CHECK-NOT: gpuc.concat
+// CHECK: return %[[G]]
+func.func @gradients_joined(%q: tensor<2x6x2x4xf32>, %k: tensor<2x6x2x4xf32>, %v: tensor<2x6x2x4xf32>, %o: tensor<2x6x2x4xf32>, %lse: tensor<2x2x6xf32>, %do: tensor<2x6x2x4xf32>) -> tensor<2x6x24xf32> {
+  %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<2x6x2x4xf32>, tensor<2x6x2x4xf32>, tensor<2x6x2x4xf32>, tensor<2x6x2x4xf32>, tensor<2x2x6xf32>
+  %dq3 = gpuc.reshape %dq : tensor<2x6x2x4xf32> -> tensor<2x6x8xf32>
+  %dk3 = gpuc.reshape %dk : tensor<2x6x2x4xf32> -> tensor<2x6x8xf32>
+  %dv3 = gpuc.reshape %dv : tensor<2x6x2x4xf32> -> tensor<2x6x8xf32>
+  %g = gpuc.concat %dq3, %dk3, %dv3 axis = 2 : (tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>) -> tensor<2x6x24xf32>
+  return %g : tensor<2x6x24xf32>
+}
+
+// -----
+
+// nn.MultiheadAttention's heads, [1, T, B*H, D] rows reshaped to [T, B, C]:
+// no row merge, so the gradients stay the kernel's results and the concat
+// its own kernel. So does a gradient read by anything besides the concat.
+// CHECK-LABEL: func.func @gradients_not_joined
+// CHECK: %[[G:.+]]:3 = gpuc.fusion
+// CHECK: gpuc.attention_grad
+// CHECK: gpuc.yield
+// CHECK: gpuc.fusion
+// CHECK: gpuc.concat
+// CHECK: %[[H:.+]]:3 = gpuc.fusion
+// CHECK: gpuc.attention_grad
+// CHECK: gpuc.yield
+// CHECK: gpuc.fusion
+// CHECK: gpuc.concat
+func.func @gradients_not_joined(%q: tensor<1x6x4x4xf32>, %k: tensor<1x6x4x4xf32>, %v: tensor<1x6x4x4xf32>, %o: tensor<1x6x4x4xf32>, %lse: tensor<1x4x6xf32>, %do: tensor<1x6x4x4xf32>) -> (tensor<6x2x24xf32>, tensor<1x6x48xf32>, tensor<1x6x4x4xf32>) {
+  %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<1x6x4x4xf32>, tensor<1x6x4x4xf32>, tensor<1x6x4x4xf32>, tensor<1x6x4x4xf32>, tensor<1x4x6xf32>
+  %dq3 = gpuc.reshape %dq : tensor<1x6x4x4xf32> -> tensor<6x2x8xf32>
+  %dk3 = gpuc.reshape %dk : tensor<1x6x4x4xf32> -> tensor<6x2x8xf32>
+  %dv3 = gpuc.reshape %dv : tensor<1x6x4x4xf32> -> tensor<6x2x8xf32>
+  %g = gpuc.concat %dq3, %dk3, %dv3 axis = 2 : (tensor<6x2x8xf32>, tensor<6x2x8xf32>, tensor<6x2x8xf32>) -> tensor<6x2x24xf32>
+  %eq, %ek, %ev = gpuc.attention_grad %q, %k, %v, %o, %lse, %do scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<1x6x4x4xf32>, tensor<1x6x4x4xf32>, tensor<1x6x4x4xf32>, tensor<1x6x4x4xf32>, tensor<1x4x6xf32>
+  %eq3 = gpuc.reshape %eq : tensor<1x6x4x4xf32> -> tensor<1x6x16xf32>
+  %ek3 = gpuc.reshape %ek : tensor<1x6x4x4xf32> -> tensor<1x6x16xf32>
+  %ev3 = gpuc.reshape %ev : tensor<1x6x4x4xf32> -> tensor<1x6x16xf32>
+  %h = gpuc.concat %eq3, %ek3, %ev3 axis = 2 : (tensor<1x6x16xf32>, tensor<1x6x16xf32>, tensor<1x6x16xf32>) -> tensor<1x6x48xf32>
+  return %g, %h, %eq : tensor<6x2x24xf32>, tensor<1x6x48xf32>, tensor<1x6x4x4xf32>
+}

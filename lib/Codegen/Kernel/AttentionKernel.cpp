@@ -27,6 +27,23 @@ std::string rowStrides(StringRef field, Value v, bool bthd) {
                        field, s[0], s[1], s[2])
       .str();
 }
+/// The concat a bthd attention gradient's kernel yields, holding its three
+/// gradients as row windows (none: it yields the three).
+ConcatOp gradientConcat(Operation *op, YieldOp yield) {
+  auto grad = dyn_cast<AttentionGradOp>(op);
+  if (!grad || !grad.getBthd() || yield.getValues().size() != 1)
+    return {};
+  auto joined = yield.getValues()[0].getDefiningOp<ConcatOp>();
+  if (!joined || joined.getAxis() != 2 ||
+      joined.getInputs().size() != grad->getNumResults())
+    return {};
+  for (Value result : grad->getResults()) {
+    std::optional<AttentionRowWindow> window = attentionGradientWindow(result);
+    if (!window || window->stored != joined.getResult())
+      return {};
+  }
+  return joined;
+}
 } // namespace
 
 FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
@@ -36,11 +53,15 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   // of stored tensors (row windows, read in place).
   bool bthd = isa<AttentionOp>(op) ? cast<AttentionOp>(op).getBthd()
                                    : cast<AttentionGradOp>(op).getBthd();
-  bool alone =
-      llvm::equal(yield.getValues(), op->getResults()) &&
-      llvm::all_of(block.without_terminator(), [&](Operation &other) {
-        return &other == op || (bthd && isa<SliceOp, ReshapeOp>(other));
-      });
+  // Or, for a gradient, the concat it stores its three results in as row
+  // windows (gpuc-form-kernels: a fused projection's gradient).
+  ConcatOp joined = gradientConcat(op, yield);
+  bool alone = (joined || llvm::equal(yield.getValues(), op->getResults())) &&
+               llvm::all_of(block.without_terminator(), [&](Operation &other) {
+                 return &other == op ||
+                        (bthd && isa<SliceOp, ReshapeOp>(other)) ||
+                        (joined && &other == joined.getOperation());
+               });
   if (!alone)
     return fusion.emitOpError()
            << "holds " << op->getName()
@@ -156,9 +177,22 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   }
   if (failed(common(grad)))
     return failure();
-  line(rowStrides("dq", grad.getQueryGrad(), bthd));
-  line(rowStrides("dk", grad.getKeyGrad(), bthd));
-  line(rowStrides("dv", grad.getValueGrad(), bthd));
+  // Where each gradient is stored: its own output, or its row window of
+  // the concat the kernel yields.
+  std::string gradOut[3];
+  for (auto [i, field, result] : llvm::enumerate(
+           std::array<StringRef, 3>{"dq", "dk", "dv"}, grad->getResults())) {
+    if (!joined) {
+      line(rowStrides(field, result, bthd));
+      gradOut[i] = "out" + std::to_string(i);
+      continue;
+    }
+    AttentionRowWindow window = *attentionGradientWindow(result);
+    std::array<int64_t, 3> s = window.strides();
+    line(llvm::formatv("g.{0}[0] = {1}LL; g.{0}[1] = {2}LL; g.{0}[2] = {3}LL;",
+                       field, s[0], s[1], s[2]));
+    gradOut[i] = llvm::formatv("out0 + {0}", window.offset).str();
+  }
   FailureOr<std::string> ins =
       inputs({grad.getQuery(), grad.getKey(), grad.getValue()});
   FailureOr<std::string> out = input(grad.getResult());
@@ -179,12 +213,12 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   line("float *rowDots = (float *)workspace;");
   line("if (phase == 0)");
   line(llvm::formatv("  gpuc::attentionBackwardQueries<{0}, {1}>({2}{3}, {4}, "
-                     "{5}, g, out0, rowDots);",
-                     q[3], v[3], *ins, *out, *lse, *dOut));
+                     "{5}, g, {6}, rowDots);",
+                     q[3], v[3], *ins, *out, *lse, *dOut, gradOut[0]));
   line("else");
   line(llvm::formatv("  gpuc::attentionBackwardKeys<{0}, {1}>({2}{3}, {4}, g, "
-                     "rowDots, out1, out2);",
-                     q[3], v[3], *ins, *lse, *dOut));
+                     "rowDots, {5}, {6});",
+                     q[3], v[3], *ins, *lse, *dOut, gradOut[1], gradOut[2]));
   return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
 }
 

@@ -796,6 +796,30 @@ mlir::gpuc::attentionRowWindow(Value operand) {
                             window->shape[1]};
 }
 
+std::optional<AttentionRowWindow>
+mlir::gpuc::attentionGradientWindow(Value gradient) {
+  if (!gradient.hasOneUse())
+    return std::nullopt;
+  auto merge = dyn_cast<ReshapeOp>(*gradient.user_begin());
+  if (!merge || !merge.getResult().hasOneUse())
+    return std::nullopt;
+  ArrayRef<int64_t> heads = shapeOf(gradient), rows = shapeOf(merge);
+  if (heads.size() != 4 || rows.size() != 3 || heads[0] != rows[0] ||
+      heads[1] != rows[1])
+    return std::nullopt;
+  auto concat = dyn_cast<ConcatOp>(*merge.getResult().user_begin());
+  if (!concat || concat.getAxis() != 2)
+    return std::nullopt;
+  int64_t offset = 0;
+  for (Value input : concat.getInputs()) {
+    if (input == merge.getResult())
+      break;
+    offset += shapeOf(input).back();
+  }
+  return AttentionRowWindow{concat.getResult(), offset,
+                            shapeOf(concat.getResult()).back(), heads[3]};
+}
+
 std::array<int64_t, 3> AttentionRowWindow::strides() const {
   return {shapeOf(stored)[1] * width, headWidth, width};
 }

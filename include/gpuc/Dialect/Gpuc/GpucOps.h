@@ -74,6 +74,13 @@ struct AttentionRowWindow {
 };
 std::optional<AttentionRowWindow> attentionRowWindow(Value operand);
 
+/// A [B, T, H, D] (bthd) attention gradient stored as a row window of a
+/// wider tensor: its only reader merges the heads into [B, T, C] rows, read
+/// only by a concat along the last dimension, whose columns it fills from
+/// the window's offset (a fused projection's gradient, `stored` the
+/// concat).
+std::optional<AttentionRowWindow> attentionGradientWindow(Value gradient);
+
 /// Elements in each of the `ranks` shards of a tensor of `elements`
 /// (gpuc.reduce_scatter, gpuc.all_gather, gpuc.rank_shard): ceil(n/ranks).
 int64_t shardElements(int64_t elements, int64_t ranks);
