@@ -40,8 +40,9 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
       for (Value operand : op->getOperands())
         if (isAttentionWindow(op, operand))
           windows.insert(operand);
+      bool gradient = isa<AttentionGradOp>(op);
       FusionOp fusion = wrapInFusion(op);
-      if (isa<AttentionGradOp>(op))
+      if (gradient)
         storeGradientsInConcat(fusion);
       for (Value window : windows) {
         Operation *reshape = window.getDefiningOp();
@@ -140,16 +141,8 @@ struct FormKernels : gpuc::impl::GpucFormKernelsBase<FormKernels> {
     auto grads = fusion.getBodyBlock().getOps<AttentionGradOp>();
     if (grads.empty() || !(*grads.begin()).getBthd())
       return;
-    Value joined;
-    for (Value result : fusion.getResults()) {
-      std::optional<AttentionRowWindow> window =
-          attentionGradientWindow(result);
-      if (!window || (joined && window->stored != joined))
-        return;
-      joined = window->stored;
-    }
-    auto concat = joined ? joined.getDefiningOp<ConcatOp>() : ConcatOp();
-    if (!concat || concat.getInputs().size() != fusion.getNumResults())
+    ConcatOp concat = joinedAttentionGradients(fusion.getResults());
+    if (!concat)
       return;
     OpBuilder builder(fusion);
     auto stored =

@@ -33,16 +33,9 @@ ConcatOp gradientConcat(Operation *op, YieldOp yield) {
   auto grad = dyn_cast<AttentionGradOp>(op);
   if (!grad || !grad.getBthd() || yield.getValues().size() != 1)
     return {};
-  auto joined = yield.getValues()[0].getDefiningOp<ConcatOp>();
-  if (!joined || joined.getAxis() != 2 ||
-      joined.getInputs().size() != grad->getNumResults())
-    return {};
-  for (Value result : grad->getResults()) {
-    std::optional<AttentionRowWindow> window = attentionGradientWindow(result);
-    if (!window || window->stored != joined.getResult())
-      return {};
-  }
-  return joined;
+  ConcatOp joined = joinedAttentionGradients(grad->getResults());
+  return joined && joined.getResult() == yield.getValues()[0] ? joined
+                                                              : ConcatOp();
 }
 } // namespace
 

@@ -820,6 +820,21 @@ mlir::gpuc::attentionGradientWindow(Value gradient) {
                             shapeOf(concat.getResult()).back(), heads[3]};
 }
 
+ConcatOp mlir::gpuc::joinedAttentionGradients(ValueRange gradients) {
+  Value joined;
+  for (Value gradient : gradients) {
+    std::optional<AttentionRowWindow> window =
+        attentionGradientWindow(gradient);
+    if (!window || (joined && window->stored != joined))
+      return {};
+    joined = window->stored;
+  }
+  auto concat = joined ? joined.getDefiningOp<ConcatOp>() : ConcatOp();
+  if (!concat || concat.getInputs().size() != gradients.size())
+    return {};
+  return concat;
+}
+
 std::array<int64_t, 3> AttentionRowWindow::strides() const {
   return {shapeOf(stored)[1] * width, headWidth, width};
 }

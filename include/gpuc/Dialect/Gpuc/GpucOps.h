@@ -81,6 +81,10 @@ std::optional<AttentionRowWindow> attentionRowWindow(Value operand);
 /// concat).
 std::optional<AttentionRowWindow> attentionGradientWindow(Value gradient);
 
+/// The concat that holds every one of `gradients` (an attention gradient's
+/// results) as such a row window, and nothing else; null if there is none.
+ConcatOp joinedAttentionGradients(ValueRange gradients);
+
 /// Elements in each of the `ranks` shards of a tensor of `elements`
 /// (gpuc.reduce_scatter, gpuc.all_gather, gpuc.rank_shard): ceil(n/ranks).
 int64_t shardElements(int64_t elements, int64_t ranks);
