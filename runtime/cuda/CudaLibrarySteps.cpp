@@ -7,15 +7,17 @@
 //===----------------------------------------------------------------------===//
 #include "CudaDevice.h"
 
+#include "gpuc/runtime/ColumnMajorGemm.h"
+
 namespace gpuc {
 namespace cuda_device {
 
 bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
                              std::string &error) {
   GemmStep g = gemmStepOf(s);
-  int64_t batch = g.batch, m = g.m, n = g.n, k = g.k;
-  int64_t strideA = g.strideA, strideB = g.strideB, strideC = g.strideC;
-  bool transA = g.transA, transB = g.transB;
+  ColumnMajorGemm lt;
+  if (!columnMajorGemmOf(g, lt, error))
+    return false;
   // f16/bf16 operands and result (mixed precision), accumulated in f32.
   std::string dtype = s.value("dtype", "F32");
   cudaDataType_t dataType = dtype == "F16"    ? CUDA_R_16F
@@ -46,45 +48,20 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   step.id0 = s["a"];
   step.id1 = s["b"];
   step.id2 = s["c"];
-  step.offset0 = g.offsetA * elementBytes;
-  step.offset1 = g.offsetB * elementBytes;
+  step.offset0 = lt.second.offset * elementBytes;
+  step.offset1 = lt.first.offset * elementBytes;
   step.accumulate = g.accumulate;
-  // A weight shared by every batch entry (stride 0) folds the batch into
-  // the rows of one GEMM when A's and C's rows are one matrix.
-  if (batch > 1 && strideB == 0 && !transA && g.calls == 1 && g.lda == k &&
-      strideA == m * k && g.ldc == n && strideC == m * n) {
-    m *= batch;
-    batch = 1;
-  }
-  int64_t layoutBatch = batch;
-  // Batches whose entries are not one stride apart (layouts folded into
-  // the GEMM) are calls of strided batches.
-  step.calls = g.calls;
-  step.callStrideA = g.callStrideA * elementBytes;
-  step.callStrideB = g.callStrideB * elementBytes;
-  step.callStrideC = g.callStrideC * resultBytes;
-  if (batch > 1 && (strideA == 0 || strideB == 0)) {
-    // Other broadcasts: one GEMM per batch entry (cuBLASLt's strided
-    // batches need a nonzero stride).
-    if (g.calls > 1) {
-      error = "plan.json: a gemm step with both calls and a broadcast "
-              "operand; recompile";
-      return false;
-    }
-    step.calls = batch;
-    step.callStrideA = strideA * elementBytes;
-    step.callStrideB = strideB * elementBytes;
-    step.callStrideC = strideC * resultBytes;
-    layoutBatch = 1;
-  }
-  // Row-major C[m,n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
-  // cuBLASLt's first operand is B's memory, its second A's.
-  cublasOperation_t opFirst = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opSecond = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  step.calls = lt.calls;
+  step.callStrideA = lt.second.callStride * elementBytes;
+  step.callStrideB = lt.first.callStride * elementBytes;
+  step.callStrideC = lt.result.callStride * resultBytes;
+  // cuBLASLt's A is B's memory, its B A's (columnMajorGemmOf).
+  cublasOperation_t opFirst = lt.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opSecond = lt.transSecond ? CUBLAS_OP_T : CUBLAS_OP_N;
   auto fail = [&](cublasStatus_t status, const char *what) {
     error = std::string("cuBLASLt ") + what + " failed for GEMM " +
-            std::to_string(m) + "x" + std::to_string(n) + "x" +
-            std::to_string(k) + ": " + cublasLtGetStatusString(status);
+            std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +
+            std::to_string(g.k) + ": " + cublasLtGetStatusString(status);
     return false;
   };
   cublasStatus_t st;
@@ -119,30 +96,24 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
              sizeof(biasType))) != CUBLAS_STATUS_SUCCESS)
       return fail(st, "the bias epilogue's cublasLtMatmulDescSetAttribute");
   }
-  auto layout = [&](cublasLtMatrixLayout_t &l, uint64_t rows, uint64_t cols,
-                    int64_t ld, int64_t stride, cudaDataType_t type) {
-    if ((st = cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld)) !=
+  auto layout = [&](cublasLtMatrixLayout_t &l, const ColumnMajorMatrix &x,
+                    cudaDataType_t type) {
+    if ((st = cublasLtMatrixLayoutCreate(&l, type, x.rows, x.cols, x.ld)) !=
         CUBLAS_STATUS_SUCCESS)
       return false;
-    if (layoutBatch > 1) {
-      int32_t count = (int32_t)layoutBatch;
+    if (lt.batch > 1) {
+      int32_t count = (int32_t)lt.batch;
       cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
                                        &count, sizeof(count));
       cublasLtMatrixLayoutSetAttribute(
-          l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-          sizeof(stride));
+          l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &x.batchStride,
+          sizeof(x.batchStride));
     }
     return true;
   };
-  // First operand: B's memory, [k,n] row-major (= n x k column-major) or,
-  // transposed, [n,k] (= k x n column-major).
-  if (!layout(step.layoutA, transB ? k : n, transB ? n : k, g.ldb, strideB,
-              dataType))
-    return fail(st, "cublasLtMatrixLayoutCreate");
-  if (!layout(step.layoutB, transA ? m : k, transA ? k : m, g.lda, strideA,
-              dataType))
-    return fail(st, "cublasLtMatrixLayoutCreate");
-  if (!layout(step.layoutC, n, m, g.ldc, strideC, resultType))
+  if (!layout(step.layoutA, lt.first, dataType) ||
+      !layout(step.layoutB, lt.second, dataType) ||
+      !layout(step.layoutC, lt.result, resultType))
     return fail(st, "cublasLtMatrixLayoutCreate");
   cublasLtMatmulPreference_t preference;
   cublasLtMatmulPreferenceCreate(&preference);
@@ -154,21 +125,16 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   // arena buffer is only 64-byte aligned, and a window or a call starts
   // where its offset or stride puts it. Each matrix's alignment is the
   // largest power of two dividing every address it starts at.
-  auto alignment = [&](int id, std::initializer_list<int64_t> bytes) {
+  auto alignment = [&](int id, int64_t offset, int64_t callStride) {
     const PlanBuffer &b = plan.buffers[id];
-    uint32_t align = (uint32_t)kAlignment;
-    for (int64_t value : bytes)
-      while (align > 1 && value % align != 0)
-        align /= 2;
-    while (!b.persistent() && align > 1 && b.offset % align != 0)
-      align /= 2;
-    return align;
+    return commonAlignment({b.persistent() ? 0 : b.offset, offset, callStride},
+                           (uint32_t)kAlignment);
   };
-  // cuBLASLt's A is B's memory, its B A's (see below), C and D are C.
-  uint32_t aligned[] = {alignment(step.id1, {step.offset1, step.callStrideB}),
-                        alignment(step.id0, {step.offset0, step.callStrideA}),
-                        alignment(step.id2, {step.callStrideC}),
-                        alignment(step.id2, {step.callStrideC})};
+  // cuBLASLt's A is B's memory, its B A's, C and D are C.
+  uint32_t aligned[] = {alignment(step.id1, step.offset1, step.callStrideB),
+                        alignment(step.id0, step.offset0, step.callStrideA),
+                        alignment(step.id2, 0, step.callStrideC),
+                        alignment(step.id2, 0, step.callStrideC)};
   const cublasLtMatmulPreferenceAttributes_t alignments[] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -197,10 +163,10 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   for (int i = 0; i < found; ++i)
     step.candidates.push_back(results[i].algo);
   step.shape =
-      std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-      (transA ? " A^T" : "") + (transB ? " B^T" : "") +
-      (step.idBias >= 0 ? " +bias" : "") +
-      (layoutBatch > 1 ? " batch " + std::to_string(layoutBatch) : "") +
+      std::to_string(lt.cols) + "x" + std::to_string(lt.rows) + "x" +
+      std::to_string(lt.depth) + (lt.transSecond ? " A^T" : "") +
+      (lt.transFirst ? " B^T" : "") + (step.idBias >= 0 ? " +bias" : "") +
+      (lt.batch > 1 ? " batch " + std::to_string(lt.batch) : "") +
       (step.calls > 1 ? " x" + std::to_string(step.calls) + " calls" : "");
   return true;
 }
