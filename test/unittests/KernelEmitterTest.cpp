@@ -169,12 +169,19 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
                          "gpuc::columnSlice<8>() == 0)"),
                 std::string::npos)
           << src;
-      // The CPU's: each lane's row has its own partial.
-      EXPECT_NE(src.find("const gidx oGroup = (gidx)(blockIdx.x / 4) * 8;"),
+      // The CPU's: each lane's row has its own partial. A block takes 256
+      // rows (a kilobyte of each row it reads, 32 blocks), and fetches the
+      // next rows' runs 4 rows ahead.
+      EXPECT_NE(src.find("const gidx oGroup = (gidx)(blockIdx.x / 4) * 256;"),
                 std::string::npos)
           << src;
       EXPECT_NE(src.find("Lanes[lane];"), std::string::npos) << src;
-      EXPECT_NE(kernel->cpuLauncher.find("cpuLaunch(1024LL, 1024LL"),
+      EXPECT_NE(src.find("if (r + 4 < rowEnd) {"), std::string::npos) << src;
+      EXPECT_NE(src.find("for (int at = 0; at < 256; at += 16) "
+                         "__builtin_prefetch(&in0["),
+                std::string::npos)
+          << src;
+      EXPECT_NE(kernel->cpuLauncher.find("cpuLaunch(32LL, 1024LL"),
                 std::string::npos)
           << kernel->cpuLauncher;
       continue;

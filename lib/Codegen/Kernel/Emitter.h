@@ -68,6 +68,15 @@ inline std::string substitute(StringRef pattern, ArrayRef<StringRef> args) {
 /// group (a reduction's order is then fixed by the text), and the shortest
 /// innermost dimension worth a loop of its own.
 constexpr int64_t kCpuLanes = 8;
+/// A CPU column block's lanes at most (a kilobyte of f32 a row), the blocks
+/// a column kernel keeps at least for the threads, and the bytes its lanes'
+/// accumulators (double) may take (a quarter of a core's L1 data cache).
+constexpr int64_t kCpuMaxColumnLanes = 256;
+constexpr int64_t kCpuMinColumnBlocks = 16;
+constexpr int64_t kCpuColumnAccumulatorBytes = 12 * 1024;
+/// How far ahead, in bytes of f32 lanes, a CPU column block prefetches the
+/// runs of rows it reads next.
+constexpr int64_t kCpuColumnPrefetchBytes = 4096;
 constexpr int64_t kCpuMinLine = 8;
 /// Accumulators of a row reduction's lanes (CpuLine::Lanes): sixteen, so
 /// that a sum in double (two or four vectors of lanes) has as many
