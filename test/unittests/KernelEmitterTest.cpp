@@ -125,6 +125,51 @@ static std::string rowKernel(int rows, const std::string &element = "f32") {
          "\n  }\n  return %r#0, %r#1 : " + v + ", " + t + "\n}\n";
 }
 
+// A CPU column block's lanes keep their accumulators (a double per lane and
+// sum) in 12 KiB: six column sums over 2,048 columns take 256 lanes, seven
+// take 128.
+TEST(KernelEmitterTest, ManyColumnSumsTakeFewerLanes) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  for (auto [sums, lanes] : {std::pair{6, 256}, std::pair{7, 128}}) {
+    std::string t = "tensor<65536x2048xf32>", v = "tensor<2048xf32>";
+    std::string body, yields, types;
+    std::string power = "%x";
+    for (int i = 0; i < sums; ++i) {
+      if (i > 0) {
+        body += "    %p" + std::to_string(i) + " = gpuc.mul " + power +
+                ", %x : " + t + "\n";
+        power = "%p" + std::to_string(i);
+      }
+      body += "    %s" + std::to_string(i) + " = gpuc.reduce_sum " + power +
+              " axes = [0] : " + t + " -> " + v + "\n";
+      yields += (i ? ", %s" : "%s") + std::to_string(i);
+      types += (i ? ", " : "") + v;
+    }
+    // The function returns the first sum; the others are the fusion's
+    // results all the same.
+    std::string text = "func.func @f(%a: " + t + ") -> " + v +
+                       " {\n  %r:" + std::to_string(sums) +
+                       " = gpuc.fusion(%a) : (" + t + ") -> (" + types +
+                       ") {\n  ^bb0(%x: " + t + "):\n" + body +
+                       "    gpuc.yield " + yields + " : " + types +
+                       "\n  }\n  return %r#0 : " + v + "\n}\n";
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+    ASSERT_TRUE(module) << text;
+    FusionOp fusion;
+    module->walk([&](FusionOp op) { fusion = op; });
+    FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
+    ASSERT_TRUE(succeeded(kernel));
+    EXPECT_NE(kernel->source.find("const gidx oGroup = (gidx)(blockIdx.x / 4) "
+                                  "* " +
+                                  std::to_string(lanes) + ";"),
+              std::string::npos)
+        << sums << " sums\n"
+        << kernel->source;
+  }
+}
+
 TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -139,8 +184,8 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
     ASSERT_TRUE(succeeded(kernel));
     const std::string &src = kernel->source;
     if (rows == 2048) {
-      // Rows that are adjacent elements run in columns, 8 rows a block (on
-      // both targets), and their 256 groups split into 4 chunks of 16,384
+      // Rows that are adjacent elements run in columns, 8 rows a GPU block,
+      // and their 256 groups split into 4 chunks of 16,384
       // to give a GPU 1,024 blocks: one launch reduces, one writes the
       // centred rows, one the per-row values. The per-row operand may
       // still be overwritten by the per-row result.

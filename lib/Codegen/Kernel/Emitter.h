@@ -70,7 +70,8 @@ inline std::string substitute(StringRef pattern, ArrayRef<StringRef> args) {
 constexpr int64_t kCpuLanes = 8;
 /// A CPU column block's lanes at most (a kilobyte of f32 a row), the blocks
 /// a column kernel keeps at least for the threads, and the bytes its lanes'
-/// accumulators (double) may take (a quarter of a core's L1 data cache).
+/// accumulators (double) may take (well inside a core's 32 or 48 KiB L1
+/// data cache).
 constexpr int64_t kCpuMaxColumnLanes = 256;
 constexpr int64_t kCpuMinColumnBlocks = 16;
 constexpr int64_t kCpuColumnAccumulatorBytes = 12 * 1024;
