@@ -206,10 +206,11 @@ FailureOr<EmittedKernel> mlir::gpuc::emitKernel(FusionOp fusion,
   return Emitter(fusion).run(name);
 }
 
-int64_t mlir::gpuc::rowKernelSplits(int64_t rows, int64_t rowLength) {
+int64_t mlir::gpuc::rowKernelSplits(int64_t rows, int64_t rowLength,
+                                    int64_t minChunk) {
   rows = std::max<int64_t>(rows, 1);
   if (rows >= kRowKernelBlocks)
     return 1;
   int64_t wanted = (kRowKernelBlocks + rows - 1) / rows;
-  return std::max<int64_t>(1, std::min(wanted, rowLength / kRowChunkMin));
+  return std::max<int64_t>(1, std::min(wanted, rowLength / minChunk));
 }

@@ -15,8 +15,8 @@
 # bench:  step time against PyTorch eager, torch.compile and
 #         torch.compile(mode="reduce-overhead"), one interleaved run.
 # scale:  GPT-2 124M (T 1024, batch 16) and ResNet-50 (batch 256), fp32 and
-#         bf16 (GPT-2 bf16 also with --attention flash, and so at the
-#         largest batch that fits, 240, and with --gpu-bytes-in-flight 0,
+#         bf16 (GPT-2 bf16 also with --attention gemm, at the largest
+#         batch that fits, 240, and with --gpu-bytes-in-flight 0,
 #         its kernels' loads in the order before batching; ResNet-50 bf16
 #         also with --conv-layout nchw), weights made here by
 #         PyTorch (--init): one step against PyTorch's, each artifact's

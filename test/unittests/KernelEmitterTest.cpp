@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <gtest/gtest.h>
 
@@ -110,9 +111,11 @@ TEST(KernelEmitterTest, IndexWidthFollowsTheLargestIndex) {
 // A row kernel over `rows` rows (columns of a [65536, rows] tensor) of
 // 65,536: the per-row sum plus an operand of one value per row (%b), and the
 // centred row.
-static std::string rowKernel(int rows, const std::string &element = "f32") {
+static std::string rowKernel(int rows, const std::string &element = "f32",
+                             int64_t length = 65536) {
   std::string r = std::to_string(rows),
-              t = "tensor<65536x" + r + "x" + element + ">",
+              t = "tensor<" + std::to_string(length) + "x" + r + "x" + element +
+                  ">",
               v = "tensor<" + r + "x" + element + ">";
   return "func.func @f(%a: " + t + ", %b: " + v + ") -> (" + v + ", " + t +
          ") {\n  %r:2 = gpuc.fusion(%a, %b) : (" + t + ", " + v + ") -> (" + v +
@@ -189,7 +192,9 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
       // to give a GPU 1,024 blocks: one launch reduces, one writes the
       // centred rows, one the per-row values. The per-row operand may
       // still be overwritten by the per-row result.
-      EXPECT_EQ(rowKernelSplits(rows / kGpuColumnLanes, 65536), 4);
+      EXPECT_EQ(rowKernelSplits(rows / kGpuColumnLanes, 65536,
+                                columnChunkMin(kGpuColumnLanes)),
+                4);
       EXPECT_EQ(kernel->grid, 2048 / kGpuColumnLanes * 4);
       EXPECT_EQ(kernel->launches, 3);
       EXPECT_EQ(kernel->workspaceBytes, 2048 * 4 * 8);
@@ -916,7 +921,8 @@ TEST(KernelEmitterTest, NarrowColumnsTakeSixteenLanes) {
     FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
     ASSERT_TRUE(succeeded(kernel));
     const std::string &src = kernel->source;
-    int64_t splits = rowKernelSplits(2048 / kGpuNarrowColumnLanes, 65536);
+    int64_t splits = rowKernelSplits(2048 / kGpuNarrowColumnLanes, 65536,
+                                     columnChunkMin(kGpuNarrowColumnLanes));
     EXPECT_EQ(kernel->grid, 2048 / kGpuNarrowColumnLanes * splits);
     EXPECT_NE(src.find(" * 16 + gpuc::columnLane<16>();"), std::string::npos)
         << src;
@@ -924,5 +930,35 @@ TEST(KernelEmitterTest, NarrowColumnsTakeSixteenLanes) {
         << src;
     EXPECT_NE(src.find("gpuc::columnReduceSum<16>("), std::string::npos) << src;
     EXPECT_EQ(src.find("<8>"), std::string::npos) << src;
+  }
+}
+
+// Few groups of columns (a layer norm's weight gradient: 768 features
+// summed over 16,384 tokens) split into chunks short enough to give a GPU
+// about kRowKernelBlocks blocks: a chunk needs only columnChunkMin rows,
+// its threads sharing them, where kRowChunkMin rows left such a kernel 192
+// blocks (48 bf16 groups, 4 chunks each).
+TEST(KernelEmitterTest, FewColumnGroupsSplitIntoShortChunks) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  for (auto [element, lanes, splits] :
+       {std::tuple<const char *, int64_t, int64_t>{"bf16", 16, 22},
+        {"f32", 8, 11}}) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(rowKernel(768, element, 16384), &context);
+    ASSERT_TRUE(module);
+    FusionOp fusion;
+    module->walk([&](FusionOp op) { fusion = op; });
+    FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
+    ASSERT_TRUE(succeeded(kernel));
+    EXPECT_EQ(columnChunkMin(lanes), 16 * 256 / lanes);
+    EXPECT_EQ(kernel->grid, 768 / lanes * splits) << element;
+    EXPECT_EQ(kernel->launches, 3) << element;
+    EXPECT_NE(
+        kernel->source.find(
+            llvm::formatv("const gidx part = blockIdx.x % {0};", splits).str()),
+        std::string::npos)
+        << kernel->source;
   }
 }

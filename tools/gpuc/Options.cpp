@@ -302,10 +302,12 @@ cl::opt<bool> noSchedule(
     cl::init(false), cl::cat(compileCategory));
 cl::opt<std::string> attentionOption(
     "attention",
-    cl::desc("compile: how attention runs: gemm (batched GEMMs around one "
-             "row kernel; the [B, H, Tq, Tk] scores exist), flash (a fused "
-             "kernel each way that stores no score: less memory; on the GPU "
-             "on tensor cores under fp16/bf16) or auto (gemm)"),
+    cl::desc(
+        "compile: how attention runs: gemm (batched GEMMs around one "
+        "row kernel; the [B, H, Tq, Tk] scores exist), flash (a fused "
+        "kernel each way that stores no score: less memory; on the GPU "
+        "on tensor cores under fp16/bf16) or auto (flash when the artifact has "
+        "the CUDA target and --precision fp16|bf16, else gemm)"),
     cl::value_desc("auto|gemm|flash"), cl::init("auto"),
     cl::cat(compileCategory));
 cl::opt<std::string> convLayoutOption(

@@ -172,13 +172,18 @@ std::optional<std::string> attentionLowering(StringRef tool) {
                  << " is not one of auto, gemm, flash\n";
     return std::nullopt;
   }
-  // gemm on every target: on the CPU the library GEMMs are faster than the
-  // fused kernel's loops, and on the GPU the fused kernel, when it was SIMT
-  // f32, made GPT-2's bf16 step (T 1024, batch 16, H100) twice as long as
-  // tensor-core GEMMs around a softmax kernel; its tensor-core form has not
-  // been timed yet. `flash` still saves the scores' memory where that is
-  // what limits the batch (--max-batch-for shows how much).
-  return std::string("gemm");
+  // flash where the artifact runs on a GPU and the fused kernels run on
+  // tensor cores (fp16/bf16): GPT-2 124M's bf16 step (T 1024, batch 16,
+  // H200) took 55.6 ms with them and 69.3 ms with the GEMMs around a
+  // softmax, which also write and read the [B, H, T, T] scores. gemm
+  // elsewhere: on the CPU the library GEMMs are faster than the fused
+  // kernel's loops, and in fp32 the fused kernel is SIMT f32, where the
+  // GEMMs run on cuBLAS's FMA kernels. `flash` still saves the scores'
+  // memory where that is what limits the batch (--max-batch-for shows how
+  // much).
+  bool tensorCores = precisionOption != "fp32";
+  return std::string(targetOrDefault() != "cpu" && tensorCores ? "flash"
+                                                               : "gemm");
 }
 
 std::optional<int64_t> padClasses(StringRef tool) {

@@ -67,11 +67,22 @@ constexpr int64_t kRowChunkMin = 4096;
 /// warp's loads are whole 32-byte sectors either way.
 constexpr int64_t kGpuColumnLanes = 8;
 constexpr int64_t kGpuNarrowColumnLanes = 16;
-/// Blocks per row of a row kernel with `rows` rows of `rowLength` elements.
+/// Blocks per row of a row kernel with `rows` rows of `rowLength` elements,
+/// each chunk at least `minChunk` elements.
 /// A split kernel writes its per-row results in a launch after the one that
 /// writes per-element results (which every block of a row reads per-row
 /// operands for), so a per-row result may still overwrite such an operand.
-int64_t rowKernelSplits(int64_t rows, int64_t rowLength);
+int64_t rowKernelSplits(int64_t rows, int64_t rowLength,
+                        int64_t minChunk = kRowChunkMin);
+/// The shortest chunk of a column kernel with `lanes` columns a block: its
+/// kBlockThreads / lanes threads per column share the chunk's rows, so a
+/// chunk of kRowChunkMin / kBlockThreads rows per thread keeps each
+/// thread's share what a row kernel's is. Chunks of kRowChunkMin rows left
+/// the layer norms' weight gradients of GPT-2 (768 columns of bf16, 48
+/// groups) 192 blocks, and they ran at a sixteenth of an H200's bandwidth.
+constexpr int64_t columnChunkMin(int64_t lanes) {
+  return kRowChunkMin / kBlockThreads * (kBlockThreads / lanes);
+}
 
 /// The C type a tensor element is stored as (gpuc::f16 and gpuc::bf16 for
 /// the 16-bit floats, from the runtime's Float16.h), or "" when codegen
