@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+
 using namespace mlir;
 using namespace mlir::gpuc;
 
@@ -955,10 +957,28 @@ TEST(KernelEmitterTest, FewColumnGroupsSplitIntoShortChunks) {
     EXPECT_EQ(columnChunkMin(lanes), 16 * 256 / lanes);
     EXPECT_EQ(kernel->grid, 768 / lanes * splits) << element;
     EXPECT_EQ(kernel->launches, 3) << element;
+    const std::string &src = kernel->source;
     EXPECT_NE(
-        kernel->source.find(
+        src.find(
             llvm::formatv("const gidx part = blockIdx.x % {0};", splits).str()),
         std::string::npos)
-        << kernel->source;
+        << src;
+    // The last launch writes the per-row values from each row's first
+    // chunk alone (both texts).
+    EXPECT_NE(src.find("if (phase == 2 && part != 0) return;"),
+              std::string::npos)
+        << src;
+    // The GPU's column adds its chunks' partials with its slices together,
+    // then in one fixed tree; the CPU's lanes add them in order.
+    std::string gpuCombine =
+        llvm::formatv(R"(for \(gidx (s[0-9]+) = gpuc::columnSlice<{0}>\(\); )"
+                      R"(\1 < {1}; \1 \+= gpuc::columnSlices<{0}>\(\)\))",
+                      lanes, splits)
+            .str();
+    std::string cpuCombine =
+        llvm::formatv(R"(for \(gidx (s[0-9]+) = 0; \1 < {0}; \+\+\1\))", splits)
+            .str();
+    EXPECT_TRUE(std::regex_search(src, std::regex(gpuCombine))) << src;
+    EXPECT_TRUE(std::regex_search(src, std::regex(cpuCombine))) << src;
   }
 }
