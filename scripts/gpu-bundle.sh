@@ -213,6 +213,18 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   # batches against on the same GPU.
   gpu_artifact scale-gpt2-bf16-in-order gpt2 16 adamw bf16 --no-weights \
     --cuda-arch sm_90 --gpu-bytes-in-flight 0
+  # Both models in bf16 with their memory-bound kernels' threads loading
+  # 64 and 128 bytes before computing (the default is 32): on an H200
+  # their column kernels reached a third of the memory's bandwidth or
+  # less, and whether more loads in flight pay for the registers they
+  # take is for the GPU to say.
+  for spec in gpt2:16 resnet50:256; do
+    for bytes in 64 128; do
+      gpu_artifact "scale-${spec%%:*}-bf16-in-flight-$bytes" "${spec%%:*}" \
+        "${spec##*:}" adamw bf16 --no-weights --cuda-arch sm_90 \
+        --gpu-bytes-in-flight "$bytes"
+    done
+  done
   # GPT-2 bf16 with its head's logits in f32 (the head's GEMMs f32 on
   # tensor cores, --f32-gemms=bf16): the other head to time, and the
   # step to fall back on should cuBLASLt refuse the default head's bf16 x

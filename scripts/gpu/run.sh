@@ -18,7 +18,8 @@
 #         bf16 (GPT-2 bf16 also with --attention gemm, at the largest
 #         batch that fits, 240, and with --gpu-bytes-in-flight 0,
 #         its kernels' loads in the order before batching; ResNet-50 bf16
-#         also with --conv-layout nchw), weights made here by
+#         also with --conv-layout nchw; both in bf16 with
+#         --gpu-bytes-in-flight 64 and 128), weights made here by
 #         PyTorch (--init): one step against PyTorch's, each artifact's
 #         profile with PyTorch's SDPA timed at GPT-2's attention shape beside
 #         it, then tokens/s and images/s against eager and torch.compile, and
