@@ -97,6 +97,23 @@ attentionTileExcluded(const AttentionGeometry &g, int64_t i0, int64_t i1,
          attentionExcluded(g, 0, 0, i1 - 1, j1 - 1);
 }
 
+/// Whether every pair of query rows [i0, i1) and keys [j0, j1) exists and
+/// is kept: no mask, or a triangular one that excludes none of the
+/// corners (its kept pairs are a half-plane too). False for a mask that is
+/// read.
+__device__ __forceinline__ bool attentionTileKept(const AttentionGeometry &g,
+                                                  int64_t i0, int64_t i1,
+                                                  int64_t j0, int64_t j1) {
+  if (i1 <= i0 || j1 <= j0 || i1 > g.queries || j1 > g.keys)
+    return false;
+  if (!g.mask)
+    return true;
+  return g.triangle && !attentionExcluded(g, 0, 0, i0, j0) &&
+         !attentionExcluded(g, 0, 0, i0, j1 - 1) &&
+         !attentionExcluded(g, 0, 0, i1 - 1, j0) &&
+         !attentionExcluded(g, 0, 0, i1 - 1, j1 - 1);
+}
+
 /// Weight (bh, i, j)'s dropout factor: 0, or 1 / (1 - ratio).
 __device__ __forceinline__ float
 attentionKeep(const AttentionGeometry &g, int64_t bh, int64_t i, int64_t j) {

@@ -321,6 +321,21 @@ mmaScoreFlags(const AttentionGeometry &g, int64_t b, int64_t h, int64_t row0,
   }
 }
 
+/// A tile's body, compiled twice: for a tile whose scores the caller's
+/// warp holds are all present and kept (attentionTileKept: most of a
+/// causal attention's tiles, all but those on the diagonal), with no
+/// flags and no selects, and for the others. The flags cost a tile some
+/// ten 64-bit integer operations a score, more than its products and
+/// exponentials issue.
+template <bool Kept> struct MmaTileKept { static constexpr bool value = Kept; };
+template <typename Body>
+__device__ __forceinline__ void mmaTileBody(bool kept, Body body) {
+  if (kept)
+    body(MmaTileKept<true>());
+  else
+    body(MmaTileKept<false>());
+}
+
 template <int D, int DV, typename T>
 __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
                                     const AttentionGeometry &g, T *out,
@@ -354,58 +369,67 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
                           g.v[2], j, g.keys);
     };
     auto compute = [&](int64_t j, int buffer) {
-      const unsigned short *kTile = mmaBuffer<D, DV>(tiles, buffer);
-      const unsigned short *vTile = kTile + mmaTileElements<KT, D>();
-      unsigned absent, excluded;
-      mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
-      unsigned dead = absent | (g.fill == -INFINITY ? excluded : 0u);
-      if (warpAll(dead == mmaAllFlags<N>()))
-        return;
-      float s[N][4] = {};
-      mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
-      float tileMax[2] = {-INFINITY, -INFINITY};
-      GPUC_UNROLL
-      for (int n = 0; n < N; ++n) {
-        GPUC_UNROLL
-        for (int i = 0; i < 4; ++i) {
-          unsigned bit = 1u << (n * 4 + i);
-          float x = (absent & bit)     ? -INFINITY
-                    : (excluded & bit) ? g.fill
-                                       : g.scale * s[n][i];
-          s[n][i] = x;
-          tileMax[i >> 1] = fmaxf(tileMax[i >> 1], x);
-        }
-      }
-      float newMax[2];
-      GPUC_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        newMax[r] = fmaxf(max[r], quadMax(tileMax[r]));
-        float correction =
-            newMax[r] == -INFINITY ? 1.0f : attentionExp(max[r] - newMax[r]);
-        sum[r] *= correction;
-        GPUC_UNROLL
-        for (int n = 0; n < DV / 8; ++n) {
-          o[n][2 * r] *= correction;
-          o[n][2 * r + 1] *= correction;
-        }
-        max[r] = newMax[r];
-      }
-      GPUC_UNROLL
-      for (int n = 0; n < N; ++n) {
-        GPUC_UNROLL
-        for (int i = 0; i < 4; ++i) {
-          float m = newMax[i >> 1];
-          float p = m == -INFINITY ? 0.0f : attentionExp(s[n][i] - m);
-          sum[i >> 1] += p;
-          if (p != 0.0f && g.dropout > 0.0f)
-            p *= attentionKeep(g, bh, row0 + mmaRow(i),
-                               j + n * 8 + mmaColumn(i));
-          s[n][i] = p;
-        }
-      }
-      unsigned pa[N / 2][4];
-      mmaScoresAsA<T, N>(pa, s);
-      mmaProduct<T, N / 2, DV / 8, true>(o, pa, vTile, DV + 8);
+      mmaTileBody(
+          attentionTileKept(g, row0, row0 + kMmaRows, j, j + KT),
+          [&](auto kept) {
+            constexpr bool kKept = decltype(kept)::value;
+            const unsigned short *kTile = mmaBuffer<D, DV>(tiles, buffer);
+            const unsigned short *vTile = kTile + mmaTileElements<KT, D>();
+            unsigned absent = 0, excluded = 0;
+            if (!kKept) {
+              mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
+              unsigned dead = absent | (g.fill == -INFINITY ? excluded : 0u);
+              if (warpAll(dead == mmaAllFlags<N>()))
+                return;
+            }
+            float s[N][4] = {};
+            mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
+            float tileMax[2] = {-INFINITY, -INFINITY};
+            GPUC_UNROLL
+            for (int n = 0; n < N; ++n) {
+              GPUC_UNROLL
+              for (int i = 0; i < 4; ++i) {
+                unsigned bit = 1u << (n * 4 + i);
+                float x = kKept              ? g.scale * s[n][i]
+                          : (absent & bit)   ? -INFINITY
+                          : (excluded & bit) ? g.fill
+                                             : g.scale * s[n][i];
+                s[n][i] = x;
+                tileMax[i >> 1] = fmaxf(tileMax[i >> 1], x);
+              }
+            }
+            float newMax[2];
+            GPUC_UNROLL
+            for (int r = 0; r < 2; ++r) {
+              newMax[r] = fmaxf(max[r], quadMax(tileMax[r]));
+              float correction = newMax[r] == -INFINITY
+                                     ? 1.0f
+                                     : attentionExp(max[r] - newMax[r]);
+              sum[r] *= correction;
+              GPUC_UNROLL
+              for (int n = 0; n < DV / 8; ++n) {
+                o[n][2 * r] *= correction;
+                o[n][2 * r + 1] *= correction;
+              }
+              max[r] = newMax[r];
+            }
+            GPUC_UNROLL
+            for (int n = 0; n < N; ++n) {
+              GPUC_UNROLL
+              for (int i = 0; i < 4; ++i) {
+                float m = newMax[i >> 1];
+                float p = m == -INFINITY ? 0.0f : attentionExp(s[n][i] - m);
+                sum[i >> 1] += p;
+                if (p != 0.0f && g.dropout > 0.0f)
+                  p *= attentionKeep(g, bh, row0 + mmaRow(i),
+                                     j + n * 8 + mmaColumn(i));
+                s[n][i] = p;
+              }
+            }
+            unsigned pa[N / 2][4];
+            mmaScoresAsA<T, N>(pa, s);
+            mmaProduct<T, N / 2, DV / 8, true>(o, pa, vTile, DV + 8);
+          });
     };
     mmaStagedTiles<KT>(g.keys, skipped, stage, compute);
     GPUC_UNROLL
@@ -482,37 +506,45 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
                           g.v[2], j, g.keys);
     };
     auto compute = [&](int64_t j, int buffer) {
-      const unsigned short *kTile = mmaBuffer<D, DV>(tiles, buffer);
-      const unsigned short *vTile = kTile + mmaTileElements<KT, D>();
-      // An excluded score does not depend on the query: no gradient.
-      unsigned absent, excluded;
-      mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
-      unsigned dead = absent | excluded;
-      if (warpAll(dead == mmaAllFlags<N>()))
-        return;
-      float s[N][4] = {}, dp[N][4] = {};
-      mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
-      mmaProduct<T, DV / 16, N, false>(dp, da, vTile, DV + 8);
-      GPUC_UNROLL
-      for (int n = 0; n < N; ++n) {
-        GPUC_UNROLL
-        for (int i = 0; i < 4; ++i) {
-          int r = i >> 1;
-          if (dead & (1u << (n * 4 + i))) {
-            s[n][i] = 0.0f;
-            continue;
-          }
-          float p = attentionExp(g.scale * s[n][i] - rowLse[r]);
-          float keep = g.dropout > 0.0f
-                           ? attentionKeep(g, bh, row0 + mmaRow(i),
-                                           j + n * 8 + mmaColumn(i))
-                           : 1.0f;
-          s[n][i] = p * (dp[n][i] * keep - rowDot[r]);
-        }
-      }
-      unsigned dsa[N / 2][4];
-      mmaScoresAsA<T, N>(dsa, s);
-      mmaProduct<T, N / 2, D / 8, true>(grad, dsa, kTile, D + 8);
+      mmaTileBody(
+          attentionTileKept(g, row0, row0 + kMmaRows, j, j + KT),
+          [&](auto kept) {
+            constexpr bool kKept = decltype(kept)::value;
+            const unsigned short *kTile = mmaBuffer<D, DV>(tiles, buffer);
+            const unsigned short *vTile = kTile + mmaTileElements<KT, D>();
+            // An excluded score does not depend on the query: no gradient.
+            unsigned dead = 0;
+            if (!kKept) {
+              unsigned absent, excluded;
+              mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
+              dead = absent | excluded;
+              if (warpAll(dead == mmaAllFlags<N>()))
+                return;
+            }
+            float s[N][4] = {}, dp[N][4] = {};
+            mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
+            mmaProduct<T, DV / 16, N, false>(dp, da, vTile, DV + 8);
+            GPUC_UNROLL
+            for (int n = 0; n < N; ++n) {
+              GPUC_UNROLL
+              for (int i = 0; i < 4; ++i) {
+                int r = i >> 1;
+                if (!kKept && (dead & (1u << (n * 4 + i)))) {
+                  s[n][i] = 0.0f;
+                  continue;
+                }
+                float p = attentionExp(g.scale * s[n][i] - rowLse[r]);
+                float keep = g.dropout > 0.0f
+                                 ? attentionKeep(g, bh, row0 + mmaRow(i),
+                                                 j + n * 8 + mmaColumn(i))
+                                 : 1.0f;
+                s[n][i] = p * (dp[n][i] * keep - rowDot[r]);
+              }
+            }
+            unsigned dsa[N / 2][4];
+            mmaScoresAsA<T, N>(dsa, s);
+            mmaProduct<T, N / 2, D / 8, true>(grad, dsa, kTile, D + 8);
+          });
     };
     mmaStagedTiles<KT>(g.keys, skipped, stage, compute);
     GPUC_UNROLL
@@ -582,14 +614,20 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       const unsigned short *dOTile = qTile + mmaTileElements<QT, D>();
       const float *lseTile = rowTiles[buffer][0],
                   *dotTile = rowTiles[buffer][1];
+      // One body for both kinds of tile here (two copies spilled
+      // registers): a kept tile still skips its flags.
+      const bool kept =
+          attentionTileKept(g, i0, i0 + QT, key0, key0 + kMmaRows);
       // Rows are keys, columns queries. An excluded pair still weighs
       // exp(fill - lse) into dV unless the fill is -inf; it never has a
       // score gradient.
-      unsigned absent, excluded;
-      mmaScoreFlags<N>(g, b, h, key0, i0, true, absent, excluded);
-      unsigned weightless = absent | (g.fill == -INFINITY ? excluded : 0u);
-      if (warpAll(weightless == mmaAllFlags<N>()))
-        return;
+      unsigned absent = 0, excluded = 0, weightless = 0;
+      if (!kept) {
+        mmaScoreFlags<N>(g, b, h, key0, i0, true, absent, excluded);
+        weightless = absent | (g.fill == -INFINITY ? excluded : 0u);
+        if (warpAll(weightless == mmaAllFlags<N>()))
+          return;
+      }
       float s[N][4] = {}, dp[N][4] = {};
       mmaProduct<T, D / 16, N, false>(s, ka, qTile, D + 8);
       mmaProduct<T, DV / 16, N, false>(dp, va, dOTile, DV + 8);
@@ -600,18 +638,18 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
         for (int i = 0; i < 4; ++i) {
           unsigned bit = 1u << (n * 4 + i);
           int column = n * 8 + mmaColumn(i);
-          if (weightless & bit) {
+          if (!kept && (weightless & bit)) {
             w[n][i] = s[n][i] = 0.0f;
             continue;
           }
-          float score = (excluded & bit) ? g.fill : g.scale * s[n][i];
+          bool isExcluded = !kept && (excluded & bit);
+          float score = isExcluded ? g.fill : g.scale * s[n][i];
           float p = attentionExp(score - lseTile[column]);
           float keep = g.dropout > 0.0f
                            ? attentionKeep(g, bh, i0 + column, key0 + mmaRow(i))
                            : 1.0f;
           w[n][i] = p * keep;
-          s[n][i] =
-              (excluded & bit) ? 0.0f : p * (dp[n][i] * keep - dotTile[column]);
+          s[n][i] = isExcluded ? 0.0f : p * (dp[n][i] * keep - dotTile[column]);
         }
       }
       unsigned wa[N / 2][4], dsa[N / 2][4];
