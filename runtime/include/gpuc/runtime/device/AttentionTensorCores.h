@@ -344,7 +344,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
   static_assert(N * 4 <= 32, "a tile's flags fit a word");
   unsigned short *tiles = attentionMmaShared<D, DV>();
   int64_t b, h, bh, first;
-  if (!attentionBlock(g, g.queries, b, h, bh, first))
+  if (!attentionBlock(g, g.queries, false, b, h, bh, first))
     return;
   const int t = threadIdx.x & 3;
   const T *qBase = q + b * g.q[0] + h * g.q[1];
@@ -460,7 +460,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
   // (k = keys); the value tile is dP's (k = value width).
   unsigned short *tiles = attentionMmaShared<D, DV>();
   int64_t b, h, bh, first;
-  if (!attentionBlock(g, g.queries, b, h, bh, first))
+  if (!attentionBlock(g, g.queries, false, b, h, bh, first))
     return;
   const int t = threadIdx.x & 3;
   const T *qBase = q + b * g.q[0] + h * g.q[1];
@@ -575,7 +575,7 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
   // The tile's queries' logsumexp and dot(dO, O), a pair per buffer.
   alignas(16) __shared__ float rowTiles[2][2][QT];
   int64_t b, h, bh, first;
-  if (!attentionBlock(g, g.keys, b, h, bh, first))
+  if (!attentionBlock(g, g.keys, true, b, h, bh, first))
     return;
   const int t = threadIdx.x & 3;
   const T *qBase = q + b * g.q[0] + h * g.q[1];
