@@ -83,24 +83,31 @@ __device__ __forceinline__ bool attentionExcluded(const AttentionGeometry &g,
   return set != g.maskKeeps;
 }
 
+/// How many corners of query rows [i0, i1) by keys [j0, j1) a triangular
+/// mask excludes. Its excluded pairs and its kept ones are half-planes, so
+/// the corners decide the whole tile: 4, all excluded; 0, all kept.
+__device__ __forceinline__ int
+attentionExcludedCorners(const AttentionGeometry &g, int64_t i0, int64_t i1,
+                         int64_t j0, int64_t j1) {
+  return (int)attentionExcluded(g, 0, 0, i0, j0) +
+         (int)attentionExcluded(g, 0, 0, i0, j1 - 1) +
+         (int)attentionExcluded(g, 0, 0, i1 - 1, j0) +
+         (int)attentionExcluded(g, 0, 0, i1 - 1, j1 - 1);
+}
+
 /// Whether a triangular mask excludes every pair of query rows [i0, i1)
-/// and keys [j0, j1): the excluded pairs are a half-plane, so the corners
-/// decide. False for a mask that is read (it is not known).
+/// and keys [j0, j1). False for a mask that is read (it is not known).
 __device__ __forceinline__ bool
 attentionTileExcluded(const AttentionGeometry &g, int64_t i0, int64_t i1,
                       int64_t j0, int64_t j1) {
   if (!g.mask || !g.triangle || i1 <= i0 || j1 <= j0)
     return false;
-  return attentionExcluded(g, 0, 0, i0, j0) &&
-         attentionExcluded(g, 0, 0, i0, j1 - 1) &&
-         attentionExcluded(g, 0, 0, i1 - 1, j0) &&
-         attentionExcluded(g, 0, 0, i1 - 1, j1 - 1);
+  return attentionExcludedCorners(g, i0, i1, j0, j1) == 4;
 }
 
 /// Whether every pair of query rows [i0, i1) and keys [j0, j1) exists and
-/// is kept: no mask, or a triangular one that excludes none of the
-/// corners (its kept pairs are a half-plane too). False for a mask that is
-/// read.
+/// is kept: no mask, or a triangular one that excludes none of it. False
+/// for a mask that is read.
 __device__ __forceinline__ bool attentionTileKept(const AttentionGeometry &g,
                                                   int64_t i0, int64_t i1,
                                                   int64_t j0, int64_t j1) {
@@ -108,10 +115,7 @@ __device__ __forceinline__ bool attentionTileKept(const AttentionGeometry &g,
     return false;
   if (!g.mask)
     return true;
-  return g.triangle && !attentionExcluded(g, 0, 0, i0, j0) &&
-         !attentionExcluded(g, 0, 0, i0, j1 - 1) &&
-         !attentionExcluded(g, 0, 0, i1 - 1, j0) &&
-         !attentionExcluded(g, 0, 0, i1 - 1, j1 - 1);
+  return g.triangle && attentionExcludedCorners(g, i0, i1, j0, j1) == 0;
 }
 
 /// Weight (bh, i, j)'s dropout factor: 0, or 1 / (1 - ratio).
