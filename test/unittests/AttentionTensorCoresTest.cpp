@@ -13,9 +13,11 @@
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #define GPUC_EMULATE_GPU
@@ -219,6 +221,52 @@ TEST(AttentionTensorCores, UnalignedRowsMatchDouble) {
   // Rows 4 elements apart from 16-byte boundaries: element-wise staging.
   check<64, 64>({1, 2, 100, 100, /*causal=*/true, /*readMask=*/false,
                  /*pad=*/4});
+}
+
+// The blocks' order on the GPU: under a causal mask every (batch, head)'s
+// heaviest row block starts first (the last query rows; for the keys'
+// gradients, the first key rows), each (batch, head, row block) exactly
+// once; without a mask, each head's blocks in row order.
+TEST(AttentionBlocks, CausalRowBlocksStartHeaviestFirst) {
+  bool unread = false;
+  gpuc::AttentionGeometry g{};
+  g.heads = 3;
+  g.queries = g.keys = 1000; // 4 row blocks a head
+  g.mask = &unread;
+  g.triangle = 5; // key > query excluded: causal
+  const int64_t batchHeads = 2 * g.heads, blocksPerHead = 4;
+  const int64_t grid = gpuc::attentionGrid(batchHeads, g.queries, g.keys);
+  ASSERT_EQ(grid, batchHeads * blocksPerHead);
+  gridDim.x = grid;
+  auto order = [&](bool rowsAreKeys) {
+    std::vector<std::pair<int64_t, int64_t>> blocks;
+    for (int64_t i = 0; i < grid; ++i) {
+      blockIdx.x = i;
+      int64_t b, h, bh, first;
+      EXPECT_TRUE(gpuc::attentionBlock(g, rowsAreKeys ? g.keys : g.queries,
+                                       rowsAreKeys, b, h, bh, first));
+      EXPECT_EQ(bh, b * g.heads + h);
+      blocks.push_back({bh, first});
+    }
+    return blocks;
+  };
+  for (bool rowsAreKeys : {false, true}) {
+    std::vector<std::pair<int64_t, int64_t>> blocks = order(rowsAreKeys);
+    int64_t heaviest = rowsAreKeys ? 0 : (blocksPerHead - 1) * 256;
+    for (int64_t i = 0; i < batchHeads; ++i)
+      EXPECT_EQ(blocks[i], std::make_pair(i, heaviest)) << rowsAreKeys;
+    std::sort(blocks.begin(), blocks.end());
+    for (int64_t i = 0; i < grid; ++i)
+      EXPECT_EQ(blocks[i],
+                std::make_pair(i / blocksPerHead, i % blocksPerHead * 256));
+  }
+  g.mask = nullptr;
+  std::vector<std::pair<int64_t, int64_t>> plain = order(false);
+  for (int64_t i = 0; i < grid; ++i)
+    EXPECT_EQ(plain[i],
+              std::make_pair(i / blocksPerHead, i % blocksPerHead * 256));
+  blockIdx.x = 0;
+  gridDim.x = 1;
 }
 
 } // namespace
