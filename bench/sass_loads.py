@@ -15,50 +15,13 @@ memory-bound kernel wants long runs and few of them.
 
 Usage: bench/sass_loads.py ARTIFACT_DIR_OR_PTX [--arch sm_90] [--top N]
 
-It needs ptxas (the CUDA toolkit) and nvdisasm: found on PATH, in
-/usr/local/cuda/bin, or in $GPUC_NVDISASM; otherwise it downloads the
-nvidia-cuda-nvdisasm wheel with pip into ~/.cache/gpuc/nvdisasm.
+It needs ptxas (the CUDA toolkit) and nvdisasm (bench/sass.py says where
+it looks, and downloads it when it finds none).
 """
 import argparse
-import glob
-import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
-import zipfile
 
-
-def find_tool(name, env):
-    if os.environ.get(env):
-        return os.environ[env]
-    found = shutil.which(name) or shutil.which(name, path="/usr/local/cuda/bin")
-    if found:
-        return found
-    if name != "nvdisasm":
-        sys.exit("sass_loads.py: %s not found (install the CUDA toolkit)" % name)
-    cache = os.path.expanduser("~/.cache/gpuc/nvdisasm")
-    hits = glob.glob(os.path.join(cache, "**", "bin", "nvdisasm"),
-                     recursive=True)
-    if not hits:
-        os.makedirs(cache, exist_ok=True)
-        got = subprocess.run([sys.executable, "-m", "pip", "download",
-                              "--no-deps", "-d", cache,
-                              "nvidia-cuda-nvdisasm"],
-                             capture_output=True, text=True)
-        wheels = glob.glob(os.path.join(cache, "*.whl"))
-        if got.returncode or not wheels:
-            sys.exit("sass_loads.py: nvdisasm not found, and pip could not "
-                     "download nvidia-cuda-nvdisasm:\n" + got.stderr[-2000:])
-        with zipfile.ZipFile(wheels[0]) as wheel:
-            wheel.extractall(cache)
-        hits = glob.glob(os.path.join(cache, "**", "bin", "nvdisasm"),
-                         recursive=True)
-        if not hits:
-            sys.exit("sass_loads.py: the nvdisasm wheel has no bin/nvdisasm")
-    os.chmod(hits[0], 0o755)
-    return hits[0]
+import sass as sass_tools
 
 
 def main():
@@ -68,39 +31,9 @@ def main():
     p.add_argument("--top", type=int, default=0,
                    help="only the N kernels with the most loads")
     args = p.parse_args()
-    ptx = args.source
-    if os.path.isdir(ptx):
-        ptx = os.path.join(ptx, "kernels.%s.ptx" % args.arch)
-    if not os.path.isfile(ptx):
-        sys.exit("sass_loads.py: no PTX at %s (compile with --target cuda "
-                 "--cuda-arch %s)" % (ptx, args.arch))
-    ptxas = find_tool("ptxas", "GPUC_PTXAS")
-    nvdisasm = find_tool("nvdisasm", "GPUC_NVDISASM")
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = os.path.join(tmp, "k.cubin")
-        built = subprocess.run([ptxas, "-arch=" + args.arch, "-v", ptx, "-o",
-                                cubin], capture_output=True, text=True)
-        if built.returncode:
-            sys.exit("sass_loads.py: ptxas failed:\n" + built.stderr[-2000:])
-        sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True,
-                              text=True, check=True).stdout
-    usage, name = {}, None
-    for line in built.stderr.splitlines():
-        m = re.search(r"Compiling entry function '(\w+)'", line)
-        if m:
-            name = m.group(1)
-        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
-                      line)
-        if m and name:
-            usage.setdefault(name, {})["spill"] = int(m.group(1)) + int(
-                m.group(2))
-        m = re.search(r"Used (\d+) registers", line)
-        if m and name:
-            usage.setdefault(name, {})["regs"] = int(m.group(1))
+    usage, sass = sass_tools.assemble(args.source, args.arch, "sass_loads.py")
     rows = []
-    for m in re.finditer(r"^\.text\.(\w+):\n(.*?)(?=^\s*\.size|\Z)", sass,
-                         re.S | re.M):
-        kernel, body = m.group(1), m.group(2)
+    for kernel, body in sass_tools.kernels(sass):
         ops = ["LDG" if op == "LDGSTS" else op for op in re.findall(
             r"\b(LDGSTS|LDG|STG|MUFU|BRA|BAR|SHFL|EXIT)\b", body)]
         loads = ops.count("LDG")

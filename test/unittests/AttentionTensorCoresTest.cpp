@@ -27,13 +27,32 @@ namespace {
 
 struct Case {
   int batch, heads, queries, keys;
-  bool causal;   // a triangular mask: key > query excluded, -inf fill
+  bool causal;   // a triangular mask (by default key > query excluded), -inf
+                 // fill
   bool readMask; // every third key excluded, a finite fill
   /// Elements between rows: 4 leaves rows unaligned for 16-byte loads.
   int pad = 0;
   /// With `readMask`: a query row that masks every key (-1: none).
   int maskedRow = -1;
+  /// With `causal`: the mask's `key P query` (ComparePredicate + 1: lt 3,
+  /// le 4, gt 5, ge 2), and whether it keeps the pairs it holds for.
+  int triangle = 5;
+  bool maskKeeps = false;
 };
+
+/// Whether `key P query` holds for the test's triangle code.
+bool triangleHolds(int triangle, int query, int key) {
+  switch (triangle) {
+  case 3:
+    return key < query;
+  case 4:
+    return key <= query;
+  case 5:
+    return key > query;
+  default:
+    return key >= query;
+  }
+}
 
 struct Tensors {
   std::vector<gpuc::bf16> q, k, v, dOut;
@@ -58,7 +77,8 @@ template <int D, int DV> void check(const Case &c) {
   for (int i = 0; i < c.queries; ++i)
     for (int j = 0; j < c.keys; ++j)
       mask[(size_t)i * c.keys + j] =
-          c.causal ? j > i : (c.readMask && (j % 3 == 1 || i == c.maskedRow));
+          c.causal ? triangleHolds(c.triangle, i, j) != c.maskKeeps
+                   : (c.readMask && (j % 3 == 1 || i == c.maskedRow));
 
   gpuc::AttentionGeometry g;
   g.heads = c.heads;
@@ -85,9 +105,9 @@ template <int D, int DV> void check(const Case &c) {
   g.maskStrides[0] = g.maskStrides[1] = 0;
   g.maskStrides[2] = c.keys;
   g.maskStrides[3] = 1;
-  g.maskKeeps = false;
-  // key > query: ComparePredicate gt (4), plus one.
-  g.triangle = c.causal ? 5 : 0;
+  // The read mask holds the excluded pairs; a triangle is its predicate.
+  g.maskKeeps = c.causal && c.maskKeeps;
+  g.triangle = c.causal ? c.triangle : 0;
   g.dropout = 0.0f;
   g.keepScale = 1.0f;
   g.seed = g.step = g.stream = g.weights = 0;
@@ -201,6 +221,19 @@ template <int D, int DV> void check(const Case &c) {
 TEST(AttentionTensorCores, CausalSelfAttentionMatchesDouble) {
   // 300 rows: a block of 256 and a partial one, passes past the rows.
   check<64, 64>({2, 2, 300, 300, /*causal=*/true, /*readMask=*/false});
+}
+
+TEST(AttentionTensorCores, EveryTriangleMatchesDouble) {
+  // Causal as `key <= query` kept; the other half-planes excluded, with
+  // more keys than queries (every row keeps a key).
+  check<64, 64>({1, 2, 130, 130, /*causal=*/true, /*readMask=*/false,
+                 /*pad=*/0, /*maskedRow=*/-1, /*triangle=*/4,
+                 /*maskKeeps=*/true});
+  check<64, 64>({1, 2, 70, 150, /*causal=*/true, /*readMask=*/false,
+                 /*pad=*/0, /*maskedRow=*/-1, /*triangle=*/3});
+  check<32, 32>({1, 1, 90, 90, /*causal=*/true, /*readMask=*/false,
+                 /*pad=*/0, /*maskedRow=*/-1, /*triangle=*/2,
+                 /*maskKeeps=*/true});
 }
 
 TEST(AttentionTensorCores, CrossAttentionWithReadMaskMatchesDouble) {

@@ -56,30 +56,30 @@ struct AttentionGeometry {
   unsigned long long weights;
 };
 
+/// Whether a triangular mask (g.triangle != 0) excludes a pair whose key
+/// index minus its query index is `delta`. Each `key P query` is `delta <
+/// 0` or `delta < 1`, or the negation of one, so the test is one
+/// comparison whatever the predicate (the fused attention on tensor cores
+/// makes it per score, on 32-bit differences).
+template <typename Int>
+__device__ __forceinline__ bool
+attentionTriangleExcludes(const AttentionGeometry &g, Int delta) {
+  // lt (3): delta < 0; le (4): delta < 1; gt (5): !(delta < 1); ge: !(delta
+  // < 0).
+  bool below = delta < (Int)(g.triangle == 4 || g.triangle == 5 ? 1 : 0);
+  bool set = g.triangle == 3 || g.triangle == 4 ? below : !below;
+  return set != g.maskKeeps;
+}
+
 __device__ __forceinline__ bool attentionExcluded(const AttentionGeometry &g,
                                                   int64_t b, int64_t h,
                                                   int64_t i, int64_t j) {
   if (!g.mask)
     return false;
-  bool set;
-  switch (g.triangle) {
-  case 0:
-    set = g.mask[b * g.maskStrides[0] + h * g.maskStrides[1] +
-                 i * g.maskStrides[2] + j * g.maskStrides[3]];
-    break;
-  case 3:
-    set = j < i;
-    break;
-  case 4:
-    set = j <= i;
-    break;
-  case 5:
-    set = j > i;
-    break;
-  default:
-    set = j >= i;
-    break;
-  }
+  if (g.triangle)
+    return attentionTriangleExcludes(g, j - i);
+  bool set = g.mask[b * g.maskStrides[0] + h * g.maskStrides[1] +
+                    i * g.maskStrides[2] + j * g.maskStrides[3]];
   return set != g.maskKeeps;
 }
 

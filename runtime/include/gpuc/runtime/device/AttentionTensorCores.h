@@ -44,14 +44,32 @@ template <int D, int DV, typename T> constexpr bool attentionOnTensorCores() {
 
 #ifdef GPUC_HAVE_MMA
 
-/// e^x as 2^(x log2 e): one special-function op where expf adds a range
-/// reduction of several, as FlashAttention computes its weights. Only
-/// differences of scores are taken to base 2, so a fill however low stays
-/// finite: a row that masks every key gives each e^0. (Not
-/// gpuc::exponential, expf on the GPU: these weights are rounded to 16 bits
-/// for the next product, far coarser than 2^(x log2 e)'s error.)
-__device__ __forceinline__ float attentionExp(float x) {
-  return exp2f(x * 1.4426950408889634f);
+/// The kernels take their exponentials in base 2, as FlashAttention does:
+/// a score is scaled once, by the softmax scale times log2 e, and a weight
+/// is 2^(score - max), one special-function op. Only differences of
+/// scores are exponentiated, so a fill however low stays finite: a row that
+/// masks every key gives each 2^0.
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+/// 2^x. On the GPU ex2.approx.ftz (relative error 2^-22): exp2f adds a
+/// test, a scaling before and a squaring after for a result under 2^-126,
+/// four instructions a weight where these weights are rounded to 16 bits
+/// for the next product and summed in f32 beside a weight of 1. (Not
+/// gpuc::exponential, expf: these weights need no more.)
+__device__ __forceinline__ float attentionExp2(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
+/// A score in base-2 units; -inf stays -inf.
+__device__ __forceinline__ float attentionLog2Units(float x) {
+  return x * kLog2e;
 }
 
 /// Rows a warp owns, and the passes a block's 8 warps make over its rows.
@@ -298,24 +316,58 @@ template <int N> constexpr unsigned mmaAllFlags() {
 
 /// Which of a tile's scores the caller holds (rows `row0`.., columns
 /// `col0`.., each N n-tiles wide) are absent (past the queries or keys) or
-/// excluded by the mask, as bits n * 4 + i. `transposed`: the rows are
-/// keys and the columns queries.
+/// excluded by the mask, as bits n * 4 + i; no score is both. `transposed`:
+/// the rows are keys and the columns queries.
 template <int N>
 __device__ __forceinline__ void
 mmaScoreFlags(const AttentionGeometry &g, int64_t b, int64_t h, int64_t row0,
               int64_t col0, bool transposed, unsigned &absent,
               unsigned &excluded) {
+  // The tile spans 16 rows and 8N columns from (row0, col0): offsets from
+  // them compare in 32 bits, clamped to +-kSpan, which keeps every
+  // comparison's outcome.
+  constexpr int64_t kSpan = 1 << 20;
+  auto clamp = [](int64_t v) {
+    return (int)(v < -kSpan ? -kSpan : v > kSpan ? kSpan : v);
+  };
+  const int rowsLeft = clamp((transposed ? g.keys : g.queries) - row0);
+  const int columnsLeft = clamp((transposed ? g.queries : g.keys) - col0);
   absent = excluded = 0;
   GPUC_UNROLL
   for (int n = 0; n < N; ++n) {
     GPUC_UNROLL
     for (int i = 0; i < 4; ++i) {
-      int64_t row = row0 + mmaRow(i), col = col0 + n * 8 + mmaColumn(i);
-      int64_t query = transposed ? col : row, key = transposed ? row : col;
+      if (mmaRow(i) >= rowsLeft || n * 8 + mmaColumn(i) >= columnsLeft)
+        absent |= 1u << (n * 4 + i);
+    }
+  }
+  if (!g.mask)
+    return;
+  if (g.triangle) {
+    // Key index minus query index at (row0, col0).
+    const int corner = clamp(transposed ? row0 - col0 : col0 - row0);
+    GPUC_UNROLL
+    for (int n = 0; n < N; ++n) {
+      GPUC_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        int down = mmaRow(i), across = n * 8 + mmaColumn(i);
+        if (attentionTriangleExcludes(
+                g, corner + (transposed ? down - across : across - down)))
+          excluded |= 1u << (n * 4 + i);
+      }
+    }
+    excluded &= ~absent;
+    return;
+  }
+  // A mask that is read: only present scores read it.
+  GPUC_UNROLL
+  for (int n = 0; n < N; ++n) {
+    GPUC_UNROLL
+    for (int i = 0; i < 4; ++i) {
       unsigned bit = 1u << (n * 4 + i);
-      if (query >= g.queries || key >= g.keys)
-        absent |= bit;
-      else if (attentionExcluded(g, b, h, query, key))
+      int64_t row = row0 + mmaRow(i), col = col0 + n * 8 + mmaColumn(i);
+      if (!(absent & bit) && attentionExcluded(g, b, h, transposed ? col : row,
+                                               transposed ? row : col))
         excluded |= bit;
     }
   }
@@ -324,9 +376,9 @@ mmaScoreFlags(const AttentionGeometry &g, int64_t b, int64_t h, int64_t row0,
 /// A tile's body, compiled twice: for a tile whose scores the caller's
 /// warp holds are all present and kept (attentionTileKept: most of a
 /// causal attention's tiles, all but those on the diagonal), with no
-/// flags and no selects, and for the others. The flags cost a tile some
-/// ten 64-bit integer operations a score, more than its products and
-/// exponentials issue.
+/// flags and no selects, and for the others. The flags and the selects on
+/// them cost a tile a few integer operations a score, as many as its
+/// products and exponentials issue.
 template <bool Kept> struct MmaTileKept { static constexpr bool value = Kept; };
 template <typename Body>
 __device__ __forceinline__ void mmaTileBody(bool kept, Body body) {
@@ -350,6 +402,8 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
   const T *qBase = q + b * g.q[0] + h * g.q[1];
   const T *kBase = k + b * g.k[0] + h * g.k[1];
   const T *vBase = v + b * g.v[0] + h * g.v[1];
+  // Scores, their maxima and the fill in base-2 units.
+  const float scale2 = g.scale * kLog2e, fill2 = attentionLog2Units(g.fill);
   for (int pass = 0; pass < kMmaPasses; ++pass) {
     const MmaPass rows = mmaPass(first, pass, g.queries);
     if (rows.begin >= g.queries)
@@ -370,7 +424,8 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
     };
     auto compute = [&](int64_t j, int buffer) {
       mmaTileBody(
-          attentionTileKept(g, row0, row0 + kMmaRows, j, j + KT),
+          scale2 > 0.0f &&
+              attentionTileKept(g, row0, row0 + kMmaRows, j, j + KT),
           [&](auto kept) {
             constexpr bool kKept = decltype(kept)::value;
             const unsigned short *kTile = mmaBuffer<D, DV>(tiles, buffer);
@@ -384,27 +439,31 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
             }
             float s[N][4] = {};
             mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
+            // A kept tile keeps its products unscaled: with a positive
+            // scale the largest scaled score is the scaled largest product
+            // (rounding is monotonic), and a weight is 2^(scale2 * s - max)
+            // in one fused multiply-add. Other tiles scale each score.
             float tileMax[2] = {-INFINITY, -INFINITY};
             GPUC_UNROLL
             for (int n = 0; n < N; ++n) {
               GPUC_UNROLL
               for (int i = 0; i < 4; ++i) {
                 unsigned bit = 1u << (n * 4 + i);
-                float x = kKept              ? g.scale * s[n][i]
-                          : (absent & bit)   ? -INFINITY
-                          : (excluded & bit) ? g.fill
-                                             : g.scale * s[n][i];
-                s[n][i] = x;
-                tileMax[i >> 1] = fmaxf(tileMax[i >> 1], x);
+                if (!kKept)
+                  s[n][i] = (absent & bit)     ? -INFINITY
+                            : (excluded & bit) ? fill2
+                                               : scale2 * s[n][i];
+                tileMax[i >> 1] = fmaxf(tileMax[i >> 1], s[n][i]);
               }
             }
             float newMax[2];
             GPUC_UNROLL
             for (int r = 0; r < 2; ++r) {
-              newMax[r] = fmaxf(max[r], quadMax(tileMax[r]));
+              float rowMax = quadMax(tileMax[r]);
+              newMax[r] = fmaxf(max[r], kKept ? scale2 * rowMax : rowMax);
               float correction = newMax[r] == -INFINITY
                                      ? 1.0f
-                                     : attentionExp(max[r] - newMax[r]);
+                                     : attentionExp2(max[r] - newMax[r]);
               sum[r] *= correction;
               GPUC_UNROLL
               for (int n = 0; n < DV / 8; ++n) {
@@ -418,7 +477,10 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
               GPUC_UNROLL
               for (int i = 0; i < 4; ++i) {
                 float m = newMax[i >> 1];
-                float p = m == -INFINITY ? 0.0f : attentionExp(s[n][i] - m);
+                float p = m == -INFINITY
+                              ? 0.0f
+                              : attentionExp2(kKept ? fmaf(scale2, s[n][i], -m)
+                                                    : s[n][i] - m);
                 sum[i >> 1] += p;
                 if (p != 0.0f && g.dropout > 0.0f)
                   p *= attentionKeep(g, bh, row0 + mmaRow(i),
@@ -445,7 +507,7 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
         outRow[n * 8 + 2 * t + 1] = o[n][2 * r + 1] / sum[r];
       }
       if (t == 0)
-        lse[bh * g.queries + row] = max[r] + logf(sum[r]);
+        lse[bh * g.queries + row] = max[r] * kLn2 + logf(sum[r]);
     }
   }
 }
@@ -468,6 +530,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
   const T *vBase = v + b * g.v[0] + h * g.v[1];
   const T *oBase = out + b * g.out[0] + h * g.out[1];
   const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
+  const float scale2 = g.scale * kLog2e;
   for (int pass = 0; pass < kMmaPasses; ++pass) {
     const MmaPass rows = mmaPass(first, pass, g.queries);
     if (rows.begin >= g.queries)
@@ -476,8 +539,9 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
     unsigned qa[D / 16][4], da[DV / 16][4];
     mmaLoadRows<D>(qa, qBase, g.q[2], row0, g.queries);
     mmaLoadRows<DV>(da, dOBase, g.out[2], row0, g.queries);
-    // dot(dO, O) of the warp's rows, each lane its C-fragment columns.
-    float rowDot[2], rowLse[2];
+    // dot(dO, O) of the warp's rows, each lane its C-fragment columns, and
+    // their logsumexp in base-2 units.
+    float rowDot[2], rowLse2[2];
     GPUC_UNROLL
     for (int r = 0; r < 2; ++r) {
       int64_t row = row0 + mmaRow(2 * r);
@@ -492,7 +556,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
         }
       }
       rowDot[r] = quadSum(partial);
-      rowLse[r] = row < g.queries ? lse[bh * g.queries + row] : 0.0f;
+      rowLse2[r] = row < g.queries ? lse[bh * g.queries + row] * kLog2e : 0.0f;
       if (t == 0 && row < g.queries)
         rowDots[bh * g.queries + row] = rowDot[r];
     }
@@ -533,7 +597,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
                   s[n][i] = 0.0f;
                   continue;
                 }
-                float p = attentionExp(g.scale * s[n][i] - rowLse[r]);
+                float p = attentionExp2(fmaf(scale2, s[n][i], -rowLse2[r]));
                 float keep = g.dropout > 0.0f
                                  ? attentionKeep(g, bh, row0 + mmaRow(i),
                                                  j + n * 8 + mmaColumn(i))
@@ -582,6 +646,8 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
   const T *kBase = k + b * g.k[0] + h * g.k[1];
   const T *vBase = v + b * g.v[0] + h * g.v[1];
   const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
+  // Scores and the fill in base-2 units.
+  const float scale2 = g.scale * kLog2e, fill2 = attentionLog2Units(g.fill);
   for (int pass = 0; pass < kMmaPasses; ++pass) {
     const MmaPass keys = mmaPass(first, pass, g.keys);
     if (keys.begin >= g.keys)
@@ -614,8 +680,9 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       const unsigned short *dOTile = qTile + mmaTileElements<QT, D>();
       const float *lseTile = rowTiles[buffer][0],
                   *dotTile = rowTiles[buffer][1];
-      // One body for both kinds of tile here (two copies spilled
-      // registers): a kept tile still skips its flags.
+      // One body for both kinds of tile here (two copies of it, or of its
+      // weights' loop, spill registers): a kept tile computes no flags, and
+      // selects on flags that are all clear.
       const bool kept =
           attentionTileKept(g, i0, i0 + QT, key0, key0 + kMmaRows);
       // Rows are keys, columns queries. An excluded pair still weighs
@@ -631,31 +698,46 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       float s[N][4] = {}, dp[N][4] = {};
       mmaProduct<T, D / 16, N, false>(s, ka, qTile, D + 8);
       mmaProduct<T, DV / 16, N, false>(dp, va, dOTile, DV + 8);
-      float w[N][4];
+      // Each lane's scores: n-tile n's columns n * 8 + 2t + c, rows g + 8r
+      // (fragment element 2r + c). A column's logsumexp and dot(dO, O) are
+      // read once for both rows; the weights and the scores' gradients are
+      // rounded into the next products' A fragments as they come (as
+      // mmaScoresAsA lays them out), so that their f32 values do not all
+      // live at once.
+      unsigned wa[N / 2][4], dsa[N / 2][4];
       GPUC_UNROLL
       for (int n = 0; n < N; ++n) {
+        float lse2[2], dot[2];
         GPUC_UNROLL
-        for (int i = 0; i < 4; ++i) {
-          unsigned bit = 1u << (n * 4 + i);
-          int column = n * 8 + mmaColumn(i);
-          if (!kept && (weightless & bit)) {
-            w[n][i] = s[n][i] = 0.0f;
-            continue;
+        for (int c = 0; c < 2; ++c) {
+          int column = n * 8 + mmaColumn(c);
+          lse2[c] = lseTile[column] * kLog2e;
+          dot[c] = dotTile[column];
+        }
+        GPUC_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          float w[2], ds[2];
+          GPUC_UNROLL
+          for (int c = 0; c < 2; ++c) {
+            int i = 2 * r + c;
+            unsigned bit = 1u << (n * 4 + i);
+            bool isWeightless = weightless & bit;
+            bool isExcluded = excluded & bit;
+            float p = attentionExp2(
+                isExcluded ? fill2 - lse2[c] : fmaf(scale2, s[n][i], -lse2[c]));
+            float keep = g.dropout > 0.0f
+                             ? attentionKeep(g, bh, i0 + n * 8 + mmaColumn(c),
+                                             key0 + mmaRow(i))
+                             : 1.0f;
+            w[c] = isWeightless ? 0.0f : p * keep;
+            ds[c] = isWeightless || isExcluded ? 0.0f
+                                               : p * (dp[n][i] * keep - dot[c]);
           }
-          bool isExcluded = !kept && (excluded & bit);
-          float score = isExcluded ? g.fill : g.scale * s[n][i];
-          float p = attentionExp(score - lseTile[column]);
-          float keep = g.dropout > 0.0f
-                           ? attentionKeep(g, bh, i0 + column, key0 + mmaRow(i))
-                           : 1.0f;
-          w[n][i] = p * keep;
-          s[n][i] = isExcluded ? 0.0f : p * (dp[n][i] * keep - dotTile[column]);
+          wa[n / 2][(n & 1) * 2 + r] = mmaPack<T>(w[0], w[1]);
+          dsa[n / 2][(n & 1) * 2 + r] = mmaPack<T>(ds[0], ds[1]);
         }
       }
-      unsigned wa[N / 2][4], dsa[N / 2][4];
-      mmaScoresAsA<T, N>(wa, w);
       mmaProduct<T, N / 2, DV / 8, true>(gv, wa, dOTile, DV + 8);
-      mmaScoresAsA<T, N>(dsa, s);
       mmaProduct<T, N / 2, D / 8, true>(gk, dsa, qTile, D + 8);
     };
     mmaStagedTiles<QT>(g.queries, skipped, stage, compute);
