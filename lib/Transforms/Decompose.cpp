@@ -444,9 +444,12 @@ struct DecomposeLinearCrossEntropyGrad
       }
       Value partial = B.sum(losses, {0}, false);
       total = total ? B.add(total, partial) : partial;
-      Value dz =
-          B.mul(B.sub(B.div(e, B.expand(sum, {n, padded})), oneHot),
-                B.expand(B.reshape(B.loc, rowWeight, {n, 1}), {n, padded}));
+      // The softmax is each exponential times its row's reciprocal: divided,
+      // every logit of the gradient's pass paid a division, that pass's
+      // costliest operation on either device.
+      Value dz = B.mul(
+          B.sub(B.mul(e, B.expand(B.reciprocal(sum), {n, padded})), oneHot),
+          B.expand(B.reshape(B.loc, rowWeight, {n, 1}), {n, padded}));
       Value dzStored = B.castTo(dz, element);
       inputGrads.push_back(MatmulOp::create(
           rewriter, op.getLoc(), RankedTensorType::get({n, features}, element),

@@ -269,10 +269,18 @@ func.func @attention_with_grad(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>,
 // 10 rows of 12 logits are far under the chunk's bytes) it is the plain
 // head; in chunks of 4 rows (4 + 4 + 2) each chunk's logits come from its
 // rows of the input, its rows of the input's gradient are concatenated,
-// and the weight's gradient accumulates.
+// and the weight's gradient accumulates. The softmax the gradient takes is
+// each exponential times its row's reciprocal, no division of the logits.
 // CHECK-LABEL: func.func @linear_loss
 // CHECK-NOT: gpuc.linear_cross_entropy
 // CHECK: %[[Z:.+]] = gpuc.matmul %arg0, %arg1 transpose_rhs : (tensor<10x3xf32>, tensor<12x3xf32>) -> tensor<10x12xf32>
+// CHECK: %[[E:.+]] = gpuc.exp %{{.+}} : tensor<10x12xf32>
+// CHECK: %[[SUM:.+]] = gpuc.reduce_sum %[[E]] axes = [1] keep_dims
+// CHECK-NOT: gpuc.div %{{.+}} : tensor<10x12xf32>
+// CHECK: %[[R:.+]] = gpuc.reciprocal %[[SUM]] : tensor<10x1xf32>
+// CHECK: %[[WIDE:.+]] = gpuc.broadcast %[[R]] : tensor<10x1xf32> -> tensor<10x12xf32>
+// CHECK: gpuc.mul %[[E]], %[[WIDE]] : tensor<10x12xf32>
+// CHECK-NOT: gpuc.div %{{.+}} : tensor<10x12xf32>
 // CHECK: %[[DX:.+]] = gpuc.matmul %{{.+}}, %arg1 : (tensor<10x12xf32>, tensor<12x3xf32>) -> tensor<10x3xf32>
 // CHECK: %[[DW:.+]] = gpuc.matmul %{{.+}}, %arg0 transpose_lhs : (tensor<10x12xf32>, tensor<10x3xf32>) -> tensor<12x3xf32>
 // CHECK-NOT: gpuc.concat

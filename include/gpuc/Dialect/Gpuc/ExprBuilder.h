@@ -35,6 +35,9 @@ public:
   Value exp(Value x) { return ExpOp::create(b, loc, x.getType(), x); }
   Value log(Value x) { return LogOp::create(b, loc, x.getType(), x); }
   Value rsqrt(Value x) { return RsqrtOp::create(b, loc, x.getType(), x); }
+  Value reciprocal(Value x) {
+    return ReciprocalOp::create(b, loc, x.getType(), x);
+  }
   Value abs(Value x) { return AbsOp::create(b, loc, x.getType(), x); }
   Value relu(Value x) { return ReluOp::create(b, loc, x.getType(), x); }
   /// Elementwise minimum and maximum of two tensors of one shape.
