@@ -473,14 +473,20 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
               max[r] = newMax[r];
             }
             GPUC_UNROLL
+            // A row whose maximum is still -inf has only -inf (or NaN)
+            // scores so far: against 0 instead they weigh 2^-inf = 0 (NaN
+            // stays NaN), as the test of each score did, with no select.
+            float shift[2];
+            GPUC_UNROLL
+            for (int r = 0; r < 2; ++r)
+              shift[r] = newMax[r] == -INFINITY ? 0.0f : newMax[r];
+            GPUC_UNROLL
             for (int n = 0; n < N; ++n) {
               GPUC_UNROLL
               for (int i = 0; i < 4; ++i) {
-                float m = newMax[i >> 1];
-                float p = m == -INFINITY
-                              ? 0.0f
-                              : attentionExp2(kKept ? fmaf(scale2, s[n][i], -m)
-                                                    : s[n][i] - m);
+                float m = shift[i >> 1];
+                float p = attentionExp2(kKept ? fmaf(scale2, s[n][i], -m)
+                                              : s[n][i] - m);
                 sum[i >> 1] += p;
                 if (p != 0.0f && g.dropout > 0.0f)
                   p *= attentionKeep(g, bh, row0 + mmaRow(i),
