@@ -201,6 +201,12 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   # time both on one GPU.
   gpu_artifact scale-gpt2-bf16-gemm-attention gpt2 16 adamw bf16 --no-weights \
     --cuda-arch sm_90 --attention gemm
+  # GPT-2's fused attention forward at two blocks an SM (16 warps, its
+  # registers capped at 128, a few spilled) against the default one block
+  # of 8 warps at 166 registers: which hides more latency is for the GPU
+  # to say.
+  gpu_artifact scale-gpt2-bf16-attention-2-blocks gpt2 16 adamw bf16 \
+    --no-weights --cuda-arch sm_90 --attention-blocks-per-sm 2
   # GPT-2 bf16 at the largest batch that fits an 80 GB H100 with room for
   # the CUDA context, the libraries and PyTorch's peers (72 GiB): the fused
   # attention keeps no scores, so no remat is needed. `gpuc compile

@@ -157,11 +157,16 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                                                                   : "int64_t",
                     body)
           .str();
-  kernel.key = params + "\n" + body + "\n" + std::to_string(kernel.grid);
+  std::string bounds =
+      kernel.minBlocksPerSm > 0
+          ? llvm::formatv("256, {0}", kernel.minBlocksPerSm).str()
+          : "256";
+  kernel.key =
+      params + "\n" + body + "\n" + std::to_string(kernel.grid) + "\n" + bounds;
   if (kernel.launches == 1) {
     kernel.source = llvm::formatv("extern \"C\" __global__ void "
-                                  "__launch_bounds__(256) {0}({1}) {{\n{2}}\n",
-                                  name, params, body)
+                                  "__launch_bounds__({3}) {0}({1}) {{\n{2}}\n",
+                                  name, params, body, bounds)
                         .str();
     kernel.cpuLauncher =
         llvm::formatv("extern \"C\" void gpuc_cpu_{0}(void *const *args) {{\n"
@@ -182,9 +187,9 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
   for (int64_t phase = 0; phase < kernel.launches; ++phase) {
     std::string launch = kernel.launchName(phase);
     kernel.source += llvm::formatv("extern \"C\" __global__ void "
-                                   "__launch_bounds__(256) {0}({1}) {{ "
+                                   "__launch_bounds__({5}) {0}({1}) {{ "
                                    "{2}_body<{3}>({4}); }\n",
-                                   launch, params, name, phase, names)
+                                   launch, params, name, phase, names, bounds)
                          .str();
     kernel.cpuLauncher +=
         llvm::formatv("extern \"C\" void gpuc_cpu_{0}(void *const *args) {{\n"

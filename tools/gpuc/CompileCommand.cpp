@@ -30,6 +30,12 @@ bool checkStepFlags() {
                  << " is not from 0 to 1024 (32 by default)\n";
     return false;
   }
+  if (attentionBlocksPerSm < 1 || attentionBlocksPerSm > 2) {
+    llvm::errs() << "gpuc compile: --attention-blocks-per-sm "
+                 << (int64_t)attentionBlocksPerSm
+                 << " is not 1 or 2 (1 by default)\n";
+    return false;
+  }
   if (lossChunkRows < 0) {
     llvm::errs() << "gpuc compile: --loss-chunk-rows " << (int64_t)lossChunkRows
                  << " must be positive (or 0: chosen by the compiler)\n";
@@ -371,6 +377,11 @@ int runCompile(int argc, char **argv) {
         gpuc::GpucDialect::kGpuBytesInFlightAttrName,
         IntegerAttr::get(IntegerType::get(module->getContext(), 64),
                          gpuBytesInFlight));
+  if (attentionBlocksPerSm.getNumOccurrences())
+    (*module)->setAttr(
+        gpuc::GpucDialect::kAttentionBlocksPerSmAttrName,
+        IntegerAttr::get(IntegerType::get(module->getContext(), 64),
+                         attentionBlocksPerSm));
   MLIRContext &context = *loader.context;
   // Each pass manager's passes nest in a scope of their own.
   std::vector<std::unique_ptr<TimingScope>> passTimings;

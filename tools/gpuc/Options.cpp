@@ -328,6 +328,12 @@ cl::opt<int64_t> gpuBytesInFlight(
              "loads where first used: the order before batching, to "
              "compare)"),
     cl::value_desc("N"), cl::init(32), cl::cat(compileCategory));
+cl::opt<int64_t> attentionBlocksPerSm(
+    "attention-blocks-per-sm",
+    cl::desc("compile: blocks of the fused attention's forward launch a "
+             "GPU's SM holds at once, 1 or 2 (default 1: up to 255 registers "
+             "a thread; 2 caps them at 128, with more warps to hide latency)"),
+    cl::value_desc("N"), cl::init(1), cl::cat(compileCategory));
 cl::opt<int64_t> lossChunkRows(
     "loss-chunk-rows",
     cl::desc(

@@ -21,6 +21,9 @@ struct EmittedKernel {
   int64_t grid = 1;
   int64_t launches = 1;
   int64_t workspaceBytes = 0;
+  /// Blocks an SM is to hold at once (__launch_bounds__'s second
+  /// argument: ptxas caps the registers to fit them); 0: no bound.
+  int64_t minBlocksPerSm = 0;
   /// Host-side launcher text for the CPU target (casts the argument array
   /// and runs the blocks through gpuc::cpuLaunch).
   std::string cpuLauncher;

@@ -166,6 +166,14 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
          kBlockThreads);
     line(llvm::formatv("gpuc::attentionForward<{0}, {1}>({2}g, out0, out1);",
                        q[3], v[3], *ins));
+    // Only the forward may ask for more than one block an SM: the
+    // backward's launches hold 190 to 250 registers a thread, and capped
+    // at 128 they would spill much of their state.
+    if (auto module = fusion->getParentOfType<ModuleOp>())
+      if (auto blocks = module->getAttrOfType<IntegerAttr>(
+              GpucDialect::kAttentionBlocksPerSmAttrName);
+          blocks && blocks.getInt() > 1)
+        kernel.minBlocksPerSm = blocks.getInt();
     return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
   }
   if (failed(common(grad)))

@@ -71,6 +71,11 @@ def Gpuc_Dialect : Dialect {
     /// stores; absent, kGpuBytesInFlight.
     static constexpr ::llvm::StringLiteral kGpuBytesInFlightAttrName =
         "gpuc.gpu_bytes_in_flight";
+    /// On the module (gpuc compile --attention-blocks-per-sm): blocks of
+    /// the fused attention's forward launch a GPU's SM is to hold at once
+    /// (its registers are capped to fit them); absent, 1.
+    static constexpr ::llvm::StringLiteral kAttentionBlocksPerSmAttrName =
+        "gpuc.attention_blocks_per_sm";
     /// On a planned function: arena_peak, lower_bound (bytes) and what
     /// the report shows of its memory.
     static constexpr ::llvm::StringLiteral kMemoryAttrName = "gpuc.memory";

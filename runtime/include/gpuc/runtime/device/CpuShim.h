@@ -16,7 +16,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __launch_bounds__(threads)
+#define __launch_bounds__(...)
 
 namespace gpuc {
 struct CpuDim3 {

@@ -37,7 +37,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __launch_bounds__(threads)
+#define __launch_bounds__(...)
 // One block runs on a host thread at a time: its shared memory is that
 // thread's.
 #define __shared__ static thread_local
