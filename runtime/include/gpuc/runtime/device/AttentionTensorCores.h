@@ -301,11 +301,11 @@ __device__ __forceinline__ int mmaColumn(int i) {
 struct MmaPass {
   int64_t begin, end, warpRow;
 };
+constexpr int64_t kMmaPassRows = (kBlockThreads / 32) * kMmaRows;
 __device__ __forceinline__ MmaPass mmaPass(int64_t first, int pass,
                                            int64_t rows) {
-  constexpr int64_t kPassRows = (kBlockThreads / 32) * kMmaRows;
-  int64_t begin = first + pass * kPassRows;
-  int64_t end = begin + kPassRows < rows ? begin + kPassRows : rows;
+  int64_t begin = first + pass * kMmaPassRows;
+  int64_t end = begin + kMmaPassRows < rows ? begin + kMmaPassRows : rows;
   return {begin, end, begin + (threadIdx.x >> 5) * kMmaRows};
 }
 
@@ -681,21 +681,17 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
                      rowDots + rowsAt + (valid ? e : 0), valid);
       }
     };
-    auto compute = [&](int64_t i0, int buffer) {
+    auto compute = [&](auto keptTile, int64_t i0, int buffer) {
+      constexpr bool kKept = decltype(keptTile)::value;
       const unsigned short *qTile = mmaBuffer<D, DV>(tiles, buffer);
       const unsigned short *dOTile = qTile + mmaTileElements<QT, D>();
       const float *lseTile = rowTiles[buffer][0],
                   *dotTile = rowTiles[buffer][1];
-      // One body for both kinds of tile here (two copies of it, or of its
-      // weights' loop, spill registers): a kept tile computes no flags, and
-      // selects on flags that are all clear.
-      const bool kept =
-          attentionTileKept(g, i0, i0 + QT, key0, key0 + kMmaRows);
       // Rows are keys, columns queries. An excluded pair still weighs
       // exp(fill - lse) into dV unless the fill is -inf; it never has a
       // score gradient.
       unsigned absent = 0, excluded = 0, weightless = 0;
-      if (!kept) {
+      if (!kKept) {
         mmaScoreFlags<N>(g, b, h, key0, i0, true, absent, excluded);
         weightless = absent | (g.fill == -INFINITY ? excluded : 0u);
         if (warpAll(weightless == mmaAllFlags<N>()))
@@ -727,8 +723,8 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
           for (int c = 0; c < 2; ++c) {
             int i = 2 * r + c;
             unsigned bit = 1u << (n * 4 + i);
-            bool isWeightless = weightless & bit;
-            bool isExcluded = excluded & bit;
+            bool isWeightless = !kKept && (weightless & bit);
+            bool isExcluded = !kKept && (excluded & bit);
             float p = attentionExp2(
                 isExcluded ? fill2 - lse2[c] : fmaf(scale2, s[n][i], -lse2[c]));
             float keep = g.dropout > 0.0f
@@ -746,7 +742,33 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       mmaProduct<T, N / 2, DV / 8, true>(gv, wa, dOTile, DV + 8);
       mmaProduct<T, N / 2, D / 8, true>(gk, dsa, qTile, D + 8);
     };
-    mmaStagedTiles<QT>(g.queries, skipped, stage, compute);
+    // The pass's tiles in two runs: first those that every warp's rows
+    // keep whole (a causal mask's tiles but its diagonal band), whose body
+    // has no flags and no selects on them, then the others, with flags.
+    // Two loops, not a body compiled twice inside one, which spilled
+    // registers.
+    auto passKept = [&](int64_t i0) {
+      return attentionTileKept(g, i0, i0 + QT, keys.begin,
+                               keys.begin + kMmaPassRows);
+    };
+    mmaStagedTiles<QT>(
+        g.queries,
+        [&](int64_t i0, int64_t end) {
+          return skipped(i0, end) || !passKept(i0);
+        },
+        stage,
+        [&](int64_t i0, int buffer) {
+          compute(MmaTileKept<true>(), i0, buffer);
+        });
+    mmaStagedTiles<QT>(
+        g.queries,
+        [&](int64_t i0, int64_t end) {
+          return skipped(i0, end) || passKept(i0);
+        },
+        stage,
+        [&](int64_t i0, int buffer) {
+          compute(MmaTileKept<false>(), i0, buffer);
+        });
     GPUC_UNROLL
     for (int r = 0; r < 2; ++r) {
       int64_t key = key0 + mmaRow(2 * r);
