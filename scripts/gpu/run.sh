@@ -15,8 +15,9 @@
 # bench:  step time against PyTorch eager, torch.compile and
 #         torch.compile(mode="reduce-overhead"), one interleaved run.
 # scale:  GPT-2 124M (T 1024, batch 16) and ResNet-50 (batch 256), fp32 and
-#         bf16 (GPT-2 bf16 also with --attention gemm, at the largest
-#         batch that fits, 240, and with --gpu-bytes-in-flight 0,
+#         bf16 (GPT-2 bf16 also with --attention gemm, with
+#         --attention-blocks-per-sm 2, at the largest batch that fits,
+#         240, and with --gpu-bytes-in-flight 0,
 #         its kernels' loads in the order before batching; ResNet-50 bf16
 #         also with --conv-layout nchw; both in bf16 with
 #         --gpu-bytes-in-flight 64 and 128), weights made here by
