@@ -472,7 +472,6 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
               }
               max[r] = newMax[r];
             }
-            GPUC_UNROLL
             // A row whose maximum is still -inf has only -inf (or NaN)
             // scores so far: against 0 instead they weigh 2^-inf = 0 (NaN
             // stays NaN), as the test of each score did, with no select.
