@@ -61,9 +61,10 @@ MODELS = {
     "widelinear": ("image", (4, 24), "float", (4,), 3001, []),
     # Sums down columns of long rows (written by write_columns): a bias
     # and a layer norm's gain and shift over 4 x 8,192 positions of 64
-    # features, and a normalization over the 8,192 positions of each
-    # feature (two levels of reductions); each runs in columns split into
-    # chunks, whose partials later launches combine.
+    # features, a normalization over the 8,192 positions of each feature
+    # (two levels of reductions), and their mean and maximum (a sum and a
+    # maximum in one level); each runs in columns split into chunks, whose
+    # partials a launch combines for the later ones.
     "columns": ("image", (4, 8192, 24), "float", (4,), 3, []),
     # PyTorch models of torch_parity.py, exported here (needs torch): the
     # LSTM and GRU classifiers, 2-D upsampling layers (padding modes,
@@ -175,7 +176,9 @@ def write_columns(path):
   sd = Sqrt(ve)
   n = Div(c, sd)
   both = Add(n, a)
-  p = ReduceMean<axes = [1], keepdims = 0>(both)
+  pm = ReduceMean<axes = [1], keepdims = 0>(both)
+  pmax = ReduceMax<axes = [1], keepdims = 0>(both)
+  p = Add(pm, pmax)
   logits = Gemm(p, w2, b2)
 }
 """)

@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #define GPUC_EMULATE_GPU
@@ -275,6 +277,85 @@ TEST(EmulatedGpuDeathTest, MmaWithReturnedLaneStops) {
                              }),
       "kernel mma, block 0, thread .*: an mma in a warp with a lane "
       "that has returned");
+}
+
+// Every thread of a column gets its slices' sum and maximum, for each
+// width of column a kernel takes: slices within a warp (8, 16 lanes), of
+// one warp or several (32 to 128), or the whole block (256).
+template <int Lanes> static void checkColumnReduce() {
+  constexpr int slices = gpuc::columnSlices<Lanes>();
+  std::vector<double> sums(2 * 256, -1.0);
+  std::vector<float> maxima(2 * 256, -1.0f);
+  auto value = [](int block, int lane, int slice) {
+    return (double)(1000 * block + 37 * lane + ((slice * 5) % slices) + 1);
+  };
+  gpuc::emulated::launch(2, 256, "columns", [&] {
+    int lane = gpuc::columnLane<Lanes>(), slice = gpuc::columnSlice<Lanes>();
+    double v = value(blockIdx.x, lane, slice);
+    double sum = gpuc::columnReduceSum<Lanes>(v);
+    float max = gpuc::columnReduceMax<Lanes>((float)v);
+    sums[blockIdx.x * 256 + threadIdx.x] = sum;
+    maxima[blockIdx.x * 256 + threadIdx.x] = max;
+  });
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 256; ++t) {
+      int lane = t % Lanes;
+      double sum = 0, max = 0;
+      for (int s = 0; s < slices; ++s) {
+        sum += value(b, lane, s);
+        max = std::max(max, value(b, lane, s));
+      }
+      ASSERT_EQ(sums[b * 256 + t], sum) << Lanes << " lanes, " << b << " " << t;
+      ASSERT_EQ(maxima[b * 256 + t], (float)max)
+          << Lanes << " lanes, " << b << " " << t;
+    }
+}
+
+TEST(EmulatedGpu, ColumnReduceGivesEachColumnItsSlices) {
+  checkColumnReduce<8>();
+  checkColumnReduce<16>();
+  checkColumnReduce<32>();
+  checkColumnReduce<64>();
+  checkColumnReduce<128>();
+  checkColumnReduce<256>();
+}
+
+// A split column kernel's combining launch: each column's total from its
+// chunks' partials, in the same order on every run, with more columns
+// than the grid has warps (a warp takes several) and more chunks than a
+// warp has lanes; a NaN partial makes its column's maximum NaN.
+TEST(EmulatedGpu, CombineColumnPartialsGivesEachColumnItsTotal) {
+  const int columns = 70, splits = 45;
+  std::vector<double> partials(columns * splits);
+  for (int i = 0; i < columns * splits; ++i)
+    partials[i] = (double)((i * 7919) % 1013) - 500.0;
+  partials[3 * splits + 44] = NAN;
+  for (bool max : {false, true}) {
+    std::vector<double> totals(columns, -12345.0), again(columns, -12345.0);
+    for (std::vector<double> *out : {&totals, &again})
+      gpuc::emulated::launch(3, 256, "combine", [&] {
+        if (max)
+          gpuc::combineColumnPartials<true>(partials.data(), out->data(),
+                                            columns, splits);
+        else
+          gpuc::combineColumnPartials<false>(partials.data(), out->data(),
+                                             columns, splits);
+      });
+    for (int c = 0; c < columns; ++c) {
+      double expected = max ? -INFINITY : 0.0;
+      for (int s = 0; s < splits; ++s) {
+        double p = partials[c * splits + s];
+        expected = max ? (p != p ? p : std::max(expected, p)) : expected + p;
+      }
+      if (c == 3) {
+        EXPECT_TRUE(std::isnan(totals[c])) << max;
+        continue;
+      }
+      // Integers: every order of the sum gives them exactly.
+      EXPECT_EQ(totals[c], expected) << (max ? "max " : "sum ") << c;
+      EXPECT_EQ(totals[c], again[c]) << c;
+    }
+  }
 }
 
 } // namespace

@@ -166,9 +166,12 @@ TEST(KernelEmitterTest, ManyColumnSumsTakeFewerLanes) {
     module->walk([&](FusionOp op) { fusion = op; });
     FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
     ASSERT_TRUE(succeeded(kernel));
-    EXPECT_NE(kernel->source.find("const gidx oGroup = (gidx)(blockIdx.x / 4) "
-                                  "* " +
-                                  std::to_string(lanes) + ";"),
+    int64_t splits = rowKernelSplits(2048 / 256, 65536, columnChunkMin(256));
+    EXPECT_NE(kernel->source.find(llvm::formatv("const gidx oGroup = "
+                                                "(gidx)(blockIdx.x / {0}) "
+                                                "* {1};",
+                                                splits, lanes)
+                                      .str()),
               std::string::npos)
         << sums << " sums\n"
         << kernel->source;
@@ -189,42 +192,57 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
     ASSERT_TRUE(succeeded(kernel));
     const std::string &src = kernel->source;
     if (rows == 2048) {
-      // Rows that are adjacent elements run in columns, 8 rows a GPU block,
-      // and their 256 groups split into 4 chunks of 16,384
-      // to give a GPU 1,024 blocks: one launch reduces, one writes the
-      // centred rows, one the per-row values. The per-row operand may
-      // still be overwritten by the per-row result.
-      EXPECT_EQ(rowKernelSplits(rows / kGpuColumnLanes, 65536,
-                                columnChunkMin(kGpuColumnLanes)),
-                4);
-      EXPECT_EQ(kernel->grid, 2048 / kGpuColumnLanes * 4);
-      EXPECT_EQ(kernel->launches, 3);
-      EXPECT_EQ(kernel->workspaceBytes, 2048 * 4 * 8);
+      // Rows that are adjacent elements run in columns, 256 rows a GPU
+      // block (a block's loads at an element are a kilobyte of one row),
+      // and their 8 groups split into 128 chunks of 512 to give a GPU
+      // 1,024 blocks: one launch reduces, one combines each row's chunks,
+      // one writes the centred rows, one the per-row values. The per-row
+      // operand may still be overwritten by the per-row result.
+      EXPECT_EQ(gpuColumnLanes(2048, /*sixteenBitRows=*/false), 256);
+      EXPECT_EQ(rowKernelSplits(rows / 256, 65536, columnChunkMin(256)), 128);
+      EXPECT_EQ(kernel->grid, 2048 / 256 * 128);
+      EXPECT_EQ(kernel->launches, 4);
+      EXPECT_EQ(kernel->workspaceBytes, 2048 * (128 + 1) * 8);
       EXPECT_TRUE(canOverwrite(fusion, 1, 0));
-      // The GPU's column: its slices' sum, one partial per chunk from slice
-      // 0, the per-row value from the first chunk's slice 0.
-      EXPECT_NE(src.find("const gidx o = (gidx)(blockIdx.x / 4) * 8 + "
-                         "gpuc::columnLane<8>();"),
+      // The GPU's column: one slice, one partial per chunk, combined once
+      // (by a warp a row) into the totals the later launches read; the
+      // per-row value from the first chunk.
+      EXPECT_NE(src.find("const gidx o = (gidx)(blockIdx.x / 128) * 256 + "
+                         "gpuc::columnLane<256>();"),
                 std::string::npos)
           << src;
       // A thread's elements: a batch of them, a slice's stride apart.
-      EXPECT_NE(src.find(" * (gidx)gpuc::columnSlices<8>())"),
+      EXPECT_NE(src.find(" * (gidx)gpuc::columnSlices<256>())"),
                 std::string::npos)
           << src;
-      EXPECT_NE(src.find("gpuc::columnReduceSum<8>("), std::string::npos)
+      EXPECT_NE(src.find("gpuc::columnReduceSum<256>("), std::string::npos)
           << src;
-      EXPECT_NE(src.find("if (gpuc::columnSlice<8>() == 0) partials[(0 + o) "
-                         "* 4 + part] = acc"),
+      EXPECT_NE(src.find("if (gpuc::columnSlice<256>() == 0) partials[(0 + "
+                         "o) * 128 + part] = acc"),
                 std::string::npos)
           << src;
-      EXPECT_NE(src.find("if (phase == 2 && part == 0 && "
-                         "gpuc::columnSlice<8>() == 0)"),
+      EXPECT_NE(src.find("else if (phase == 1) {\n    "
+                         "gpuc::combineColumnPartials<false>(partials + 0, "
+                         "totals + 0, 2048, 128);\n    return;"),
                 std::string::npos)
           << src;
-      // The CPU's: each lane's row has its own partial. A block takes 256
-      // rows (a kilobyte of each row it reads, 32 blocks), and fetches the
-      // next rows' runs 4 rows ahead.
-      EXPECT_NE(src.find("const gidx oGroup = (gidx)(blockIdx.x / 4) * 256;"),
+      EXPECT_TRUE(std::regex_search(
+          src, std::regex(R"(if \(phase > 1\) \{\n *acc[0-9]+ = )"
+                          R"(\(double\)totals\[0 \+ o\];)")))
+          << src;
+      EXPECT_NE(src.find("if (phase == 3 && part == 0 && "
+                         "gpuc::columnSlice<256>() == 0)"),
+                std::string::npos)
+          << src;
+      // The CPU's: each lane's row has its own partial, and the CPU's
+      // totals are the same launch's. A block takes 256 rows (a kilobyte
+      // of each row it reads, 1,024 blocks), and fetches the next rows'
+      // runs 4 rows ahead.
+      EXPECT_NE(src.find("const gidx oGroup = (gidx)(blockIdx.x / 128) * 256;"),
+                std::string::npos)
+          << src;
+      EXPECT_NE(src.find("acc0Lanes[lane] = (gpuc::Accumulator)totals[0 + "
+                         "o];"),
                 std::string::npos)
           << src;
       EXPECT_NE(src.find("Lanes[lane];"), std::string::npos) << src;
@@ -233,7 +251,7 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
                          "__builtin_prefetch(&in0["),
                 std::string::npos)
           << src;
-      EXPECT_NE(kernel->cpuLauncher.find("cpuLaunch(32LL, 1024LL"),
+      EXPECT_NE(kernel->cpuLauncher.find("cpuLaunch(1024LL, 1024LL"),
                 std::string::npos)
           << kernel->cpuLauncher;
       continue;
@@ -908,30 +926,51 @@ TEST(KernelEmitterTest, ShortRowsAreAWarpEach) {
       << longRows->source;
 }
 
-// Columns of 16-bit elements take 16 lanes a block: a warp's loads are two
-// runs of 32 bytes (whole sectors), where 8 lanes read half of each.
-TEST(KernelEmitterTest, NarrowColumnsTakeSixteenLanes) {
+// Columns take as many lanes as divide their axis, up to a block: 2,048
+// take 256, 96 take 32. An axis of no multiple of 32 takes 16 lanes of
+// 16-bit elements (a warp's loads are two runs of 32 bytes, whole
+// sectors, where 8 lanes read half of each), 8 of wider ones.
+TEST(KernelEmitterTest, ColumnsTakeTheWidestLanesTheirAxisAllows) {
+  EXPECT_EQ(gpuColumnLanes(2048, false), 256);
+  EXPECT_EQ(gpuColumnLanes(768, true), 256);
+  EXPECT_EQ(gpuColumnLanes(64, false), 64);
+  EXPECT_EQ(gpuColumnLanes(96, true), 32);
+  EXPECT_EQ(gpuColumnLanes(2000, true), kGpuNarrowColumnLanes);
+  EXPECT_EQ(gpuColumnLanes(2000, false), kGpuColumnLanes);
+  EXPECT_EQ(gpuColumnLanes(24, true), kGpuColumnLanes);
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext context(registry);
-  for (const char *element : {"bf16", "f16"}) {
+  for (auto [element, width, lanes] :
+       {std::tuple<const char *, int, int64_t>{"bf16", 2000, 16},
+        {"f16", 2000, 16},
+        {"f32", 2000, 8},
+        {"bf16", 96, 32}}) {
     OwningOpRef<ModuleOp> module =
-        parseSourceString<ModuleOp>(rowKernel(2048, element), &context);
+        parseSourceString<ModuleOp>(rowKernel(width, element), &context);
     ASSERT_TRUE(module);
     FusionOp fusion;
     module->walk([&](FusionOp op) { fusion = op; });
     FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
     ASSERT_TRUE(succeeded(kernel));
     const std::string &src = kernel->source;
-    int64_t splits = rowKernelSplits(2048 / kGpuNarrowColumnLanes, 65536,
-                                     columnChunkMin(kGpuNarrowColumnLanes));
-    EXPECT_EQ(kernel->grid, 2048 / kGpuNarrowColumnLanes * splits);
-    EXPECT_NE(src.find(" * 16 + gpuc::columnLane<16>();"), std::string::npos)
+    int64_t splits =
+        rowKernelSplits(width / lanes, 65536, columnChunkMin(lanes));
+    EXPECT_EQ(kernel->grid, width / lanes * splits);
+    EXPECT_NE(
+        src.find(
+            llvm::formatv(" * {0} + gpuc::columnLane<{0}>();", lanes).str()),
+        std::string::npos)
         << src;
-    EXPECT_NE(src.find(" * (gidx)gpuc::columnSlices<16>())"), std::string::npos)
+    EXPECT_NE(
+        src.find(
+            llvm::formatv(" * (gidx)gpuc::columnSlices<{0}>())", lanes).str()),
+        std::string::npos)
         << src;
-    EXPECT_NE(src.find("gpuc::columnReduceSum<16>("), std::string::npos) << src;
-    EXPECT_EQ(src.find("<8>"), std::string::npos) << src;
+    EXPECT_NE(
+        src.find(llvm::formatv("gpuc::columnReduceSum<{0}>(", lanes).str()),
+        std::string::npos)
+        << src;
   }
 }
 
@@ -944,9 +983,9 @@ TEST(KernelEmitterTest, FewColumnGroupsSplitIntoShortChunks) {
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext context(registry);
-  for (auto [element, lanes, splits] :
-       {std::tuple<const char *, int64_t, int64_t>{"bf16", 16, 22},
-        {"f32", 8, 11}}) {
+  for (const char *element : {"bf16", "f32"}) {
+    // 3 groups of 256 columns, 342 chunks of 48 rows each.
+    int64_t lanes = 256, splits = 342;
     OwningOpRef<ModuleOp> module =
         parseSourceString<ModuleOp>(rowKernel(768, element, 16384), &context);
     ASSERT_TRUE(module);
@@ -954,9 +993,9 @@ TEST(KernelEmitterTest, FewColumnGroupsSplitIntoShortChunks) {
     module->walk([&](FusionOp op) { fusion = op; });
     FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
     ASSERT_TRUE(succeeded(kernel));
-    EXPECT_EQ(columnChunkMin(lanes), 16 * 256 / lanes);
+    EXPECT_EQ(columnChunkMin(lanes), 16);
     EXPECT_EQ(kernel->grid, 768 / lanes * splits) << element;
-    EXPECT_EQ(kernel->launches, 3) << element;
+    EXPECT_EQ(kernel->launches, 4) << element;
     const std::string &src = kernel->source;
     EXPECT_NE(
         src.find(
@@ -965,20 +1004,20 @@ TEST(KernelEmitterTest, FewColumnGroupsSplitIntoShortChunks) {
         << src;
     // The last launch writes the per-row values from each row's first
     // chunk alone (both texts).
-    EXPECT_NE(src.find("if (phase == 2 && part != 0) return;"),
+    EXPECT_NE(src.find("if (phase == 3 && part != 0) return;"),
               std::string::npos)
         << src;
-    // The GPU's column adds its chunks' partials with its slices together,
-    // then in one fixed tree; the CPU's lanes add them in order.
-    std::string gpuCombine =
-        llvm::formatv(R"(for \(gidx (s[0-9]+) = gpuc::columnSlice<{0}>\(\); )"
-                      R"(\1 < {1}; \1 \+= gpuc::columnSlices<{0}>\(\)\))",
-                      lanes, splits)
+    // One launch combines the chunks' partials of all 768 columns, on both
+    // targets (the GPU a warp a column, the CPU a block a column, each in
+    // a fixed order); no block of a later launch adds them again.
+    std::string combine =
+        llvm::formatv("gpuc::combineColumnPartials<false>(partials + 0, "
+                      "totals + 0, 768, {0});",
+                      splits)
             .str();
-    std::string cpuCombine =
-        llvm::formatv(R"(for \(gidx (s[0-9]+) = 0; \1 < {0}; \+\+\1\))", splits)
-            .str();
-    EXPECT_TRUE(std::regex_search(src, std::regex(gpuCombine))) << src;
-    EXPECT_TRUE(std::regex_search(src, std::regex(cpuCombine))) << src;
+    size_t first = src.find(combine);
+    EXPECT_NE(first, std::string::npos) << src;
+    EXPECT_NE(src.find(combine, first + 1), std::string::npos) << src;
+    EXPECT_EQ(src.find("partials[(0 + o) * 342 + s"), std::string::npos) << src;
   }
 }

@@ -64,12 +64,23 @@ constexpr int64_t kWarpRowMax = 1024;
 constexpr int64_t kWarpRowsPerBlock = 8;
 constexpr int64_t kRowChunkMin = 4096;
 /// A row kernel whose rows are adjacent elements runs in columns on the
-/// GPU: kGpuColumnLanes adjacent rows per block of 256 threads (Kernel.h's
-/// column lanes), each thread one row and a slice of its elements; 16 when
-/// the rows it reads hold 16-bit elements (kGpuNarrowColumnLanes), so a
-/// warp's loads are whole 32-byte sectors either way.
+/// GPU: `lanes` adjacent rows per block of 256 threads (Kernel.h's column
+/// lanes), each thread one row and a slice of its elements. The lanes are
+/// the most of 256, 128, 64 and 32 that divide the rows' axis of `width`
+/// (a block's loads at an element are then one run of memory, and a
+/// chunk of a channels-last batch norm with at most 256 channels is one
+/// stretch of it), else kGpuColumnLanes, or kGpuNarrowColumnLanes when the
+/// rows it reads hold 16-bit elements: whole 32-byte sectors either way.
 constexpr int64_t kGpuColumnLanes = 8;
 constexpr int64_t kGpuNarrowColumnLanes = 16;
+constexpr int64_t gpuColumnLanes(int64_t width, bool sixteenBitRows) {
+  for (int64_t lanes = kBlockThreads; lanes >= 32; lanes /= 2)
+    if (width % lanes == 0)
+      return lanes;
+  return sixteenBitRows && width % kGpuNarrowColumnLanes == 0
+             ? kGpuNarrowColumnLanes
+             : kGpuColumnLanes;
+}
 /// Blocks per row of a row kernel with `rows` rows of `rowLength` elements,
 /// each chunk at least `minChunk` elements.
 /// A split kernel writes its per-row results in a launch after the one that

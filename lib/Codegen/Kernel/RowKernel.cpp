@@ -246,17 +246,13 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   bool columns = !runs.back().reduced &&
                  runs.back().dims.back() % kCpuLanes == 0 &&
                  runs.back().dims.back() % kGpuColumnLanes == 0;
-  // Eight lanes of a 16-bit row read half of each 32-byte sector (the
-  // other half is another block's): such rows take 16 lanes, whole sectors.
-  bool narrowRows = llvm::any_of(block.getArguments(), [&](Value input) {
-    auto type = dyn_cast<RankedTensorType>(input.getType());
-    return type && type.getShape() == full &&
-           type.getElementType().getIntOrFloatBitWidth() == 16;
-  });
-  int64_t gpuLanes =
-      narrowRows && runs.back().dims.back() % kGpuNarrowColumnLanes == 0
-          ? kGpuNarrowColumnLanes
-          : kGpuColumnLanes;
+  int64_t gpuLanes = gpuColumnLanes(
+      runs.back().dims.back(),
+      llvm::any_of(block.getArguments(), [&](Value input) {
+        auto type = dyn_cast<RankedTensorType>(input.getType());
+        return type && type.getShape() == full &&
+               type.getElementType().getIntOrFloatBitWidth() == 16;
+      }));
   // The GPU's column helpers (Kernel.h), for this kernel's lanes.
   auto columnCall = [&](StringRef helper) {
     return llvm::formatv("gpuc::{0}<{1}>", helper, gpuLanes).str();
@@ -304,16 +300,24 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     cpuGrid = std::max<int64_t>(1, rows);
     kernel.grid = (cpuGrid + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
   }
-  // Launches of a split kernel: one per reduction, one writing the
-  // per-element values, then (when there are any) one writing the per-row
-  // values, so that a per-row result may overwrite a per-row operand that
-  // the per-element launch still reads in every block of the row.
-  int64_t elementPhase = levels;
+  // Launches of a split kernel: one per level of reductions, one writing
+  // the per-element values, then (when there are any) one writing the
+  // per-row values, so that a per-row result may overwrite a per-row
+  // operand that the per-element launch still reads in every block of the
+  // row. A split column kernel follows each level's launch with one that
+  // combines its partials into `totals` (combineColumnPartials): its
+  // blocks hold up to 256 rows of up to 1,024 chunks.
+  bool combined = columns && splits > 1;
+  auto reducePhase = [&](int64_t level) {
+    return combined ? 2 * level : level;
+  };
+  int64_t elementPhase = combined ? 2 * levels : levels;
   int64_t rowPhase =
       !perRow.empty() && !perElement.empty() ? elementPhase + 1 : elementPhase;
   kernel.launches = splits > 1 ? rowPhase + 1 : 1;
   if (splits > 1)
-    kernel.workspaceBytes = (int64_t)reductions.size() * rows * splits * 8;
+    kernel.workspaceBytes =
+        (int64_t)reductions.size() * rows * (splits + (combined ? 1 : 0)) * 8;
   // Columns on the CPU: cpuLanes rows per block, the row's loop outside
   // and the rows' lanes inside, so the lanes load adjacent elements and
   // vectorize; each row still adds its elements in order. On the GPU:
@@ -357,6 +361,10 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       line(gpuColumn ? "double *partials = (double *)workspace;"
                      : "gpuc::Accumulator *partials = (gpuc::Accumulator "
                        "*)workspace;");
+      if (combined)
+        line(llvm::formatv("{0} *totals = partials + {1};",
+                           gpuColumn ? "double" : "gpuc::Accumulator",
+                           (int64_t)reductions.size() * rows * splits));
       rowBegin = "rowBegin";
       rowEnd = "rowEnd";
       // The launch that writes per-row results writes them from each
@@ -651,49 +659,46 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         open(llvm::formatv("for (int lane = 0; lane < {0}; ++lane)", cpuLanes));
         line("const gidx o = oGroup + lane;");
       };
-      if (splits > 1) {
-        // An earlier launch reduced this row's chunks: combine them.
-        open(llvm::formatv("if (phase > {0})", level));
+      if (combined) {
+        // An earlier launch combined this row's chunks: one load.
+        open(llvm::formatv("if (phase > {0})", reducePhase(level) + 1));
         if (column)
           openLanes();
-        auto isSum = [&](size_t m) {
-          return !isa<ReduceMaxOp>(reductions[members[m]]);
-        };
-        // Each sum on the GPU's columns: the column's slices take every
-        // columnSlices()-th chunk, and columnReduceSum adds their sums in
-        // its fixed tree, the same in every block. Every thread adding
-        // every chunk read the partials 16 times over (ResNet-50's batch
-        // norms: 256 of them a thread before its first element).
-        bool sliced =
-            gpuColumn && llvm::any_of(llvm::seq(members.size()), isSum);
-        std::string s = fresh("s");
-        if (sliced) {
-          open(llvm::formatv("for (gidx {0} = {1}(); {0} < {2}; {0} += {3}())",
-                             s, columnCall("columnSlice"), splits,
-                             columnCall("columnSlices")));
-          for (size_t m = 0; m < members.size(); ++m)
-            if (isSum(m))
-              accumulate(m,
-                         llvm::formatv("partials[{0} + {1}]", slot(m), s).str(),
-                         "");
-          close();
-          for (size_t m = 0; m < members.size(); ++m)
-            if (isSum(m))
-              line(llvm::formatv("{0} = {1}({0});", accs[m],
-                                 columnCall("columnReduceSum")));
-        }
-        if (!sliced || !llvm::all_of(llvm::seq(members.size()), isSum)) {
-          open(
-              llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", s, splits));
-          for (size_t m = 0; m < members.size(); ++m)
-            if (!sliced || !isSum(m))
-              accumulate(m,
-                         llvm::formatv("partials[{0} + {1}]", slot(m), s).str(),
-                         column ? "lane" : "");
-          close();
-        }
+        for (size_t m = 0; m < members.size(); ++m)
+          line(llvm::formatv("{0} = ({1})totals[{2} + o];",
+                             column ? accs[m] + "Lanes[lane]" : accs[m],
+                             accType(m), (int64_t)members[m] * rows));
         if (column)
           close();
+        close();
+        open(llvm::formatv("else if (phase == {0})", reducePhase(level) + 1));
+        // Reductions of one kind with adjacent indices (their partials and
+        // totals adjacent too) are one call: its warps share all their
+        // columns.
+        for (size_t m = 0; m < members.size();) {
+          size_t end = m + 1;
+          bool isMax = isa<ReduceMaxOp>(reductions[members[m]]);
+          while (end < members.size() && members[end] == members[end - 1] + 1 &&
+                 isa<ReduceMaxOp>(reductions[members[end]]) == isMax)
+            ++end;
+          line(llvm::formatv(
+              "gpuc::combineColumnPartials<{0}>(partials + {1}, totals + {2}, "
+              "{3}, {4});",
+              isMax ? "true" : "false", (int64_t)members[m] * rows * splits,
+              (int64_t)members[m] * rows, (int64_t)(end - m) * rows, splits));
+          m = end;
+        }
+        line("return;");
+        close();
+        open("else");
+      } else if (splits > 1) {
+        // An earlier launch reduced this row's chunks: combine them.
+        open(llvm::formatv("if (phase > {0})", level));
+        std::string s = fresh("s");
+        open(llvm::formatv("for (gidx {0} = 0; {0} < {1}; ++{0})", s, splits));
+        for (size_t m = 0; m < members.size(); ++m)
+          accumulate(m, llvm::formatv("partials[{0} + {1}]", slot(m), s).str());
+        close();
         close();
         open("else");
       }
@@ -835,7 +840,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
                                  : "ReduceSum")));
       if (splits > 1) {
         // This launch's reductions: store the chunk's partials and stop.
-        open(llvm::formatv("if (phase == {0})", level));
+        open(llvm::formatv("if (phase == {0})", reducePhase(level)));
         if (column)
           openLanes();
         for (size_t m = 0; m < members.size(); ++m)

@@ -117,12 +117,17 @@ __device__ __forceinline__ float warpReduceSum(float v) {
 __device__ __forceinline__ float warpReduceMax(float v) {
   return warpReduce(v, MaxOp());
 }
-/// Rows of adjacent elements (a bias gradient's sum over the batch) run in
-/// columns: a block's threads are `Lanes` adjacent rows (the emitter's
-/// choice: 8 for 4-byte elements, 16 for 2-byte ones) times
-/// columnSlices<Lanes>() slices of the rows' elements, the column lane
-/// fastest, so a warp's loads are runs of 32 adjacent bytes or more (whole
-/// 32-byte sectors) instead of 32 rows' elements a row apart.
+/// Rows of adjacent elements (a bias gradient's sum over the batch, a
+/// channels-last batch norm's statistics) run in columns: a block's threads
+/// are `Lanes` adjacent rows times columnSlices<Lanes>() slices of the
+/// rows' elements, the column lane fastest. The emitter takes as many lanes
+/// as divide the rows' axis, up to a whole block (256, 128, 64 or 32), so
+/// that a block's loads at one element are a run of Lanes adjacent
+/// elements, and a chunk of a column group is one stretch of memory when
+/// the group is the whole axis; otherwise 8 (4-byte elements) or 16
+/// (2-byte ones), whole 32-byte sectors. Narrow groups left each DRAM page
+/// to 16 blocks reading 32 bytes of it at different times, and ResNet-50's
+/// batch norms ran at a fifth of an H200's bandwidth.
 template <int Lanes> __device__ __forceinline__ int columnLane() {
   return threadIdx.x % Lanes;
 }
@@ -133,32 +138,54 @@ template <int Lanes> constexpr int columnSlices() {
   return kBlockThreads / Lanes;
 }
 /// Reduces `v` over the slices of the caller's column and gives it to
-/// every thread of that column: the slices within a warp by shuffles (the
-/// lanes of a column are `Lanes` apart), then the eight warps' values in
-/// warp order (a fixed tree: replays are bit-identical). Sums run in
-/// double (the emitter's choice for columns), maxima in float.
+/// every thread of that column, in a fixed order (replays are
+/// bit-identical). Slices of whole warps meet in shared memory, added in
+/// slice order; narrower ones are first added within a warp by shuffles
+/// (the lanes of a column are `Lanes` apart), then the eight warps' values
+/// in warp order. Sums run in double (the emitter's choice for columns),
+/// maxima in float.
 template <int Lanes, typename T, typename Op>
 __device__ __forceinline__ T columnReduce(T v, Op op) {
-  static_assert(Lanes == 8 || Lanes == 16, "a warp holds whole columns");
-  __shared__ T partial[kBlockThreads / 32][Lanes];
-  __shared__ T total[Lanes];
-  for (int offset = 16; offset >= Lanes; offset >>= 1)
-    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane < Lanes)
-    partial[warp][lane] = v;
-  __syncthreads();
-  if (threadIdx.x < Lanes) {
-    T t = partial[0][threadIdx.x];
-    for (int w = 1; w < kBlockThreads / 32; ++w)
-      t = op(t, partial[w][threadIdx.x]);
-    total[threadIdx.x] = t;
+  static_assert(Lanes == 8 || Lanes == 16 ||
+                    (Lanes % 32 == 0 && kBlockThreads % Lanes == 0),
+                "a warp holds whole columns, or a column's slice whole warps");
+  if constexpr (Lanes >= 32) {
+    constexpr int slices = kBlockThreads / Lanes;
+    if constexpr (slices == 1) {
+      return v;
+    } else {
+      __shared__ T partial[slices][Lanes];
+      int lane = columnLane<Lanes>();
+      partial[columnSlice<Lanes>()][lane] = v;
+      __syncthreads();
+      v = partial[0][lane];
+      for (int s = 1; s < slices; ++s)
+        v = op(v, partial[s][lane]);
+      // Every thread has read before a next reduction writes.
+      __syncthreads();
+      return v;
+    }
+  } else {
+    __shared__ T partial[kBlockThreads / 32][Lanes];
+    __shared__ T total[Lanes];
+    for (int offset = 16; offset >= Lanes; offset >>= 1)
+      v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane < Lanes)
+      partial[warp][lane] = v;
+    __syncthreads();
+    if (threadIdx.x < Lanes) {
+      T t = partial[0][threadIdx.x];
+      for (int w = 1; w < kBlockThreads / 32; ++w)
+        t = op(t, partial[w][threadIdx.x]);
+      total[threadIdx.x] = t;
+    }
+    __syncthreads();
+    v = total[columnLane<Lanes>()];
+    // Every thread has read before a next reduction writes.
+    __syncthreads();
+    return v;
   }
-  __syncthreads();
-  v = total[columnLane<Lanes>()];
-  // Every thread has read before a next reduction writes.
-  __syncthreads();
-  return v;
 }
 struct SumOfDoubles {
   __device__ double operator()(double a, double b) const { return a + b; }
@@ -178,6 +205,42 @@ __device__ __forceinline__ float maxNaN(float a, float b) {
 }
 __device__ __forceinline__ float minNaN(float a, float b) {
   return (a != a || b != b) ? NAN : (a < b ? a : b);
+}
+/// The combining launch of a split column kernel: `columns` columns'
+/// partials (`splits` a column, one per chunk, consecutive) each reduced,
+/// in a fixed order, into totals[column], which the later launches read,
+/// one load a column. On the GPU a warp takes a column (its lanes every
+/// 32nd partial, then a butterfly); on the CPU a block, in chunk order.
+/// Every block of a later launch adding all of its columns' partials again
+/// cost as much as the pass itself once a block held 256 columns of 1,024
+/// chunks. Maxima propagate NaN, as the passes' do.
+template <bool Max>
+__device__ __forceinline__ void
+combineColumnPartials(const double *partials, double *totals, int64_t columns,
+                      int splits) {
+  auto op = [](double a, double b) {
+    return !Max ? a + b : ((a != a || b != b) ? a + b : (a > b ? a : b));
+  };
+  const double identity = Max ? -(double)INFINITY : 0.0;
+#ifdef GPUC_CPU
+  for (int64_t c = blockIdx.x; c < columns; c += gridDim.x) {
+    double t = identity;
+    for (int s = 0; s < splits; ++s)
+      t = op(t, partials[c * splits + s]);
+    totals[c] = t;
+  }
+#else
+  const int64_t warps = (int64_t)gridDim.x * (kBlockThreads / 32);
+  for (int64_t c = warpRow(); c < columns; c += warps) {
+    double t = identity;
+    for (int s = warpLane(); s < splits; s += 32)
+      t = op(t, partials[c * splits + s]);
+    for (int offset = 16; offset > 0; offset >>= 1)
+      t = op(t, __shfl_xor_sync(0xffffffffu, t, offset));
+    if (warpLane() == 0)
+      totals[c] = t;
+  }
+#endif
 }
 template <typename T> __device__ __forceinline__ T maxInt(T a, T b) {
   return a > b ? a : b;
