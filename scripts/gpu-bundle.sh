@@ -231,6 +231,15 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
         --gpu-bytes-in-flight "$bytes"
     done
   done
+  # Both models in bf16 with column kernels (bias and weight-gradient
+  # sums, channels-last batch norms) of 16 columns a block, each reading
+  # 32 bytes of a row, as they did before blocks took whole rows of up to
+  # 256 columns: the two layouts timed on one GPU.
+  for spec in gpt2:16 resnet50:256; do
+    gpu_artifact "scale-${spec%%:*}-bf16-column-lanes-16" "${spec%%:*}" \
+      "${spec##*:}" adamw bf16 --no-weights --cuda-arch sm_90 \
+      --gpu-column-lanes 16
+  done
   # GPT-2 bf16 with its head's logits in f32 (the head's GEMMs f32 on
   # tensor cores, --f32-gemms=bf16): the other head to time, and the
   # step to fall back on should cuBLASLt refuse the default head's bf16 x

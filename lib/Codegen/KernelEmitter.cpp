@@ -52,6 +52,10 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     if (auto bytes = module->getAttrOfType<IntegerAttr>(
             GpucDialect::kGpuBytesInFlightAttrName))
       bytesInFlight = bytes.getInt();
+  if (auto module = fusion->getParentOfType<ModuleOp>())
+    if (auto lanes = module->getAttrOfType<IntegerAttr>(
+            GpucDialect::kGpuColumnLanesAttrName))
+      mostColumnLanes = lanes.getInt();
   loadsFirst = bytesInFlight > 0;
   if (auto attr = fusion->getAttrOfType<DenseI64ArrayAttr>(
           GpucDialect::kInPlaceAttrName)) {

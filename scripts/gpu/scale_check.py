@@ -59,13 +59,15 @@ def build(bundle, name, sdpa=False):
 # and, for both models, 64 and 128 bytes a thread in flight (the default
 # is 32), and its head's logits in f32 (--head-logits f32) and its bias adds in
 # the next kernels (--no-gemm-epilogues), and its fused attention's forward
-# at two blocks an SM (--attention-blocks-per-sm 2), and for ResNet-50 bf16
+# at two blocks an SM (--attention-blocks-per-sm 2), and, for both models,
+# column kernels of 16 columns a block (--gpu-column-lanes 16: 32 bytes of
+# each row, the layout before whole rows), and for ResNet-50 bf16
 # the other convolution layout (NCHW, where the default on tensor cores is
 # channels last).
 VARIANTS = ("fp32", "bf16", "bf16-gemm-attention", "bf16-largest",
             "bf16-in-order", "bf16-in-flight-64", "bf16-in-flight-128",
             "bf16-head-f32", "bf16-no-epilogues", "bf16-attention-2-blocks",
-            "bf16-nchw")
+            "bf16-column-lanes-16", "bf16-nchw")
 
 
 def precision_of(label):

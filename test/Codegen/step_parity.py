@@ -75,8 +75,13 @@ MODELS = {
     "upsampler": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
     "sequence1d": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
     "vit": ("image", (4, 1, 28, 28), "float", (4,), 10, []),
+    # torchvision's ResNet-18 on 64x64 images: residual blocks, whose
+    # batch norms' gradients (channels last) store the ReLU-masked
+    # gradient for the skip connection in their first pass and read it
+    # back in the last.
+    "resnet18": ("image", (4, 3, 64, 64), "float", (4,), 10, []),
 }
-TORCH_MODELS = ("lstm", "bigru", "upsampler", "sequence1d", "vit")
+TORCH_MODELS = ("lstm", "bigru", "upsampler", "sequence1d", "vit", "resnet18")
 MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt",
                "recurrent": "test/Codegen/Inputs/recurrent.onnxtxt",
                "embedding": "test/Codegen/Inputs/embedding.onnxtxt",

@@ -926,10 +926,10 @@ TEST(KernelEmitterTest, ShortRowsAreAWarpEach) {
       << longRows->source;
 }
 
-// Columns take as many lanes as divide their axis, up to a block: 2,048
-// take 256, 96 take 32. An axis of no multiple of 32 takes 16 lanes of
-// 16-bit elements (a warp's loads are two runs of 32 bytes, whole
-// sectors, where 8 lanes read half of each), 8 of wider ones.
+// Columns take as many lanes as divide their axis, up to a block (or
+// --gpu-column-lanes): 2,048 take 256, 96 take 32. An axis of no multiple of 32
+// takes 16 lanes of 16-bit elements (a warp's loads are two runs of 32 bytes,
+// whole sectors, where 8 lanes read half of each), 8 of wider ones.
 TEST(KernelEmitterTest, ColumnsTakeTheWidestLanesTheirAxisAllows) {
   EXPECT_EQ(gpuColumnLanes(2048, false), 256);
   EXPECT_EQ(gpuColumnLanes(768, true), 256);
@@ -938,6 +938,11 @@ TEST(KernelEmitterTest, ColumnsTakeTheWidestLanesTheirAxisAllows) {
   EXPECT_EQ(gpuColumnLanes(2000, true), kGpuNarrowColumnLanes);
   EXPECT_EQ(gpuColumnLanes(2000, false), kGpuColumnLanes);
   EXPECT_EQ(gpuColumnLanes(24, true), kGpuColumnLanes);
+  // gpuc compile --gpu-column-lanes caps them.
+  EXPECT_EQ(gpuColumnLanes(2048, true, 64), 64);
+  EXPECT_EQ(gpuColumnLanes(2048, true, 16), kGpuNarrowColumnLanes);
+  EXPECT_EQ(gpuColumnLanes(2048, false, 16), kGpuColumnLanes);
+  EXPECT_EQ(gpuColumnLanes(2048, true, 8), kGpuColumnLanes);
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext context(registry);
@@ -1019,5 +1024,46 @@ TEST(KernelEmitterTest, FewColumnGroupsSplitIntoShortChunks) {
     EXPECT_NE(first, std::string::npos) << src;
     EXPECT_NE(src.find(combine, first + 1), std::string::npos) << src;
     EXPECT_EQ(src.find("partials[(0 + o) * 342 + s"), std::string::npos) << src;
+  }
+}
+
+// A per-element result of a row kernel's first pass that its last pass
+// needs again is read back from its output when computing it reads more
+// bytes (a residual sum of two inputs, stored and then normalized: one
+// load where there were two); one computed from a single input of its own
+// size is computed again. Either way the first pass stores it.
+TEST(KernelEmitterTest, LaterPassesReadBackWhatTheFirstStored) {
+  for (bool twoInputs : {true, false}) {
+    std::string t = "tensor<64x1024xf32>", v = "tensor<64x1xf32>";
+    std::string sum =
+        twoInputs ? "gpuc.add %x, %y : " + t : "gpuc.mul %x, %x : " + t;
+    std::string source =
+        "func.func @f(%a: " + t + ", %b: " + t + ") -> (" + t + ", " + t +
+        ") {\n  %r:2 = gpuc.fusion(%a, %b) : (" + t + ", " + t + ") -> (" + t +
+        ", " + t + ") {\n  ^bb0(%x: " + t + ", %y: " + t +
+        "):\n    %s = " + sum +
+        "\n    %m = gpuc.reduce_mean %s axes = [1] keep_dims : " + t + " -> " +
+        v + "\n    %mb = gpuc.broadcast %m : " + v + " -> " + t +
+        "\n    %c = gpuc.sub %s, %mb : " + t +
+        "\n    gpuc.yield %s, %c : " + t + ", " + t +
+        "\n  }\n  return %r#0, %r#1 : " + t + ", " + t + "\n}\n";
+    FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+    ASSERT_TRUE(succeeded(kernel)) << source;
+    const std::string &src = kernel->source;
+    // Both texts (CPU, GPU): the first pass stores the sum...
+    size_t reduced = src.find("ReduceSum(");
+    ASSERT_NE(reduced, std::string::npos) << src;
+    EXPECT_NE(src.rfind("out0[", reduced), std::string::npos) << src;
+    // ...and the passes after the reduction (the GPU's, then the CPU's and
+    // the GPU's) load it, or its input.
+    std::string after = src.substr(reduced);
+    if (twoInputs) {
+      EXPECT_NE(after.find("= out0["), std::string::npos) << src;
+      EXPECT_EQ(after.find("= in0["), std::string::npos) << src;
+      EXPECT_EQ(after.find("= in1["), std::string::npos) << src;
+    } else {
+      EXPECT_NE(after.find("= in0["), std::string::npos) << src;
+      EXPECT_EQ(after.find("= out0["), std::string::npos) << src;
+    }
   }
 }

@@ -36,6 +36,13 @@ bool checkStepFlags() {
                  << " is not 1 or 2 (1 by default)\n";
     return false;
   }
+  if (gpuColumnLanesOption < 8 || gpuColumnLanesOption > 256 ||
+      (gpuColumnLanesOption & (gpuColumnLanesOption - 1)) != 0) {
+    llvm::errs() << "gpuc compile: --gpu-column-lanes "
+                 << (int64_t)gpuColumnLanesOption
+                 << " is not 8, 16, 32, 64, 128 or 256 (256 by default)\n";
+    return false;
+  }
   if (lossChunkRows < 0) {
     llvm::errs() << "gpuc compile: --loss-chunk-rows " << (int64_t)lossChunkRows
                  << " must be positive (or 0: chosen by the compiler)\n";
@@ -377,6 +384,11 @@ int runCompile(int argc, char **argv) {
         gpuc::GpucDialect::kGpuBytesInFlightAttrName,
         IntegerAttr::get(IntegerType::get(module->getContext(), 64),
                          gpuBytesInFlight));
+  if (gpuColumnLanesOption.getNumOccurrences())
+    (*module)->setAttr(
+        gpuc::GpucDialect::kGpuColumnLanesAttrName,
+        IntegerAttr::get(IntegerType::get(module->getContext(), 64),
+                         gpuColumnLanesOption));
   if (attentionBlocksPerSm.getNumOccurrences())
     (*module)->setAttr(
         gpuc::GpucDialect::kAttentionBlocksPerSmAttrName,

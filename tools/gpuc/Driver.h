@@ -118,6 +118,7 @@ extern cl::opt<std::string> attentionOption;
 extern cl::opt<int64_t> lossChunkRows;
 extern cl::opt<int64_t> gpuBytesInFlight;
 extern cl::opt<int64_t> attentionBlocksPerSm;
+extern cl::opt<int64_t> gpuColumnLanesOption;
 extern cl::opt<std::string> padClassesOption;
 extern cl::opt<std::string> headLogitsOption;
 

@@ -334,6 +334,14 @@ cl::opt<int64_t> attentionBlocksPerSm(
              "GPU's SM holds at once, 1 or 2 (default 1: up to 255 registers "
              "a thread; 2 caps them at 128, with more warps to hide latency)"),
     cl::value_desc("N"), cl::init(1), cl::cat(compileCategory));
+cl::opt<int64_t> gpuColumnLanesOption(
+    "gpu-column-lanes",
+    cl::desc("compile: the most columns a GPU block of a column kernel (a "
+             "bias gradient, a channels-last batch norm's statistics) takes, "
+             "8, 16, 32, 64, 128 or 256 (default 256: a block's loads are "
+             "whole rows of up to 256 columns; 16 reads 32 bytes of each "
+             "row, the layout before, to compare)"),
+    cl::value_desc("N"), cl::init(256), cl::cat(compileCategory));
 cl::opt<int64_t> lossChunkRows(
     "loss-chunk-rows",
     cl::desc(

@@ -66,18 +66,21 @@ constexpr int64_t kRowChunkMin = 4096;
 /// A row kernel whose rows are adjacent elements runs in columns on the
 /// GPU: `lanes` adjacent rows per block of 256 threads (Kernel.h's column
 /// lanes), each thread one row and a slice of its elements. The lanes are
-/// the most of 256, 128, 64 and 32 that divide the rows' axis of `width`
-/// (a block's loads at an element are then one run of memory, and a
-/// chunk of a channels-last batch norm with at most 256 channels is one
-/// stretch of it), else kGpuColumnLanes, or kGpuNarrowColumnLanes when the
-/// rows it reads hold 16-bit elements: whole 32-byte sectors either way.
+/// the most of 256, 128, 64 and 32 (and at most `most`: gpuc compile
+/// --gpu-column-lanes) that divide the rows' axis of `width` (a block's
+/// loads at an element are then one run of memory, and a chunk of a
+/// channels-last batch norm with at most 256 channels is one stretch of
+/// it), else kGpuColumnLanes, or kGpuNarrowColumnLanes when the rows it
+/// reads hold 16-bit elements: whole 32-byte sectors either way.
 constexpr int64_t kGpuColumnLanes = 8;
 constexpr int64_t kGpuNarrowColumnLanes = 16;
-constexpr int64_t gpuColumnLanes(int64_t width, bool sixteenBitRows) {
+constexpr int64_t gpuColumnLanes(int64_t width, bool sixteenBitRows,
+                                 int64_t most = kBlockThreads) {
   for (int64_t lanes = kBlockThreads; lanes >= 32; lanes /= 2)
-    if (width % lanes == 0)
+    if (lanes <= most && width % lanes == 0)
       return lanes;
-  return sixteenBitRows && width % kGpuNarrowColumnLanes == 0
+  return sixteenBitRows && most >= kGpuNarrowColumnLanes &&
+                 width % kGpuNarrowColumnLanes == 0
              ? kGpuNarrowColumnLanes
              : kGpuColumnLanes;
 }

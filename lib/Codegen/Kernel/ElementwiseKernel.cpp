@@ -3,15 +3,17 @@
 
 namespace mlir::gpuc::kernel_emitter {
 
-SmallVector<BlockArgument> Emitter::inputsReadAtStoredIndex(ValueRange values) {
-  SmallVector<BlockArgument> inputs;
+SmallVector<Value> Emitter::inputsReadAtStoredIndex(ValueRange values) {
+  SmallVector<Value> inputs;
   llvm::SmallPtrSet<Operation *, 32> visited;
   int64_t elements = 0;
   std::function<void(Value)> walk = [&](Value v) {
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      if (getNumElements(shapeOf(arg)) == elements &&
-          !llvm::is_contained(inputs, arg))
-        inputs.push_back(arg);
+    // (A value loaded from an output stands for the inputs it was computed
+    // from.)
+    if (isa<BlockArgument>(v) || storedOutputs.count(v)) {
+      if (getNumElements(shapeOf(v)) == elements &&
+          !llvm::is_contained(inputs, v))
+        inputs.push_back(v);
       return;
     }
     Operation *def = v.getDefiningOp();
@@ -28,13 +30,13 @@ SmallVector<BlockArgument> Emitter::inputsReadAtStoredIndex(ValueRange values) {
 
 LogicalResult Emitter::loadAhead(ValueRange values,
                                  ArrayRef<std::string> indices) {
-  SmallVector<BlockArgument> inputs = inputsReadAtStoredIndex(values);
+  SmallVector<Value> inputs = inputsReadAtStoredIndex(values);
   for (const std::string &idx : indices)
-    for (BlockArgument input : inputs)
+    for (Value input : inputs)
       if (failed(at(input, idx)))
         return failure();
   if (indices.size() > 1)
-    pinLoads(SmallVector<Value>(inputs.begin(), inputs.end()), indices);
+    pinLoads(inputs, indices);
   return success();
 }
 
@@ -149,7 +151,8 @@ int64_t Emitter::elementsInFlight(ValueRange values, int64_t perThread) {
     if (!isPointwise(def) && !isAlias(def))
       mover = def;
     for (Value operand : def->getOperands()) {
-      if (!isa<BlockArgument>(operand))
+      // (A value loaded from an output is a load of its own.)
+      if (!isa<BlockArgument>(operand) && !storedOutputs.count(operand))
         walk(operand, mover);
       else if (loads.insert({operand, mover}).second)
         bytes += std::max<int64_t>(
@@ -158,10 +161,11 @@ int64_t Emitter::elementsInFlight(ValueRange values, int64_t perThread) {
     }
   };
   for (Value value : values) {
-    if (isa<BlockArgument>(value))
+    if (isa<BlockArgument>(value) || storedOutputs.count(value))
       bytes +=
           getElementTypeOrSelf(value.getType()).getIntOrFloatBitWidth() / 8;
-    walk(value, nullptr);
+    if (!storedOutputs.count(value))
+      walk(value, nullptr);
   }
   if (bytesInFlight == 0)
     return 1;

@@ -177,6 +177,20 @@ private:
   KeptValue keptForLastPass(ArrayRef<Operation *> reductions,
                             ArrayRef<int64_t> levelOf, int64_t levels,
                             ArrayRef<Value> perElement);
+  /// The per-element results of a row kernel that its passes after the
+  /// first read back from their outputs (by output index) instead of
+  /// computing them again: a value the first pass stores anyway
+  /// (`firstPass`), when computing it reads more bytes an element than
+  /// loading it; and a value written over an operand that no later pass
+  /// reads otherwise, which moves from `perElement` to `firstPass` (a
+  /// residual block's ReLU-masked gradient, stored for the skip connection
+  /// and needed again by its batch norm's last pass). Both hold the value
+  /// exactly: a 16-bit value is rounded to its type where computed.
+  DenseMap<Value, int64_t>
+  storedForLaterPasses(ArrayRef<Operation *> reductions,
+                       ArrayRef<int64_t> levelOf, const KeptValue &reused,
+                       SmallVector<Value> &firstPass,
+                       SmallVector<Value> &perElement);
   /// A row_groups: the one-block counting sort of the device header.
   FailureOr<EmittedKernel> emitRowGroups(RowGroupsOp groups, StringRef name);
   /// An attention or its gradient: the fused kernels of the device header
@@ -421,6 +435,9 @@ private:
   /// kGpuBytesInFlight, or the module's gpuc.gpu_bytes_in_flight; 0: one
   /// element at a time and no loads first (the order before batching).
   int64_t bytesInFlight = kGpuBytesInFlight;
+  /// The most lanes of a GPU column block: kBlockThreads, or the module's
+  /// gpuc.gpu_column_lanes.
+  int64_t mostColumnLanes = kBlockThreads;
   /// A segment of an elementwise kernel with fewer than 1/kSmallSegmentShare
   /// of its blocks does not load first.
   static constexpr int64_t kSmallSegmentShare = 16;
@@ -430,7 +447,7 @@ private:
                              ArrayRef<std::string> guards);
   /// The kernel inputs `values` read at their own index (through pointwise
   /// ops and reshapes), in the order they are first read.
-  SmallVector<BlockArgument> inputsReadAtStoredIndex(ValueRange values);
+  SmallVector<Value> inputsReadAtStoredIndex(ValueRange values);
   /// How many of its elements a GPU thread loads together when it computes
   /// `values` at each: a power of two, up to kGpuBytesInFlight of inputs,
   /// kMaxElementsInFlight, and the `perThread` elements the thread has.
@@ -473,6 +490,9 @@ private:
   /// In a row kernel, a reduction's result is one register per block,
   /// whatever index of it is asked for.
   DenseMap<void *, std::string> rowValues;
+  /// Values `at` loads from their output (by index) instead of computing:
+  /// storedForLaterPasses's, in a row kernel's passes after the first.
+  DenseMap<Value, int64_t> storedOutputs;
   std::map<CoordKey, SmallVector<std::string>> coordMemo;
   std::vector<std::vector<CoordKey>> coordScopes{1};
 };

@@ -27,6 +27,9 @@ FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
     } else {
       reg = load(v, pointer, idx);
     }
+  } else if (auto stored = storedOutputs.find(v);
+             stored != storedOutputs.end()) {
+    reg = load(v, "out" + std::to_string(stored->second), idx);
   } else {
     FailureOr<std::string> computed = compute(v.getDefiningOp(), v, idx);
     if (failed(computed))

@@ -82,6 +82,125 @@ KeptValue Emitter::keptForLastPass(ArrayRef<Operation *> reductions,
   return {};
 }
 
+DenseMap<Value, int64_t> Emitter::storedForLaterPasses(
+    ArrayRef<Operation *> reductions, ArrayRef<int64_t> levelOf,
+    const KeptValue &reused, SmallVector<Value> &firstPass,
+    SmallVector<Value> &perElement) {
+  Block &block = fusion.getBodyBlock();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  auto outputOf = [&](Value v) {
+    for (auto [k, yielded] : llvm::enumerate(yield.getValues()))
+      if (yielded == v)
+        return (int64_t)k;
+    return (int64_t)-1;
+  };
+  auto bytesOf = [](Value v) {
+    return std::max<int64_t>(1, elementOf(v).getIntOrFloatBitWidth() / 8);
+  };
+  // What the passes after the first compute at each element.
+  SmallVector<Value> later(perElement.begin(), perElement.end());
+  for (auto [j, reduce] : llvm::enumerate(reductions))
+    if (levelOf[j] >= 1)
+      later.push_back(reduce->getOperand(0));
+  if (reused.value)
+    later.push_back(reused.value);
+  // The inputs of the block that `roots` read at each element (not through
+  // a reduction, whose value is its row's register, nor through `stops`),
+  // and the stops they reach.
+  auto reads = [&](ArrayRef<Value> roots, const DenseSet<Value> &stops,
+                   DenseSet<Value> *reached = nullptr) {
+    DenseSet<Value> inputs, seen;
+    SmallVector<Value> work(roots.begin(), roots.end());
+    while (!work.empty()) {
+      Value x = work.pop_back_val();
+      if (!seen.insert(x).second)
+        continue;
+      if (stops.contains(x)) {
+        if (reached)
+          reached->insert(x);
+        continue;
+      }
+      if (isa<BlockArgument>(x)) {
+        inputs.insert(x);
+        continue;
+      }
+      Operation *def = x.getDefiningOp();
+      if (def && def->getBlock() == &block && !isReduction(def))
+        llvm::append_range(work, def->getOperands());
+    }
+    return inputs;
+  };
+  // The bytes of `inputs` loaded at each element (not a per-row operand,
+  // which a row loads once).
+  int64_t elements = getNumElements(shapeOf(reductions[0]->getOperand(0)));
+  auto elementBytes = [&](const DenseSet<Value> &inputs) {
+    int64_t bytes = 0;
+    for (Value input : inputs)
+      if (getNumElements(shapeOf(input)) == elements)
+        bytes += bytesOf(input);
+    return bytes;
+  };
+  auto readsReduction = [&](Value v) {
+    DenseSet<Value> reductionResults, reached;
+    for (Operation *r : reductions)
+      reductionResults.insert(r->getResult(0));
+    reads({v}, reductionResults, &reached);
+    return !reached.empty();
+  };
+  // Candidates: values of the first pass that a later pass needs too, and
+  // values written over an operand, which wait for the last pass only
+  // because a later pass might read that operand.
+  SmallVector<Value> candidates;
+  for (Value v : firstPass)
+    candidates.push_back(v);
+  for (Value v : perElement) {
+    int64_t k = outputOf(v);
+    if (k >= 0 && inPlace[k] >= 0 && !readsReduction(v) &&
+        !(reused.value && reused.output == k))
+      candidates.push_back(v);
+  }
+  DenseMap<Value, int64_t> chosen;
+  DenseSet<Value> stops;
+  for (Value v : candidates) {
+    int64_t k = outputOf(v);
+    if (k < 0 || isa<BlockArgument>(v))
+      continue;
+    bool inPlaceValue = inPlace[k] >= 0;
+    DenseSet<Value> with = stops;
+    with.insert(v);
+    DenseSet<Value> reached;
+    DenseSet<Value> laterInputs = reads(later, with, &reached);
+    bool neededLater = reached.contains(v);
+    if (inPlaceValue) {
+      // Stored by the first pass, over an operand that no later pass may
+      // read again.
+      if (laterInputs.contains(block.getArgument(inPlace[k])))
+        continue;
+    } else {
+      // Read back when that reads fewer bytes than computing it again.
+      if (!neededLater)
+        continue;
+      DenseSet<Value> own = reads({v}, {});
+      DenseSet<Value> saved;
+      for (Value input : own)
+        if (!laterInputs.contains(input))
+          saved.insert(input);
+      if (elementBytes(saved) <= bytesOf(v))
+        continue;
+    }
+    stops.insert(v);
+    if (neededLater || inPlaceValue)
+      chosen[v] = k;
+  }
+  // The values written over an operand move to the first pass.
+  for (auto [v, k] : chosen)
+    if (inPlace[k] >= 0 && llvm::is_contained(perElement, v)) {
+      llvm::erase(perElement, v);
+      firstPass.push_back(v);
+    }
+  return chosen;
+}
+
 // One function for the row kernel's plan and its passes: the passes
 // (emitRows) read two dozen facts the plan computes (kept and reduced
 // shapes, the per-row and per-element values, reduction levels, launch
@@ -212,6 +331,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // it back instead of computing it again: the same f32 value, so the
   // same results, with one exp per element where there were two.
   KeptValue reused = keptForLastPass(reductions, levelOf, levels, perElement);
+  DenseMap<Value, int64_t> readBack =
+      storedForLaterPasses(reductions, levelOf, reused, firstPass, perElement);
   // Adjacent axes that are both kept or both reduced are one axis of the
   // iteration (batch norm's [N, C, H, W] over {0, 2, 3} is [N, C, H*W]
   // over {0, 2}), so an element's index costs one division less per
@@ -248,11 +369,13 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
                  runs.back().dims.back() % kGpuColumnLanes == 0;
   int64_t gpuLanes = gpuColumnLanes(
       runs.back().dims.back(),
-      llvm::any_of(block.getArguments(), [&](Value input) {
-        auto type = dyn_cast<RankedTensorType>(input.getType());
-        return type && type.getShape() == full &&
-               type.getElementType().getIntOrFloatBitWidth() == 16;
-      }));
+      llvm::any_of(block.getArguments(),
+                   [&](Value input) {
+                     auto type = dyn_cast<RankedTensorType>(input.getType());
+                     return type && type.getShape() == full &&
+                            type.getElementType().getIntOrFloatBitWidth() == 16;
+                   }),
+      mostColumnLanes);
   // The GPU's column helpers (Kernel.h), for this kernel's lanes.
   auto columnCall = [&](StringRef helper) {
     return llvm::formatv("gpuc::{0}<{1}>", helper, gpuLanes).str();
@@ -596,6 +719,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     // (the sums of dy, dy*x, ... then the one that needs them), not one per
     // sum. Each accumulator still adds the same elements in the same order.
     for (int64_t level = 0; level < levels; ++level) {
+      // The first pass computes what later ones read back.
+      storedOutputs = level == 0 ? DenseMap<Value, int64_t>() : readBack;
       SmallVector<size_t> members;
       for (size_t j = 0; j < reductions.size(); ++j)
         if (levelOf[j] == level)
@@ -904,6 +1029,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         return failure();
       close();
     }
+    storedOutputs = readBack;
     if (!perElement.empty()) {
       if (splits > 1)
         open(llvm::formatv("if (phase == {0})", elementPhase));
@@ -943,6 +1069,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     pushScope();
     LogicalResult emitted = emitRows(column, gpuColumn);
     popScope();
+    storedOutputs.clear();
     return emitted;
   };
   if (!columns)

@@ -71,6 +71,10 @@ def Gpuc_Dialect : Dialect {
     /// stores; absent, kGpuBytesInFlight.
     static constexpr ::llvm::StringLiteral kGpuBytesInFlightAttrName =
         "gpuc.gpu_bytes_in_flight";
+    /// On the module (gpuc compile --gpu-column-lanes): the most columns a
+    /// GPU block of a column kernel takes (gpuColumnLanes); absent, 256.
+    static constexpr ::llvm::StringLiteral kGpuColumnLanesAttrName =
+        "gpuc.gpu_column_lanes";
     /// On the module (gpuc compile --attention-blocks-per-sm): blocks of
     /// the fused attention's forward launch a GPU's SM is to hold at once
     /// (its registers are capped to fit them); absent, 1.
