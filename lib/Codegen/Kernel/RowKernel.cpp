@@ -192,9 +192,12 @@ DenseMap<Value, int64_t> Emitter::storedForLaterPasses(
     if (neededLater || inPlaceValue)
       chosen[v] = k;
   }
-  // The values written over an operand move to the first pass.
-  for (auto [v, k] : chosen)
-    if (inPlace[k] >= 0 && llvm::is_contained(perElement, v)) {
+  // The values written over an operand move to the first pass, in the
+  // kernel's order (a map's order would change the text from run to run).
+  for (Value v : candidates)
+    if (auto it = chosen.find(v); it != chosen.end() &&
+                                  inPlace[it->second] >= 0 &&
+                                  llvm::is_contained(perElement, v)) {
       llvm::erase(perElement, v);
       firstPass.push_back(v);
     }
