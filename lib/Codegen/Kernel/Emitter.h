@@ -186,11 +186,10 @@ private:
   /// residual block's ReLU-masked gradient, stored for the skip connection
   /// and needed again by its batch norm's last pass). Both hold the value
   /// exactly: a 16-bit value is rounded to its type where computed.
-  DenseMap<Value, int64_t>
-  storedForLaterPasses(ArrayRef<Operation *> reductions,
-                       ArrayRef<int64_t> levelOf, const KeptValue &reused,
-                       SmallVector<Value> &firstPass,
-                       SmallVector<Value> &perElement);
+  DenseMap<Value, int64_t> storedForLaterPasses(
+      ArrayRef<Operation *> reductions, ArrayRef<int64_t> levelOf,
+      const KeptValue &reused, function_ref<bool(Value)> beforeReductions,
+      SmallVector<Value> &firstPass, SmallVector<Value> &perElement);
   /// A row_groups: the one-block counting sort of the device header.
   FailureOr<EmittedKernel> emitRowGroups(RowGroupsOp groups, StringRef name);
   /// An attention or its gradient: the fused kernels of the device header

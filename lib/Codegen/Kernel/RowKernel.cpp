@@ -84,8 +84,8 @@ KeptValue Emitter::keptForLastPass(ArrayRef<Operation *> reductions,
 
 DenseMap<Value, int64_t> Emitter::storedForLaterPasses(
     ArrayRef<Operation *> reductions, ArrayRef<int64_t> levelOf,
-    const KeptValue &reused, SmallVector<Value> &firstPass,
-    SmallVector<Value> &perElement) {
+    const KeptValue &reused, function_ref<bool(Value)> beforeReductions,
+    SmallVector<Value> &firstPass, SmallVector<Value> &perElement) {
   Block &block = fusion.getBodyBlock();
   auto yield = cast<YieldOp>(block.getTerminator());
   auto outputOf = [&](Value v) {
@@ -140,13 +140,6 @@ DenseMap<Value, int64_t> Emitter::storedForLaterPasses(
         bytes += bytesOf(input);
     return bytes;
   };
-  auto readsReduction = [&](Value v) {
-    DenseSet<Value> reductionResults, reached;
-    for (Operation *r : reductions)
-      reductionResults.insert(r->getResult(0));
-    reads({v}, reductionResults, &reached);
-    return !reached.empty();
-  };
   // Candidates: values of the first pass that a later pass needs too, and
   // values written over an operand, which wait for the last pass only
   // because a later pass might read that operand.
@@ -155,7 +148,7 @@ DenseMap<Value, int64_t> Emitter::storedForLaterPasses(
     candidates.push_back(v);
   for (Value v : perElement) {
     int64_t k = outputOf(v);
-    if (k >= 0 && inPlace[k] >= 0 && !readsReduction(v) &&
+    if (k >= 0 && inPlace[k] >= 0 && beforeReductions(v) &&
         !(reused.value && reused.output == k))
       candidates.push_back(v);
   }
@@ -170,15 +163,15 @@ DenseMap<Value, int64_t> Emitter::storedForLaterPasses(
     with.insert(v);
     DenseSet<Value> reached;
     DenseSet<Value> laterInputs = reads(later, with, &reached);
-    bool neededLater = reached.contains(v);
     if (inPlaceValue) {
       // Stored by the first pass, over an operand that no later pass may
       // read again.
       if (laterInputs.contains(block.getArgument(inPlace[k])))
         continue;
     } else {
-      // Read back when that reads fewer bytes than computing it again.
-      if (!neededLater)
+      // Read back when a later pass needs it and that reads fewer bytes
+      // than computing it again.
+      if (!reached.contains(v))
         continue;
       DenseSet<Value> own = reads({v}, {});
       DenseSet<Value> saved;
@@ -189,8 +182,7 @@ DenseMap<Value, int64_t> Emitter::storedForLaterPasses(
         continue;
     }
     stops.insert(v);
-    if (neededLater || inPlaceValue)
-      chosen[v] = k;
+    chosen[v] = k;
   }
   // The values written over an operand move to the first pass, in the
   // kernel's order (a map's order would change the text from run to run).
@@ -334,8 +326,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // it back instead of computing it again: the same f32 value, so the
   // same results, with one exp per element where there were two.
   KeptValue reused = keptForLastPass(reductions, levelOf, levels, perElement);
-  DenseMap<Value, int64_t> readBack =
-      storedForLaterPasses(reductions, levelOf, reused, firstPass, perElement);
+  DenseMap<Value, int64_t> readBack = storedForLaterPasses(
+      reductions, levelOf, reused, beforeReductions, firstPass, perElement);
   // Adjacent axes that are both kept or both reduced are one axis of the
   // iteration (batch norm's [N, C, H, W] over {0, 2, 3} is [N, C, H*W]
   // over {0, 2}), so an element's index costs one division less per
