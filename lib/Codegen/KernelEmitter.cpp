@@ -56,6 +56,10 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     if (auto lanes = module->getAttrOfType<IntegerAttr>(
             GpucDialect::kGpuColumnLanesAttrName))
       mostColumnLanes = lanes.getInt();
+  if (auto module = fusion->getParentOfType<ModuleOp>())
+    if (auto bytes = module->getAttrOfType<IntegerAttr>(
+            GpucDialect::kGpuRowStageBytesAttrName))
+      rowStageBytes = bytes.getInt();
   loadsFirst = bytesInFlight > 0;
   if (auto attr = fusion->getAttrOfType<DenseI64ArrayAttr>(
           GpucDialect::kInPlaceAttrName)) {
@@ -165,8 +169,8 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
       kernel.minBlocksPerSm > 0
           ? llvm::formatv("256, {0}", kernel.minBlocksPerSm).str()
           : "256";
-  kernel.key =
-      params + "\n" + body + "\n" + std::to_string(kernel.grid) + "\n" + bounds;
+  kernel.key = params + "\n" + body + "\n" + std::to_string(kernel.grid) +
+               "\n" + bounds + "\n" + std::to_string(kernel.sharedBytes);
   if (kernel.launches == 1) {
     kernel.source = llvm::formatv("extern \"C\" __global__ void "
                                   "__launch_bounds__({3}) {0}({1}) {{\n{2}}\n",

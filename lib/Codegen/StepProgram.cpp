@@ -536,6 +536,9 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
                      {"bytes_written", bytesWritten / launches}};
         if (launches > 1)
           step["launch"] = json::array({launch, launches});
+        // Dynamic shared memory a block takes (a row kernel's staged rows).
+        if (kernel->sharedBytes > 0)
+          step["shared"] = kernel->sharedBytes;
         steps.push_back(step);
       }
     } else if (isLibraryCall(&op)) {

@@ -180,6 +180,40 @@ bool CudaDevice::allocate(std::string &error) {
   return true;
 }
 
+bool CudaDevice::prepareSharedMemory(Step &step, int64_t bytes,
+                                     std::string &error) {
+  if (bytes == 0)
+    return true;
+  // What a block may take in all, and what the kernel declares itself.
+  int most = 0, declared = 0;
+  cuDeviceGetAttribute(
+      &most, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
+  cuFuncGetAttribute(&declared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                     step.function);
+  if (bytes + declared > most) {
+    error = "kernel " + step.label + " stages " + std::to_string(bytes) +
+            " bytes of its rows in shared memory (and declares " +
+            std::to_string(declared) + " more), beyond the " +
+            std::to_string(most) +
+            " this GPU gives a block; recompile with "
+            "--gpu-row-stage-bytes " +
+            std::to_string(std::max(0, most - declared)) +
+            " or less (0 stages no row)";
+    return false;
+  }
+  CUresult result = cuFuncSetAttribute(
+      step.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+      (int)bytes);
+  if (result != CUDA_SUCCESS) {
+    error = "kernel " + step.label + ": cannot give it " +
+            std::to_string(bytes) + " bytes of shared memory (" +
+            describeResult(result) + ")";
+    return false;
+  }
+  step.sharedBytes = (unsigned)bytes;
+  return true;
+}
+
 bool CudaDevice::resolveSteps(std::string &error) {
   for (auto &[name, function] : plan.json["functions"].items()) {
     std::vector<Step> &steps = programs[name];
@@ -208,6 +242,8 @@ bool CudaDevice::resolveSteps(std::string &error) {
         }
         step.grid = (unsigned)grid;
         step.argIds = s["args"].get<std::vector<int>>();
+        if (!prepareSharedMemory(step, s.value("shared", (int64_t)0), error))
+          return false;
       } else if (step.kind == StepKind::Gemm) {
         if (!prepareGemm(step, s, error))
           return false;
@@ -568,10 +604,11 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
   static const float one = 1.0f, zero = 0.0f;
   switch (step.kind) {
   case StepKind::Kernel:
-    return check(
-        cuLaunchKernel(step.function, step.grid, 1, 1, 256, 1, 1, 0, stream,
-                       const_cast<void **>(step.argPointers.data()), nullptr),
-        "cuLaunchKernel", error);
+    return check(cuLaunchKernel(step.function, step.grid, 1, 1, 256, 1, 1,
+                                step.sharedBytes, stream,
+                                const_cast<void **>(step.argPointers.data()),
+                                nullptr),
+                 "cuLaunchKernel", error);
   case StepKind::Copy:
     return check(cuMemcpyDtoDAsync(step.p1, step.p0, step.bytes, stream),
                  "cuMemcpyDtoDAsync", error);

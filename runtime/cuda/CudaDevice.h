@@ -64,6 +64,8 @@ struct Step {
   // Kernel.
   CUfunction function = nullptr;
   unsigned grid = 1;
+  /// Dynamic shared memory a block takes (a row kernel's staged rows).
+  unsigned sharedBytes = 0;
   std::vector<int> argIds;
   std::vector<CUdeviceptr> argValues;
   std::vector<void *> argPointers;
@@ -191,6 +193,9 @@ private:
   bool loadModule(const std::string &dir, std::string &error);
   bool allocate(std::string &error);
   bool resolveSteps(std::string &error);
+  /// Gives a kernel step `bytes` of dynamic shared memory (a plan step's
+  /// "shared"), or says why this GPU cannot.
+  bool prepareSharedMemory(Step &step, int64_t bytes, std::string &error);
   void bindPointers();
   bool prepareGemm(Step &step, const nlohmann::json &s, std::string &error);
   /// Times each GEMM's and convolution's candidate algorithms once per

@@ -257,7 +257,7 @@ bool checkStep(const nlohmann::json &step,
   for (const char *field :
        {"bytes", "stride_a", "stride_b", "stride_c", "call_stride_a",
         "call_stride_b", "call_stride_c", "a_offset", "b_offset", "launches",
-        "bytes_read", "bytes_written"})
+        "bytes_read", "bytes_written", "shared"})
     if (step.contains(field) &&
         (!step[field].is_number_integer() || step[field].get<int64_t>() < 0)) {
       error =

@@ -666,56 +666,145 @@ func.func @f(%a: tensor<3000xbf16>) -> tensor<3000xf32> {
 }
 
 // A softmax over rows of 1000 (a warp's each): every pass takes 8 of a
-// lane's elements, a warp's stride apart, and reads the row's last element
-// in place of those past its end. The maximum needs no guard (that element
-// is in the row); the sum adds 0 for them; the last pass does not store
-// them.
+// lane's elements, a warp's stride apart, while all 8 are in the row, with
+// no guard on any of them; then the lane's last elements one at a time.
+// Rows of 512 (whole batches of the warp's lanes) need no such loop.
 TEST(KernelEmitterTest, RowPassesTakeABatchOfALanesElements) {
-  std::string source = R"mlir(
-func.func @f(%a: tensor<64x1000xf32>) -> tensor<64x1000xf32> {
-  %r = gpuc.fusion(%a) : (tensor<64x1000xf32>) -> tensor<64x1000xf32> {
-  ^bb0(%x: tensor<64x1000xf32>):
-    %m = gpuc.reduce_max %x axes = [1] : tensor<64x1000xf32> -> tensor<64xf32>
+  auto softmax = [](int64_t length) {
+    std::string shape = "64x" + std::to_string(length);
+    std::string source = R"mlir(
+func.func @f(%a: tensor<SHAPExf32>) -> tensor<SHAPExf32> {
+  %r = gpuc.fusion(%a) : (tensor<SHAPExf32>) -> tensor<SHAPExf32> {
+  ^bb0(%x: tensor<SHAPExf32>):
+    %m = gpuc.reduce_max %x axes = [1] : tensor<SHAPExf32> -> tensor<64xf32>
     %m1 = gpuc.reshape %m : tensor<64xf32> -> tensor<64x1xf32>
-    %mb = gpuc.broadcast %m1 : tensor<64x1xf32> -> tensor<64x1000xf32>
-    %d = gpuc.sub %x, %mb : tensor<64x1000xf32>
-    %e = gpuc.exp %d : tensor<64x1000xf32>
-    %s = gpuc.reduce_sum %e axes = [1] : tensor<64x1000xf32> -> tensor<64xf32>
+    %mb = gpuc.broadcast %m1 : tensor<64x1xf32> -> tensor<SHAPExf32>
+    %d = gpuc.sub %x, %mb : tensor<SHAPExf32>
+    %e = gpuc.exp %d : tensor<SHAPExf32>
+    %s = gpuc.reduce_sum %e axes = [1] : tensor<SHAPExf32> -> tensor<64xf32>
     %s1 = gpuc.reshape %s : tensor<64xf32> -> tensor<64x1xf32>
-    %sb = gpuc.broadcast %s1 : tensor<64x1xf32> -> tensor<64x1000xf32>
-    %p = gpuc.div %e, %sb : tensor<64x1000xf32>
-    gpuc.yield %p : tensor<64x1000xf32>
+    %sb = gpuc.broadcast %s1 : tensor<64x1xf32> -> tensor<SHAPExf32>
+    %p = gpuc.div %e, %sb : tensor<SHAPExf32>
+    gpuc.yield %p : tensor<SHAPExf32>
   }
-  return %r : tensor<64x1000xf32>
+  return %r : tensor<SHAPExf32>
 }
 )mlir";
-  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+    for (size_t at = source.find("SHAPE"); at != std::string::npos;
+         at = source.find("SHAPE"))
+      source.replace(at, 5, shape);
+    return source;
+  };
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(softmax(1000));
   ASSERT_TRUE(succeeded(kernel));
   const std::string &src = kernel->source;
   size_t gpu = src.find("#else");
   ASSERT_NE(gpu, std::string::npos) << src;
-  std::string loop = "for (gidx r = 0 + gpuc::warpLane(); r < 1000; r += 8 * "
-                     "(gidx)gpuc::kWarpStride)";
-  std::string clamp = "const gidx rPlus7 = 1000 - r > 7 * "
-                      "(gidx)gpuc::kWarpStride ? r + 7 * "
-                      "(gidx)gpuc::kWarpStride : 1000 - 1;";
+  std::string loop = "for (; r + 7 * (gidx)gpuc::kWarpStride < 1000; r += 8 "
+                     "* (gidx)gpuc::kWarpStride)";
+  std::string tail = "for (; r < 1000; r += gpuc::kWarpStride)";
   // Three passes: the maximum, the sum, the stores.
   size_t at = gpu;
   for (int pass = 0; pass < 3; ++pass) {
     at = src.find(loop, at + 1);
     ASSERT_NE(at, std::string::npos) << pass << "\n" << src;
-    // Each loop clamps its own batch.
-    EXPECT_LT(src.find(clamp, at), src.find(loop, at + 1)) << pass << "\n"
-                                                           << src;
+    EXPECT_NE(
+        src.find("const gidx rPlus7 = r + 7 * (gidx)gpuc::kWarpStride;", at),
+        std::string::npos)
+        << pass << "\n"
+        << src;
+    // Each batch loop has its own loop for the lane's last elements.
+    EXPECT_LT(src.find(tail, at), src.find(loop, at + 1)) << pass << "\n"
+                                                          << src;
   }
-  EXPECT_EQ(src.find(": -INFINITY)", gpu), std::string::npos) << src;
-  EXPECT_NE(src.find("((1000 - r > 7 * (gidx)gpuc::kWarpStride) ? ", gpu),
-            std::string::npos)
-      << src;
-  EXPECT_NE(src.find(" : 0.0f)", gpu), std::string::npos) << src;
-  EXPECT_NE(src.find("if (1000 - r > 7 * (gidx)gpuc::kWarpStride) {\n", gpu),
-            std::string::npos)
-      << src;
+  // No element of a batch is past the row's end: nothing clamps or guards.
+  EXPECT_EQ(src.find(": 1000 - 1", gpu), std::string::npos) << src;
+  EXPECT_EQ(src.find(" : 0.0f)", gpu), std::string::npos) << src;
+  EXPECT_EQ(src.find("if (1000 - r", gpu), std::string::npos) << src;
+
+  kernel = emitFirstFusion(softmax(512));
+  ASSERT_TRUE(succeeded(kernel));
+  EXPECT_EQ(occurrences(kernel->source,
+                        "for (; r + 7 * (gidx)gpuc::kWarpStride < 512; r += 8 "
+                        "* (gidx)gpuc::kWarpStride)"),
+            3u)
+      << kernel->source;
+  EXPECT_EQ(kernel->source.find("for (; r < 512;"), std::string::npos)
+      << kernel->source;
+}
+
+// A block per long row (a softmax over 3,000 classes) stages the row in
+// shared memory on the GPU: the first pass loads each element from memory
+// and stores it there, the later passes (the sum and the stores) read it
+// back from there; the CPU's lines read the row from memory in every pass.
+// The launch asks for the row's bytes; a row past gpuc.gpu_row_stage_bytes
+// (or 0) is not staged.
+TEST(KernelEmitterTest, LongRowsAreStagedForLaterPasses) {
+  auto softmax = [](StringRef element, std::optional<int64_t> stageBytes) {
+    std::string row = ("tensor<64x3000x" + element + ">").str();
+    std::string source =
+        (stageBytes ? "module attributes {gpuc.gpu_row_stage_bytes = " +
+                          std::to_string(*stageBytes) + " : i64} {\n"
+                    : std::string("module {\n")) +
+        R"mlir(
+func.func @f(%a: ROW) -> tensor<64x3000xf32> {
+  %r = gpuc.fusion(%a) : (ROW) -> tensor<64x3000xf32> {
+  ^bb0(%x: ROW):
+    %xf = gpuc.cast %x : ROW to tensor<64x3000xf32>
+    %m = gpuc.reduce_max %xf axes = [1] : tensor<64x3000xf32> -> tensor<64xf32>
+    %m1 = gpuc.reshape %m : tensor<64xf32> -> tensor<64x1xf32>
+    %mb = gpuc.broadcast %m1 : tensor<64x1xf32> -> tensor<64x3000xf32>
+    %d = gpuc.sub %xf, %mb : tensor<64x3000xf32>
+    %e = gpuc.exp %d : tensor<64x3000xf32>
+    %s = gpuc.reduce_sum %e axes = [1] : tensor<64x3000xf32> -> tensor<64xf32>
+    %s1 = gpuc.reshape %s : tensor<64xf32> -> tensor<64x1xf32>
+    %sb = gpuc.broadcast %s1 : tensor<64x1xf32> -> tensor<64x3000xf32>
+    %p = gpuc.div %e, %sb : tensor<64x3000xf32>
+    gpuc.yield %p : tensor<64x3000xf32>
+  }
+  return %r : tensor<64x3000xf32>
+}
+}
+)mlir";
+    for (size_t at = source.find("ROW"); at != std::string::npos;
+         at = source.find("ROW"))
+      source.replace(at, 3, row);
+    return source;
+  };
+  for (auto [element, type, bytes] :
+       {std::tuple<StringRef, StringRef, int64_t>{"f32", "float", 12000},
+        {"bf16", "gpuc::bf16", 6000}}) {
+    FailureOr<EmittedKernel> kernel =
+        emitFirstFusion(softmax(element, std::nullopt));
+    ASSERT_TRUE(succeeded(kernel));
+    const std::string &src = kernel->source;
+    EXPECT_EQ(kernel->sharedBytes, bytes) << src;
+    std::string staged = llvm::formatv("gpuc::stagedRow<{0}>(0)[", type).str();
+    // The first pass: a batch of 8 and its tail, each element stored once.
+    EXPECT_EQ(occurrences(src, llvm::formatv("const {0} stored", type).str()),
+              9u)
+        << src;
+    EXPECT_EQ(occurrences(src, "] = stored"), 9u) << src;
+    EXPECT_LT(src.find("] = stored"), src.find("acc0 = gpuc::blockReduceMax"))
+        << src;
+    // The two later passes read it back, none from memory.
+    EXPECT_EQ(occurrences(src, "= " + staged), 2u * 9u) << src;
+    std::string cpu;
+    for (size_t at = src.find("#ifdef GPUC_CPU"); at != std::string::npos;
+         at = src.find("#ifdef GPUC_CPU", at + 1))
+      cpu += src.substr(at, src.find("#else", at) - at);
+    EXPECT_EQ(cpu.find("stagedRow"), std::string::npos) << src;
+    EXPECT_EQ(occurrences(src, "= in0[") - occurrences(cpu, "= in0["), 9u)
+        << src;
+    // Not staged: past the bytes allowed, or none allowed.
+    for (int64_t allowed : {bytes - 16, (int64_t)0}) {
+      kernel = emitFirstFusion(softmax(element, allowed));
+      ASSERT_TRUE(succeeded(kernel));
+      EXPECT_EQ(kernel->sharedBytes, 0) << allowed;
+      EXPECT_EQ(kernel->source.find("stagedRow"), std::string::npos)
+          << kernel->source;
+    }
+  }
 }
 
 // A causal softmax's scores: the GPU reads a score only where the mask
@@ -771,9 +860,10 @@ func.func @f(%a: tensor<64x1000xbf16>) -> )mlir" +
   for (size_t at = src.find("#ifdef GPUC_CPU"); at != std::string::npos;
        at = src.find("#ifdef GPUC_CPU", at + 1))
     cpu += src.substr(at, src.find("#else", at) - at);
-  // Every pass of the GPU's loop reads its batch of 8 under the mask, and
-  // only the CPU's lines read the scores unguarded.
-  EXPECT_EQ(occurrences(src, "? (float)in0["), 3u * 8u) << src;
+  // Every pass of the GPU's loop reads its batch of 8 under the mask (and
+  // its last elements, one at a time), and only the CPU's lines read the
+  // scores unguarded.
+  EXPECT_EQ(occurrences(src, "? (float)in0["), 3u * (8u + 1u)) << src;
   EXPECT_EQ(occurrences(src, "= in0["), occurrences(cpu, "= in0[")) << src;
   EXPECT_EQ(occurrences(cpu, "? (float)in0["), 0u) << src;
   EXPECT_NE(cpu.find("= in0["), std::string::npos) << src;

@@ -8,6 +8,49 @@ namespace mlir::gpuc::driver {
 
 namespace {
 
+/// The most shared memory a block of a GPU of any architecture takes (an
+/// H100's 227 KiB).
+constexpr int64_t kMostBlockSharedBytes = 232448;
+
+/// The shared memory a block may take on `arch` ("sm_NN"), its own
+/// declared arrays included.
+int64_t blockSharedBytes(StringRef arch) {
+  unsigned number = 0;
+  if (arch.drop_front(3).getAsInteger(10, number))
+    return 48 * 1024;
+  switch (number) {
+  case 70:
+  case 72:
+    return 96 * 1024;
+  case 75:
+    return 64 * 1024;
+  case 80:
+  case 87:
+    return 163 * 1024;
+  case 86:
+  case 89:
+  case 120:
+  case 121:
+    return 99 * 1024;
+  default:
+    return number >= 90 ? kMostBlockSharedBytes : 48 * 1024;
+  }
+}
+
+/// The shared memory every one of the artifact's architectures gives a
+/// block, less 1 KiB for a row kernel's own reductions; the first of them
+/// that gives least in `tightest`.
+int64_t stageBytesEveryArchAllows(const gpuc::ArtifactOptions &artifact,
+                                  std::string &tightest) {
+  int64_t least = kMostBlockSharedBytes;
+  for (const std::string &arch : artifact.archs)
+    if (blockSharedBytes(arch) - 1024 < least) {
+      least = blockSharedBytes(arch) - 1024;
+      tightest = arch;
+    }
+  return least;
+}
+
 /// The flags every compile needs checked before anything is read.
 bool checkStepFlags() {
   if (batchSize <= 0) {
@@ -41,6 +84,13 @@ bool checkStepFlags() {
     llvm::errs() << "gpuc compile: --gpu-column-lanes "
                  << (int64_t)gpuColumnLanesOption
                  << " is not 8, 16, 32, 64, 128 or 256 (256 by default)\n";
+    return false;
+  }
+  if (gpuRowStageBytes < 0 || gpuRowStageBytes > kMostBlockSharedBytes) {
+    llvm::errs() << "gpuc compile: --gpu-row-stage-bytes "
+                 << (int64_t)gpuRowStageBytes << " is not from 0 to "
+                 << kMostBlockSharedBytes << " ("
+                 << mlir::gpuc::kGpuRowStageBytes << " by default)\n";
     return false;
   }
   if (lossChunkRows < 0) {
@@ -166,6 +216,18 @@ bool artifactOptionsFromFlags(gpuc::ArtifactOptions &artifact,
                     "coinor-libcbc-dev (scripts/install-deps.sh) and "
                     "rebuild\n";
     return false;
+  }
+  if (artifact.cuda && gpuRowStageBytes.getNumOccurrences()) {
+    std::string tightest;
+    int64_t allowed = stageBytesEveryArchAllows(artifact, tightest);
+    if (gpuRowStageBytes > allowed) {
+      llvm::errs() << "gpuc compile: --gpu-row-stage-bytes "
+                   << (int64_t)gpuRowStageBytes << " is more than a block of "
+                   << tightest << " takes beside a row kernel's own ("
+                   << allowed << " bytes): give at most that, or leave "
+                   << tightest << " out of --cuda-arch\n";
+      return false;
+    }
   }
   artifact.outputDir = outputFilename;
   artifact.modelPath = inputFilename;
@@ -389,6 +451,21 @@ int runCompile(int argc, char **argv) {
         gpuc::GpucDialect::kGpuColumnLanesAttrName,
         IntegerAttr::get(IntegerType::get(module->getContext(), 64),
                          gpuColumnLanesOption));
+  // Rows a GPU block stages: as asked, else kGpuRowStageBytes within what
+  // every target architecture gives a block.
+  std::string tightest;
+  int64_t rowStageBytes =
+      gpuRowStageBytes.getNumOccurrences()
+          ? (int64_t)gpuRowStageBytes
+          : std::min(mlir::gpuc::kGpuRowStageBytes,
+                     artifact.cuda
+                         ? stageBytesEveryArchAllows(artifact, tightest)
+                         : mlir::gpuc::kGpuRowStageBytes);
+  if (rowStageBytes != mlir::gpuc::kGpuRowStageBytes)
+    (*module)->setAttr(
+        gpuc::GpucDialect::kGpuRowStageBytesAttrName,
+        IntegerAttr::get(IntegerType::get(module->getContext(), 64),
+                         rowStageBytes));
   if (attentionBlocksPerSm.getNumOccurrences())
     (*module)->setAttr(
         gpuc::GpucDialect::kAttentionBlocksPerSmAttrName,

@@ -11,6 +11,7 @@
 #define GPUC_TOOLS_GPUC_DRIVER_H
 
 #include "gpuc/Codegen/Cost.h"
+#include "gpuc/Codegen/KernelEmitter.h"
 #include "gpuc/Codegen/Nvrtc.h"
 #include "gpuc/Codegen/StepProgram.h"
 #include "gpuc/Frontend/DslParser.h"
@@ -119,6 +120,7 @@ extern cl::opt<int64_t> lossChunkRows;
 extern cl::opt<int64_t> gpuBytesInFlight;
 extern cl::opt<int64_t> attentionBlocksPerSm;
 extern cl::opt<int64_t> gpuColumnLanesOption;
+extern cl::opt<int64_t> gpuRowStageBytes;
 extern cl::opt<std::string> padClassesOption;
 extern cl::opt<std::string> headLogitsOption;
 

@@ -342,6 +342,16 @@ cl::opt<int64_t> gpuColumnLanesOption(
              "whole rows of up to 256 columns; 16 reads 32 bytes of each "
              "row, the layout before, to compare)"),
     cl::value_desc("N"), cl::init(256), cl::cat(compileCategory));
+cl::opt<int64_t> gpuRowStageBytes(
+    "gpu-row-stage-bytes",
+    cl::desc("compile: the most bytes of a row that a GPU block of a row "
+             "kernel (a block per long row: a softmax or a cross-entropy "
+             "over a large vocabulary) keeps in shared memory for its later "
+             "passes over the row, up to 232448 (default 114688, less where "
+             "a --cuda-arch gives a block less; 0: every pass reads the row "
+             "from memory, to compare)"),
+    cl::value_desc("N"), cl::init(mlir::gpuc::kGpuRowStageBytes),
+    cl::cat(compileCategory));
 cl::opt<int64_t> lossChunkRows(
     "loss-chunk-rows",
     cl::desc(

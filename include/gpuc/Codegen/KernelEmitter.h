@@ -24,6 +24,9 @@ struct EmittedKernel {
   /// Blocks an SM is to hold at once (__launch_bounds__'s second
   /// argument: ptxas caps the registers to fit them); 0: no bound.
   int64_t minBlocksPerSm = 0;
+  /// Bytes of dynamic shared memory a block takes on the GPU (a row
+  /// kernel's staged rows); 0: none.
+  int64_t sharedBytes = 0;
   /// Host-side launcher text for the CPU target (casts the argument array
   /// and runs the blocks through gpuc::cpuLaunch).
   std::string cpuLauncher;
@@ -53,6 +56,11 @@ constexpr int64_t kBlockThreads = 256;
 /// kBlockThreads of its elements before storing any.
 constexpr int64_t kGpuBytesInFlight = 32;
 
+/// The most bytes of a row a GPU block of a row kernel (a block per long
+/// row, making several passes over it) keeps in shared memory for its
+/// later passes: two such blocks fit an H100's SM (228 KiB), one an A100's
+/// (164 KiB). gpuc compile --gpu-row-stage-bytes changes it (0: none).
+constexpr int64_t kGpuRowStageBytes = 112 * 1024;
 /// A row kernel with fewer rows than kRowKernelBlocks splits each row into
 /// chunks of at least kRowChunkMin elements until it has about that many
 /// blocks (enough to fill a GPU: 132 SMs x 8 blocks of 256 threads).

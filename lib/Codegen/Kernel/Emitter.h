@@ -190,6 +190,16 @@ private:
       ArrayRef<Operation *> reductions, ArrayRef<int64_t> levelOf,
       const KeptValue &reused, function_ref<bool(Value)> beforeReductions,
       SmallVector<Value> &firstPass, SmallVector<Value> &perElement);
+  /// The inputs a GPU block of a row kernel stages in shared memory, each
+  /// at its byte offset, and their bytes in all (up to rowStageBytes): the
+  /// inputs of full rows that the first pass loads at each element and a
+  /// later pass (`later`, computed where the first pass stored `readBack`)
+  /// reads there again, floats unguarded, in the order the first pass
+  /// loads them.
+  DenseMap<Value, int64_t>
+  stagedRowInputs(ArrayRef<Value> firstPass, ArrayRef<Value> later,
+                  const DenseMap<Value, int64_t> &readBack, int64_t rowLength,
+                  int64_t &bytes);
   /// A row_groups: the one-block counting sort of the device header.
   FailureOr<EmittedKernel> emitRowGroups(RowGroupsOp groups, StringRef name);
   /// An attention or its gradient: the fused kernels of the device header
@@ -437,6 +447,25 @@ private:
   /// The most lanes of a GPU column block: kBlockThreads, or the module's
   /// gpuc.gpu_column_lanes.
   int64_t mostColumnLanes = kBlockThreads;
+  /// The most bytes of a row a GPU block of a row kernel stages in shared
+  /// memory: kGpuRowStageBytes, or the module's gpuc.gpu_row_stage_bytes.
+  int64_t rowStageBytes = kGpuRowStageBytes;
+  /// A row kernel's inputs staged in shared memory (stagedRowInputs), each
+  /// with its byte offset in the block's staged row.
+  DenseMap<Value, int64_t> stagedInputs;
+  /// In the GPU's text of a row kernel's pass over staged rows: the
+  /// position in the row of each element index the pass visits. `at` reads
+  /// a staged input there from shared memory, or, in the first pass
+  /// (storesStagedRows), loads it from memory and queues its store into
+  /// shared memory in pendingStagedStores (by element index), which
+  /// storeStagedRows writes once the batch's loads are issued.
+  std::map<std::string, std::string> stagedPositions;
+  bool storesStagedRows = false;
+  /// Set while the GPU's text of a pass over staged rows is emitted.
+  bool stagingText = false;
+  SmallVector<std::pair<std::string, std::string>> pendingStagedStores;
+  /// Writes the queued stores of the staged rows at `indices`.
+  void storeStagedRows(ArrayRef<std::string> indices);
   /// A segment of an elementwise kernel with fewer than 1/kSmallSegmentShare
   /// of its blocks does not load first.
   static constexpr int64_t kSmallSegmentShare = 16;

@@ -12,10 +12,28 @@ FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
   if (row != rowValues.end())
     return row->second;
   std::string reg;
+  auto staged = stagedInputs.find(v);
+  auto position = stagedPositions.find(idx);
   if (auto arg = dyn_cast<BlockArgument>(v)) {
     std::string pointer = "in" + std::to_string(arg.getArgNumber());
     auto guard = guardLoads ? loadGuards.find(v) : loadGuards.end();
-    if (guard != loadGuards.end()) {
+    if (staged != stagedInputs.end() && position != stagedPositions.end()) {
+      std::string row = llvm::formatv("gpuc::stagedRow<{0}>({1})[{2}]",
+                                      storageCType(elementOf(v)),
+                                      staged->second, position->second);
+      if (storesStagedRows) {
+        // The element as stored, into a register of its own: the store
+        // into shared memory waits for the load, and storeStagedRows issues
+        // it after the batch's other loads.
+        std::string stored = fresh("stored");
+        line(llvm::formatv("const {0} {1} = {2}[{3}];",
+                           storageCType(elementOf(v)), stored, pointer, idx));
+        pendingStagedStores.push_back({idx, row + " = " + stored + ";"});
+        reg = define(v, stored, /*exact=*/true);
+      } else {
+        reg = define(v, row, /*exact=*/true);
+      }
+    } else if (guard != loadGuards.end()) {
       FailureOr<std::string> condition = at(guard->second.condition, idx);
       if (failed(condition))
         return failure();
@@ -202,15 +220,21 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         // An index (iota) is a coordinate, within gidx: compared in gidx
         // with the other side clamped to gidx's range (which changes no
         // result), the loop needs no 64-bit lanes, which the host compiler
-        // may not vectorize next to float ones.
+        // may not vectorize next to float ones. The index itself is only
+        // cast back: a clamp of it cost the GPU seven integer instructions
+        // an element where the compiler could not see that it fits (a
+        // head's labelled logit, picked at each of 50k classes).
         auto isIndex = [](Value x) {
           return x.getDefiningOp<IotaOp>() && isa<IntegerType>(elementOf(x));
         };
+        auto inGidx = [&](Value x, const std::string &reg) {
+          return isIndex(x) ? "(gidx)" + reg
+                            : "gpuc::narrowIndex<gidx>(" + reg + ")";
+        };
         if (isIndex(c.getLhs()) || isIndex(c.getRhs()))
           return binary([&](const std::string &a, const std::string &b) {
-            return llvm::formatv("(gpuc::narrowIndex<gidx>({0}) {1} "
-                                 "gpuc::narrowIndex<gidx>({2}))",
-                                 a, symbol, b)
+            return llvm::formatv("({0} {1} {2})", inGidx(c.getLhs(), a), symbol,
+                                 inGidx(c.getRhs(), b))
                 .str();
           });
         return binary([&](const std::string &a, const std::string &b) {

@@ -196,6 +196,45 @@ DenseMap<Value, int64_t> Emitter::storedForLaterPasses(
   return chosen;
 }
 
+DenseMap<Value, int64_t>
+Emitter::stagedRowInputs(ArrayRef<Value> firstPass, ArrayRef<Value> later,
+                         const DenseMap<Value, int64_t> &readBack,
+                         int64_t rowLength, int64_t &bytes) {
+  DenseMap<Value, int64_t> staged;
+  bytes = 0;
+  ArrayRef<int64_t> full = shapeOf(firstPass.front());
+  // What the later passes read: a value the first pass stored they load
+  // from its output, not from its inputs.
+  storedOutputs = readBack;
+  SmallVector<Value> readLater = inputsReadAtStoredIndex(later);
+  storedOutputs.clear();
+  for (Value input : inputsReadAtStoredIndex(firstPass)) {
+    Type element = elementOf(input);
+    if (!isa<BlockArgument>(input) || shapeOf(input) != full ||
+        !llvm::is_contained(readLater, input) || loadGuards.count(input) ||
+        !isa<FloatType>(element) || element.getIntOrFloatBitWidth() > 32)
+      continue;
+    // Each row 16-byte aligned.
+    int64_t rowBytes =
+        llvm::alignTo(rowLength * (element.getIntOrFloatBitWidth() / 8), 16);
+    if (bytes + rowBytes > rowStageBytes)
+      continue;
+    staged[input] = bytes;
+    bytes += rowBytes;
+  }
+  return staged;
+}
+
+void Emitter::storeStagedRows(ArrayRef<std::string> indices) {
+  for (const std::string &idx : indices)
+    for (const auto &[at, store] : pendingStagedStores)
+      if (at == idx)
+        line(store);
+  llvm::erase_if(pendingStagedStores, [&](const auto &pending) {
+    return llvm::is_contained(indices, pending.first);
+  });
+}
+
 // One function for the row kernel's plan and its passes: the passes
 // (emitRows) read two dozen facts the plan computes (kept and reduced
 // shapes, the per-row and per-element values, reduction levels, launch
@@ -418,6 +457,23 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     cpuGrid = std::max<int64_t>(1, rows);
     kernel.grid = (cpuGrid + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
   }
+  // A block per long row (one launch: a block owns its row) whose later
+  // passes read the row's inputs again stages them in shared memory in its
+  // first pass, on the GPU (where each pass read them from memory again,
+  // and a thousand rows in flight evicted each other from L2 in between),
+  // and its later passes read them from there. The CPU's lines take the
+  // row from its caches as they are, so staging needs them (cpuLines).
+  if (!columns && splits == 1 && !warpRows && rowStageBytes > 0 &&
+      getNumElements(mergedRow) >= kCpuMinLine) {
+    SmallVector<Value> first, later(perElement.begin(), perElement.end());
+    for (auto [j, reduce] : llvm::enumerate(reductions))
+      (levelOf[j] == 0 ? first : later).push_back(reduce->getOperand(0));
+    llvm::append_range(first, firstPass);
+    if (reused.value)
+      (levels == 1 ? first : later).push_back(reused.value);
+    stagedInputs =
+        stagedRowInputs(first, later, readBack, rowLength, kernel.sharedBytes);
+  }
   // Launches of a split kernel: one per level of reductions, one writing
   // the per-element values, then (when there are any) one writing the
   // per-row values, so that a per-row result may overwrite a per-row
@@ -592,19 +648,24 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
                          mode, pass, hooks);
     };
     // A pass's body at the row coordinates `rs` (a GPU thread's batch of
-    // elements, or the one "r"), each of whose stores, and whose addition to
-    // a reduction, is under its guard (a C++ condition; empty: none). The
-    // arithmetic is not: the GPU's compiler would sink a load into the
-    // branch that uses it, after the loads before it had returned.
+    // elements, all in the row, or the one "r").
     using BatchPass =
-        function_ref<LogicalResult(StringRef lane, ArrayRef<std::string> rs,
-                                   ArrayRef<std::string> guards)>;
+        function_ref<LogicalResult(StringRef lane, ArrayRef<std::string> rs)>;
+    // How many elements a GPU thread takes at once in a pass computing
+    // `values` at each, and the threads that stride over a row (or chunk).
+    int64_t threadStride = gpuColumn  ? kBlockThreads / gpuLanes
+                           : warpRows ? kBlockThreads / kWarpRowsPerBlock
+                                      : kBlockThreads;
     // The GPU's loop over the row's elements. With `batch` > 1 a thread
     // runs `pass` at `batch` of its elements at once (a stride apart: the
     // warp's loads stay coalesced), which loads them all before its
-    // arithmetic, as an elementwise kernel does (elementsInFlight);
-    // elements past the end read its last one and are neither stored nor
-    // added. Sums still add the elements in the same order.
+    // arithmetic, as an elementwise kernel does (elementsInFlight), while
+    // all `batch` are in the row; then at its last few elements one at a
+    // time, unless every thread's elements come in whole batches. (Guards
+    // on the elements past the end, in one loop, cost the GPU's head
+    // cross-entropy a dozen instructions an element: the clamped index,
+    // the guarded sums and stores.) Sums still add the elements in the
+    // same order.
     auto portableRowLoop = [&](BatchPass pass, int64_t batch) -> LogicalResult {
       std::string first = gpuColumn  ? columnCall("columnSlice") + "()"
                           : warpRows ? "gpuc::warpLane()"
@@ -615,33 +676,36 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       if (batch == 1) {
         open(llvm::formatv("for (gidx r = {0} + {1}; r < {2}; r += {3})",
                            rowBegin, first, rowEnd, stride));
-        if (failed(pass("", {"r"}, {""})))
+        if (failed(pass("", {"r"})))
           return failure();
         close();
         return success();
       }
-      open(llvm::formatv("for (gidx r = {0} + {1}; r < {2}; r += {3} * "
-                         "(gidx){4})",
-                         rowBegin, first, rowEnd, batch, stride));
-      SmallVector<std::string> names{"r"}, guards{""};
+      open("");
+      line(llvm::formatv("gidx r = {0} + {1};", rowBegin, first));
+      open(llvm::formatv("for (; r + {0} * (gidx){1} < {2}; r += {3} * "
+                         "(gidx){1})",
+                         batch - 1, stride, rowEnd, batch));
+      SmallVector<std::string> names{"r"};
       for (int64_t k = 1; k < batch; ++k) {
-        guards.push_back(
-            llvm::formatv("{0} - r > {1} * (gidx){2}", rowEnd, k, stride));
         names.push_back("rPlus" + std::to_string(k));
-        line(llvm::formatv("const gidx {0} = {1} ? r + {2} * (gidx){3} : {4} "
-                           "- 1;",
-                           names.back(), guards.back(), k, stride, rowEnd));
+        line(llvm::formatv("const gidx {0} = r + {1} * (gidx){2};",
+                           names.back(), k, stride));
       }
-      if (failed(pass("", names, guards)))
+      if (failed(pass("", names)))
         return failure();
+      close();
+      // Both ends of the row (or of every chunk) are multiples of a whole
+      // batch of the block's threads: no thread has elements left.
+      if (rowBoundsDivisor % (batch * threadStride) != 0) {
+        open(llvm::formatv("for (; r < {0}; r += {1})", rowEnd, stride));
+        if (failed(pass("", {"r"})))
+          return failure();
+        close();
+      }
       close();
       return success();
     };
-    // How many elements a GPU thread takes at once in a pass computing
-    // `values` at each.
-    int64_t threadStride = gpuColumn  ? kBlockThreads / gpuLanes
-                           : warpRows ? kBlockThreads / kWarpRowsPerBlock
-                                      : kBlockThreads;
     auto rowBatch = [&](ValueRange values) {
       return column ? 1
                     : elementsInFlight(values, (chunk + threadStride - 1) /
@@ -655,7 +719,11 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       int64_t batch = rowBatch(values);
       auto gpu = [&] {
         GpuText text(*this);
-        return portableRowLoop(pass, batch);
+        stagingText = !stagedInputs.empty() && !gpuColumn;
+        LogicalResult emitted = portableRowLoop(pass, batch);
+        stagingText = false;
+        stagedPositions.clear();
+        return emitted;
       };
       if (cpu)
         return splitByTarget(gpu, cpu, /*onlyIfDivides=*/false);
@@ -763,9 +831,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         std::string acc =
             lane.empty() ? accs[m] : (accs[m] + "Lanes[" + lane + "]").str();
         if (isMax)
-          line(llvm::formatv("{0} = ({1} > {0} || {1} != {1}) ? "
-                             "(float){1} : {0};",
-                             acc, x));
+          line(llvm::formatv("{0} = gpuc::maxOrNan({0}, (float){1});", acc, x));
         else
           line(llvm::formatv("{0} += {1};", acc, x));
       };
@@ -830,31 +896,33 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         llvm::append_range(computed, firstPass);
       if (reused.value && level == levels - 1)
         computed.push_back(reused.value);
-      auto batchPass = [&](StringRef lane, ArrayRef<std::string> rs,
-                           ArrayRef<std::string> guards) -> LogicalResult {
+      auto batchPass = [&](StringRef lane,
+                           ArrayRef<std::string> rs) -> LogicalResult {
         SmallVector<std::string> elements;
-        for (const std::string &r : rs)
+        for (const std::string &r : rs) {
           elements.push_back(fullIndex(r));
+          if (stagingText)
+            stagedPositions[elements.back()] = r;
+        }
+        storesStagedRows = stagingText && level == 0;
         if (failed(loadAhead(computed, elements)))
           return failure();
-        for (auto [element, guard] : llvm::zip(elements, guards))
+        storeStagedRows(elements);
+        for (const std::string &element : elements)
           for (size_t m = 0; m < members.size(); ++m) {
             FailureOr<std::string> x =
                 at(reductions[members[m]]->getOperand(0), element);
             if (failed(x))
               return failure();
-            // Past the end, a sum adds 0; a maximum needs no guard: the
-            // element read there (the row's last) is in the row already.
-            bool guarded =
-                !guard.empty() && !isa<ReduceMaxOp>(reductions[members[m]]);
-            accumulate(
-                m,
-                guarded ? llvm::formatv("(({0}) ? {1} : 0.0f)", guard, *x).str()
-                        : *x,
-                lane);
+            accumulate(m, *x, lane);
           }
-        if (level == 0 && failed(storeResults(firstPass, elements, guards)))
+        if (level == 0 &&
+            failed(storeResults(firstPass, elements,
+                                SmallVector<std::string>(elements.size()))))
           return failure();
+        // (Staged inputs loaded after the batch's loads: none, as a rule.)
+        storeStagedRows(elements);
+        storesStagedRows = false;
         if (reused.value && level == levels - 1) {
           SmallVector<std::string> regs;
           for (const std::string &element : elements) {
@@ -863,14 +931,13 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
               return failure();
             regs.push_back(*reg);
           }
-          for (auto [element, guard, reg] : llvm::zip(elements, guards, regs))
-            line(llvm::formatv(guard.empty() ? "{3}out{0}[{1}] = {2};"
-                                             : "if ({3}) out{0}[{1}] = {2};",
-                               reused.output, element, reg, guard));
+          for (auto [element, reg] : llvm::zip(elements, regs))
+            line(llvm::formatv("out{0}[{1}] = {2};", reused.output, element,
+                               reg));
         }
         return success();
       };
-      auto pass = [&](StringRef lane) { return batchPass(lane, {"r"}, {""}); };
+      auto pass = [&](StringRef lane) { return batchPass(lane, {"r"}); };
       // The CPU adds a row's elements in lanes (one accumulator per lane,
       // combined in lane order), so the adds vectorize and no longer wait
       // on each other.
@@ -1028,11 +1095,12 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     if (!perElement.empty()) {
       if (splits > 1)
         open(llvm::formatv("if (phase == {0})", elementPhase));
-      auto batchPass = [&](StringRef, ArrayRef<std::string> rs,
-                           ArrayRef<std::string> guards) {
+      auto batchPass = [&](StringRef, ArrayRef<std::string> rs) {
         SmallVector<std::string> elements;
         for (const std::string &r : rs) {
           elements.push_back(fullIndex(r));
+          if (stagingText)
+            stagedPositions[elements.back()] = r;
           if (reused.value)
             remember(reused.value, elements.back(),
                      load(reused.value, "out" + std::to_string(reused.output),
@@ -1040,9 +1108,10 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         }
         if (reused.value && elements.size() > 1)
           pinLoads({reused.value}, elements);
-        return storeResults(perElement, elements, guards);
+        return storeResults(perElement, elements,
+                            SmallVector<std::string>(elements.size()));
       };
-      auto pass = [&](StringRef lane) { return batchPass(lane, {"r"}, {""}); };
+      auto pass = [&](StringRef lane) { return batchPass(lane, {"r"}); };
       auto cpuLinesLoop = [&] { return cpuRowNest(CpuLine::Simd, pass); };
       if (column) {
         if (failed(cpuColumnNest(pass, "")))

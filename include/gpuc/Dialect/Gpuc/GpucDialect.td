@@ -75,6 +75,11 @@ def Gpuc_Dialect : Dialect {
     /// GPU block of a column kernel takes (gpuColumnLanes); absent, 256.
     static constexpr ::llvm::StringLiteral kGpuColumnLanesAttrName =
         "gpuc.gpu_column_lanes";
+    /// On the module (gpuc compile --gpu-row-stage-bytes): the most bytes
+    /// of a row a GPU block of a row kernel stages in shared memory for
+    /// its later passes; absent, kGpuRowStageBytes.
+    static constexpr ::llvm::StringLiteral kGpuRowStageBytesAttrName =
+        "gpuc.gpu_row_stage_bytes";
     /// On the module (gpuc compile --attention-blocks-per-sm): blocks of
     /// the fused attention's forward launch a GPU's SM is to hold at once
     /// (its registers are capped to fit them); absent, 1.

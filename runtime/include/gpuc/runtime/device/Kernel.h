@@ -197,6 +197,26 @@ __device__ __forceinline__ double columnReduceSum(double v) {
 template <int Lanes> __device__ __forceinline__ float columnReduceMax(float v) {
   return columnReduce<Lanes>(v, MaxOp());
 }
+/// The most bytes of a row a block stages (what a GPU gives a block at
+/// most, an H100's 227 KiB).
+constexpr int kMostStagedRowBytes = 232448;
+/// A row kernel's staged row: the block's dynamic shared memory (sized at
+/// launch, the plan's "shared" bytes), from `byteOffset` on, as T. A block
+/// per long row whose later passes read the row again stores it here in
+/// its first pass and reads it back from here: from memory, each pass
+/// read it again, and the rows in flight (a thousand rows of 100 KB: a
+/// GPT-2 head's bf16 logits over 50k classes) evicted each other from
+/// L2 before the next pass came back to them.
+template <typename T> __device__ __forceinline__ T *stagedRow(int byteOffset) {
+#ifdef GPUC_EMULATE_GPU
+  // One block runs on a host thread at a time (as __shared__ arrays do).
+  alignas(16) static thread_local unsigned char bytes[kMostStagedRowBytes];
+  return (T *)(bytes + byteOffset);
+#else
+  extern __shared__ __align__(16) unsigned char gpucStagedRows[];
+  return (T *)(gpucStagedRows + byteOffset);
+#endif
+}
 #endif
 
 /// max/min that propagate NaN, as the interpreter does (fmaxf would drop it).
@@ -257,6 +277,20 @@ template <typename T> __device__ __forceinline__ T divInt(T a, T b) {
 __device__ __forceinline__ int64_t wrapIndex(int64_t k, int64_t size) {
   k = k < 0 ? k + size : k;
   return k < 0 ? 0 : (k >= size ? size - 1 : k);
+}
+
+/// A reduction's running maximum after `x`: the larger, or NaN once either
+/// is NaN (a row with a NaN has NaN for its maximum, as in the
+/// interpreter). On the GPU one instruction (max.NaN, sm_80 and later),
+/// where the comparisons and the select took three an element.
+__device__ __forceinline__ float maxOrNan(float acc, float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float y;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(acc), "f"(x));
+  return y;
+#else
+  return (x > acc || x != x) ? x : acc;
+#endif
 }
 
 /// An integer as the kernel's index type, clamped to its range: compared
