@@ -26,7 +26,8 @@
 #               carries the gradient), again to fit.
 #   data/       Fashion-MNIST (IDX, xz: 4 MiB less than gzip), for the
 #               training runs.
-#   run.sh, gpu_check.py, scale_check.py, stepcompare.py; export_models.py,
+#   run.sh, gpu_check.py, scale_check.py, stall_check.py, stepcompare.py;
+#   export_models.py,
 #               gpt.py and torchvision_model.py: the PyTorch definitions
 #               (bench peers, and the scale models' weights).
 #
@@ -240,6 +241,12 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
       "${spec##*:}" adamw bf16 --no-weights --cuda-arch sm_90 \
       --gpu-column-lanes 16
   done
+  # GPT-2 bf16 with every pass of its head's cross-entropy rows reading
+  # the 100 KB row from memory (--gpu-row-stage-bytes 0), where the
+  # default keeps it in shared memory from the first pass on: the staging
+  # timed on one GPU.
+  gpu_artifact scale-gpt2-bf16-row-stage-0 gpt2 16 adamw bf16 --no-weights \
+    --cuda-arch sm_90 --gpu-row-stage-bytes 0
   # GPT-2 bf16 with its head's logits in f32 (the head's GEMMs f32 on
   # tensor cores, --f32-gemms=bf16): the other head to time, and the
   # step to fall back on should cuBLASLt refuse the default head's bf16 x
@@ -275,7 +282,8 @@ for f in "$data"/*.gz; do
   cp "$xz_cache/$base.xz" "$out/data/"
 done
 cp "$root/scripts/gpu/run.sh" "$root/scripts/gpu/run-phases.sh" "$root/scripts/gpu/gpu_check.py" \
-  "$root/scripts/gpu/scale_check.py" "$root/test/Codegen/stepcompare.py" \
+  "$root/scripts/gpu/scale_check.py" "$root/scripts/gpu/stall_check.py" \
+  "$root/test/Codegen/stepcompare.py" \
   "$root/examples/export_models.py" "$root/examples/gpt.py" \
   "$root/examples/torchvision_model.py" "$out/"
 cp "$root/test/Trainer/accumulate.test.py" "$out/accumulate_compare.py"

@@ -17,6 +17,9 @@ amp     mixed precision: MLP and CNN trained in fp16 and bf16 to the fp32
 scale   GPT-2 124M and ResNet-50 at real scale (scale_check.py): parity of
         one step with PyTorch from the same weights (--init), then
         tokens/s and images/s against PyTorch eager and torch.compile, MFU.
+stalls  Nsight Compute on GPT-2 bf16's attention and head cross-entropy
+        kernels (stall_check.py): throughput against the peaks, occupancy,
+        issue rate and stall reasons; skipped without ncu.
 bench   gpuc (graph and --no-graph) against PyTorch eager, torch.compile and
         torch.compile(mode="reduce-overhead"): same model, batch, AdamW
         (lr 1e-3, weight decay 0.01; PyTorch's fused AdamW), FP32 on both
@@ -37,10 +40,14 @@ import time
 BATCHES = {"mlp": (128, 1024), "cnn": (128, 1024), "transformer": (32, 256)}
 
 
+def trainer_command(args, artifact, *flags):
+    return [os.path.join(args.bundle, "bin", "train"), "--artifact",
+            os.path.join(args.bundle, "artifacts", artifact),
+            "--device", "cuda"] + [str(f) for f in flags]
+
+
 def trainer(args, artifact, *flags, check=True, env=None):
-    cmd = [os.path.join(args.bundle, "bin", "train"), "--artifact",
-           os.path.join(args.bundle, "artifacts", artifact),
-           "--device", "cuda"] + [str(f) for f in flags]
+    cmd = trainer_command(args, artifact, *flags)
     r = subprocess.run(cmd, capture_output=True, text=True,
                        env=dict(os.environ, **(env or {})))
     log = "$ %s\n%s%s\n" % (" ".join(cmd), r.stdout, r.stderr)
@@ -508,13 +515,18 @@ def phase_scale(args, results):
     return scale_check.phase_scale_bench(args, results, trainer) and ok
 
 
+def phase_stalls(args, results):
+    import stall_check
+    return stall_check.phase_stalls(args, results, trainer_command)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bundle", required=True)
     p.add_argument("--results", required=True)
     p.add_argument("--phase", default="all",
                    choices=["checks", "train", "bench", "profile", "amp",
-                            "scale", "all"])
+                            "scale", "stalls", "all"])
     p.add_argument("--bench-steps", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--scale-steps", type=int, default=10,
@@ -528,7 +540,7 @@ def main():
         import tarfile
         with tarfile.open(packed) as tar:
             tar.extractall(args.bundle)
-    phases = ["checks", "train", "amp", "bench", "scale"] \
+    phases = ["checks", "train", "amp", "bench", "scale", "stalls"] \
         if args.phase == "all" \
         else [args.phase]
     all_ok = True

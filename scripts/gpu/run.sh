@@ -2,7 +2,7 @@
 # Every GPU check of a gpu-bundle (scripts/gpu-bundle.sh), on a machine with
 # an NVIDIA GPU, the CUDA 13 libraries and PyTorch:
 #
-#   ./run.sh [checks|train|amp|bench|scale|profile|all] [gpu_check.py options]  (default: all)
+#   ./run.sh [checks|train|amp|bench|scale|stalls|profile|all] [gpu_check.py options]  (default: all)
 #
 # profile: where each bench artifact's GPU time goes (train --profile).
 # checks: one step of each parity model against the CPU device's results;
@@ -19,12 +19,16 @@
 #         --attention-blocks-per-sm 2, at the largest batch that fits,
 #         240, and with --gpu-bytes-in-flight 0,
 #         its kernels' loads in the order before batching; ResNet-50 bf16
-#         also with --conv-layout nchw; both in bf16 with
+#         also with --conv-layout nchw; GPT-2 bf16 also with
+#         --gpu-row-stage-bytes 0; both in bf16 with
 #         --gpu-bytes-in-flight 64 and 128), weights made here by
 #         PyTorch (--init): one step against PyTorch's, each artifact's
 #         profile with PyTorch's SDPA timed at GPT-2's attention shape beside
 #         it, then tokens/s and images/s against eager and torch.compile, and
 #         MFU.
+# stalls: Nsight Compute (ncu, when the machine has it) on GPT-2 bf16's
+#         attention and head cross-entropy kernels: why they take the time
+#         the profile shows (issue rate, stall reasons, occupancy).
 # Results: summary-<phase>.json and logs in $OUT (when set) or ./results.
 set -uo pipefail
 bundle=$(cd "$(dirname "$0")" && pwd)

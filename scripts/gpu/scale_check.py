@@ -61,13 +61,15 @@ def build(bundle, name, sdpa=False):
 # the next kernels (--no-gemm-epilogues), and its fused attention's forward
 # at two blocks an SM (--attention-blocks-per-sm 2), and, for both models,
 # column kernels of 16 columns a block (--gpu-column-lanes 16: 32 bytes of
-# each row, the layout before whole rows), and for ResNet-50 bf16
+# each row, the layout before whole rows), and for GPT-2 its head's
+# cross-entropy rows read from memory in every pass (--gpu-row-stage-bytes
+# 0, where the default stages them in shared memory), and for ResNet-50 bf16
 # the other convolution layout (NCHW, where the default on tensor cores is
 # channels last).
 VARIANTS = ("fp32", "bf16", "bf16-gemm-attention", "bf16-largest",
             "bf16-in-order", "bf16-in-flight-64", "bf16-in-flight-128",
             "bf16-head-f32", "bf16-no-epilogues", "bf16-attention-2-blocks",
-            "bf16-column-lanes-16", "bf16-nchw")
+            "bf16-column-lanes-16", "bf16-row-stage-0", "bf16-nchw")
 
 
 def precision_of(label):

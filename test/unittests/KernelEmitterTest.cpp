@@ -624,9 +624,10 @@ func.func @f(%w0: tensor<256xf32>, %g0: tensor<256xf32>, %w1: tensor<256xf32>, %
 }
 
 // A kernel reading one bf16 tensor (2 bytes an element): a GPU thread
-// loads 8 of its elements, a block's width apart, before storing any; those
-// past the tile's end read its last element and are not stored. The CPU
-// keeps its loop, one element after the other.
+// loads 8 of its elements, a block's width apart, before storing any, while
+// all 8 are in its tile, with no clamp and no guard; its last few (the
+// last tile's: 3000 is not a whole number of batches) one at a time. The
+// CPU keeps its loop, one element after the other.
 TEST(KernelEmitterTest, GpuThreadsLoadSeveralElementsBeforeStoring) {
   std::string source = R"mlir(
 func.func @f(%a: tensor<3000xbf16>) -> tensor<3000xf32> {
@@ -644,22 +645,32 @@ func.func @f(%a: tensor<3000xbf16>) -> tensor<3000xf32> {
   const std::string &src = kernel->source;
   size_t gpu = src.find("#else");
   ASSERT_NE(gpu, std::string::npos) << src;
-  EXPECT_NE(src.find("i += 8 * (gidx)blockDim.x", gpu), std::string::npos)
-      << src;
-  EXPECT_NE(src.find("const gidx iPlus7 = end - i > 7 * (gidx)blockDim.x ? "
-                     "i + 7 * (gidx)blockDim.x : end - 1;",
-                     gpu),
+  size_t batches = src.find("for (; i + 7 * (gidx)blockDim.x < end; i += 8 "
+                            "* (gidx)blockDim.x)",
+                            gpu);
+  ASSERT_NE(batches, std::string::npos) << src;
+  EXPECT_NE(src.find("const gidx iPlus7 = i + 7 * (gidx)blockDim.x;", gpu),
             std::string::npos)
       << src;
   size_t lastLoad = src.find("in0[iPlus7]", gpu);
   size_t firstStore = src.find("out0[", gpu);
   ASSERT_NE(lastLoad, std::string::npos) << src;
   EXPECT_LT(lastLoad, firstStore) << src;
-  EXPECT_NE(src.find("if (end - i > 7 * (gidx)blockDim.x) {\n      "
-                     "out0[iPlus7] =",
-                     gpu),
-            std::string::npos)
-      << src;
+  EXPECT_NE(src.find("\n      out0[iPlus7] =", gpu), std::string::npos) << src;
+  EXPECT_EQ(src.find("end - 1", gpu), std::string::npos) << src;
+  EXPECT_EQ(src.find("if (end - i", gpu), std::string::npos) << src;
+  size_t tail = src.find("for (; i < end; i += blockDim.x)", gpu);
+  EXPECT_NE(tail, std::string::npos) << src;
+  EXPECT_LT(batches, tail) << src;
+  // 4096 elements are whole batches of the block's threads: no tail.
+  std::string whole = source;
+  for (size_t at = whole.find("3000"); at != std::string::npos;
+       at = whole.find("3000"))
+    whole.replace(at, 4, "4096");
+  kernel = emitFirstFusion(whole);
+  ASSERT_TRUE(succeeded(kernel));
+  EXPECT_EQ(kernel->source.find("for (; i < end;"), std::string::npos)
+      << kernel->source;
   // The CPU's text: the flat loop, one element an iteration.
   EXPECT_NE(src.find("i += blockDim.x"), std::string::npos) << src;
   EXPECT_LT(src.find("i += blockDim.x"), gpu) << src;

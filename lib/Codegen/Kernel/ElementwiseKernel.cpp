@@ -237,29 +237,37 @@ LogicalResult Emitter::emitElementwise(EmittedKernel &kernel) {
     // so a warp's loads stay coalesced) before computing and storing any:
     // with one element's loads in flight at a time, a thread of a kernel
     // that reads one 16-bit tensor has 2 bytes in flight, and a full SM
-    // 4 KiB, a fifth of what keeps an H100's memory busy. Elements past
-    // the tile's end read its last element instead (every address stays
-    // inside the tensors) and are not stored.
+    // 4 KiB, a fifth of what keeps an H100's memory busy. Batches run
+    // while the whole batch is in the tile, then the thread's last few
+    // elements one at a time (only a segment's last tile has any, and none
+    // when the segment is whole batches), so no element is clamped or
+    // guarded.
     int64_t batch =
         loadsFirst ? elementsInFlight(values, kPointwiseTile / kBlockThreads)
                    : 1;
     auto batched = [&]() -> LogicalResult {
       GpuText text(*this);
-      open(llvm::formatv("for (gidx i = begin + threadIdx.x; i < end; i += "
-                         "{0} * (gidx)blockDim.x)",
-                         batch));
-      SmallVector<std::string> indices{"i"}, guards{""};
+      open("");
+      line("gidx i = begin + threadIdx.x;");
+      open(llvm::formatv("for (; i + {0} * (gidx)blockDim.x < end; i += {1} * "
+                         "(gidx)blockDim.x)",
+                         batch - 1, batch));
+      SmallVector<std::string> indices{"i"};
       for (int64_t k = 1; k < batch; ++k) {
-        std::string guard =
-            llvm::formatv("end - i > {0} * (gidx)blockDim.x", k).str();
         indices.push_back("iPlus" + std::to_string(k));
-        line(llvm::formatv("const gidx {0} = {1} ? i + {2} * (gidx)blockDim.x "
-                           ": end - 1;",
-                           indices.back(), guard, k));
-        guards.push_back(guard);
+        line(llvm::formatv("const gidx {0} = i + {1} * (gidx)blockDim.x;",
+                           indices.back(), k));
       }
-      if (failed(storeResults(values, indices, guards)))
+      if (failed(storeResults(values, indices,
+                              SmallVector<std::string>(batch))))
         return failure();
+      close();
+      if (elements % (batch * kBlockThreads) != 0) {
+        open("for (; i < end; i += blockDim.x)");
+        if (failed(storeResults(values, "i")))
+          return failure();
+        close();
+      }
       close();
       return success();
     };

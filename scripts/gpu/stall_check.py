@@ -1,0 +1,104 @@
+"""The stalls phase of gpu_check.py: where GPT-2 bf16's slowest kernels
+(its fused attention's three launches and its head's cross-entropy rows)
+wait, from Nsight Compute (ncu): throughput against the GPU's peaks,
+occupancy, and each warp's stall reasons, one launch of each kernel, in
+the replayed step (--graph-profiling node). A step's profile (--profile)
+says how long each kernel takes; this says why. Skipped, with a note, when
+the machine has no ncu or ncu may not read the GPU's counters.
+
+Weights are made here as the scale phase makes them (PyTorch, seed 0).
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+# What ncu collects for each kernel: the speed of light (achieved against
+# peak compute and memory throughput), the launch and its occupancy, the
+# schedulers' issue rate and the warps' stall reasons, and the pipes and
+# memory units at work.
+SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "SchedulerStats",
+            "WarpStateStats", "ComputeWorkloadAnalysis",
+            "MemoryWorkloadAnalysis")
+ARTIFACT = "scale-gpt2-bf16"
+
+
+def find_ncu():
+    found = shutil.which("ncu")
+    if found:
+        return found
+    for pattern in ("/usr/local/cuda/bin/ncu", "/usr/local/cuda*/bin/ncu",
+                    "/usr/local/cuda*/nsight-compute*/ncu",
+                    "/opt/nvidia/nsight-compute/*/ncu"):
+        hits = sorted(glob.glob(pattern))
+        if hits:
+            return hits[-1]
+    return None
+
+
+def kernels_to_profile(plan):
+    """The kernels of a training step worth a look: those that run an
+    attention or its gradient, and the first row kernel that stages its
+    rows in shared memory (the head's cross-entropy, one kernel a chunk of
+    rows, all alike)."""
+    wanted, staged = [], False
+    for step in plan["functions"]["train_step"]["steps"]:
+        if step.get("op") != "kernel" or step["kernel"] in wanted:
+            continue
+        ops = step.get("ops", [])
+        if "attention" in ops or "attention_grad" in ops:
+            wanted.append(step["kernel"])
+        elif step.get("shared", 0) > 0 and not staged:
+            wanted.append(step["kernel"])
+            staged = True
+    return wanted
+
+
+def phase_stalls(args, results, trainer_command):
+    ncu = find_ncu()
+    artifact = os.path.join(args.bundle, "artifacts", ARTIFACT)
+    if not ncu:
+        print("stalls: no ncu on this machine (Nsight Compute): skipped")
+        results["skipped"] = "no ncu"
+        return True
+    if not os.path.isdir(artifact):
+        print("stalls: the bundle has no %s: skipped" % ARTIFACT)
+        results["skipped"] = "no artifact"
+        return True
+    sys.path.insert(0, args.bundle)
+    import export_models
+    import scale_check
+    with open(os.path.join(artifact, "plan.json")) as f:
+        kernels = kernels_to_profile(json.load(f))
+    weights = os.path.join(args.work, "gpt2.safetensors")
+    if not os.path.exists(weights):
+        export_models.save_state_dict(scale_check.build(args.bundle, "gpt2"),
+                                      weights)
+    rows, ok = [], True
+    for kernel in kernels:
+        report = os.path.join(args.results, "ncu-%s.txt" % kernel)
+        cmd = [ncu, "--graph-profiling", "node", "--kernel-name", kernel,
+               "--launch-count", "1"]
+        for section in SECTIONS:
+            cmd += ["--section", section]
+        cmd += trainer_command(args, ARTIFACT, "--bench-steps", 1, "--init",
+                               weights)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        with open(report, "w") as f:
+            f.write("$ %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+        text = r.stdout + r.stderr
+        if "ERR_NVGPUCTRPERM" in text:
+            print("stalls: ncu may not read this GPU's performance counters "
+                  "(ERR_NVGPUCTRPERM): skipped")
+            results["skipped"] = "ERR_NVGPUCTRPERM"
+            return True
+        profiled = "Section: " in text
+        ok &= profiled
+        print("== %s (exit %d)\n%s" % (kernel, r.returncode,
+                                       "\n".join(text.splitlines()[-120:])))
+        rows.append({"kernel": kernel, "exit": r.returncode,
+                     "profiled": profiled, "report": os.path.basename(report)})
+    results["stalls"] = rows
+    return ok
