@@ -506,10 +506,13 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
       if (row >= g.queries)
         continue;
       T *outRow = out + b * g.out[0] + h * g.out[1] + row * g.out[2];
+      // One division a row: each of the DV / 4 a lane held was a
+      // reciprocal, a range check and a branch to a slow path.
+      const float inverse = 1.0f / sum[r];
       GPUC_UNROLL
       for (int n = 0; n < DV / 8; ++n) {
-        outRow[n * 8 + 2 * t] = o[n][2 * r] / sum[r];
-        outRow[n * 8 + 2 * t + 1] = o[n][2 * r + 1] / sum[r];
+        outRow[n * 8 + 2 * t] = o[n][2 * r] * inverse;
+        outRow[n * 8 + 2 * t + 1] = o[n][2 * r + 1] * inverse;
       }
       if (t == 0)
         lse[bh * g.queries + row] = max[r] * kLn2 + logf(sum[r]);
