@@ -676,37 +676,48 @@ func.func @f(%a: tensor<3000xbf16>) -> tensor<3000xf32> {
   EXPECT_LT(src.find("i += blockDim.x"), gpu) << src;
 }
 
+/// A softmax over the rows of a 64 x `length` tensor of `element` (cast to
+/// f32 first unless it is f32), in a module with `attributes` (MLIR text
+/// such as "attributes {...}"; empty: none).
+std::string softmaxModule(int64_t length, StringRef element = "f32",
+                          StringRef attributes = "") {
+  std::string in = llvm::formatv("tensor<64x{0}x{1}>", length, element);
+  std::string row = llvm::formatv("tensor<64x{0}xf32>", length);
+  std::string cast =
+      element == "f32"
+          ? std::string("")
+          : llvm::formatv("    %x = gpuc.cast %a0 : {0} to {1}\n", in, row)
+                .str();
+  std::string x = element == "f32" ? "%a0" : "%x";
+  return llvm::formatv(R"mlir(module {0} {{
+func.func @f(%a: {1}) -> {2} {{
+  %r = gpuc.fusion(%a) : ({1}) -> {2} {{
+  ^bb0(%a0: {1}):
+{3}    %m = gpuc.reduce_max {4} axes = [1] : {2} -> tensor<64xf32>
+    %m1 = gpuc.reshape %m : tensor<64xf32> -> tensor<64x1xf32>
+    %mb = gpuc.broadcast %m1 : tensor<64x1xf32> -> {2}
+    %d = gpuc.sub {4}, %mb : {2}
+    %e = gpuc.exp %d : {2}
+    %s = gpuc.reduce_sum %e axes = [1] : {2} -> tensor<64xf32>
+    %s1 = gpuc.reshape %s : tensor<64xf32> -> tensor<64x1xf32>
+    %sb = gpuc.broadcast %s1 : tensor<64x1xf32> -> {2}
+    %p = gpuc.div %e, %sb : {2}
+    gpuc.yield %p : {2}
+  }
+  return %r : {2}
+}
+}
+)mlir",
+                       attributes, in, row, cast, x)
+      .str();
+}
+
 // A softmax over rows of 1000 (a warp's each): every pass takes 8 of a
 // lane's elements, a warp's stride apart, while all 8 are in the row, with
 // no guard on any of them; then the lane's last elements one at a time.
 // Rows of 512 (whole batches of the warp's lanes) need no such loop.
 TEST(KernelEmitterTest, RowPassesTakeABatchOfALanesElements) {
-  auto softmax = [](int64_t length) {
-    std::string shape = "64x" + std::to_string(length);
-    std::string source = R"mlir(
-func.func @f(%a: tensor<SHAPExf32>) -> tensor<SHAPExf32> {
-  %r = gpuc.fusion(%a) : (tensor<SHAPExf32>) -> tensor<SHAPExf32> {
-  ^bb0(%x: tensor<SHAPExf32>):
-    %m = gpuc.reduce_max %x axes = [1] : tensor<SHAPExf32> -> tensor<64xf32>
-    %m1 = gpuc.reshape %m : tensor<64xf32> -> tensor<64x1xf32>
-    %mb = gpuc.broadcast %m1 : tensor<64x1xf32> -> tensor<SHAPExf32>
-    %d = gpuc.sub %x, %mb : tensor<SHAPExf32>
-    %e = gpuc.exp %d : tensor<SHAPExf32>
-    %s = gpuc.reduce_sum %e axes = [1] : tensor<SHAPExf32> -> tensor<64xf32>
-    %s1 = gpuc.reshape %s : tensor<64xf32> -> tensor<64x1xf32>
-    %sb = gpuc.broadcast %s1 : tensor<64x1xf32> -> tensor<SHAPExf32>
-    %p = gpuc.div %e, %sb : tensor<SHAPExf32>
-    gpuc.yield %p : tensor<SHAPExf32>
-  }
-  return %r : tensor<SHAPExf32>
-}
-)mlir";
-    for (size_t at = source.find("SHAPE"); at != std::string::npos;
-         at = source.find("SHAPE"))
-      source.replace(at, 5, shape);
-    return source;
-  };
-  FailureOr<EmittedKernel> kernel = emitFirstFusion(softmax(1000));
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(softmaxModule(1000));
   ASSERT_TRUE(succeeded(kernel));
   const std::string &src = kernel->source;
   size_t gpu = src.find("#else");
@@ -733,7 +744,7 @@ func.func @f(%a: tensor<SHAPExf32>) -> tensor<SHAPExf32> {
   EXPECT_EQ(src.find(" : 0.0f)", gpu), std::string::npos) << src;
   EXPECT_EQ(src.find("if (1000 - r", gpu), std::string::npos) << src;
 
-  kernel = emitFirstFusion(softmax(512));
+  kernel = emitFirstFusion(softmaxModule(512));
   ASSERT_TRUE(succeeded(kernel));
   EXPECT_EQ(occurrences(kernel->source,
                         "for (; r + 7 * (gidx)gpuc::kWarpStride < 512; r += 8 "
@@ -752,35 +763,13 @@ func.func @f(%a: tensor<SHAPExf32>) -> tensor<SHAPExf32> {
 // (or 0) is not staged.
 TEST(KernelEmitterTest, LongRowsAreStagedForLaterPasses) {
   auto softmax = [](StringRef element, std::optional<int64_t> stageBytes) {
-    std::string row = ("tensor<64x3000x" + element + ">").str();
-    std::string source =
-        (stageBytes ? "module attributes {gpuc.gpu_row_stage_bytes = " +
-                          std::to_string(*stageBytes) + " : i64} {\n"
-                    : std::string("module {\n")) +
-        R"mlir(
-func.func @f(%a: ROW) -> tensor<64x3000xf32> {
-  %r = gpuc.fusion(%a) : (ROW) -> tensor<64x3000xf32> {
-  ^bb0(%x: ROW):
-    %xf = gpuc.cast %x : ROW to tensor<64x3000xf32>
-    %m = gpuc.reduce_max %xf axes = [1] : tensor<64x3000xf32> -> tensor<64xf32>
-    %m1 = gpuc.reshape %m : tensor<64xf32> -> tensor<64x1xf32>
-    %mb = gpuc.broadcast %m1 : tensor<64x1xf32> -> tensor<64x3000xf32>
-    %d = gpuc.sub %xf, %mb : tensor<64x3000xf32>
-    %e = gpuc.exp %d : tensor<64x3000xf32>
-    %s = gpuc.reduce_sum %e axes = [1] : tensor<64x3000xf32> -> tensor<64xf32>
-    %s1 = gpuc.reshape %s : tensor<64xf32> -> tensor<64x1xf32>
-    %sb = gpuc.broadcast %s1 : tensor<64x1xf32> -> tensor<64x3000xf32>
-    %p = gpuc.div %e, %sb : tensor<64x3000xf32>
-    gpuc.yield %p : tensor<64x3000xf32>
-  }
-  return %r : tensor<64x3000xf32>
-}
-}
-)mlir";
-    for (size_t at = source.find("ROW"); at != std::string::npos;
-         at = source.find("ROW"))
-      source.replace(at, 3, row);
-    return source;
+    return softmaxModule(
+        3000, element,
+        stageBytes ? llvm::formatv("attributes {{gpuc.gpu_row_stage_bytes = "
+                                   "{0} : i64}",
+                                   *stageBytes)
+                         .str()
+                   : "");
   };
   for (auto [element, type, bytes] :
        {std::tuple<StringRef, StringRef, int64_t>{"f32", "float", 12000},
