@@ -422,11 +422,22 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // partials of the reductions before its own in the same order, so all
   // blocks of a row agree and replays are bit-identical. Columns split by
   // their groups of rows, in shorter chunks (columnChunkMin): GPT-2's 768
-  // bf16 features summed over 16k tokens are 48 groups, 22 blocks each.
+  // bf16 features summed over 16k tokens are 3 groups, 342 blocks each.
   splits = columns ? rowKernelSplits(rows / gpuLanes, rowLength,
                                      columnChunkMin(gpuLanes))
                    : rowKernelSplits(rows, rowLength);
   int64_t chunk = (rowLength + splits - 1) / splits;
+  // A chunk is whole batches of its GPU block's threads (each thread takes
+  // its elements kMaxElementsInFlight at a time), so that no thread takes
+  // its last few one at a time, each waiting on its loads (GPT-2's GELU
+  // gradient with its bias's sums had chunks of 191 rows, 7 of a thread's
+  // taken one at a time).
+  if (splits > 1) {
+    chunk = llvm::alignTo(chunk, kMaxElementsInFlight *
+                                     (columns ? kBlockThreads / gpuLanes
+                                              : kBlockThreads));
+    splits = (rowLength + chunk - 1) / chunk;
+  }
   // The CPU's lanes (adjacent rows a column block walks together): as many
   // as make the block's loads of each row a run of whole cache lines (8
   // lanes loaded 32 bytes of a row 12 KB long, then the next row's, and
