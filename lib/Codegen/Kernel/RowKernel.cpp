@@ -433,9 +433,9 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // gradient with its bias's sums had chunks of 191 rows, 7 of a thread's
   // taken one at a time).
   if (splits > 1) {
-    chunk = llvm::alignTo(chunk, kMaxElementsInFlight *
-                                     (columns ? kBlockThreads / gpuLanes
-                                              : kBlockThreads));
+    chunk = llvm::alignTo(
+        chunk, kMaxElementsInFlight *
+                   (columns ? kBlockThreads / gpuLanes : kBlockThreads));
     splits = (rowLength + chunk - 1) / chunk;
   }
   // The CPU's lanes (adjacent rows a column block walks together): as many
