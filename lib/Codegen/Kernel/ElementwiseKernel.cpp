@@ -258,8 +258,8 @@ LogicalResult Emitter::emitElementwise(EmittedKernel &kernel) {
         line(llvm::formatv("const gidx {0} = i + {1} * (gidx)blockDim.x;",
                            indices.back(), k));
       }
-      if (failed(storeResults(values, indices,
-                              SmallVector<std::string>(batch))))
+      if (failed(
+              storeResults(values, indices, SmallVector<std::string>(batch))))
         return failure();
       close();
       if (elements % (batch * kBlockThreads) != 0) {
