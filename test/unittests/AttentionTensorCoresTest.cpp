@@ -66,7 +66,9 @@ std::vector<gpuc::bf16> randomBf16(size_t n, std::mt19937 &rng) {
   return values;
 }
 
-template <int D, int DV> void check(const Case &c) {
+/// The three launches against double; the forward's warps own `Tiles`
+/// m-tiles of 16 rows each.
+template <int D, int DV, int Tiles = 1> void check(const Case &c) {
   const int bh = c.batch * c.heads, qs = D + c.pad, vs = DV + c.pad;
   std::mt19937 rng(11);
   Tensors t{randomBf16((size_t)bh * c.queries * qs, rng),
@@ -122,8 +124,8 @@ template <int D, int DV> void check(const Case &c) {
   std::vector<float> lse((size_t)bh * c.queries), rowDots(lse.size());
   int64_t grid = gpuc::attentionGrid(bh, c.queries, c.keys);
   gpuc::emulated::launch(grid, 256, "forward", [&] {
-    gpuc::attentionForward<D, DV>(t.q.data(), t.k.data(), t.v.data(), g,
-                                  out.data(), lse.data());
+    gpuc::attentionForward<D, DV, Tiles>(t.q.data(), t.k.data(), t.v.data(), g,
+                                         out.data(), lse.data());
   });
   gpuc::emulated::launch(grid, 256, "queries", [&] {
     gpuc::attentionBackwardQueries<D, DV>(t.q.data(), t.k.data(), t.v.data(),
@@ -254,6 +256,21 @@ TEST(AttentionTensorCores, UnalignedRowsMatchDouble) {
   // Rows 4 elements apart from 16-byte boundaries: element-wise staging.
   check<64, 64>({1, 2, 100, 100, /*causal=*/true, /*readMask=*/false,
                  /*pad=*/4});
+}
+
+// The forward with 32 rows a warp (two m-tiles sharing each B fragment;
+// one pass over a block's 256 rows): causal with a partial block, another
+// triangle, a read mask with values wider than the keys, a row that masks
+// every key, and rows staged element by element.
+TEST(AttentionTensorCores, ThirtyTwoRowsAWarpMatchDouble) {
+  check<64, 64, 2>({2, 2, 300, 300, /*causal=*/true, /*readMask=*/false});
+  check<64, 64, 2>({1, 2, 70, 150, /*causal=*/true, /*readMask=*/false,
+                    /*pad=*/0, /*maskedRow=*/-1, /*triangle=*/3});
+  check<32, 80, 2>({1, 3, 45, 70, /*causal=*/false, /*readMask=*/true});
+  check<64, 64, 2>({1, 2, 40, 100, /*causal=*/false, /*readMask=*/true,
+                    /*pad=*/0, /*maskedRow=*/9});
+  check<64, 64, 2>({1, 2, 100, 100, /*causal=*/true, /*readMask=*/false,
+                    /*pad=*/4});
 }
 
 // The blocks' order on the GPU: under a causal mask every (batch, head)'s

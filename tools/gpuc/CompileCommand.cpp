@@ -79,6 +79,19 @@ bool checkStepFlags() {
                  << " is not 1 or 2 (1 by default)\n";
     return false;
   }
+  if (attentionRowsPerWarp != 16 && attentionRowsPerWarp != 32) {
+    llvm::errs() << "gpuc compile: --attention-rows-per-warp "
+                 << (int64_t)attentionRowsPerWarp
+                 << " is not 16 or 32 (16 by default)\n";
+    return false;
+  }
+  if (attentionRowsPerWarp == 32 && attentionBlocksPerSm == 2) {
+    llvm::errs() << "gpuc compile: --attention-rows-per-warp 32 and "
+                    "--attention-blocks-per-sm 2 do not go together: two "
+                    "blocks an SM cap a thread at 128 registers, fewer than "
+                    "32 rows' state takes\n";
+    return false;
+  }
   if (gpuColumnLanesOption < 8 || gpuColumnLanesOption > 256 ||
       (gpuColumnLanesOption & (gpuColumnLanesOption - 1)) != 0) {
     llvm::errs() << "gpuc compile: --gpu-column-lanes "
@@ -466,6 +479,11 @@ int runCompile(int argc, char **argv) {
         gpuc::GpucDialect::kGpuRowStageBytesAttrName,
         IntegerAttr::get(IntegerType::get(module->getContext(), 64),
                          rowStageBytes));
+  if (attentionRowsPerWarp.getNumOccurrences())
+    (*module)->setAttr(
+        gpuc::GpucDialect::kAttentionRowsPerWarpAttrName,
+        IntegerAttr::get(IntegerType::get(module->getContext(), 64),
+                         attentionRowsPerWarp));
   if (attentionBlocksPerSm.getNumOccurrences())
     (*module)->setAttr(
         gpuc::GpucDialect::kAttentionBlocksPerSmAttrName,

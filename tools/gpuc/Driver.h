@@ -119,6 +119,7 @@ extern cl::opt<std::string> attentionOption;
 extern cl::opt<int64_t> lossChunkRows;
 extern cl::opt<int64_t> gpuBytesInFlight;
 extern cl::opt<int64_t> attentionBlocksPerSm;
+extern cl::opt<int64_t> attentionRowsPerWarp;
 extern cl::opt<int64_t> gpuColumnLanesOption;
 extern cl::opt<int64_t> gpuRowStageBytes;
 extern cl::opt<std::string> padClassesOption;

@@ -334,6 +334,13 @@ cl::opt<int64_t> attentionBlocksPerSm(
              "GPU's SM holds at once, 1 or 2 (default 1: up to 255 registers "
              "a thread; 2 caps them at 128, with more warps to hide latency)"),
     cl::value_desc("N"), cl::init(1), cl::cat(compileCategory));
+cl::opt<int64_t> attentionRowsPerWarp(
+    "attention-rows-per-warp",
+    cl::desc("compile: rows of the fused attention's forward a GPU warp owns "
+             "on tensor cores, 16 or 32 (default 16; 32 multiplies two row "
+             "tiles by each tile of keys it loads, in one pass over a "
+             "block's rows)"),
+    cl::value_desc("N"), cl::init(16), cl::cat(compileCategory));
 cl::opt<int64_t> gpuColumnLanesOption(
     "gpu-column-lanes",
     cl::desc("compile: the most columns a GPU block of a column kernel (a "

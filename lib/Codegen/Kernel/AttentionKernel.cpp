@@ -164,8 +164,16 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
         ((std::max(q[2], attentionShape(attention.getKey(), bthd)[2]) +
           kBlockThreads - 1) /
          kBlockThreads);
-    line(llvm::formatv("gpuc::attentionForward<{0}, {1}>({2}g, out0, out1);",
-                       q[3], v[3], *ins));
+    // A warp's rows on tensor cores: 16, or 32 (two m-tiles) when the
+    // module asks.
+    int64_t tiles = 1;
+    if (auto module = fusion->getParentOfType<ModuleOp>())
+      if (auto rows = module->getAttrOfType<IntegerAttr>(
+              GpucDialect::kAttentionRowsPerWarpAttrName))
+        tiles = rows.getInt() / 16;
+    line(llvm::formatv("gpuc::attentionForward<{0}, {1}{2}>({3}g, out0, out1);",
+                       q[3], v[3],
+                       tiles > 1 ? ", " + std::to_string(tiles) : "", *ins));
     // Only the forward may ask for more than one block an SM: the
     // backward's launches hold 190 to 250 registers a thread, and capped
     // at 128 they would spill much of their state.

@@ -85,6 +85,11 @@ def Gpuc_Dialect : Dialect {
     /// (its registers are capped to fit them); absent, 1.
     static constexpr ::llvm::StringLiteral kAttentionBlocksPerSmAttrName =
         "gpuc.attention_blocks_per_sm";
+    /// On the module (gpuc compile --attention-rows-per-warp): rows of the
+    /// fused attention's forward a warp owns on tensor cores, 16 or 32;
+    /// absent, 16.
+    static constexpr ::llvm::StringLiteral kAttentionRowsPerWarpAttrName =
+        "gpuc.attention_rows_per_warp";
     /// On a planned function: arena_peak, lower_bound (bytes) and what
     /// the report shows of its memory.
     static constexpr ::llvm::StringLiteral kMemoryAttrName = "gpuc.memory";

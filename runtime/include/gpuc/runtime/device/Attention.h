@@ -550,14 +550,15 @@ __device__ void attentionBackwardKeysRows(const T *q, const T *k, const T *v,
 }
 
 /// Tensor cores where the operands allow them (AttentionTensorCores.h),
-/// else a thread per row in f32.
-template <int D, int DV, typename T>
+/// each warp `Tiles` m-tiles of 16 rows, else a thread per row in f32.
+template <int D, int DV, int Tiles = 1, typename T>
 __device__ void attentionForward(const T *q, const T *k, const T *v,
                                  const AttentionGeometry &g, T *out,
                                  float *lse) {
+  static_assert(Tiles == 1 || Tiles == 2, "a warp owns 16 or 32 rows");
 #ifdef GPUC_HAVE_MMA
   if constexpr (attentionOnTensorCores<D, DV, T>()) {
-    attentionForwardMma<D, DV>(q, k, v, g, out, lse);
+    attentionForwardMma<D, DV, Tiles>(q, k, v, g, out, lse);
     return;
   } else
 #endif

@@ -72,9 +72,13 @@ __device__ __forceinline__ float attentionLog2Units(float x) {
   return x * kLog2e;
 }
 
-/// Rows a warp owns, and the passes a block's 8 warps make over its rows.
+/// Rows of an m-tile (a warp owns `Tiles` of them: 16 or 32 rows), and
+/// the passes a block's 8 warps make over its rows.
 constexpr int kMmaRows = 16;
-constexpr int kMmaPasses = kAttentionRows / (kMmaRows * (kBlockThreads / 32));
+template <int Tiles> constexpr int mmaPasses() {
+  return kAttentionRows / (kMmaRows * Tiles * (kBlockThreads / 32));
+}
+constexpr int kMmaPasses = mmaPasses<1>();
 
 /// Keys (or queries) a staged tile holds: shared memory stays under the
 /// 48 KB a block may declare.
@@ -230,10 +234,12 @@ __device__ __forceinline__ void mmaLoadRows(unsigned (*a)[4], const T *base,
 /// ldmatrix, two n-tiles at a time. A tile is rows `pitch` apart: with
 /// `KMajor` its row r holds B's row k = r (B is the tile), else its row r
 /// holds B's column n = r (B is the tile transposed).
-template <typename T, int K, int N, bool KMajor>
+/// The same for M m-tiles of A (acc[m] += a[m] times B): each B fragment
+/// loaded once serves all M.
+template <typename T, int M, int K, int N, bool KMajor>
 __device__ __forceinline__ void
-mmaProduct(float (*acc)[4], const unsigned (*a)[4], const unsigned short *tile,
-           int pitch) {
+mmaProductTiles(float (*acc)[N][4], const unsigned (*a)[K][4],
+                const unsigned short *tile, int pitch) {
   static_assert(N % 2 == 0, "ldmatrix.x4 loads two n-tiles");
   // Lane l addresses row l % 8 of matrix l / 8: matrices 0 and 1 are
   // n-tile n's k 0..7 and 8..15, matrices 2 and 3 n-tile n + 1's.
@@ -248,10 +254,20 @@ mmaProduct(float (*acc)[4], const unsigned (*a)[4], const unsigned short *tile,
                  : tile + (n * 8 + nOffset + row) * pitch + k * 16 + kOffset;
       unsigned b[4];
       mmaLoadMatrices<KMajor>(b, at);
-      mmaSync<T>(acc[n], a[k], b);
-      mmaSync<T>(acc[n + 1], a[k], b + 2);
+      GPUC_UNROLL
+      for (int m = 0; m < M; ++m) {
+        mmaSync<T>(acc[m][n], a[m][k], b);
+        mmaSync<T>(acc[m][n + 1], a[m][k], b + 2);
+      }
     }
   }
+}
+template <typename T, int K, int N, bool KMajor>
+__device__ __forceinline__ void
+mmaProduct(float (*acc)[4], const unsigned (*a)[4], const unsigned short *tile,
+           int pitch) {
+  mmaProductTiles<T, 1, K, N, KMajor>((float(*)[N][4])acc,
+                                      (const unsigned(*)[K][4])a, tile, pitch);
 }
 
 /// C fragments (16 x 8N) as the A fragments (16 x 16, N / 2 of them) of
@@ -295,18 +311,23 @@ __device__ __forceinline__ int mmaColumn(int i) {
   return 2 * (threadIdx.x & 3) + (i & 1);
 }
 
-/// The rows of a block's pass (`pass` of kMmaPasses over the block's rows
-/// from `first`): [begin, end), `end` clamped to `rows`, and the first of
-/// the caller's warp. Empty (begin >= rows) past the last row.
+/// The rows of a block's pass (`pass` of mmaPasses<Tiles>() over the
+/// block's rows from `first`, each warp `Tiles` m-tiles of them): [begin,
+/// end), `end` clamped to `rows`, and the first of the caller's warp.
+/// Empty (begin >= rows) past the last row.
 struct MmaPass {
   int64_t begin, end, warpRow;
 };
-constexpr int64_t kMmaPassRows = (kBlockThreads / 32) * kMmaRows;
+template <int Tiles>
+constexpr int64_t kMmaPassRowsOf = (kBlockThreads / 32) * kMmaRows *Tiles;
+constexpr int64_t kMmaPassRows = kMmaPassRowsOf<1>;
+template <int Tiles = 1>
 __device__ __forceinline__ MmaPass mmaPass(int64_t first, int pass,
                                            int64_t rows) {
-  int64_t begin = first + pass * kMmaPassRows;
-  int64_t end = begin + kMmaPassRows < rows ? begin + kMmaPassRows : rows;
-  return {begin, end, begin + (threadIdx.x >> 5) * kMmaRows};
+  constexpr int64_t PassRows = kMmaPassRowsOf<Tiles>;
+  int64_t begin = first + pass * PassRows;
+  int64_t end = begin + PassRows < rows ? begin + PassRows : rows;
+  return {begin, end, begin + (threadIdx.x >> 5) * kMmaRows * Tiles};
 }
 
 /// The flags of all N * 4 scores a lane holds (mmaScoreFlags' bits).
@@ -388,11 +409,16 @@ __device__ __forceinline__ void mmaTileBody(bool kept, Body body) {
     body(MmaTileKept<false>());
 }
 
-template <int D, int DV, typename T>
+/// The forward: each warp owns `Tiles` m-tiles (16 or 32 rows), whose
+/// scores it multiplies with each B fragment it loads once; with 2 the
+/// block's 8 warps take its 256 rows in one pass, with twice the
+/// independent products between a tile's barrier and its softmax.
+template <int D, int DV, int Tiles, typename T>
 __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
                                     const AttentionGeometry &g, T *out,
                                     float *lse) {
   constexpr int KT = attentionMmaTile<D, DV>(), N = KT / 8;
+  constexpr int WarpRows = kMmaRows * Tiles;
   static_assert(N * 4 <= 32, "a tile's flags fit a word");
   unsigned short *tiles = attentionMmaShared<D, DV>();
   int64_t b, h, bh, first;
@@ -404,15 +430,24 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
   const T *vBase = v + b * g.v[0] + h * g.v[1];
   // Scores, their maxima and the fill in base-2 units.
   const float scale2 = g.scale * kLog2e, fill2 = attentionLog2Units(g.fill);
-  for (int pass = 0; pass < kMmaPasses; ++pass) {
-    const MmaPass rows = mmaPass(first, pass, g.queries);
+  for (int pass = 0; pass < mmaPasses<Tiles>(); ++pass) {
+    const MmaPass rows = mmaPass<Tiles>(first, pass, g.queries);
     if (rows.begin >= g.queries)
       break;
     const int64_t row0 = rows.warpRow;
-    unsigned qa[D / 16][4];
-    mmaLoadRows<D>(qa, qBase, g.q[2], row0, g.queries);
-    float o[DV / 8][4] = {};
-    float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
+    unsigned qa[Tiles][D / 16][4];
+    GPUC_UNROLL
+    for (int m = 0; m < Tiles; ++m)
+      mmaLoadRows<D>(qa[m], qBase, g.q[2], row0 + m * kMmaRows, g.queries);
+    float o[Tiles][DV / 8][4] = {};
+    float max[Tiles][2], sum[Tiles][2];
+    GPUC_UNROLL
+    for (int m = 0; m < Tiles; ++m)
+      GPUC_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      max[m][r] = -INFINITY;
+      sum[m][r] = 0.0f;
+    }
     // A tile the mask excludes from all the pass's rows adds nothing.
     auto skipped = [&](int64_t j, int64_t end) {
       return g.fill == -INFINITY &&
@@ -425,97 +460,115 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
     auto compute = [&](int64_t j, int buffer) {
       mmaTileBody(
           scale2 > 0.0f &&
-              attentionTileKept(g, row0, row0 + kMmaRows, j, j + KT),
+              attentionTileKept(g, row0, row0 + WarpRows, j, j + KT),
           [&](auto kept) {
             constexpr bool kKept = decltype(kept)::value;
             const unsigned short *kTile = mmaBuffer<D, DV>(tiles, buffer);
             const unsigned short *vTile = kTile + mmaTileElements<KT, D>();
-            unsigned absent = 0, excluded = 0;
+            unsigned absent[Tiles] = {}, excluded[Tiles] = {};
             if (!kKept) {
-              mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
-              unsigned dead = absent | (g.fill == -INFINITY ? excluded : 0u);
-              if (warpAll(dead == mmaAllFlags<N>()))
+              bool dead = true;
+              GPUC_UNROLL
+              for (int m = 0; m < Tiles; ++m) {
+                mmaScoreFlags<N>(g, b, h, row0 + m * kMmaRows, j, false,
+                                 absent[m], excluded[m]);
+                dead &=
+                    (absent[m] | (g.fill == -INFINITY ? excluded[m] : 0u)) ==
+                    mmaAllFlags<N>();
+              }
+              if (warpAll(dead))
                 return;
             }
-            float s[N][4] = {};
-            mmaProduct<T, D / 16, N, false>(s, qa, kTile, D + 8);
-            // A kept tile keeps its products unscaled: with a positive
-            // scale the largest scaled score is the scaled largest product
-            // (rounding is monotonic), and a weight is 2^(scale2 * s - max)
-            // in one fused multiply-add. Other tiles scale each score.
-            float tileMax[2] = {-INFINITY, -INFINITY};
+            float s[Tiles][N][4] = {};
+            mmaProductTiles<T, Tiles, D / 16, N, false>(s, qa, kTile, D + 8);
+            // Each m-tile's weights times the values right after its
+            // softmax: its weights' registers are free before the next
+            // m-tile's (sharing the values' fragments too spilled).
             GPUC_UNROLL
-            for (int n = 0; n < N; ++n) {
+            for (int m = 0; m < Tiles; ++m) {
+              // A kept tile keeps its products unscaled: with a positive
+              // scale the largest scaled score is the scaled largest
+              // product (rounding is monotonic), and a weight is
+              // 2^(scale2 * s - max) in one fused multiply-add. Other
+              // tiles scale each score.
+              float tileMax[2] = {-INFINITY, -INFINITY};
               GPUC_UNROLL
-              for (int i = 0; i < 4; ++i) {
-                unsigned bit = 1u << (n * 4 + i);
-                if (!kKept)
-                  s[n][i] = (absent & bit)     ? -INFINITY
-                            : (excluded & bit) ? fill2
-                                               : scale2 * s[n][i];
-                tileMax[i >> 1] = fmaxf(tileMax[i >> 1], s[n][i]);
+              for (int n = 0; n < N; ++n) {
+                GPUC_UNROLL
+                for (int i = 0; i < 4; ++i) {
+                  unsigned bit = 1u << (n * 4 + i);
+                  if (!kKept)
+                    s[m][n][i] = (absent[m] & bit)     ? -INFINITY
+                                 : (excluded[m] & bit) ? fill2
+                                                       : scale2 * s[m][n][i];
+                  tileMax[i >> 1] = fmaxf(tileMax[i >> 1], s[m][n][i]);
+                }
               }
-            }
-            float newMax[2];
-            GPUC_UNROLL
-            for (int r = 0; r < 2; ++r) {
-              float rowMax = quadMax(tileMax[r]);
-              newMax[r] = fmaxf(max[r], kKept ? scale2 * rowMax : rowMax);
-              float correction = newMax[r] == -INFINITY
-                                     ? 1.0f
-                                     : attentionExp2(max[r] - newMax[r]);
-              sum[r] *= correction;
+              float newMax[2];
               GPUC_UNROLL
-              for (int n = 0; n < DV / 8; ++n) {
-                o[n][2 * r] *= correction;
-                o[n][2 * r + 1] *= correction;
+              for (int r = 0; r < 2; ++r) {
+                float rowMax = quadMax(tileMax[r]);
+                newMax[r] = fmaxf(max[m][r], kKept ? scale2 * rowMax : rowMax);
+                float correction = newMax[r] == -INFINITY
+                                       ? 1.0f
+                                       : attentionExp2(max[m][r] - newMax[r]);
+                sum[m][r] *= correction;
+                GPUC_UNROLL
+                for (int n = 0; n < DV / 8; ++n) {
+                  o[m][n][2 * r] *= correction;
+                  o[m][n][2 * r + 1] *= correction;
+                }
+                max[m][r] = newMax[r];
               }
-              max[r] = newMax[r];
-            }
-            // A row whose maximum is still -inf has only -inf (or NaN)
-            // scores so far: against 0 instead they weigh 2^-inf = 0 (NaN
-            // stays NaN), as the test of each score did, with no select.
-            float shift[2];
-            GPUC_UNROLL
-            for (int r = 0; r < 2; ++r)
-              shift[r] = newMax[r] == -INFINITY ? 0.0f : newMax[r];
-            GPUC_UNROLL
-            for (int n = 0; n < N; ++n) {
+              // A row whose maximum is still -inf has only -inf (or NaN)
+              // scores so far: against 0 instead they weigh 2^-inf = 0
+              // (NaN stays NaN), as the test of each score did, with no
+              // select.
+              float shift[2];
               GPUC_UNROLL
-              for (int i = 0; i < 4; ++i) {
-                float m = shift[i >> 1];
-                float p = attentionExp2(kKept ? fmaf(scale2, s[n][i], -m)
-                                              : s[n][i] - m);
-                sum[i >> 1] += p;
-                if (p != 0.0f && g.dropout > 0.0f)
-                  p *= attentionKeep(g, bh, row0 + mmaRow(i),
-                                     j + n * 8 + mmaColumn(i));
-                s[n][i] = p;
+              for (int r = 0; r < 2; ++r)
+                shift[r] = newMax[r] == -INFINITY ? 0.0f : newMax[r];
+              GPUC_UNROLL
+              for (int n = 0; n < N; ++n) {
+                GPUC_UNROLL
+                for (int i = 0; i < 4; ++i) {
+                  float shifted = shift[i >> 1];
+                  float p =
+                      attentionExp2(kKept ? fmaf(scale2, s[m][n][i], -shifted)
+                                          : s[m][n][i] - shifted);
+                  sum[m][i >> 1] += p;
+                  if (p != 0.0f && g.dropout > 0.0f)
+                    p *= attentionKeep(g, bh, row0 + m * kMmaRows + mmaRow(i),
+                                       j + n * 8 + mmaColumn(i));
+                  s[m][n][i] = p;
+                }
               }
+              unsigned pa[N / 2][4];
+              mmaScoresAsA<T, N>(pa, s[m]);
+              mmaProduct<T, N / 2, DV / 8, true>(o[m], pa, vTile, DV + 8);
             }
-            unsigned pa[N / 2][4];
-            mmaScoresAsA<T, N>(pa, s);
-            mmaProduct<T, N / 2, DV / 8, true>(o, pa, vTile, DV + 8);
           });
     };
     mmaStagedTiles<KT>(g.keys, skipped, stage, compute);
     GPUC_UNROLL
+    for (int m = 0; m < Tiles; ++m)
+      GPUC_UNROLL
     for (int r = 0; r < 2; ++r) {
-      sum[r] = quadSum(sum[r]);
-      int64_t row = row0 + mmaRow(2 * r);
+      float rowSum = quadSum(sum[m][r]);
+      int64_t row = row0 + m * kMmaRows + mmaRow(2 * r);
       if (row >= g.queries)
         continue;
       T *outRow = out + b * g.out[0] + h * g.out[1] + row * g.out[2];
       // One division a row: each of the DV / 4 a lane held was a
       // reciprocal, a range check and a branch to a slow path.
-      const float inverse = 1.0f / sum[r];
+      const float inverse = 1.0f / rowSum;
       GPUC_UNROLL
       for (int n = 0; n < DV / 8; ++n) {
-        outRow[n * 8 + 2 * t] = o[n][2 * r] * inverse;
-        outRow[n * 8 + 2 * t + 1] = o[n][2 * r + 1] * inverse;
+        outRow[n * 8 + 2 * t] = o[m][n][2 * r] * inverse;
+        outRow[n * 8 + 2 * t + 1] = o[m][n][2 * r + 1] * inverse;
       }
       if (t == 0)
-        lse[bh * g.queries + row] = max[r] * kLn2 + logf(sum[r]);
+        lse[bh * g.queries + row] = max[m][r] * kLn2 + logf(rowSum);
     }
   }
 }
