@@ -2,7 +2,8 @@
 (its fused attention's three launches and its head's cross-entropy rows)
 wait, from Nsight Compute (ncu): throughput against the GPU's peaks,
 occupancy, and each warp's stall reasons, one launch of each kernel, in
-the replayed step (--graph-profiling node). A step's profile (--profile)
+the replayed step (--graph-profiling node), and the forward of the
+artifact whose warps own 32 rows. A step's profile (--profile)
 says how long each kernel takes; this says why. Skipped, with a note, when
 the machine has no ncu or ncu may not read the GPU's counters.
 
@@ -23,6 +24,8 @@ SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "SchedulerStats",
             "WarpStateStats", "ComputeWorkloadAnalysis",
             "MemoryWorkloadAnalysis")
 ARTIFACT = "scale-gpt2-bf16"
+# And the forward of the artifact whose attention warps own 32 rows.
+FORWARD_ARTIFACT = "scale-gpt2-bf16-attention-32-rows"
 
 
 def find_ncu():
@@ -38,19 +41,21 @@ def find_ncu():
     return None
 
 
-def kernels_to_profile(plan):
+def kernels_to_profile(plan, forward_only=False):
     """The kernels of a training step worth a look: those that run an
     attention or its gradient, and the first row kernel that stages its
     rows in shared memory (the head's cross-entropy, one kernel a chunk of
-    rows, all alike)."""
+    rows, all alike); or the attention's forward alone."""
     wanted, staged = [], False
     for step in plan["functions"]["train_step"]["steps"]:
         if step.get("op") != "kernel" or step["kernel"] in wanted:
             continue
         ops = step.get("ops", [])
-        if "attention" in ops or "attention_grad" in ops:
+        if "attention" in ops or (not forward_only and
+                                  "attention_grad" in ops):
             wanted.append(step["kernel"])
-        elif step.get("shared", 0) > 0 and not staged:
+        elif (not forward_only and step.get("shared", 0) > 0 and
+              not staged):
             wanted.append(step["kernel"])
             staged = True
     return wanted
@@ -70,20 +75,25 @@ def phase_stalls(args, results, trainer_command):
     sys.path.insert(0, args.bundle)
     import export_models
     import scale_check
-    with open(os.path.join(artifact, "plan.json")) as f:
-        kernels = kernels_to_profile(json.load(f))
+    runs = []
+    for name, forward_only in ((ARTIFACT, False), (FORWARD_ARTIFACT, True)):
+        plan = os.path.join(args.bundle, "artifacts", name, "plan.json")
+        if os.path.exists(plan):
+            with open(plan) as f:
+                runs += [(name, kernel) for kernel in
+                         kernels_to_profile(json.load(f), forward_only)]
     weights = os.path.join(args.work, "gpt2.safetensors")
     if not os.path.exists(weights):
         export_models.save_state_dict(scale_check.build(args.bundle, "gpt2"),
                                       weights)
     rows, ok = [], True
-    for kernel in kernels:
-        report = os.path.join(args.results, "ncu-%s.txt" % kernel)
+    for name, kernel in runs:
+        report = os.path.join(args.results, "ncu-%s-%s.txt" % (name, kernel))
         cmd = [ncu, "--graph-profiling", "node", "--kernel-name", kernel,
                "--launch-count", "1"]
         for section in SECTIONS:
             cmd += ["--section", section]
-        cmd += trainer_command(args, ARTIFACT, "--bench-steps", 1, "--init",
+        cmd += trainer_command(args, name, "--bench-steps", 1, "--init",
                                weights)
         r = subprocess.run(cmd, capture_output=True, text=True)
         with open(report, "w") as f:
@@ -96,9 +106,9 @@ def phase_stalls(args, results, trainer_command):
             return True
         profiled = "Section: " in text
         ok &= profiled
-        print("== %s (exit %d)\n%s" % (kernel, r.returncode,
-                                       "\n".join(text.splitlines()[-120:])))
-        rows.append({"kernel": kernel, "exit": r.returncode,
+        print("== %s %s (exit %d)\n%s" % (
+            name, kernel, r.returncode, "\n".join(text.splitlines()[-120:])))
+        rows.append({"artifact": name, "kernel": kernel, "exit": r.returncode,
                      "profiled": profiled, "report": os.path.basename(report)})
     results["stalls"] = rows
     return ok
