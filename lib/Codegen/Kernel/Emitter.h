@@ -192,10 +192,10 @@ private:
       SmallVector<Value> &firstPass, SmallVector<Value> &perElement);
   /// The inputs a GPU block of a row kernel stages in shared memory, each
   /// at its byte offset, and their bytes in all (up to rowStageBytes): the
-  /// inputs of full rows that the first pass loads at each element and a
+  /// inputs of full rows that the first pass reads at each element and a
   /// later pass (`later`, computed where the first pass stored `readBack`)
   /// reads there again, floats unguarded, in the order the first pass
-  /// loads them.
+  /// reads them.
   DenseMap<Value, int64_t>
   stagedRowInputs(ArrayRef<Value> firstPass, ArrayRef<Value> later,
                   const DenseMap<Value, int64_t> &readBack, int64_t rowLength,
@@ -454,18 +454,11 @@ private:
   /// with its byte offset in the block's staged row.
   DenseMap<Value, int64_t> stagedInputs;
   /// In the GPU's text of a row kernel's pass over staged rows: the
-  /// position in the row of each element index the pass visits. `at` reads
-  /// a staged input there from shared memory, or, in the first pass
-  /// (storesStagedRows), loads it from memory and queues its store into
-  /// shared memory in pendingStagedStores (by element index), which
-  /// storeStagedRows writes once the batch's loads are issued.
+  /// position in the row of each element index the pass visits, where
+  /// `at` reads a staged input from shared memory.
   std::map<std::string, std::string> stagedPositions;
-  bool storesStagedRows = false;
   /// Set while the GPU's text of a pass over staged rows is emitted.
   bool stagingText = false;
-  SmallVector<std::pair<std::string, std::string>> pendingStagedStores;
-  /// Writes the queued stores of the staged rows at `indices`.
-  void storeStagedRows(ArrayRef<std::string> indices);
   /// A segment of an elementwise kernel with fewer than 1/kSmallSegmentShare
   /// of its blocks does not load first.
   static constexpr int64_t kSmallSegmentShare = 16;

@@ -18,21 +18,11 @@ FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
     std::string pointer = "in" + std::to_string(arg.getArgNumber());
     auto guard = guardLoads ? loadGuards.find(v) : loadGuards.end();
     if (staged != stagedInputs.end() && position != stagedPositions.end()) {
-      std::string row = llvm::formatv("gpuc::stagedRow<{0}>({1})[{2}]",
-                                      storageCType(elementOf(v)),
-                                      staged->second, position->second);
-      if (storesStagedRows) {
-        // The element as stored, into a register of its own: the store
-        // into shared memory waits for the load, and storeStagedRows issues
-        // it after the batch's other loads.
-        std::string stored = fresh("stored");
-        line(llvm::formatv("const {0} {1} = {2}[{3}];",
-                           storageCType(elementOf(v)), stored, pointer, idx));
-        pendingStagedStores.push_back({idx, row + " = " + stored + ";"});
-        reg = define(v, stored, /*exact=*/true);
-      } else {
-        reg = define(v, row, /*exact=*/true);
-      }
+      reg = define(v,
+                   llvm::formatv("gpuc::stagedRow<{0}>({1})[{2}]",
+                                 storageCType(elementOf(v)), staged->second,
+                                 position->second),
+                   /*exact=*/true);
     } else if (guard != loadGuards.end()) {
       FailureOr<std::string> condition = at(guard->second.condition, idx);
       if (failed(condition))

@@ -225,16 +225,6 @@ Emitter::stagedRowInputs(ArrayRef<Value> firstPass, ArrayRef<Value> later,
   return staged;
 }
 
-void Emitter::storeStagedRows(ArrayRef<std::string> indices) {
-  for (const std::string &idx : indices)
-    for (const auto &[at, store] : pendingStagedStores)
-      if (at == idx)
-        line(store);
-  llvm::erase_if(pendingStagedStores, [&](const auto &pending) {
-    return llvm::is_contained(indices, pending.first);
-  });
-}
-
 // One function for the row kernel's plan and its passes: the passes
 // (emitRows) read two dozen facts the plan computes (kept and reduced
 // shapes, the per-row and per-element values, reduction levels, launch
@@ -468,14 +458,17 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     cpuGrid = std::max<int64_t>(1, rows);
     kernel.grid = (cpuGrid + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
   }
-  // A block per long row (one launch: a block owns its row) whose later
-  // passes read the row's inputs again stages them in shared memory in its
-  // first pass, on the GPU (where each pass read them from memory again,
-  // and a thousand rows in flight evicted each other from L2 in between),
-  // and its later passes read them from there. The CPU's lines take the
-  // row from its caches as they are, so staging needs them (cpuLines).
+  // A block per long row (one launch: a block owns its row) whose passes
+  // read the row's inputs more than once copies them into shared memory
+  // before its first pass, on the GPU (where each pass read them from
+  // memory again, and a thousand rows in flight evicted each other from
+  // L2 in between), and every pass reads them from there. The copy is of
+  // a row in one stretch of memory (the row's axes innermost), all of it
+  // in flight at once (gpuc::stageRow). The CPU's lines take the row from
+  // its caches as they are, so staging needs them (cpuLines).
+  bool rowInOneStretch = runs.back().reduced && runs.size() <= 2;
   if (!columns && splits == 1 && !warpRows && rowStageBytes > 0 &&
-      getNumElements(mergedRow) >= kCpuMinLine) {
+      rowInOneStretch && getNumElements(mergedRow) >= kCpuMinLine) {
     SmallVector<Value> first, later(perElement.begin(), perElement.end());
     for (auto [j, reduce] : llvm::enumerate(reductions))
       (levelOf[j] == 0 ? first : later).push_back(reduce->getOperand(0));
@@ -535,6 +528,21 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       open(llvm::formatv("if (o < {0})", std::max<int64_t>(1, rows)));
     } else {
       line(llvm::formatv("const gidx o = {0};", blockRows));
+    }
+    // The GPU's block copies its row of each staged input into shared
+    // memory, all in flight at once, before its first pass reads it.
+    if (!column && !gpuColumn && !stagedInputs.empty()) {
+      line("#ifndef GPUC_CPU");
+      for (BlockArgument input : block.getArguments())
+        if (auto staged = stagedInputs.find(input);
+            staged != stagedInputs.end())
+          line(
+              llvm::formatv("gpuc::stageRow(gpuc::stagedRow<{0}>({1}), in{2} + "
+                            "(int64_t)o * {3}, {3});",
+                            storageCType(elementOf(input)), staged->second,
+                            input.getArgNumber(), rowLength));
+      line("gpuc::awaitStagedRows();");
+      line("#endif");
     }
     if (splits > 1) {
       line(llvm::formatv("const gidx part = blockIdx.x % {0};", splits));
@@ -915,10 +923,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
           if (stagingText)
             stagedPositions[elements.back()] = r;
         }
-        storesStagedRows = stagingText && level == 0;
         if (failed(loadAhead(computed, elements)))
           return failure();
-        storeStagedRows(elements);
         for (const std::string &element : elements)
           for (size_t m = 0; m < members.size(); ++m) {
             FailureOr<std::string> x =
@@ -931,9 +937,6 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
             failed(storeResults(firstPass, elements,
                                 SmallVector<std::string>(elements.size()))))
           return failure();
-        // (Staged inputs loaded after the batch's loads: none, as a rule.)
-        storeStagedRows(elements);
-        storesStagedRows = false;
         if (reused.value && level == levels - 1) {
           SmallVector<std::string> regs;
           for (const std::string &element : elements) {

@@ -33,6 +33,10 @@ typedef int int32_t;
 
 #include "gpuc/runtime/Philox.h"
 #include "gpuc/runtime/device/Float16.h"
+#ifndef GPUC_CPU
+// The GPU's text (and the emulator's): row kernels stage rows with it.
+#include "gpuc/runtime/device/AsyncCopy.h"
+#endif
 
 namespace gpuc {
 
@@ -202,11 +206,11 @@ template <int Lanes> __device__ __forceinline__ float columnReduceMax(float v) {
 constexpr int kMostStagedRowBytes = 232448;
 /// A row kernel's staged row: the block's dynamic shared memory (sized at
 /// launch, the plan's "shared" bytes), from `byteOffset` on, as T. A block
-/// per long row whose later passes read the row again stores it here in
-/// its first pass and reads it back from here: from memory, each pass
-/// read it again, and the rows in flight (a thousand rows of 100 KB: a
-/// GPT-2 head's bf16 logits over 50k classes) evicted each other from
-/// L2 before the next pass came back to them.
+/// per long row whose passes read the row again copies it here before its
+/// first pass (stageRow) and every pass reads it from here: from memory,
+/// each pass read it again, and the rows in flight (a thousand rows of
+/// 100 KB: a GPT-2 head's bf16 logits over 50k classes) evicted each other
+/// from L2 before the next pass came back to them.
 template <typename T> __device__ __forceinline__ T *stagedRow(int byteOffset) {
 #ifdef GPUC_EMULATE_GPU
   // One block runs on a host thread at a time (as __shared__ arrays do).
@@ -216,6 +220,34 @@ template <typename T> __device__ __forceinline__ T *stagedRow(int byteOffset) {
   extern __shared__ __align__(16) unsigned char gpucStagedRows[];
   return (T *)(gpucStagedRows + byteOffset);
 #endif
+}
+/// Starts copying `count` elements at `from` (a row of memory) to `to` (a
+/// staged row) with the block's threads: 16 bytes a copy in flight
+/// without a register (cp.async, sm_80 and later) where both ends allow
+/// it, which keeps the whole row in flight at once; else element by
+/// element. awaitStagedRows() then makes the rows visible to the block.
+template <typename T>
+__device__ __forceinline__ void stageRow(T *to, const T *from,
+                                         long long count) {
+#if defined(GPUC_EMULATE_GPU) ||                                               \
+    (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
+  if (((unsigned long long)from & 15) == 0 && (count * sizeof(T)) % 16 == 0) {
+    const long long vectors = count * (long long)sizeof(T) / 16;
+    for (long long e = threadIdx.x; e < vectors; e += blockDim.x)
+      copyAsync<16>((char *)to + e * 16, (const char *)from + e * 16, true);
+    return;
+  }
+#endif
+  for (long long e = threadIdx.x; e < count; e += blockDim.x)
+    to[e] = from[e];
+}
+__device__ __forceinline__ void awaitStagedRows() {
+#if defined(GPUC_EMULATE_GPU) ||                                               \
+    (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
+  commitAsyncCopies();
+  waitAsyncCopies<0>();
+#endif
+  __syncthreads();
 }
 #endif
 
