@@ -209,8 +209,8 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   gpu_artifact scale-gpt2-bf16-attention-2-blocks gpt2 16 adamw bf16 \
     --no-weights --cuda-arch sm_90 --attention-blocks-per-sm 2
   # GPT-2's fused attention forward with 32 rows a warp (two m-tiles that
-  # share each fragment of keys and values a warp loads, one pass over a
-  # block's 256 rows) against the default 16.
+  # share each fragment of keys a warp loads, one pass over a block's 256
+  # rows) against the default 16.
   gpu_artifact scale-gpt2-bf16-attention-32-rows gpt2 16 adamw bf16 \
     --no-weights --cuda-arch sm_90 --attention-rows-per-warp 32
   # GPT-2 bf16 at the largest batch that fits an 80 GB H100 with room for
