@@ -4,8 +4,8 @@ runs; no GPU needed): for each KERNEL, every innermost loop (a backward
 branch whose body holds no other), its length in instructions and the mix
 of its opcodes.
 
-A memory-bound kernel that issues many instructions an element is bound by
-its issue instead: a row kernel's pass over a batch of 8 elements a thread
+A memory-bound kernel that runs many instructions an element is bound by
+the schedulers instead: a row kernel's pass over a batch of 8 elements a thread
 is one loop, so its length over 8 is what each element costs. GPT-2's head
 cross-entropy (three passes over 50,304 bf16 logits a row):
 

@@ -19,7 +19,7 @@ scale   GPT-2 124M and ResNet-50 at real scale (scale_check.py): parity of
         tokens/s and images/s against PyTorch eager and torch.compile, MFU.
 stalls  Nsight Compute on GPT-2 bf16's attention and head cross-entropy
         kernels (stall_check.py): throughput against the peaks, occupancy,
-        issue rate and stall reasons; skipped without ncu.
+        instruction rate and stall reasons; skipped without ncu.
 bench   gpuc (graph and --no-graph) against PyTorch eager, torch.compile and
         torch.compile(mode="reduce-overhead"): same model, batch, AdamW
         (lr 1e-3, weight decay 0.01; PyTorch's fused AdamW), FP32 on both

@@ -29,7 +29,7 @@
 #         MFU.
 # stalls: Nsight Compute (ncu, when the machine has it) on GPT-2 bf16's
 #         attention and head cross-entropy kernels: why they take the time
-#         the profile shows (issue rate, stall reasons, occupancy).
+#         the profile shows (instruction rate, stall reasons, occupancy).
 # Results: summary-<phase>.json and logs in $OUT (when set) or ./results.
 set -uo pipefail
 bundle=$(cd "$(dirname "$0")" && pwd)

@@ -18,7 +18,7 @@ import sys
 
 # What ncu collects for each kernel: the speed of light (achieved against
 # peak compute and memory throughput), the launch and its occupancy, the
-# schedulers' issue rate and the warps' stall reasons, and the pipes and
+# schedulers' instruction rate and the warps' stall reasons, and the pipes and
 # memory units at work.
 SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "SchedulerStats",
             "WarpStateStats", "ComputeWorkloadAnalysis",

@@ -454,16 +454,19 @@ int runCompile(int argc, char **argv) {
   if (!module)
     return 1;
   importTiming.stop();
+  // The code generation choices the flags make, as module attributes
+  // (the dumps show them).
+  auto setModuleInt = [&](StringRef name, int64_t value) {
+    (*module)->setAttr(
+        name,
+        IntegerAttr::get(IntegerType::get(module->getContext(), 64), value));
+  };
   if (gpuBytesInFlight.getNumOccurrences())
-    (*module)->setAttr(
-        gpuc::GpucDialect::kGpuBytesInFlightAttrName,
-        IntegerAttr::get(IntegerType::get(module->getContext(), 64),
-                         gpuBytesInFlight));
+    setModuleInt(gpuc::GpucDialect::kGpuBytesInFlightAttrName,
+                 gpuBytesInFlight);
   if (gpuColumnLanesOption.getNumOccurrences())
-    (*module)->setAttr(
-        gpuc::GpucDialect::kGpuColumnLanesAttrName,
-        IntegerAttr::get(IntegerType::get(module->getContext(), 64),
-                         gpuColumnLanesOption));
+    setModuleInt(gpuc::GpucDialect::kGpuColumnLanesAttrName,
+                 gpuColumnLanesOption);
   // Rows a GPU block stages: as asked, else kGpuRowStageBytes within what
   // every target architecture gives a block.
   std::string tightest;
@@ -475,20 +478,13 @@ int runCompile(int argc, char **argv) {
                          ? stageBytesEveryArchAllows(artifact, tightest)
                          : mlir::gpuc::kGpuRowStageBytes);
   if (rowStageBytes != mlir::gpuc::kGpuRowStageBytes)
-    (*module)->setAttr(
-        gpuc::GpucDialect::kGpuRowStageBytesAttrName,
-        IntegerAttr::get(IntegerType::get(module->getContext(), 64),
-                         rowStageBytes));
+    setModuleInt(gpuc::GpucDialect::kGpuRowStageBytesAttrName, rowStageBytes);
   if (attentionRowsPerWarp.getNumOccurrences())
-    (*module)->setAttr(
-        gpuc::GpucDialect::kAttentionRowsPerWarpAttrName,
-        IntegerAttr::get(IntegerType::get(module->getContext(), 64),
-                         attentionRowsPerWarp));
+    setModuleInt(gpuc::GpucDialect::kAttentionRowsPerWarpAttrName,
+                 attentionRowsPerWarp);
   if (attentionBlocksPerSm.getNumOccurrences())
-    (*module)->setAttr(
-        gpuc::GpucDialect::kAttentionBlocksPerSmAttrName,
-        IntegerAttr::get(IntegerType::get(module->getContext(), 64),
-                         attentionBlocksPerSm));
+    setModuleInt(gpuc::GpucDialect::kAttentionBlocksPerSmAttrName,
+                 attentionBlocksPerSm);
   MLIRContext &context = *loader.context;
   // Each pass manager's passes nest in a scope of their own.
   std::vector<std::unique_ptr<TimingScope>> passTimings;
