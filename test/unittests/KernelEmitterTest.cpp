@@ -1095,6 +1095,34 @@ TEST(KernelEmitterTest, ColumnsTakeTheWidestLanesTheirAxisAllows) {
   }
 }
 
+// A chunk of a split kernel is whole batches of its block's threads (8
+// elements a thread): GPT-2's GELU gradient with its bias's sums, 3,072
+// bf16 columns over 16,384 tokens, split 86 ways, has chunks of 192 rows
+// (not 191), and no thread takes its last few one at a time.
+TEST(KernelEmitterTest, ChunksAreWholeBatches) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(rowKernel(3072, "bf16", 16384), &context);
+  ASSERT_TRUE(module);
+  FusionOp fusion;
+  module->walk([&](FusionOp op) { fusion = op; });
+  FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  int64_t splits = rowKernelSplits(3072 / 256, 16384, columnChunkMin(256));
+  ASSERT_EQ(splits, 86);
+  ASSERT_NE((16384 + splits - 1) / splits % 8, 0) << "not a case to test";
+  EXPECT_EQ(kernel->grid, 12 * 86) << src;
+  size_t gpu = src.find("#else");
+  ASSERT_NE(gpu, std::string::npos) << src;
+  EXPECT_NE(src.find("const gidx rowBegin = part * 192;", gpu),
+            std::string::npos)
+      << src;
+  EXPECT_EQ(src.find("for (; r < rowEnd;", gpu), std::string::npos) << src;
+}
+
 // Few groups of columns (a layer norm's weight gradient: 768 features
 // summed over 16,384 tokens) split into chunks short enough to give a GPU
 // about kRowKernelBlocks blocks: a chunk needs only columnChunkMin rows,
