@@ -623,6 +623,45 @@ func.func @f(%w0: tensor<256xf32>, %g0: tensor<256xf32>, %w1: tensor<256xf32>, %
   EXPECT_NE(src.find("out2[i] ="), std::string::npos) << src;
 }
 
+// Slices that are one stretch of their input (a padded head's gradient cut
+// to the embedding's rows, at offset 0 and past two rows) read it at the
+// element's index plus the offset, with no coordinates; the one at offset 0
+// loads ahead with the other inputs. A slice of the rows' trailing columns
+// is not one stretch and unravels its index.
+TEST(KernelEmitterTest, SlicesInOneStretchMoveTheIndexByAConstant) {
+  std::string source = R"mlir(
+func.func @f(%g: tensor<66x32xf32>, %w: tensor<64x32xf32>, %h: tensor<64x40xf32>) -> tensor<64x32xf32> {
+  %r = gpuc.fusion(%g, %w, %h) : (tensor<66x32xf32>, tensor<64x32xf32>, tensor<64x40xf32>) -> tensor<64x32xf32> {
+  ^bb0(%x: tensor<66x32xf32>, %y: tensor<64x32xf32>, %z: tensor<64x40xf32>):
+    %a = gpuc.slice %x starts = [0, 0] limits = [64, 32] strides = [1, 1] : tensor<66x32xf32> -> tensor<64x32xf32>
+    %b = gpuc.slice %x starts = [2, 0] limits = [66, 32] strides = [1, 1] : tensor<66x32xf32> -> tensor<64x32xf32>
+    %c = gpuc.slice %z starts = [0, 8] limits = [64, 40] strides = [1, 1] : tensor<64x40xf32> -> tensor<64x32xf32>
+    %s = gpuc.add %a, %b : tensor<64x32xf32>
+    %t = gpuc.mul %s, %y : tensor<64x32xf32>
+    %u = gpuc.sub %t, %c : tensor<64x32xf32>
+    gpuc.yield %u : tensor<64x32xf32>
+  }
+  return %r : tensor<64x32xf32>
+}
+)mlir";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  // The GPU's batched loop: its first element is `i`.
+  size_t loop = src.find("for (; i + ");
+  ASSERT_NE(loop, std::string::npos) << src;
+  size_t sliceLoad = src.find("in0[i]", loop);
+  size_t ownLoad = src.find("in1[i]", loop);
+  size_t firstArithmetic = src.find(" = (", loop);
+  ASSERT_NE(sliceLoad, std::string::npos) << src;
+  ASSERT_NE(ownLoad, std::string::npos) << src;
+  EXPECT_LT(sliceLoad, firstArithmetic) << src;
+  EXPECT_NE(src.find("= i + 64;", loop), std::string::npos) << src;
+  // The columns' slice divides its index into a row and a column.
+  EXPECT_NE(src.find("(i / 32)", loop), std::string::npos) << src;
+  EXPECT_NE(src.find("8 + ", loop), std::string::npos) << src;
+}
+
 // A kernel reading one bf16 tensor (2 bytes an element): a GPU thread
 // loads 8 of its elements, a block's width apart, before storing any, while
 // all 8 are in its tile, with no clamp and no guard; its last few (the

@@ -6,8 +6,9 @@ namespace mlir::gpuc::kernel_emitter {
 SmallVector<Value> Emitter::inputsReadAtStoredIndex(ValueRange values) {
   SmallVector<Value> inputs;
   llvm::SmallPtrSet<Operation *, 32> visited;
-  int64_t elements = 0;
-  std::function<void(Value)> walk = [&](Value v) {
+  // `elements`: how many v has where it is read at the stored index (more
+  // than the value's, past a slice at the start of its input).
+  std::function<void(Value, int64_t)> walk = [&](Value v, int64_t elements) {
     // (A value loaded from an output stands for the inputs it was computed
     // from.)
     if (isa<BlockArgument>(v) || storedOutputs.count(v)) {
@@ -17,14 +18,19 @@ SmallVector<Value> Emitter::inputsReadAtStoredIndex(ValueRange values) {
       return;
     }
     Operation *def = v.getDefiningOp();
-    if (def && (isPointwise(def) || isAlias(def)) && visited.insert(def).second)
+    if (!def || !visited.insert(def).second)
+      return;
+    if (auto slice = dyn_cast<SliceOp>(def)) {
+      if (contiguousSliceOffset(slice) == 0)
+        walk(slice.getInput(), getNumElements(shapeOf(slice.getInput())));
+      return;
+    }
+    if (isPointwise(def) || isAlias(def))
       for (Value operand : def->getOperands())
-        walk(operand);
+        walk(operand, elements);
   };
-  for (Value value : values) {
-    elements = getNumElements(shapeOf(value));
-    walk(value);
-  }
+  for (Value value : values)
+    walk(value, getNumElements(shapeOf(value)));
   return inputs;
 }
 

@@ -31,6 +31,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 
 namespace mlir::gpuc::kernel_emitter {
 
@@ -128,6 +129,26 @@ inline std::string literal(double value, Type type) {
     return value != 0 ? "true" : "false";
   return llvm::formatv("(({0}){1}LL)", storageCType(type), (int64_t)value)
       .str();
+}
+
+/// Where a slice that is one stretch of its input starts in it: every
+/// step is 1, and every axis after its first of more than one element is
+/// whole. Its element at linear index i is then its
+/// input's at i + the offset (a tied head's gradient, [50304, 768], sliced
+/// to the embedding's 50,257 rows reads the same index). None otherwise.
+inline std::optional<int64_t> contiguousSliceOffset(SliceOp s) {
+  ArrayRef<int64_t> in = shapeOf(s.getInput());
+  ArrayRef<int64_t> out = shapeOf(s.getResult());
+  SmallVector<int64_t> strides = stridesOf(in);
+  int64_t offset = 0;
+  bool spanning = false;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (s.getStrides()[d] != 1 || (spanning && out[d] != in[d]))
+      return std::nullopt;
+    offset += s.getStarts()[d] * strides[d];
+    spanning |= out[d] != 1;
+  }
+  return offset;
 }
 
 /// The window geometry shared by the pooling ops and their gradients.

@@ -296,6 +296,14 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
         return at(t.getInput(), raveled(inCoords, in));
       })
       .Case([&](SliceOp s) -> FailureOr<std::string> {
+        // One stretch of the input: the index moves by a constant, with no
+        // coordinates to unravel (and at offset 0 it is the same index,
+        // which loads ahead with the others: inputsReadAtStoredIndex).
+        if (std::optional<int64_t> offset = contiguousSliceOffset(s))
+          return at(s.getInput(),
+                    *offset == 0
+                        ? idx
+                        : index(llvm::formatv("{0} + {1}", idx, *offset)));
         ArrayRef<int64_t> in = shapeOf(s.getInput());
         SmallVector<std::string> coords = unravel(idx, shape);
         SmallVector<std::string> inCoords;
