@@ -213,6 +213,13 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   # rows) against the default 16.
   gpu_artifact scale-gpt2-bf16-attention-32-rows gpt2 16 adamw bf16 \
     --no-weights --cuda-arch sm_90 --attention-rows-per-warp 32
+  # GPT-2's fused attention backward in three launches: the keys' launch
+  # stores the scores' gradients (402 MB of bf16 a layer, the causal half
+  # written) and the queries' gradients are one product a tile from them,
+  # where the default's queries' launch computes the scores and their
+  # gradients again (three products a tile).
+  gpu_artifact scale-gpt2-bf16-stored-score-gradients gpt2 16 adamw bf16 \
+    --no-weights --cuda-arch sm_90 --attention-score-gradients stored
   # GPT-2 bf16 at the largest batch that fits an 80 GB H100 with room for
   # the CUDA context, the libraries and PyTorch's peers (72 GiB): the fused
   # attention keeps no scores, so no remat is needed. `gpuc compile

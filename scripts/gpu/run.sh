@@ -20,7 +20,8 @@
 #         240, and with --gpu-bytes-in-flight 0,
 #         its kernels' loads in the order before batching; ResNet-50 bf16
 #         also with --conv-layout nchw; GPT-2 bf16 also with
-#         --gpu-row-stage-bytes 0 and --attention-rows-per-warp 32; both
+#         --gpu-row-stage-bytes 0, --attention-rows-per-warp 32 and
+#         --attention-score-gradients stored; both
 #         in bf16 with
 #         --gpu-bytes-in-flight 64 and 128), weights made here by
 #         PyTorch (--init): one step against PyTorch's, each artifact's

@@ -38,6 +38,9 @@ struct Case {
   /// le 4, gt 5, ge 2), and whether it keeps the pairs it holds for.
   int triangle = 5;
   bool maskKeeps = false;
+  /// Keys past `keys - paddedKeys` excluded from every query (a padding
+  /// mask), with a -inf fill.
+  int paddedKeys = 0;
 };
 
 /// Whether `key P query` holds for the test's triangle code.
@@ -67,8 +70,11 @@ std::vector<gpuc::bf16> randomBf16(size_t n, std::mt19937 &rng) {
 }
 
 /// The three launches against double; the forward's warps own `Tiles`
-/// m-tiles of 16 rows each.
-template <int D, int DV, int Tiles = 1> void check(const Case &c) {
+/// m-tiles of 16 rows each. With `Stored`, the backward's three launches
+/// (attentionBackwardStored), whose keys' launch stores the scores'
+/// gradients into a buffer that holds NaNs where it stores none.
+template <int D, int DV, int Tiles = 1, bool Stored = false>
+void check(const Case &c) {
   const int bh = c.batch * c.heads, qs = D + c.pad, vs = DV + c.pad;
   std::mt19937 rng(11);
   Tensors t{randomBf16((size_t)bh * c.queries * qs, rng),
@@ -80,7 +86,8 @@ template <int D, int DV, int Tiles = 1> void check(const Case &c) {
     for (int j = 0; j < c.keys; ++j)
       mask[(size_t)i * c.keys + j] =
           c.causal ? triangleHolds(c.triangle, i, j) != c.maskKeeps
-                   : (c.readMask && (j % 3 == 1 || i == c.maskedRow));
+                   : (c.readMask && (j % 3 == 1 || i == c.maskedRow)) ||
+                         j >= c.keys - c.paddedKeys;
 
   gpuc::AttentionGeometry g;
   g.heads = c.heads;
@@ -102,8 +109,8 @@ template <int D, int DV, int Tiles = 1> void check(const Case &c) {
     g.dv[d] = v[d];
   }
   g.scale = 1.0f / std::sqrt((float)D);
-  g.fill = c.causal ? -INFINITY : -20.0f;
-  g.mask = (c.causal || c.readMask) ? mask.get() : nullptr;
+  g.fill = c.causal || c.paddedKeys ? -INFINITY : -20.0f;
+  g.mask = (c.causal || c.readMask || c.paddedKeys) ? mask.get() : nullptr;
   g.maskStrides[0] = g.maskStrides[1] = 0;
   g.maskStrides[2] = c.keys;
   g.maskStrides[3] = 1;
@@ -127,16 +134,29 @@ template <int D, int DV, int Tiles = 1> void check(const Case &c) {
     gpuc::attentionForward<D, DV, Tiles>(t.q.data(), t.k.data(), t.v.data(), g,
                                          out.data(), lse.data());
   });
-  gpuc::emulated::launch(grid, 256, "queries", [&] {
-    gpuc::attentionBackwardQueries<D, DV>(t.q.data(), t.k.data(), t.v.data(),
-                                          out.data(), lse.data(), t.dOut.data(),
-                                          g, dq.data(), rowDots.data());
-  });
-  gpuc::emulated::launch(grid, 256, "keys", [&] {
-    gpuc::attentionBackwardKeys<D, DV>(t.q.data(), t.k.data(), t.v.data(),
-                                       lse.data(), t.dOut.data(), g,
-                                       rowDots.data(), dk.data(), dv.data());
-  });
+  if (Stored) {
+    // A pass's 128 queries past the end, which the last tiles stage.
+    std::vector<unsigned short> scoreGrads(
+        (size_t)bh * c.keys * c.queries + 128, 0x7fc0);
+    for (int phase = 0; phase < 3; ++phase)
+      gpuc::emulated::launch(grid, 256, "backward", [&] {
+        gpuc::attentionBackwardStored<D, DV>(
+            phase, t.q.data(), t.k.data(), t.v.data(), out.data(), lse.data(),
+            t.dOut.data(), g, dq.data(), dk.data(), dv.data(), rowDots.data(),
+            scoreGrads.data());
+      });
+  } else {
+    gpuc::emulated::launch(grid, 256, "queries", [&] {
+      gpuc::attentionBackwardQueries<D, DV>(
+          t.q.data(), t.k.data(), t.v.data(), out.data(), lse.data(),
+          t.dOut.data(), g, dq.data(), rowDots.data());
+    });
+    gpuc::emulated::launch(grid, 256, "keys", [&] {
+      gpuc::attentionBackwardKeys<D, DV>(t.q.data(), t.k.data(), t.v.data(),
+                                         lse.data(), t.dOut.data(), g,
+                                         rowDots.data(), dk.data(), dv.data());
+    });
+  }
 
   // The reference, in double, from the same bf16 values.
   std::vector<double> refOut(out.size()), refLse(lse.size()), refDq(dq.size()),
@@ -271,6 +291,29 @@ TEST(AttentionTensorCores, ThirtyTwoRowsAWarpMatchDouble) {
                     /*pad=*/0, /*maskedRow=*/9});
   check<64, 64, 2>({1, 2, 100, 100, /*causal=*/true, /*readMask=*/false,
                     /*pad=*/4});
+}
+
+// The backward with stored score gradients: the queries' gradients from
+// what the keys' launch stored, staged by key tiles (32 keys where values
+// are wider than 64), with the excluded, absent and never-stored scores
+// (NaN in the buffer) zeroed: causal with a partial block, another
+// triangle with more keys than queries, a read mask (tiles of 32 keys), a
+// row that masks every key, rows staged element by element, and a padding
+// mask.
+TEST(AttentionTensorCores, StoredScoreGradientsMatchDouble) {
+  check<64, 64, 1, true>({2, 2, 300, 300, /*causal=*/true, /*readMask=*/false});
+  check<64, 64, 1, true>({1, 2, 70, 150, /*causal=*/true, /*readMask=*/false,
+                          /*pad=*/0, /*maskedRow=*/-1, /*triangle=*/3});
+  check<32, 80, 1, true>({1, 3, 46, 70, /*causal=*/false, /*readMask=*/true});
+  check<64, 64, 1, true>({1, 2, 40, 100, /*causal=*/false, /*readMask=*/true,
+                          /*pad=*/0, /*maskedRow=*/9});
+  check<64, 64, 1, true>({1, 2, 100, 100, /*causal=*/true, /*readMask=*/false,
+                          /*pad=*/4});
+  // Keys 110 on padded: the keys' launch stores nothing for the warps whose
+  // 16 keys are all padded, which the queries' tiles of 64 keys still span.
+  check<64, 64, 1, true>({1, 2, 100, 150, /*causal=*/false, /*readMask=*/false,
+                          /*pad=*/0, /*maskedRow=*/-1, /*triangle=*/5,
+                          /*maskKeeps=*/false, /*paddedKeys=*/40});
 }
 
 // The blocks' order on the GPU: under a causal mask every (batch, head)'s

@@ -92,6 +92,13 @@ bool checkStepFlags() {
                     "32 rows' state takes\n";
     return false;
   }
+  if (attentionScoreGradients != "recomputed" &&
+      attentionScoreGradients != "stored") {
+    llvm::errs() << "gpuc compile: --attention-score-gradients "
+                 << attentionScoreGradients
+                 << " is not recomputed or stored (recomputed by default)\n";
+    return false;
+  }
   if (gpuColumnLanesOption < 8 || gpuColumnLanesOption > 256 ||
       (gpuColumnLanesOption & (gpuColumnLanesOption - 1)) != 0) {
     llvm::errs() << "gpuc compile: --gpu-column-lanes "
@@ -485,6 +492,8 @@ int runCompile(int argc, char **argv) {
   if (attentionBlocksPerSm.getNumOccurrences())
     setModuleInt(gpuc::GpucDialect::kAttentionBlocksPerSmAttrName,
                  attentionBlocksPerSm);
+  if (attentionScoreGradients == "stored")
+    setModuleInt(gpuc::GpucDialect::kAttentionStoredScoreGradientsAttrName, 1);
   MLIRContext &context = *loader.context;
   // Each pass manager's passes nest in a scope of their own.
   std::vector<std::unique_ptr<TimingScope>> passTimings;

@@ -120,6 +120,7 @@ extern cl::opt<int64_t> lossChunkRows;
 extern cl::opt<int64_t> gpuBytesInFlight;
 extern cl::opt<int64_t> attentionBlocksPerSm;
 extern cl::opt<int64_t> attentionRowsPerWarp;
+extern cl::opt<std::string> attentionScoreGradients;
 extern cl::opt<int64_t> gpuColumnLanesOption;
 extern cl::opt<int64_t> gpuRowStageBytes;
 extern cl::opt<std::string> padClassesOption;

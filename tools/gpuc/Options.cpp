@@ -341,6 +341,16 @@ cl::opt<int64_t> attentionRowsPerWarp(
              "tiles by each tile of keys it loads, in one pass over a "
              "block's rows)"),
     cl::value_desc("N"), cl::init(16), cl::cat(compileCategory));
+cl::opt<std::string> attentionScoreGradients(
+    "attention-score-gradients",
+    cl::desc("compile: how the fused attention's backward on GPU tensor "
+             "cores gets the scores' gradients for the queries' gradients: "
+             "recomputed (default: its queries' launch computes the scores "
+             "and their gradients again) or stored (its keys' launch stores "
+             "them, 2 bytes a score, and a third launch multiplies them by "
+             "the keys)"),
+    cl::value_desc("recomputed|stored"), cl::init("recomputed"),
+    cl::cat(compileCategory));
 cl::opt<int64_t> gpuColumnLanesOption(
     "gpu-column-lanes",
     cl::desc("compile: the most columns a GPU block of a column kernel (a "

@@ -220,6 +220,46 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   kernel.launches = 2;
   kernel.workspaceBytes = q[0] * q[1] * q[2] * (int64_t)sizeof(float);
   line("float *rowDots = (float *)workspace;");
+  bool storedScores = false;
+  if (auto module = fusion->getParentOfType<ModuleOp>())
+    storedScores =
+        module->hasAttr(GpucDialect::kAttentionStoredScoreGradientsAttrName);
+  Type operand = elementOf(grad.getQuery());
+  // Where the backward runs on tensor cores (attentionOnTensorCores: 16-bit
+  // operands, widths multiples of 16 up to 128; elsewhere it has nothing to
+  // store), over an even number of queries (a lane stores its two adjacent
+  // queries' in one word).
+  bool onTensorCores = (operand.isF16() || operand.isBF16()) &&
+                       q[3] % 16 == 0 && v[3] % 16 == 0 && q[3] <= 128 &&
+                       v[3] <= 128;
+  if (storedScores && onTensorCores && q[2] % 2 == 0) {
+    // A third launch: the keys' launch stores every score gradient (16
+    // bits, [B, H, keys, queries] after the row dots, and a pass's rows
+    // more, which the last tile of queries stages past the end), and the
+    // last launch multiplies them by the keys (Attention.h's
+    // attentionBackwardStored). That launch stages its tiles of them in
+    // dynamic shared memory: 2 buffers of a tile of keys (64, or 32 past
+    // 64 wide) by a pass's 128 queries, rows 8 apart.
+    int64_t keys = attentionShape(grad.getKey(), bthd)[2];
+    int64_t keyTile = q[3] <= 64 && v[3] <= 64 ? 64 : 32;
+    constexpr int64_t kPassRows = 128;
+    int64_t dotsBytes = llvm::alignTo(kernel.workspaceBytes, 16);
+    kernel.launches = 3;
+    kernel.workspaceBytes =
+        dotsBytes + (q[0] * q[1] * keys * q[2] + kPassRows) * 2;
+    kernel.sharedBytes = 2 * keyTile * (kPassRows + 8) * 2;
+    line("#ifdef GPUC_HAVE_MMA");
+    line(llvm::formatv("static_assert(gpuc::attentionStoredScoreSharedBytes<"
+                       "{0}, {1}>() == {2}, \"the launch's shared memory\");",
+                       q[3], v[3], kernel.sharedBytes));
+    line("#endif");
+    line(llvm::formatv("gpuc::attentionBackwardStored<{0}, {1}>(phase, "
+                       "{2}{3}, {4}, {5}, g, {6}, {7}, {8}, rowDots, "
+                       "(unsigned short *)((char *)workspace + {9}));",
+                       q[3], v[3], *ins, *out, *lse, *dOut, gradOut[0],
+                       gradOut[1], gradOut[2], dotsBytes));
+    return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
+  }
   line("if (phase == 0)");
   line(llvm::formatv("  gpuc::attentionBackwardQueries<{0}, {1}>({2}{3}, {4}, "
                      "{5}, g, {6}, rowDots);",

@@ -90,6 +90,14 @@ def Gpuc_Dialect : Dialect {
     /// absent, 16.
     static constexpr ::llvm::StringLiteral kAttentionRowsPerWarpAttrName =
         "gpuc.attention_rows_per_warp";
+    /// On the module (gpuc compile --attention-score-gradients stored):
+    /// the fused attention's backward on tensor cores stores its score
+    /// gradients in its keys' launch, and a third launch multiplies them
+    /// by the keys for the queries' gradients; absent, the queries' launch
+    /// computes them again.
+    static constexpr ::llvm::StringLiteral
+        kAttentionStoredScoreGradientsAttrName =
+            "gpuc.attention_stored_score_gradients";
     /// On a planned function: arena_peak, lower_bound (bytes) and what
     /// the report shows of its memory.
     static constexpr ::llvm::StringLiteral kMemoryAttrName = "gpuc.memory";

@@ -392,6 +392,18 @@ __device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
   }
 }
 
+template <int D, int DV, typename T>
+__device__ void
+attentionBackwardStored(int phase, const T *q, const T *k, const T *v,
+                        const T *out, const float *lse, const T *dOut,
+                        const AttentionGeometry &g, T *dq, T *dk, T *dv,
+                        float *rowDots, unsigned short *) {
+  if (phase == 0)
+    attentionBackwardQueries<D, DV>(q, k, v, out, lse, dOut, g, dq, rowDots);
+  else if (phase == 1)
+    attentionBackwardKeys<D, DV>(q, k, v, lse, dOut, g, rowDots, dk, dv);
+}
+
 #else
 
 } // namespace gpuc
@@ -592,6 +604,42 @@ __device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
   } else
 #endif
     attentionBackwardKeysRows<D, DV>(q, k, v, lse, dOut, g, rowDots, dk, dv);
+}
+
+/// The backward in three launches (gpuc compile --attention-score-gradients
+/// stored, for an even number of queries): on tensor cores, launch 0 writes
+/// each query row's dot(dO, O),
+/// launch 1 the keys' and values' gradients and every score gradient into
+/// `scoreGrads` (the bits of T), launch 2 the queries' gradients from
+/// those, one product a tile where the queries' launch of two computed the
+/// scores and their gradients again. Elsewhere (a thread per row in f32)
+/// launch 0 is the queries' launch of two and launch 2 does nothing.
+template <int D, int DV, typename T>
+__device__ void
+attentionBackwardStored(int phase, const T *q, const T *k, const T *v,
+                        const T *out, const float *lse, const T *dOut,
+                        const AttentionGeometry &g, T *dq, T *dk, T *dv,
+                        float *rowDots, unsigned short *scoreGrads) {
+#ifdef GPUC_HAVE_MMA
+  if constexpr (attentionOnTensorCores<D, DV, T>()) {
+    if (phase == 0)
+      attentionBackwardQueriesMma<D, DV, /*DotsOnly=*/true>(
+          q, k, v, out, lse, dOut, g, dq, rowDots);
+    else if (phase == 1)
+      attentionBackwardKeysMma<D, DV>(q, k, v, lse, dOut, g, rowDots, dk, dv,
+                                      scoreGrads);
+    else
+      attentionQueryGradsFromStoredMma<D, DV>(k, g, scoreGrads, dq);
+    return;
+  } else
+#endif
+  {
+    if (phase == 0)
+      attentionBackwardQueriesRows<D, DV>(q, k, v, out, lse, dOut, g, dq,
+                                          rowDots);
+    else if (phase == 1)
+      attentionBackwardKeysRows<D, DV>(q, k, v, lse, dOut, g, rowDots, dk, dv);
+  }
 }
 
 #endif

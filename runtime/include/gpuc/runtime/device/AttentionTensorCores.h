@@ -573,7 +573,11 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
   }
 }
 
-template <int D, int DV, typename T>
+/// The queries' launch of the backward: each query row's dot(dO, O) into
+/// `rowDots` (for the keys' launch) and, unless `DotsOnly` (the keys'
+/// launch stores the scores' gradients: attentionQueryGradsFromStoredMma),
+/// the queries' gradients.
+template <int D, int DV, bool DotsOnly = false, typename T>
 __device__ void
 attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
                             const float *lse, const T *dOut,
@@ -621,6 +625,8 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
       if (t == 0 && row < g.queries)
         rowDots[bh * g.queries + row] = rowDot[r];
     }
+    if constexpr (DotsOnly)
+      continue;
     float grad[D / 8][4] = {};
     // Excluded scores have no gradient, whatever the fill.
     auto skipped = [&](int64_t j, int64_t end) {
@@ -687,11 +693,19 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
   }
 }
 
+/// The keys' launch of the backward: the keys' and values' gradients,
+/// and, given `scoreGrads` (for an even number of queries), every score
+/// gradient it computes, rounded to T
+/// as its products take them, for the queries' gradients
+/// (attentionQueryGradsFromStoredMma): at scoreGrads[(bh * keys + key) *
+/// queries + query], a key's row of queries, so that a lane stores the two
+/// adjacent queries its fragment holds in one word.
 template <int D, int DV, typename T>
 __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
                                          const float *lse, const T *dOut,
                                          const AttentionGeometry &g,
-                                         const float *rowDots, T *dk, T *dv) {
+                                         const float *rowDots, T *dk, T *dv,
+                                         unsigned short *scoreGrads = nullptr) {
   constexpr int QT = attentionMmaTile<D, DV>(), N = QT / 8;
   // The query tile is the transposed scores' B (k = width) and, read
   // transposed, dK's (k = queries); the dO tile is dP's (k = value width)
@@ -792,6 +806,13 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
           }
           wa[n / 2][(n & 1) * 2 + r] = mmaPack<T>(w[0], w[1]);
           dsa[n / 2][(n & 1) * 2 + r] = mmaPack<T>(ds[0], ds[1]);
+          // The lane's two adjacent queries, both present or both absent
+          // (the queries are even in number), in one word.
+          if (scoreGrads && (kKept || !(absent & 1u << (n * 4 + 2 * r))))
+            *(unsigned *)(scoreGrads +
+                          (bh * g.keys + key0 + mmaRow(2 * r)) * g.queries +
+                          i0 + n * 8 + mmaColumn(0)) =
+                dsa[n / 2][(n & 1) * 2 + r];
         }
       }
       mmaProduct<T, N / 2, DV / 8, true>(gv, wa, dOTile, DV + 8);
@@ -840,6 +861,109 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       for (int n = 0; n < DV / 8; ++n) {
         dvRow[n * 8 + 2 * t] = gv[n][2 * r];
         dvRow[n * 8 + 2 * t + 1] = gv[n][2 * r + 1];
+      }
+    }
+  }
+}
+
+/// The stored scores' gradients a block of the queries' gradient launch
+/// stages (attentionQueryGradsFromStoredMma): per buffer, a tile of a key
+/// tile's rows of a pass's queries (kMmaPassRows, 8 apart), two buffers,
+/// in the launch's dynamic shared memory. gpuc compile asks for these
+/// bytes at launch (the kernel's text asserts that they agree).
+template <int D, int DV> constexpr int attentionStoredScoreTileElements() {
+  return mmaTileElements<attentionMmaTile<D, DV>(), kMmaPassRows>();
+}
+template <int D, int DV> constexpr int attentionStoredScoreSharedBytes() {
+  return 2 * attentionStoredScoreTileElements<D, DV>() * 2;
+}
+
+/// The queries' gradients from the scores' gradients the keys' launch
+/// stored (attentionBackwardKeysMma's `scoreGrads`): dQ = dS K, one
+/// product a tile where the queries' launch computed the scores and their
+/// gradients again (three). A block stages each key tile and its rows of
+/// the stored gradients (past the keys or the queries: whatever the
+/// buffer holds there, zeroed by the scores' flags before the product, as
+/// are the excluded scores, which the keys' launch may not have stored).
+template <int D, int DV, typename T>
+__device__ void
+attentionQueryGradsFromStoredMma(const T *k, const AttentionGeometry &g,
+                                 const unsigned short *scoreGrads, T *dq) {
+  constexpr int KT = attentionMmaTile<D, DV>(), N = KT / 8;
+  constexpr int Pitch = kMmaPassRows + 8;
+  unsigned short *tiles = attentionMmaShared<D, DV>();
+  unsigned short *scoreTiles = stagedRow<unsigned short>(0);
+  int64_t b, h, bh, first;
+  if (!attentionBlock(g, g.queries, false, b, h, bh, first))
+    return;
+  const int t = threadIdx.x & 3, lane = threadIdx.x & 31;
+  const T *kBase = k + b * g.k[0] + h * g.k[1];
+  const unsigned short *scoreBase = scoreGrads + bh * g.keys * g.queries;
+  for (int pass = 0; pass < kMmaPasses; ++pass) {
+    const MmaPass rows = mmaPass(first, pass, g.queries);
+    if (rows.begin >= g.queries)
+      break;
+    const int64_t row0 = rows.warpRow;
+    float grad[D / 8][4] = {};
+    auto skipped = [&](int64_t j, int64_t end) {
+      return attentionTileExcluded(g, rows.begin, rows.end, j, end);
+    };
+    auto stage = [&](int64_t j, int buffer) {
+      int count = g.keys - j < KT ? (int)(g.keys - j) : KT;
+      mmaStageRows<KT, D>(mmaBuffer<D, DV>(tiles, buffer), kBase + j * g.k[2],
+                          g.k[2], count);
+      mmaStageRows<KT, kMmaPassRows>(
+          scoreTiles + buffer * attentionStoredScoreTileElements<D, DV>(),
+          scoreBase + j * g.queries + rows.begin, g.queries, count);
+    };
+    auto compute = [&](int64_t j, int buffer) {
+      const bool kept = attentionTileKept(g, row0, row0 + kMmaRows, j, j + KT);
+      unsigned dead = 0;
+      if (!kept) {
+        unsigned absent, excluded;
+        mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
+        dead = absent | excluded;
+        if (warpAll(dead == mmaAllFlags<N>()))
+          return;
+      }
+      const unsigned short *kTile = mmaBuffer<D, DV>(tiles, buffer);
+      const unsigned short *scoreTile =
+          scoreTiles + buffer * attentionStoredScoreTileElements<D, DV>() +
+          (row0 - rows.begin);
+      // The A fragments of the warp's 16 queries by 16 keys, from a tile
+      // whose rows are keys: transposed. Matrix l / 8 of lane l: queries
+      // 0..7 or 8..15 (bit 0), keys 0..7 or 8..15 (bit 1).
+      const int matrix = lane >> 3;
+      unsigned dsa[N / 2][4];
+      GPUC_UNROLL
+      for (int kk = 0; kk < N / 2; ++kk) {
+        mmaLoadMatrices<true>(
+            dsa[kk], scoreTile +
+                         (kk * 16 + (matrix >> 1) * 8 + (lane & 7)) * Pitch +
+                         (matrix & 1) * 8);
+        if (!kept)
+          GPUC_UNROLL
+        for (int r = 0; r < 4; ++r) {
+          // As mmaScoresAsA lays out the C fragments' elements.
+          int bitAt = (2 * kk + (r >> 1)) * 4 + (r & 1) * 2;
+          unsigned keep = ((dead >> bitAt) & 1u ? 0u : 0xffffu) |
+                          ((dead >> (bitAt + 1)) & 1u ? 0u : 0xffff0000u);
+          dsa[kk][r] &= keep;
+        }
+      }
+      mmaProduct<T, N / 2, D / 8, true>(grad, dsa, kTile, D + 8);
+    };
+    mmaStagedTiles<KT>(g.keys, skipped, stage, compute);
+    GPUC_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      int64_t row = row0 + mmaRow(2 * r);
+      if (row >= g.queries)
+        continue;
+      T *dqRow = dq + b * g.dq[0] + h * g.dq[1] + row * g.dq[2];
+      GPUC_UNROLL
+      for (int n = 0; n < D / 8; ++n) {
+        dqRow[n * 8 + 2 * t] = g.scale * grad[n][2 * r];
+        dqRow[n * 8 + 2 * t + 1] = g.scale * grad[n][2 * r + 1];
       }
     }
   }

@@ -39,6 +39,10 @@ namespace gpuc {
 __device__ __forceinline__ unsigned short storedBits(const bf16 &x) {
   return x.bits;
 }
+/// (Bits already: a buffer of 16-bit values the kernels stored as bits.)
+__device__ __forceinline__ unsigned short storedBits(unsigned short x) {
+  return x;
+}
 __device__ __forceinline__ unsigned short storedBits(const f16 &x) {
 #ifdef GPUC_HAVE_FLOAT16
   unsigned short u;
