@@ -284,6 +284,28 @@ __device__ __forceinline__ void mmaScoresAsA(unsigned (*a)[4],
   }
 }
 
+/// Stores the caller's warp's 16 rows from `row0` (those before `rows`) of
+/// C fragments `acc` (16 x Width), times `scale`, into rows `stride`
+/// apart from `base`: a gradient's rows at the end of a pass.
+template <int Width, typename T>
+__device__ __forceinline__ void
+mmaStoreRows(T *base, int64_t stride, const float (*acc)[4], int64_t row0,
+             int64_t rows, float scale) {
+  const int t = threadIdx.x & 3;
+  GPUC_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    int64_t row = row0 + ((threadIdx.x & 31) >> 2) + r * 8;
+    if (row >= rows)
+      continue;
+    T *out = base + row * stride;
+    GPUC_UNROLL
+    for (int n = 0; n < Width / 8; ++n) {
+      out[n * 8 + 2 * t] = scale * acc[n][2 * r];
+      out[n * 8 + 2 * t + 1] = scale * acc[n][2 * r + 1];
+    }
+  }
+}
+
 /// The sum (or max) of a row's values over the 4 lanes that hold it.
 __device__ __forceinline__ float quadSum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
@@ -678,18 +700,8 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
           });
     };
     mmaStagedTiles<KT>(g.keys, skipped, stage, compute);
-    GPUC_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      int64_t row = row0 + mmaRow(2 * r);
-      if (row >= g.queries)
-        continue;
-      T *dqRow = dq + b * g.dq[0] + h * g.dq[1] + row * g.dq[2];
-      GPUC_UNROLL
-      for (int n = 0; n < D / 8; ++n) {
-        dqRow[n * 8 + 2 * t] = g.scale * grad[n][2 * r];
-        dqRow[n * 8 + 2 * t + 1] = g.scale * grad[n][2 * r + 1];
-      }
-    }
+    mmaStoreRows<D>(dq + b * g.dq[0] + h * g.dq[1], g.dq[2], grad, row0,
+                    g.queries, g.scale);
   }
 }
 
@@ -716,7 +728,6 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.keys, true, b, h, bh, first))
     return;
-  const int t = threadIdx.x & 3;
   const T *qBase = q + b * g.q[0] + h * g.q[1];
   const T *kBase = k + b * g.k[0] + h * g.k[1];
   const T *vBase = v + b * g.v[0] + h * g.v[1];
@@ -845,24 +856,10 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
         [&](int64_t i0, int buffer) {
           compute(MmaTileKept<false>(), i0, buffer);
         });
-    GPUC_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      int64_t key = key0 + mmaRow(2 * r);
-      if (key >= g.keys)
-        continue;
-      T *dkRow = dk + b * g.dk[0] + h * g.dk[1] + key * g.dk[2];
-      T *dvRow = dv + b * g.dv[0] + h * g.dv[1] + key * g.dv[2];
-      GPUC_UNROLL
-      for (int n = 0; n < D / 8; ++n) {
-        dkRow[n * 8 + 2 * t] = g.scale * gk[n][2 * r];
-        dkRow[n * 8 + 2 * t + 1] = g.scale * gk[n][2 * r + 1];
-      }
-      GPUC_UNROLL
-      for (int n = 0; n < DV / 8; ++n) {
-        dvRow[n * 8 + 2 * t] = gv[n][2 * r];
-        dvRow[n * 8 + 2 * t + 1] = gv[n][2 * r + 1];
-      }
-    }
+    mmaStoreRows<D>(dk + b * g.dk[0] + h * g.dk[1], g.dk[2], gk, key0, g.keys,
+                    g.scale);
+    mmaStoreRows<DV>(dv + b * g.dv[0] + h * g.dv[1], g.dv[2], gv, key0, g.keys,
+                     1.0f);
   }
 }
 
@@ -896,7 +893,7 @@ attentionQueryGradsFromStoredMma(const T *k, const AttentionGeometry &g,
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.queries, false, b, h, bh, first))
     return;
-  const int t = threadIdx.x & 3, lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31;
   const T *kBase = k + b * g.k[0] + h * g.k[1];
   const unsigned short *scoreBase = scoreGrads + bh * g.keys * g.queries;
   for (int pass = 0; pass < kMmaPasses; ++pass) {
@@ -954,18 +951,8 @@ attentionQueryGradsFromStoredMma(const T *k, const AttentionGeometry &g,
       mmaProduct<T, N / 2, D / 8, true>(grad, dsa, kTile, D + 8);
     };
     mmaStagedTiles<KT>(g.keys, skipped, stage, compute);
-    GPUC_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      int64_t row = row0 + mmaRow(2 * r);
-      if (row >= g.queries)
-        continue;
-      T *dqRow = dq + b * g.dq[0] + h * g.dq[1] + row * g.dq[2];
-      GPUC_UNROLL
-      for (int n = 0; n < D / 8; ++n) {
-        dqRow[n * 8 + 2 * t] = g.scale * grad[n][2 * r];
-        dqRow[n * 8 + 2 * t + 1] = g.scale * grad[n][2 * r + 1];
-      }
-    }
+    mmaStoreRows<D>(dq + b * g.dq[0] + h * g.dq[1], g.dq[2], grad, row0,
+                    g.queries, g.scale);
   }
 }
 
