@@ -220,6 +220,12 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   # gradients again (three products a tile).
   gpu_artifact scale-gpt2-bf16-stored-score-gradients gpt2 16 adamw bf16 \
     --no-weights --cuda-arch sm_90 --attention-score-gradients stored
+  # Both attention options at once (the forward at two blocks an SM, the
+  # backward from stored score gradients): the step to make the default
+  # should each pay on its own.
+  gpu_artifact scale-gpt2-bf16-2-blocks-stored gpt2 16 adamw bf16 \
+    --no-weights --cuda-arch sm_90 --attention-blocks-per-sm 2 \
+    --attention-score-gradients stored
   # GPT-2 bf16 at the largest batch that fits an 80 GB H100 with room for
   # the CUDA context, the libraries and PyTorch's peers (72 GiB): the fused
   # attention keeps no scores, so no remat is needed. `gpuc compile

@@ -61,7 +61,8 @@ def build(bundle, name, sdpa=False):
 # the next kernels (--no-gemm-epilogues), and its fused attention's forward
 # at two blocks an SM (--attention-blocks-per-sm 2) and with 32 rows a warp
 # (--attention-rows-per-warp 32), and its backward from stored score
-# gradients (--attention-score-gradients stored), and, for both models,
+# gradients (--attention-score-gradients stored), and both at two blocks an
+# SM and from stored score gradients, and, for both models,
 # column kernels of 16 columns a block (--gpu-column-lanes 16: 32 bytes of
 # each row, the layout before whole rows), and for GPT-2 its head's
 # cross-entropy rows read from memory in every pass (--gpu-row-stage-bytes
@@ -72,6 +73,7 @@ VARIANTS = ("fp32", "bf16", "bf16-gemm-attention", "bf16-largest",
             "bf16-in-order", "bf16-in-flight-64", "bf16-in-flight-128",
             "bf16-head-f32", "bf16-no-epilogues", "bf16-attention-2-blocks",
             "bf16-attention-32-rows", "bf16-stored-score-gradients",
+            "bf16-2-blocks-stored",
             "bf16-column-lanes-16", "bf16-row-stage-0", "bf16-nchw")
 
 
