@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::gpuc;
@@ -660,6 +661,56 @@ func.func @f(%g: tensor<66x32xf32>, %w: tensor<64x32xf32>, %h: tensor<64x40xf32>
   // The columns' slice divides its index into a row and a column.
   EXPECT_NE(src.find("(i / 32)", loop), std::string::npos) << src;
   EXPECT_NE(src.find("8 + ", loop), std::string::npos) << src;
+}
+
+// The fused attention's backward in three launches when the module asks
+// for stored score gradients: the workspace holds the row dots (16-byte
+// aligned) and then every score gradient (batch x heads x keys x queries,
+// 16 bits each, and a pass's 128 queries more), and the last launch asks
+// for two tiles of 64 keys by 136 bf16 in dynamic shared memory. Two
+// launches without the attribute, for an odd number of queries (a lane
+// stores two adjacent queries' in one word), and for f32 operands (no
+// tensor cores).
+TEST(KernelEmitterTest, StoredScoreGradientsTakeAThirdLaunch) {
+  auto source = [](bool stored, int queries, const char *type) {
+    std::string q = llvm::formatv("tensor<2x3x{0}x16x{1}>", queries, type);
+    std::string kv = llvm::formatv("tensor<2x3x48x16x{0}>", type);
+    std::string lse = llvm::formatv("tensor<2x3x{0}xf32>", queries);
+    return llvm::formatv(
+               R"mlir(
+module attributes {{{0}} {{
+func.func @f(%q: {1}, %k: {2}, %v: {2}, %o: {1}, %l: {3}, %d: {1}) -> ({1}, {2}, {2}) {{
+  %r:3 = gpuc.fusion(%q, %k, %v, %o, %l, %d) : ({1}, {2}, {2}, {1}, {3}, {1}) -> ({1}, {2}, {2}) {{
+  ^bb0(%a: {1}, %b: {2}, %c: {2}, %e: {1}, %f: {3}, %g: {1}):
+    %dq, %dk, %dv = gpuc.attention_grad %a, %b, %c, %e, %f, %g scale = 0.25 fill = 0xFFF0000000000000 : {1}, {2}, {2}, {1}, {3}
+    gpuc.yield %dq, %dk, %dv : {1}, {2}, {2}
+  }
+  return %r#0, %r#1, %r#2 : {1}, {2}, {2}
+}
+}
+)mlir",
+               stored ? "gpuc.attention_stored_score_gradients = 1 : i64" : "",
+               q, kv, lse)
+        .str();
+  };
+  FailureOr<EmittedKernel> stored = emitFirstFusion(source(true, 64, "bf16"));
+  ASSERT_TRUE(succeeded(stored));
+  EXPECT_EQ(stored->launches, 3);
+  EXPECT_EQ(stored->sharedBytes, 2 * 64 * 136 * 2);
+  EXPECT_EQ(stored->workspaceBytes,
+            llvm::alignTo(2 * 3 * 64 * 4, 16) + (2 * 3 * 48 * 64 + 128) * 2);
+  EXPECT_NE(stored->source.find("gpuc::attentionBackwardStored<16, 16>(phase"),
+            std::string::npos)
+      << stored->source;
+  for (auto [attr, queries, type] :
+       {std::tuple{false, 64, "bf16"}, std::tuple{true, 63, "bf16"},
+        std::tuple{true, 64, "f32"}}) {
+    FailureOr<EmittedKernel> two = emitFirstFusion(source(attr, queries, type));
+    ASSERT_TRUE(succeeded(two)) << attr << " " << queries << " " << type;
+    EXPECT_EQ(two->launches, 2) << attr << " " << queries << " " << type;
+    EXPECT_EQ(two->sharedBytes, 0);
+    EXPECT_EQ(two->source.find("attentionBackwardStored"), std::string::npos);
+  }
 }
 
 // A kernel reading one bf16 tensor (2 bytes an element): a GPU thread
