@@ -192,13 +192,15 @@ bool CudaDevice::prepareSharedMemory(Step &step, int64_t bytes,
                      step.function);
   if (bytes + declared > most) {
     error = "kernel " + step.label + " stages " + std::to_string(bytes) +
-            " bytes of its rows in shared memory (and declares " +
+            " bytes in shared memory (and declares " +
             std::to_string(declared) + " more), beyond the " +
             std::to_string(most) +
             " this GPU gives a block; recompile with "
             "--gpu-row-stage-bytes " +
             std::to_string(std::max(0, most - declared)) +
-            " or less (0 stages no row)";
+            " or less (a row kernel's staged rows; 0 stages none), or with "
+            "--attention-score-gradients recomputed (an attention "
+            "gradient's tiles of stored score gradients)";
     return false;
   }
   CUresult result = cuFuncSetAttribute(
