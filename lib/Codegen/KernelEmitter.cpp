@@ -60,6 +60,10 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     if (auto bytes = module->getAttrOfType<IntegerAttr>(
             GpucDialect::kGpuRowStageBytesAttrName))
       rowStageBytes = bytes.getInt();
+  if (auto module = fusion->getParentOfType<ModuleOp>())
+    if (auto registers = module->getAttrOfType<IntegerAttr>(
+            GpucDialect::kGpuWarpRowRegistersAttrName))
+      warpRowRegisters = registers.getInt();
   loadsFirst = bytesInFlight > 0;
   if (auto attr = fusion->getAttrOfType<DenseI64ArrayAttr>(
           GpucDialect::kInPlaceAttrName)) {

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <sstream>
 #include <tuple>
 
 using namespace mlir;
@@ -805,7 +806,9 @@ func.func @f(%a: {1}) -> {2} {{
 // A softmax over rows of 1000 (a warp's each): every pass takes 8 of a
 // lane's elements, a warp's stride apart, while all 8 are in the row, with
 // no guard on any of them; then the lane's last elements one at a time.
-// Rows of 512 (whole batches of the warp's lanes) need no such loop.
+// Rows of 512 (whole batches of the warp's lanes) need no such loop: their
+// passes are unrolled over the lanes' registers
+// (WarpRowsAreStagedInRegisters).
 TEST(KernelEmitterTest, RowPassesTakeABatchOfALanesElements) {
   FailureOr<EmittedKernel> kernel = emitFirstFusion(softmaxModule(1000));
   ASSERT_TRUE(succeeded(kernel));
@@ -836,13 +839,87 @@ TEST(KernelEmitterTest, RowPassesTakeABatchOfALanesElements) {
 
   kernel = emitFirstFusion(softmaxModule(512));
   ASSERT_TRUE(succeeded(kernel));
-  EXPECT_EQ(occurrences(kernel->source,
-                        "for (; r + 7 * (gidx)gpuc::kWarpStride < 512; r += 8 "
-                        "* (gidx)gpuc::kWarpStride)"),
+  EXPECT_EQ(occurrences(kernel->source, "for (int step = 0; step < 2; ++step)"),
             3u)
       << kernel->source;
   EXPECT_EQ(kernel->source.find("for (; r < 512;"), std::string::npos)
       << kernel->source;
+}
+
+// The lines of a kernel's text that one target compiles: those outside
+// every GPUC_CPU conditional, and those of its own branches.
+std::string targetText(const std::string &src, bool cpu) {
+  std::string text, lineText;
+  // Per open conditional: whether it tests GPUC_CPU, and whether the
+  // lines in its current branch are the other target's.
+  std::vector<std::pair<bool, bool>> open;
+  std::istringstream lines(src);
+  while (std::getline(lines, lineText)) {
+    std::string t =
+        lineText.substr(lineText.find_first_not_of(' ') == std::string::npos
+                            ? 0
+                            : lineText.find_first_not_of(' '));
+    if (t.rfind("#if", 0) == 0) {
+      bool tests = t.find("GPUC_CPU") != std::string::npos;
+      bool gpuBranch = t.rfind("#ifndef", 0) == 0;
+      open.push_back({tests, tests && (gpuBranch == cpu)});
+      continue;
+    }
+    if (t.rfind("#else", 0) == 0 && !open.empty()) {
+      if (open.back().first)
+        open.back().second = !open.back().second;
+      continue;
+    }
+    if (t.rfind("#endif", 0) == 0 && !open.empty()) {
+      open.pop_back();
+      continue;
+    }
+    if (llvm::none_of(open, [](auto &o) { return o.second; }))
+      text += lineText + "\n";
+  }
+  return text;
+}
+
+// A warp's row whose lanes' elements fit their registers (a softmax over
+// 512, 16 a lane; a bf16 one too) is loaded into them before its first
+// pass, every element in flight at once; each pass, unrolled (a batch of 8
+// a step), reads them there and loads nothing from the input. The CPU's
+// text reads the input as it did. Rows of 1000 (not a lane's whole
+// elements) and 1024 in f32 with three inputs past 64 registers a lane
+// stage nothing.
+TEST(KernelEmitterTest, WarpRowsAreStagedInRegisters) {
+  for (StringRef element : {"f32", "bf16"}) {
+    FailureOr<EmittedKernel> kernel =
+        emitFirstFusion(softmaxModule(512, element));
+    ASSERT_TRUE(succeeded(kernel));
+    const std::string &src = kernel->source;
+    size_t gpu = src.find("#else");
+    ASSERT_NE(gpu, std::string::npos) << src;
+    size_t stage = src.find("float rowIn0[16];");
+    ASSERT_NE(stage, std::string::npos) << src;
+    EXPECT_NE(src.find("rowIn0[k] = in0[(int64_t)o * 512 + gpuc::warpLane() "
+                       "+ 32 * k];",
+                       stage),
+              std::string::npos)
+        << src;
+    // Every pass reads the lane's registers, a batch's 8 at once.
+    size_t at = stage;
+    for (int pass = 0; pass < 3; ++pass) {
+      at = src.find("for (int step = 0; step < 2; ++step)", at + 1);
+      ASSERT_NE(at, std::string::npos) << pass << "\n" << src;
+      EXPECT_NE(src.find("= rowIn0[step * 8 + 7];", at), std::string::npos)
+          << pass << "\n"
+          << src;
+    }
+    // The GPU's text loads the input once, into the registers; the CPU's
+    // loads it in its passes.
+    EXPECT_EQ(occurrences(targetText(src, /*cpu=*/false), "in0["), 1u) << src;
+    EXPECT_NE(targetText(src, /*cpu=*/true).find("in0["), std::string::npos)
+        << src;
+  }
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(softmaxModule(1000));
+  ASSERT_TRUE(succeeded(kernel));
+  EXPECT_EQ(kernel->source.find("float rowIn"), std::string::npos) << kernel->source;
 }
 
 // A block per long row (a softmax over 3,000 classes) stages the row in

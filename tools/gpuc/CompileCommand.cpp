@@ -106,6 +106,12 @@ bool checkStepFlags() {
                  << " is not 8, 16, 32, 64, 128 or 256 (256 by default)\n";
     return false;
   }
+  if (gpuWarpRowRegisters < 0 || gpuWarpRowRegisters > 256) {
+    llvm::errs() << "gpuc compile: --gpu-warp-row-registers "
+                 << (int64_t)gpuWarpRowRegisters << " is not from 0 to 256 ("
+                 << mlir::gpuc::kGpuWarpRowRegisters << " by default)\n";
+    return false;
+  }
   if (gpuRowStageBytes < 0 || gpuRowStageBytes > kMostBlockSharedBytes) {
     llvm::errs() << "gpuc compile: --gpu-row-stage-bytes "
                  << (int64_t)gpuRowStageBytes << " is not from 0 to "
@@ -486,6 +492,9 @@ int runCompile(int argc, char **argv) {
                          : mlir::gpuc::kGpuRowStageBytes);
   if (rowStageBytes != mlir::gpuc::kGpuRowStageBytes)
     setModuleInt(gpuc::GpucDialect::kGpuRowStageBytesAttrName, rowStageBytes);
+  if (gpuWarpRowRegisters.getNumOccurrences())
+    setModuleInt(gpuc::GpucDialect::kGpuWarpRowRegistersAttrName,
+                 gpuWarpRowRegisters);
   if (attentionRowsPerWarp.getNumOccurrences())
     setModuleInt(gpuc::GpucDialect::kAttentionRowsPerWarpAttrName,
                  attentionRowsPerWarp);

@@ -123,6 +123,7 @@ extern cl::opt<int64_t> attentionRowsPerWarp;
 extern cl::opt<std::string> attentionScoreGradients;
 extern cl::opt<int64_t> gpuColumnLanesOption;
 extern cl::opt<int64_t> gpuRowStageBytes;
+extern cl::opt<int64_t> gpuWarpRowRegisters;
 extern cl::opt<std::string> padClassesOption;
 extern cl::opt<std::string> headLogitsOption;
 

@@ -359,6 +359,15 @@ cl::opt<int64_t> gpuColumnLanesOption(
              "whole rows of up to 256 columns; 16 reads 32 bytes of each "
              "row, the layout before, to compare)"),
     cl::value_desc("N"), cl::init(256), cl::cat(compileCategory));
+cl::opt<int64_t> gpuWarpRowRegisters(
+    "gpu-warp-row-registers",
+    cl::desc("compile: the most elements of a row that a GPU lane of a row "
+             "kernel with a warp per row (a layer norm over 768 features: 24 "
+             "a lane) keeps in registers for its later passes, over the "
+             "inputs they read again, up to 256 (default 64; 0: every pass "
+             "reads the row from memory, to compare)"),
+    cl::value_desc("N"), cl::init(mlir::gpuc::kGpuWarpRowRegisters),
+    cl::cat(compileCategory));
 cl::opt<int64_t> gpuRowStageBytes(
     "gpu-row-stage-bytes",
     cl::desc("compile: the most bytes of a row that a GPU block of a row "

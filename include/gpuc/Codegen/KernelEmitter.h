@@ -55,6 +55,11 @@ constexpr int64_t kBlockThreads = 256;
 /// (Little's law). The thread then loads up to kPointwiseTile /
 /// kBlockThreads of its elements before storing any.
 constexpr int64_t kGpuBytesInFlight = 32;
+/// The most elements of a warp's row (a row kernel's, rows of up to
+/// kWarpRowMax) a GPU lane keeps in registers, over the inputs its passes
+/// read again: loaded before the first pass, all in flight at once, and
+/// read there by every pass, unrolled.
+constexpr int64_t kGpuWarpRowRegisters = 64;
 
 /// The most bytes of a row a GPU block of a row kernel (a block per long
 /// row, making several passes over it) keeps in shared memory for its

@@ -220,7 +220,7 @@ private:
   DenseMap<Value, int64_t>
   stagedRowInputs(ArrayRef<Value> firstPass, ArrayRef<Value> later,
                   const DenseMap<Value, int64_t> &readBack, int64_t rowLength,
-                  int64_t &bytes);
+                  bool inRegisters, int64_t &bytes);
   /// A row_groups: the one-block counting sort of the device header.
   FailureOr<EmittedKernel> emitRowGroups(RowGroupsOp groups, StringRef name);
   /// An attention or its gradient: the fused kernels of the device header
@@ -480,6 +480,20 @@ private:
   std::map<std::string, std::string> stagedPositions;
   /// Set while the GPU's text of a pass over staged rows is emitted.
   bool stagingText = false;
+  /// Whether the staged rows are a warp's, in its lanes' registers
+  /// (rowIn<N>[], every 32nd element a lane) rather than shared memory.
+  bool stagedInRegisters = false;
+  /// In an unrolled pass over rows staged in registers: the place of each
+  /// row coordinate's element in its lane's arrays ("step * 8 + 3").
+  std::map<std::string, std::string> registerPositions;
+  /// Where the element at row coordinate `r` is staged: its place in the
+  /// lanes' arrays, or in the shared row (r itself).
+  std::string stagedPosition(const std::string &r) const {
+    auto it = registerPositions.find(r);
+    return it == registerPositions.end() ? r : it->second;
+  }
+  /// kGpuWarpRowRegisters, or the module's gpuc.gpu_warp_row_registers.
+  int64_t warpRowRegisters = kGpuWarpRowRegisters;
   /// A segment of an elementwise kernel with fewer than 1/kSmallSegmentShare
   /// of its blocks does not load first.
   static constexpr int64_t kSmallSegmentShare = 16;

@@ -19,9 +19,14 @@ FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
     auto guard = guardLoads ? loadGuards.find(v) : loadGuards.end();
     if (staged != stagedInputs.end() && position != stagedPositions.end()) {
       reg = define(v,
-                   llvm::formatv("gpuc::stagedRow<{0}>({1})[{2}]",
-                                 storageCType(elementOf(v)), staged->second,
-                                 position->second),
+                   stagedInRegisters
+                       ? llvm::formatv("rowIn{0}[{1}]", arg.getArgNumber(),
+                                       position->second)
+                             .str()
+                       : llvm::formatv("gpuc::stagedRow<{0}>({1})[{2}]",
+                                       storageCType(elementOf(v)),
+                                       staged->second, position->second)
+                             .str(),
                    /*exact=*/true);
     } else if (guard != loadGuards.end()) {
       FailureOr<std::string> condition = at(guard->second.condition, idx);

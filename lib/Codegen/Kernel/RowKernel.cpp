@@ -199,7 +199,7 @@ DenseMap<Value, int64_t> Emitter::storedForLaterPasses(
 DenseMap<Value, int64_t>
 Emitter::stagedRowInputs(ArrayRef<Value> firstPass, ArrayRef<Value> later,
                          const DenseMap<Value, int64_t> &readBack,
-                         int64_t rowLength, int64_t &bytes) {
+                         int64_t rowLength, bool inRegisters, int64_t &bytes) {
   DenseMap<Value, int64_t> staged;
   bytes = 0;
   ArrayRef<int64_t> full = shapeOf(firstPass.front());
@@ -214,10 +214,15 @@ Emitter::stagedRowInputs(ArrayRef<Value> firstPass, ArrayRef<Value> later,
         !llvm::is_contained(readLater, input) || loadGuards.count(input) ||
         !isa<FloatType>(element) || element.getIntOrFloatBitWidth() > 32)
       continue;
-    // Each row 16-byte aligned.
+    // Each row 16-byte aligned in shared memory; a register (4 bytes) an
+    // element in registers.
     int64_t rowBytes =
-        llvm::alignTo(rowLength * (element.getIntOrFloatBitWidth() / 8), 16);
-    if (bytes + rowBytes > rowStageBytes)
+        inRegisters
+            ? rowLength * 4
+            : llvm::alignTo(rowLength * (element.getIntOrFloatBitWidth() / 8),
+                            16);
+    if (bytes + rowBytes >
+        (inRegisters ? warpRowRegisters * 4 * 32 : rowStageBytes))
       continue;
     staged[input] = bytes;
     bytes += rowBytes;
@@ -466,18 +471,38 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // a row in one stretch of memory (the row's axes innermost), all of it
   // in flight at once (gpuc::stageRow). The CPU's lines take the row from
   // its caches as they are, so staging needs them (cpuLines).
+  //
+  // A warp's row (a layer norm's 768 features) is short enough for its
+  // lanes' registers: each lane loads its elements of the staged inputs
+  // (every 32nd) into an array before the first pass, all in flight at
+  // once, and the passes, unrolled, read them there. Each pass read them
+  // from memory again, a batch at a time: a layer norm's forward waited
+  // on memory six times a row (three passes of three batches), now once.
   bool rowInOneStretch = runs.back().reduced && runs.size() <= 2;
-  if (!columns && splits == 1 && !warpRows && rowStageBytes > 0 &&
-      rowInOneStretch && getNumElements(mergedRow) >= kCpuMinLine) {
+  stagedInRegisters = warpRows && rowInOneStretch && rowLength % 32 == 0 &&
+                      rowLength / 32 <= warpRowRegisters;
+  if (!columns && splits == 1 && (!warpRows || stagedInRegisters) &&
+      (stagedInRegisters || rowStageBytes > 0) && rowInOneStretch &&
+      getNumElements(mergedRow) >= kCpuMinLine) {
     SmallVector<Value> first, later(perElement.begin(), perElement.end());
     for (auto [j, reduce] : llvm::enumerate(reductions))
       (levelOf[j] == 0 ? first : later).push_back(reduce->getOperand(0));
     llvm::append_range(first, firstPass);
     if (reused.value)
       (levels == 1 ? first : later).push_back(reused.value);
-    stagedInputs =
-        stagedRowInputs(first, later, readBack, rowLength, kernel.sharedBytes);
+    int64_t bytes = 0;
+    stagedInputs = stagedRowInputs(first, later, readBack, rowLength,
+                                   stagedInRegisters, bytes);
+    if (!stagedInRegisters)
+      kernel.sharedBytes = bytes;
   }
+  if (stagedInputs.empty())
+    stagedInRegisters = false;
+  // Unrolled over registers, a warp row kernel would take all it may (up to
+  // 140 for a layer norm's gradient), one block of 8 rows an SM: two blocks
+  // keep a block's loads in flight while the other computes.
+  if (stagedInRegisters)
+    kernel.minBlocksPerSm = 2;
   // Launches of a split kernel: one per level of reductions, one writing
   // the per-element values, then (when there are any) one writing the
   // per-row values, so that a per-row result may overwrite a per-row
@@ -531,7 +556,20 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     }
     // The GPU's block copies its row of each staged input into shared
     // memory, all in flight at once, before its first pass reads it.
-    if (!column && !gpuColumn && !stagedInputs.empty()) {
+    if (!column && !gpuColumn && stagedInRegisters) {
+      line("#ifndef GPUC_CPU");
+      for (BlockArgument input : block.getArguments())
+        if (stagedInputs.count(input)) {
+          line(llvm::formatv("float rowIn{0}[{1}];", input.getArgNumber(),
+                             rowLength / 32));
+          line("GPUC_UNROLL");
+          line(llvm::formatv("for (int k = 0; k < {1}; ++k) rowIn{0}[k] = "
+                             "in{0}[(int64_t)o * {2} + gpuc::warpLane() + 32 "
+                             "* k];",
+                             input.getArgNumber(), rowLength / 32, rowLength));
+        }
+      line("#endif");
+    } else if (!column && !gpuColumn && !stagedInputs.empty()) {
       line("#ifndef GPUC_CPU");
       for (BlockArgument input : block.getArguments())
         if (auto staged = stagedInputs.find(input);
@@ -692,6 +730,29 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       std::string stride = gpuColumn  ? columnCall("columnSlices") + "()"
                            : warpRows ? "gpuc::kWarpStride"
                                       : "blockDim.x";
+      if (stagingText && stagedInRegisters) {
+        // Every lane has rowLength / 32 elements, `batch` at a time: an
+        // unrolled loop, whose elements' places in the lanes' arrays are
+        // constants.
+        line("GPUC_UNROLL");
+        open(llvm::formatv("for (int step = 0; step < {0}; ++step)",
+                           rowLength / 32 / batch));
+        line(llvm::formatv("const gidx r = {0} + {1} + step * {2};", rowBegin,
+                           first, batch * 32));
+        SmallVector<std::string> names{"r"};
+        registerPositions["r"] = llvm::formatv("step * {0}", batch).str();
+        for (int64_t k = 1; k < batch; ++k) {
+          names.push_back("rPlus" + std::to_string(k));
+          line(llvm::formatv("const gidx {0} = r + {1} * (gidx){2};",
+                             names.back(), k, stride));
+          registerPositions[names.back()] =
+              llvm::formatv("step * {0} + {1}", batch, k).str();
+        }
+        LogicalResult emitted = pass("", names);
+        registerPositions.clear();
+        close();
+        return emitted;
+      }
       if (batch == 1) {
         open(llvm::formatv("for (gidx r = {0} + {1}; r < {2}; r += {3})",
                            rowBegin, first, rowEnd, stride));
@@ -726,9 +787,14 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       return success();
     };
     auto rowBatch = [&](ValueRange values) {
-      return column ? 1
-                    : elementsInFlight(values, (chunk + threadStride - 1) /
-                                                   threadStride);
+      if (column)
+        return (int64_t)1;
+      int64_t batch =
+          elementsInFlight(values, (chunk + threadStride - 1) / threadStride);
+      // (Register-staged rows: a batch that divides a lane's elements.)
+      while (stagedInRegisters && (rowLength / 32) % batch != 0)
+        batch /= 2;
+      return batch;
     };
     // A pass over the row: the CPU's `cpu` (when given: its lines) and the
     // GPU's portable loop, split by target where they differ (the CPU
@@ -921,7 +987,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         for (const std::string &r : rs) {
           elements.push_back(fullIndex(r));
           if (stagingText)
-            stagedPositions[elements.back()] = r;
+            stagedPositions[elements.back()] = stagedPosition(r);
         }
         if (failed(loadAhead(computed, elements)))
           return failure();
@@ -1114,7 +1180,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         for (const std::string &r : rs) {
           elements.push_back(fullIndex(r));
           if (stagingText)
-            stagedPositions[elements.back()] = r;
+            stagedPositions[elements.back()] = stagedPosition(r);
           if (reused.value)
             remember(reused.value, elements.back(),
                      load(reused.value, "out" + std::to_string(reused.output),

@@ -75,6 +75,11 @@ def Gpuc_Dialect : Dialect {
     /// GPU block of a column kernel takes (gpuColumnLanes); absent, 256.
     static constexpr ::llvm::StringLiteral kGpuColumnLanesAttrName =
         "gpuc.gpu_column_lanes";
+    /// On the module (gpuc compile --gpu-warp-row-registers): the most
+    /// elements a lane of a GPU warp's row keeps in registers for its
+    /// later passes; absent, kGpuWarpRowRegisters.
+    static constexpr ::llvm::StringLiteral kGpuWarpRowRegistersAttrName =
+        "gpuc.gpu_warp_row_registers";
     /// On the module (gpuc compile --gpu-row-stage-bytes): the most bytes
     /// of a row a GPU block of a row kernel stages in shared memory for
     /// its later passes; absent, kGpuRowStageBytes.
