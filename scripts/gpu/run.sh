@@ -22,7 +22,7 @@
 #         also with --conv-layout nchw; GPT-2 bf16 also with
 #         --gpu-row-stage-bytes 0, --attention-rows-per-warp 32,
 #         --attention-score-gradients stored, and that with
-#         --attention-blocks-per-sm 2; both
+#         --attention-blocks-per-sm 2, and --gpu-warp-row-registers 0; both
 #         in bf16 with
 #         --gpu-bytes-in-flight 64 and 128), weights made here by
 #         PyTorch (--init): one step against PyTorch's, each artifact's

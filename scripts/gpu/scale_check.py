@@ -66,14 +66,16 @@ def build(bundle, name, sdpa=False):
 # column kernels of 16 columns a block (--gpu-column-lanes 16: 32 bytes of
 # each row, the layout before whole rows), and for GPT-2 its head's
 # cross-entropy rows read from memory in every pass (--gpu-row-stage-bytes
-# 0, where the default stages them in shared memory), and for ResNet-50 bf16
+# 0, where the default stages them in shared memory) and its layer norms'
+# warp rows read from memory in every pass (--gpu-warp-row-registers 0,
+# where the default keeps them in registers), and for ResNet-50 bf16
 # the other convolution layout (NCHW, where the default on tensor cores is
 # channels last).
 VARIANTS = ("fp32", "bf16", "bf16-gemm-attention", "bf16-largest",
             "bf16-in-order", "bf16-in-flight-64", "bf16-in-flight-128",
             "bf16-head-f32", "bf16-no-epilogues", "bf16-attention-2-blocks",
             "bf16-attention-32-rows", "bf16-stored-score-gradients",
-            "bf16-2-blocks-stored",
+            "bf16-2-blocks-stored", "bf16-warp-row-registers-0",
             "bf16-column-lanes-16", "bf16-row-stage-0", "bf16-nchw")
 
 
