@@ -919,7 +919,41 @@ TEST(KernelEmitterTest, WarpRowsAreStagedInRegisters) {
   }
   FailureOr<EmittedKernel> kernel = emitFirstFusion(softmaxModule(1000));
   ASSERT_TRUE(succeeded(kernel));
-  EXPECT_EQ(kernel->source.find("float rowIn"), std::string::npos) << kernel->source;
+  EXPECT_EQ(kernel->source.find("float rowIn"), std::string::npos)
+      << kernel->source;
+}
+
+// A residual add before its normalization (rows of 512, a warp's each):
+// the first pass stores the sum, which the later passes read back; each
+// lane keeps its elements of it in registers as it stores them, and the
+// later passes read them there, not from the output.
+TEST(KernelEmitterTest, WarpRowsKeepWhatTheyReadBackInRegisters) {
+  std::string source = R"mlir(
+func.func @f(%a: tensor<64x512xf32>, %b: tensor<64x512xf32>) -> (tensor<64x512xf32>, tensor<64x512xf32>) {
+  %r:2 = gpuc.fusion(%a, %b) : (tensor<64x512xf32>, tensor<64x512xf32>) -> (tensor<64x512xf32>, tensor<64x512xf32>) {
+  ^bb0(%x: tensor<64x512xf32>, %y: tensor<64x512xf32>):
+    %s = gpuc.add %x, %y : tensor<64x512xf32>
+    %m = gpuc.reduce_mean %s axes = [1] : tensor<64x512xf32> -> tensor<64xf32>
+    %m1 = gpuc.reshape %m : tensor<64xf32> -> tensor<64x1xf32>
+    %mb = gpuc.broadcast %m1 : tensor<64x1xf32> -> tensor<64x512xf32>
+    %d = gpuc.sub %s, %mb : tensor<64x512xf32>
+    gpuc.yield %s, %d : tensor<64x512xf32>, tensor<64x512xf32>
+  }
+  return %r#0, %r#1 : tensor<64x512xf32>, tensor<64x512xf32>
+}
+)mlir";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  std::string gpu = targetText(src, /*cpu=*/false);
+  EXPECT_NE(gpu.find("float rowOut0[16];"), std::string::npos) << src;
+  // (The first pass loads two inputs an element: 4 elements a step.)
+  EXPECT_NE(gpu.find("rowOut0[step * 4 + 3] = "), std::string::npos) << src;
+  EXPECT_NE(gpu.find("= rowOut0[step * 8 + 7];"), std::string::npos) << src;
+  // The GPU's passes load no element of the sum back; the CPU's do.
+  EXPECT_EQ(gpu.find("= out0["), std::string::npos) << src;
+  EXPECT_NE(targetText(src, /*cpu=*/true).find("= out0["), std::string::npos)
+      << src;
 }
 
 // A block per long row (a softmax over 3,000 classes) stages the row in

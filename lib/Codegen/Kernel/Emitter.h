@@ -483,6 +483,9 @@ private:
   /// Whether the staged rows are a warp's, in its lanes' registers
   /// (rowIn<N>[], every 32nd element a lane) rather than shared memory.
   bool stagedInRegisters = false;
+  /// Values of a warp's row that its first pass stores and later passes
+  /// read back, kept in the lanes' registers too (rowOut<k>[], by output).
+  DenseMap<Value, int64_t> keptInRegisters;
   /// In an unrolled pass over rows staged in registers: the place of each
   /// row coordinate's element in its lane's arrays ("step * 8 + 3").
   std::map<std::string, std::string> registerPositions;

@@ -42,7 +42,15 @@ FailureOr<std::string> Emitter::at(Value v, const std::string &idx) {
     }
   } else if (auto stored = storedOutputs.find(v);
              stored != storedOutputs.end()) {
-    reg = load(v, "out" + std::to_string(stored->second), idx);
+    if (stagingText && keptInRegisters.count(v) &&
+        position != stagedPositions.end())
+      reg = define(
+          v,
+          llvm::formatv("rowOut{0}[{1}]", stored->second, position->second)
+              .str(),
+          /*exact=*/true);
+    else
+      reg = load(v, "out" + std::to_string(stored->second), idx);
   } else {
     FailureOr<std::string> computed = compute(v.getDefiningOp(), v, idx);
     if (failed(computed))

@@ -496,7 +496,22 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     if (!stagedInRegisters)
       kernel.sharedBytes = bytes;
   }
-  if (stagedInputs.empty())
+  // And the values the first pass stores that later passes read back (a
+  // residual add's sum before its layer norm): each lane keeps its elements
+  // in registers too, where the later passes loaded them from the output.
+  if (stagedInRegisters) {
+    int64_t used = 0;
+    for (Value input : block.getArguments())
+      used += stagedInputs.count(input) ? rowLength / 32 : 0;
+    for (Value v : firstPass)
+      if (auto stored = readBack.find(v);
+          stored != readBack.end() && isa<FloatType>(elementOf(v)) &&
+          used + rowLength / 32 <= warpRowRegisters) {
+        keptInRegisters[v] = stored->second;
+        used += rowLength / 32;
+      }
+  }
+  if (stagedInputs.empty() && keptInRegisters.empty())
     stagedInRegisters = false;
   // Unrolled over registers, a warp row kernel would take all it may (up to
   // 140 for a layer norm's gradient), one block of 8 rows an SM: two blocks
@@ -568,6 +583,10 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
                              "* k];",
                              input.getArgNumber(), rowLength / 32, rowLength));
         }
+      for (Value v : firstPass)
+        if (auto kept = keptInRegisters.find(v); kept != keptInRegisters.end())
+          line(llvm::formatv("float rowOut{0}[{1}];", kept->second,
+                             rowLength / 32));
       line("#endif");
     } else if (!column && !gpuColumn && !stagedInputs.empty()) {
       line("#ifndef GPUC_CPU");
@@ -804,7 +823,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       int64_t batch = rowBatch(values);
       auto gpu = [&] {
         GpuText text(*this);
-        stagingText = !stagedInputs.empty() && !gpuColumn;
+        stagingText =
+            (!stagedInputs.empty() || stagedInRegisters) && !gpuColumn;
         LogicalResult emitted = portableRowLoop(pass, batch);
         stagingText = false;
         stagedPositions.clear();
@@ -812,7 +832,8 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       };
       if (cpu)
         return splitByTarget(gpu, cpu, /*onlyIfDivides=*/false);
-      if (gpuColumn || batch == 1)
+      // (Rows in registers: every pass's GPU text reads them there.)
+      if (gpuColumn || (batch == 1 && !stagedInRegisters))
         return portableRowLoop(pass, batch);
       return splitByTarget(
           gpu, [&] { return portableRowLoop(pass, 1); },
@@ -1003,6 +1024,18 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
             failed(storeResults(firstPass, elements,
                                 SmallVector<std::string>(elements.size()))))
           return failure();
+        // The values later passes read back, kept in the lanes' registers.
+        if (level == 0 && stagingText && stagedInRegisters)
+          for (const std::string &element : elements)
+            for (Value v : firstPass)
+              if (auto kept = keptInRegisters.find(v);
+                  kept != keptInRegisters.end()) {
+                FailureOr<std::string> reg = at(v, element);
+                if (failed(reg))
+                  return failure();
+                line(llvm::formatv("rowOut{0}[{1}] = {2};", kept->second,
+                                   stagedPositions[element], *reg));
+              }
         if (reused.value && level == levels - 1) {
           SmallVector<std::string> regs;
           for (const std::string &element : elements) {
