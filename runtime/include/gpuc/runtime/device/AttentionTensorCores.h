@@ -416,6 +416,19 @@ mmaScoreFlags(const AttentionGeometry &g, int64_t b, int64_t h, int64_t row0,
   }
 }
 
+/// Which scores of the caller's warp's 16 queries (from `row0`) by a tile
+/// of keys (from `col0`) have no gradient, as mmaScoreFlags' bits: those
+/// past the queries or keys, and those the mask excludes (whatever the
+/// fill, an excluded score does not depend on the query).
+template <int N>
+__device__ __forceinline__ unsigned
+mmaGradientlessScores(const AttentionGeometry &g, int64_t b, int64_t h,
+                      int64_t row0, int64_t col0) {
+  unsigned absent, excluded;
+  mmaScoreFlags<N>(g, b, h, row0, col0, false, absent, excluded);
+  return absent | excluded;
+}
+
 /// A tile's body, compiled twice: for a tile whose scores the caller's
 /// warp holds are all present and kept (attentionTileKept: most of a
 /// causal attention's tiles, all but those on the diagonal), with no
@@ -668,9 +681,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
             // An excluded score does not depend on the query: no gradient.
             unsigned dead = 0;
             if (!kKept) {
-              unsigned absent, excluded;
-              mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
-              dead = absent | excluded;
+              dead = mmaGradientlessScores<N>(g, b, h, row0, j);
               if (warpAll(dead == mmaAllFlags<N>()))
                 return;
             }
@@ -917,9 +928,7 @@ attentionQueryGradsFromStoredMma(const T *k, const AttentionGeometry &g,
       const bool kept = attentionTileKept(g, row0, row0 + kMmaRows, j, j + KT);
       unsigned dead = 0;
       if (!kept) {
-        unsigned absent, excluded;
-        mmaScoreFlags<N>(g, b, h, row0, j, false, absent, excluded);
-        dead = absent | excluded;
+        dead = mmaGradientlessScores<N>(g, b, h, row0, j);
         if (warpAll(dead == mmaAllFlags<N>()))
           return;
       }
