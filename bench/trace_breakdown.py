@@ -7,8 +7,8 @@ plan.json, whose steps say what each launch computes.
         --profile trace.json
     bench/trace_breakdown.py out trace.json
 
-prints milliseconds a step (the trace's steps averaged) and GB/s for each
-kind, then the launches that take the most: library GEMMs and
+prints milliseconds a step (each step's traced runs averaged) and GB/s
+for each kind, then the launches that take the most: library GEMMs and
 convolutions by op; the fused attention's forward and each launch of its
 gradient; kernels with reductions (row and column kernels, split ones by
 launch); optimizer updates (elementwise kernels that take a square root);
@@ -95,8 +95,8 @@ def main():
         row[2] += 1
         row[3] = kind
     total = sum(v[0] for v in by_kind.values())
-    print("%s: %.3f ms a step on the device (%d steps)" % (
-        args.trace, total, step_count))
+    print("%s: %.3f ms a step on the device (the average of %d traced "
+          "runs of each step)" % (args.trace, total, step_count))
     if mismatched:
         print("(%d launches do not match %s's plan: an older build?)" % (
             mismatched, args.artifact))
