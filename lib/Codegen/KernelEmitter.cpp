@@ -169,17 +169,39 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                                                                   : "int64_t",
                     body)
           .str();
-  std::string bounds =
-      kernel.minBlocksPerSm > 0
-          ? llvm::formatv("256, {0}", kernel.minBlocksPerSm).str()
-          : "256";
+  auto boundsOf = [](int64_t blocksPerSm) {
+    return blocksPerSm > 0 ? llvm::formatv("256, {0}", blocksPerSm).str()
+                           : std::string("256");
+  };
+  std::string bounds = boundsOf(kernel.minBlocksPerSm);
+  // Timing an alternative runs the kernel again on the same operands,
+  // which a kernel that writes over one of its inputs cannot take.
+  if (llvm::any_of(inPlace, [](int64_t k) { return k >= 0; }))
+    kernel.alternativeBlocksPerSm.clear();
   kernel.key = params + "\n" + body + "\n" + std::to_string(kernel.grid) +
                "\n" + bounds + "\n" + std::to_string(kernel.sharedBytes);
+  for (int64_t blocks : kernel.alternativeBlocksPerSm)
+    kernel.key += "\nor " + boundsOf(blocks);
+  // The alternatives' entry points exist in the GPU's text only: the CPU
+  // (and the emulated GPU) has no bounds to choose from.
+  auto alternatives = [&](int64_t launch, StringRef entryBody) {
+    std::string text;
+    for (int64_t blocks : kernel.alternativeBlocksPerSm)
+      text += llvm::formatv("extern \"C\" __global__ void "
+                            "__launch_bounds__({0}) {1}({2}) {3}",
+                            boundsOf(blocks),
+                            kernel.alternativeName(launch, blocks), params,
+                            entryBody)
+                  .str();
+    return text.empty() ? text : "#ifdef GPUC_NVRTC\n" + text + "#endif\n";
+  };
   if (kernel.launches == 1) {
+    std::string entryBody = "{\n" + body + "}\n";
     kernel.source = llvm::formatv("extern \"C\" __global__ void "
-                                  "__launch_bounds__({3}) {0}({1}) {{\n{2}}\n",
-                                  name, params, body, bounds)
-                        .str();
+                                  "__launch_bounds__({2}) {0}({1}) {3}",
+                                  name, params, bounds, entryBody)
+                        .str() +
+                    alternatives(0, entryBody);
     kernel.cpuLauncher =
         llvm::formatv("extern \"C\" void gpuc_cpu_{0}(void *const *args) {{\n"
                       "  gpuc::cpuLaunch({1}LL, {3}LL, \"{0}\", [&] {{ "
@@ -198,11 +220,13 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                       .str();
   for (int64_t phase = 0; phase < kernel.launches; ++phase) {
     std::string launch = kernel.launchName(phase);
+    std::string entryBody =
+        llvm::formatv("{{ {0}_body<{1}>({2}); }\n", name, phase, names).str();
     kernel.source += llvm::formatv("extern \"C\" __global__ void "
-                                   "__launch_bounds__({5}) {0}({1}) {{ "
-                                   "{2}_body<{3}>({4}); }\n",
-                                   launch, params, name, phase, names, bounds)
-                         .str();
+                                   "__launch_bounds__({2}) {0}({1}) {3}",
+                                   launch, params, bounds, entryBody)
+                         .str() +
+                     alternatives(phase, entryBody);
     kernel.cpuLauncher +=
         llvm::formatv("extern \"C\" void gpuc_cpu_{0}(void *const *args) {{\n"
                       "  gpuc::cpuLaunch({1}LL, {3}LL, \"{0}\", [&] {{ "

@@ -12,8 +12,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/xxhash.h"
 
 using namespace mlir;
 using namespace mlir::gpuc;
@@ -492,9 +494,23 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         text.cpuLaunchers = kernel->cpuLauncher;
         for (int64_t launch = 0; launch < kernel->launches; ++launch) {
           text.launchNames.push_back(kernel->launchName(launch));
-          kernelList.push_back({{"name", kernel->launchName(launch)},
-                                {"grid", kernel->grid},
-                                {"block", 256}});
+          json entry = {{"name", kernel->launchName(launch)},
+                        {"grid", kernel->grid},
+                        {"block", 256}};
+          if (kernel->minBlocksPerSm > 0)
+            entry["blocks_per_sm"] = kernel->minBlocksPerSm;
+          if (!kernel->alternativeBlocksPerSm.empty()) {
+            // The GPU keeps its choice among them by this digest of the
+            // kernel's text, so a recompiled artifact times its own.
+            json alternatives = json::array();
+            for (int64_t blocks : kernel->alternativeBlocksPerSm)
+              alternatives.push_back(
+                  {{"name", kernel->alternativeName(launch, blocks)},
+                   {"blocks_per_sm", blocks}});
+            entry["alternatives"] = alternatives;
+            entry["digest"] = llvm::utohexstr(llvm::xxh3_64bits(kernel->key));
+          }
+          kernelList.push_back(entry);
         }
       }
       kernel->name = it->second;

@@ -216,6 +216,73 @@ bool CudaDevice::prepareSharedMemory(Step &step, int64_t bytes,
   return true;
 }
 
+bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
+                                         std::string &error) {
+  step.kernelCandidates = {step.function};
+  step.kernelCandidateNames = {step.label};
+  const nlohmann::json &kernels = plan.json["kernels"];
+  if (kernels.is_array())
+    for (const nlohmann::json &kernel : kernels) {
+      if (!kernel.is_object() || kernel.value("name", "") != step.label ||
+          !kernel.contains("alternatives"))
+        continue;
+      const nlohmann::json &alternatives = kernel["alternatives"];
+      if (!alternatives.is_array()) {
+        error = "plan.json: kernel " + step.label +
+                "'s alternatives are not a list; recompile the model";
+        return false;
+      }
+      for (const nlohmann::json &alternative : alternatives) {
+        std::string name = alternative.is_object() &&
+                                   alternative.contains("name") &&
+                                   alternative["name"].is_string()
+                               ? alternative["name"].get<std::string>()
+                               : "";
+        CUfunction function = nullptr;
+        CUresult result =
+            name.empty() ? CUDA_ERROR_NOT_FOUND
+                         : cuModuleGetFunction(&function, module, name.c_str());
+        if (result != CUDA_SUCCESS) {
+          error = "the GPU binary has no kernel " +
+                  (name.empty() ? alternative.dump() : name) +
+                  " that plan.json names as an alternative to " + step.label +
+                  " (" + describeResult(result) + "); recompile the model";
+          return false;
+        }
+        step.kernelCandidates.push_back(function);
+        step.kernelCandidateNames.push_back(name);
+      }
+      // What names the choice in library-algorithms.json: the kernel's
+      // text, so that a recompiled artifact times its own.
+      std::string digest = kernel.value("digest", "");
+      step.shape =
+          "kernel " + step.label + (digest.empty() ? "" : " ") + digest;
+    }
+  // Each entry point takes the step's shared memory.
+  for (CUfunction function : step.kernelCandidates) {
+    step.function = function;
+    if (!prepareSharedMemory(step, shared, error))
+      return false;
+  }
+  step.function = step.kernelCandidates.front();
+  return true;
+}
+
+bool CudaDevice::runsAgain(const Step &step) const {
+  for (size_t i = 0; i < step.argIds.size(); ++i)
+    for (size_t j = i + 1; j < step.argIds.size(); ++j) {
+      int a = step.argIds[i], b = step.argIds[j];
+      if (a == b)
+        return false;
+      CUdeviceptr aBegin = pointers[a], bBegin = pointers[b];
+      CUdeviceptr aEnd = aBegin + plan.buffers[a].bytes,
+                  bEnd = bBegin + plan.buffers[b].bytes;
+      if (aBegin < bEnd && bBegin < aEnd)
+        return false;
+    }
+  return true;
+}
+
 bool CudaDevice::resolveSteps(std::string &error) {
   for (auto &[name, function] : plan.json["functions"].items()) {
     std::vector<Step> &steps = programs[name];
@@ -244,7 +311,8 @@ bool CudaDevice::resolveSteps(std::string &error) {
         }
         step.grid = (unsigned)grid;
         step.argIds = s["args"].get<std::vector<int>>();
-        if (!prepareSharedMemory(step, s.value("shared", (int64_t)0), error))
+        if (!resolveKernelCandidates(step, s.value("shared", (int64_t)0),
+                                     error))
           return false;
       } else if (step.kind == StepKind::Gemm) {
         if (!prepareGemm(step, s, error))

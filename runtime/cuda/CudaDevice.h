@@ -63,6 +63,11 @@ struct Step {
   std::string label;
   // Kernel.
   CUfunction function = nullptr;
+  /// The kernel's entry points that compute the same bits with other
+  /// bounds (plan.json's "alternatives"), itself first, and their names:
+  /// chooseLibraryAlgorithms times them as it times a GEMM's algorithms.
+  std::vector<CUfunction> kernelCandidates;
+  std::vector<std::string> kernelCandidateNames;
   unsigned grid = 1;
   /// Dynamic shared memory a block takes (a row kernel's staged rows).
   unsigned sharedBytes = 0;
@@ -202,8 +207,16 @@ private:
   /// shape (or takes the choice kept in the artifact); train --profile
   /// reports all of them.
   void chooseLibraryAlgorithms(const std::string &dir);
-  /// A library step's candidates (GEMM or convolution), and taking one.
+  /// A step's candidates (a GEMM's or convolution's algorithms, a
+  /// kernel's entry points), and taking one.
   static size_t candidateCount(const Step &step);
+  /// Whether a kernel step may run again on its operands while its
+  /// candidates are timed: no two of them share memory (none is written
+  /// over another, or read where it writes).
+  bool runsAgain(const Step &step) const;
+  /// A kernel step's candidates: its own entry point, then plan.json's
+  /// alternatives to it.
+  bool resolveKernelCandidates(Step &step, int64_t shared, std::string &error);
   static void takeCandidate(Step &step, size_t candidate);
   /// Runs `step` with its candidate once, then times `repeats` runs:
   /// false (and no time) when the library refuses or fails it.

@@ -172,13 +172,16 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
 }
 
 size_t CudaDevice::candidateCount(const Step &step) {
-  return step.kind == StepKind::Gemm ? step.candidates.size()
-                                     : step.convCandidates.size();
+  return step.kind == StepKind::Gemm     ? step.candidates.size()
+         : step.kind == StepKind::Kernel ? step.kernelCandidates.size()
+                                         : step.convCandidates.size();
 }
 
 void CudaDevice::takeCandidate(Step &step, size_t candidate) {
   if (step.kind == StepKind::Gemm)
     step.algo = step.candidates[candidate];
+  else if (step.kind == StepKind::Kernel)
+    step.function = step.kernelCandidates[candidate];
   else
     step.convAlgo = step.convCandidates[candidate];
 }
@@ -210,8 +213,13 @@ bool CudaDevice::timeCandidate(Step &step, size_t candidate, double &us,
 int CudaDevice::timingRepeats(const Step &step) {
   // A convolution over a real batch runs for milliseconds, and a model has
   // dozens of shapes, each with several candidates: 3 runs time it well
-  // enough at a tenth of the load time 10 would take.
-  return step.kind == StepKind::Gemm ? 10 : 3;
+  // enough at a tenth of the load time 10 would take. A kernel's entry
+  // points differ by a few percent: 10 runs.
+  return step.kind == StepKind::Conv ||
+                 step.kind == StepKind::ConvBackwardInput ||
+                 step.kind == StepKind::ConvBackwardFilter
+             ? 3
+             : 10;
 }
 
 void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
@@ -220,7 +228,8 @@ void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
   // (library-algorithms.json, per GPU), so every later run of the artifact
   // on this GPU takes the same ones and replays stay bit-identical. Only
   // deterministic convolution algorithms are candidates, so a choice never
-  // costs reproducibility.
+  // costs reproducibility. A kernel's entry points (the same text under
+  // other bounds) are chosen the same way; they compute the same bits.
   std::string path = dir + "/library-algorithms.json";
   nlohmann::json cache = nlohmann::json::object();
   if (std::ifstream in(path); in)
@@ -238,7 +247,12 @@ void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
                   step.kind == StepKind::ConvBackwardInput ||
                   step.kind == StepKind::ConvBackwardFilter;
       size_t count = candidateCount(step);
-      if ((step.kind != StepKind::Gemm && !conv) || count == 0)
+      bool kernel = step.kind == StepKind::Kernel && count > 1;
+      if ((step.kind != StepKind::Gemm && !conv && !kernel) || count == 0)
+        continue;
+      // A kernel that cannot run again on its operands keeps its first
+      // entry point.
+      if (kernel && !runsAgain(step))
         continue;
       // checkConvAlgorithms left a convolution on the first candidate
       // that runs.
@@ -258,15 +272,17 @@ void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
         step.chosen = known->get<size_t>();
       } else if (count > 1) {
         // The first in the heuristic's order within 10 % of the fastest:
-        // a near tie keeps the heuristic's pick.
+        // a near tie keeps the heuristic's pick. A kernel's entry points
+        // round alike, so only the timing's noise (2 %) keeps its first.
         std::vector<double> us(count, 1e30);
         for (size_t c = 0; c < count; ++c)
           if (!timeCandidate(step, c, us[c], timingRepeats(step)))
             us[c] = 1e30;
         double best = *std::min_element(us.begin(), us.end());
+        double tie = kernel ? 1.02 : 1.1;
         if (best < 1e30) {
           step.chosen = 0;
-          while (step.chosen + 1 < count && us[step.chosen] > 1.1 * best)
+          while (step.chosen + 1 < count && us[step.chosen] > tie * best)
             ++step.chosen;
           choices[key] = step.chosen;
           changed = true;
@@ -284,11 +300,14 @@ void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
 void CudaDevice::reportLibraryCandidates() {
   fprintf(stderr, "gpuc profile (cuda): cuBLASLt GEMMs and cuDNN "
                   "convolutions, us per call of each candidate algorithm "
-                  "(heuristic order; - where the library refuses it):\n");
+                  "(heuristic order; - where the library refuses it), and "
+                  "kernels' entry points under other bounds:\n");
   for (auto &[name, steps] : programs)
     for (size_t i = 0; i < steps.size(); ++i) {
       Step &step = steps[i];
-      size_t count = step.kind == StepKind::Gemm || !step.convCandidates.empty()
+      size_t count = step.kind == StepKind::Gemm ||
+                             !step.convCandidates.empty() ||
+                             (step.kind == StepKind::Kernel && runsAgain(step))
                          ? candidateCount(step)
                          : 0;
       if (count < 2)
@@ -296,13 +315,17 @@ void CudaDevice::reportLibraryCandidates() {
       std::string line;
       for (size_t c = 0; c < count; ++c) {
         double us = 0;
+        // A kernel's candidates by name.
+        std::string name = step.kind == StepKind::Kernel
+                               ? " " + step.kernelCandidateNames[c]
+                               : "";
         char text[40];
         if (timeCandidate(step, c, us, timingRepeats(step)))
-          snprintf(text, sizeof text, " #%zu %.1f%s", c, us,
+          snprintf(text, sizeof text, " %.1f%s", us,
                    c == step.chosen ? "*" : "");
         else
-          snprintf(text, sizeof text, " #%zu -", c);
-        line += text;
+          snprintf(text, sizeof text, " -");
+        line += " #" + std::to_string(c) + name + text;
       }
       takeCandidate(step, step.chosen);
       fprintf(stderr, "  %s step %zu (%s):%s\n", name.c_str(), i,

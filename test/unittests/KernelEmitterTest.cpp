@@ -79,6 +79,12 @@ FailureOr<EmittedKernel> emitFirstFusion(const std::string &source) {
   return emitKernel(fusion, "k");
 }
 
+// A kernel's text up to its entry points under other bounds (the GPU's
+// alternatives, which repeat its body).
+std::string withoutAlternatives(const std::string &source) {
+  return source.substr(0, source.find("#ifdef GPUC_NVRTC\nextern \"C\""));
+}
+
 // An elementwise kernel over `n` elements (a type only: nothing is
 // allocated).
 std::string elementwise(int64_t n) {
@@ -839,7 +845,8 @@ TEST(KernelEmitterTest, RowPassesTakeABatchOfALanesElements) {
 
   kernel = emitFirstFusion(softmaxModule(512));
   ASSERT_TRUE(succeeded(kernel));
-  EXPECT_EQ(occurrences(kernel->source, "for (int step = 0; step < 2; ++step)"),
+  EXPECT_EQ(occurrences(withoutAlternatives(kernel->source),
+                        "for (int step = 0; step < 2; ++step)"),
             3u)
       << kernel->source;
   EXPECT_EQ(kernel->source.find("for (; r < 512;"), std::string::npos)
@@ -847,8 +854,10 @@ TEST(KernelEmitterTest, RowPassesTakeABatchOfALanesElements) {
 }
 
 // The lines of a kernel's text that one target compiles: those outside
-// every GPUC_CPU conditional, and those of its own branches.
-std::string targetText(const std::string &src, bool cpu) {
+// every GPUC_CPU conditional, and those of its own branches (up to the
+// entry points under other bounds, which repeat the kernel's body).
+std::string targetText(const std::string &source, bool cpu) {
+  std::string src = withoutAlternatives(source);
   std::string text, lineText;
   // Per open conditional: whether it tests GPUC_CPU, and whether the
   // lines in its current branch are the other target's.
@@ -921,6 +930,72 @@ TEST(KernelEmitterTest, WarpRowsAreStagedInRegisters) {
   ASSERT_TRUE(succeeded(kernel));
   EXPECT_EQ(kernel->source.find("float rowIn"), std::string::npos)
       << kernel->source;
+}
+
+// Bounds the GPU chooses between: a warp row kernel over registers is
+// bounded to two blocks an SM, with an entry point bounded to one beside
+// it, in the GPU's text only (NVRTC's); the attention's forward is one
+// block an SM with an entry point at two, unless the module names one.
+// A kernel that writes over an input (it cannot run again to be timed)
+// has no alternative.
+TEST(KernelEmitterTest, BoundsComeWithAlternativesTheGpuTimes) {
+  FailureOr<EmittedKernel> rows = emitFirstFusion(softmaxModule(512));
+  ASSERT_TRUE(succeeded(rows));
+  EXPECT_EQ(rows->minBlocksPerSm, 2);
+  EXPECT_EQ(rows->alternativeBlocksPerSm, std::vector<int64_t>{1});
+  const std::string &src = rows->source;
+  size_t main = src.find("__launch_bounds__(256, 2) k(");
+  size_t guard = src.find("#ifdef GPUC_NVRTC\nextern \"C\" __global__ void "
+                          "__launch_bounds__(256, 1) k_b1(");
+  ASSERT_NE(main, std::string::npos) << src;
+  ASSERT_NE(guard, std::string::npos) << src;
+  // The alternative's body is the kernel's.
+  std::string body =
+      src.substr(src.find('{', main), guard - src.find('{', main));
+  EXPECT_NE(src.find(body, guard), std::string::npos) << src;
+  std::string inPlace = softmaxModule(512);
+  inPlace.replace(inPlace.find("gpuc.fusion(%a)"), 15,
+                  "gpuc.fusion(%a) {gpuc.in_place = array<i64: 0>}");
+  FailureOr<EmittedKernel> overwriting = emitFirstFusion(inPlace);
+  ASSERT_TRUE(succeeded(overwriting));
+  EXPECT_EQ(overwriting->minBlocksPerSm, 2);
+  EXPECT_TRUE(overwriting->alternativeBlocksPerSm.empty());
+  EXPECT_EQ(overwriting->source.find("k_b1("), std::string::npos);
+  EXPECT_NE(overwriting->key, rows->key);
+
+  auto attention = [](const char *attributes) {
+    std::string q = "tensor<2x3x64x16xbf16>", l = "tensor<2x3x64xf32>";
+    return llvm::formatv(R"mlir(
+module attributes {{{0}} {{
+func.func @f(%q: {1}, %k: {1}, %v: {1}) -> ({1}, {2}) {{
+  %r:2 = gpuc.fusion(%q, %k, %v) : ({1}, {1}, {1}) -> ({1}, {2}) {{
+  ^bb0(%a: {1}, %b: {1}, %c: {1}):
+    %o, %lse = gpuc.attention %a, %b, %c scale = 2.500000e-01 fill = 0xFFF0000000000000 : {1}, {1}, {1} -> {1}, {2}
+    gpuc.yield %o, %lse : {1}, {2}
+  }
+  return %r#0, %r#1 : {1}, {2}
+}
+}
+)mlir",
+                         attributes, q, l)
+        .str();
+  };
+  for (auto [attributes, bound, alternatives] :
+       {std::tuple{"", int64_t(0), std::vector<int64_t>{2}},
+        std::tuple{"gpuc.attention_blocks_per_sm = 1 : i64", int64_t(0),
+                   std::vector<int64_t>{}},
+        std::tuple{"gpuc.attention_blocks_per_sm = 2 : i64", int64_t(2),
+                   std::vector<int64_t>{}},
+        std::tuple{"gpuc.attention_rows_per_warp = 32 : i64", int64_t(0),
+                   std::vector<int64_t>{}}}) {
+    FailureOr<EmittedKernel> forward = emitFirstFusion(attention(attributes));
+    ASSERT_TRUE(succeeded(forward)) << attributes;
+    EXPECT_EQ(forward->minBlocksPerSm, bound) << attributes;
+    EXPECT_EQ(forward->alternativeBlocksPerSm, alternatives) << attributes;
+    EXPECT_EQ(forward->source.find("k_b2(") != std::string::npos,
+              !alternatives.empty())
+        << forward->source;
+  }
 }
 
 // A residual add before its normalization (rows of 512, a warp's each):
@@ -1394,7 +1469,7 @@ TEST(KernelEmitterTest, LaterPassesReadBackWhatTheFirstStored) {
         "\n  }\n  return %r#0, %r#1 : " + t + ", " + t + "\n}\n";
     FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
     ASSERT_TRUE(succeeded(kernel)) << source;
-    const std::string &src = kernel->source;
+    const std::string src = withoutAlternatives(kernel->source);
     // Both texts (CPU, GPU): the first pass stores the sum...
     size_t reduced = src.find("ReduceSum(");
     ASSERT_NE(reduced, std::string::npos) << src;

@@ -73,10 +73,12 @@ bool checkStepFlags() {
                  << " is not from 0 to 1024 (32 by default)\n";
     return false;
   }
-  if (attentionBlocksPerSm < 1 || attentionBlocksPerSm > 2) {
-    llvm::errs() << "gpuc compile: --attention-blocks-per-sm "
-                 << (int64_t)attentionBlocksPerSm
-                 << " is not 1 or 2 (1 by default)\n";
+  if (attentionBlocksPerSm != "auto" && attentionBlocksPerSm != "1" &&
+      attentionBlocksPerSm != "2") {
+    llvm::errs() << "gpuc compile: --attention-blocks-per-sm '"
+                 << attentionBlocksPerSm
+                 << "' is not auto, 1 or 2 (auto by default: the GPU times "
+                    "both)\n";
     return false;
   }
   if (attentionRowsPerWarp != 16 && attentionRowsPerWarp != 32) {
@@ -85,7 +87,7 @@ bool checkStepFlags() {
                  << " is not 16 or 32 (16 by default)\n";
     return false;
   }
-  if (attentionRowsPerWarp == 32 && attentionBlocksPerSm == 2) {
+  if (attentionRowsPerWarp == 32 && attentionBlocksPerSm == "2") {
     llvm::errs() << "gpuc compile: --attention-rows-per-warp 32 and "
                     "--attention-blocks-per-sm 2 do not go together: two "
                     "blocks an SM cap a thread at 128 registers, fewer than "
@@ -498,9 +500,9 @@ int runCompile(int argc, char **argv) {
   if (attentionRowsPerWarp.getNumOccurrences())
     setModuleInt(gpuc::GpucDialect::kAttentionRowsPerWarpAttrName,
                  attentionRowsPerWarp);
-  if (attentionBlocksPerSm.getNumOccurrences())
+  if (attentionBlocksPerSm != "auto")
     setModuleInt(gpuc::GpucDialect::kAttentionBlocksPerSmAttrName,
-                 attentionBlocksPerSm);
+                 attentionBlocksPerSm == "2" ? 2 : 1);
   if (attentionScoreGradients == "stored")
     setModuleInt(gpuc::GpucDialect::kAttentionStoredScoreGradientsAttrName, 1);
   MLIRContext &context = *loader.context;

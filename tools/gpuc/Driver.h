@@ -118,7 +118,7 @@ extern cl::opt<bool> noGemmEpilogues;
 extern cl::opt<std::string> attentionOption;
 extern cl::opt<int64_t> lossChunkRows;
 extern cl::opt<int64_t> gpuBytesInFlight;
-extern cl::opt<int64_t> attentionBlocksPerSm;
+extern cl::opt<std::string> attentionBlocksPerSm;
 extern cl::opt<int64_t> attentionRowsPerWarp;
 extern cl::opt<std::string> attentionScoreGradients;
 extern cl::opt<int64_t> gpuColumnLanesOption;

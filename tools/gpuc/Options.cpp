@@ -328,12 +328,14 @@ cl::opt<int64_t> gpuBytesInFlight(
              "loads where first used: the order before batching, to "
              "compare)"),
     cl::value_desc("N"), cl::init(32), cl::cat(compileCategory));
-cl::opt<int64_t> attentionBlocksPerSm(
+cl::opt<std::string> attentionBlocksPerSm(
     "attention-blocks-per-sm",
     cl::desc("compile: blocks of the fused attention's forward launch a "
-             "GPU's SM holds at once, 1 or 2 (default 1: up to 255 registers "
-             "a thread; 2 caps them at 128, with more warps to hide latency)"),
-    cl::value_desc("N"), cl::init(1), cl::cat(compileCategory));
+             "GPU's SM holds at once: 1 (up to 255 registers a thread), 2 "
+             "(at most 128, with more warps to hide latency), or auto "
+             "(default: both, and the GPU times them at load and launches "
+             "the faster)"),
+    cl::value_desc("auto|1|2"), cl::init("auto"), cl::cat(compileCategory));
 cl::opt<int64_t> attentionRowsPerWarp(
     "attention-rows-per-warp",
     cl::desc("compile: rows of the fused attention's forward a GPU warp owns "

@@ -5,6 +5,7 @@
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::gpuc {
 
@@ -24,6 +25,12 @@ struct EmittedKernel {
   /// Blocks an SM is to hold at once (__launch_bounds__'s second
   /// argument: ptxas caps the registers to fit them); 0: no bound.
   int64_t minBlocksPerSm = 0;
+  /// Other such bounds for the same kernel, each a GPU entry point of its
+  /// own (alternativeName) with the same text: they compute the same bits,
+  /// and the CUDA device times them all on the step's operands at load and
+  /// launches the fastest. Only a kernel that writes over none of its
+  /// inputs has them (it can run again).
+  std::vector<int64_t> alternativeBlocksPerSm;
   /// Bytes of dynamic shared memory a block takes on the GPU (a row
   /// kernel's staged rows); 0: none.
   int64_t sharedBytes = 0;
@@ -35,6 +42,9 @@ struct EmittedKernel {
 
   std::string launchName(int64_t launch) const {
     return launches == 1 ? name : name + "_p" + std::to_string(launch);
+  }
+  std::string alternativeName(int64_t launch, int64_t blocksPerSm) const {
+    return launchName(launch) + "_b" + std::to_string(blocksPerSm);
   }
 };
 

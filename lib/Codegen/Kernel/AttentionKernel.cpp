@@ -176,12 +176,18 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
                        tiles > 1 ? ", " + std::to_string(tiles) : "", *ins));
     // Only the forward may ask for more than one block an SM: the
     // backward's launches hold 190 to 250 registers a thread, and capped
-    // at 128 they would spill much of their state.
+    // at 128 they would spill much of their state. Unless the module says
+    // how many, the forward comes both ways (one block an SM and up to
+    // 255 registers a thread, or two and 128) and the GPU times both: a
+    // warp's 32 rows need more than 128.
+    IntegerAttr blocks;
     if (auto module = fusion->getParentOfType<ModuleOp>())
-      if (auto blocks = module->getAttrOfType<IntegerAttr>(
-              GpucDialect::kAttentionBlocksPerSmAttrName);
-          blocks && blocks.getInt() > 1)
-        kernel.minBlocksPerSm = blocks.getInt();
+      blocks = module->getAttrOfType<IntegerAttr>(
+          GpucDialect::kAttentionBlocksPerSmAttrName);
+    if (blocks && blocks.getInt() > 1)
+      kernel.minBlocksPerSm = blocks.getInt();
+    else if (!blocks && tiles == 1)
+      kernel.alternativeBlocksPerSm = {2};
     return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
   }
   if (failed(common(grad)))

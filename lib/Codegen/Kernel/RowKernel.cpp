@@ -515,9 +515,13 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     stagedInRegisters = false;
   // Unrolled over registers, a warp row kernel would take all it may (up to
   // 140 for a layer norm's gradient), one block of 8 rows an SM: two blocks
-  // keep a block's loads in flight while the other computes.
-  if (stagedInRegisters)
+  // keep a block's loads in flight while the other computes. Where 128
+  // registers make ptxas spill, one block an SM may still be faster: the
+  // GPU times both.
+  if (stagedInRegisters) {
     kernel.minBlocksPerSm = 2;
+    kernel.alternativeBlocksPerSm = {1};
+  }
   // Launches of a split kernel: one per level of reductions, one writing
   // the per-element values, then (when there are any) one writing the
   // per-row values, so that a per-row result may overwrite a per-row

@@ -87,7 +87,8 @@ def Gpuc_Dialect : Dialect {
         "gpuc.gpu_row_stage_bytes";
     /// On the module (gpuc compile --attention-blocks-per-sm): blocks of
     /// the fused attention's forward launch a GPU's SM is to hold at once
-    /// (its registers are capped to fit them); absent, 1.
+    /// (its registers are capped to fit them); absent, both 1 and 2, as
+    /// alternatives the GPU times at load.
     static constexpr ::llvm::StringLiteral kAttentionBlocksPerSmAttrName =
         "gpuc.attention_blocks_per_sm";
     /// On the module (gpuc compile --attention-rows-per-warp): rows of the
