@@ -147,7 +147,6 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
     casts += llvm::formatv("{0}({1} *)args[{2}]", arg ? ", " : "", type, arg);
     ++arg;
   }
-  static_assert(kBlockThreads == 256, "__launch_bounds__ below says 256");
   // Index arithmetic is 32-bit when every index the kernel forms fits: the
   // host compiler vectorizes 32-bit division by a constant (AVX2 has no
   // 64-bit multiply-high) and a GPU emulates 64-bit division in software.
@@ -163,39 +162,81 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
   });
   for (Value v : block.getArguments())
     largest = std::max(largest, getNumElements(shapeOf(v)));
-  body =
-      llvm::formatv("  typedef {0} gidx;\n{1}",
+  std::string indexType =
+      llvm::formatv("  typedef {0} gidx;\n",
                     largest + kPointwiseTile < (int64_t(1) << 31) ? "int32_t"
-                                                                  : "int64_t",
-                    body)
+                                                                  : "int64_t")
           .str();
-  auto boundsOf = [](int64_t blocksPerSm) {
-    return blocksPerSm > 0 ? llvm::formatv("256, {0}", blocksPerSm).str()
-                           : std::string("256");
+  body = indexType + body;
+  for (KernelAlternative &alternative : kernel.alternatives)
+    if (!alternative.body.empty())
+      alternative.body = indexType + alternative.body;
+  auto boundsOf = [](int64_t threads, int64_t blocksPerSm) {
+    return blocksPerSm > 0
+               ? llvm::formatv("{0}, {1}", threads, blocksPerSm).str()
+               : std::to_string(threads);
   };
-  std::string bounds = boundsOf(kernel.minBlocksPerSm);
+  std::string bounds = boundsOf(kBlockThreads, kernel.minBlocksPerSm);
   // Timing an alternative runs the kernel again on the same operands,
   // which a kernel that writes over one of its inputs cannot take.
   if (llvm::any_of(inPlace, [](int64_t k) { return k >= 0; }))
-    kernel.alternativeBlocksPerSm.clear();
+    kernel.alternatives.clear();
   kernel.key = params + "\n" + body + "\n" + std::to_string(kernel.grid) +
                "\n" + bounds + "\n" + std::to_string(kernel.sharedBytes);
-  for (int64_t blocks : kernel.alternativeBlocksPerSm)
-    kernel.key += "\nor " + boundsOf(blocks);
-  // The alternatives' entry points exist in the GPU's text only: the CPU
-  // (and the emulated GPU) has no bounds to choose from.
+  for (const KernelAlternative &alternative : kernel.alternatives)
+    kernel.key +=
+        "\nor " + alternative.suffix + " " +
+        boundsOf(alternative.blockThreads, alternative.minBlocksPerSm) + "\n" +
+        alternative.body;
+  bool split = kernel.launches > 1;
+  if (split) {
+    params += ", void *workspace";
+    names += ", workspace";
+    casts += llvm::formatv(", args[{0}]", arg);
+  }
+  // The alternatives' entry points exist in the GPU's text only (the CPU,
+  // and the emulated GPU, has nothing to choose from); with a body of its
+  // own, a split kernel's alternative instantiates it per launch, as the
+  // kernel does its own.
+  auto guarded = [](const KernelAlternative &alternative, StringRef text) {
+    return llvm::formatv("#if defined(GPUC_NVRTC){0}\n{1}#endif\n",
+                         alternative.requires.empty()
+                             ? ""
+                             : " && defined(" + alternative.requires + ")",
+                         text)
+        .str();
+  };
+  std::string alternativeBodies;
+  for (const KernelAlternative &alternative : kernel.alternatives)
+    if (split && !alternative.body.empty())
+      alternativeBodies += guarded(
+          alternative,
+          llvm::formatv("template <int phase>\n__device__ "
+                        "__forceinline__ void {0}{1}_body({2}) "
+                        "{{\n{3}}\n",
+                        name, alternative.suffix, params, alternative.body)
+              .str());
   auto alternatives = [&](int64_t launch, StringRef entryBody) {
     std::string text;
-    for (int64_t blocks : kernel.alternativeBlocksPerSm)
-      text += llvm::formatv("extern \"C\" __global__ void "
-                            "__launch_bounds__({0}) {1}({2}) {3}",
-                            boundsOf(blocks),
-                            kernel.alternativeName(launch, blocks), params,
-                            entryBody)
-                  .str();
-    return text.empty() ? text : "#ifdef GPUC_NVRTC\n" + text + "#endif\n";
+    for (const KernelAlternative &alternative : kernel.alternatives) {
+      std::string own =
+          alternative.body.empty() ? entryBody.str()
+          : split ? llvm::formatv("{{ {0}{1}_body<{2}>({3}); }\n", name,
+                                  alternative.suffix, launch, names)
+                        .str()
+                  : "{\n" + alternative.body + "}\n";
+      text += guarded(
+          alternative,
+          llvm::formatv(
+              "extern \"C\" __global__ void __launch_bounds__({0}) "
+              "{1}{2}({3}) {4}",
+              boundsOf(alternative.blockThreads, alternative.minBlocksPerSm),
+              kernel.launchName(launch), alternative.suffix, params, own)
+              .str());
+    }
+    return text;
   };
-  if (kernel.launches == 1) {
+  if (!split) {
     std::string entryBody = "{\n" + body + "}\n";
     kernel.source = llvm::formatv("extern \"C\" __global__ void "
                                   "__launch_bounds__({2}) {0}({1}) {3}",
@@ -211,13 +252,11 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
     return kernel;
   }
   // One body, instantiated per launch.
-  params += ", void *workspace";
-  names += ", workspace";
-  casts += llvm::formatv(", args[{0}]", arg);
   kernel.source = llvm::formatv("template <int phase>\n__device__ "
                                 "__forceinline__ void {0}_body({1}) {{\n{2}}\n",
                                 name, params, body)
-                      .str();
+                      .str() +
+                  alternativeBodies;
   for (int64_t phase = 0; phase < kernel.launches; ++phase) {
     std::string launch = kernel.launchName(phase);
     std::string entryBody =

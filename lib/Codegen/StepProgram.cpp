@@ -499,14 +499,18 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
                         {"block", 256}};
           if (kernel->minBlocksPerSm > 0)
             entry["blocks_per_sm"] = kernel->minBlocksPerSm;
-          if (!kernel->alternativeBlocksPerSm.empty()) {
+          if (!kernel->alternatives.empty()) {
             // The GPU keeps its choice among them by this digest of the
             // kernel's text, so a recompiled artifact times its own.
             json alternatives = json::array();
-            for (int64_t blocks : kernel->alternativeBlocksPerSm)
-              alternatives.push_back(
-                  {{"name", kernel->alternativeName(launch, blocks)},
-                   {"blocks_per_sm", blocks}});
+            for (const KernelAlternative &alternative : kernel->alternatives) {
+              json entry = {
+                  {"name", kernel->launchName(launch) + alternative.suffix},
+                  {"block", alternative.blockThreads}};
+              if (alternative.minBlocksPerSm > 0)
+                entry["blocks_per_sm"] = alternative.minBlocksPerSm;
+              alternatives.push_back(entry);
+            }
             entry["alternatives"] = alternatives;
             entry["digest"] = llvm::utohexstr(llvm::xxh3_64bits(kernel->key));
           }

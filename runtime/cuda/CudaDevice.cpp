@@ -220,6 +220,7 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
                                          std::string &error) {
   step.kernelCandidates = {step.function};
   step.kernelCandidateNames = {step.label};
+  step.kernelCandidateBlocks = {step.block};
   const nlohmann::json &kernels = plan.json["kernels"];
   if (kernels.is_array())
     for (const nlohmann::json &kernel : kernels) {
@@ -233,24 +234,26 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
         return false;
       }
       for (const nlohmann::json &alternative : alternatives) {
-        std::string name = alternative.is_object() &&
-                                   alternative.contains("name") &&
-                                   alternative["name"].is_string()
-                               ? alternative["name"].get<std::string>()
-                               : "";
-        CUfunction function = nullptr;
-        CUresult result =
-            name.empty() ? CUDA_ERROR_NOT_FOUND
-                         : cuModuleGetFunction(&function, module, name.c_str());
-        if (result != CUDA_SUCCESS) {
-          error = "the GPU binary has no kernel " +
-                  (name.empty() ? alternative.dump() : name) +
-                  " that plan.json names as an alternative to " + step.label +
-                  " (" + describeResult(result) + "); recompile the model";
+        bool named = alternative.is_object() && alternative.contains("name") &&
+                     alternative["name"].is_string();
+        int64_t block = named ? alternative.value("block", (int64_t)256) : 0;
+        if (!named || block < 32 || block > 1024 || block % 32 != 0) {
+          error = "plan.json: kernel " + step.label + " has an alternative " +
+                  alternative.dump() +
+                  " without a name or a block of 32 to 1,024 threads (a "
+                  "multiple of 32); recompile the model";
           return false;
         }
+        // An alternative exists where the architecture has what it needs
+        // (tensor cores): one this GPU's binary lacks is not a candidate.
+        std::string name = alternative["name"];
+        CUfunction function = nullptr;
+        if (cuModuleGetFunction(&function, module, name.c_str()) !=
+            CUDA_SUCCESS)
+          continue;
         step.kernelCandidates.push_back(function);
         step.kernelCandidateNames.push_back(name);
+        step.kernelCandidateBlocks.push_back((unsigned)block);
       }
       // What names the choice in library-algorithms.json: the kernel's
       // text, so that a recompiled artifact times its own.
@@ -674,8 +677,8 @@ bool CudaDevice::issueStep(const Step &step, CUstream stream,
   static const float one = 1.0f, zero = 0.0f;
   switch (step.kind) {
   case StepKind::Kernel:
-    return check(cuLaunchKernel(step.function, step.grid, 1, 1, 256, 1, 1,
-                                step.sharedBytes, stream,
+    return check(cuLaunchKernel(step.function, step.grid, 1, 1, step.block, 1,
+                                1, step.sharedBytes, stream,
                                 const_cast<void **>(step.argPointers.data()),
                                 nullptr),
                  "cuLaunchKernel", error);

@@ -63,11 +63,15 @@ struct Step {
   std::string label;
   // Kernel.
   CUfunction function = nullptr;
-  /// The kernel's entry points that compute the same bits with other
-  /// bounds (plan.json's "alternatives"), itself first, and their names:
-  /// chooseLibraryAlgorithms times them as it times a GEMM's algorithms.
+  /// Threads a block.
+  unsigned block = 256;
+  /// The kernel's entry points that compute the same bits in other ways
+  /// (plan.json's "alternatives"), itself first, with their names and
+  /// blocks: chooseLibraryAlgorithms times them as it times a GEMM's
+  /// algorithms.
   std::vector<CUfunction> kernelCandidates;
   std::vector<std::string> kernelCandidateNames;
+  std::vector<unsigned> kernelCandidateBlocks;
   unsigned grid = 1;
   /// Dynamic shared memory a block takes (a row kernel's staged rows).
   unsigned sharedBytes = 0;

@@ -180,9 +180,10 @@ size_t CudaDevice::candidateCount(const Step &step) {
 void CudaDevice::takeCandidate(Step &step, size_t candidate) {
   if (step.kind == StepKind::Gemm)
     step.algo = step.candidates[candidate];
-  else if (step.kind == StepKind::Kernel)
+  else if (step.kind == StepKind::Kernel) {
     step.function = step.kernelCandidates[candidate];
-  else
+    step.block = step.kernelCandidateBlocks[candidate];
+  } else
     step.convAlgo = step.convCandidates[candidate];
 }
 

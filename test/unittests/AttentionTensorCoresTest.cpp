@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <utility>
@@ -72,8 +73,11 @@ std::vector<gpuc::bf16> randomBf16(size_t n, std::mt19937 &rng) {
 /// The three launches against double; the forward's warps own `Tiles`
 /// m-tiles of 16 rows each. With `Stored`, the backward's three launches
 /// (attentionBackwardStored), whose keys' launch stores the scores'
-/// gradients into a buffer that holds NaNs where it stores none.
-template <int D, int DV, int Tiles = 1, bool Stored = false>
+/// gradients into a buffer that holds NaNs where it stores none. With
+/// `QuarterBlocks`, the forward also runs in blocks of 4 warps, which must
+/// give the same bits.
+template <int D, int DV, int Tiles = 1, bool Stored = false,
+          bool QuarterBlocks = false>
 void check(const Case &c) {
   const int bh = c.batch * c.heads, qs = D + c.pad, vs = DV + c.pad;
   std::mt19937 rng(11);
@@ -134,6 +138,22 @@ void check(const Case &c) {
     gpuc::attentionForward<D, DV, Tiles>(t.q.data(), t.k.data(), t.v.data(), g,
                                          out.data(), lse.data());
   });
+  if (QuarterBlocks) {
+    std::vector<gpuc::bf16> quarterOut(out.size());
+    std::vector<float> quarterLse(lse.size(), NAN);
+    for (gpuc::bf16 &e : quarterOut)
+      e = 0.0f;
+    gpuc::emulated::launch(grid, 128, "forward", [&] {
+      gpuc::attentionForward<D, DV, Tiles, 4>(t.q.data(), t.k.data(),
+                                              t.v.data(), g, quarterOut.data(),
+                                              quarterLse.data());
+    });
+    EXPECT_EQ(
+        memcmp(quarterOut.data(), out.data(), out.size() * sizeof(gpuc::bf16)),
+        0);
+    EXPECT_EQ(memcmp(quarterLse.data(), lse.data(), lse.size() * sizeof(float)),
+              0);
+  }
   if (Stored) {
     // A pass's 128 queries past the end, which the last tiles stage.
     std::vector<unsigned short> scoreGrads(
@@ -156,6 +176,33 @@ void check(const Case &c) {
                                          lse.data(), t.dOut.data(), g,
                                          rowDots.data(), dk.data(), dv.data());
     });
+    if (QuarterBlocks) {
+      std::vector<gpuc::bf16> quarterDq(dq.size()), quarterDk(dk.size()),
+          quarterDv(dv.size());
+      for (auto *x : {&quarterDq, &quarterDk, &quarterDv})
+        for (gpuc::bf16 &e : *x)
+          e = 0.0f;
+      std::vector<float> quarterDots(rowDots.size(), NAN);
+      gpuc::emulated::launch(grid, 128, "queries", [&] {
+        gpuc::attentionBackwardQueries<D, DV, 4>(
+            t.q.data(), t.k.data(), t.v.data(), out.data(), lse.data(),
+            t.dOut.data(), g, quarterDq.data(), quarterDots.data());
+      });
+      gpuc::emulated::launch(grid, 128, "keys", [&] {
+        gpuc::attentionBackwardKeys<D, DV, 4>(
+            t.q.data(), t.k.data(), t.v.data(), lse.data(), t.dOut.data(), g,
+            quarterDots.data(), quarterDk.data(), quarterDv.data());
+      });
+      for (auto [quarter, whole] :
+           {std::pair{&quarterDq, &dq}, std::pair{&quarterDk, &dk},
+            std::pair{&quarterDv, &dv}})
+        EXPECT_EQ(memcmp(quarter->data(), whole->data(),
+                         whole->size() * sizeof(gpuc::bf16)),
+                  0);
+      EXPECT_EQ(memcmp(quarterDots.data(), rowDots.data(),
+                       rowDots.size() * sizeof(float)),
+                0);
+    }
   }
 
   // The reference, in double, from the same bf16 values.
@@ -291,6 +338,28 @@ TEST(AttentionTensorCores, ThirtyTwoRowsAWarpMatchDouble) {
                     /*pad=*/0, /*maskedRow=*/9});
   check<64, 64, 2>({1, 2, 100, 100, /*causal=*/true, /*readMask=*/false,
                     /*pad=*/4});
+}
+
+// The forward and the backward's two launches in blocks of 4 warps (the
+// same rows in twice the passes) give the 8-warp blocks' bits: causal with
+// a partial block, another triangle, a read mask with tiles of 32 keys, a
+// row that masks every key, rows staged element by element, and 32 rows a
+// warp in the forward.
+TEST(AttentionTensorCores, FourWarpBlocksGiveTheSameBits) {
+  check<64, 64, 1, false, true>(
+      {2, 2, 300, 300, /*causal=*/true, /*readMask=*/false});
+  check<64, 64, 1, false, true>({1, 2, 70, 150, /*causal=*/true,
+                                 /*readMask=*/false, /*pad=*/0,
+                                 /*maskedRow=*/-1, /*triangle=*/3});
+  check<32, 80, 1, false, true>(
+      {1, 3, 45, 70, /*causal=*/false, /*readMask=*/true});
+  check<64, 64, 1, false, true>({1, 2, 40, 100, /*causal=*/false,
+                                 /*readMask=*/true, /*pad=*/0,
+                                 /*maskedRow=*/9});
+  check<64, 64, 1, false, true>(
+      {1, 2, 100, 100, /*causal=*/true, /*readMask=*/false, /*pad=*/4});
+  check<64, 64, 2, false, true>(
+      {2, 2, 300, 300, /*causal=*/true, /*readMask=*/false});
 }
 
 // The backward with stored score gradients: the queries' gradients from

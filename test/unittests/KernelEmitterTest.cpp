@@ -82,7 +82,7 @@ FailureOr<EmittedKernel> emitFirstFusion(const std::string &source) {
 // A kernel's text up to its entry points under other bounds (the GPU's
 // alternatives, which repeat its body).
 std::string withoutAlternatives(const std::string &source) {
-  return source.substr(0, source.find("#ifdef GPUC_NVRTC\nextern \"C\""));
+  return source.substr(0, source.find("#if defined(GPUC_NVRTC)"));
 }
 
 // An elementwise kernel over `n` elements (a type only: nothing is
@@ -709,6 +709,7 @@ func.func @f(%q: {1}, %k: {2}, %v: {2}, %o: {1}, %l: {3}, %d: {1}) -> ({1}, {2},
   EXPECT_NE(stored->source.find("gpuc::attentionBackwardStored<16, 16>(phase"),
             std::string::npos)
       << stored->source;
+  EXPECT_TRUE(stored->alternatives.empty());
   for (auto [attr, queries, type] :
        {std::tuple{false, 64, "bf16"}, std::tuple{true, 63, "bf16"},
         std::tuple{true, 64, "f32"}}) {
@@ -717,6 +718,33 @@ func.func @f(%q: {1}, %k: {2}, %v: {2}, %o: {1}, %l: {3}, %d: {1}) -> ({1}, {2},
     EXPECT_EQ(two->launches, 2) << attr << " " << queries << " " << type;
     EXPECT_EQ(two->sharedBytes, 0);
     EXPECT_EQ(two->source.find("attentionBackwardStored"), std::string::npos);
+    // On tensor cores the two launches also come in blocks of 4 warps:
+    // a body of their own, instantiated per launch, where the GPU has
+    // tensor cores.
+    bool quarter = StringRef(type) == "bf16";
+    EXPECT_EQ(two->alternatives.size(), quarter ? 1u : 0u) << type;
+    if (!quarter)
+      continue;
+    EXPECT_EQ(two->alternatives[0].blockThreads, 128);
+    const std::string &text = two->source;
+    size_t body = text.find(
+        "#if defined(GPUC_NVRTC) && defined(GPUC_HAVE_MMA)\ntemplate <int "
+        "phase>\n__device__ __forceinline__ void k_w4_body(");
+    ASSERT_NE(body, std::string::npos) << text;
+    EXPECT_NE(text.find("gpuc::attentionBackwardQueries<16, 16, 4>(", body),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("gpuc::attentionBackwardKeys<16, 16, 4>(", body),
+              std::string::npos)
+        << text;
+    for (int phase = 0; phase < 2; ++phase) {
+      std::string p = std::to_string(phase);
+      size_t entry = text.find("__launch_bounds__(128) k_p" + p + "_w4(");
+      ASSERT_NE(entry, std::string::npos) << text;
+      EXPECT_EQ(text.find("{ k_w4_body<" + p + ">(", entry),
+                text.find('{', entry))
+          << text;
+    }
   }
 }
 
@@ -932,39 +960,52 @@ TEST(KernelEmitterTest, WarpRowsAreStagedInRegisters) {
       << kernel->source;
 }
 
-// Bounds the GPU chooses between: a warp row kernel over registers is
-// bounded to two blocks an SM, with an entry point bounded to one beside
-// it, in the GPU's text only (NVRTC's); the attention's forward is one
-// block an SM with an entry point at two, unless the module names one.
-// A kernel that writes over an input (it cannot run again to be timed)
-// has no alternative.
-TEST(KernelEmitterTest, BoundsComeWithAlternativesTheGpuTimes) {
+// The suffixes of a kernel's alternatives, with their threads and bounds.
+std::vector<std::string> alternativesOf(const EmittedKernel &kernel) {
+  std::vector<std::string> names;
+  for (const KernelAlternative &alternative : kernel.alternatives)
+    names.push_back(llvm::formatv("{0} {1} {2}", alternative.suffix,
+                                  alternative.blockThreads,
+                                  alternative.minBlocksPerSm)
+                        .str());
+  return names;
+}
+
+// Entry points the GPU chooses between: a warp row kernel over registers
+// is bounded to two blocks an SM, with an entry point bounded to one
+// beside it, in the GPU's text only (NVRTC's); the attention's forward is
+// one block of 8 warps an SM, with entry points at two blocks an SM and
+// in blocks of 4 warps (only on tensor cores), unless the module names
+// the blocks an SM. A kernel that writes over an input (it cannot run
+// again to be timed) has no alternative.
+TEST(KernelEmitterTest, KernelsComeWithAlternativesTheGpuTimes) {
   FailureOr<EmittedKernel> rows = emitFirstFusion(softmaxModule(512));
   ASSERT_TRUE(succeeded(rows));
   EXPECT_EQ(rows->minBlocksPerSm, 2);
-  EXPECT_EQ(rows->alternativeBlocksPerSm, std::vector<int64_t>{1});
+  EXPECT_EQ(alternativesOf(*rows), std::vector<std::string>{"_b1 256 1"});
   const std::string &src = rows->source;
   size_t main = src.find("__launch_bounds__(256, 2) k(");
-  size_t guard = src.find("#ifdef GPUC_NVRTC\nextern \"C\" __global__ void "
-                          "__launch_bounds__(256, 1) k_b1(");
+  size_t guard = src.find("#if defined(GPUC_NVRTC)\nextern \"C\" __global__ "
+                          "void __launch_bounds__(256, 1) k_b1(");
   ASSERT_NE(main, std::string::npos) << src;
   ASSERT_NE(guard, std::string::npos) << src;
   // The alternative's body is the kernel's.
-  std::string body =
-      src.substr(src.find('{', main), guard - src.find('{', main));
-  EXPECT_NE(src.find(body, guard), std::string::npos) << src;
+  size_t open = src.find('{', main);
+  EXPECT_NE(src.find(src.substr(open, guard - open), guard), std::string::npos)
+      << src;
   std::string inPlace = softmaxModule(512);
   inPlace.replace(inPlace.find("gpuc.fusion(%a)"), 15,
                   "gpuc.fusion(%a) {gpuc.in_place = array<i64: 0>}");
   FailureOr<EmittedKernel> overwriting = emitFirstFusion(inPlace);
   ASSERT_TRUE(succeeded(overwriting));
   EXPECT_EQ(overwriting->minBlocksPerSm, 2);
-  EXPECT_TRUE(overwriting->alternativeBlocksPerSm.empty());
+  EXPECT_TRUE(overwriting->alternatives.empty());
   EXPECT_EQ(overwriting->source.find("k_b1("), std::string::npos);
   EXPECT_NE(overwriting->key, rows->key);
 
-  auto attention = [](const char *attributes) {
-    std::string q = "tensor<2x3x64x16xbf16>", l = "tensor<2x3x64xf32>";
+  auto attention = [](const char *attributes, const char *type) {
+    std::string q = llvm::formatv("tensor<2x3x64x16x{0}>", type),
+                l = "tensor<2x3x64xf32>";
     return llvm::formatv(R"mlir(
 module attributes {{{0}} {{
 func.func @f(%q: {1}, %k: {1}, %v: {1}) -> ({1}, {2}) {{
@@ -980,21 +1021,42 @@ func.func @f(%q: {1}, %k: {1}, %v: {1}) -> ({1}, {2}) {{
                          attributes, q, l)
         .str();
   };
-  for (auto [attributes, bound, alternatives] :
-       {std::tuple{"", int64_t(0), std::vector<int64_t>{2}},
-        std::tuple{"gpuc.attention_blocks_per_sm = 1 : i64", int64_t(0),
-                   std::vector<int64_t>{}},
-        std::tuple{"gpuc.attention_blocks_per_sm = 2 : i64", int64_t(2),
-                   std::vector<int64_t>{}},
-        std::tuple{"gpuc.attention_rows_per_warp = 32 : i64", int64_t(0),
-                   std::vector<int64_t>{}}}) {
-    FailureOr<EmittedKernel> forward = emitFirstFusion(attention(attributes));
+  using Names = std::vector<std::string>;
+  for (auto [attributes, type, bound, alternatives] : {
+           std::tuple{"", "bf16", int64_t(0), Names{"_b2 256 2", "_w4 128 0"}},
+           std::tuple{"", "f32", int64_t(0), Names{"_b2 256 2"}},
+           std::tuple{"gpuc.attention_blocks_per_sm = 1 : i64", "bf16",
+                      int64_t(0), Names{}},
+           std::tuple{"gpuc.attention_blocks_per_sm = 2 : i64", "bf16",
+                      int64_t(2), Names{}},
+           std::tuple{"gpuc.attention_rows_per_warp = 32 : i64", "bf16",
+                      int64_t(0), Names{"_w4 128 0"}},
+       }) {
+    FailureOr<EmittedKernel> forward =
+        emitFirstFusion(attention(attributes, type));
     ASSERT_TRUE(succeeded(forward)) << attributes;
     EXPECT_EQ(forward->minBlocksPerSm, bound) << attributes;
-    EXPECT_EQ(forward->alternativeBlocksPerSm, alternatives) << attributes;
-    EXPECT_EQ(forward->source.find("k_b2(") != std::string::npos,
-              !alternatives.empty())
-        << forward->source;
+    EXPECT_EQ(alternativesOf(*forward), alternatives) << attributes << type;
+    const std::string &text = forward->source;
+    // Blocks of 4 warps take the forward's template argument, and exist
+    // only where the GPU has tensor cores.
+    size_t quarter = text.find("#if defined(GPUC_NVRTC) && "
+                               "defined(GPUC_HAVE_MMA)\nextern \"C\" "
+                               "__global__ void __launch_bounds__(128) k_w4(");
+    bool rows32 = StringRef(attributes).contains("rows_per_warp");
+    EXPECT_EQ(quarter != std::string::npos,
+              llvm::is_contained(alternatives, "_w4 128 0"))
+        << text;
+    if (quarter != std::string::npos)
+      EXPECT_NE(text.find(rows32 ? "gpuc::attentionForward<16, 16, 2, 4>("
+                                 : "gpuc::attentionForward<16, 16, 1, 4>(",
+                          quarter),
+                std::string::npos)
+          << text;
+    EXPECT_NE(text.find(rows32 ? "gpuc::attentionForward<16, 16, 2>("
+                               : "gpuc::attentionForward<16, 16>("),
+              std::string::npos)
+        << text;
   }
 }
 

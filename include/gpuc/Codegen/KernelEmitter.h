@@ -9,6 +9,34 @@
 
 namespace mlir::gpuc {
 
+/// Another entry point for a kernel, which computes the same bits in
+/// another way: under other __launch_bounds__, or with blocks of other
+/// threads (then with a body of its own). The CUDA device times a
+/// kernel's entry points on the step's operands at load and launches the
+/// fastest.
+struct KernelAlternative {
+  /// What the entry point's name adds to the launch's.
+  std::string suffix;
+  /// __launch_bounds__'s second argument (0: none).
+  int64_t minBlocksPerSm = 0;
+  int64_t blockThreads = 256;
+  /// The entry point's body, where it is not the kernel's (a kernel of
+  /// one launch only).
+  std::string body;
+  /// A macro the GPU's text defines where the entry point exists
+  /// (GPUC_HAVE_MMA: an architecture with tensor cores), beyond NVRTC's;
+  /// the CUDA device takes an alternative its binary lacks for none.
+  std::string requires;
+
+  /// The same text under other bounds.
+  static KernelAlternative bounded(int64_t minBlocksPerSm) {
+    KernelAlternative alternative;
+    alternative.suffix = "_b" + std::to_string(minBlocksPerSm);
+    alternative.minBlocksPerSm = minBlocksPerSm;
+    return alternative;
+  }
+};
+
 /// One generated kernel: `extern "C" __global__ void <name>(inputs...,
 /// outputs...)`, launched with `grid` blocks of `blockThreads` threads. A
 /// row kernel whose rows are split across blocks (rowKernelSplits) is
@@ -25,12 +53,10 @@ struct EmittedKernel {
   /// Blocks an SM is to hold at once (__launch_bounds__'s second
   /// argument: ptxas caps the registers to fit them); 0: no bound.
   int64_t minBlocksPerSm = 0;
-  /// Other such bounds for the same kernel, each a GPU entry point of its
-  /// own (alternativeName) with the same text: they compute the same bits,
-  /// and the CUDA device times them all on the step's operands at load and
-  /// launches the fastest. Only a kernel that writes over none of its
-  /// inputs has them (it can run again).
-  std::vector<int64_t> alternativeBlocksPerSm;
+  /// Other entry points of the kernel, in the GPU's text only (each
+  /// launch's name plus the alternative's suffix). Only a kernel that
+  /// writes over none of its inputs has them: timing one runs it again.
+  std::vector<KernelAlternative> alternatives;
   /// Bytes of dynamic shared memory a block takes on the GPU (a row
   /// kernel's staged rows); 0: none.
   int64_t sharedBytes = 0;
@@ -42,9 +68,6 @@ struct EmittedKernel {
 
   std::string launchName(int64_t launch) const {
     return launches == 1 ? name : name + "_p" + std::to_string(launch);
-  }
-  std::string alternativeName(int64_t launch, int64_t blocksPerSm) const {
-    return launchName(launch) + "_b" + std::to_string(blocksPerSm);
   }
 };
 

@@ -37,6 +37,26 @@ ConcatOp gradientConcat(Operation *op, YieldOp yield) {
   return joined && joined.getResult() == yield.getValues()[0] ? joined
                                                               : ConcatOp();
 }
+
+/// Whether the device header runs attention over `operand` with query/key
+/// width `d` and value width `dv` on tensor cores
+/// (attentionOnTensorCores: 16-bit operands, widths multiples of 16 up to
+/// 128), on a GPU that has them.
+bool onTensorCores(Type operand, int64_t d, int64_t dv) {
+  return (operand.isF16() || operand.isBF16()) && d % 16 == 0 && dv % 16 == 0 &&
+         d <= 128 && dv <= 128;
+}
+
+/// The attention's kernel in blocks of 4 warps (128 threads) on tensor
+/// cores, with `body`: the same rows in twice the passes.
+KernelAlternative quarterBlocks(std::string body) {
+  KernelAlternative quarter;
+  quarter.suffix = "_w4";
+  quarter.blockThreads = 128;
+  quarter.body = std::move(body);
+  quarter.requires = "GPUC_HAVE_MMA";
+  return quarter;
+}
 } // namespace
 
 FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
@@ -171,9 +191,21 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
       if (auto rows = module->getAttrOfType<IntegerAttr>(
               GpucDialect::kAttentionRowsPerWarpAttrName))
         tiles = rows.getInt() / 16;
-    line(llvm::formatv("gpuc::attentionForward<{0}, {1}{2}>({3}g, out0, out1);",
-                       q[3], v[3],
-                       tiles > 1 ? ", " + std::to_string(tiles) : "", *ins));
+    // (Template arguments past the last that differs from its default
+    // are left out.)
+    auto call = [&](int64_t warps) {
+      std::string templateArgs =
+          std::to_string(q[3]) + ", " + std::to_string(v[3]);
+      if (tiles > 1 || warps != kBlockThreads / 32)
+        templateArgs += ", " + std::to_string(tiles);
+      if (warps != kBlockThreads / 32)
+        templateArgs += ", " + std::to_string(warps);
+      return llvm::formatv("  gpuc::attentionForward<{0}>({1}g, out0, out1);\n",
+                           templateArgs, *ins)
+          .str();
+    };
+    std::string prologue = body;
+    body += call(kBlockThreads / 32);
     // Only the forward may ask for more than one block an SM: the
     // backward's launches hold 190 to 250 registers a thread, and capped
     // at 128 they would spill much of their state. Unless the module says
@@ -187,7 +219,14 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
     if (blocks && blocks.getInt() > 1)
       kernel.minBlocksPerSm = blocks.getInt();
     else if (!blocks && tiles == 1)
-      kernel.alternativeBlocksPerSm = {2};
+      kernel.alternatives.push_back(KernelAlternative::bounded(2));
+    // On tensor cores the forward also comes in blocks of 4 warps, which
+    // take the same rows in twice the passes (the same bits): an SM holds
+    // two or three, each waiting at its own barriers where one block of 8
+    // waits for all 8 (attentionForwardMma).
+    if (!blocks && onTensorCores(elementOf(attention.getQuery()), q[3], v[3])) {
+      kernel.alternatives.push_back(quarterBlocks(prologue + call(4)));
+    }
     return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
   }
   if (failed(common(grad)))
@@ -230,15 +269,11 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   if (auto module = fusion->getParentOfType<ModuleOp>())
     storedScores =
         module->hasAttr(GpucDialect::kAttentionStoredScoreGradientsAttrName);
-  Type operand = elementOf(grad.getQuery());
-  // Where the backward runs on tensor cores (attentionOnTensorCores: 16-bit
-  // operands, widths multiples of 16 up to 128; elsewhere it has nothing to
+  // Where the backward runs on tensor cores (elsewhere it has nothing to
   // store), over an even number of queries (a lane stores its two adjacent
   // queries' in one word).
-  bool onTensorCores = (operand.isF16() || operand.isBF16()) &&
-                       q[3] % 16 == 0 && v[3] % 16 == 0 && q[3] <= 128 &&
-                       v[3] <= 128;
-  if (storedScores && onTensorCores && q[2] % 2 == 0) {
+  if (storedScores && onTensorCores(elementOf(grad.getQuery()), q[3], v[3]) &&
+      q[2] % 2 == 0) {
     // A third launch: the keys' launch stores every score gradient (16
     // bits, [B, H, keys, queries] after the row dots, and a pass's rows
     // more, which the last tile of queries stages past the end), and the
@@ -266,14 +301,28 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
                        gradOut[1], gradOut[2], dotsBytes));
     return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
   }
-  line("if (phase == 0)");
-  line(llvm::formatv("  gpuc::attentionBackwardQueries<{0}, {1}>({2}{3}, {4}, "
-                     "{5}, g, {6}, rowDots);",
-                     q[3], v[3], *ins, *out, *lse, *dOut, gradOut[0]));
-  line("else");
-  line(llvm::formatv("  gpuc::attentionBackwardKeys<{0}, {1}>({2}{3}, {4}, g, "
-                     "rowDots, {5}, {6});",
-                     q[3], v[3], *ins, *lse, *dOut, gradOut[1], gradOut[2]));
+  auto launches = [&](int64_t warps) {
+    std::string templateArgs =
+        std::to_string(q[3]) + ", " + std::to_string(v[3]) +
+        (warps != kBlockThreads / 32 ? ", " + std::to_string(warps) : "");
+    return llvm::formatv(
+               "  if (phase == 0)\n"
+               "    gpuc::attentionBackwardQueries<{0}>({1}{2}, {3}, {4}, g, "
+               "{5}, rowDots);\n"
+               "  else\n"
+               "    gpuc::attentionBackwardKeys<{0}>({1}{3}, {4}, g, rowDots, "
+               "{6}, {7});\n",
+               templateArgs, *ins, *out, *lse, *dOut, gradOut[0], gradOut[1],
+               gradOut[2])
+        .str();
+  };
+  std::string prologue = body;
+  body += launches(kBlockThreads / 32);
+  // Blocks of 4 warps, as the forward's (the same bits): two an SM, at the
+  // launches' 190 and 250 registers a thread.
+  if (onTensorCores(elementOf(grad.getQuery()), q[3], v[3])) {
+    kernel.alternatives.push_back(quarterBlocks(prologue + launches(4)));
+  }
   return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
 }
 

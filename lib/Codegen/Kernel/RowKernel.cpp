@@ -520,7 +520,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // GPU times both.
   if (stagedInRegisters) {
     kernel.minBlocksPerSm = 2;
-    kernel.alternativeBlocksPerSm = {1};
+    kernel.alternatives = {KernelAlternative::bounded(1)};
   }
   // Launches of a split kernel: one per level of reductions, one writing
   // the per-element values, then (when there are any) one writing the

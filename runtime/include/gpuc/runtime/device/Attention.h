@@ -562,48 +562,70 @@ __device__ void attentionBackwardKeysRows(const T *q, const T *k, const T *v,
 }
 
 /// Tensor cores where the operands allow them (AttentionTensorCores.h),
-/// each warp `Tiles` m-tiles of 16 rows, else a thread per row in f32.
-template <int D, int DV, int Tiles = 1, typename T>
+/// each warp `Tiles` m-tiles of 16 rows, a block `Warps` warps (8, or 4
+/// for a launch of 128 threads a block), else a thread per row in f32 (a
+/// block of 256 threads).
+template <int D, int DV, int Tiles = 1, int Warps = 8, typename T>
 __device__ void attentionForward(const T *q, const T *k, const T *v,
                                  const AttentionGeometry &g, T *out,
                                  float *lse) {
   static_assert(Tiles == 1 || Tiles == 2, "a warp owns 16 or 32 rows");
+  static_assert(Warps == 8 || Warps == 4, "a block of 8 or 4 warps");
 #ifdef GPUC_HAVE_MMA
   if constexpr (attentionOnTensorCores<D, DV, T>()) {
-    attentionForwardMma<D, DV, Tiles>(q, k, v, g, out, lse);
+    attentionForwardMma<D, DV, Tiles, Warps>(q, k, v, g, out, lse);
     return;
   } else
 #endif
+  {
+    static_assert(Warps == 8 || attentionOnTensorCores<D, DV, T>(),
+                  "a thread per row takes a block of 256");
     attentionForwardRows<D, DV>(q, k, v, g, out, lse);
+  }
 }
 
-template <int D, int DV, typename T>
+/// The backward's two launches, as the forward: on tensor cores in blocks
+/// of `Warps` 8 or 4 (the same bits), else a thread per row (a block of
+/// 256).
+template <int D, int DV, int Warps = 8, typename T>
 __device__ void
 attentionBackwardQueries(const T *q, const T *k, const T *v, const T *out,
                          const float *lse, const T *dOut,
                          const AttentionGeometry &g, T *dq, float *rowDots) {
+  static_assert(Warps == 8 || Warps == 4, "a block of 8 or 4 warps");
 #ifdef GPUC_HAVE_MMA
   if constexpr (attentionOnTensorCores<D, DV, T>()) {
-    attentionBackwardQueriesMma<D, DV>(q, k, v, out, lse, dOut, g, dq, rowDots);
+    attentionBackwardQueriesMma<D, DV, false, Warps>(q, k, v, out, lse, dOut, g,
+                                                     dq, rowDots);
     return;
   } else
 #endif
+  {
+    static_assert(Warps == 8 || attentionOnTensorCores<D, DV, T>(),
+                  "a thread per row takes a block of 256");
     attentionBackwardQueriesRows<D, DV>(q, k, v, out, lse, dOut, g, dq,
                                         rowDots);
+  }
 }
 
-template <int D, int DV, typename T>
+template <int D, int DV, int Warps = 8, typename T>
 __device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
                                       const float *lse, const T *dOut,
                                       const AttentionGeometry &g,
                                       const float *rowDots, T *dk, T *dv) {
+  static_assert(Warps == 8 || Warps == 4, "a block of 8 or 4 warps");
 #ifdef GPUC_HAVE_MMA
   if constexpr (attentionOnTensorCores<D, DV, T>()) {
-    attentionBackwardKeysMma<D, DV>(q, k, v, lse, dOut, g, rowDots, dk, dv);
+    attentionBackwardKeysMma<D, DV, Warps>(q, k, v, lse, dOut, g, rowDots, dk,
+                                           dv);
     return;
   } else
 #endif
+  {
+    static_assert(Warps == 8 || attentionOnTensorCores<D, DV, T>(),
+                  "a thread per row takes a block of 256");
     attentionBackwardKeysRows<D, DV>(q, k, v, lse, dOut, g, rowDots, dk, dv);
+  }
 }
 
 /// The backward in three launches (gpuc compile --attention-score-gradients

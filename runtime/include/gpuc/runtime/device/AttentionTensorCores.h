@@ -73,10 +73,12 @@ __device__ __forceinline__ float attentionLog2Units(float x) {
 }
 
 /// Rows of an m-tile (a warp owns `Tiles` of them: 16 or 32 rows), and
-/// the passes a block's 8 warps make over its rows.
+/// the passes a block's warps (8, or 4 in the forward's block of 128
+/// threads) make over its rows.
 constexpr int kMmaRows = 16;
-template <int Tiles> constexpr int mmaPasses() {
-  return kAttentionRows / (kMmaRows * Tiles * (kBlockThreads / 32));
+constexpr int kMmaWarps = kBlockThreads / 32;
+template <int Tiles, int Warps = kMmaWarps> constexpr int mmaPasses() {
+  return kAttentionRows / (kMmaRows * Tiles * Warps);
 }
 constexpr int kMmaPasses = mmaPasses<1>();
 
@@ -123,17 +125,17 @@ __device__ __forceinline__ bool mmaVectorRows(const void *rows,
 /// past `count` are zeros (their products must be 0, not a stale NaN times
 /// 0). Where the rows allow it a thread copies 16 bytes at once,
 /// asynchronously (the caller commits and waits); otherwise element by
-/// element, at once.
-template <int Tile, int Width, typename T>
+/// element, at once. The block has `Threads` threads.
+template <int Tile, int Width, int Threads = kBlockThreads, typename T>
 __device__ __forceinline__ void
 mmaStageRows(unsigned short *tile, const T *rows, int64_t stride, int count) {
   if (mmaVectorRows(rows, stride)) {
     constexpr int Vectors = Width / 8;
-    constexpr int Rounds = (Tile * Vectors + kBlockThreads - 1) / kBlockThreads;
+    constexpr int Rounds = (Tile * Vectors + Threads - 1) / Threads;
     GPUC_UNROLL
     for (int round = 0; round < Rounds; ++round) {
-      int e = round * kBlockThreads + threadIdx.x;
-      if (Tile * Vectors % kBlockThreads != 0 && e >= Tile * Vectors)
+      int e = round * Threads + threadIdx.x;
+      if (Tile * Vectors % Threads != 0 && e >= Tile * Vectors)
         break;
       int r = e / Vectors, c = e % Vectors * 8;
       // A row past `count` reads nothing: the tile's first row stands in.
@@ -142,7 +144,7 @@ mmaStageRows(unsigned short *tile, const T *rows, int64_t stride, int count) {
     }
     return;
   }
-  for (int e = threadIdx.x; e < Tile * Width; e += kBlockThreads) {
+  for (int e = threadIdx.x; e < Tile * Width; e += Threads) {
     int r = e / Width, c = e % Width;
     tile[r * (Width + 8) + c] =
         r < count ? storedBits(rows[r * stride + c]) : 0;
@@ -159,15 +161,15 @@ __device__ __forceinline__ unsigned short *mmaBuffer(unsigned short *tiles,
 
 /// Starts staging rows [j, j + Tile) of `a` (D wide) and of `b` (DV wide)
 /// into a buffer, zeros past `count` rows.
-template <int D, int DV, typename T>
+template <int D, int DV, int Threads = kBlockThreads, typename T>
 __device__ __forceinline__ void
 mmaStagePair(unsigned short *buffer, const T *a, int64_t aStride, const T *b,
              int64_t bStride, int64_t j, int64_t count) {
   constexpr int Tile = attentionMmaTile<D, DV>();
   int rows = count - j < Tile ? (int)(count - j) : Tile;
-  mmaStageRows<Tile, D>(buffer, a + j * aStride, aStride, rows);
-  mmaStageRows<Tile, DV>(buffer + mmaTileElements<Tile, D>(), b + j * bStride,
-                         bStride, rows);
+  mmaStageRows<Tile, D, Threads>(buffer, a + j * aStride, aStride, rows);
+  mmaStageRows<Tile, DV, Threads>(buffer + mmaTileElements<Tile, D>(),
+                                  b + j * bStride, bStride, rows);
 }
 
 /// A pass's tiles, each `Tile` of `count` rows (keys, or queries) from 0,
@@ -340,13 +342,13 @@ __device__ __forceinline__ int mmaColumn(int i) {
 struct MmaPass {
   int64_t begin, end, warpRow;
 };
-template <int Tiles>
-constexpr int64_t kMmaPassRowsOf = (kBlockThreads / 32) * kMmaRows *Tiles;
+template <int Tiles, int Warps = kMmaWarps>
+constexpr int64_t kMmaPassRowsOf = Warps *kMmaRows *Tiles;
 constexpr int64_t kMmaPassRows = kMmaPassRowsOf<1>;
-template <int Tiles = 1>
+template <int Tiles = 1, int Warps = kMmaWarps>
 __device__ __forceinline__ MmaPass mmaPass(int64_t first, int pass,
                                            int64_t rows) {
-  constexpr int64_t PassRows = kMmaPassRowsOf<Tiles>;
+  constexpr int64_t PassRows = kMmaPassRowsOf<Tiles, Warps>;
   int64_t begin = first + pass * PassRows;
   int64_t end = begin + PassRows < rows ? begin + PassRows : rows;
   return {begin, end, begin + (threadIdx.x >> 5) * kMmaRows * Tiles};
@@ -447,8 +449,12 @@ __device__ __forceinline__ void mmaTileBody(bool kept, Body body) {
 /// The forward: each warp owns `Tiles` m-tiles (16 or 32 rows), whose
 /// scores it multiplies with each B fragment it loads once; with 2 the
 /// block's 8 warps take its 256 rows in one pass, with twice the
-/// independent products between a tile's barrier and its softmax.
-template <int D, int DV, int Tiles, typename T>
+/// independent products between a tile's barrier and its softmax. A block
+/// of `Warps` 4 (128 threads) takes the same rows in twice the passes:
+/// each row's arithmetic is the same, in the same order (the same bits),
+/// and an SM holds two or three such blocks, whose barriers do not wait
+/// for each other.
+template <int D, int DV, int Tiles, int Warps, typename T>
 __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
                                     const AttentionGeometry &g, T *out,
                                     float *lse) {
@@ -465,8 +471,8 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
   const T *vBase = v + b * g.v[0] + h * g.v[1];
   // Scores, their maxima and the fill in base-2 units.
   const float scale2 = g.scale * kLog2e, fill2 = attentionLog2Units(g.fill);
-  for (int pass = 0; pass < mmaPasses<Tiles>(); ++pass) {
-    const MmaPass rows = mmaPass<Tiles>(first, pass, g.queries);
+  for (int pass = 0; pass < mmaPasses<Tiles, Warps>(); ++pass) {
+    const MmaPass rows = mmaPass<Tiles, Warps>(first, pass, g.queries);
     if (rows.begin >= g.queries)
       break;
     const int64_t row0 = rows.warpRow;
@@ -489,8 +495,8 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
              attentionTileExcluded(g, rows.begin, rows.end, j, end);
     };
     auto stage = [&](int64_t j, int buffer) {
-      mmaStagePair<D, DV>(mmaBuffer<D, DV>(tiles, buffer), kBase, g.k[2], vBase,
-                          g.v[2], j, g.keys);
+      mmaStagePair<D, DV, Warps * 32>(mmaBuffer<D, DV>(tiles, buffer), kBase,
+                                      g.k[2], vBase, g.v[2], j, g.keys);
     };
     auto compute = [&](int64_t j, int buffer) {
       mmaTileBody(
@@ -612,7 +618,8 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
 /// `rowDots` (for the keys' launch) and, unless `DotsOnly` (the keys'
 /// launch stores the scores' gradients: attentionQueryGradsFromStoredMma),
 /// the queries' gradients.
-template <int D, int DV, bool DotsOnly = false, typename T>
+template <int D, int DV, bool DotsOnly = false, int Warps = kMmaWarps,
+          typename T>
 __device__ void
 attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
                             const float *lse, const T *dOut,
@@ -631,8 +638,8 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
   const T *oBase = out + b * g.out[0] + h * g.out[1];
   const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
   const float scale2 = g.scale * kLog2e;
-  for (int pass = 0; pass < kMmaPasses; ++pass) {
-    const MmaPass rows = mmaPass(first, pass, g.queries);
+  for (int pass = 0; pass < mmaPasses<1, Warps>(); ++pass) {
+    const MmaPass rows = mmaPass<1, Warps>(first, pass, g.queries);
     if (rows.begin >= g.queries)
       break;
     const int64_t row0 = rows.warpRow;
@@ -668,8 +675,8 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
       return attentionTileExcluded(g, rows.begin, rows.end, j, end);
     };
     auto stage = [&](int64_t j, int buffer) {
-      mmaStagePair<D, DV>(mmaBuffer<D, DV>(tiles, buffer), kBase, g.k[2], vBase,
-                          g.v[2], j, g.keys);
+      mmaStagePair<D, DV, Warps * 32>(mmaBuffer<D, DV>(tiles, buffer), kBase,
+                                      g.k[2], vBase, g.v[2], j, g.keys);
     };
     auto compute = [&](int64_t j, int buffer) {
       mmaTileBody(
@@ -723,7 +730,7 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
 /// (attentionQueryGradsFromStoredMma): at scoreGrads[(bh * keys + key) *
 /// queries + query], a key's row of queries, so that a lane stores the two
 /// adjacent queries its fragment holds in one word.
-template <int D, int DV, typename T>
+template <int D, int DV, int Warps = kMmaWarps, typename T>
 __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
                                          const float *lse, const T *dOut,
                                          const AttentionGeometry &g,
@@ -745,8 +752,8 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
   const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
   // Scores and the fill in base-2 units.
   const float scale2 = g.scale * kLog2e, fill2 = attentionLog2Units(g.fill);
-  for (int pass = 0; pass < kMmaPasses; ++pass) {
-    const MmaPass keys = mmaPass(first, pass, g.keys);
+  for (int pass = 0; pass < mmaPasses<1, Warps>(); ++pass) {
+    const MmaPass keys = mmaPass<1, Warps>(first, pass, g.keys);
     if (keys.begin >= g.keys)
       break;
     const int64_t key0 = keys.warpRow;
@@ -759,10 +766,10 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
              attentionTileExcluded(g, i0, end, keys.begin, keys.end);
     };
     auto stage = [&](int64_t i0, int buffer) {
-      mmaStagePair<D, DV>(mmaBuffer<D, DV>(tiles, buffer), qBase, g.q[2],
-                          dOBase, g.out[2], i0, g.queries);
+      mmaStagePair<D, DV, Warps * 32>(mmaBuffer<D, DV>(tiles, buffer), qBase,
+                                      g.q[2], dOBase, g.out[2], i0, g.queries);
       const int64_t rowsAt = bh * g.queries + i0;
-      static_assert(QT <= kBlockThreads, "a thread per query of a tile");
+      static_assert(QT <= Warps * 32, "a thread per query of a tile");
       if (const int e = threadIdx.x; e < QT) {
         // A query past the last reads nothing: the tile's first stands in.
         bool valid = i0 + e < g.queries;
@@ -845,9 +852,14 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
     // has no flags and no selects on them, then the others, with flags.
     // Two loops, not a body compiled twice inside one, which spilled
     // registers.
+    // (Over the keys of the pass of a block of 8 warps, so that a block
+    // of 4 runs each warp's tiles in the same order, with the same
+    // arithmetic: the same bits.)
+    const int64_t keptBegin =
+        first + (keys.begin - first) / kMmaPassRows * kMmaPassRows;
     auto passKept = [&](int64_t i0) {
-      return attentionTileKept(g, i0, i0 + QT, keys.begin,
-                               keys.begin + kMmaPassRows);
+      return attentionTileKept(g, i0, i0 + QT, keptBegin,
+                               keptBegin + kMmaPassRows);
     };
     mmaStagedTiles<QT>(
         g.queries,
