@@ -89,8 +89,11 @@ def phase_stalls(args, results, trainer_command):
     rows, ok = [], True
     for name, kernel in runs:
         report = os.path.join(args.results, "ncu-%s-%s.txt" % (name, kernel))
-        cmd = [ncu, "--graph-profiling", "node", "--kernel-name", kernel,
-               "--launch-count", "1"]
+        # The entry point the step launches: the kernel's own, or the
+        # alternative the trainer chose at load (kept beside the plan by
+        # the scale phase's runs: <kernel>_b2, <kernel>_w4, ...).
+        cmd = [ncu, "--graph-profiling", "node", "--kernel-name",
+               "regex:^%s(_[bw][0-9]+)?$" % kernel, "--launch-count", "1"]
         for section in SECTIONS:
             cmd += ["--section", section]
         cmd += trainer_command(args, name, "--bench-steps", 1, "--init",
