@@ -513,6 +513,9 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
             }
             entry["alternatives"] = alternatives;
             entry["digest"] = llvm::utohexstr(llvm::xxh3_64bits(kernel->key));
+            // Its arguments before these are read only; timing the
+            // alternatives writes the rest again.
+            entry["inputs"] = fusion.getInputs().size();
           }
           kernelList.push_back(entry);
         }

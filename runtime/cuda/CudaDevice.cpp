@@ -255,6 +255,7 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
         step.kernelCandidateNames.push_back(name);
         step.kernelCandidateBlocks.push_back((unsigned)block);
       }
+      step.kernelInputs = kernel.value("inputs", -1);
       // What names the choice in library-algorithms.json: the kernel's
       // text, so that a recompiled artifact times its own.
       std::string digest = kernel.value("digest", "");
@@ -272,6 +273,13 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
 }
 
 bool CudaDevice::runsAgain(const Step &step) const {
+  if (step.kernelInputs < 0 || step.kernelInputs > (int)step.argIds.size())
+    return false;
+  for (size_t i = step.kernelInputs; i < step.argIds.size(); ++i) {
+    const std::string &kind = plan.buffers[step.argIds[i]].kind;
+    if (kind != "transient" && kind != "workspace")
+      return false;
+  }
   for (size_t i = 0; i < step.argIds.size(); ++i)
     for (size_t j = i + 1; j < step.argIds.size(); ++j) {
       int a = step.argIds[i], b = step.argIds[j];

@@ -72,6 +72,9 @@ struct Step {
   std::vector<CUfunction> kernelCandidates;
   std::vector<std::string> kernelCandidateNames;
   std::vector<unsigned> kernelCandidateBlocks;
+  /// How many of the arguments the kernel only reads (the first ones; -1:
+  /// unknown).
+  int kernelInputs = -1;
   unsigned grid = 1;
   /// Dynamic shared memory a block takes (a row kernel's staged rows).
   unsigned sharedBytes = 0;
@@ -215,8 +218,11 @@ private:
   /// kernel's entry points), and taking one.
   static size_t candidateCount(const Step &step);
   /// Whether a kernel step may run again on its operands while its
-  /// candidates are timed: no two of them share memory (none is written
-  /// over another, or read where it writes).
+  /// candidates are timed (at load, before anything is uploaded, and at
+  /// exit for --profile): no two of them share memory (none is written
+  /// over another, or read where it writes), and what it writes is the
+  /// step's own (transient buffers, its workspace), not state a later
+  /// step or run reads first.
   bool runsAgain(const Step &step) const;
   /// A kernel step's candidates: its own entry point, then plan.json's
   /// alternatives to it.

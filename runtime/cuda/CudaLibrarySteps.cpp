@@ -251,10 +251,10 @@ void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
       bool kernel = step.kind == StepKind::Kernel && count > 1;
       if ((step.kind != StepKind::Gemm && !conv && !kernel) || count == 0)
         continue;
-      // A kernel that cannot run again on its operands keeps its first
-      // entry point.
-      if (kernel && !runsAgain(step))
-        continue;
+      // A kernel step that cannot run again on its operands is not timed:
+      // it takes the choice made for the kernel at another step, or its
+      // own entry point.
+      bool timed = !kernel || runsAgain(step);
       // checkConvAlgorithms left a convolution on the first candidate
       // that runs.
       size_t fallback = 0;
@@ -271,7 +271,7 @@ void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
           (!conv ||
            timeCandidate(step, known->get<size_t>(), check, /*repeats=*/0))) {
         step.chosen = known->get<size_t>();
-      } else if (count > 1) {
+      } else if (count > 1 && timed) {
         // The first in the heuristic's order within 10 % of the fastest:
         // a near tie keeps the heuristic's pick. A kernel's entry points
         // round alike, so only the timing's noise (2 %) keeps its first.
@@ -302,7 +302,7 @@ void CudaDevice::reportLibraryCandidates() {
   fprintf(stderr, "gpuc profile (cuda): cuBLASLt GEMMs and cuDNN "
                   "convolutions, us per call of each candidate algorithm "
                   "(heuristic order; - where the library refuses it), and "
-                  "kernels' entry points under other bounds:\n");
+                  "generated kernels' alternative entry points:\n");
   for (auto &[name, steps] : programs)
     for (size_t i = 0; i < steps.size(); ++i) {
       Step &step = steps[i];
@@ -317,16 +317,16 @@ void CudaDevice::reportLibraryCandidates() {
       for (size_t c = 0; c < count; ++c) {
         double us = 0;
         // A kernel's candidates by name.
-        std::string name = step.kind == StepKind::Kernel
-                               ? " " + step.kernelCandidateNames[c]
-                               : "";
+        std::string entry = step.kind == StepKind::Kernel
+                                ? " " + step.kernelCandidateNames[c]
+                                : "";
         char text[40];
         if (timeCandidate(step, c, us, timingRepeats(step)))
           snprintf(text, sizeof text, " %.1f%s", us,
                    c == step.chosen ? "*" : "");
         else
           snprintf(text, sizeof text, " -");
-        line += " #" + std::to_string(c) + name + text;
+        line += " #" + std::to_string(c) + entry + text;
       }
       takeCandidate(step, step.chosen);
       fprintf(stderr, "  %s step %zu (%s):%s\n", name.c_str(), i,
