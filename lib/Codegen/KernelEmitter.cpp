@@ -177,10 +177,6 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                : std::to_string(threads);
   };
   std::string bounds = boundsOf(kBlockThreads, kernel.minBlocksPerSm);
-  // Timing an alternative runs the kernel again on the same operands,
-  // which a kernel that writes over one of its inputs cannot take.
-  if (llvm::any_of(inPlace, [](int64_t k) { return k >= 0; }))
-    kernel.alternatives.clear();
   kernel.key = params + "\n" + body + "\n" + std::to_string(kernel.grid) +
                "\n" + bounds + "\n" + std::to_string(kernel.sharedBytes);
   for (const KernelAlternative &alternative : kernel.alternatives)

@@ -217,12 +217,12 @@ private:
   /// A step's candidates (a GEMM's or convolution's algorithms, a
   /// kernel's entry points), and taking one.
   static size_t candidateCount(const Step &step);
-  /// Whether a kernel step may run again on its operands while its
-  /// candidates are timed (at load, before anything is uploaded, and at
-  /// exit for --profile): no two of them share memory (none is written
-  /// over another, or read where it writes), and what it writes is the
-  /// step's own (transient buffers, its workspace), not state a later
-  /// step or run reads first.
+  /// Whether a kernel step may run again while its candidates are timed
+  /// (at load, before anything is uploaded, and at exit for --profile):
+  /// all it writes is the step's own (transient buffers, its workspace),
+  /// whose contents no later step or run reads. (Run again, a kernel that
+  /// writes over one of its inputs reads what it wrote: values of no
+  /// consequence there, and the kernels' time does not depend on them.)
   bool runsAgain(const Step &step) const;
   /// A kernel step's candidates: its own entry point, then plan.json's
   /// alternatives to it.

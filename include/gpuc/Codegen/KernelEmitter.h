@@ -54,8 +54,7 @@ struct EmittedKernel {
   /// argument: ptxas caps the registers to fit them); 0: no bound.
   int64_t minBlocksPerSm = 0;
   /// Other entry points of the kernel, in the GPU's text only (each
-  /// launch's name plus the alternative's suffix). Only a kernel that
-  /// writes over none of its inputs has them: timing one runs it again.
+  /// launch's name plus the alternative's suffix).
   std::vector<KernelAlternative> alternatives;
   /// Bytes of dynamic shared memory a block takes on the GPU (a row
   /// kernel's staged rows); 0: none.
@@ -99,6 +98,8 @@ constexpr int64_t kGpuWarpRowRegisters = 64;
 /// later passes: two such blocks fit an H100's SM (228 KiB), one an A100's
 /// (164 KiB). gpuc compile --gpu-row-stage-bytes changes it (0: none).
 constexpr int64_t kGpuRowStageBytes = 112 * 1024;
+/// Threads an SM of the GPUs gpuc targets holds at once (sm_80 to sm_90).
+constexpr int64_t kGpuThreadsPerSm = 2048;
 /// A row kernel with fewer rows than kRowKernelBlocks splits each row into
 /// chunks of at least kRowChunkMin elements until it has about that many
 /// blocks (enough to fill a GPU: 132 SMs x 8 blocks of 256 threads).

@@ -540,6 +540,15 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   if (splits > 1)
     kernel.workspaceBytes =
         (int64_t)reductions.size() * rows * (splits + (combined ? 1 : 0)) * 8;
+  // A split kernel's chunks make about kRowKernelBlocks blocks, a wave of
+  // 8 blocks an SM on an H100's 132 SMs; past 32 registers a thread an SM
+  // holds fewer, and a second wave runs mostly empty (GPT-2's GELU
+  // gradient with its bias sums: 39 registers, 6 blocks an SM, 1,032
+  // blocks in 1.3 waves). The GPU times each launch bounded to 8 blocks an
+  // SM against its own.
+  if (splits > 1)
+    kernel.alternatives.push_back(
+        KernelAlternative::bounded(kGpuThreadsPerSm / kBlockThreads));
   // Columns on the CPU: cpuLanes rows per block, the row's loop outside
   // and the rows' lanes inside, so the lanes load adjacent elements and
   // vectorize; each row still adds its elements in order. On the GPU:
