@@ -177,6 +177,19 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                : std::to_string(threads);
   };
   std::string bounds = boundsOf(kBlockThreads, kernel.minBlocksPerSm);
+  // The GPU times alternatives on operands no step has written yet: a
+  // kernel that addresses memory by integers it loads (a gather's indices,
+  // a segment sum's offsets) could go out of bounds there. (An attention's
+  // random key is only a seed.)
+  bool loadsIndices = llvm::any_of(block.getArguments(), [](Value input) {
+    Type element = elementOf(input);
+    return element.isInteger() && !element.isInteger(1) &&
+           llvm::any_of(input.getUsers(), [](Operation *user) {
+             return !isa<AttentionOp, AttentionGradOp>(user);
+           });
+  });
+  if (loadsIndices)
+    kernel.alternatives.clear();
   kernel.key = params + "\n" + body + "\n" + std::to_string(kernel.grid) +
                "\n" + bounds + "\n" + std::to_string(kernel.sharedBytes);
   for (const KernelAlternative &alternative : kernel.alternatives)

@@ -1060,6 +1060,44 @@ func.func @f(%q: {1}, %k: {1}, %v: {1}) -> ({1}, {2}) {{
   }
 }
 
+// A split column kernel's launches (4 columns of 65,536 rows, chunks of
+// rows in about 1,024 blocks) come bounded to 8 blocks an SM as well, where
+// a row kernel of one launch has no alternative (a softmax over rows of
+// 1,000); the same sums over rows gathered by loaded indices have none
+// (the GPU times alternatives on operands not yet written).
+TEST(KernelEmitterTest, SplitKernelsComeBoundedToEightBlocksAnSm) {
+  FailureOr<EmittedKernel> split = emitFirstFusion(rowKernel(4));
+  ASSERT_TRUE(succeeded(split));
+  ASSERT_GT(split->launches, 1);
+  EXPECT_EQ(alternativesOf(*split), std::vector<std::string>{"_b8 256 8"});
+  for (int64_t launch = 0; launch < split->launches; ++launch)
+    EXPECT_NE(split->source.find("__launch_bounds__(256, 8) k_p" +
+                                 std::to_string(launch) + "_b8("),
+              std::string::npos)
+        << split->source;
+  FailureOr<EmittedKernel> rows = emitFirstFusion(softmaxModule(1000));
+  ASSERT_TRUE(succeeded(rows));
+  EXPECT_EQ(rows->launches, 1);
+  EXPECT_TRUE(rows->alternatives.empty());
+
+  std::string gathered = R"mlir(
+func.func @f(%a: tensor<65536x4xf32>, %i: tensor<65536xi64>) -> tensor<4xf32> {
+  %r = gpuc.fusion(%a, %i) : (tensor<65536x4xf32>, tensor<65536xi64>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<65536x4xf32>, %j: tensor<65536xi64>):
+    %g = gpuc.gather %x[%j] axis = 0 : (tensor<65536x4xf32>, tensor<65536xi64>) -> tensor<65536x4xf32>
+    %s = gpuc.reduce_sum %g axes = [0] : tensor<65536x4xf32> -> tensor<4xf32>
+    gpuc.yield %s : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}
+)mlir";
+  FailureOr<EmittedKernel> indexed = emitFirstFusion(gathered);
+  ASSERT_TRUE(succeeded(indexed));
+  EXPECT_GT(indexed->launches, 1);
+  EXPECT_TRUE(indexed->alternatives.empty());
+  EXPECT_EQ(indexed->source.find("_b8("), std::string::npos);
+}
+
 // A residual add before its normalization (rows of 512, a warp's each):
 // the first pass stores the sum, which the later passes read back; each
 // lane keeps its elements of it in registers as it stores them, and the
