@@ -23,6 +23,7 @@ bench   tokens/s (GPT-2) and images/s (ResNet-50): gpuc (one graph launch
 import gc
 import json
 import os
+import re
 import sys
 import time
 
@@ -264,6 +265,27 @@ def phase_scale_parity(args, results, trainer):
     return ok and bool(rows)
 
 
+def kernel_choices(report):
+    """The generated kernels' alternatives that a --profile report timed
+    (its lines `train_step step N (kernel k4 DIGEST): #0 k4 412.3* #1 k4_b2
+    380.1 ...`), one entry per launch name: each candidate's us per run and
+    which the trainer launches (*)."""
+    seen, choices = set(), []
+    for m in re.finditer(r"\(kernel (\S+)(?: \w+)?\):((?: #\d+ \S+ (?:[\d.]+\*?|-))+)",
+                         report):
+        if m.group(1) in seen:
+            continue
+        seen.add(m.group(1))
+        candidates = []
+        for name, time in re.findall(r"#\d+ (\S+) ([\d.]+\*?|-)", m.group(2)):
+            candidates.append({"name": name,
+                               "us": None if time == "-" else
+                               float(time.rstrip("*")),
+                               "chosen": time.endswith("*")})
+        choices.append({"launch": m.group(1), "candidates": candidates})
+    return choices
+
+
 def phase_scale_profile(args, results, trainer):
     """Where each scale artifact's GPU time goes: two steps under --profile
     (kernel by kernel, timed with events), the report's head printed."""
@@ -280,8 +302,14 @@ def phase_scale_profile(args, results, trainer):
             report = r.stderr[r.stderr.find("gpuc profile"):]
             print("== %s (exit %d)\n%s" % (artifact, r.returncode,
                                           "\n".join(report.splitlines()[:40])))
+            choices = kernel_choices(report)
+            for c in choices:
+                print("  %s: %s" % (c["launch"], ", ".join(
+                    "%s %s us%s" % (e["name"], e["us"],
+                                    " (chosen)" if e["chosen"] else "")
+                    for e in c["candidates"])))
             rows.append({"artifact": artifact, "exit": r.returncode,
-                         "report": report})
+                         "report": report, "kernel_choices": choices})
     results["scale_profile"] = rows
     results["sdpa_reference"] = sdpa_reference()
     return all(row["exit"] == 0 for row in rows)
