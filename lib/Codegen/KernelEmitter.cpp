@@ -36,17 +36,7 @@ StringRef mlir::gpuc::registerCType(Type elementType) {
 
 namespace mlir::gpuc::kernel_emitter {
 
-FailureOr<EmittedKernel> Emitter::run(StringRef name) {
-  Block &block = fusion.getBodyBlock();
-  SmallVector<Operation *> reductions;
-  for (Operation &op : block.without_terminator())
-    if (isReduction(&op))
-      reductions.push_back(&op);
-
-  EmittedKernel kernel;
-  kernel.name = name.str();
-  // Blocks of the CPU's launch, when not the GPU's grid.
-  int64_t cpuGrid = 0;
+LogicalResult Emitter::configure() {
   inPlace.assign(fusion.getNumResults(), -1);
   if (auto module = fusion->getParentOfType<ModuleOp>())
     if (auto bytes = module->getAttrOfType<IntegerAttr>(
@@ -73,6 +63,22 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
     inPlace.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
   }
   findLoadGuards();
+  return success();
+}
+
+FailureOr<EmittedKernel> Emitter::run(StringRef name) {
+  Block &block = fusion.getBodyBlock();
+  SmallVector<Operation *> reductions;
+  for (Operation &op : block.without_terminator())
+    if (isReduction(&op))
+      reductions.push_back(&op);
+
+  EmittedKernel kernel;
+  kernel.name = name.str();
+  // Blocks of the CPU's launch, when not the GPU's grid.
+  int64_t cpuGrid = 0;
+  if (failed(configure()))
+    return failure();
   for (Operation &op : block.without_terminator())
     if (auto groups = dyn_cast<RowGroupsOp>(op))
       return emitRowGroups(groups, name);
@@ -81,6 +87,34 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
   if (failed(reductions.empty() ? emitElementwise(kernel)
                                 : emitRowKernel(reductions, kernel, cpuGrid)))
     return failure();
+  // How many bytes a GPU thread of an elementwise kernel keeps in flight
+  // is a guess (kGpuBytesInFlight): AdamW's f32 weights, gradients and
+  // moments fit two elements in 32 bytes. The GPU times the kernel with
+  // 2 and 4 times as many against its own (the same bits: no element's
+  // arithmetic depends on which others a thread loads with it), where the
+  // batch grows at all and the kernel has a block an SM or more (a smaller
+  // one is its launch's latency).
+  if (reductions.empty() && bytesInFlight > 0 &&
+      kernel.grid >= kRowKernelBlocks / (kGpuThreadsPerSm / kBlockThreads))
+    for (int64_t more : {2 * bytesInFlight, 4 * bytesInFlight}) {
+      Emitter wider(fusion);
+      EmittedKernel scratch;
+      if (failed(wider.configure()))
+        return failure();
+      wider.bytesInFlight = more;
+      wider.loadsFirst = true;
+      if (failed(wider.emitElementwise(scratch)))
+        return failure();
+      if (wider.body == body ||
+          llvm::any_of(kernel.alternatives, [&](const KernelAlternative &a) {
+            return a.body == wider.body;
+          }))
+        continue;
+      KernelAlternative alternative;
+      alternative.suffix = "_f" + std::to_string(more);
+      alternative.body = std::move(wider.body);
+      kernel.alternatives.push_back(std::move(alternative));
+    }
   return assemble(name, std::move(kernel), cpuGrid, reductions);
 }
 
@@ -179,15 +213,33 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
   std::string bounds = boundsOf(kBlockThreads, kernel.minBlocksPerSm);
   // The GPU times alternatives on operands no step has written yet: a
   // kernel that addresses memory by integers it loads (a gather's indices,
-  // a segment sum's offsets) could go out of bounds there. (An attention's
-  // random key is only a seed.)
-  bool loadsIndices = llvm::any_of(block.getArguments(), [](Value input) {
-    Type element = elementOf(input);
-    return element.isInteger() && !element.isInteger(1) &&
-           llvm::any_of(input.getUsers(), [](Operation *user) {
-             return !isa<AttentionOp, AttentionGradOp>(user);
-           });
+  // a segment sum's offsets, or values computed from them) could go out of
+  // bounds there. (An optimizer's step count or an attention's random key
+  // only enters arithmetic.)
+  SmallVector<Value> addresses;
+  fusion.walk([&](Operation *op) {
+    if (auto gather = dyn_cast<GatherOp>(op))
+      addresses.push_back(gather.getIndices());
+    else if (auto scatter = dyn_cast<ScatterAddOp>(op))
+      addresses.push_back(scatter.getIndices());
+    else if (auto segments = dyn_cast<SegmentSumOp>(op))
+      addresses.append({segments.getOffsets(), segments.getOrder()});
+    else if (auto groups = dyn_cast<RowGroupsOp>(op))
+      addresses.push_back(groups.getIndices());
+    else if (auto pooled = dyn_cast<MaxPool2DBackwardOp>(op))
+      addresses.push_back(pooled.getIndices());
   });
+  bool loadsIndices = false;
+  llvm::SmallPtrSet<Value, 16> seen;
+  while (!addresses.empty() && !loadsIndices) {
+    Value address = addresses.pop_back_val();
+    if (!seen.insert(address).second)
+      continue;
+    if (isa<BlockArgument>(address))
+      loadsIndices = true;
+    else if (Operation *def = address.getDefiningOp())
+      llvm::append_range(addresses, def->getOperands());
+  }
   if (loadsIndices)
     kernel.alternatives.clear();
   kernel.key = params + "\n" + body + "\n" + std::to_string(kernel.grid) +

@@ -610,7 +610,7 @@ func.func @f(%w0: tensor<256xf32>, %g0: tensor<256xf32>, %w1: tensor<256xf32>, %
 )mlir";
   FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
   ASSERT_TRUE(succeeded(kernel));
-  const std::string &src = kernel->source;
+  const std::string src = withoutAlternatives(kernel->source);
   size_t lastLoad = 0;
   for (int k = 0; k < 6; ++k) {
     size_t load = src.find("in" + std::to_string(k) + "[i]");
@@ -1096,6 +1096,49 @@ func.func @f(%a: tensor<65536x4xf32>, %i: tensor<65536xi64>) -> tensor<4xf32> {
   EXPECT_GT(indexed->launches, 1);
   EXPECT_TRUE(indexed->alternatives.empty());
   EXPECT_EQ(indexed->source.find("_b8("), std::string::npos);
+}
+
+// An elementwise kernel's bytes in flight a thread are a guess: a sum of
+// four f32 tensors of 2^20 elements (16 bytes loaded an element) batches
+// 2 elements in its 32 bytes, and comes with the batches of 64 and 128
+// bytes as alternatives (4 and 8 elements a thread). A kernel of a few
+// blocks has none.
+TEST(KernelEmitterTest, ElementwiseKernelsComeWithWiderBatches) {
+  auto sum = [](int64_t n) {
+    std::string t = llvm::formatv("tensor<{0}xf32>", n).str();
+    return llvm::formatv(R"mlir(
+func.func @f(%a: {0}, %b: {0}, %c: {0}, %d: {0}) -> {0} {{
+  %r = gpuc.fusion(%a, %b, %c, %d) : ({0}, {0}, {0}, {0}) -> {0} {{
+  ^bb0(%w: {0}, %x: {0}, %y: {0}, %z: {0}):
+    %s = gpuc.add %w, %x : {0}
+    %t = gpuc.add %y, %z : {0}
+    %u = gpuc.add %s, %t : {0}
+    gpuc.yield %u : {0}
+  }
+  return %r : {0}
+}
+)mlir",
+                         t)
+        .str();
+  };
+  FailureOr<EmittedKernel> wide = emitFirstFusion(sum(1 << 20));
+  ASSERT_TRUE(succeeded(wide));
+  EXPECT_EQ(alternativesOf(*wide),
+            (std::vector<std::string>{"_f64 256 0", "_f128 256 0"}));
+  std::string own = withoutAlternatives(wide->source);
+  EXPECT_NE(own.find("iPlus1"), std::string::npos) << own;
+  EXPECT_EQ(own.find("iPlus2"), std::string::npos) << own;
+  ASSERT_EQ(wide->alternatives.size(), 2u);
+  EXPECT_NE(wide->alternatives[0].body.find("iPlus3"), std::string::npos);
+  EXPECT_EQ(wide->alternatives[0].body.find("iPlus4"), std::string::npos);
+  EXPECT_NE(wide->alternatives[1].body.find("iPlus7"), std::string::npos);
+  EXPECT_NE(wide->source.find("#if defined(GPUC_NVRTC)\nextern \"C\" "
+                              "__global__ void __launch_bounds__(256) k_f128("),
+            std::string::npos)
+      << wide->source;
+  FailureOr<EmittedKernel> small = emitFirstFusion(sum(4096));
+  ASSERT_TRUE(succeeded(small));
+  EXPECT_TRUE(small->alternatives.empty());
 }
 
 // A residual add before its normalization (rows of 512, a warp's each):

@@ -183,6 +183,9 @@ class Emitter {
 public:
   explicit Emitter(FusionOp fusion) : fusion(fusion) {}
   FailureOr<EmittedKernel> run(StringRef name);
+  /// Reads the module's and the fusion's settings (bytes in flight, column
+  /// lanes, staging, what writes over what) and where loads are guarded.
+  LogicalResult configure();
 
 private:
   // The two kinds of kernel (ElementwiseKernel.cpp, RowKernel.cpp), then
