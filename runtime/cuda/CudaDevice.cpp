@@ -148,8 +148,10 @@ bool CudaDevice::allocate(std::string &error) {
       pointers.push_back(memory + b.offset);
     }
   }
-  if (!check(cuMemsetD8(memory + arena, 0, persistentBytes), "cuMemsetD8",
-             error))
+  persistentMemory = memory + arena;
+  persistentMemoryBytes = persistentBytes;
+  if (!check(cuMemsetD8(persistentMemory, 0, persistentMemoryBytes),
+             "cuMemsetD8", error))
     return false;
   workspace = at;
   at += workspaceBytes;
@@ -272,7 +274,9 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
   return true;
 }
 
-bool CudaDevice::runsAgain(const Step &step) const {
+bool CudaDevice::timeable(const Step &step, bool atLoad) const {
+  if (atLoad)
+    return true;
   if (step.kernelInputs < 0 || step.kernelInputs > (int)step.argIds.size())
     return false;
   for (size_t i = step.kernelInputs; i < step.argIds.size(); ++i) {
@@ -426,6 +430,14 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
   if (!checkConvAlgorithms(error))
     return false;
   chooseLibraryAlgorithms(dir);
+  // Choosing ran steps on operands nothing had written, some of them
+  // writing state (an optimizer's moments, a gradient accumulator) whose
+  // first value is the zeros allocate() left: they are zeros again before
+  // anything is uploaded.
+  if (!check(cuMemsetD8(persistentMemory, 0, persistentMemoryBytes),
+             "cuMemsetD8", error) ||
+      !check(cuCtxSynchronize(), "cuCtxSynchronize", error))
+    return false;
   if (profile) {
     // Timing a step needs events between steps, which a replayed graph
     // does not have.

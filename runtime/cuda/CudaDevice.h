@@ -75,6 +75,9 @@ struct Step {
   /// How many of the arguments the kernel only reads (the first ones; -1:
   /// unknown).
   int kernelInputs = -1;
+  /// Each candidate's us per run where the load timed them (--profile
+  /// reports them for a step it cannot run again at exit).
+  std::vector<double> loadMicros;
   unsigned grid = 1;
   /// Dynamic shared memory a block takes (a row kernel's staged rows).
   unsigned sharedBytes = 0;
@@ -217,13 +220,16 @@ private:
   /// A step's candidates (a GEMM's or convolution's algorithms, a
   /// kernel's entry points), and taking one.
   static size_t candidateCount(const Step &step);
-  /// Whether a kernel step may run again while its candidates are timed
-  /// (at load, before anything is uploaded, and at exit for --profile):
-  /// all it writes is the step's own (transient buffers, its workspace),
-  /// whose contents no later step or run reads. (Run again, a kernel that
-  /// writes over one of its inputs reads what it wrote: values of no
-  /// consequence there, and the kernels' time does not depend on them.)
-  bool runsAgain(const Step &step) const;
+  /// Whether a kernel step's candidates may be timed, running it again:
+  /// at load (`atLoad`), any step, since nothing is uploaded yet and the
+  /// persistent buffers are zeroed again after (init), and a kernel that
+  /// addresses memory by loaded values has no alternatives; at exit
+  /// (--profile's report), only a step all of whose written arguments are
+  /// the step's own (transient buffers, its workspace), whose contents no
+  /// later step or run reads. (Run again, a kernel that writes over one of
+  /// its inputs reads what it wrote: values of no consequence there, and
+  /// the kernels' time does not depend on them.)
+  bool timeable(const Step &step, bool atLoad) const;
   /// A kernel step's candidates: its own entry point, then plan.json's
   /// alternatives to it.
   bool resolveKernelCandidates(Step &step, int64_t shared, std::string &error);
@@ -292,6 +298,9 @@ private:
 
   CUdeviceptr memory = 0;
   int64_t allocated = 0;
+  /// The persistent buffers (parameters, state, inputs), after the arena.
+  CUdeviceptr persistentMemory = 0;
+  int64_t persistentMemoryBytes = 0;
   std::vector<CUdeviceptr> pointers;
   CUdeviceptr workspace = 0;
   size_t workspaceBytes = kGemmWorkspace;

@@ -251,10 +251,7 @@ void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
       bool kernel = step.kind == StepKind::Kernel && count > 1;
       if ((step.kind != StepKind::Gemm && !conv && !kernel) || count == 0)
         continue;
-      // A kernel step that cannot run again on its operands is not timed:
-      // it takes the choice made for the kernel at another step, or its
-      // own entry point.
-      bool timed = !kernel || runsAgain(step);
+      bool timed = !kernel || timeable(step, /*atLoad=*/true);
       // checkConvAlgorithms left a convolution on the first candidate
       // that runs.
       size_t fallback = 0;
@@ -281,6 +278,8 @@ void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
             us[c] = 1e30;
         double best = *std::min_element(us.begin(), us.end());
         double tie = kernel ? 1.02 : 1.1;
+        if (kernel)
+          step.loadMicros = us;
         if (best < 1e30) {
           step.chosen = 0;
           while (step.chosen + 1 < count && us[step.chosen] > tie * best)
@@ -306,9 +305,12 @@ void CudaDevice::reportLibraryCandidates() {
   for (auto &[name, steps] : programs)
     for (size_t i = 0; i < steps.size(); ++i) {
       Step &step = steps[i];
+      // A kernel step that cannot run again now shows its times at load.
+      bool kernel = step.kind == StepKind::Kernel;
+      bool atLoad = kernel && !timeable(step, /*atLoad=*/false);
       size_t count = step.kind == StepKind::Gemm ||
                              !step.convCandidates.empty() ||
-                             (step.kind == StepKind::Kernel && runsAgain(step))
+                             (kernel && (!atLoad || !step.loadMicros.empty()))
                          ? candidateCount(step)
                          : 0;
       if (count < 2)
@@ -317,11 +319,11 @@ void CudaDevice::reportLibraryCandidates() {
       for (size_t c = 0; c < count; ++c) {
         double us = 0;
         // A kernel's candidates by name.
-        std::string entry = step.kind == StepKind::Kernel
-                                ? " " + step.kernelCandidateNames[c]
-                                : "";
+        std::string entry = kernel ? " " + step.kernelCandidateNames[c] : "";
         char text[40];
-        if (timeCandidate(step, c, us, timingRepeats(step)))
+        bool timed = atLoad ? (us = step.loadMicros[c]) < 1e30
+                            : timeCandidate(step, c, us, timingRepeats(step));
+        if (timed)
           snprintf(text, sizeof text, " %.1f%s", us,
                    c == step.chosen ? "*" : "");
         else
@@ -329,8 +331,8 @@ void CudaDevice::reportLibraryCandidates() {
         line += " #" + std::to_string(c) + entry + text;
       }
       takeCandidate(step, step.chosen);
-      fprintf(stderr, "  %s step %zu (%s):%s\n", name.c_str(), i,
-              step.shape.c_str(), line.c_str());
+      fprintf(stderr, "  %s step %zu (%s):%s%s\n", name.c_str(), i,
+              step.shape.c_str(), line.c_str(), atLoad ? " (at load)" : "");
     }
 }
 

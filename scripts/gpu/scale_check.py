@@ -286,6 +286,33 @@ def kernel_choices(report):
     return choices
 
 
+def kept_kernel_choices(bundle, artifact):
+    """The entry point each generated kernel's launch runs, as the trainer
+    keeps it in the artifact's library-algorithms.json (per GPU, keyed
+    `kernel <launch> <digest>`, the candidate's index: the launch itself,
+    then plan.json's alternatives in order)."""
+    directory = os.path.join(bundle, "artifacts", artifact)
+    try:
+        with open(os.path.join(directory, "library-algorithms.json")) as f:
+            kept = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    alternatives = {k["name"]: [k["name"]] + [a["name"] for a in
+                                              k.get("alternatives", [])]
+                    for k in plan_of(bundle, artifact)["kernels"]}
+    chosen = {}
+    for gpu, choices in kept.items():
+        for key, index in choices.items():
+            parts = key.split()
+            if parts[0] != "kernel" or len(parts) < 2:
+                continue
+            names = alternatives.get(parts[1], [])
+            chosen["%s %s" % (gpu, parts[1])] = (
+                names[index] if isinstance(index, int) and index < len(names)
+                else index)
+    return chosen
+
+
 def phase_scale_profile(args, results, trainer):
     """Where each scale artifact's GPU time goes: two steps under --profile
     (kernel by kernel, timed with events), the report's head printed."""
@@ -309,7 +336,9 @@ def phase_scale_profile(args, results, trainer):
                                     " (chosen)" if e["chosen"] else "")
                     for e in c["candidates"])))
             rows.append({"artifact": artifact, "exit": r.returncode,
-                         "report": report, "kernel_choices": choices})
+                         "report": report, "kernel_choices": choices,
+                         "kept_choices": kept_kernel_choices(args.bundle,
+                                                             artifact)})
     results["scale_profile"] = rows
     results["sdpa_reference"] = sdpa_reference()
     return all(row["exit"] == 0 for row in rows)
