@@ -226,7 +226,22 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
   const nlohmann::json &kernels = plan.json["kernels"];
   if (kernels.is_array())
     for (const nlohmann::json &kernel : kernels) {
-      if (!kernel.is_object() || kernel.value("name", "") != step.label ||
+      // (A field of another type than plan.json's is absent, not an
+      // exception.)
+      auto text = [&](const nlohmann::json &object, const char *field) {
+        return object.is_object() && object.contains(field) &&
+                       object[field].is_string()
+                   ? object[field].get<std::string>()
+                   : std::string();
+      };
+      auto number = [&](const nlohmann::json &object, const char *field,
+                        int64_t otherwise) {
+        return object.is_object() && object.contains(field) &&
+                       object[field].is_number_integer()
+                   ? object[field].get<int64_t>()
+                   : otherwise;
+      };
+      if (text(kernel, "name") != step.label ||
           !kernel.contains("alternatives"))
         continue;
       const nlohmann::json &alternatives = kernel["alternatives"];
@@ -236,10 +251,9 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
         return false;
       }
       for (const nlohmann::json &alternative : alternatives) {
-        bool named = alternative.is_object() && alternative.contains("name") &&
-                     alternative["name"].is_string();
-        int64_t block = named ? alternative.value("block", (int64_t)256) : 0;
-        if (!named || block < 32 || block > 1024 || block % 32 != 0) {
+        std::string name = text(alternative, "name");
+        int64_t block = number(alternative, "block", 256);
+        if (name.empty() || block < 32 || block > 1024 || block % 32 != 0) {
           error = "plan.json: kernel " + step.label + " has an alternative " +
                   alternative.dump() +
                   " without a name or a block of 32 to 1,024 threads (a "
@@ -248,7 +262,6 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
         }
         // An alternative exists where the architecture has what it needs
         // (tensor cores): one this GPU's binary lacks is not a candidate.
-        std::string name = alternative["name"];
         CUfunction function = nullptr;
         if (cuModuleGetFunction(&function, module, name.c_str()) !=
             CUDA_SUCCESS)
@@ -257,10 +270,10 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
         step.kernelCandidateNames.push_back(name);
         step.kernelCandidateBlocks.push_back((unsigned)block);
       }
-      step.kernelInputs = kernel.value("inputs", -1);
+      step.kernelInputs = (int)number(kernel, "inputs", -1);
       // What names the choice in library-algorithms.json: the kernel's
       // text, so that a recompiled artifact times its own.
-      std::string digest = kernel.value("digest", "");
+      std::string digest = text(kernel, "digest");
       step.shape =
           "kernel " + step.label + (digest.empty() ? "" : " ") + digest;
     }
