@@ -93,7 +93,7 @@ def phase_stalls(args, results, trainer_command):
         # alternative the trainer chose at load (kept beside the plan by
         # the scale phase's runs: <kernel>_b2, <kernel>_w4, ...).
         cmd = [ncu, "--graph-profiling", "node", "--kernel-name",
-               "regex:^%s(_[bw][0-9]+)?$" % kernel, "--launch-count", "1"]
+               "regex:^%s(_[a-z][0-9]+)?$" % kernel, "--launch-count", "1"]
         for section in SECTIONS:
             cmd += ["--section", section]
         cmd += trainer_command(args, name, "--bench-steps", 1, "--init",
