@@ -217,18 +217,19 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
   // bounds there. (An optimizer's step count or an attention's random key
   // only enters arithmetic.)
   SmallVector<Value> addresses;
-  fusion.walk([&](Operation *op) {
-    if (auto gather = dyn_cast<GatherOp>(op))
-      addresses.push_back(gather.getIndices());
-    else if (auto scatter = dyn_cast<ScatterAddOp>(op))
-      addresses.push_back(scatter.getIndices());
-    else if (auto segments = dyn_cast<SegmentSumOp>(op))
-      addresses.append({segments.getOffsets(), segments.getOrder()});
-    else if (auto groups = dyn_cast<RowGroupsOp>(op))
-      addresses.push_back(groups.getIndices());
-    else if (auto pooled = dyn_cast<MaxPool2DBackwardOp>(op))
-      addresses.push_back(pooled.getIndices());
-  });
+  if (!kernel.alternatives.empty())
+    fusion.walk([&](Operation *op) {
+      if (auto gather = dyn_cast<GatherOp>(op))
+        addresses.push_back(gather.getIndices());
+      else if (auto scatter = dyn_cast<ScatterAddOp>(op))
+        addresses.push_back(scatter.getIndices());
+      else if (auto segments = dyn_cast<SegmentSumOp>(op))
+        addresses.append({segments.getOffsets(), segments.getOrder()});
+      else if (auto groups = dyn_cast<RowGroupsOp>(op))
+        addresses.push_back(groups.getIndices());
+      else if (auto pooled = dyn_cast<MaxPool2DBackwardOp>(op))
+        addresses.push_back(pooled.getIndices());
+    });
   bool loadsIndices = false;
   llvm::SmallPtrSet<Value, 16> seen;
   while (!addresses.empty() && !loadsIndices) {

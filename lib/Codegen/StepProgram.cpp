@@ -504,17 +504,17 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
             // kernel's text, so a recompiled artifact times its own.
             json alternatives = json::array();
             for (const KernelAlternative &alternative : kernel->alternatives) {
-              json entry = {
+              json listed = {
                   {"name", kernel->launchName(launch) + alternative.suffix},
                   {"block", alternative.blockThreads}};
               if (alternative.minBlocksPerSm > 0)
-                entry["blocks_per_sm"] = alternative.minBlocksPerSm;
-              alternatives.push_back(entry);
+                listed["blocks_per_sm"] = alternative.minBlocksPerSm;
+              alternatives.push_back(listed);
             }
             entry["alternatives"] = alternatives;
             entry["digest"] = llvm::utohexstr(llvm::xxh3_64bits(kernel->key));
-            // Its arguments before these are read only; timing the
-            // alternatives writes the rest again.
+            // How many of its arguments, the first ones, it only reads:
+            // timing the alternatives writes the others again.
             entry["inputs"] = fusion.getInputs().size();
           }
           kernelList.push_back(entry);

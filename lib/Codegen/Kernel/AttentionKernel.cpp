@@ -224,9 +224,8 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
     // take the same rows in twice the passes (the same bits): an SM holds
     // two or three, each waiting at its own barriers where one block of 8
     // waits for all 8 (attentionForwardMma).
-    if (!blocks && onTensorCores(elementOf(attention.getQuery()), q[3], v[3])) {
+    if (!blocks && onTensorCores(elementOf(attention.getQuery()), q[3], v[3]))
       kernel.alternatives.push_back(quarterBlocks(prologue + call(4)));
-    }
     return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
   }
   if (failed(common(grad)))
@@ -320,9 +319,8 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
   body += launches(kBlockThreads / 32);
   // Blocks of 4 warps, as the forward's (the same bits): two an SM, at the
   // launches' 190 and 250 registers a thread.
-  if (onTensorCores(elementOf(grad.getQuery()), q[3], v[3])) {
+  if (onTensorCores(elementOf(grad.getQuery()), q[3], v[3]))
     kernel.alternatives.push_back(quarterBlocks(prologue + launches(4)));
-  }
   return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
 }
 
