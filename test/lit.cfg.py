@@ -123,6 +123,10 @@ else:
                     "(scripts/install-deps.sh installs coinor-libcbc-dev)")
 if getattr(config, "gpuc_have_cuda_device", False):
     config.available_features.add("cuda-plugin")
+    # The CUDA device against the driver, cuBLASLt and cuDNN on the host
+    # (runtime/cuda/host): it runs where there is no GPU.
+    config.substitutions.append(("%host_cuda_plugin", os.path.join(
+        config.gpuc_obj_root, "runtime", "libgpuc_cuda_host.so")))
 else:
     lit_config.note("gpuc was built without the CUDA device plugin (CUDA "
                     "toolkit or cuDNN not found): its tests are skipped")

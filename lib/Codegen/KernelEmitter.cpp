@@ -255,7 +255,9 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
     params += ", void *workspace";
     names += ", workspace";
     casts += llvm::formatv(", args[{0}]", arg);
+    ++arg;
   }
+  kernel.arguments = arg;
   // The alternatives' entry points exist in the GPU's text only (the CPU,
   // and the emulated GPU, has nothing to choose from); with a body of its
   // own, a split kernel's alternative instantiates it per launch, as the

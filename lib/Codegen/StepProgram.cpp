@@ -31,8 +31,9 @@ static std::string launchTable(ArrayRef<KernelText> kernels) {
       "extern \"C\" const gpuc::CpuKernel gpuc_cpu_kernels[] = {\n";
   for (const KernelText &kernel : kernels)
     for (const std::string &name : kernel.launchNames)
-      table += llvm::formatv("    {{\"{0}\", &gpuc_cpu_{0}},\n", name);
-  return table + "    {nullptr, nullptr}};\n";
+      table += llvm::formatv("    {{\"{0}\", &gpuc_cpu_{0}, {1}},\n", name,
+                             kernel.arguments);
+  return table + "    {nullptr, nullptr, 0}};\n";
 }
 
 namespace {
@@ -492,6 +493,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         KernelText &text = program.kernels.emplace_back();
         text.source = kernel->source;
         text.cpuLaunchers = kernel->cpuLauncher;
+        text.arguments = kernel->arguments;
         for (int64_t launch = 0; launch < kernel->launches; ++launch) {
           text.launchNames.push_back(kernel->launchName(launch));
           json entry = {{"name", kernel->launchName(launch)},

@@ -132,11 +132,12 @@ bool CudaDevice::allocate(std::string &error) {
   if (result != CUDA_SUCCESS) {
     auto mib = [](double b) { return std::to_string((int64_t)(b / 1048576)); };
     error = "out of GPU memory: the plan needs " + mib(total) + " MiB (arena " +
-            mib(arena) + ", parameters/state/inputs " + mib(persistentBytes) +
-            ", library workspace " + mib(workspaceBytes) +
-            ") and the GPU has " + mib(freeBytes) + " MiB free of " +
-            mib(totalBytes) + "; compile with a smaller --batch (" +
-            describeResult(result) + ")";
+            mib(arena) + " MiB, parameters/state/inputs " +
+            mib(persistentBytes) + " MiB, library workspace " +
+            mib(workspaceBytes) + " MiB) and the GPU has " + mib(freeBytes) +
+            " MiB free of " + mib(totalBytes) +
+            " MiB; compile with a smaller --batch (" + describeResult(result) +
+            ")";
     return false;
   }
   CUdeviceptr at = memory + arena;

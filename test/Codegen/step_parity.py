@@ -344,8 +344,8 @@ def check(args, name, optimizer, work):
     common = ["--batch", "4", "--optimizer", optimizer,
               "--precision", args.precision,
               "--head-logits", args.head_logits] + extra
-    run([args.gpuc, "compile", model, "-o", out, "--target", "cpu"] + common +
-        args.compile_flag)
+    run([args.gpuc, "compile", model, "-o", out, "--target", args.target] +
+        common + args.compile_flag)
     step = os.path.join(work, name + "-" + optimizer + ".mlir")
     run([args.gpuc, "import", model, "--train", "--loss", "cross_entropy",
          "--loss-output", "logits", "-o", step] + common)
@@ -367,7 +367,7 @@ def check(args, name, optimizer, work):
          "--input", "label=%s/label.npy" % inputs,
          "--seed", "7", "--step", "3", "--output-dir", ref])
     run([os.path.join(out, "train"), "--run-step", inputs, "--output-dir", got,
-         "--seed", "7", "--step", "3"])
+         "--seed", "7", "--step", "3"] + args.train_flag)
 
     compared, worst, worst_name, noisy, failures = compare_dirs(
         ref, got, **TOLERANCE[args.precision])
@@ -396,6 +396,11 @@ def main():
     p.add_argument("--compile-flag", action="append", default=[],
                    help="passed to gpuc compile only (the reference is the "
                    "interpreter either way), e.g. --memory-budget=1GiB")
+    p.add_argument("--target", default="cpu", choices=["cpu", "all"],
+                   help="gpuc compile's target: all adds the CUDA device's "
+                   "kernels, for --train-flag=--device --train-flag=cuda")
+    p.add_argument("--train-flag", action="append", default=[],
+                   help="passed to the trainer, e.g. --device (then cuda)")
     p.add_argument("--head-logits", default="f32",
                    choices=["f32", "low"],
                    help="a language model head's logits under fp16/bf16 "

@@ -62,6 +62,9 @@ struct EmittedKernel {
   /// Host-side launcher text for the CPU target (casts the argument array
   /// and runs the blocks through gpuc::cpuLaunch).
   std::string cpuLauncher;
+  /// Its entry points' parameters: inputs, outputs, then a split kernel's
+  /// workspace.
+  int arguments = 0;
   /// What the kernel does, without its name: equal keys, identical kernels.
   std::string key;
 

@@ -34,6 +34,8 @@ struct KernelText {
   std::string source;
   std::string cpuLaunchers;
   std::vector<std::string> launchNames;
+  /// Parameters of each launch's entry point.
+  int arguments = 0;
 };
 
 struct StepProgram {

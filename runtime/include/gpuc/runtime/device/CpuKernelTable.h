@@ -9,6 +9,9 @@ namespace gpuc {
 struct CpuKernel {
   const char *name;
   void (*launch)(void *const *args);
+  /// How many pointers `args` holds (inputs, outputs, then a split
+  /// kernel's workspace).
+  int arguments;
 };
 } // namespace gpuc
 
