@@ -262,13 +262,37 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
   // and the emulated GPU, has nothing to choose from); with a body of its
   // own, a split kernel's alternative instantiates it per launch, as the
   // kernel does its own.
+  // (A trainer built for the CUDA device on a host CUDA has them too, on
+  // the emulated GPU, so that the device's choice among them runs where
+  // there is no GPU: runtime/cuda/host.)
   auto guarded = [](const KernelAlternative &alternative, StringRef text) {
-    return llvm::formatv("#if defined(GPUC_NVRTC){0}\n{1}#endif\n",
-                         alternative.requires.empty()
-                             ? ""
-                             : " && defined(" + alternative.requires + ")",
-                         text)
+    return llvm::formatv(
+               "#if (defined(GPUC_NVRTC) || defined(GPUC_HOST_CUDA)){0}\n"
+               "{1}#endif\n",
+               alternative.requires.empty()
+                   ? ""
+                   : " && defined(" + alternative.requires + ")",
+               text)
         .str();
+  };
+  // An alternative's launcher on the host CUDA's emulated GPU, with its
+  // block size.
+  auto emulatedLaunchers = [&](int64_t launch) {
+    std::string text;
+    for (const KernelAlternative &alternative : kernel.alternatives) {
+      std::string entry = kernel.launchName(launch) + alternative.suffix;
+      text +=
+          llvm::formatv("#if defined(GPUC_HOST_CUDA){0}\n"
+                        "extern \"C\" void gpuc_cpu_{1}(void *const *args) {{\n"
+                        "  gpuc::emulatedLaunch({2}LL, {3}, \"{1}\", [&] {{ "
+                        "{1}({4}); });\n}\n#endif\n",
+                        alternative.requires.empty()
+                            ? ""
+                            : " && defined(" + alternative.requires + ")",
+                        entry, kernel.grid, alternative.blockThreads, casts)
+              .str();
+    }
+    return text;
   };
   std::string alternativeBodies;
   for (const KernelAlternative &alternative : kernel.alternatives)
@@ -312,7 +336,8 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                       "  gpuc::cpuLaunch({1}LL, {3}LL, \"{0}\", [&] {{ "
                       "{0}({2}); });\n}\n",
                       name, cpuGrid ? cpuGrid : kernel.grid, casts, kernel.grid)
-            .str();
+            .str() +
+        emulatedLaunchers(0);
     return kernel;
   }
   // One body, instantiated per launch.
@@ -336,7 +361,8 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                       "{0}({2}); });\n}\n",
                       launch, cpuGrid ? cpuGrid : kernel.grid, casts,
                       kernel.grid)
-            .str();
+            .str() +
+        emulatedLaunchers(phase);
   }
   return kernel;
 }

@@ -82,7 +82,8 @@ FailureOr<EmittedKernel> emitFirstFusion(const std::string &source) {
 // A kernel's text up to its entry points under other bounds (the GPU's
 // alternatives, which repeat its body).
 std::string withoutAlternatives(const std::string &source) {
-  return source.substr(0, source.find("#if defined(GPUC_NVRTC)"));
+  return source.substr(
+      0, source.find("#if (defined(GPUC_NVRTC) || defined(GPUC_HOST_CUDA))"));
 }
 
 // An elementwise kernel over `n` elements (a type only: nothing is
@@ -727,9 +728,10 @@ func.func @f(%q: {1}, %k: {2}, %v: {2}, %o: {1}, %l: {3}, %d: {1}) -> ({1}, {2},
       continue;
     EXPECT_EQ(two->alternatives[0].blockThreads, 128);
     const std::string &text = two->source;
-    size_t body = text.find(
-        "#if defined(GPUC_NVRTC) && defined(GPUC_HAVE_MMA)\ntemplate <int "
-        "phase>\n__device__ __forceinline__ void k_w4_body(");
+    size_t body =
+        text.find("#if (defined(GPUC_NVRTC) || defined(GPUC_HOST_CUDA)) && "
+                  "defined(GPUC_HAVE_MMA)\ntemplate <int "
+                  "phase>\n__device__ __forceinline__ void k_w4_body(");
     ASSERT_NE(body, std::string::npos) << text;
     EXPECT_NE(text.find("gpuc::attentionBackwardQueries<16, 16, 4>(", body),
               std::string::npos)
@@ -985,7 +987,8 @@ TEST(KernelEmitterTest, KernelsComeWithAlternativesTheGpuTimes) {
   EXPECT_EQ(alternativesOf(*rows), std::vector<std::string>{"_b1 256 1"});
   const std::string &src = rows->source;
   size_t main = src.find("__launch_bounds__(256, 2) k(");
-  size_t guard = src.find("#if defined(GPUC_NVRTC)\nextern \"C\" __global__ "
+  size_t guard = src.find("#if (defined(GPUC_NVRTC) || "
+                          "defined(GPUC_HOST_CUDA))\nextern \"C\" __global__ "
                           "void __launch_bounds__(256, 1) k_b1(");
   ASSERT_NE(main, std::string::npos) << src;
   ASSERT_NE(guard, std::string::npos) << src;
@@ -1040,9 +1043,10 @@ func.func @f(%q: {1}, %k: {1}, %v: {1}) -> ({1}, {2}) {{
     const std::string &text = forward->source;
     // Blocks of 4 warps take the forward's template argument, and exist
     // only where the GPU has tensor cores.
-    size_t quarter = text.find("#if defined(GPUC_NVRTC) && "
-                               "defined(GPUC_HAVE_MMA)\nextern \"C\" "
-                               "__global__ void __launch_bounds__(128) k_w4(");
+    size_t quarter =
+        text.find("#if (defined(GPUC_NVRTC) || defined(GPUC_HOST_CUDA)) && "
+                  "defined(GPUC_HAVE_MMA)\nextern \"C\" "
+                  "__global__ void __launch_bounds__(128) k_w4(");
     bool rows32 = StringRef(attributes).contains("rows_per_warp");
     EXPECT_EQ(quarter != std::string::npos,
               llvm::is_contained(alternatives, "_w4 128 0"))
@@ -1132,9 +1136,11 @@ func.func @f(%a: {0}, %b: {0}, %c: {0}, %d: {0}) -> {0} {{
   EXPECT_NE(wide->alternatives[0].body.find("iPlus3"), std::string::npos);
   EXPECT_EQ(wide->alternatives[0].body.find("iPlus4"), std::string::npos);
   EXPECT_NE(wide->alternatives[1].body.find("iPlus7"), std::string::npos);
-  EXPECT_NE(wide->source.find("#if defined(GPUC_NVRTC)\nextern \"C\" "
-                              "__global__ void __launch_bounds__(256) k_f128("),
-            std::string::npos)
+  EXPECT_NE(
+      wide->source.find(
+          "#if (defined(GPUC_NVRTC) || defined(GPUC_HOST_CUDA))\nextern \"C\" "
+          "__global__ void __launch_bounds__(256) k_f128("),
+      std::string::npos)
       << wide->source;
   FailureOr<EmittedKernel> small = emitFirstFusion(sum(4096));
   ASSERT_TRUE(succeeded(small));

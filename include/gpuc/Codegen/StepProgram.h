@@ -36,6 +36,10 @@ struct KernelText {
   std::vector<std::string> launchNames;
   /// Parameters of each launch's entry point.
   int arguments = 0;
+  /// The alternatives' entry points (kernels.cu defines them on the GPU
+  /// and for the host CUDA), each with the macro it also needs ("" for
+  /// none).
+  std::vector<std::pair<std::string, std::string>> alternativeNames;
 };
 
 struct StepProgram {

@@ -12,13 +12,15 @@
 //   allocations fails as an illegal address.
 // - Work on a stream runs in its order when something waits for it (a
 //   synchronization, an event the host or another stream waits on), never
-//   earlier: work on two streams that the program did not order runs in
-//   whichever order a wait asks for, so a missing wait reads stale values
-//   rather than the right ones by luck.
+//   earlier: a read of device memory that does not wait for the stream
+//   writing it reads stale values, not the right ones by luck.
 // - Kernels are the trainer's own host-compiled ones (`gpuc_cpu_kernels`,
-//   which the trainer exports when built with -rdynamic); under
-//   -DGPUC_EMULATE_GPU they are the GPU's text, run with the GPU's grid.
-// - GEMMs and convolutions are plain loops in f32.
+//   which the trainer exports when built with -rdynamic). Built with
+//   -DGPUC_HOST_CUDA they are the GPU's text on the emulated GPU, with
+//   the GPU's grid, alternative entry points included.
+// - GEMMs and convolutions are plain loops summing in double.
+// - Event times are the host's, plus a second for each launch
+//   GPUC_HOST_CUDA_SLOW slows (HostDriver.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_RUNTIME_CUDA_HOST_HOSTCUDA_H

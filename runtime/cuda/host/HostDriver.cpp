@@ -57,6 +57,8 @@ struct CUmod_st {
 struct CUfunc_st {
   const gpuc::CpuKernel *kernel = nullptr;
   int maxDynamicShared = 48 << 10;
+  /// Whether its launches count a second more (GPUC_HOST_CUDA_SLOW).
+  bool slow = false;
 };
 
 namespace gpuc::host_cuda {
@@ -69,6 +71,31 @@ bool initialized = false;
 std::map<uintptr_t, size_t> allocations;
 size_t allocatedBytes = 0;
 std::vector<std::unique_ptr<CUfunc_st>> functions;
+/// Time the events see beyond the host's: what slowed launches added.
+Clock::duration slowness{};
+
+/// Whether `name` is a kernel's alternative entry point: the table has an
+/// entry point whose name, and "_", begin it.
+bool isAlternative(const gpuc::CpuKernel *table, const char *name) {
+  for (const gpuc::CpuKernel *k = table; k->name; ++k) {
+    size_t length = strlen(k->name);
+    if (strncmp(name, k->name, length) == 0 && name[length] == '_')
+      return true;
+  }
+  return false;
+}
+
+/// GPUC_HOST_CUDA_SLOW=own (or alternatives): the launches of kernels' own
+/// entry points (or of their alternatives) take a second more as the
+/// events see them, so that the device's timing chooses the others, and a
+/// test can compare the steps of either choice.
+bool slowed(const gpuc::CpuKernel *table, const char *name) {
+  const char *slow = getenv("GPUC_HOST_CUDA_SLOW");
+  if (!slow)
+    return false;
+  bool alternative = isAlternative(table, name);
+  return strcmp(slow, alternative ? "alternatives" : "own") == 0;
+}
 
 /// The device memory it claims: GPUC_HOST_CUDA_MEMORY bytes (a suffix
 /// K, M or G multiplies), an H100's 80 GiB by default.
@@ -434,7 +461,7 @@ CUresult cuEventRecord(CUevent event, CUstream handle) {
   uint64_t ticket = event->ticket = stream->queued + 1;
   return enqueue(handle, [event, ticket] {
     if (event->ticket == ticket) {
-      event->at = Clock::now();
+      event->at = Clock::now() + slowness;
       event->stamped = true;
     }
     return CUDA_SUCCESS;
@@ -583,7 +610,7 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
       (const gpuc::CpuKernel *)dlsym(RTLD_DEFAULT, "gpuc_cpu_kernels");
   if (!table || !table[0].name) {
     log("host CUDA runs the trainer's host-compiled kernels: compile the "
-        "model with --target all and GPUC_CXXFLAGS='-DGPUC_EMULATE_GPU "
+        "model with --target all and GPUC_CXXFLAGS='-DGPUC_HOST_CUDA "
         "-rdynamic' (the trainer exports gpuc_cpu_kernels)");
     return CUDA_ERROR_INVALID_IMAGE;
   }
@@ -605,6 +632,7 @@ CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
     if (strcmp(k->name, name) == 0) {
       functions.push_back(std::make_unique<CUfunc_st>());
       functions.back()->kernel = k;
+      functions.back()->slow = slowed(module->table, name);
       *function = functions.back().get();
       return CUDA_SUCCESS;
     }
@@ -664,8 +692,11 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int gridX,
     if (!inAllocation(at, 1) && !inAllocation(at - 1, 1))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
-  return enqueue(stream, [kernel, args] {
+  bool slow = function->slow;
+  return enqueue(stream, [kernel, args, slow] {
     kernel->launch(args.data());
+    if (slow)
+      slowness += std::chrono::seconds(1);
     return CUDA_SUCCESS;
   });
 }

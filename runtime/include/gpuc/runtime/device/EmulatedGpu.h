@@ -419,6 +419,12 @@ void cpuLaunch(int64_t /*cpuGrid*/, int64_t gpuGrid, const char *kernel,
                Closure closure) {
   emulated::launch(gpuGrid, emulated::kThreads, kernel, closure);
 }
+/// A kernel's alternative entry point, with its own block size.
+template <typename Closure>
+void emulatedLaunch(int64_t grid, int threads, const char *kernel,
+                    Closure closure) {
+  emulated::launch(grid, threads, kernel, closure);
+}
 } // namespace gpuc
 
 #endif // GPUC_RUNTIME_DEVICE_EMULATEDGPU_H

@@ -14,6 +14,12 @@
 #ifndef GPUC_RUNTIME_DEVICE_KERNEL_H
 #define GPUC_RUNTIME_DEVICE_KERNEL_H
 
+// A trainer for the CUDA device on a host CUDA (runtime/cuda/host, tests):
+// the emulated GPU, with the kernels' alternative entry points.
+#if defined(GPUC_HOST_CUDA) && !defined(GPUC_EMULATE_GPU)
+#define GPUC_EMULATE_GPU
+#endif
+
 #ifdef GPUC_EMULATE_GPU
 // The GPU's text of every kernel, run by the emulator (tests).
 #undef GPUC_CPU
