@@ -10,8 +10,6 @@
 //===----------------------------------------------------------------------===//
 #include "HostCuda.h"
 
-#include "gpuc/runtime/device/Float16.h"
-
 #include <cublasLt.h>
 
 #include <cstdint>
@@ -45,30 +43,24 @@ template <typename T, typename Opaque> T *own(Opaque *handle) {
   return reinterpret_cast<T *>(handle);
 }
 
-int elementBytes(cudaDataType type) { return type == CUDA_R_32F ? 4 : 2; }
+using gpuc::host_cuda::Element;
+
+Element elementOf(cudaDataType type) {
+  return type == CUDA_R_16F    ? Element::F16
+         : type == CUDA_R_16BF ? Element::BF16
+                               : Element::F32;
+}
+
+int64_t elementBytes(cudaDataType type) {
+  return gpuc::host_cuda::elementBytes(elementOf(type));
+}
 
 float load(const void *base, int64_t i, cudaDataType type) {
-  switch (type) {
-  case CUDA_R_16F:
-    return gpuc::halfBitsToFloat(((const unsigned short *)base)[i]);
-  case CUDA_R_16BF:
-    return gpuc::bfloat16BitsToFloat(((const unsigned short *)base)[i]);
-  default:
-    return ((const float *)base)[i];
-  }
+  return gpuc::host_cuda::loadElement(base, i, elementOf(type));
 }
 
 void store(void *base, int64_t i, cudaDataType type, float value) {
-  switch (type) {
-  case CUDA_R_16F:
-    ((unsigned short *)base)[i] = gpuc::floatToHalfBits(value);
-    break;
-  case CUDA_R_16BF:
-    ((unsigned short *)base)[i] = gpuc::floatToBFloat16Bits(value);
-    break;
-  default:
-    ((float *)base)[i] = value;
-  }
+  gpuc::host_cuda::storeElement(base, i, elementOf(type), value);
 }
 
 bool supported(cudaDataType type) {

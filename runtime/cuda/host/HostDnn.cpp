@@ -11,8 +11,6 @@
 //===----------------------------------------------------------------------===//
 #include "HostCuda.h"
 
-#include "gpuc/runtime/device/Float16.h"
-
 #include <cudnn.h>
 
 #include <cstdlib>
@@ -41,32 +39,24 @@ namespace {
 
 enum class Pass { Forward, Input, Filter };
 
+using gpuc::host_cuda::Element;
+
+Element elementOf(cudnnDataType_t type) {
+  return type == CUDNN_DATA_HALF       ? Element::F16
+         : type == CUDNN_DATA_BFLOAT16 ? Element::BF16
+                                       : Element::F32;
+}
+
 float load(const void *base, int64_t i, cudnnDataType_t type) {
-  switch (type) {
-  case CUDNN_DATA_HALF:
-    return gpuc::halfBitsToFloat(((const unsigned short *)base)[i]);
-  case CUDNN_DATA_BFLOAT16:
-    return gpuc::bfloat16BitsToFloat(((const unsigned short *)base)[i]);
-  default:
-    return ((const float *)base)[i];
-  }
+  return gpuc::host_cuda::loadElement(base, i, elementOf(type));
 }
 
 void store(void *base, int64_t i, cudnnDataType_t type, float value) {
-  switch (type) {
-  case CUDNN_DATA_HALF:
-    ((unsigned short *)base)[i] = gpuc::floatToHalfBits(value);
-    break;
-  case CUDNN_DATA_BFLOAT16:
-    ((unsigned short *)base)[i] = gpuc::floatToBFloat16Bits(value);
-    break;
-  default:
-    ((float *)base)[i] = value;
-  }
+  gpuc::host_cuda::storeElement(base, i, elementOf(type), value);
 }
 
 int64_t elementBytes(cudnnDataType_t type) {
-  return type == CUDNN_DATA_FLOAT ? 4 : 2;
+  return gpuc::host_cuda::elementBytes(elementOf(type));
 }
 
 /// Element (n, c, h, w) of a tensor of [N, C, H, W] in `format`.

@@ -127,18 +127,31 @@ void runUntil(CUstream_st *stream, uint64_t ticket) {
   }
 }
 
+std::vector<CUstream_st *> &allStreams() {
+  static std::vector<CUstream_st *> streams = {&legacyStream};
+  return streams;
+}
+
+/// Before the host waits for `stream`, the other streams' work runs, as far
+/// as it goes: the work a GPU may run first whenever the program did not
+/// order it after `stream`'s (a wait on one of `stream`'s events runs
+/// `stream` up to it). So a kernel that forgot to wait for a copy on
+/// another stream runs before the copy.
+void runOthersFirst(CUstream_st *stream) {
+  for (CUstream_st *other : allStreams())
+    if (other != stream && other != &legacyStream && !other->capture)
+      runUntil(other, other->queued);
+}
+
 CUresult finish(CUstream_st *stream) {
   if (stream->capture)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (stream != &legacyStream)
+    runOthersFirst(stream);
   runUntil(stream, stream->queued);
   CUresult error = stream->error;
   stream->error = CUDA_SUCCESS;
   return error;
-}
-
-std::vector<CUstream_st *> &allStreams() {
-  static std::vector<CUstream_st *> streams = {&legacyStream};
-  return streams;
 }
 
 CUresult finishAll() {
@@ -502,6 +515,8 @@ CUresult cuEventSynchronize(CUevent event) {
   if (event->captured)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (event->stream) {
+    if (event->stream != &legacyStream)
+      runOthersFirst(event->stream);
     runUntil(event->stream, event->ticket);
     CUresult error = event->stream->error;
     event->stream->error = CUDA_SUCCESS;
