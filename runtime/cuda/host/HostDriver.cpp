@@ -9,6 +9,7 @@
 
 #include "gpuc/runtime/device/CpuKernelTable.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
