@@ -258,13 +258,12 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
     ++arg;
   }
   kernel.arguments = arg;
-  // The alternatives' entry points exist in the GPU's text only (the CPU,
-  // and the emulated GPU, has nothing to choose from); with a body of its
-  // own, a split kernel's alternative instantiates it per launch, as the
-  // kernel does its own.
-  // (A trainer built for the CUDA device on a host CUDA has them too, on
-  // the emulated GPU, so that the device's choice among them runs where
-  // there is no GPU: runtime/cuda/host.)
+  // The alternatives' entry points exist in the GPU's text, and in a
+  // trainer built for the CUDA device on a host CUDA (on the emulated GPU,
+  // so that the device's choice among them runs where there is no GPU);
+  // the CPU has nothing to choose from. With a body of its own, a split
+  // kernel's alternative instantiates it per launch, as the kernel does
+  // its own.
   auto guarded = [](const KernelAlternative &alternative, StringRef text) {
     return llvm::formatv(
                "#if (defined(GPUC_NVRTC) || defined(GPUC_HOST_CUDA)){0}\n"
@@ -277,20 +276,17 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
   };
   // An alternative's launcher on the host CUDA's emulated GPU, with its
   // block size.
-  auto emulatedLaunchers = [&](int64_t launch) {
+  auto hostCudaLaunchers = [&](int64_t launch) {
     std::string text;
     for (const KernelAlternative &alternative : kernel.alternatives) {
       std::string entry = kernel.launchName(launch) + alternative.suffix;
-      text +=
-          llvm::formatv("#if defined(GPUC_HOST_CUDA){0}\n"
-                        "extern \"C\" void gpuc_cpu_{1}(void *const *args) {{\n"
-                        "  gpuc::emulatedLaunch({2}LL, {3}, \"{1}\", [&] {{ "
-                        "{1}({4}); });\n}\n#endif\n",
-                        alternative.requires.empty()
-                            ? ""
-                            : " && defined(" + alternative.requires + ")",
+      text += hostCudaOnly(
+          alternative.requires,
+          llvm::formatv("extern \"C\" void gpuc_cpu_{0}(void *const *args) {{\n"
+                        "  gpuc::emulatedLaunch({1}LL, {2}, \"{0}\", [&] {{ "
+                        "{0}({3}); });\n}\n",
                         entry, kernel.grid, alternative.blockThreads, casts)
-              .str();
+              .str());
     }
     return text;
   };
@@ -337,7 +333,7 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                       "{0}({2}); });\n}\n",
                       name, cpuGrid ? cpuGrid : kernel.grid, casts, kernel.grid)
             .str() +
-        emulatedLaunchers(0);
+        hostCudaLaunchers(0);
     return kernel;
   }
   // One body, instantiated per launch.
@@ -362,12 +358,19 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
                       launch, cpuGrid ? cpuGrid : kernel.grid, casts,
                       kernel.grid)
             .str() +
-        emulatedLaunchers(phase);
+        hostCudaLaunchers(phase);
   }
   return kernel;
 }
 
 } // namespace mlir::gpuc::kernel_emitter
+
+std::string mlir::gpuc::hostCudaOnly(StringRef macro, StringRef text) {
+  return ("#if defined(GPUC_HOST_CUDA)" +
+          (macro.empty() ? "" : " && defined(" + macro + ")") + "\n" + text +
+          "#endif\n")
+      .str();
+}
 
 using mlir::gpuc::kernel_emitter::Emitter;
 

@@ -81,6 +81,12 @@ struct EmittedKernel {
 /// diagnostic on the fusion, for a region it has no schedule for.
 FailureOr<EmittedKernel> emitKernel(FusionOp fusion, StringRef name);
 
+/// `text` where a trainer built for the CUDA device on a host CUDA
+/// (-DGPUC_HOST_CUDA, runtime/cuda/host) has a kernel's alternative entry
+/// point that also needs `macro` ("" for none): its launcher and its entry
+/// in the launch table.
+std::string hostCudaOnly(StringRef macro, StringRef text);
+
 /// Elements a block of a pointwise kernel owns.
 constexpr int64_t kPointwiseTile = 2048;
 constexpr int64_t kBlockThreads = 256;

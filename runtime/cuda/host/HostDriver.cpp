@@ -100,16 +100,37 @@ bool slowed(const gpuc::CpuKernel *table, const char *name) {
 
 /// The device memory it claims: GPUC_HOST_CUDA_MEMORY bytes (a suffix
 /// K, M or G multiplies), an H100's 80 GiB by default.
+/// 0 where the variable's text says no such size.
 size_t capacity() {
   size_t bytes = size_t(80) << 30;
   if (const char *text = getenv("GPUC_HOST_CUDA_MEMORY")) {
     char *end = nullptr;
     double value = strtod(text, &end);
     int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-    if (value > 0)
-      bytes = (size_t)(value * (double)(size_t(1) << shift));
+    if (!(value >= 1) || end == text || end[shift ? 1 : 0] != '\0')
+      return 0;
+    bytes = (size_t)(value * (double)(size_t(1) << shift));
   }
   return bytes;
+}
+
+/// Whether the host CUDA's settings say what they can; a message on stderr
+/// names the one that does not.
+bool settingsAreValid() {
+  auto bad = [](const char *name, const char *text, const char *want) {
+    fprintf(stderr, "host CUDA: %s='%s' is not %s\n", name, text, want);
+    return false;
+  };
+  if (const char *text = getenv("GPUC_HOST_CUDA_MEMORY"); text && !capacity())
+    return bad("GPUC_HOST_CUDA_MEMORY", text,
+               "a size in bytes (a suffix K, M or G multiplies)");
+  if (const char *text = getenv("GPUC_HOST_CUDA_SLOW");
+      text && strcmp(text, "own") != 0 && strcmp(text, "alternatives") != 0)
+    return bad("GPUC_HOST_CUDA_SLOW", text, "own or alternatives");
+  if (const char *text = getenv("GPUC_HOST_CUDA_REFUSE_ALGO");
+      text && (!*text || strspn(text, "0123456789") != strlen(text)))
+    return bad("GPUC_HOST_CUDA_REFUSE_ALGO", text, "an algorithm's number");
+  return true;
 }
 
 CUstream_st *streamOf(CUstream stream) {
@@ -204,6 +225,8 @@ extern "C" {
 
 CUresult cuInit(unsigned int) {
   LOCKED;
+  if (!settingsAreValid())
+    return CUDA_ERROR_INVALID_VALUE;
   initialized = true;
   return CUDA_SUCCESS;
 }
