@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "CudaDevice.h"
 
+#include <algorithm>
+
 #include "gpuc/runtime/ColumnMajorGemm.h"
 
 namespace gpuc {
@@ -193,11 +195,24 @@ bool CudaDevice::timeCandidate(Step &step, size_t candidate, double &us,
   takeCandidate(step, candidate);
   // The warm-up runs alone: a candidate the library refuses (cuDNN can
   // refuse an algorithm its heuristic proposed) is left out, not timed.
-  if (!issueStep(step, compute, error) ||
-      cuStreamSynchronize(compute) != CUDA_SUCCESS)
+  cuEventRecord(timingStart, compute);
+  bool issued = issueStep(step, compute, error);
+  cuEventRecord(timingStop, compute);
+  if (!issued || cuStreamSynchronize(compute) != CUDA_SUCCESS)
     return false;
   if (repeats == 0)
     return true;
+  // A candidate whose one run takes more than the timing's budget (30 ms)
+  // is timed in fewer runs, at least one: that long a run is timed well
+  // enough by itself, and the load stays short where a launch is slow (a
+  // GPU's first launch of a large convolution, or the host CUDA's
+  // emulated kernels). Every candidate of a kernel or a convolution of up
+  // to 3 ms is still timed in all of its runs.
+  constexpr float kTimingBudgetMs = 30;
+  float warmMs = 0;
+  if (cuEventElapsedTime(&warmMs, timingStart, timingStop) == CUDA_SUCCESS &&
+      warmMs > 0)
+    repeats = std::clamp((int)(kTimingBudgetMs / warmMs), 1, repeats);
   cuEventRecord(timingStart, compute);
   for (int r = 0; r < repeats; ++r)
     if (!issueStep(step, compute, error))

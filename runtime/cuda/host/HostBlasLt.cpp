@@ -1,7 +1,8 @@
 //===- HostBlasLt.cpp - the cuBLASLt calls CudaDevice makes, on the host --===//
 //
 // Column-major, strided-batched D = alpha op(A) op(B) + beta C (+ a bias
-// over D's rows), f32, f16 or bf16 operands summed in f32 in order of k.
+// over D's rows), f32, f16 or bf16 operands summed in double (eight
+// running sums in a fixed order).
 // The heuristic proposes two algorithms (the same loops), so that the
 // device's timing and its cache of choices run; an algorithm keeps the
 // alignments it was proposed for, and a matrix that does not have them is
@@ -14,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -65,6 +67,37 @@ void store(void *base, int64_t i, cudaDataType type, float value) {
 
 bool supported(cudaDataType type) {
   return type == CUDA_R_32F || type == CUDA_R_16F || type == CUDA_R_16BF;
+}
+
+/// `count` vectors of `k` elements of the column-major matrix at `base` +
+/// `offset`, widened to double into `out`: its rows when `strided` (a row's
+/// elements lie `ld` apart), else its columns. op(A)'s rows are A's rows
+/// when A is not transposed; op(B)'s columns are B's rows when B is.
+void widen(std::vector<double> &out, const void *base, int64_t offset,
+           const Layout &l, bool strided, int64_t count, int64_t k) {
+  out.resize(count * k);
+  for (int64_t v = 0; v < count; ++v)
+    for (int64_t e = 0; e < k; ++e)
+      out[v * k + e] =
+          load(base, offset + (strided ? v + e * l.ld : e + v * l.ld), l.type);
+}
+
+/// x . y in double: eight running sums (element e in sum e % 8), added in a
+/// fixed order, so every run on every machine gives the same bits and the
+/// host compiler can keep the sums in vector registers.
+double dot(const double *x, const double *y, int64_t k) {
+  constexpr int kSums = 8;
+  double sums[kSums] = {};
+  int64_t e = 0;
+  for (; e + kSums <= k; e += kSums)
+    for (int s = 0; s < kSums; ++s)
+      sums[s] += x[e + s] * y[e + s];
+  for (int s = 0; e < k; ++e, ++s)
+    sums[s] += x[e] * y[e];
+  for (int width = kSums / 2; width > 0; width /= 2)
+    for (int s = 0; s < width; ++s)
+      sums[s] += sums[s + width];
+  return sums[0];
 }
 
 /// Whether all of a layout's elements from `base` lie in device memory.
@@ -296,19 +329,17 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t descHandle,
   gpuc::host_cuda::enqueue((CUstream)stream, [=]() -> CUresult {
     int64_t m = d.rows, n = d.cols;
     int64_t k = desc.transA == CUBLAS_OP_N ? a.cols : a.rows;
+    std::vector<double> rowsOfA, columnsOfB;
     for (int32_t batch = 0; batch < d.batch; ++batch) {
-      int64_t ao = batch * a.batchStride, bo = batch * b.batchStride,
-              co = batch * c.batchStride, d0 = batch * d.batchStride;
+      int64_t co = batch * c.batchStride, d0 = batch * d.batchStride;
+      // op(A)'s rows and op(B)'s columns, each k contiguous doubles.
+      widen(rowsOfA, A, batch * a.batchStride, a, desc.transA == CUBLAS_OP_N, m,
+            k);
+      widen(columnsOfB, B, batch * b.batchStride, b, desc.transB != CUBLAS_OP_N,
+            n, k);
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < m; ++i) {
-          double sum = 0.0;
-          for (int64_t l = 0; l < k; ++l) {
-            int64_t ai =
-                desc.transA == CUBLAS_OP_N ? i + l * a.ld : l + i * a.ld;
-            int64_t bi =
-                desc.transB == CUBLAS_OP_N ? l + j * b.ld : j + l * b.ld;
-            sum += (double)load(A, ao + ai, a.type) * load(B, bo + bi, b.type);
-          }
+          double sum = dot(&rowsOfA[i * k], &columnsOfB[j * k], k);
           float value = scale * (float)sum;
           if (keep != 0.0f)
             value += keep * load(C, co + i + j * c.ld, c.type);

@@ -15,6 +15,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 struct cudnnContext {
@@ -109,54 +110,99 @@ cudnnStatus_t run(cudnnHandle_t handle, Pass pass, int algo,
   float alpha = *(const float *)alphaPointer,
         beta = *(const float *)betaPointer;
   gpuc::host_cuda::enqueue((CUstream)handle->stream, [=]() -> CUresult {
-    int64_t count = pass == Pass::Forward ? yCount
-                    : pass == Pass::Input ? xCount
-                                          : wCount;
-    std::vector<double> sums(count, 0.0);
-    int kg = w.k / conv.groups;
-    auto wAt = [&](int k, int c, int r, int s) {
-      return w.format == CUDNN_TENSOR_NHWC
-                 ? (((int64_t)k * w.h + r) * w.w + s) * w.c + c
-                 : (((int64_t)k * w.c + c) * w.h + r) * w.w + s;
+    // The operands in double, in NCHW (the filter KCRS) whatever their
+    // format, read once: a 16-bit element's conversion is a call on a CPU
+    // without F16C, and the loops below then index plain arrays.
+    auto canonical = [](const void *data, cudnnTensorFormat_t format,
+                        cudnnDataType_t type, int N, int C, int H, int W) {
+      std::vector<double> values((int64_t)N * C * H * W);
+      int64_t i = 0;
+      for (int n = 0; n < N; ++n)
+        for (int c = 0; c < C; ++c)
+          for (int h = 0; h < H; ++h)
+            for (int col = 0; col < W; ++col)
+              values[i++] = load(data, at(format, C, H, W, n, c, h, col), type);
+      return values;
     };
+    std::vector<double> xs, ws, dys;
+    if (pass != Pass::Input)
+      xs = canonical(xData, x.format, x.type, x.n, x.c, x.h, x.w);
+    if (pass != Pass::Filter)
+      ws = canonical(wData, w.format, w.type, w.k, w.c, w.h, w.w);
+    if (pass != Pass::Forward)
+      dys = canonical(yData, y.format, y.type, y.n, y.c, y.h, y.w);
+    std::vector<double> sums(pass == Pass::Forward ? yCount
+                             : pass == Pass::Input ? xCount
+                                                   : wCount,
+                             0.0);
+    // The first index i of 0..n-1 with 0 <= start + i * step < limit, and
+    // one past the last (step > 0).
+    auto inside = [](int start, int step, int n, int limit) {
+      int first = 0, last = n;
+      while (first < n && start + first * step < 0)
+        ++first;
+      while (last > first && start + (last - 1) * step >= limit)
+        --last;
+      return std::make_pair(first, last);
+    };
+    int kg = w.k / conv.groups;
     for (int64_t n = 0; n < y.n; ++n)
       for (int k = 0; k < y.c; ++k) {
         int group = k / kg;
-        for (int oh = 0; oh < y.h; ++oh)
+        for (int oh = 0; oh < y.h; ++oh) {
+          int ih0 = oh * conv.sy - conv.py;
+          auto [r0, r1] = inside(ih0, conv.dy, w.h, x.h);
           for (int ow = 0; ow < y.w; ++ow) {
-            int64_t yi = at(y.format, y.c, y.h, y.w, n, k, oh, ow);
-            float dy = pass == Pass::Forward ? 0.0f : load(yData, yi, y.type);
-            for (int c = 0; c < w.c; ++c)
-              for (int r = 0; r < w.h; ++r) {
-                int ih = oh * conv.sy - conv.py + r * conv.dy;
-                if (ih < 0 || ih >= x.h)
-                  continue;
-                for (int s = 0; s < w.w; ++s) {
-                  int iw = ow * conv.sx - conv.px + s * conv.dx;
-                  if (iw < 0 || iw >= x.w)
-                    continue;
-                  int64_t xi =
-                      at(x.format, x.c, x.h, x.w, n, group * w.c + c, ih, iw);
-                  int64_t wi = wAt(k, c, r, s);
+            int iw0 = ow * conv.sx - conv.px;
+            auto [s0, s1] = inside(iw0, conv.dx, w.w, x.w);
+            int64_t yi = ((n * y.c + k) * y.h + oh) * y.w + ow;
+            double dy = pass == Pass::Forward ? 0.0 : dys[yi];
+            double sum = 0.0;
+            for (int c = 0; c < w.c; ++c) {
+              int64_t xPlane = (n * x.c + group * w.c + c) * x.h,
+                      wPlane = ((int64_t)k * w.c + c) * w.h;
+              for (int r = r0; r < r1; ++r) {
+                int64_t xRow = (xPlane + ih0 + r * conv.dy) * x.w + iw0,
+                        wRow = (wPlane + r) * w.w;
+                for (int s = s0; s < s1; ++s) {
+                  int64_t xi = xRow + s * conv.dx, wi = wRow + s;
                   if (pass == Pass::Forward)
-                    sums[yi] += (double)load(xData, xi, x.type) *
-                                load(wData, wi, w.type);
+                    sum += xs[xi] * ws[wi];
                   else if (pass == Pass::Input)
-                    sums[xi] += (double)dy * load(wData, wi, w.type);
+                    sums[xi] += dy * ws[wi];
                   else
-                    sums[wi] += (double)dy * load(xData, xi, x.type);
+                    sums[wi] += dy * xs[xi];
                 }
               }
+            }
+            if (pass == Pass::Forward)
+              sums[yi] = sum;
           }
+        }
       }
+    // Back in the result's own format: alpha times the sums plus beta times
+    // what it held.
     void *out = const_cast<void *>(pass == Pass::Forward ? yData
                                    : pass == Pass::Input ? xData
                                                          : wData);
+    cudnnTensorFormat_t format = pass == Pass::Forward ? y.format
+                                 : pass == Pass::Input ? x.format
+                                                       : w.format;
+    int N = pass == Pass::Forward ? y.n : pass == Pass::Input ? x.n : w.k;
+    int C = pass == Pass::Forward ? y.c : pass == Pass::Input ? x.c : w.c;
+    int H = pass == Pass::Forward ? y.h : pass == Pass::Input ? x.h : w.h;
+    int W = pass == Pass::Forward ? y.w : pass == Pass::Input ? x.w : w.w;
     cudnnDataType_t type = x.type;
-    for (int64_t i = 0; i < count; ++i)
-      store(out, i, type,
-            alpha * (float)sums[i] +
-                (beta != 0.0f ? beta * load(out, i, type) : 0.0f));
+    int64_t i = 0;
+    for (int n = 0; n < N; ++n)
+      for (int c = 0; c < C; ++c)
+        for (int h = 0; h < H; ++h)
+          for (int col = 0; col < W; ++col, ++i) {
+            int64_t o = at(format, C, H, W, n, c, h, col);
+            store(out, o, type,
+                  alpha * (float)sums[i] +
+                      (beta != 0.0f ? beta * load(out, o, type) : 0.0f));
+          }
     return CUDA_SUCCESS;
   });
   return CUDNN_STATUS_SUCCESS;
