@@ -24,6 +24,13 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixe
 config.environment["GPUC_CACHE_DIR"] = os.path.join(config.test_exec_root,
                                                     "gpuc-cache")
 
+# lit runs a test per core, and most tests' trainers run OpenMP teams as
+# wide as the machine: a thread that spins at a barrier while its team's
+# serial part runs takes the core from the other test. The suite's threads
+# sleep there at once (OpenMP's default spins a while first, which suits a
+# trainer that has the machine to itself).
+config.environment["OMP_WAIT_POLICY"] = "passive"
+
 # The sanitizers' options (scripts/test.sh --sanitize) and the host
 # compiler's extra flags reach every test.
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP",
