@@ -12,6 +12,10 @@ config.suffixes = [".mlir", ".onnxtxt", ".gdsl", ".test"]
 config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py",
                    "Inputs", "unittests"]
 config.test_source_root = os.path.dirname(__file__)
+# lit starts the longest tests first by the times it recorded in the build
+# tree; a fresh build has none and reads .lit_test_times.txt beside this
+# file instead (seconds on a 2-core machine; only the order matters), so
+# that no long test starts last while the other core idles.
 config.test_exec_root = os.path.join(config.gpuc_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
