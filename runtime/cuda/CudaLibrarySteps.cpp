@@ -206,8 +206,8 @@ bool CudaDevice::timeCandidate(Step &step, size_t candidate, double &us,
   // is timed in fewer runs, at least one: that long a run is timed well
   // enough by itself, and the load stays short where a launch is slow (a
   // GPU's first launch of a large convolution, or the host CUDA's
-  // emulated kernels). Every candidate of a kernel or a convolution of up
-  // to 3 ms is still timed in all of its runs.
+  // emulated kernels). A kernel's candidate of up to 3 ms (10 runs) and a
+  // convolution's of up to 10 ms (3 runs) are still timed in all of them.
   constexpr float kTimingBudgetMs = 30;
   float warmMs = 0;
   if (cuEventElapsedTime(&warmMs, timingStart, timingStop) == CUDA_SUCCESS &&

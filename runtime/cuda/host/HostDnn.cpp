@@ -67,6 +67,19 @@ int64_t at(cudnnTensorFormat_t format, int C, int H, int W, int64_t n, int c,
                                      : ((n * C + c) * H + h) * W + w;
 }
 
+/// Calls f(i, o) for each element of a tensor of [N, C, H, W] in `format`:
+/// i its index in NCHW order, o its index in the format's.
+template <typename F>
+void forEachElement(cudnnTensorFormat_t format, int N, int C, int H, int W,
+                    F f) {
+  int64_t i = 0;
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c)
+      for (int h = 0; h < H; ++h)
+        for (int col = 0; col < W; ++col, ++i)
+          f(i, at(format, C, H, W, n, c, h, col));
+}
+
 /// The refused algorithm, if any.
 int refusedAlgorithm() {
   const char *text = getenv("GPUC_HOST_CUDA_REFUSE_ALGO");
@@ -116,12 +129,9 @@ cudnnStatus_t run(cudnnHandle_t handle, Pass pass, int algo,
     auto canonical = [](const void *data, cudnnTensorFormat_t format,
                         cudnnDataType_t type, int N, int C, int H, int W) {
       std::vector<double> values((int64_t)N * C * H * W);
-      int64_t i = 0;
-      for (int n = 0; n < N; ++n)
-        for (int c = 0; c < C; ++c)
-          for (int h = 0; h < H; ++h)
-            for (int col = 0; col < W; ++col)
-              values[i++] = load(data, at(format, C, H, W, n, c, h, col), type);
+      forEachElement(format, N, C, H, W, [&](int64_t i, int64_t o) {
+        values[i] = load(data, o, type);
+      });
       return values;
     };
     std::vector<double> xs, ws, dys;
@@ -193,16 +203,11 @@ cudnnStatus_t run(cudnnHandle_t handle, Pass pass, int algo,
     int H = pass == Pass::Forward ? y.h : pass == Pass::Input ? x.h : w.h;
     int W = pass == Pass::Forward ? y.w : pass == Pass::Input ? x.w : w.w;
     cudnnDataType_t type = x.type;
-    int64_t i = 0;
-    for (int n = 0; n < N; ++n)
-      for (int c = 0; c < C; ++c)
-        for (int h = 0; h < H; ++h)
-          for (int col = 0; col < W; ++col, ++i) {
-            int64_t o = at(format, C, H, W, n, c, h, col);
-            store(out, o, type,
-                  alpha * (float)sums[i] +
-                      (beta != 0.0f ? beta * load(out, o, type) : 0.0f));
-          }
+    forEachElement(format, N, C, H, W, [&](int64_t i, int64_t o) {
+      store(out, o, type,
+            alpha * (float)sums[i] +
+                (beta != 0.0f ? beta * load(out, o, type) : 0.0f));
+    });
     return CUDA_SUCCESS;
   });
   return CUDNN_STATUS_SUCCESS;
