@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/TensorBuilder.h"
+#include "gpuc/Transforms/Constants.h"
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -27,53 +28,6 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
-/// The constant `v` is (through broadcasts and reshapes), or null.
-DenseElementsAttr constantOf(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (isa<BroadcastOp, ReshapeOp>(def)) {
-      v = def->getOperand(0);
-      continue;
-    }
-    if (auto c = dyn_cast<ConstantOp>(def))
-      return dyn_cast<DenseElementsAttr>(c.getValue());
-    break;
-  }
-  return nullptr;
-}
-
-/// The value of a float constant whose elements are all one number.
-std::optional<double> splatOf(Value v) {
-  DenseElementsAttr c = constantOf(v);
-  if (!c || !isa<FloatType>(c.getElementType()) || !c.isSplat())
-    return std::nullopt;
-  return c.getSplatValue<APFloat>().convertToDouble();
-}
-
-/// `x * c`, `c * x` or `x / c` with a constant c: x, and c folded into
-/// `scale`. Anything else is itself, scale unchanged.
-Value stripScale(Value v, double &scale) {
-  Operation *def = v.getDefiningOp();
-  if (!def || !isa<MulOp, DivOp>(def) || !def->hasOneUse())
-    return v;
-  Value lhs = def->getOperand(0), rhs = def->getOperand(1);
-  if (isa<DivOp>(def)) {
-    std::optional<double> c = splatOf(rhs);
-    if (!c || *c == 0.0)
-      return v;
-    scale /= *c;
-    return lhs;
-  }
-  if (std::optional<double> c = splatOf(rhs)) {
-    scale *= *c;
-    return lhs;
-  }
-  if (std::optional<double> c = splatOf(lhs)) {
-    scale *= *c;
-    return rhs;
-  }
-  return v;
-}
-
 /// The mask of the scores `v`: a select with a constant fill, or the
 /// addition of a constant of zeros and -inf.
 struct Mask {

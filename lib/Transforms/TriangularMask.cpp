@@ -1,6 +1,7 @@
 //===- TriangularMask.cpp - masks that are a comparison of indices --------===//
 #include "gpuc/Transforms/TriangularMask.h"
 #include "gpuc/Dialect/Gpuc/StoredElements.h"
+#include "gpuc/Transforms/Constants.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -69,22 +70,6 @@ ParameterOp frozenParameter(Value v) {
   return param;
 }
 
-/// A splat constant's value.
-std::optional<double> splatValue(Value v) {
-  auto constant = v.getDefiningOp<ConstantOp>();
-  auto dense =
-      constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
-  if (!dense || !dense.isSplat() || dense.getNumElements() == 0)
-    return std::nullopt;
-  // The one value, not the splat's every element.
-  std::optional<SmallVector<double>> values = valuesOf(
-      DenseElementsAttr::get(RankedTensorType::get({1}, dense.getElementType()),
-                             dense.getSplatValue<Attribute>()));
-  if (!values || values->empty())
-    return std::nullopt;
-  return values->front();
-}
-
 ComparePredicate swapped(ComparePredicate p) {
   switch (p) {
   case ComparePredicate::lt:
@@ -138,11 +123,11 @@ std::optional<TriangularMask> mlir::gpuc::matchTriangularMask(Value mask) {
       bits.push_back(v != 0.0);
   } else if (auto compare = mask.getDefiningOp<CompareOp>()) {
     ParameterOp param = frozenParameter(compare.getLhs());
-    std::optional<double> with = splatValue(compare.getRhs());
+    std::optional<double> with = splatOf(compare.getRhs());
     ComparePredicate p = compare.getPredicate();
     if (!param) {
       param = frozenParameter(compare.getRhs());
-      with = splatValue(compare.getLhs());
+      with = splatOf(compare.getLhs());
       p = swapped(p);
     }
     if (!param || !with || param.getTensorType() != compare.getLhs().getType())

@@ -7,6 +7,7 @@ checks  parity of one step with the CPU device (stepcompare.py tolerance);
         gradient accumulation (4 x 32 against 1 x 128, same samples);
         CUDA Graph replay against kernel-by-kernel launches over 20 steps
         (bit-identical losses); one graph launch per training step;
+        the log lines' GPU utilization, memory and power (NVML);
         checkpoint and resume on the GPU (byte-identical); --export-onnx.
 profile each bench artifact's step under --profile (kernel by kernel,
         timed with events): where the GPU time goes.
@@ -115,6 +116,30 @@ def losses_of(metrics):
     return out
 
 
+def gpu_monitor_figures(metrics):
+    """What NVML reported at a GPU run's log points (its metrics lines):
+    utilization in %, memory used in MiB and power in W, where present."""
+    names = ("gpu_utilization", "gpu_memory_used_mib", "gpu_power_w")
+    rows = []
+    with open(metrics) as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if any(n in record for n in names):
+                rows.append({n: record.get(n) for n in names})
+    return rows
+
+
+def monitored(rows):
+    """Whether some log point has all three NVML figures, each plausible."""
+    return any(r["gpu_utilization"] is not None and
+               0 <= r["gpu_utilization"] <= 100 and
+               (r["gpu_memory_used_mib"] or 0) > 0 and
+               (r["gpu_power_w"] or 0) > 0 for r in rows)
+
+
 def check_graph_replay(args, results):
     ok = True
     for model in ("mlp", "cnn"):
@@ -128,6 +153,7 @@ def check_graph_replay(args, results):
                 r"launches: train_step (\d+) graph launches for (\d+) steps",
                 r.stdout)
             runs[mode] = {"losses": losses_of(metrics),
+                          "gpu_monitor": gpu_monitor_figures(metrics),
                           "graph_launches": int(launches.group(1))
                           if launches else None,
                           "steps": int(launches.group(2))
@@ -137,12 +163,17 @@ def check_graph_replay(args, results):
             len(runs["graph"]["losses"]) == 20
         one_per_step = runs["graph"]["graph_launches"] == 20 == \
             runs["graph"]["steps"] and runs["no_graph"]["graph_launches"] == 0
+        # The log lines carry NVML's utilization, memory and power.
+        nvml = monitored(runs["graph"]["gpu_monitor"])
         entry = {"model": model, "bit_identical_20_steps": same,
                  "one_graph_launch_per_step": one_per_step,
+                 "gpu_monitor_reported": nvml,
                  "graph": runs["graph"], "no_graph": runs["no_graph"]}
-        ok &= same and one_per_step
-        print("graph replay %s: losses identical %s, one launch per step %s"
-              % (model, same, one_per_step))
+        ok &= same and one_per_step and nvml
+        print("graph replay %s: losses identical %s, one launch per step %s, "
+              "NVML figures in the log %s (last: %s)" % (
+                  model, same, one_per_step, nvml,
+                  (runs["graph"]["gpu_monitor"] or [None])[-1]))
         results.setdefault("graph_replay", []).append(entry)
     return ok
 
@@ -510,8 +541,16 @@ def phase_amp(args, results):
 def phase_scale(args, results):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import scale_check
+
+    def save_so_far():
+        # A device command cut short by its time limit still brings back
+        # what the finished parts found (main() writes the whole summary).
+        with open(os.path.join(args.results, "summary-scale.json"), "w") as f:
+            json.dump(dict(results, partial=True), f, indent=1)
     ok = scale_check.phase_scale_parity(args, results, trainer)
+    save_so_far()
     ok &= scale_check.phase_scale_profile(args, results, trainer)
+    save_so_far()
     return scale_check.phase_scale_bench(args, results, trainer) and ok
 
 

@@ -7,7 +7,8 @@
 # profile: where each bench artifact's GPU time goes (train --profile).
 # checks: one step of each parity model against the CPU device's results;
 #         20 steps from the CUDA Graph against 20 launched kernel by kernel
-#         (bit-identical losses); one graph launch per training step;
+#         (bit-identical losses); one graph launch per training step; the
+#         log lines' GPU utilization, memory and power (NVML);
 #         checkpoint + resume on the GPU (byte-identical); --export-onnx;
 #         data parallel as one NCCL rank: all-reduces inside the graph,
 #         the same losses, at most 2 % slower.

@@ -195,15 +195,18 @@ def phase_scale_parity(args, results, trainer):
         # initial weights carries rounding far (ResNet-50's first layers'
         # fp32 gradients differ from fp64 by a few % in PyTorch too), so
         # gpuc's fp32 step is held to PyTorch fp32's distance from it.
+        # Only an fp32 artifact reads it (GPUC_SCALE_VARIANTS may select
+        # bf16 ones alone, and the device's minutes are few).
         ref64 = os.path.join(args.work, name + "-torch-fp64")
-        try:
-            losses["torch_fp64"] = torch_step_results(
-                build(args.bundle, name, sdpa=True), x, y, "fp64", ref64)
-        except torch.cuda.OutOfMemoryError:
-            torch.cuda.empty_cache()
-            losses["torch_fp64"] = torch_step_results(
-                build(args.bundle, name, sdpa=True), x, y, "fp64", ref64,
-                device="cpu")
+        if any(precision_of(p) == "fp32" for p in arts):
+            try:
+                losses["torch_fp64"] = torch_step_results(
+                    build(args.bundle, name, sdpa=True), x, y, "fp64", ref64)
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                losses["torch_fp64"] = torch_step_results(
+                    build(args.bundle, name, sdpa=True), x, y, "fp64", ref64,
+                    device="cpu")
         for precision, artifact in sorted(arts.items()):
             if batch_of(args.bundle, artifact)[0] != shape:
                 # The same step at another batch (the largest that fits):

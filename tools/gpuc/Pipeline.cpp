@@ -270,6 +270,7 @@ void addStepPipeline(PassManager &pm, StringRef lossOutput) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(gpuc::createGpucFormAttention());
+  pm.addPass(gpuc::createGpucFormGelu());
   pm.addPass(gpuc::createGpucEvalFunction());
   addTrainingPasses(pm, lossOutput);
   // Validated by attentionLowering and padClasses before any pipeline is

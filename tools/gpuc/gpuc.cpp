@@ -86,6 +86,7 @@ int runImport(int argc, char **argv) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     pm.addPass(gpuc::createGpucFormAttention());
+    pm.addPass(gpuc::createGpucFormGelu());
     if (train)
       addTrainingPasses(pm, lossTarget);
     if (failed(pm.run(*module)))

@@ -269,6 +269,25 @@ def GpucFormAttention : Pass<"gpuc-form-attention", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucFormGelu : Pass<"gpuc-form-gelu", "::mlir::ModuleOp"> {
+  let summary = "recognise GELU as exporters spell it as gpuc.gelu";
+  let description = [{
+    Finds `x * 0.5 * (1 + erf(x / sqrt(2)))` (PyTorch's `nn.GELU()` below
+    ONNX opset 20: a division, an erf, an addition and two products) and
+    `x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))` (the tanh
+    approximation, GPT-2's `gelu_new`), the products in any order and
+    association, the scales as products or quotients, the cube as a `pow`
+    or two products, and makes each one `gpuc.gelu`. As one op it
+    differentiates as one (`Phi(x) + x phi(x)`, without the chain's
+    quotients), and a kernel computes it as PyTorch's own GELU does: it
+    multiplies by 1/sqrt(2) where the chain divides by sqrt(2), so results
+    differ from the chain's by a rounding or two, as they do from PyTorch's
+    ONNX export run by ONNX's reference. A chain whose intermediate values
+    something else reads keeps its ops.
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 def GpucFormLinearCrossEntropy
     : Pass<"gpuc-form-linear-cross-entropy", "::mlir::ModuleOp"> {
   let summary = "fold a linear head and its cross-entropy into one op";

@@ -24,7 +24,7 @@ static bool callsTranscendental(Value v, Block &block) {
     if (!def || def->getBlock() != &block || !seen.insert(x).second ||
         isReduction(def))
       continue;
-    if (isa<ExpOp, LogOp, TanhOp, ErfOp, SigmoidOp, PowOp>(def))
+    if (isa<ExpOp, LogOp, TanhOp, ErfOp, SigmoidOp, PowOp, GeluOp>(def))
       return true;
     llvm::append_range(worklist, def->getOperands());
   }
