@@ -25,6 +25,7 @@ projection layers), the difference is measured against 1e-3 per element
 instead of the weight's norm: at the default tolerance, 1e-7 per element.
 """
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -54,10 +55,20 @@ def image_shape(name):
 TOKEN_MODELS = ("transformer", "decoder")
 
 
+class NewGELU(torch.nn.Module):
+    """GPT-2's gelu_new as Hugging Face writes it."""
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (
+            x + 0.044715 * torch.pow(x, 3.0))))
+
+
 class Activations(torch.nn.Module):
     """The activations MobileNets and other torchvision/timm models export
     (ReLU6 as Clip, Hardswish, Hardsigmoid, LeakyReLU, ELU, SELU, CELU,
-    Softplus, Mish as Softplus + Tanh + Mul, Softsign, PReLU) between
+    Softplus, Mish as Softplus + Tanh + Mul, Softsign, PReLU), and GELU
+    three ways (erf, the tanh approximation, and GPT-2's gelu_new, each a
+    chain of ops below opset 20 that import makes one gpuc.gelu) between
     linear layers, so each one's gradient reaches a weight."""
 
     def __init__(self):
@@ -65,7 +76,8 @@ class Activations(torch.nn.Module):
         nn = torch.nn
         acts = [nn.ReLU6(), nn.Hardswish(), nn.Hardsigmoid(),
                 nn.LeakyReLU(0.1), nn.ELU(0.7), nn.SELU(), nn.CELU(1.3),
-                nn.Softplus(), nn.Mish(), nn.Softsign(), nn.PReLU(32)]
+                nn.Softplus(), nn.Mish(), nn.Softsign(), nn.PReLU(32),
+                nn.GELU(), nn.GELU(approximate="tanh"), NewGELU()]
         layers = [nn.Flatten(), nn.Linear(784, 32)]
         for act in acts:
             layers += [act, nn.Linear(32, 32)]
