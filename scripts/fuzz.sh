@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
+started=()
 if ((${#targets[@]} == 0)); then
   targets=(plan safetensors npy idx image dsl onnx)
 fi
@@ -42,6 +43,12 @@ declare -A main=([plan]=PlanFuzzer [safetensors]=SafetensorsFuzzer
 declare -A extra=([image]="runtime/data/ImageDecode.cpp -ljpeg -lpng")
 for t in "${targets[@]}"; do
   [[ -n ${main[$t]:-} ]] || { echo "fuzz.sh: no target '$t' (plan, safetensors, npy, idx, image, dsl, onnx)" >&2; exit 1; }
+done
+
+# Builds target $1 when its sources are newer than it (run in a subshell of
+# its own: `exit` there fails that build alone).
+build_target() {
+  local t=$1
   if [[ $t == onnx ]]; then
     if [[ ! -x build/bin/gpuc ]]; then
       echo "fuzz.sh: build/ has no gpuc (run scripts/build.sh): the onnx target needs its libraries" >&2
@@ -59,15 +66,23 @@ for t in "${targets[@]}"; do
                  -DONNX_ML=1 -DONNX_NAMESPACE=onnx
                  -I/usr/lib/llvm-22/include -Iinclude -Ibuild/include
                  -Wno-deprecated-declarations)
+      # Its files compile side by side: once the other targets are built,
+      # they are all that is left to do.
       importer=()
+      compiles=()
       for f in lib/Frontend/Onnx/*.cpp; do
         name=$(basename "$f" .cpp)
         exceptions=-fno-exceptions
         [[ $name == OnnxModelLoader ]] && exceptions=-fexceptions
-        "$cxx" "${onnxflags[@]}" $exceptions -c "$f" -o "$out/onnx-$name.o"
+        "$cxx" "${onnxflags[@]}" $exceptions -c "$f" -o "$out/onnx-$name.o" &
+        compiles+=($!)
         importer+=("$out/onnx-$name.o")
       done
-      "$cxx" "${onnxflags[@]}" -fno-exceptions -c fuzz/OnnxFuzzer.cpp -o "$out/OnnxFuzzer.o"
+      "$cxx" "${onnxflags[@]}" -fno-exceptions -c fuzz/OnnxFuzzer.cpp -o "$out/OnnxFuzzer.o" &
+      compiles+=($!)
+      for pid in "${compiles[@]}"; do
+        wait "$pid"
+      done
       mapfile -t libs < <(ninja -C build -t commands bin/gpuc | tail -1 |
         tr ' ' '\n' | grep -E '\.a$|\.so$|^-l' | sed 's|^lib/|build/lib/|;s|^runtime/|build/runtime/|')
       "$cxx" -fsanitize=fuzzer,address,undefined "$out/OnnxFuzzer.o" \
@@ -75,7 +90,7 @@ for t in "${targets[@]}"; do
         /usr/lib/llvm-22/lib/libLLVMSupport.a /usr/lib/llvm-22/lib/libLLVMDemangle.a \
         -lz -ltinfo -o "$out/onnx"
     fi
-    continue
+    return
   fi
   if [[ $t == dsl ]]; then
     if [[ ! -x build/bin/gpuc-opt ]]; then
@@ -100,7 +115,7 @@ for t in "${targets[@]}"; do
         "${libs[@]}" /usr/lib/llvm-22/lib/libLLVMSupport.a \
         /usr/lib/llvm-22/lib/libLLVMDemangle.a -lz -ltinfo -o "$out/dsl"
     fi
-    continue
+    return
   fi
   if [[ ! $out/$t -nt fuzz/${main[$t]}.cpp ]] ||
      [[ -n $(find runtime/lib runtime/data runtime/include fuzz -newer "$out/$t" -name '*.[ch]*' | head -1) ]]; then
@@ -111,7 +126,33 @@ for t in "${targets[@]}"; do
     "$cxx" "${flags[@]}" "fuzz/${main[$t]}.cpp" "${sources[@]}" "${more[@]}" \
       -lz -o "$out/$t"
   fi
+}
+
+# The builds take most of a short run (about 8 minutes of compiling on one
+# core, where 7 targets fuzz for 30 s each): as many at once as the
+# machine has processors, the two that compile the importer and the parser
+# with MLIR's headers first.
+jobs=$(nproc)
+pids=()
+build_failed=0
+for t in onnx dsl "${targets[@]}"; do
+  [[ " ${targets[*]} " == *" $t "* ]] || continue
+  [[ " ${started[*]:-} " != *" $t "* ]] || continue
+  started+=("$t")
+  if ((${#pids[@]} >= jobs)); then
+    wait "${pids[0]}" || build_failed=1
+    pids=("${pids[@]:1}")
+  fi
+  build_target "$t" &
+  pids+=($!)
 done
+for pid in "${pids[@]}"; do
+  wait "$pid" || build_failed=1
+done
+if ((build_failed)); then
+  echo "fuzz.sh: a target failed to build (its compiler's errors are above)" >&2
+  exit 1
+fi
 
 # Seed corpora.
 seeds=$out/seeds
