@@ -32,25 +32,29 @@ std::optional<double> mlir::gpuc::splatOf(Value v) {
   return std::nullopt;
 }
 
-Value mlir::gpuc::stripScale(Value v, double &scale) {
+std::optional<double> mlir::gpuc::scaleOf(Value v, Value &base) {
   Operation *def = v.getDefiningOp();
-  if (!def || !isa<MulOp, DivOp>(def) || !def->hasOneUse())
-    return v;
+  if (!def || !isa<MulOp, DivOp>(def))
+    return std::nullopt;
   Value lhs = def->getOperand(0), rhs = def->getOperand(1);
-  if (isa<DivOp>(def)) {
-    std::optional<double> c = splatOf(rhs);
-    if (!c || *c == 0.0)
-      return v;
-    scale /= *c;
-    return lhs;
-  }
   if (std::optional<double> c = splatOf(rhs)) {
-    scale *= *c;
-    return lhs;
+    if (isa<DivOp>(def) && *c == 0.0)
+      return std::nullopt;
+    base = lhs;
+    return isa<DivOp>(def) ? 1.0 / *c : *c;
   }
-  if (std::optional<double> c = splatOf(lhs)) {
-    scale *= *c;
-    return rhs;
+  if (std::optional<double> c = splatOf(lhs); c && isa<MulOp>(def)) {
+    base = rhs;
+    return c;
   }
-  return v;
+  return std::nullopt;
+}
+
+Value mlir::gpuc::stripScale(Value v, double &scale) {
+  Value base;
+  std::optional<double> c;
+  if (!v.hasOneUse() || !(c = scaleOf(v, base)))
+    return v;
+  scale *= *c;
+  return base;
 }

@@ -52,26 +52,6 @@ Value otherFactor(Operation *op, Value v) {
   return {};
 }
 
-/// `v` as `base * c`, `c * base` or `base / c` with a constant c: c (or
-/// 1 / c), and base. Unlike stripScale, other readers of `v` are allowed.
-std::optional<double> scaleOf(Value v, Value &base) {
-  Operation *def = v.getDefiningOp();
-  if (!def || !isa<MulOp, DivOp>(def))
-    return std::nullopt;
-  Value lhs = def->getOperand(0), rhs = def->getOperand(1);
-  if (std::optional<double> c = splatOf(rhs)) {
-    if (isa<DivOp>(def) && *c == 0.0)
-      return std::nullopt;
-    base = lhs;
-    return isa<DivOp>(def) ? 1.0 / *c : *c;
-  }
-  if (std::optional<double> c = splatOf(lhs); c && isa<MulOp>(def)) {
-    base = rhs;
-    return c;
-  }
-  return std::nullopt;
-}
-
 /// Whether `v` is `x` cubed: `pow(x, 3)`, `(x * x) * x` or `x * (x * x)`.
 bool isCube(Value v, Value x) {
   Operation *def = v.getDefiningOp();

@@ -23,9 +23,12 @@ DenseElementsAttr constantOf(Value v);
 /// elements are all equal: a float, an integer or an i1 (0 or 1).
 std::optional<double> splatOf(Value v);
 
-/// `x * c`, `c * x` or `x / c` with a constant c, where nothing else reads
-/// the product: x, with c folded into `scale`. Anything else is itself,
-/// scale unchanged.
+/// `v` as `base * c`, `c * base` or `base / c` with a constant c (nonzero
+/// for a quotient): c (or 1 / c), and base.
+std::optional<double> scaleOf(Value v, Value &base);
+
+/// As scaleOf, where nothing else reads `v`: base, with the factor folded
+/// into `scale`. Anything else is itself, scale unchanged.
 Value stripScale(Value v, double &scale);
 
 } // namespace mlir::gpuc
