@@ -74,8 +74,10 @@ std::vector<gpuc::bf16> randomBf16(size_t n, std::mt19937 &rng) {
 /// m-tiles of 16 rows each. With `Stored`, the backward's three launches
 /// (attentionBackwardStored), whose keys' launch stores the scores'
 /// gradients into a buffer that holds NaNs where it stores none. With
-/// `QuarterBlocks`, the forward also runs in blocks of 4 warps, which must
-/// give the same bits.
+/// `QuarterBlocks`, the forward also runs in blocks of 4 warps, and with
+/// warps of the other number of rows (16 or 32) in both blocks, and the
+/// backward in blocks of 4 warps: all must give the same bits, for the GPU
+/// picks among them by their speed.
 template <int D, int DV, int Tiles = 1, bool Stored = false,
           bool QuarterBlocks = false>
 void check(const Case &c) {
@@ -139,20 +141,37 @@ void check(const Case &c) {
                                          out.data(), lse.data());
   });
   if (QuarterBlocks) {
-    std::vector<gpuc::bf16> quarterOut(out.size());
-    std::vector<float> quarterLse(lse.size(), NAN);
-    for (gpuc::bf16 &e : quarterOut)
-      e = 0.0f;
-    gpuc::emulated::launch(grid, 128, "forward", [&] {
+    // The forward's other layouts, each of which the GPU may pick: blocks
+    // of 4 warps, and warps of the other number of rows in both blocks.
+    constexpr int OtherTiles = 3 - Tiles;
+    auto sameBits = [&](const char *layout, int threads, auto forward) {
+      std::vector<gpuc::bf16> otherOut(out.size());
+      std::vector<float> otherLse(lse.size(), NAN);
+      for (gpuc::bf16 &e : otherOut)
+        e = 0.0f;
+      gpuc::emulated::launch(grid, threads, "forward", [&] {
+        forward(otherOut.data(), otherLse.data());
+      });
+      EXPECT_EQ(
+          memcmp(otherOut.data(), out.data(), out.size() * sizeof(gpuc::bf16)),
+          0)
+          << layout;
+      EXPECT_EQ(memcmp(otherLse.data(), lse.data(), lse.size() * sizeof(float)),
+                0)
+          << layout;
+    };
+    sameBits("4 warps", 128, [&](gpuc::bf16 *o, float *l) {
       gpuc::attentionForward<D, DV, Tiles, 4>(t.q.data(), t.k.data(),
-                                              t.v.data(), g, quarterOut.data(),
-                                              quarterLse.data());
+                                              t.v.data(), g, o, l);
     });
-    EXPECT_EQ(
-        memcmp(quarterOut.data(), out.data(), out.size() * sizeof(gpuc::bf16)),
-        0);
-    EXPECT_EQ(memcmp(quarterLse.data(), lse.data(), lse.size() * sizeof(float)),
-              0);
+    sameBits("8 warps, the other rows", 256, [&](gpuc::bf16 *o, float *l) {
+      gpuc::attentionForward<D, DV, OtherTiles>(t.q.data(), t.k.data(),
+                                                t.v.data(), g, o, l);
+    });
+    sameBits("4 warps, the other rows", 128, [&](gpuc::bf16 *o, float *l) {
+      gpuc::attentionForward<D, DV, OtherTiles, 4>(t.q.data(), t.k.data(),
+                                                   t.v.data(), g, o, l);
+    });
   }
   if (Stored) {
     // A pass's 128 queries past the end, which the last tiles stage.
@@ -341,11 +360,11 @@ TEST(AttentionTensorCores, ThirtyTwoRowsAWarpMatchDouble) {
 }
 
 // The forward and the backward's two launches in blocks of 4 warps (the
-// same rows in twice the passes) give the 8-warp blocks' bits: causal with
-// a partial block, another triangle, a read mask with tiles of 32 keys, a
-// row that masks every key, rows staged element by element, and 32 rows a
-// warp in the forward.
-TEST(AttentionTensorCores, FourWarpBlocksGiveTheSameBits) {
+// same rows in twice the passes), and the forward with 16 or 32 rows a
+// warp, give the 8-warp blocks' bits: causal with a partial block, another
+// triangle, a read mask with tiles of 32 keys, a row that masks every key,
+// rows staged element by element, and 32 rows a warp in the forward.
+TEST(AttentionTensorCores, EveryLayoutGivesTheSameBits) {
   check<64, 64, 1, false, true>(
       {2, 2, 300, 300, /*causal=*/true, /*readMask=*/false});
   check<64, 64, 1, false, true>({1, 2, 70, 150, /*causal=*/true,

@@ -339,9 +339,10 @@ cl::opt<std::string> attentionBlocksPerSm(
 cl::opt<int64_t> attentionRowsPerWarp(
     "attention-rows-per-warp",
     cl::desc("compile: rows of the fused attention's forward a GPU warp owns "
-             "on tensor cores, 16 or 32 (default 16; 32 multiplies two row "
-             "tiles by each tile of keys it loads, in one pass over a "
-             "block's rows)"),
+             "on tensor cores, 16 or 32 (32 multiplies two row tiles by "
+             "each tile of keys it loads, in one pass over a block's rows; "
+             "by default both, and the GPU times them at load and launches "
+             "the faster)"),
     cl::value_desc("N"), cl::init(16), cl::cat(compileCategory));
 cl::opt<std::string> attentionScoreGradients(
     "attention-score-gradients",

@@ -186,14 +186,14 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
          kBlockThreads);
     // A warp's rows on tensor cores: 16, or 32 (two m-tiles) when the
     // module asks.
-    int64_t tiles = 1;
+    IntegerAttr rowsPerWarp;
     if (auto module = fusion->getParentOfType<ModuleOp>())
-      if (auto rows = module->getAttrOfType<IntegerAttr>(
-              GpucDialect::kAttentionRowsPerWarpAttrName))
-        tiles = rows.getInt() / 16;
+      rowsPerWarp = module->getAttrOfType<IntegerAttr>(
+          GpucDialect::kAttentionRowsPerWarpAttrName);
+    int64_t tiles = rowsPerWarp ? rowsPerWarp.getInt() / 16 : 1;
     // (Template arguments past the last that differs from its default
     // are left out.)
-    auto call = [&](int64_t warps) {
+    auto call = [&](int64_t warps, int64_t tiles) {
       std::string templateArgs =
           std::to_string(q[3]) + ", " + std::to_string(v[3]);
       if (tiles > 1 || warps != kBlockThreads / 32)
@@ -205,7 +205,7 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
           .str();
     };
     std::string prologue = body;
-    body += call(kBlockThreads / 32);
+    body += call(kBlockThreads / 32, tiles);
     // Only the forward may ask for more than one block an SM: the
     // backward's launches hold 190 to 250 registers a thread, and capped
     // at 128 they would spill much of their state. Unless the module says
@@ -224,8 +224,26 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
     // take the same rows in twice the passes (the same bits): an SM holds
     // two or three, each waiting at its own barriers where one block of 8
     // waits for all 8 (attentionForwardMma).
-    if (!blocks && onTensorCores(elementOf(attention.getQuery()), q[3], v[3]))
-      kernel.alternatives.push_back(quarterBlocks(prologue + call(4)));
+    bool mma = onTensorCores(elementOf(attention.getQuery()), q[3], v[3]);
+    if (!blocks && mma)
+      kernel.alternatives.push_back(quarterBlocks(prologue + call(4, tiles)));
+    // And, unless the module says how many rows a warp owns, with 32 (two
+    // m-tiles sharing each fragment of keys they load: fewer loads and
+    // barriers a product, more registers a thread, so fewer warps to hide
+    // the products' latency): which is faster depends on the GPU and the
+    // shapes, so the GPU times both, in both block sizes, at one block an
+    // SM (32 rows take more than the 128 registers of two). The same bits:
+    // each row's sums run in the same order either way.
+    if (!rowsPerWarp && !blocks && mma) {
+      KernelAlternative wide;
+      wide.suffix = "_r32";
+      wide.body = prologue + call(kBlockThreads / 32, 2);
+      wide.requires = "GPUC_HAVE_MMA";
+      kernel.alternatives.push_back(std::move(wide));
+      KernelAlternative wideQuarter = quarterBlocks(prologue + call(4, 2));
+      wideQuarter.suffix = "_w4r32";
+      kernel.alternatives.push_back(std::move(wideQuarter));
+    }
     return assemble(name, std::move(kernel), /*cpuGrid=*/0, {});
   }
   if (failed(common(grad)))
