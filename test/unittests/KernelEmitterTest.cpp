@@ -1026,7 +1026,9 @@ func.func @f(%q: {1}, %k: {1}, %v: {1}) -> ({1}, {2}) {{
   };
   using Names = std::vector<std::string>;
   for (auto [attributes, type, bound, alternatives] : {
-           std::tuple{"", "bf16", int64_t(0), Names{"_b2 256 2", "_w4 128 0"}},
+           std::tuple{
+               "", "bf16", int64_t(0),
+               Names{"_b2 256 2", "_w4 128 0", "_r32 256 0", "_w4r32 128 0"}},
            std::tuple{"", "f32", int64_t(0), Names{"_b2 256 2"}},
            std::tuple{"gpuc.attention_blocks_per_sm = 1 : i64", "bf16",
                       int64_t(0), Names{}},
@@ -1051,16 +1053,38 @@ func.func @f(%q: {1}, %k: {1}, %v: {1}) -> ({1}, {2}) {{
     EXPECT_EQ(quarter != std::string::npos,
               llvm::is_contained(alternatives, "_w4 128 0"))
         << text;
-    if (quarter != std::string::npos)
+    if (quarter != std::string::npos) {
       EXPECT_NE(text.find(rows32 ? "gpuc::attentionForward<16, 16, 2, 4>("
                                  : "gpuc::attentionForward<16, 16, 1, 4>(",
                           quarter),
                 std::string::npos)
           << text;
+    }
     EXPECT_NE(text.find(rows32 ? "gpuc::attentionForward<16, 16, 2>("
                                : "gpuc::attentionForward<16, 16>("),
               std::string::npos)
         << text;
+    // Unless the module names the rows, 32 rows a warp in blocks of 8 and
+    // of 4 warps, on tensor cores only.
+    size_t wide = text.find("defined(GPUC_HAVE_MMA)\nextern \"C\" __global__ "
+                            "void __launch_bounds__(256) k_r32(");
+    size_t wideQuarter =
+        text.find("defined(GPUC_HAVE_MMA)\nextern \"C\" __global__ void "
+                  "__launch_bounds__(128) k_w4r32(");
+    EXPECT_EQ(wide != std::string::npos,
+              llvm::is_contained(alternatives, "_r32 256 0"))
+        << text;
+    EXPECT_EQ(wideQuarter != std::string::npos,
+              llvm::is_contained(alternatives, "_w4r32 128 0"))
+        << text;
+    if (wide != std::string::npos) {
+      EXPECT_NE(text.find("gpuc::attentionForward<16, 16, 2>(", wide),
+                std::string::npos);
+    }
+    if (wideQuarter != std::string::npos) {
+      EXPECT_NE(text.find("gpuc::attentionForward<16, 16, 2, 4>(", wideQuarter),
+                std::string::npos);
+    }
   }
 }
 
@@ -1634,5 +1658,52 @@ TEST(KernelEmitterTest, LaterPassesReadBackWhatTheFirstStored) {
       EXPECT_NE(after.find("= in0["), std::string::npos) << src;
       EXPECT_EQ(after.find("= out0["), std::string::npos) << src;
     }
+  }
+}
+
+// A variance about the mean of the same rows (batch norm's over the 65,536
+// positions of 64 channels, in columns split into chunks) is summed in the
+// mean's pass, about each column's first element: one level of
+// reductions, so 4 launches (the sums, their combining, the normalized
+// elements, the per-channel values) where two levels took 6. In rows
+// (the same over the channels of each position: a float sum on the GPU)
+// it keeps its own pass after the mean's.
+TEST(KernelEmitterTest, ColumnVarianceSharesItsMeansPass) {
+  for (bool columns : {true, false}) {
+    std::string t = "tensor<65536x64xf32>",
+                v = columns ? "tensor<1x64xf32>" : "tensor<65536x1xf32>",
+                axis = columns ? "0" : "1";
+    std::string source =
+        "func.func @f(%a: " + t + ") -> (" + t + ", " + v +
+        ") {\n  %r:2 = gpuc.fusion(%a) : (" + t + ") -> (" + t + ", " + v +
+        ") {\n  ^bb0(%x: " + t + "):\n    %m = gpuc.reduce_mean %x axes = [" +
+        axis + "] keep_dims : " + t + " -> " + v +
+        "\n    %mb = gpuc.broadcast %m : " + v + " -> " + t +
+        "\n    %c = gpuc.sub %x, %mb : " + t +
+        "\n    %s = gpuc.mul %c, %c : " + t +
+        "\n    %var = gpuc.reduce_mean %s axes = [" + axis +
+        "] keep_dims : " + t + " -> " + v +
+        "\n    %r = gpuc.rsqrt %var : " + v +
+        "\n    %rb = gpuc.broadcast %r : " + v + " -> " + t +
+        "\n    %n = gpuc.mul %c, %rb : " + t +
+        "\n    gpuc.yield %n, %var : " + t + ", " + v +
+        "\n  }\n  return %r#0, %r#1 : " + t + ", " + v + "\n}\n";
+    FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+    ASSERT_TRUE(succeeded(kernel)) << source;
+    const std::string &src = kernel->source;
+    if (!columns) {
+      EXPECT_EQ(src.find("shiftedSquare"), std::string::npos) << src;
+      continue;
+    }
+    EXPECT_EQ(kernel->launches, 4) << src;
+    // Both targets: the shift is the column's first element (row 0), the
+    // squares are about it, and the variance comes from both sums.
+    for (const char *text : {"shift0[lane] = (double)", "gpuc::shiftedSquare(",
+                             "gpuc::centeredSquares(acc", "const double shift"})
+      EXPECT_NE(src.find(text), std::string::npos) << text << "\n" << src;
+    EXPECT_NE(src.find("gpuc::combineColumnPartials<false>(partials + 0, "
+                       "totals + 0, 128,"),
+              std::string::npos)
+        << src;
   }
 }

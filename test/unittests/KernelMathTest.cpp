@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 TEST(KernelMath, ExponentialIsWithinOneUlpOfExpf) {
   // Every 61st float from -87 to the overflow (2^31 of them in all), and
@@ -75,4 +76,42 @@ TEST(KernelMath, LoadBoolReadsTheByte) {
   EXPECT_FALSE(gpuc::loadBool(mask, 1));
   EXPECT_FALSE(gpuc::loadBool(mask, 2));
   EXPECT_TRUE(gpuc::loadBool(mask, 3));
+}
+
+// A column kernel's variance in the mean's pass: the squares about the
+// row's first element, less the shifted mean's square. Values of f32 near
+// 10^6 with a spread of about 1 (a mean 10^6 times the spread) keep their
+// variance to f32's precision, where squares about 0 cancel to nothing;
+// a constant row has 0, and no row a negative variance; a NaN stays NaN.
+TEST(KernelMath, CenteredSquaresKeepAVarianceFarFromZero) {
+  std::vector<float> row;
+  for (int i = 0; i < 100000; ++i)
+    row.push_back(1.0e6f + (float)((i * 7919) % 1001) / 500.0f - 1.0f);
+  auto variance = [&](double shift) {
+    double sum = 0, squares = 0;
+    for (float x : row) {
+      sum += x;
+      squares += gpuc::shiftedSquare(x, shift);
+    }
+    double n = (double)row.size();
+    return gpuc::centeredSquares(squares, sum, shift, n) / n;
+  };
+  long double mean = 0, exact = 0;
+  for (float x : row)
+    mean += x;
+  mean /= row.size();
+  for (float x : row)
+    exact += ((long double)x - mean) * ((long double)x - mean);
+  exact /= row.size();
+  ASSERT_GT(exact, 0.1L);
+  EXPECT_NEAR(variance(row[0]) / (double)exact, 1.0, 1e-7);
+  // (What the shift is for: about 0, the squares' rounding is the result.)
+  EXPECT_GT(std::fabs(variance(0.0) / (double)exact - 1.0), 1e-3);
+
+  row.assign(1000, 3.25f);
+  EXPECT_EQ(variance(row[0]), 0.0);
+  row.assign(1000, 0.1f);
+  EXPECT_GE(variance(0.0), 0.0);
+  row[500] = NAN;
+  EXPECT_TRUE(std::isnan(variance(row[0])));
 }

@@ -13,6 +13,58 @@ SmallVector<int64_t> reducedAxes(Operation *reduce) {
   return SmallVector<int64_t>(cast<ReduceMeanOp>(reduce).getAxes());
 }
 
+namespace {
+/// A reduction that sums the squares of a value less its mean over the
+/// same rows: `reductions[mean]` is that mean, of `value`.
+struct CenteredSquares {
+  size_t mean;
+  Value value;
+};
+} // namespace
+
+/// Whether `reductions[j]` is reduce_sum or reduce_mean of (x - m)^2 (as
+/// mul(d, d), d = sub(x, m) with m broadcast or reshaped), m being another
+/// of the kernel's reductions, reduce_mean of the same x, where x (f32)
+/// reads no reduction and the result is f32.
+static std::optional<CenteredSquares>
+centeredSquaresOf(ArrayRef<Operation *> reductions, size_t j,
+                  const DenseSet<Operation *> &afterReduction) {
+  Operation *reduce = reductions[j];
+  if (!isa<ReduceSumOp, ReduceMeanOp>(reduce) ||
+      !elementOf(reduce->getResult(0)).isF32())
+    return std::nullopt;
+  auto square = reduce->getOperand(0).getDefiningOp<MulOp>();
+  if (!square || square.getLhs() != square.getRhs())
+    return std::nullopt;
+  auto centered = square.getLhs().getDefiningOp<SubOp>();
+  if (!centered)
+    return std::nullopt;
+  Value x = centered.getLhs(), mean = centered.getRhs();
+  while (Operation *def = mean.getDefiningOp()) {
+    if (!isa<BroadcastOp, ReshapeOp>(def))
+      break;
+    mean = def->getOperand(0);
+  }
+  Operation *xDef = x.getDefiningOp();
+  if (!elementOf(x).isF32() || (xDef && afterReduction.contains(xDef)))
+    return std::nullopt;
+  // The same x, or the same op on the same operands (the fuser gives each
+  // use of a producer its own copy: each reads the input through a cast of
+  // its own).
+  auto sameX = [&](Value other) {
+    Operation *otherDef = other.getDefiningOp();
+    return other == x ||
+           (xDef && otherDef && isPure(xDef) &&
+            OperationEquivalence::isEquivalentTo(
+                xDef, otherDef, OperationEquivalence::IgnoreLocations));
+  };
+  for (auto [m, other] : llvm::enumerate(reductions))
+    if (isa<ReduceMeanOp>(other) && other->getResult(0) == mean &&
+        sameX(other->getOperand(0)))
+      return CenteredSquares{m, x};
+  return std::nullopt;
+}
+
 /// Whether computing `v` calls a transcendental function (what is worth a
 /// store and a load to compute once).
 static bool callsTranscendental(Value v, Block &block) {
@@ -314,54 +366,6 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         return true;
     return false;
   };
-  // A reduction's level: 0 when it reads no reduction's result, else one
-  // more than the highest level it reads.
-  DenseMap<Operation *, int64_t> levelAfter; // of ops after a reduction
-  SmallVector<int64_t> levelOf;
-  int64_t levels = 0;
-  for (Operation &op : block.without_terminator()) {
-    int64_t reads = -1;
-    for (Value v : op.getOperands())
-      if (Operation *def = v.getDefiningOp())
-        if (levelAfter.count(def))
-          reads = std::max(reads, levelAfter[def]);
-    if (isReduction(&op)) {
-      levelOf.push_back(reads + 1);
-      levels = std::max(levels, reads + 2);
-      levelAfter[&op] = reads + 1;
-    } else if (reads >= 0) {
-      levelAfter[&op] = reads;
-    }
-  }
-  auto beforeReductions = [&](Value v) {
-    Operation *def = v.getDefiningOp();
-    return !def || !afterReduction.contains(def);
-  };
-  // When the first pass is the only one over the row (one level of
-  // reductions, every per-element value computed before them), it may
-  // store over an operand too: canOverwrite lets an element be computed
-  // only from the operand's same element, which the pass reads just before
-  // it stores there, and no later pass reads the row. A bias gradient
-  // fused with the activation gradient it sums then computes each
-  // element once, not once for the sum and again for the store.
-  bool onePass = levels <= 1 && rowLength > 1 &&
-                 llvm::all_of(perElement, beforeReductions);
-  SmallVector<Value> firstPass;
-  llvm::erase_if(perElement, [&](Value v) {
-    if (!beforeReductions(v) || (writtenInPlace(v) && !onePass))
-      return false;
-    firstPass.push_back(v);
-    return true;
-  });
-  // A value the last level of reductions sums and the last pass needs
-  // again (a softmax's or a cross-entropy's exponentials: summed for the
-  // normalizer, then each one divided by it) is stored by that level's
-  // pass in the buffer of the per-element result, and the last pass reads
-  // it back instead of computing it again: the same f32 value, so the
-  // same results, with one exp per element where there were two.
-  KeptValue reused = keptForLastPass(reductions, levelOf, levels, perElement);
-  DenseMap<Value, int64_t> readBack = storedForLaterPasses(
-      reductions, levelOf, reused, beforeReductions, firstPass, perElement);
   // Adjacent axes that are both kept or both reduced are one axis of the
   // iteration (batch norm's [N, C, H, W] over {0, 2, 3} is [N, C, H*W]
   // over {0, 2}), so an element's index costs one division less per
@@ -396,6 +400,78 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   bool columns = !runs.back().reduced &&
                  runs.back().dims.back() % kCpuLanes == 0 &&
                  runs.back().dims.back() % kGpuColumnLanes == 0;
+  // A sum of squares about the mean of the same rows (batch norm's
+  // variance, reduce_mean((x - mean(x))^2)) reads its mean, so it would
+  // take a pass of its own after the mean's. In columns, whose sums are
+  // double on both targets, it is summed in the mean's pass instead: the
+  // squares of x less a shift, each exact in double, then less the square
+  // of the shifted mean (centeredSquares). The shift is the row's first
+  // element, so the sums cancel as little as the row's values lie from
+  // it: a row of values far from 0 (a mean 10^6 times its spread) keeps
+  // its variance, which unshifted sums would lose. Batch norm's forward
+  // then reads its input twice, not three times, in two launches less.
+  DenseMap<Operation *, CenteredSquares> centered;
+  if (columns)
+    for (auto [j, reduce] : llvm::enumerate(reductions))
+      if (std::optional<CenteredSquares> c =
+              centeredSquaresOf(reductions, j, afterReduction))
+        centered[reduce] = *c;
+  // A reduction's level: 0 when it reads no reduction's result, else one
+  // more than the highest level it reads (a centered square: its mean's).
+  DenseMap<Operation *, int64_t> levelAfter; // of ops after a reduction
+  SmallVector<int64_t> levelOf;
+  int64_t levels = 0;
+  for (Operation &op : block.without_terminator()) {
+    int64_t reads = -1;
+    for (Value v : op.getOperands())
+      if (Operation *def = v.getDefiningOp())
+        if (levelAfter.count(def))
+          reads = std::max(reads, levelAfter[def]);
+    if (isReduction(&op)) {
+      if (auto c = centered.find(&op); c != centered.end())
+        reads = levelAfter[reductions[c->second.mean]] - 1;
+      levelOf.push_back(reads + 1);
+      levels = std::max(levels, reads + 2);
+      levelAfter[&op] = reads + 1;
+    } else if (reads >= 0) {
+      levelAfter[&op] = reads;
+    }
+  }
+  // What a reduction's pass computes at each element: its operand, or a
+  // centered square's value before it is centered.
+  auto summedValue = [&](size_t j) {
+    auto c = centered.find(reductions[j]);
+    return c != centered.end() ? c->second.value : reductions[j]->getOperand(0);
+  };
+  auto beforeReductions = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return !def || !afterReduction.contains(def);
+  };
+  // When the first pass is the only one over the row (one level of
+  // reductions, every per-element value computed before them), it may
+  // store over an operand too: canOverwrite lets an element be computed
+  // only from the operand's same element, which the pass reads just before
+  // it stores there, and no later pass reads the row. A bias gradient
+  // fused with the activation gradient it sums then computes each
+  // element once, not once for the sum and again for the store.
+  bool onePass = levels <= 1 && rowLength > 1 &&
+                 llvm::all_of(perElement, beforeReductions);
+  SmallVector<Value> firstPass;
+  llvm::erase_if(perElement, [&](Value v) {
+    if (!beforeReductions(v) || (writtenInPlace(v) && !onePass))
+      return false;
+    firstPass.push_back(v);
+    return true;
+  });
+  // A value the last level of reductions sums and the last pass needs
+  // again (a softmax's or a cross-entropy's exponentials: summed for the
+  // normalizer, then each one divided by it) is stored by that level's
+  // pass in the buffer of the per-element result, and the last pass reads
+  // it back instead of computing it again: the same f32 value, so the
+  // same results, with one exp per element where there were two.
+  KeptValue reused = keptForLastPass(reductions, levelOf, levels, perElement);
+  DenseMap<Value, int64_t> readBack = storedForLaterPasses(
+      reductions, levelOf, reused, beforeReductions, firstPass, perElement);
   int64_t gpuLanes = gpuColumnLanes(
       runs.back().dims.back(),
       llvm::any_of(block.getArguments(),
@@ -896,6 +972,30 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         return success();
       });
     };
+    // Each centered square's shift: its row's first element, in every
+    // launch, so that the chunks of a row agree on it.
+    DenseMap<size_t, std::string> shifts;
+    for (auto [j, reduce] : llvm::enumerate(reductions)) {
+      auto c = centered.find(reduce);
+      if (c == centered.end())
+        continue;
+      std::string name = fresh("shift");
+      if (column) {
+        line(llvm::formatv("double {0}[{1}];", name, cpuLanes));
+        openRowLanes();
+      }
+      FailureOr<std::string> first = at(c->second.value, fullIndex("0"));
+      if (failed(first))
+        return failure();
+      if (column) {
+        line(llvm::formatv("{0}[lane] = (double){1};", name, *first));
+        close();
+        shifts[j] = name + "[lane]";
+      } else {
+        line(llvm::formatv("const double {0} = (double){1};", name, *first));
+        shifts[j] = name;
+      }
+    }
     // Reductions that read no other reduction's result share one pass over
     // the row, and so on by level: batch norm's gradient takes two passes
     // (the sums of dy, dy*x, ... then the one that needs them), not one per
@@ -934,7 +1034,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       // A float sum the CPU adds in float lane blocks (kCpuLaneBlock).
       auto blockedSum = [&](size_t m) {
         Operation *reduction = reductions[members[m]];
-        return !isa<ReduceMaxOp>(reduction) &&
+        return !isa<ReduceMaxOp>(reduction) && !centered.count(reduction) &&
                getElementTypeOrSelf(reduction->getOperand(0).getType()).isF32();
       };
       auto accumulate = [&](size_t m, const std::string &x,
@@ -1010,7 +1110,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       // What the pass computes at each element.
       SmallVector<Value> computed;
       for (size_t j : members)
-        computed.push_back(reductions[j]->getOperand(0));
+        computed.push_back(summedValue(j));
       if (level == 0)
         llvm::append_range(computed, firstPass);
       if (reused.value && level == levels - 1)
@@ -1027,10 +1127,12 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
           return failure();
         for (const std::string &element : elements)
           for (size_t m = 0; m < members.size(); ++m) {
-            FailureOr<std::string> x =
-                at(reductions[members[m]]->getOperand(0), element);
+            FailureOr<std::string> x = at(summedValue(members[m]), element);
             if (failed(x))
               return failure();
+            if (auto shift = shifts.find(members[m]); shift != shifts.end())
+              *x = llvm::formatv("gpuc::shiftedSquare({0}, {1})", *x,
+                                 shift->second);
             accumulate(m, *x, lane);
           }
         if (level == 0 &&
@@ -1173,7 +1275,17 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         Operation *reduce = reductions[members[m]];
         Value result = reduce->getResult(0);
         std::string type = registerCType(elementOf(result)).str();
-        std::string acc = column ? accs[m] + "Lanes[lane]" : accs[m];
+        auto accOf = [&](size_t member) {
+          return column ? accs[member] + "Lanes[lane]" : accs[member];
+        };
+        std::string acc = accOf(m);
+        // A centered square's sum from the shifted squares and its mean's
+        // sum, both of this pass.
+        if (auto c = centered.find(reduce); c != centered.end())
+          acc = llvm::formatv(
+              "gpuc::centeredSquares({0}, {1}, {2}, {3}.0)", acc,
+              accOf(llvm::find(members, c->second.mean) - members.begin()),
+              shifts[members[m]], rowLength);
         std::string value = rounded(
             elementOf(result),
             isa<ReduceMeanOp>(reduce)

@@ -331,6 +331,22 @@ __device__ __forceinline__ float maxOrNan(float acc, float x) {
 #endif
 }
 
+/// A column kernel's variance in the mean's pass (RowKernel.cpp): each
+/// element adds the square of its distance from the row's shift (its first
+/// element) in double, exact for an f32 element; the row's sum of squares
+/// about its mean is then that sum less n times the square of the shifted
+/// mean. Never below 0 (the sums round), NaN where an element is.
+__device__ __forceinline__ double shiftedSquare(float x, double shift) {
+  double d = (double)x - shift;
+  return d * d;
+}
+__device__ __forceinline__ double
+centeredSquares(double shiftedSquares, double sum, double shift, double n) {
+  double mean = sum / n - shift;
+  double squares = shiftedSquares - n * mean * mean;
+  return squares < 0.0 ? 0.0 : squares;
+}
+
 /// An integer as the kernel's index type, clamped to its range: compared
 /// with an index (which the range holds), it gives the same result as in
 /// 64 bits.
