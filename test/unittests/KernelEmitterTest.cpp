@@ -200,17 +200,25 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
     FailureOr<EmittedKernel> kernel = emitKernel(fusion, "k");
     ASSERT_TRUE(succeeded(kernel));
     const std::string &src = kernel->source;
+    // Where the per-row result overwrites its operand (%b, which the
+    // centred rows' launch reads in every chunk), it is written in a
+    // launch of its own after that one.
+    fusion->setAttr("gpuc.in_place", DenseI64ArrayAttr::get(&context, {1, -1}));
+    FailureOr<EmittedKernel> overwriting = emitKernel(fusion, "k");
+    ASSERT_TRUE(succeeded(overwriting));
+    EXPECT_EQ(overwriting->launches, kernel->launches + 1);
     if (rows == 2048) {
       // Rows that are adjacent elements run in columns, 256 rows a GPU
       // block (a block's loads at an element are a kilobyte of one row),
       // and their 8 groups split into 128 chunks of 512 to give a GPU
       // 1,024 blocks: one launch reduces, one combines each row's chunks,
-      // one writes the centred rows, one the per-row values. The per-row
-      // operand may still be overwritten by the per-row result.
+      // one writes the centred rows and (from each row's first chunk) the
+      // per-row values. The per-row operand may still be overwritten by
+      // the per-row result.
       EXPECT_EQ(gpuColumnLanes(2048, /*sixteenBitRows=*/false), 256);
       EXPECT_EQ(rowKernelSplits(rows / 256, 65536, columnChunkMin(256)), 128);
       EXPECT_EQ(kernel->grid, 2048 / 256 * 128);
-      EXPECT_EQ(kernel->launches, 4);
+      EXPECT_EQ(kernel->launches, 3);
       EXPECT_EQ(kernel->workspaceBytes, 2048 * (128 + 1) * 8);
       EXPECT_TRUE(canOverwrite(fusion, 1, 0));
       // The GPU's column: one slice, one partial per chunk, combined once
@@ -239,10 +247,15 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
           src, std::regex(R"(if \(phase > 1\) \{\n *acc[0-9]+ = )"
                           R"(\(double\)totals\[0 \+ o\];)")))
           << src;
-      EXPECT_NE(src.find("if (phase == 3 && part == 0 && "
+      EXPECT_NE(src.find("if (phase == 2 && part == 0 && "
                          "gpuc::columnSlice<256>() == 0)"),
                 std::string::npos)
           << src;
+      EXPECT_EQ(src.find("part != 0) return;"), std::string::npos) << src;
+      EXPECT_NE(overwriting->source.find("if (phase == 3 && part != 0) "
+                                         "return;"),
+                std::string::npos)
+          << overwriting->source;
       // The CPU's: each lane's row has its own partial, and the CPU's
       // totals are the same launch's. A block takes 256 rows (a kilobyte
       // of each row it reads, 1,024 blocks), and fetches the next rows'
@@ -269,9 +282,9 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
     // 4 rows: 16 chunks of 4,096 per row (kRowChunkMin bounds the split).
     EXPECT_EQ(splits, 16);
     EXPECT_EQ(kernel->grid, 4 * 16);
-    // One launch reduces, the next writes the centred row, the last the
-    // per-row value; one partial per block.
-    EXPECT_EQ(kernel->launches, 3);
+    // One launch reduces, the next writes the centred row and the per-row
+    // value; one partial per block.
+    EXPECT_EQ(kernel->launches, 2);
     EXPECT_EQ(kernel->workspaceBytes, 4 * 16 * 8);
     EXPECT_EQ(kernel->launchName(1), "k_p1");
     EXPECT_NE(src.find("k_p0("), std::string::npos) << src;
@@ -282,11 +295,16 @@ TEST(KernelEmitterTest, FewLongRowsAreSplitAcrossBlocks) {
               std::string::npos)
         << src;
     EXPECT_NE(src.find("< 16; ++s"), std::string::npos) << src;
-    // Block 0 of a row writes the per-row value in a launch of its own,
-    // after every block of the row has read %b: in place stays legal.
-    EXPECT_NE(src.find("if (phase == 2 && part == 0 && threadIdx.x == 0)"),
+    // Block 0 of a row writes the per-row value; in a launch of its own,
+    // after every block of the row has read %b, where it overwrites %b:
+    // in place stays legal.
+    EXPECT_NE(src.find("if (phase == 1 && part == 0 && threadIdx.x == 0)"),
               std::string::npos)
         << src;
+    EXPECT_NE(overwriting->source.find(
+                  "if (phase == 2 && part == 0 && threadIdx.x == 0)"),
+              std::string::npos)
+        << overwriting->source;
     EXPECT_NE(src.find("if (phase == 1)"), std::string::npos) << src;
     EXPECT_TRUE(canOverwrite(fusion, 1, 0));
     // The centred row is written at the index it was read: still legal.
@@ -455,9 +473,9 @@ TEST(KernelEmitterTest, IndependentReductionsShareAPass) {
   FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
   ASSERT_TRUE(succeeded(kernel));
   const std::string &src = kernel->source;
-  EXPECT_EQ(kernel->launches, 4) << src;
+  EXPECT_EQ(kernel->launches, 3) << src;
   // Launch 0 stores the partials of reductions 0 and 1 (slots 0 and 4 rows
-  // on), launch 1 those of reduction 2.
+  // on), launch 1 those of reduction 2; launch 2 writes the rest.
   size_t first = src.find("if (phase == 0)");
   ASSERT_NE(first, std::string::npos) << src;
   std::string launch0 = src.substr(first, src.find("return;", first) - first);
@@ -1593,7 +1611,7 @@ TEST(KernelEmitterTest, FewColumnGroupsSplitIntoShortChunks) {
     ASSERT_TRUE(succeeded(kernel));
     EXPECT_EQ(columnChunkMin(lanes), 16);
     EXPECT_EQ(kernel->grid, 768 / lanes * splits) << element;
-    EXPECT_EQ(kernel->launches, 4) << element;
+    EXPECT_EQ(kernel->launches, 3) << element;
     const std::string &src = kernel->source;
     EXPECT_NE(
         src.find(
@@ -1601,10 +1619,10 @@ TEST(KernelEmitterTest, FewColumnGroupsSplitIntoShortChunks) {
         std::string::npos)
         << src;
     // The last launch writes the per-row values from each row's first
-    // chunk alone (both texts).
-    EXPECT_NE(src.find("if (phase == 3 && part != 0) return;"),
-              std::string::npos)
+    // chunk alone (both texts), and the centred rows from every chunk.
+    EXPECT_NE(src.find("if (phase == 2 && part == 0"), std::string::npos)
         << src;
+    EXPECT_EQ(src.find("part != 0) return;"), std::string::npos) << src;
     // One launch combines the chunks' partials of all 768 columns, on both
     // targets (the GPU a warp a column, the CPU a block a column, each in
     // a fixed order); no block of a later launch adds them again.
@@ -1664,8 +1682,8 @@ TEST(KernelEmitterTest, LaterPassesReadBackWhatTheFirstStored) {
 // A variance about the mean of the same rows (batch norm's over the 65,536
 // positions of 64 channels, in columns split into chunks) is summed in the
 // mean's pass, about each column's first element: one level of
-// reductions, so 4 launches (the sums, their combining, the normalized
-// elements, the per-channel values) where two levels took 6. In rows
+// reductions, so 3 launches (the sums, their combining, the normalized
+// elements with the per-channel values) where two levels took 5. In rows
 // (the same over the channels of each position: a float sum on the GPU)
 // it keeps its own pass after the mean's.
 TEST(KernelEmitterTest, ColumnVarianceSharesItsMeansPass) {
@@ -1695,7 +1713,7 @@ TEST(KernelEmitterTest, ColumnVarianceSharesItsMeansPass) {
       EXPECT_EQ(src.find("shiftedSquare"), std::string::npos) << src;
       continue;
     }
-    EXPECT_EQ(kernel->launches, 4) << src;
+    EXPECT_EQ(kernel->launches, 3) << src;
     // Both targets: the shift is the column's first element (row 0), the
     // squares are about it, and the variance comes from both sums.
     for (const char *text : {"shift0[lane] = (double)", "gpuc::shiftedSquare(",

@@ -598,20 +598,24 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     kernel.minBlocksPerSm = 2;
     kernel.alternatives = {KernelAlternative::bounded(1)};
   }
-  // Launches of a split kernel: one per level of reductions, one writing
-  // the per-element values, then (when there are any) one writing the
-  // per-row values, so that a per-row result may overwrite a per-row
-  // operand that the per-element launch still reads in every block of the
-  // row. A split column kernel follows each level's launch with one that
-  // combines its partials into `totals` (combineColumnPartials): its
-  // blocks hold up to 256 rows of up to 1,024 chunks.
+  // Launches of a split kernel: one per level of reductions, then one
+  // writing the per-element values, whose blocks of each row's first chunk
+  // write the per-row values too. Where a per-row result overwrites an
+  // operand (which the per-element launch may still read in every block
+  // of the row), the per-row values take a launch of their own after it,
+  // in which each row's first chunk writes them. A split column kernel
+  // follows each level's launch with one that combines its partials into
+  // `totals` (combineColumnPartials): its blocks hold up to 256 rows of up
+  // to 1,024 chunks.
   bool combined = columns && splits > 1;
   auto reducePhase = [&](int64_t level) {
     return combined ? 2 * level : level;
   };
   int64_t elementPhase = combined ? 2 * levels : levels;
-  int64_t rowPhase =
-      !perRow.empty() && !perElement.empty() ? elementPhase + 1 : elementPhase;
+  bool rowsOverwrite = llvm::any_of(perRow, writtenInPlace);
+  int64_t rowPhase = !perRow.empty() && !perElement.empty() && rowsOverwrite
+                         ? elementPhase + 1
+                         : elementPhase;
   kernel.launches = splits > 1 ? rowPhase + 1 : 1;
   if (splits > 1)
     kernel.workspaceBytes =
@@ -710,7 +714,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       // row's first chunk; the other chunks' blocks would only combine the
       // partials again, every thread all of them (ResNet-50's batch norms
       // on an H200: 4 ms of a 76 ms step in such launches).
-      if (!perRow.empty())
+      if (!perRow.empty() && rowPhase != elementPhase)
         line(llvm::formatv("if (phase == {0} && part != 0) return;", rowPhase));
     }
     // A column block's rows share every kept coordinate but the
