@@ -9,7 +9,7 @@
 # Built with clang (libFuzzer ships with Debian's clang) into build-fuzz/;
 # the DSL and ONNX targets instrument the parser or the importer and link
 # the rest of gpuc and MLIR from build/ (scripts/build.sh first). Seed corpora are made here (an MLP artifact's plan and weights, small
-# .npy files, IDX headers). Each target runs SECONDS; a crash, leak,
+# .npy files, IDX headers). Each target runs SECONDS, as many at once as there are processors; a crash, leak,
 # sanitizer report or timeout leaves its input in build-fuzz/findings/ and
 # makes the script fail. The corpora grow in build-fuzz/corpus/ across runs.
 set -euo pipefail
@@ -221,22 +221,39 @@ if [[ ! -d $seeds/onnx ]]; then
   fi
 fi
 
+# The targets fuzz side by side, as many at once as the machine has
+# processors (each is one process on one core), and report in order.
+fuzz_target() {
+  local t=$1 code=0
+  mkdir -p "$out/corpus/$t"
+  "$out/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -max_len=65536 -print_final_stats=1 \
+    -artifact_prefix="$out/findings/$t-" "$out/corpus/$t" "$seeds/$t" \
+    >"$out/$t.log" 2>&1 || code=$?
+  echo "$code" >"$out/$t.status"
+}
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= jobs)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  echo "fuzz.sh: $t for ${seconds}s"
+  rm -f "$out/$t.status"
+  fuzz_target "$t" &
+  running=$((running + 1))
+done
+wait
 status=0
 for t in "${targets[@]}"; do
-  corpus=$out/corpus/$t
-  mkdir -p "$corpus"
   log=$out/$t.log
-  echo "fuzz.sh: $t for ${seconds}s"
-  if ! "$out/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-      -max_len=65536 -print_final_stats=1 \
-      -artifact_prefix="$out/findings/$t-" "$corpus" "$seeds/$t" \
-      >"$log" 2>&1; then
+  if [[ $(cat "$out/$t.status" 2>/dev/null) != 0 ]]; then
     echo "fuzz.sh: $t FAILED; input and report: $out/findings/$t-*, $log" >&2
     grep -E "ERROR|SUMMARY|runtime error" "$log" | head -5 >&2 || true
     status=1
   fi
-  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$log" |
-    tr '\n' ' ' | sed "s/^/fuzz.sh: $t: /"
-  echo "corpus $(ls "$corpus" | wc -l) inputs"
+  stats=$(grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$log" |
+    tr -s ' \n' ' ') || true
+  echo "fuzz.sh: $t: ${stats}corpus $(ls "$out/corpus/$t" | wc -l) inputs"
 done
 exit $status
