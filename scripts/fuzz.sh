@@ -8,10 +8,12 @@
 #
 # Built with clang (libFuzzer ships with Debian's clang) into build-fuzz/;
 # the DSL and ONNX targets instrument the parser or the importer and link
-# the rest of gpuc and MLIR from build/ (scripts/build.sh first). Seed corpora are made here (an MLP artifact's plan and weights, small
-# .npy files, IDX headers). Each target runs SECONDS, as many at once as there are processors; a crash, leak,
-# sanitizer report or timeout leaves its input in build-fuzz/findings/ and
-# makes the script fail. The corpora grow in build-fuzz/corpus/ across runs.
+# the rest of gpuc and MLIR from build/ (scripts/build.sh first). Seed
+# corpora are made here (an MLP artifact's plan and weights, small .npy
+# files, IDX headers). Each target runs SECONDS, as many at once as there
+# are processors; a crash, leak, sanitizer report or timeout leaves its
+# input in build-fuzz/findings/ and makes the script fail. The corpora grow
+# in build-fuzz/corpus/ across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
