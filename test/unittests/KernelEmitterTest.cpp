@@ -1388,7 +1388,7 @@ func.func @f(%a: tensor<64x1000xbf16>) -> tensor<64x1000xf32> {
   FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
   ASSERT_TRUE(succeeded(kernel));
   const std::string &src = kernel->source;
-  size_t gpu = src.find("#else"), end = src.find("#endif", gpu);
+  size_t gpu = src.find("#else"), end = src.rfind("#endif");
   ASSERT_NE(gpu, std::string::npos) << src;
   std::string cpu = src.substr(0, gpu), gpuText = src.substr(gpu, end - gpu);
   // The true operand: read where the condition holds.
@@ -1686,6 +1686,40 @@ TEST(KernelEmitterTest, LaterPassesReadBackWhatTheFirstStored) {
 // elements with the per-channel values) where two levels took 5. In rows
 // (the same over the channels of each position: a float sum on the GPU)
 // it keeps its own pass after the mean's.
+TEST(KernelEmitterTest, GpuColumnBatchesSumInFloat) {
+  // Two sums and a maximum down the columns of one input.
+  std::string t = "tensor<65536x64xf32>", v = "tensor<1x64xf32>";
+  std::string source =
+      "func.func @f(%a: " + t + ", %b: " + t + ") -> (" + v + ", " + v + ", " +
+      v + ") {\n  %r:3 = gpuc.fusion(%a, %b) : (" + t + ", " + t + ") -> (" +
+      v + ", " + v + ", " + v + ") {\n  ^bb0(%x: " + t + ", %y: " + t +
+      "):\n    %p = gpuc.mul %x, %y : " + t +
+      "\n    %s = gpuc.reduce_sum %p axes = [0] keep_dims : " + t + " -> " + v +
+      "\n    %m = gpuc.reduce_mean %x axes = [0] keep_dims : " + t + " -> " +
+      v + "\n    %x2 = gpuc.reduce_max %y axes = [0] keep_dims : " + t +
+      " -> " + v + "\n    gpuc.yield %s, %m, %x2 : " + v + ", " + v + ", " + v +
+      "\n  }\n  return %r#0, %r#1, %r#2 : " + v + ", " + v + ", " + v + "\n}\n";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel)) << source;
+  const std::string &src = kernel->source;
+  size_t gpu = src.find("#else"), end = src.rfind("#endif");
+  ASSERT_NE(gpu, std::string::npos) << src;
+  std::string cpuText = src.substr(0, gpu),
+              gpuText = src.substr(gpu, end - gpu);
+  // The GPU's batch loop adds each sum's batch pairwise in float, then
+  // converts once; its tail loop adds one element at a time; the maximum
+  // stays a float per element.
+  std::regex batchSum(R"(\+= \(double\)\([^;]* \+ [^;]*\);)");
+  auto batched = std::distance(
+      std::sregex_iterator(gpuText.begin(), gpuText.end(), batchSum),
+      std::sregex_iterator());
+  EXPECT_EQ(batched, 2) << gpuText;
+  EXPECT_NE(gpuText.find("double acc"), std::string::npos) << gpuText;
+  EXPECT_NE(gpuText.find("gpuc::maxOrNan("), std::string::npos) << gpuText;
+  // The CPU's columns keep their double lanes, element by element.
+  EXPECT_EQ(cpuText.find("+= (double)("), std::string::npos) << cpuText;
+}
+
 TEST(KernelEmitterTest, ColumnVarianceSharesItsMeansPass) {
   for (bool columns : {true, false}) {
     std::string t = "tensor<65536x64xf32>",

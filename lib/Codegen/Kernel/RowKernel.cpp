@@ -65,6 +65,15 @@ centeredSquaresOf(ArrayRef<Operation *> reductions, size_t j,
   return std::nullopt;
 }
 
+/// `terms` added pairwise, as one C expression: ((a + b) + (c + d)) ...
+static std::string pairwiseSum(ArrayRef<std::string> terms) {
+  if (terms.size() == 1)
+    return terms.front();
+  size_t half = (terms.size() + 1) / 2;
+  return "(" + pairwiseSum(terms.take_front(half)) + " + " +
+         pairwiseSum(terms.drop_front(half)) + ")";
+}
+
 /// Whether computing `v` calls a transcendental function (what is worth a
 /// store and a load to compute once).
 static bool callsTranscendental(Value v, Block &block) {
@@ -1129,6 +1138,16 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         }
         if (failed(loadAhead(computed, elements)))
           return failure();
+        // A GPU column's thread adds its batch of a float sum's elements
+        // in float, pairwise, and that into its double once: each element
+        // converted to double took an F2F.F64.F32, 16 a cycle on an SM
+        // where a batch norm's gradient (4 sums) converted 4 an element,
+        // as many cycles as its memory traffic takes. The double still
+        // carries the long slice, whose sum is where float lost accuracy.
+        SmallVector<SmallVector<std::string>> batchTerms(members.size());
+        auto inFloatBatch = [&](size_t m) {
+          return gpuColumn && elements.size() > 1 && blockedSum(m);
+        };
         for (const std::string &element : elements)
           for (size_t m = 0; m < members.size(); ++m) {
             FailureOr<std::string> x = at(summedValue(members[m]), element);
@@ -1137,8 +1156,14 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
             if (auto shift = shifts.find(members[m]); shift != shifts.end())
               *x = llvm::formatv("gpuc::shiftedSquare({0}, {1})", *x,
                                  shift->second);
-            accumulate(m, *x, lane);
+            if (inFloatBatch(m))
+              batchTerms[m].push_back(*x);
+            else
+              accumulate(m, *x, lane);
           }
+        for (size_t m = 0; m < members.size(); ++m)
+          if (inFloatBatch(m))
+            accumulate(m, "(double)" + pairwiseSum(batchTerms[m]), lane);
         if (level == 0 &&
             failed(storeResults(firstPass, elements,
                                 SmallVector<std::string>(elements.size()))))
