@@ -1388,7 +1388,7 @@ func.func @f(%a: tensor<64x1000xbf16>) -> tensor<64x1000xf32> {
   FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
   ASSERT_TRUE(succeeded(kernel));
   const std::string &src = kernel->source;
-  size_t gpu = src.find("#else"), end = src.rfind("#endif");
+  size_t gpu = src.find("#else"), end = src.find("#endif", gpu);
   ASSERT_NE(gpu, std::string::npos) << src;
   std::string cpu = src.substr(0, gpu), gpuText = src.substr(gpu, end - gpu);
   // The true operand: read where the condition holds.
@@ -1679,15 +1679,10 @@ TEST(KernelEmitterTest, LaterPassesReadBackWhatTheFirstStored) {
   }
 }
 
-// A variance about the mean of the same rows (batch norm's over the 65,536
-// positions of 64 channels, in columns split into chunks) is summed in the
-// mean's pass, about each column's first element: one level of
-// reductions, so 3 launches (the sums, their combining, the normalized
-// elements with the per-channel values) where two levels took 5. In rows
-// (the same over the channels of each position: a float sum on the GPU)
-// it keeps its own pass after the mean's.
+// A GPU column's thread adds each batch of a float sum's elements in
+// float, pairwise, and converts that to double once; a maximum stays a
+// float an element, and the CPU's double lanes take each element.
 TEST(KernelEmitterTest, GpuColumnBatchesSumInFloat) {
-  // Two sums and a maximum down the columns of one input.
   std::string t = "tensor<65536x64xf32>", v = "tensor<1x64xf32>";
   std::string source =
       "func.func @f(%a: " + t + ", %b: " + t + ") -> (" + v + ", " + v + ", " +
@@ -1720,6 +1715,13 @@ TEST(KernelEmitterTest, GpuColumnBatchesSumInFloat) {
   EXPECT_EQ(cpuText.find("+= (double)("), std::string::npos) << cpuText;
 }
 
+// A variance about the mean of the same rows (batch norm's over the 65,536
+// positions of 64 channels, in columns split into chunks) is summed in the
+// mean's pass, about each column's first element: one level of
+// reductions, so 3 launches (the sums, their combining, the normalized
+// elements with the per-channel values) where two levels took 5. In rows
+// (the same over the channels of each position: a float sum on the GPU)
+// it keeps its own pass after the mean's.
 TEST(KernelEmitterTest, ColumnVarianceSharesItsMeansPass) {
   for (bool columns : {true, false}) {
     std::string t = "tensor<65536x64xf32>",
@@ -1750,8 +1752,8 @@ TEST(KernelEmitterTest, ColumnVarianceSharesItsMeansPass) {
     EXPECT_EQ(kernel->launches, 3) << src;
     // Both targets: the shift is the column's first element (row 0), the
     // squares are about it, and the variance comes from both sums.
-    for (const char *text : {"shift0[lane] = (double)", "gpuc::shiftedSquare(",
-                             "gpuc::centeredSquares(acc", "const double shift"})
+    for (const char *text : {"shift0[lane] = (float)", "gpuc::shiftedSquare(",
+                             "gpuc::centeredSquares(acc", "const float shift"})
       EXPECT_NE(src.find(text), std::string::npos) << text << "\n" << src;
     EXPECT_NE(src.find("gpuc::combineColumnPartials<false>(partials + 0, "
                        "totals + 0, 128,"),

@@ -87,7 +87,7 @@ TEST(KernelMath, CenteredSquaresKeepAVarianceFarFromZero) {
   std::vector<float> row;
   for (int i = 0; i < 100000; ++i)
     row.push_back(1.0e6f + (float)((i * 7919) % 1001) / 500.0f - 1.0f);
-  auto variance = [&](double shift) {
+  auto variance = [&](float shift) {
     double sum = 0, squares = 0;
     for (float x : row) {
       sum += x;

@@ -413,10 +413,10 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // variance, reduce_mean((x - mean(x))^2)) reads its mean, so it would
   // take a pass of its own after the mean's. In columns, whose sums are
   // double on both targets, it is summed in the mean's pass instead: the
-  // squares of x less a shift, each exact in double, then less the square
-  // of the shifted mean (centeredSquares). The shift is the row's first
-  // element, so the sums cancel as little as the row's values lie from
-  // it: a row of values far from 0 (a mean 10^6 times its spread) keeps
+  // squares of x less a shift (shiftedSquare, in float), then less the
+  // square of the shifted mean (centeredSquares, in double). The shift is the
+  // row's first element, so the sums cancel as little as the row's values lie
+  // from it: a row of values far from 0 (a mean 10^6 times its spread) keeps
   // its variance, which unshifted sums would lose. Batch norm's forward
   // then reads its input twice, not three times, in two launches less.
   DenseMap<Operation *, CenteredSquares> centered;
@@ -994,18 +994,18 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         continue;
       std::string name = fresh("shift");
       if (column) {
-        line(llvm::formatv("double {0}[{1}];", name, cpuLanes));
+        line(llvm::formatv("float {0}[{1}];", name, cpuLanes));
         openRowLanes();
       }
       FailureOr<std::string> first = at(c->second.value, fullIndex("0"));
       if (failed(first))
         return failure();
       if (column) {
-        line(llvm::formatv("{0}[lane] = (double){1};", name, *first));
+        line(llvm::formatv("{0}[lane] = (float){1};", name, *first));
         close();
         shifts[j] = name + "[lane]";
       } else {
-        line(llvm::formatv("const double {0} = (double){1};", name, *first));
+        line(llvm::formatv("const float {0} = (float){1};", name, *first));
         shifts[j] = name;
       }
     }
@@ -1044,10 +1044,12 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         else
           line(llvm::formatv("{2} {0} = {1};", accs.back(), init, accType(m)));
       }
-      // A float sum the CPU adds in float lane blocks (kCpuLaneBlock).
+      // A float sum (a centered square's shifted squares are float too):
+      // the CPU's rows add it in float lane blocks (kCpuLaneBlock), the
+      // GPU's columns in float batches.
       auto blockedSum = [&](size_t m) {
         Operation *reduction = reductions[members[m]];
-        return !isa<ReduceMaxOp>(reduction) && !centered.count(reduction) &&
+        return !isa<ReduceMaxOp>(reduction) &&
                getElementTypeOrSelf(reduction->getOperand(0).getType()).isF32();
       };
       auto accumulate = [&](size_t m, const std::string &x,

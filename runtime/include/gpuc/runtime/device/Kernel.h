@@ -333,11 +333,14 @@ __device__ __forceinline__ float maxOrNan(float acc, float x) {
 
 /// A column kernel's variance in the mean's pass (RowKernel.cpp): each
 /// element adds the square of its distance from the row's shift (its first
-/// element) in double, exact for an f32 element; the row's sum of squares
-/// about its mean is then that sum less n times the square of the shifted
-/// mean. Never below 0 (the sums round), NaN where an element is.
-__device__ __forceinline__ double shiftedSquare(float x, double shift) {
-  double d = (double)x - shift;
+/// element), in float: the distance is exact for an element within a
+/// factor 2 of the shift, and the square rounds once. The row's sum of
+/// squares about its mean is then that sum less n times the square of the
+/// shifted mean, in double. Never below 0 (the sums round), NaN where an
+/// element is. (In double, each element's conversion took the GPU's
+/// double-precision unit as long as its memory took to read it.)
+__device__ __forceinline__ float shiftedSquare(float x, float shift) {
+  float d = x - shift;
   return d * d;
 }
 __device__ __forceinline__ double
