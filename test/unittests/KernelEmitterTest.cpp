@@ -1755,6 +1755,9 @@ TEST(KernelEmitterTest, ColumnVarianceSharesItsMeansPass) {
     for (const char *text : {"shift0[lane] = (float)", "gpuc::shiftedSquare(",
                              "gpuc::centeredSquares(acc", "const float shift"})
       EXPECT_NE(src.find(text), std::string::npos) << text << "\n" << src;
+    // On the GPU the shifted squares are summed a batch at a time in float.
+    EXPECT_NE(src.find("+= (double)((gpuc::shiftedSquare("), std::string::npos)
+        << src;
     EXPECT_NE(src.find("gpuc::combineColumnPartials<false>(partials + 0, "
                        "totals + 0, 128,"),
               std::string::npos)

@@ -1144,7 +1144,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         // in float, pairwise, and that into its double once: each element
         // converted to double took an F2F.F64.F32, 16 a cycle on an SM
         // where a batch norm's gradient (4 sums) converted 4 an element,
-        // as many cycles as its memory traffic takes. The double still
+        // near the cycles its memory traffic takes. The double still
         // carries the long slice, whose sum is where float lost accuracy.
         SmallVector<SmallVector<std::string>> batchTerms(members.size());
         auto inFloatBatch = [&](size_t m) {
