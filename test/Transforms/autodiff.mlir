@@ -136,3 +136,30 @@ func.func @forward(%x: tensor<2x4xbf16> {gpuc.input = "x"}, %w: tensor<3x4xbf16>
 // CHECK: %[[GL:.+]] = gpuc.cast %[[G]] : tensor<2x3xf32> to tensor<2x3xbf16>
 // CHECK: %[[DW:.+]] = gpuc.matmul %[[GL]], %{{.+}} transpose_lhs : (tensor<2x3xbf16>, tensor<2x4xbf16>) -> tensor<3x4xbf16>
 // CHECK: return {{.*}}%[[DW]]
+
+// -----
+
+// A batch norm's gradient sums two values a channel, g and g·x̂: they are
+// the bias and scale gradients, and divided by the count the means the
+// input gradient subtracts (γ, constant along a channel, factored out).
+gpuc.parameter @g trainable : tensor<2xf32> = dense<1.0> : tensor<2xf32>
+gpuc.parameter @b trainable : tensor<2xf32> = dense<0.0> : tensor<2xf32>
+gpuc.parameter @w trainable : tensor<4x2x3x3xf32> = dense<2.0> : tensor<4x2x3x3xf32>
+func.func @forward(%x: tensor<4x2x3x3xf32> {gpuc.input = "x"}, %g: tensor<2xf32> {gpuc.param = @g}, %b: tensor<2xf32> {gpuc.param = @b}, %w: tensor<4x2x3x3xf32> {gpuc.param = @w}) -> (tensor<f32> {gpuc.output = "loss"}) {
+  %xw = gpuc.mul %x, %w : tensor<4x2x3x3xf32>
+  %rm = gpuc.constant dense<0.0> : tensor<2xf32>
+  %rv = gpuc.constant dense<1.0> : tensor<2xf32>
+  %y, %m, %v = gpuc.batch_norm_train %xw, %g, %b, %rm, %rv epsilon = 1.0e-05 momentum = 9.0e-01 : tensor<4x2x3x3xf32>, tensor<2xf32>
+  %sq = gpuc.mul %y, %y : tensor<4x2x3x3xf32>
+  %l = gpuc.reduce_sum %sq axes = [0, 1, 2, 3] : tensor<4x2x3x3xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[DXHAT:.+]] = gpuc.reduce_sum %{{.+}} axes = [0, 2, 3] : tensor<4x2x3x3xf32> -> tensor<2xf32>
+// CHECK: %[[DY:.+]] = gpuc.reduce_sum %{{.+}} axes = [0, 2, 3] : tensor<4x2x3x3xf32> -> tensor<2xf32>
+// CHECK-NOT: gpuc.reduce_
+// CHECK: %[[SUM:.+]] = gpuc.reshape %[[DY]] : tensor<2xf32> -> tensor<1x2x1x1xf32>
+// CHECK: %[[N:.+]] = gpuc.constant dense<3.600000e+01> : tensor<1x2x1x1xf32>
+// CHECK: gpuc.div %[[SUM]], %[[N]] : tensor<1x2x1x1xf32>
+// CHECK-NOT: gpuc.reduce_
+// CHECK: return {{.*}}, %[[DXHAT]], %[[DY]], {{.*}} : tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<4x2x3x3xf32>

@@ -721,14 +721,36 @@ LogicalResult BatchNormTrainOp::buildGradients(
   Normalized n =
       normalize(B, x, axes, getEpsilon().convertToDouble(), overRanks);
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
-  if (wanted[0])
-    operandGrads[0] = normalizationInputGrad(
-        B, n, B.mul(g, B.expand(B.channelView(getScale(), rank), shape)), axes,
-        overRanks);
+  // The scale is one number a channel, constant along the summed axes, so
+  // the input gradient's means of g·γ and g·γ·x̂ are γ times the means of g
+  // and g·x̂, whose sums are the bias and scale gradients: two sums a channel
+  // where the layer norm's formula would take four.
+  Value sumG, sumGXhat;
+  if (wanted[0] || wanted[1])
+    sumGXhat = B.sum(B.mul(g, n.xhat), axes, /*keepDims=*/false);
+  if (wanted[0] || wanted[2])
+    sumG = B.sum(g, axes, /*keepDims=*/false);
+  if (wanted[0]) {
+    int64_t count = getNumElements(shape) / shape[1];
+    SmallVector<Value> means =
+        meansOfSums(B,
+                    {B.channelView(sumG, rank), B.channelView(sumGXhat, rank)},
+                    count, overRanks)
+            .means;
+    // x̂'s term first: the two batch norms of a residual block's shortcut
+    // share g, and a difference of g alone would be one value for both,
+    // which the fusion would then have to keep in memory between them.
+    Value residual = B.sub(B.sub(g, B.mul(n.xhat, B.expand(means[1], shape))),
+                           B.expand(means[0], shape));
+    Value scale = B.expand(B.channelView(getScale(), rank), shape);
+    // rstd·γ first: one factor a channel, which a kernel's thread working
+    // down a column takes once.
+    operandGrads[0] = B.mul(B.mul(n.rstd, scale), residual);
+  }
   if (wanted[1])
-    operandGrads[1] = B.sum(B.mul(g, n.xhat), axes, false);
+    operandGrads[1] = sumGXhat;
   if (wanted[2])
-    operandGrads[2] = B.sum(g, axes, false);
+    operandGrads[2] = sumG;
   return success();
 }
 
