@@ -10,8 +10,9 @@
 //
 // The parts: the values of ops (Pointwise.cpp), concatenations
 // (Concat.cpp), pooling windows (Windows.cpp), the CPU's loop forms
-// (CpuLoops.cpp), the elementwise and row kernels (ElementwiseKernel.cpp,
-// RowKernel.cpp) and the kernel's function (KernelEmitter.cpp).
+// (CpuLoops.cpp), the elementwise and row kernels (ElementwiseKernel.cpp;
+// RowKernelPlan.cpp and RowKernel.cpp) and the kernel's function
+// (KernelEmitter.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_CODEGEN_KERNEL_EMITTER_H
@@ -98,6 +99,55 @@ struct KeptValue {
   Value value;
   int64_t output = -1;
 };
+/// A reduction that sums the squares of a value less its mean over the
+/// same rows: `reductions[mean]` is that mean, of `value`.
+struct CenteredSquares {
+  size_t mean;
+  Value value;
+};
+
+/// What a row kernel's passes are made of (Emitter::planRowKernel), which
+/// its text (emitRowKernel) follows.
+struct RowKernelPlan {
+  /// The shape every reduction reduces, and its reduced axes' part.
+  SmallVector<int64_t> full, rowShape;
+  /// Rows (elements of the kept axes) and the elements of each.
+  int64_t rows = 0, rowLength = 0;
+  /// The results of one value a row and of the full shape; `firstPass`:
+  /// the per-element results that read no reduction, stored by the first
+  /// pass over the row.
+  SmallVector<Value> perRow, perElement, firstPass;
+  /// Adjacent axes both kept or both reduced, as one axis of the iteration
+  /// (batch norm's [N, C, H, W] over {0, 2, 3} is [N, C, H*W] over {0, 2}).
+  struct Run {
+    bool reduced;
+    int64_t size;
+    SmallVector<int64_t> dims;
+  };
+  SmallVector<Run> runs;
+  /// The runs' sizes: all of them, the kept ones and the reduced ones.
+  SmallVector<int64_t> mergedFull, mergedKept, mergedRow;
+  /// Whether the rows are adjacent elements, walked in columns.
+  bool columns = false;
+  /// The sums of centered squares taken in their mean's pass.
+  DenseMap<Operation *, CenteredSquares> centered;
+  /// Each reduction's level (the pass that computes it), and their count.
+  SmallVector<int64_t> levelOf;
+  int64_t levels = 0;
+  /// The value the last level sums and the last pass reads again.
+  KeptValue reused;
+  /// The values later passes read back from their outputs.
+  DenseMap<Value, int64_t> readBack;
+  /// A GPU column block's rows, the elements of a row's chunk (splits >
+  /// 1), a CPU column block's rows.
+  int64_t gpuLanes = 0, chunk = 0, cpuLanes = 0;
+  /// Whether a warp takes a row on the GPU; whether a launch after each
+  /// level combines a split column kernel's partials.
+  bool warpRows = false, combined = false;
+  /// The launches that write the per-element and the per-row results.
+  int64_t elementPhase = 0, rowPhase = 0;
+};
+
 /// `expr`, a float, rounded to `type` when that is f16 or bf16.
 inline std::string rounded(Type type, const std::string &expr) {
   if (type.isF16())
@@ -193,6 +243,12 @@ private:
   LogicalResult emitElementwise(EmittedKernel &kernel);
   LogicalResult emitRowKernel(ArrayRef<Operation *> reductions,
                               EmittedKernel &kernel, int64_t &cpuGrid);
+  /// A row kernel's plan (RowKernelPlan.cpp). It sets the kernel's grid,
+  /// launches, workspace and alternatives, `splits` and the staging, and
+  /// `cpuGrid` for warp rows.
+  FailureOr<RowKernelPlan> planRowKernel(ArrayRef<Operation *> reductions,
+                                         EmittedKernel &kernel,
+                                         int64_t &cpuGrid);
   /// The value a row kernel's last level of reductions sums and its only
   /// per-element result reads again, when that value calls a
   /// transcendental function and can be kept in the result's buffer (f32,
