@@ -139,9 +139,10 @@ func.func @forward(%x: tensor<2x4xbf16> {gpuc.input = "x"}, %w: tensor<3x4xbf16>
 
 // -----
 
-// A batch norm's gradient sums two values a channel, g and g·x̂: they are
-// the bias and scale gradients, and divided by the count the means the
-// input gradient subtracts (γ, constant along a channel, factored out).
+// A batch norm's gradient reduces two values a channel, g and g·x̂ (γ,
+// constant along a channel, factored out of the means its input gradient
+// subtracts): their means, and their sums, the scale and bias gradients.
+// The means are reduce_mean's, rounded once from the sum.
 gpuc.parameter @g trainable : tensor<2xf32> = dense<1.0> : tensor<2xf32>
 gpuc.parameter @b trainable : tensor<2xf32> = dense<0.0> : tensor<2xf32>
 gpuc.parameter @w trainable : tensor<4x2x3x3xf32> = dense<2.0> : tensor<4x2x3x3xf32>
@@ -155,11 +156,11 @@ func.func @forward(%x: tensor<4x2x3x3xf32> {gpuc.input = "x"}, %g: tensor<2xf32>
   return %l : tensor<f32>
 }
 // CHECK-LABEL: func.func @train_step
-// CHECK: %[[DXHAT:.+]] = gpuc.reduce_sum %{{.+}} axes = [0, 2, 3] : tensor<4x2x3x3xf32> -> tensor<2xf32>
-// CHECK: %[[DY:.+]] = gpuc.reduce_sum %{{.+}} axes = [0, 2, 3] : tensor<4x2x3x3xf32> -> tensor<2xf32>
+// CHECK: gpuc.rsqrt
+// CHECK: gpuc.reduce_mean %[[G:[0-9]+]] axes = [0, 2, 3] keep_dims
+// CHECK-NEXT: gpuc.reduce_mean %[[GXHAT:[0-9]+]] axes = [0, 2, 3] keep_dims
 // CHECK-NOT: gpuc.reduce_
-// CHECK: %[[SUM:.+]] = gpuc.reshape %[[DY]] : tensor<2xf32> -> tensor<1x2x1x1xf32>
-// CHECK: %[[N:.+]] = gpuc.constant dense<3.600000e+01> : tensor<1x2x1x1xf32>
-// CHECK: gpuc.div %[[SUM]], %[[N]] : tensor<1x2x1x1xf32>
+// CHECK: %[[DSCALE:.+]] = gpuc.reduce_sum %[[GXHAT]] axes = [0, 2, 3] : tensor<4x2x3x3xf32> -> tensor<2xf32>
+// CHECK-NEXT: %[[DBIAS:.+]] = gpuc.reduce_sum %[[G]] axes = [0, 2, 3] : tensor<4x2x3x3xf32> -> tensor<2xf32>
 // CHECK-NOT: gpuc.reduce_
-// CHECK: return {{.*}}, %[[DXHAT]], %[[DY]], {{.*}} : tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<4x2x3x3xf32>
+// CHECK: return {{.*}}, %[[DSCALE]], %[[DBIAS]], {{.*}} : tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<4x2x3x3xf32>

@@ -1764,3 +1764,60 @@ TEST(KernelEmitterTest, ColumnVarianceSharesItsMeansPass) {
         << src;
   }
 }
+
+// A sum and a mean of one value (batch norm's gradient: a bias gradient and
+// the mean its input gradient subtracts), here one product computed twice
+// as the fuser's copies are, take one accumulator: added once an element,
+// the sum its value and the mean its value over the count. A sum of
+// another value keeps its own.
+TEST(KernelEmitterTest, SumAndMeanOfOneValueShareAnAccumulator) {
+  for (bool columns : {true, false}) {
+    std::string t = "tensor<65536x64xf32>",
+                v = columns ? "tensor<1x64xf32>" : "tensor<65536x1xf32>",
+                s = columns ? "tensor<64xf32>" : "tensor<65536xf32>",
+                axis = columns ? "0" : "1";
+    std::string source =
+        "func.func @f(%a: " + t + ", %b: " + t + ") -> (" + t + ", " + s +
+        ", " + s + ") {\n  %r:3 = gpuc.fusion(%a, %b) : (" + t + ", " + t +
+        ") -> (" + t + ", " + s + ", " + s + ") {\n  ^bb0(%x: " + t +
+        ", %y: " + t + "):\n    %p1 = gpuc.mul %x, %y : " + t +
+        "\n    %p2 = gpuc.mul %x, %y : " + t +
+        "\n    %m = gpuc.reduce_mean %p1 axes = [" + axis +
+        "] keep_dims : " + t + " -> " + v +
+        "\n    %sum = gpuc.reduce_sum %p2 axes = [" + axis + "] : " + t +
+        " -> " + s + "\n    %other = gpuc.reduce_sum %x axes = [" + axis +
+        "] : " + t + " -> " + s + "\n    %mb = gpuc.broadcast %m : " + v +
+        " -> " + t + "\n    %d = gpuc.sub %y, %mb : " + t +
+        "\n    gpuc.yield %d, %sum, %other : " + t + ", " + s + ", " + s +
+        "\n  }\n  return %r#0, %r#1, %r#2 : " + t + ", " + s + ", " + s +
+        "\n}\n";
+    FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+    ASSERT_TRUE(succeeded(kernel)) << source;
+    const std::string &src = kernel->source;
+    // Each text (CPU and GPU) has two accumulators for the three
+    // reductions, and reads the shared one for both of its results.
+    EXPECT_NE(src.find("acc1"), std::string::npos) << src;
+    EXPECT_EQ(src.find("acc2"), std::string::npos) << src;
+    std::smatch mean;
+    ASSERT_TRUE(std::regex_search(
+        src, mean,
+        std::regex(R"(\(float\)\((acc\d+(Lanes\[lane\])?) / )" +
+                   std::string(columns ? "65536" : "64") + R"(\.0\))")))
+        << src;
+    EXPECT_NE(src.find("(float)" + mean[1].str() + ";"), std::string::npos)
+        << mean[1] << "\n"
+        << src;
+    if (!columns)
+      continue;
+    // The split kernel's partials and totals: two columns of slots a row
+    // (128 = 2 x 64 combined at once), where three reductions took three.
+    std::smatch combine;
+    ASSERT_TRUE(std::regex_search(
+        src, combine,
+        std::regex(R"(combineColumnPartials<false>\(partials \+ 0, totals )"
+                   R"(\+ 0, 128, (\d+)\))")))
+        << src;
+    int64_t splits = std::stoll(combine[1].str());
+    EXPECT_EQ(kernel->workspaceBytes, 2 * 64 * (splits + 1) * 8) << src;
+  }
+}

@@ -134,6 +134,13 @@ struct RowKernelPlan {
   /// Each reduction's level (the pass that computes it), and their count.
   SmallVector<int64_t> levelOf;
   int64_t levels = 0;
+  /// Per reduction: the earlier reduction of one value whose accumulator
+  /// it reads (a sum and a mean of one value), or -1.
+  SmallVector<int64_t> sharedWith;
+  /// Per reduction: its accumulator's slot (one per reduction that reads
+  /// no other's) among a split kernel's partials and totals; the slots.
+  SmallVector<int64_t> slotOf;
+  int64_t accumulators = 0;
   /// The value the last level sums and the last pass reads again.
   KeptValue reused;
   /// The values later passes read back from their outputs.

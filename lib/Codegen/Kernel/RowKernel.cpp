@@ -121,7 +121,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
       if (p.combined)
         line(llvm::formatv("{0} *totals = partials + {1};",
                            gpuColumn ? "double" : "gpuc::Accumulator",
-                           (int64_t)reductions.size() * p.rows * splits));
+                           p.accumulators * p.rows * splits));
       rowBegin = "rowBegin";
       rowEnd = "rowEnd";
       // The launch that writes per-row results writes them from each
@@ -423,10 +423,15 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
     for (int64_t level = 0; level < p.levels; ++level) {
       // The first pass computes what later ones read back.
       storedOutputs = level == 0 ? DenseMap<Value, int64_t>() : p.readBack;
-      SmallVector<size_t> members;
+      // The level's reductions with an accumulator of their own (`members`)
+      // and all of them.
+      SmallVector<size_t> members, levelReductions;
       for (size_t j = 0; j < reductions.size(); ++j)
-        if (p.levelOf[j] == level)
-          members.push_back(j);
+        if (p.levelOf[j] == level) {
+          levelReductions.push_back(j);
+          if (p.sharedWith[j] < 0)
+            members.push_back(j);
+        }
       SmallVector<std::string> accs;
       // A maximum is exact in float: only sums accumulate in
       // gpuc::Accumulator (double on the CPU, where float lanes are twice
@@ -477,7 +482,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
           line(llvm::formatv("{0} += {1};", acc, x));
       };
       auto slot = [&](size_t m) {
-        return llvm::formatv("({0} + o) * {1}", (int64_t)members[m] * p.rows,
+        return llvm::formatv("({0} + o) * {1}", p.slotOf[members[m]] * p.rows,
                              splits)
             .str();
       };
@@ -495,7 +500,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         for (size_t m = 0; m < members.size(); ++m)
           line(llvm::formatv("{0} = ({1})totals[{2} + o];",
                              column ? accs[m] + "Lanes[lane]" : accs[m],
-                             accType(m), (int64_t)members[m] * p.rows));
+                             accType(m), p.slotOf[members[m]] * p.rows));
         if (column)
           close();
         close();
@@ -506,14 +511,15 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         for (size_t m = 0; m < members.size();) {
           size_t end = m + 1;
           bool isMax = isa<ReduceMaxOp>(reductions[members[m]]);
-          while (end < members.size() && members[end] == members[end - 1] + 1 &&
+          while (end < members.size() &&
+                 p.slotOf[members[end]] == p.slotOf[members[end - 1]] + 1 &&
                  isa<ReduceMaxOp>(reductions[members[end]]) == isMax)
             ++end;
           line(llvm::formatv(
               "gpuc::combineColumnPartials<{0}>(partials + {1}, totals + {2}, "
               "{3}, {4});",
-              isMax ? "true" : "false", (int64_t)members[m] * p.rows * splits,
-              (int64_t)members[m] * p.rows, (int64_t)(end - m) * p.rows,
+              isMax ? "true" : "false", p.slotOf[members[m]] * p.rows * splits,
+              p.slotOf[members[m]] * p.rows, (int64_t)(end - m) * p.rows,
               splits));
           m = end;
         }
@@ -711,8 +717,12 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         close();
         close();
       }
-      for (size_t m = 0; m < members.size(); ++m) {
-        Operation *reduce = reductions[members[m]];
+      for (size_t j : levelReductions) {
+        size_t m =
+            llvm::find(members,
+                       p.sharedWith[j] < 0 ? j : (size_t)p.sharedWith[j]) -
+            members.begin();
+        Operation *reduce = reductions[j];
         Value result = reduce->getResult(0);
         std::string type = registerCType(elementOf(result)).str();
         auto accOf = [&](size_t member) {
@@ -725,7 +735,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
           acc = llvm::formatv(
               "gpuc::centeredSquares({0}, {1}, {2}, {3}.0)", acc,
               accOf(llvm::find(members, c->second.mean) - members.begin()),
-              shifts[members[m]], p.rowLength);
+              shifts[j], p.rowLength);
         std::string value = rounded(
             elementOf(result),
             isa<ReduceMeanOp>(reduce)

@@ -63,6 +63,32 @@ centeredSquaresOf(ArrayRef<Operation *> reductions, size_t j,
   return std::nullopt;
 }
 
+/// Whether `a` and `b`, values of `block`, are one value: the same, or
+/// results of the same pure ops on such values (the fuser gives each reader
+/// of a producer a copy of its own, so one gradient reaches a kernel's sum
+/// and its mean through two casts). `known` keeps the pairs compared.
+static bool sameValue(Value a, Value b, Block &block,
+                      DenseMap<std::pair<Value, Value>, bool> &known) {
+  if (a == b)
+    return true;
+  auto ra = dyn_cast<OpResult>(a), rb = dyn_cast<OpResult>(b);
+  if (!ra || !rb || ra.getResultNumber() != rb.getResultNumber())
+    return false;
+  Operation *x = ra.getOwner(), *y = rb.getOwner();
+  if (x->getBlock() != &block || y->getBlock() != &block || !isPure(x) ||
+      !isPure(y))
+    return false;
+  auto it = known.find({a, b});
+  if (it != known.end())
+    return it->second;
+  bool same = OperationEquivalence::isEquivalentTo(
+      x, y,
+      [&](Value l, Value r) { return success(sameValue(l, r, block, known)); },
+      /*markEquivalent=*/nullptr, OperationEquivalence::IgnoreLocations);
+  known[{a, b}] = same;
+  return same;
+}
+
 /// Whether computing `v` calls a transcendental function (what is worth a
 /// store and a load to compute once).
 static bool callsTranscendental(Value v, Block &block) {
@@ -422,6 +448,36 @@ Emitter::planRowKernel(ArrayRef<Operation *> reductions, EmittedKernel &kernel,
       levelAfter[&op] = reads;
     }
   }
+  // A sum and a mean of one value (batch norm's gradient: the bias
+  // gradient and the mean its input gradient subtracts) share one
+  // accumulator: the value is computed and added once an element, and both
+  // results are what two accumulators adding the same elements in the same
+  // order hold. (Not a centered square or its mean, whose accumulators
+  // combine.)
+  p.sharedWith.assign(reductions.size(), -1);
+  DenseSet<Operation *> combining;
+  for (auto &[reduce, c] : p.centered) {
+    combining.insert(reduce);
+    combining.insert(reductions[c.mean]);
+  }
+  auto shareable = [&](size_t j) {
+    return isa<ReduceSumOp, ReduceMeanOp>(reductions[j]) &&
+           !combining.contains(reductions[j]);
+  };
+  DenseMap<std::pair<Value, Value>, bool> known;
+  for (size_t j = 0; j < reductions.size(); ++j)
+    for (size_t i = 0; i < j && shareable(j); ++i)
+      if (p.sharedWith[i] < 0 && shareable(i) && p.levelOf[i] == p.levelOf[j] &&
+          sameValue(reductions[i]->getOperand(0), reductions[j]->getOperand(0),
+                    block, known)) {
+        p.sharedWith[j] = i;
+        break;
+      }
+  // Each accumulator's slot among a split kernel's partials and totals.
+  p.slotOf.assign(reductions.size(), -1);
+  for (size_t j = 0; j < reductions.size(); ++j)
+    p.slotOf[j] =
+        p.sharedWith[j] < 0 ? p.accumulators++ : p.slotOf[p.sharedWith[j]];
   auto beforeReductions = [&](Value v) {
     Operation *def = v.getDefiningOp();
     return !def || !afterReduction.contains(def);
@@ -497,8 +553,7 @@ Emitter::planRowKernel(ArrayRef<Operation *> reductions, EmittedKernel &kernel,
     auto fits = [&](int64_t lanes) {
       return width % lanes == 0 &&
              p.rows / lanes * splits >= kCpuMinColumnBlocks &&
-             (int64_t)reductions.size() * lanes * 8 <=
-                 kCpuColumnAccumulatorBytes;
+             p.accumulators * lanes * 8 <= kCpuColumnAccumulatorBytes;
     };
     while (p.cpuLanes * 2 <= kCpuMaxColumnLanes && fits(p.cpuLanes * 2))
       p.cpuLanes *= 2;
@@ -590,8 +645,8 @@ Emitter::planRowKernel(ArrayRef<Operation *> reductions, EmittedKernel &kernel,
                    : p.elementPhase;
   kernel.launches = splits > 1 ? p.rowPhase + 1 : 1;
   if (splits > 1)
-    kernel.workspaceBytes = (int64_t)reductions.size() * p.rows *
-                            (splits + (p.combined ? 1 : 0)) * 8;
+    kernel.workspaceBytes =
+        p.accumulators * p.rows * (splits + (p.combined ? 1 : 0)) * 8;
   // A split kernel's chunks make about kRowKernelBlocks blocks, a wave of
   // 8 blocks an SM on an H100's 132 SMs; past 32 registers a thread an SM
   // holds fewer, and a second wave runs mostly empty (GPT-2's GELU

@@ -58,37 +58,26 @@ int64_t mlir::gpuc::nextCollectiveNumber(Block *block) {
 
 BatchMeans mlir::gpuc::batchMeans(ExprBuilder &B, ArrayRef<Value> xs,
                                   ArrayRef<int64_t> axes, bool overRanks) {
-  if (!overRanks) {
-    BatchMeans result;
-    for (Value x : xs)
-      result.means.push_back(B.mean(x, axes));
-    return result;
-  }
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(xs.front());
   int64_t count = 1;
   for (int64_t axis : axes)
     count *= shape[axis];
-  SmallVector<Value> sums;
-  for (Value x : xs)
-    sums.push_back(B.sum(x, axes, /*keepDims=*/true));
-  return meansOfSums(B, sums, count, overRanks);
-}
-
-BatchMeans mlir::gpuc::meansOfSums(ExprBuilder &B, ArrayRef<Value> sums,
-                                   int64_t count, bool overRanks) {
   BatchMeans result;
   if (!overRanks) {
-    for (Value sum : sums)
-      result.means.push_back(B.div(sum, B.splat(sum, (double)count)));
+    for (Value x : xs)
+      result.means.push_back(B.mean(x, axes));
     return result;
   }
   Type f32 = Float32Type::get(B.b.getContext());
-  SmallVector<Value> operands(sums);
-  operands.push_back(B.scalar(B.loc, f32, (double)count));
-  auto reduce = AllReduceOp::create(B.b, B.loc, operands,
+  result.count = B.scalar(B.loc, f32, (double)count);
+  SmallVector<Value> sums;
+  for (Value x : xs)
+    sums.push_back(B.sum(x, axes, /*keepDims=*/true));
+  sums.push_back(result.count);
+  auto reduce = AllReduceOp::create(B.b, B.loc, sums,
                                     nextCollectiveNumber(B.b.getBlock()));
-  result.count = reduce.getResult(sums.size());
-  for (size_t i = 0; i < sums.size(); ++i) {
+  result.count = reduce.getResult(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
     Value sum = reduce.getResult(i);
     result.means.push_back(B.div(sum, B.expand(result.count, B.shapeOf(sum))));
   }

@@ -111,12 +111,6 @@ struct BatchMeans {
 };
 BatchMeans batchMeans(ExprBuilder &B, ArrayRef<Value> xs,
                       ArrayRef<int64_t> axes, bool overRanks);
-/// Keep-dims means from keep-dims `sums` of `count` elements each, for a
-/// formula that needs the sums as well: each divided by `count`, or with
-/// `overRanks` summed over the ranks with the count, as `batchMeans` does
-/// (`count` is then the global count).
-BatchMeans meansOfSums(ExprBuilder &B, ArrayRef<Value> sums, int64_t count,
-                       bool overRanks);
 
 /// The bucket number for a new collective (gpuc.all_reduce,
 /// reduce_scatter, all_gather) in the function holding `block`: one past
