@@ -7,12 +7,15 @@ interleaved rounds, with the load average printed.
         [--model densenet121] [--batch 4] [--size 64] [--classes 10]
         [--threads 2]
         [--steps 10] [--rounds 3] [--gpuc build/bin/gpuc]
+        [--baseline-gpuc OTHER/bin/gpuc]
 
 Both sides train the same network (torchvision's class as
 examples/torchvision_model.py builds and exports it, --classes outputs,
 the ONNX export's weights) with SGD, momentum 0.9 (gpuc's default optimizer),
 on a resident random batch of `size`x`size` RGB images; warm-up steps are
 excluded. gpuc: `gpuc compile --target cpu` then `train --bench-steps`.
+`--baseline-gpuc` times a second gpuc (another build, say the commit before
+a change) in the same rounds, as "gpuc baseline".
 """
 import argparse
 import json
@@ -79,6 +82,7 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--gpuc", default=os.path.join(ROOT, "build/bin/gpuc"))
+    p.add_argument("--baseline-gpuc", default=None)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
@@ -86,10 +90,15 @@ def main():
     onnx_path = os.path.join(work, args.model + ".onnx")
     torchvision_model.export(torchvision_model.build(args.model, args.classes),
                              args.size, onnx_path)
-    out = os.path.join(work, "out")
-    subprocess.run([args.gpuc, "compile", onnx_path, "--batch",
-                    str(args.batch), "--target", "cpu", "-o", out],
-                   check=True, stdout=subprocess.DEVNULL, env=env)
+    builds = {"gpuc": args.gpuc}
+    if args.baseline_gpuc:
+        builds["gpuc baseline"] = args.baseline_gpuc
+    outs = {}
+    for name, gpuc in builds.items():
+        outs[name] = os.path.join(work, name.replace(" ", "-"))
+        subprocess.run([gpuc, "compile", onnx_path, "--batch",
+                        str(args.batch), "--target", "cpu", "-o", outs[name]],
+                       check=True, stdout=subprocess.DEVNULL, env=env)
     data = os.path.join(work, "data")
     os.makedirs(data)
     rng = np.random.default_rng(0)
@@ -100,23 +109,27 @@ def main():
         np.save(os.path.join(data, split + "_y.npy"),
                 rng.integers(0, args.classes, n).astype(np.int64))
     modes = ["eager"] + (["compile"] if hasattr(torch, "compile") else [])
-    times = {"gpuc": []}
+    times = {name: [] for name in builds}
     times.update({"torch " + m: [] for m in modes})
     print(f"load average: {open('/proc/loadavg').read().split()[:3]}; "
           f"torch {torch.__version__}; {args.model} {args.size}x{args.size}, "
           f"batch {args.batch}, {args.threads} threads")
     for _ in range(args.rounds):
-        times["gpuc"].append(gpuc_step_ms(out, data, args.steps, env))
+        for name in builds:
+            times[name].append(gpuc_step_ms(outs[name], data, args.steps, env))
         for m in modes:
             times["torch " + m].append(torch_step_ms(
                 args.model, args.classes, onnx_path, args.batch, args.size,
                 args.steps, m))
     best = {k: min(v) for k, v in times.items()}
-    peer = min((v, k) for k, v in best.items() if k != "gpuc")
+    peer = min((v, k) for k, v in best.items() if k not in builds)
     for k, v in times.items():
         print(f"{k:14s} ms/step best {min(v):8.2f}  all "
               + " ".join(f"{t:.2f}" for t in v))
     print(f"gpuc / fastest peer ({peer[1]}): {best['gpuc'] / peer[0]:.2f}")
+    if args.baseline_gpuc:
+        print(f"gpuc / gpuc baseline: "
+              f"{best['gpuc'] / best['gpuc baseline']:.2f}")
     print(f"load average: {open('/proc/loadavg').read().split()[:3]}")
 
 

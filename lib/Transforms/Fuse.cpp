@@ -287,13 +287,11 @@ FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
         return nullptr;
       if (!second->isBeforeInBlock(user)) {
         // A kernel, or a reshape and the kernels that read it there.
-        // (`second` itself reads the reshape inside the merged kernel.)
         SmallVector<Operation *> moving{user};
         if (isAlias(user))
           for (Operation *u : user->getUsers())
-            if (u != second.getOperation() &&
-                (u->getBlock() != second->getBlock() ||
-                 !second->isBeforeInBlock(u)))
+            if (u->getBlock() != second->getBlock() ||
+                !second->isBeforeInBlock(u))
               moving.push_back(u);
         for (Operation *op : moving) {
           bool movable =

@@ -608,27 +608,3 @@ func.func @reader_between(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<f32
   %y = gpuc.sub %z, %mb : tensor<4x8xf32>
   return %l, %y : tensor<f32>, tensor<4x8xf32>
 }
-
-// -----
-
-// A row statistic that the kernel needing it reads through a reshape,
-// which a later kernel reads too (two batch norms sharing their output
-// gradient's sum): the statistic and its use are one kernel, and the
-// reshape moves after it for the later reader.
-// CHECK-LABEL: func.func @reshape_read_after
-// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg0, %arg1)
-// CHECK: gpuc.reduce_max
-// CHECK: gpuc.sub
-// CHECK: %[[R:.+]] = gpuc.reshape %[[K]]#1 : tensor<4xf32> -> tensor<4x1xf32>
-// CHECK: %[[L:.+]] = gpuc.fusion(%[[R]])
-// CHECK: return %[[K]]#0, %[[L]]
-func.func @reshape_read_after(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<f32>) {
-  %b2 = gpuc.broadcast %b : tensor<8xf32> -> tensor<4x8xf32>
-  %z = gpuc.add %x, %b2 : tensor<4x8xf32>
-  %m = gpuc.reduce_max %z axes = [1] : tensor<4x8xf32> -> tensor<4xf32>
-  %mr = gpuc.reshape %m : tensor<4xf32> -> tensor<4x1xf32>
-  %mb = gpuc.broadcast %mr : tensor<4x1xf32> -> tensor<4x8xf32>
-  %y = gpuc.sub %z, %mb : tensor<4x8xf32>
-  %l = gpuc.reduce_sum %mr axes = [0, 1] : tensor<4x1xf32> -> tensor<f32>
-  return %y, %l : tensor<4x8xf32>, tensor<f32>
-}
