@@ -157,10 +157,13 @@ func.func @forward(%x: tensor<4x2x3x3xf32> {gpuc.input = "x"}, %g: tensor<2xf32>
 }
 // CHECK-LABEL: func.func @train_step
 // CHECK: gpuc.rsqrt
-// CHECK: gpuc.reduce_mean %[[G:[0-9]+]] axes = [0, 2, 3] keep_dims
-// CHECK-NEXT: gpuc.reduce_mean %[[GXHAT:[0-9]+]] axes = [0, 2, 3] keep_dims
+// CHECK: %[[XHAT:.+]] = gpuc.mul
+// CHECK: %[[GXHAT:.+]] = gpuc.mul %[[G:[0-9]+]], %[[XHAT]]
+// CHECK-NEXT: gpuc.reduce_mean %[[G]] axes = [0, 2, 3] keep_dims
+// CHECK-NEXT: gpuc.reduce_mean %[[GXHAT]] axes = [0, 2, 3] keep_dims
 // CHECK-NOT: gpuc.reduce_
-// CHECK: %[[DSCALE:.+]] = gpuc.reduce_sum %[[GXHAT]] axes = [0, 2, 3] : tensor<4x2x3x3xf32> -> tensor<2xf32>
+// CHECK: %[[GXHAT2:.+]] = gpuc.mul %[[G]], %[[XHAT]]
+// CHECK-NEXT: %[[DSCALE:.+]] = gpuc.reduce_sum %[[GXHAT2]] axes = [0, 2, 3] : tensor<4x2x3x3xf32> -> tensor<2xf32>
 // CHECK-NEXT: %[[DBIAS:.+]] = gpuc.reduce_sum %[[G]] axes = [0, 2, 3] : tensor<4x2x3x3xf32> -> tensor<2xf32>
 // CHECK-NOT: gpuc.reduce_
 // CHECK: return {{.*}}, %[[DSCALE]], %[[DBIAS]], {{.*}} : tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<4x2x3x3xf32>

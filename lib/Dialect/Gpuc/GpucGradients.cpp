@@ -665,14 +665,24 @@ AttentionOp::buildGradients(OpBuilder &builder, ArrayRef<Value> resultGrads,
 }
 
 namespace {
+/// A normalization's input gradient from `dxhat`, the gradient of x̂:
+/// rstd·(dxhat − x̂·mean(dxhat·x̂) − mean(dxhat)), times `factor` (null:
+/// none), which must be constant along `axes` (batch norm's γ, taken out of
+/// its dxhat: see BatchNormTrainOp). x̂'s term is subtracted first: the two
+/// batch norms of a residual block's shortcut share their dxhat, and a
+/// difference of dxhat alone would be one value for both, which the fusion
+/// would then keep in memory between their kernels. rstd·factor is taken
+/// first: one factor a channel, which a kernel's thread working down a
+/// column takes once.
 Value normalizationInputGrad(ExprBuilder &B, const Normalized &n, Value dxhat,
-                             ArrayRef<int64_t> axes, bool overRanks = false) {
+                             ArrayRef<int64_t> axes, bool overRanks = false,
+                             Value factor = {}) {
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(dxhat);
   SmallVector<Value> means =
       batchMeans(B, {dxhat, B.mul(dxhat, n.xhat)}, axes, overRanks).means;
-  Value meanD = B.expand(means[0], shape);
-  Value meanDX = B.expand(means[1], shape);
-  return B.mul(n.rstd, B.sub(B.sub(dxhat, meanD), B.mul(n.xhat, meanDX)));
+  Value residual = B.sub(B.sub(dxhat, B.mul(n.xhat, B.expand(means[1], shape))),
+                         B.expand(means[0], shape));
+  return B.mul(factor ? B.mul(n.rstd, factor) : n.rstd, residual);
 }
 } // namespace
 
@@ -723,29 +733,20 @@ LogicalResult BatchNormTrainOp::buildGradients(
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(x);
   // The scale is one number a channel, constant along the summed axes, so
   // the input gradient's means of g·γ and g·γ·x̂ are γ times the means of g
-  // and g·x̂, whose sums are the bias and scale gradients: a row kernel sums
-  // two values a channel (a sum and a mean of one value share their
-  // accumulator) where the layer norm's formula would take four. The means
-  // are reduce_mean's, rounded once from the double sum: a mean rounded
-  // from the rounded sum is off by up to twice as much, and an input
-  // gradient whose channel sums should cancel then sums to that error
-  // times the count (a CNN's batch-norm bias moved 1.6e-3 from float64
-  // PyTorch's in 20 SGD steps, 4e-7 with the mean rounded once).
-  Value gXhat = B.mul(g, n.xhat);
-  if (wanted[0]) {
-    SmallVector<Value> means = batchMeans(B, {g, gXhat}, axes, overRanks).means;
-    // x̂'s term first: the two batch norms of a residual block's shortcut
-    // share g, and a difference of g alone would be one value for both,
-    // which the fusion would then have to keep in memory between them.
-    Value residual = B.sub(B.sub(g, B.mul(n.xhat, B.expand(means[1], shape))),
-                           B.expand(means[0], shape));
-    Value scale = B.expand(B.channelView(getScale(), rank), shape);
-    // rstd·γ first: one factor a channel, which a kernel's thread working
-    // down a column takes once.
-    operandGrads[0] = B.mul(B.mul(n.rstd, scale), residual);
-  }
+  // and g·x̂, whose sums are the bias and scale gradients: a row kernel
+  // reduces two values a channel (a sum and a mean of one value share their
+  // accumulator) where layer norm's formula would take four. The means stay
+  // batchMeans' (reduce_mean, rounded once from the double sum): a mean
+  // taken from the rounded sum is off by up to twice as much, and an input
+  // gradient whose channel sums should cancel then sums to that error times
+  // the count (a CNN's batch-norm bias moved 1.6e-3 from float64 PyTorch's
+  // in 20 SGD steps, 4e-7 with the mean rounded once).
+  if (wanted[0])
+    operandGrads[0] = normalizationInputGrad(
+        B, n, g, axes, overRanks,
+        B.expand(B.channelView(getScale(), rank), shape));
   if (wanted[1])
-    operandGrads[1] = B.sum(gXhat, axes, /*keepDims=*/false);
+    operandGrads[1] = B.sum(B.mul(g, n.xhat), axes, /*keepDims=*/false);
   if (wanted[2])
     operandGrads[2] = B.sum(g, axes, /*keepDims=*/false);
   return success();
