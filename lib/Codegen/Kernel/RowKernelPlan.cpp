@@ -20,49 +20,6 @@ SmallVector<int64_t> reducedAxes(Operation *reduce) {
   return SmallVector<int64_t>(cast<ReduceMeanOp>(reduce).getAxes());
 }
 
-/// Whether `reductions[j]` is reduce_sum or reduce_mean of (x - m)^2 (as
-/// mul(d, d), d = sub(x, m) with m broadcast or reshaped), m being another
-/// of the kernel's reductions, reduce_mean of the same x, where x (f32)
-/// reads no reduction and the result is f32.
-static std::optional<CenteredSquares>
-centeredSquaresOf(ArrayRef<Operation *> reductions, size_t j,
-                  const DenseSet<Operation *> &afterReduction) {
-  Operation *reduce = reductions[j];
-  if (!isa<ReduceSumOp, ReduceMeanOp>(reduce) ||
-      !elementOf(reduce->getResult(0)).isF32())
-    return std::nullopt;
-  auto square = reduce->getOperand(0).getDefiningOp<MulOp>();
-  if (!square || square.getLhs() != square.getRhs())
-    return std::nullopt;
-  auto centered = square.getLhs().getDefiningOp<SubOp>();
-  if (!centered)
-    return std::nullopt;
-  Value x = centered.getLhs(), mean = centered.getRhs();
-  while (Operation *def = mean.getDefiningOp()) {
-    if (!isa<BroadcastOp, ReshapeOp>(def))
-      break;
-    mean = def->getOperand(0);
-  }
-  Operation *xDef = x.getDefiningOp();
-  if (!elementOf(x).isF32() || (xDef && afterReduction.contains(xDef)))
-    return std::nullopt;
-  // The same x, or the same op on the same operands (the fuser gives each
-  // use of a producer its own copy: each reads the input through a cast of
-  // its own).
-  auto sameX = [&](Value other) {
-    Operation *otherDef = other.getDefiningOp();
-    return other == x ||
-           (xDef && otherDef && isPure(xDef) &&
-            OperationEquivalence::isEquivalentTo(
-                xDef, otherDef, OperationEquivalence::IgnoreLocations));
-  };
-  for (auto [m, other] : llvm::enumerate(reductions))
-    if (isa<ReduceMeanOp>(other) && other->getResult(0) == mean &&
-        sameX(other->getOperand(0)))
-      return CenteredSquares{m, x};
-  return std::nullopt;
-}
-
 /// Whether `a` and `b`, values of `block`, are one value: the same, or
 /// results of the same pure ops on such values (the fuser gives each reader
 /// of a producer a copy of its own, so one gradient reaches a kernel's sum
@@ -87,6 +44,40 @@ static bool sameValue(Value a, Value b, Block &block,
       /*markEquivalent=*/nullptr, OperationEquivalence::IgnoreLocations);
   known[{a, b}] = same;
   return same;
+}
+
+/// Whether `reductions[j]` is reduce_sum or reduce_mean of (x - m)^2 (as
+/// mul(d, d), d = sub(x, m) with m broadcast or reshaped), m being another
+/// of the kernel's reductions, reduce_mean of the same x, where x (f32)
+/// reads no reduction and the result is f32.
+static std::optional<CenteredSquares>
+centeredSquaresOf(ArrayRef<Operation *> reductions, size_t j,
+                  const DenseSet<Operation *> &afterReduction, Block &block,
+                  DenseMap<std::pair<Value, Value>, bool> &known) {
+  Operation *reduce = reductions[j];
+  if (!isa<ReduceSumOp, ReduceMeanOp>(reduce) ||
+      !elementOf(reduce->getResult(0)).isF32())
+    return std::nullopt;
+  auto square = reduce->getOperand(0).getDefiningOp<MulOp>();
+  if (!square || square.getLhs() != square.getRhs())
+    return std::nullopt;
+  auto centered = square.getLhs().getDefiningOp<SubOp>();
+  if (!centered)
+    return std::nullopt;
+  Value x = centered.getLhs(), mean = centered.getRhs();
+  while (Operation *def = mean.getDefiningOp()) {
+    if (!isa<BroadcastOp, ReshapeOp>(def))
+      break;
+    mean = def->getOperand(0);
+  }
+  Operation *xDef = x.getDefiningOp();
+  if (!elementOf(x).isF32() || (xDef && afterReduction.contains(xDef)))
+    return std::nullopt;
+  for (auto [m, other] : llvm::enumerate(reductions))
+    if (isa<ReduceMeanOp>(other) && other->getResult(0) == mean &&
+        sameValue(other->getOperand(0), x, block, known))
+      return CenteredSquares{m, x};
+  return std::nullopt;
 }
 
 /// Whether computing `v` calls a transcendental function (what is worth a
@@ -424,10 +415,12 @@ Emitter::planRowKernel(ArrayRef<Operation *> reductions, EmittedKernel &kernel,
   // from it: a row of values far from 0 (a mean 10^6 times its spread) keeps
   // its variance, which unshifted sums would lose. Batch norm's forward
   // then reads its input twice, not three times, in two launches less.
+  // Values compared for sameValue, here and for the shared accumulators.
+  DenseMap<std::pair<Value, Value>, bool> known;
   if (p.columns)
     for (auto [j, reduce] : llvm::enumerate(reductions))
       if (std::optional<CenteredSquares> c =
-              centeredSquaresOf(reductions, j, afterReduction))
+              centeredSquaresOf(reductions, j, afterReduction, block, known))
         p.centered[reduce] = *c;
   // A reduction's level: 0 when it reads no reduction's result, else one
   // more than the highest level it reads (a centered square: its mean's).
@@ -464,7 +457,6 @@ Emitter::planRowKernel(ArrayRef<Operation *> reductions, EmittedKernel &kernel,
     return isa<ReduceSumOp, ReduceMeanOp>(reductions[j]) &&
            !combining.contains(reductions[j]);
   };
-  DenseMap<std::pair<Value, Value>, bool> known;
   for (size_t j = 0; j < reductions.size(); ++j)
     for (size_t i = 0; i < j && shareable(j); ++i)
       if (p.sharedWith[i] < 0 && shareable(i) && p.levelOf[i] == p.levelOf[j] &&
