@@ -259,19 +259,6 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
       "${spec##*:}" adamw bf16 --no-weights --cuda-arch sm_90 \
       --gpu-column-lanes 16
   done
-  # GPT-2 bf16 with every pass of its head's cross-entropy rows reading
-  # the 100 KB row from memory (--gpu-row-stage-bytes 0), where the
-  # default keeps it in shared memory from the first pass on: the staging
-  # timed on one GPU.
-  gpu_artifact scale-gpt2-bf16-row-stage-0 gpt2 16 adamw bf16 --no-weights \
-    --cuda-arch sm_90 --gpu-row-stage-bytes 0
-  # GPT-2 bf16 with its layer norms' warp rows read from memory in every
-  # pass (--gpu-warp-row-registers 0), where the default keeps a lane's 24
-  # elements in registers from the first pass on (two blocks an SM, up to
-  # 128 registers a thread, where the loops took 32 to 40): the two timed
-  # on one GPU.
-  gpu_artifact scale-gpt2-bf16-warp-row-registers-0 gpt2 16 adamw bf16 \
-    --no-weights --cuda-arch sm_90 --gpu-warp-row-registers 0
   # GPT-2 bf16 with its head's logits in f32 (the head's GEMMs f32 on
   # tensor cores, --f32-gemms=bf16): the other head to time, and the
   # step to fall back on should cuBLASLt refuse the default head's bf16 x

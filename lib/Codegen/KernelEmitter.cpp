@@ -115,7 +115,41 @@ FailureOr<EmittedKernel> Emitter::run(StringRef name) {
       alternative.body = std::move(wider.body);
       kernel.alternatives.push_back(std::move(alternative));
     }
+  if (!reductions.empty() && failed(addUnstagedAlternative(reductions, kernel)))
+    return failure();
   return assemble(name, std::move(kernel), cpuGrid, reductions);
+}
+
+LogicalResult Emitter::addUnstagedAlternative(ArrayRef<Operation *> reductions,
+                                              EmittedKernel &kernel) {
+  // Whether staging a row pays (in shared memory, so that its later passes
+  // do not go back to memory; in a warp's registers, all its loads in
+  // flight at once) depends on the GPU: the staged row takes shared memory
+  // or registers that would hold more blocks an SM. The GPU times the
+  // kernel reading its row from memory in every pass (`_s0`) against its
+  // own. The same bits: each pass computes the same elements in the same
+  // order, only their loads differ.
+  if (kernel.launches != 1 || (kernel.sharedBytes == 0 && !stagedInRegisters))
+    return success();
+  Emitter plain(fusion);
+  if (failed(plain.configure()))
+    return failure();
+  plain.rowStageBytes = 0;
+  plain.warpRowRegisters = 0;
+  EmittedKernel scratch;
+  int64_t cpuGrid = 0;
+  if (failed(plain.emitRowKernel(reductions, scratch, cpuGrid)))
+    return failure();
+  if (scratch.grid != kernel.grid || scratch.launches != 1 ||
+      plain.body == body)
+    return success();
+  KernelAlternative alternative;
+  alternative.suffix = "_s0";
+  alternative.body = std::move(plain.body);
+  alternative.minBlocksPerSm = scratch.minBlocksPerSm;
+  alternative.sharedBytes = scratch.sharedBytes;
+  kernel.alternatives.push_back(std::move(alternative));
+  return success();
 }
 
 FailureOr<EmittedKernel> Emitter::emitRowGroups(RowGroupsOp groups,
@@ -248,8 +282,8 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
   for (const KernelAlternative &alternative : kernel.alternatives)
     kernel.key +=
         "\nor " + alternative.suffix + " " +
-        boundsOf(alternative.blockThreads, alternative.minBlocksPerSm) + "\n" +
-        alternative.body;
+        boundsOf(alternative.blockThreads, alternative.minBlocksPerSm) + " " +
+        std::to_string(alternative.sharedBytes) + "\n" + alternative.body;
   bool split = kernel.launches > 1;
   if (split) {
     params += ", void *workspace";

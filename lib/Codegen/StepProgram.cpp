@@ -523,10 +523,14 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
                   {"block", alternative.blockThreads}};
               if (alternative.minBlocksPerSm > 0)
                 listed["blocks_per_sm"] = alternative.minBlocksPerSm;
+              if (alternative.sharedBytes >= 0 &&
+                  alternative.sharedBytes != kernel->sharedBytes)
+                listed["shared"] = alternative.sharedBytes;
               alternatives.push_back(listed);
             }
             entry["alternatives"] = alternatives;
-            entry["digest"] = llvm::utohexstr(llvm::xxh3_64bits(kernel->key));
+            entry["digest"] =
+                llvm::utohexstr(llvm::xxh3_64bits(kernel->key), false, 16);
             // How many of its arguments, the first ones, it only reads:
             // timing the alternatives writes the others again.
             entry["inputs"] = fusion.getInputs().size();

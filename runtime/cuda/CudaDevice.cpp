@@ -224,6 +224,7 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
   step.kernelCandidates = {step.function};
   step.kernelCandidateNames = {step.label};
   step.kernelCandidateBlocks = {step.block};
+  std::vector<int64_t> sharedBytes = {shared};
   const nlohmann::json &kernels = plan.json["kernels"];
   if (kernels.is_array())
     for (const nlohmann::json &kernel : kernels) {
@@ -254,11 +255,15 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
       for (const nlohmann::json &alternative : alternatives) {
         std::string name = text(alternative, "name");
         int64_t block = number(alternative, "block", 256);
-        if (name.empty() || block < 32 || block > 1024 || block % 32 != 0) {
+        // An entry point that stages less (none of a row) takes its own
+        // dynamic shared memory; otherwise the kernel's.
+        int64_t bytes = number(alternative, "shared", shared);
+        if (name.empty() || block < 32 || block > 1024 || block % 32 != 0 ||
+            bytes < 0 || bytes > (int64_t(1) << 30)) {
           error = "plan.json: kernel " + step.label + " has an alternative " +
                   alternative.dump() +
-                  " without a name or a block of 32 to 1,024 threads (a "
-                  "multiple of 32); recompile the model";
+                  " without a name, a block of 32 to 1,024 threads (a "
+                  "multiple of 32) or a valid \"shared\"; recompile the model";
           return false;
         }
         // An alternative exists where the architecture has what it needs
@@ -270,6 +275,7 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
         step.kernelCandidates.push_back(function);
         step.kernelCandidateNames.push_back(name);
         step.kernelCandidateBlocks.push_back((unsigned)block);
+        sharedBytes.push_back(bytes);
       }
       step.kernelInputs = (int)number(kernel, "inputs", -1);
       // What names the choice in library-algorithms.json: the kernel's
@@ -278,13 +284,16 @@ bool CudaDevice::resolveKernelCandidates(Step &step, int64_t shared,
       step.shape =
           "kernel " + step.label + (digest.empty() ? "" : " ") + digest;
     }
-  // Each entry point takes the step's shared memory.
-  for (CUfunction function : step.kernelCandidates) {
-    step.function = function;
-    if (!prepareSharedMemory(step, shared, error))
+  // Each entry point takes its shared memory.
+  for (size_t c = 0; c < step.kernelCandidates.size(); ++c) {
+    step.function = step.kernelCandidates[c];
+    step.sharedBytes = 0;
+    if (!prepareSharedMemory(step, sharedBytes[c], error))
       return false;
+    step.kernelCandidateShared.push_back(step.sharedBytes);
   }
   step.function = step.kernelCandidates.front();
+  step.sharedBytes = step.kernelCandidateShared.front();
   return true;
 }
 

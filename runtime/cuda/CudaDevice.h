@@ -66,12 +66,13 @@ struct Step {
   /// Threads a block.
   unsigned block = 256;
   /// The kernel's entry points that compute the same bits in other ways
-  /// (plan.json's "alternatives"), itself first, with their names and
-  /// blocks: chooseLibraryAlgorithms times them as it times a GEMM's
-  /// algorithms.
+  /// (plan.json's "alternatives"), itself first, with their names, blocks
+  /// and dynamic shared memory: chooseLibraryAlgorithms times them as it
+  /// times a GEMM's algorithms.
   std::vector<CUfunction> kernelCandidates;
   std::vector<std::string> kernelCandidateNames;
   std::vector<unsigned> kernelCandidateBlocks;
+  std::vector<unsigned> kernelCandidateShared;
   /// How many of the arguments the kernel only reads (the first ones; -1:
   /// unknown).
   int kernelInputs = -1;

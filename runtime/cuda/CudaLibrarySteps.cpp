@@ -185,6 +185,7 @@ void CudaDevice::takeCandidate(Step &step, size_t candidate) {
   else if (step.kind == StepKind::Kernel) {
     step.function = step.kernelCandidates[candidate];
     step.block = step.kernelCandidateBlocks[candidate];
+    step.sharedBytes = step.kernelCandidateShared[candidate];
   } else
     step.convAlgo = step.convCandidates[candidate];
 }

@@ -21,15 +21,14 @@
 #         240, and with --gpu-bytes-in-flight 0,
 #         its kernels' loads in the order before batching; ResNet-50 bf16
 #         also with --conv-layout nchw; GPT-2 bf16 also with
-#         --gpu-row-stage-bytes 0, --attention-rows-per-warp 32,
-#         --attention-score-gradients stored, and that with
-#         --attention-blocks-per-sm 2, and --gpu-warp-row-registers 0; both
-#         in bf16 with
-#         --gpu-bytes-in-flight 64 and 128), weights made here by
+#         --attention-rows-per-warp 32, --attention-score-gradients
+#         stored, and that with --attention-blocks-per-sm 2; both in bf16
+#         with --gpu-bytes-in-flight 64 and 128 and with
+#         --gpu-column-lanes 16), weights made here by
 #         PyTorch (--init): one step against PyTorch's, each artifact's
 #         profile with PyTorch's SDPA timed at GPT-2's attention shape beside
-#         it, then tokens/s and images/s against eager and torch.compile, and
-#         MFU.
+#         it (each backend: FlashAttention, cuDNN's, memory-efficient), then
+#         tokens/s and images/s against eager and torch.compile, and MFU.
 # stalls: Nsight Compute (ncu, when the machine has it) on GPT-2 bf16's
 #         attention and head cross-entropy kernels: why they take the time
 #         the profile shows (instruction rate, stall reasons, occupancy).

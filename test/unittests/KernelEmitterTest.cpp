@@ -993,7 +993,8 @@ std::vector<std::string> alternativesOf(const EmittedKernel &kernel) {
 
 // Entry points the GPU chooses between: a warp row kernel over registers
 // is bounded to two blocks an SM, with an entry point bounded to one
-// beside it, in the GPU's text only (NVRTC's); the attention's forward is
+// beside it and one reading its row from memory in every pass (`_s0`), in
+// the GPU's text only (NVRTC's); the attention's forward is
 // one block of 8 warps an SM, with entry points at two blocks an SM and
 // in blocks of 4 warps (only on tensor cores), unless the module names
 // the blocks an SM. A kernel that writes over an input has them too (the
@@ -1002,8 +1003,15 @@ TEST(KernelEmitterTest, KernelsComeWithAlternativesTheGpuTimes) {
   FailureOr<EmittedKernel> rows = emitFirstFusion(softmaxModule(512));
   ASSERT_TRUE(succeeded(rows));
   EXPECT_EQ(rows->minBlocksPerSm, 2);
-  EXPECT_EQ(alternativesOf(*rows), std::vector<std::string>{"_b1 256 1"});
+  EXPECT_EQ(alternativesOf(*rows),
+            (std::vector<std::string>{"_b1 256 1", "_s0 256 0"}));
   const std::string &src = rows->source;
+  // The unstaged entry point keeps no registers of the row.
+  ASSERT_EQ(rows->alternatives.size(), 2u);
+  EXPECT_EQ(rows->alternatives[1].body.find("rowIn"), std::string::npos)
+      << rows->alternatives[1].body;
+  EXPECT_NE(rows->alternatives[1].body.find("= in0["), std::string::npos)
+      << rows->alternatives[1].body;
   size_t main = src.find("__launch_bounds__(256, 2) k(");
   size_t guard = src.find("#if (defined(GPUC_NVRTC) || "
                           "defined(GPUC_HOST_CUDA))\nextern \"C\" __global__ "
@@ -1260,12 +1268,25 @@ TEST(KernelEmitterTest, LongRowsAreStagedForTheirPasses) {
     // memory.
     std::string staged = llvm::formatv("gpuc::stagedRow<{0}>(0)[", type).str();
     EXPECT_EQ(occurrences(src, "= " + staged), 3u * 9u) << src;
+    // The kernel's own entry point, before its alternative's.
+    std::string own = src.substr(0, src.find(" k_s0("));
     std::string cpu;
-    for (size_t at = src.find("#ifdef GPUC_CPU"); at != std::string::npos;
-         at = src.find("#ifdef GPUC_CPU", at + 1))
-      cpu += src.substr(at, src.find("#else", at) - at);
+    for (size_t at = own.find("#ifdef GPUC_CPU"); at != std::string::npos;
+         at = own.find("#ifdef GPUC_CPU", at + 1))
+      cpu += own.substr(at, own.find("#else", at) - at);
     EXPECT_EQ(cpu.find("stagedRow"), std::string::npos) << src;
-    EXPECT_EQ(occurrences(src, "= in0["), occurrences(cpu, "= in0[")) << src;
+    EXPECT_EQ(occurrences(own, "= in0["), occurrences(cpu, "= in0[")) << src;
+    // Beside it, an entry point that reads the row from memory in every
+    // pass, without the shared memory.
+    ASSERT_EQ(kernel->alternatives.size(), 1u);
+    const KernelAlternative &unstaged = kernel->alternatives.front();
+    EXPECT_EQ(unstaged.suffix, "_s0");
+    EXPECT_EQ(unstaged.sharedBytes, 0);
+    EXPECT_EQ(unstaged.body.find("stagedRow"), std::string::npos)
+        << unstaged.body;
+    EXPECT_GT(occurrences(unstaged.body, "= in0["),
+              occurrences(cpu, "= in0[") + 3)
+        << unstaged.body;
     // Not staged: past the bytes allowed, or none allowed.
     for (int64_t allowed : {bytes - 16, (int64_t)0}) {
       kernel = emitFirstFusion(softmax(element, allowed));
@@ -1273,6 +1294,7 @@ TEST(KernelEmitterTest, LongRowsAreStagedForTheirPasses) {
       EXPECT_EQ(kernel->sharedBytes, 0) << allowed;
       EXPECT_EQ(kernel->source.find("stagedRow"), std::string::npos)
           << kernel->source;
+      EXPECT_TRUE(kernel->alternatives.empty()) << kernel->source;
     }
   }
   // Rows whose elements are 4 apart (a softmax over the middle axis).

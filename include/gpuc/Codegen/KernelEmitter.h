@@ -23,6 +23,10 @@ struct KernelAlternative {
   /// The entry point's body, where it is not the kernel's (a kernel of
   /// one launch only).
   std::string body;
+  /// Dynamic shared memory a block of the entry point takes, where not the
+  /// kernel's (-1): a row kernel's entry point that stages none of its row
+  /// takes none.
+  int64_t sharedBytes = -1;
   /// A macro the GPU's text defines where the entry point exists
   /// (GPUC_HAVE_MMA: an architecture with tensor cores), beyond NVRTC's;
   /// the CUDA device takes an alternative its binary lacks for none.

@@ -250,6 +250,10 @@ private:
   LogicalResult emitElementwise(EmittedKernel &kernel);
   LogicalResult emitRowKernel(ArrayRef<Operation *> reductions,
                               EmittedKernel &kernel, int64_t &cpuGrid);
+  /// A row kernel that stages its row (in shared memory or registers) also
+  /// as `_s0`, which reads it from memory in every pass.
+  LogicalResult addUnstagedAlternative(ArrayRef<Operation *> reductions,
+                                       EmittedKernel &kernel);
   /// A row kernel's plan (RowKernelPlan.cpp). It sets the kernel's grid,
   /// launches, workspace and alternatives, `splits` and the staging, and
   /// `cpuGrid` for warp rows.

@@ -89,12 +89,19 @@ bool isAlternative(const gpuc::CpuKernel *table, const char *name) {
 /// GPUC_HOST_CUDA_SLOW=own (or alternatives): the launches of kernels' own
 /// entry points (or of their alternatives) take a second more as the
 /// events see them, so that the device's timing chooses the others, and a
-/// test can compare the steps of either choice.
+/// test can compare the steps of either choice. `but:SUFFIX` slows every
+/// entry point but the alternatives whose names end in SUFFIX, so that the
+/// device takes those wherever a kernel has one.
 bool slowed(const gpuc::CpuKernel *table, const char *name) {
   const char *slow = getenv("GPUC_HOST_CUDA_SLOW");
   if (!slow)
     return false;
   bool alternative = isAlternative(table, name);
+  if (strncmp(slow, "but:", 4) == 0) {
+    size_t length = strlen(name), suffix = strlen(slow + 4);
+    return !(alternative && length >= suffix &&
+             strcmp(name + length - suffix, slow + 4) == 0);
+  }
   return strcmp(slow, alternative ? "alternatives" : "own") == 0;
 }
 
@@ -125,8 +132,9 @@ bool settingsAreValid() {
     return bad("GPUC_HOST_CUDA_MEMORY", text,
                "a size in bytes (a suffix K, M or G multiplies)");
   if (const char *text = getenv("GPUC_HOST_CUDA_SLOW");
-      text && strcmp(text, "own") != 0 && strcmp(text, "alternatives") != 0)
-    return bad("GPUC_HOST_CUDA_SLOW", text, "own or alternatives");
+      text && strcmp(text, "own") != 0 && strcmp(text, "alternatives") != 0 &&
+      !(strncmp(text, "but:_", 5) == 0 && text[5]))
+    return bad("GPUC_HOST_CUDA_SLOW", text, "own, alternatives or but:_SUFFIX");
   if (const char *text = getenv("GPUC_HOST_CUDA_REFUSE_ALGO");
       text && (!*text || strspn(text, "0123456789") != strlen(text)))
     return bad("GPUC_HOST_CUDA_REFUSE_ALGO", text, "an algorithm's number");
