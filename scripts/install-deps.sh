@@ -11,7 +11,7 @@ packages=(
   libdnnl-dev nlohmann-json3-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev
   coinor-libcbc-dev
   dataset-fashion-mnist fortunes
-  python3-numpy python3-onnx python3-pil python3-venv
+  python3-numpy python3-onnx python3-pil python3-venv python3-pip
   clang libclang-rt-dev
   openmpi-bin libopenmpi-dev
 )
@@ -34,6 +34,32 @@ if ((${#missing[@]} > 0)); then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -q >/dev/null
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Optional: cuDNN's frontend (header-only, MIT; from its PyPI wheel, whose
+# include/ holds the headers), for the CUDA plugin's use of cuDNN's fused
+# attention (gpuc compile --attention-library cudnn). Without it (no
+# network) the plugin is built without, and says so when asked.
+cudnn_frontend=/opt/gpuc-cudnn-frontend
+cudnn_frontend_version=1.32.0
+if [[ "${GPUC_SKIP_CUDNN_FRONTEND:-0}" != 1 ]] &&
+  [[ ! -e $cudnn_frontend/include/cudnn_frontend.h ||
+    $(cat "$cudnn_frontend/VERSION" 2>/dev/null) != "$cudnn_frontend_version" ]]; then
+  echo "install-deps: fetching cuDNN's frontend $cudnn_frontend_version headers into $cudnn_frontend"
+  wheels=$(mktemp -d)
+  if /usr/bin/python3 -m pip download -q --no-deps --dest "$wheels" \
+      "nvidia-cudnn-frontend==$cudnn_frontend_version" 2>/dev/null &&
+    $sudo rm -rf "$cudnn_frontend" && $sudo mkdir -p "$cudnn_frontend" &&
+    $sudo /usr/bin/python3 -c 'import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/") or "licenses/" in n])' \
+      "$wheels"/nvidia_cudnn_frontend-*.whl "$cudnn_frontend"; then
+    echo "$cudnn_frontend_version" | $sudo tee "$cudnn_frontend/VERSION" >/dev/null
+  else
+    echo "install-deps: cuDNN's frontend could not be fetched; the CUDA" \
+      "plugin is built without cuDNN's fused attention"
+  fi
+  rm -rf "$wheels"
 fi
 
 # Optional: TensorBoard's reader, for the test of the trainer's

@@ -146,6 +146,29 @@ int Lowering::kernelWorkspace(int64_t bytes) {
   return id;
 }
 
+/// A plan step's `cudnn_attention`: the attention's shapes and score
+/// rules, and each operand's argument, offset and strides (elements).
+static json cudnnAttentionJson(const CudnnAttentionCall &call,
+                               int64_t launches) {
+  json operands = json::object();
+  for (const CudnnAttentionCall::Operand &operand : call.operands)
+    operands[operand.name] = {{"arg", operand.arg},
+                              {"offset", operand.offset},
+                              {"strides", operand.strides}};
+  return {{"direction", call.backward ? "backward" : "forward"},
+          {"batch", call.batch},
+          {"heads", call.heads},
+          {"queries", call.queries},
+          {"keys", call.keys},
+          {"width", call.width},
+          {"value_width", call.valueWidth},
+          {"scale", call.scale},
+          {"causal", call.causal},
+          {"dtype", call.dtype},
+          {"launches", launches},
+          {"operands", operands}};
+}
+
 /// The bytes of `attr` when its storage already is the tensor's layout
 /// (little-endian, one element after another; f32, f16, bf16, i32, i64):
 /// a model's parameters are copied as they are instead of converted one
@@ -580,6 +603,11 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         // Dynamic shared memory a block takes (a row kernel's staged rows).
         if (kernel->sharedBytes > 0)
           step["shared"] = kernel->sharedBytes;
+        // What cuDNN's fused attention needs to run instead of the
+        // kernel's launches, on the first of them.
+        if (kernel->cudnnAttention && launch == 0)
+          step["cudnn_attention"] =
+              cudnnAttentionJson(*kernel->cudnnAttention, launches);
         steps.push_back(step);
       }
     } else if (isLibraryCall(&op)) {

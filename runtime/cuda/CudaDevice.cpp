@@ -341,6 +341,9 @@ bool CudaDevice::resolveSteps(std::string &error) {
         if (!resolveKernelCandidates(step, s.value("shared", (int64_t)0),
                                      error))
           return false;
+        if (s.contains("cudnn_attention") &&
+            !prepareCudnnAttention(step, s, error))
+          return false;
       } else if (step.kind == StepKind::Gemm) {
         if (!prepareGemm(step, s, error))
           return false;
@@ -450,7 +453,7 @@ bool CudaDevice::init(const std::string &dir, std::string &error) {
       !check(cuEventCreate(&timingStop, CU_EVENT_DEFAULT), "cuEventCreate",
              error))
     return false;
-  if (!checkConvAlgorithms(error))
+  if (!checkConvAlgorithms(error) || !checkCudnnAttention(error))
     return false;
   chooseLibraryAlgorithms(dir);
   // Choosing ran steps on operands nothing had written, some of them
@@ -707,6 +710,10 @@ void CudaDevice::collect(uint64_t ticket, void *dst, size_t bytes) {
 bool CudaDevice::issueStep(const Step &step, CUstream stream,
                            std::string &error) {
   static const float one = 1.0f, zero = 0.0f;
+  if (step.skipped)
+    return true;
+  if (step.cudnn)
+    return step.cudnn->run(dnn, step.argValues, workspace, error);
   switch (step.kind) {
   case StepKind::Kernel:
     return check(cuLaunchKernel(step.function, step.grid, 1, 1, step.block, 1,

@@ -7,6 +7,7 @@
 #ifndef GPUC_RUNTIME_CUDA_CUDADEVICE_H
 #define GPUC_RUNTIME_CUDA_CUDADEVICE_H
 
+#include "CudnnAttention.h"
 #include "NcclRanks.h"
 
 #include "gpuc/runtime/Executor.h"
@@ -80,6 +81,13 @@ struct Step {
   /// reports them for a step it cannot run again at exit).
   std::vector<double> loadMicros;
   unsigned grid = 1;
+  /// A fused attention's launches that cuDNN's fused attention runs
+  /// instead (gpuc compile --attention-library cudnn): the first launch
+  /// runs `cudnn`, the others nothing. `pendingCudnn` is built and waits
+  /// for the load's check against the kernels.
+  std::shared_ptr<CudnnAttention> cudnn, pendingCudnn;
+  CudnnAttentionShape cudnnShape;
+  bool skipped = false;
   /// Dynamic shared memory a block takes (a row kernel's staged rows).
   unsigned sharedBytes = 0;
   std::vector<int> argIds;
@@ -245,6 +253,21 @@ private:
   /// Runs each convolution once with its algorithm, the next candidate
   /// where cuDNN refuses it (a heuristic's proposal can fail to run).
   bool checkConvAlgorithms(std::string &error);
+  /// Builds cuDNN's fused attention for a kernel step whose plan asks for
+  /// it (CudaAttentionSteps.cpp); where it cannot, says why and leaves the
+  /// kernels. False only for a damaged descriptor.
+  bool prepareCudnnAttention(Step &step, const nlohmann::json &s,
+                             std::string &error);
+  /// Runs each built cuDNN attention and the kernels it stands in for on
+  /// the same operands, and keeps it where the results agree.
+  bool checkCudnnAttention(std::string &error);
+  /// Runs steps[i]'s pending cuDNN attention and the kernel launches it
+  /// stands in for on random operands: `worst`, the largest difference of
+  /// an output (`worstName`) against its largest magnitude, and `failure`
+  /// where it does not agree or did not run. False for a CUDA error.
+  bool compareCudnnAttention(std::vector<Step> &steps, size_t i, double &worst,
+                             std::string &worstName, std::string &failure,
+                             std::string &error);
   /// Issues `function`'s steps on `stream`: into a graph being captured, or
   /// launched one by one.
   bool issue(const std::string &function, int slot, CUstream stream,
@@ -304,6 +327,10 @@ private:
   int64_t persistentMemoryBytes = 0;
   std::vector<CUdeviceptr> pointers;
   CUdeviceptr workspace = 0;
+  /// Whether the log has said this build has no cuDNN attention.
+  bool cudnnAttentionNoted = false;
+  /// cuDNN's attention graphs built, by their plan descriptor.
+  std::map<std::string, std::shared_ptr<CudnnAttention>> cudnnAttentionGraphs;
   size_t workspaceBytes = kGemmWorkspace;
 
   // Staging: per buffer, its offset in a slot (-1: not staged).

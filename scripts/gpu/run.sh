@@ -22,7 +22,8 @@
 #         its kernels' loads in the order before batching; ResNet-50 bf16
 #         also with --conv-layout nchw; GPT-2 bf16 also with
 #         --attention-rows-per-warp 32, --attention-score-gradients
-#         stored, and that with --attention-blocks-per-sm 2; both in bf16
+#         stored, and that with --attention-blocks-per-sm 2, and with
+#         --attention-library cudnn (cuDNN's fused attention); both in bf16
 #         with --gpu-bytes-in-flight 64 and 128 and with
 #         --gpu-column-lanes 16), weights made here by
 #         PyTorch (--init): one step against PyTorch's, each artifact's

@@ -63,7 +63,8 @@ def build(bundle, name, sdpa=False):
 # at two blocks an SM (--attention-blocks-per-sm 2) and with 32 rows a warp
 # (--attention-rows-per-warp 32), and its backward from stored score
 # gradients (--attention-score-gradients stored), and both at two blocks an
-# SM and from stored score gradients, and, for both models,
+# SM and from stored score gradients, and by cuDNN's fused attention
+# (--attention-library cudnn), and, for both models,
 # column kernels of 16 columns a block (--gpu-column-lanes 16: 32 bytes of
 # each row, the layout before whole rows), and for ResNet-50 bf16 the
 # other convolution layout (NCHW, where the default on tensor cores is
@@ -73,7 +74,8 @@ VARIANTS = ("fp32", "bf16", "bf16-gemm-attention", "bf16-largest",
             "bf16-in-order", "bf16-in-flight-64", "bf16-in-flight-128",
             "bf16-head-f32", "bf16-no-epilogues", "bf16-attention-2-blocks",
             "bf16-attention-32-rows", "bf16-stored-score-gradients",
-            "bf16-2-blocks-stored", "bf16-column-lanes-16", "bf16-nchw")
+            "bf16-2-blocks-stored", "bf16-cudnn-attention",
+            "bf16-column-lanes-16", "bf16-nchw")
 
 
 def precision_of(label):
@@ -326,8 +328,13 @@ def phase_scale_profile(args, results, trainer):
                                                   "trace-%s.json" % artifact),
                         check=False)
             report = r.stderr[r.stderr.find("gpuc profile"):]
-            print("== %s (exit %d)\n%s" % (artifact, r.returncode,
-                                          "\n".join(report.splitlines()[:40])))
+            # What the load said of cuDNN's fused attention (whether it
+            # took each attention, or why not).
+            cudnn = [line for line in r.stderr.splitlines()
+                     if "cuDNN's fused attention" in line]
+            print("== %s (exit %d)\n%s" % (
+                artifact, r.returncode,
+                "\n".join(cudnn + report.splitlines()[:40])))
             choices = kernel_choices(report)
             for c in choices:
                 print("  %s: %s" % (c["launch"], ", ".join(
@@ -335,7 +342,8 @@ def phase_scale_profile(args, results, trainer):
                                     " (chosen)" if e["chosen"] else "")
                     for e in c["candidates"])))
             rows.append({"artifact": artifact, "exit": r.returncode,
-                         "report": report, "kernel_choices": choices,
+                         "report": report, "cudnn_attention": cudnn,
+                         "kernel_choices": choices,
                          "kept_choices": kept_kernel_choices(args.bundle,
                                                              artifact)})
     results["scale_profile"] = rows

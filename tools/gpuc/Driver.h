@@ -121,6 +121,7 @@ extern cl::opt<int64_t> gpuBytesInFlight;
 extern cl::opt<std::string> attentionBlocksPerSm;
 extern cl::opt<int64_t> attentionRowsPerWarp;
 extern cl::opt<std::string> attentionScoreGradients;
+extern cl::opt<std::string> attentionLibrary;
 extern cl::opt<int64_t> gpuColumnLanesOption;
 extern cl::opt<int64_t> gpuRowStageBytes;
 extern cl::opt<int64_t> gpuWarpRowRegisters;

@@ -354,6 +354,16 @@ cl::opt<std::string> attentionScoreGradients(
              "the keys)"),
     cl::value_desc("recomputed|stored"), cl::init("recomputed"),
     cl::cat(compileCategory));
+cl::opt<std::string> attentionLibrary(
+    "attention-library",
+    cl::desc("compile: what runs the fused attention on the GPU: generated "
+             "(default: gpuc's own kernels) or cudnn (cuDNN's fused "
+             "attention, forward and backward, where cuDNN takes the "
+             "attention: 16-bit operands, no dropout, no mask or a causal "
+             "one; the CUDA device checks it against the generated kernels "
+             "at load, and they run where it does not)"),
+    cl::value_desc("generated|cudnn"), cl::init("generated"),
+    cl::cat(compileCategory));
 cl::opt<int64_t> gpuColumnLanesOption(
     "gpu-column-lanes",
     cl::desc("compile: the most columns a GPU block of a column kernel (a "

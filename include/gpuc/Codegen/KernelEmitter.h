@@ -4,6 +4,8 @@
 
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 
+#include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,31 @@ struct KernelAlternative {
   }
 };
 
+/// A fused attention kernel that cuDNN's fused attention may stand in for
+/// (gpuc compile --attention-library cudnn): its shapes, its score rules
+/// and where each operand lies among the kernel's arguments (inputs, then
+/// outputs): the argument, an offset in elements and the batch, head and
+/// row strides (a row's elements are adjacent). The forward's operands
+/// are q, k, v, out and lse (f32, [B, H, queries]); the backward's q, k, v,
+/// out, lse, d_out, dq, dk and dv, and its `launches` launches are one
+/// cuDNN call.
+struct CudnnAttentionCall {
+  struct Operand {
+    std::string name;
+    int64_t arg = 0, offset = 0;
+    std::array<int64_t, 3> strides{};
+  };
+  bool backward = false;
+  int64_t batch = 0, heads = 0, queries = 0, keys = 0, width = 0,
+          valueWidth = 0;
+  double scale = 1;
+  /// Whether a query sees only the keys up to its own (from the first).
+  bool causal = false;
+  /// "BF16" or "F16".
+  std::string dtype;
+  std::vector<Operand> operands;
+};
+
 /// One generated kernel: `extern "C" __global__ void <name>(inputs...,
 /// outputs...)`, launched with `grid` blocks of `blockThreads` threads. A
 /// row kernel whose rows are split across blocks (rowKernelSplits) is
@@ -71,6 +98,8 @@ struct EmittedKernel {
   int arguments = 0;
   /// What the kernel does, without its name: equal keys, identical kernels.
   std::string key;
+  /// Where cuDNN's fused attention may run instead (a fused attention).
+  std::optional<CudnnAttentionCall> cudnnAttention;
 
   std::string launchName(int64_t launch) const {
     return launches == 1 ? name : name + "_p" + std::to_string(launch);

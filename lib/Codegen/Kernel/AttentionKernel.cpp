@@ -47,6 +47,121 @@ bool onTensorCores(Type operand, int64_t d, int64_t dv) {
          d <= 128 && dv <= 128;
 }
 
+/// Where `v`, read by a fused attention kernel, lies among its arguments:
+/// a block argument, or a row window of one; none otherwise.
+std::optional<CudnnAttentionCall::Operand> cudnnOperandOf(StringRef name,
+                                                          Value v, bool bthd) {
+  CudnnAttentionCall::Operand operand;
+  operand.name = name.str();
+  if (std::optional<AttentionRowWindow> window = attentionRowWindow(v)) {
+    auto arg = dyn_cast<BlockArgument>(window->stored);
+    if (!arg)
+      return std::nullopt;
+    operand.arg = arg.getArgNumber();
+    operand.offset = window->offset;
+    operand.strides = window->strides();
+    return operand;
+  }
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg)
+    return std::nullopt;
+  operand.arg = arg.getArgNumber();
+  operand.strides = attentionStrides(v, bthd);
+  return operand;
+}
+
+/// What cuDNN's fused attention needs to stand in for `o` (an
+/// attention or its gradient, alone in its kernel): 16-bit operands, no
+/// dropout, no mask or a causal one (a query sees the keys up to its own,
+/// the others weigh nothing), rows of whole 16-byte pieces. None where it
+/// cannot; cuDNN itself may still refuse the shapes at load.
+template <typename Op>
+std::optional<CudnnAttentionCall>
+cudnnAttentionOf(Op o, bool bthd, int64_t inputs, ConcatOp joined) {
+  Type element = elementOf(o.getQuery());
+  if (!(element.isBF16() || element.isF16()) ||
+      elementOf(o.getKey()) != element || elementOf(o.getValue()) != element)
+    return std::nullopt;
+  if (o.getRngKey() || o.getDropout().convertToDouble() != 0.0)
+    return std::nullopt;
+  CudnnAttentionCall call;
+  call.backward = isa<AttentionGradOp>(o.getOperation());
+  call.dtype = element.isBF16() ? "BF16" : "F16";
+  SmallVector<int64_t, 4> q = attentionShape(o.getQuery(), bthd),
+                          k = attentionShape(o.getKey(), bthd),
+                          v = attentionShape(o.getValue(), bthd);
+  call.batch = q[0];
+  call.heads = q[1];
+  call.queries = q[2];
+  call.keys = k[2];
+  call.width = q[3];
+  call.valueWidth = v[3];
+  call.scale = o.getScale().convertToDouble();
+  if (o.getMask()) {
+    // The mask's bits are a comparison of key with query: causal where it
+    // excludes key > query (or keeps key <= query), and the fill weighs
+    // an excluded score nothing: -inf, or a fill of -1e4 or less, whose
+    // weight beside a row's kept scores (the query's own key among them)
+    // is exp(-1e4 - max), a float's 0 unless every kept score is below
+    // -9,900.
+    std::optional<ComparePredicate> triangle = o.getMaskTriangle();
+    bool keeps = o.getMaskKeeps();
+    call.causal = triangle && ((!keeps && *triangle == ComparePredicate::gt) ||
+                               (keeps && *triangle == ComparePredicate::le));
+    if (!call.causal || o.getFill().convertToDouble() > -1e4)
+      return std::nullopt;
+  }
+  auto add = [&](StringRef name, Value value) {
+    std::optional<CudnnAttentionCall::Operand> operand =
+        cudnnOperandOf(name, value, bthd);
+    if (operand)
+      call.operands.push_back(*operand);
+    return operand.has_value();
+  };
+  auto output = [&](StringRef name, int64_t index,
+                    std::array<int64_t, 3> strides, int64_t offset = 0) {
+    call.operands.push_back({name.str(), inputs + index, offset, strides});
+  };
+  std::array<int64_t, 3> lseStrides = {q[1] * q[2], q[2], 1};
+  if (!add("q", o.getQuery()) || !add("k", o.getKey()) ||
+      !add("v", o.getValue()))
+    return std::nullopt;
+  if (auto grad = dyn_cast<AttentionGradOp>(o.getOperation())) {
+    if (!add("out", grad.getResult()) || !add("lse", grad.getLogsumexp()) ||
+        !add("d_out", grad.getResultGrad()))
+      return std::nullopt;
+    // The kernels read the output's gradient in the output's layout (as
+    // stored, it may be typed by its rows), and the logsumexps a row each
+    // from the first.
+    call.operands[5].strides = call.operands[3].strides;
+    call.operands[4].strides = lseStrides;
+    if (call.operands[4].offset)
+      return std::nullopt;
+    for (auto [i, name, result] : llvm::enumerate(
+             std::array<StringRef, 3>{"dq", "dk", "dv"}, grad->getResults())) {
+      if (!joined) {
+        output(name, i, attentionStrides(result, bthd));
+        continue;
+      }
+      AttentionRowWindow window = *attentionGradientWindow(result);
+      output(name, 0, window.strides(), window.offset);
+    }
+  } else {
+    auto attention = cast<AttentionOp>(o.getOperation());
+    output("out", 0, attentionStrides(attention.getResult(), bthd));
+    output("lse", 1, lseStrides);
+  }
+  // cuDNN reads and writes 16-byte pieces of a row.
+  for (const CudnnAttentionCall::Operand &operand : call.operands)
+    if (operand.name != "lse" &&
+        (operand.offset % 8 ||
+         llvm::any_of(operand.strides, [](int64_t s) { return s % 8 != 0; })))
+      return std::nullopt;
+  if (call.width % 8 || call.valueWidth % 8)
+    return std::nullopt;
+  return call;
+}
+
 /// The attention's kernel in blocks of 4 warps (128 threads) on tensor
 /// cores, with `body`: the same rows in twice the passes.
 KernelAlternative quarterBlocks(std::string body) {
@@ -170,6 +285,9 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
 
   EmittedKernel kernel;
   kernel.name = name.str();
+  bool cudnn = false;
+  if (auto module = fusion->getParentOfType<ModuleOp>())
+    cudnn = module->hasAttr(GpucDialect::kAttentionCudnnAttrName);
   if (attention) {
     if (failed(common(attention)))
       return failure();
@@ -191,6 +309,9 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
       rowsPerWarp = module->getAttrOfType<IntegerAttr>(
           GpucDialect::kAttentionRowsPerWarpAttrName);
     int64_t tiles = rowsPerWarp ? rowsPerWarp.getInt() / 16 : 1;
+    if (cudnn)
+      kernel.cudnnAttention =
+          cudnnAttentionOf(attention, bthd, fusion.getInputs().size(), {});
     // (Template arguments past the last that differs from its default
     // are left out.)
     auto call = [&](int64_t warps, int64_t tiles) {
@@ -277,6 +398,9 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
                 ((std::max(q[2], attentionShape(grad.getKey(), bthd)[2]) +
                   kBlockThreads - 1) /
                  kBlockThreads);
+  if (cudnn)
+    kernel.cudnnAttention =
+        cudnnAttentionOf(grad, bthd, fusion.getInputs().size(), joined);
   // Phase 0 leaves each query row's dot(dO, O) in the workspace for
   // phase 1.
   kernel.launches = 2;

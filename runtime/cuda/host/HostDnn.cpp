@@ -250,6 +250,11 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream) {
   return CUDNN_STATUS_SUCCESS;
 }
 
+cudnnStatus_t cudnnGetStream(cudnnHandle_t handle, cudaStream_t *stream) {
+  *stream = handle->stream;
+  return CUDNN_STATUS_SUCCESS;
+}
+
 const char *cudnnGetErrorString(cudnnStatus_t status) {
   switch (status) {
   case CUDNN_STATUS_SUCCESS:
