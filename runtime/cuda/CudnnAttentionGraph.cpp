@@ -194,10 +194,15 @@ private:
       pack[uidOf(name)] =
           reinterpret_cast<void *>(args[o.arg] + o.offset * element);
     }
-    fe::error_t status =
-        built.graph.execute(dnn, pack, reinterpret_cast<void *>(workspace));
-    if (!status.is_good()) {
-      error = "cuDNN's fused attention failed: " + describe(status);
+    try {
+      fe::error_t status =
+          built.graph.execute(dnn, pack, reinterpret_cast<void *>(workspace));
+      if (!status.is_good()) {
+        error = "cuDNN's fused attention failed: " + describe(status);
+        return false;
+      }
+    } catch (const std::exception &e) {
+      error = std::string("cuDNN's fused attention failed: ") + e.what();
       return false;
     }
     return true;
