@@ -528,7 +528,11 @@ CudaDevice::~CudaDevice() {
         cudnnDestroyFilterDescriptor(step.wDesc);
       if (step.convDesc)
         cudnnDestroyConvolutionDescriptor(step.convDesc);
+      step.cudnn.reset();
+      step.pendingCudnn.reset();
     }
+  // cuDNN's attention graphs go before the handle they were built on.
+  cudnnAttentionGraphs.clear();
   if (dnn)
     cudnnDestroy(dnn);
   if (blas)
