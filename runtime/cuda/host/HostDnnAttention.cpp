@@ -42,7 +42,7 @@ public:
   }
 
 private:
-  bool queue(cudnnHandle_t dnn, const std::vector<CUdeviceptr> args,
+  bool queue(cudnnHandle_t dnn, const std::vector<CUdeviceptr> &args,
              bool backward, std::string &error) {
     cudaStream_t stream = nullptr;
     cudnnGetStream(dnn, &stream);
