@@ -38,7 +38,7 @@ fi
 
 # Optional: cuDNN's frontend (header-only, MIT; from its PyPI wheel, whose
 # include/ holds the headers), for the CUDA plugin's use of cuDNN's fused
-# attention (gpuc compile --attention-library cudnn). Without it (no
+# attention (gpuc compile --attention-library auto|cudnn). Without it (no
 # network) the plugin is built without, and says so when asked.
 cudnn_frontend=/opt/gpuc-cudnn-frontend
 cudnn_frontend_version=1.32.0

@@ -165,6 +165,7 @@ static json cudnnAttentionJson(const CudnnAttentionCall &call,
           {"scale", call.scale},
           {"causal", call.causal},
           {"dtype", call.dtype},
+          {"when", call.timed ? "faster" : "agrees"},
           {"launches", launches},
           {"operands", operands}};
 }

@@ -1,11 +1,14 @@
 //===- CudaAttentionSteps.cpp - cuDNN's fused attention for kernel steps --===//
 //
 // A fused attention kernel step whose plan carries `cudnn_attention` (gpuc
-// compile --attention-library cudnn): cuDNN's graphs are built while the
-// steps resolve (their workspace joins the library workspace), then, once
-// memory is bound, each is run beside the generated kernels it would
+// compile --attention-library auto|cudnn): cuDNN's graphs are built while
+// the steps resolve (their workspace joins the library workspace), then,
+// once memory is bound, each is run beside the generated kernels it would
 // replace, on the same operands (random values written where the arena
-// holds nothing yet), and it replaces them only where the results agree.
+// holds nothing yet), and it replaces them only where the results agree
+// and, where the plan asks for the faster (auto), where it also takes less
+// time than they do with their chosen entry points: a choice kept in
+// library-algorithms.json, so that every later run on that GPU takes it.
 // cuDNN's choice of kernels, not gpuc's, decides its bits: the same on
 // every run on one GPU (its backward is asked for deterministically), but
 // not the generated kernels' bits.
@@ -17,6 +20,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 namespace gpuc {
@@ -189,6 +193,18 @@ bool CudaDevice::compareCudnnAttention(std::vector<Step> &steps, size_t i,
   return true;
 }
 
+/// What the log calls the attention of `shape`.
+static std::string attentionText(const CudnnAttentionShape &shape) {
+  char text[160];
+  snprintf(text, sizeof text,
+           "%s, %lld x %lld heads, %lld queries by %lld keys, width %lld%s",
+           shape.backward ? "backward" : "forward", (long long)shape.batch,
+           (long long)shape.heads, (long long)shape.queries,
+           (long long)shape.keys, (long long)shape.width,
+           shape.causal ? ", causal" : "");
+  return text;
+}
+
 bool CudaDevice::checkCudnnAttention(std::string &error) {
   // Each graph is checked once, on its first step: the steps sharing it
   // have the same descriptor, so the same kernels.
@@ -219,50 +235,152 @@ bool CudaDevice::checkCudnnAttention(std::string &error) {
         std::string worstName, failure;
         if (!compareCudnnAttention(steps, i, worst, worstName, failure, error))
           return false;
-        char shapeText[160];
-        snprintf(shapeText, sizeof shapeText,
-                 "%s, %lld x %lld heads, %lld queries by %lld keys, width "
-                 "%lld%s",
-                 shape.backward ? "backward" : "forward",
-                 (long long)shape.batch, (long long)shape.heads,
-                 (long long)shape.queries, (long long)shape.keys,
-                 (long long)shape.width, shape.causal ? ", causal" : "");
         bool agrees = failure.empty();
-        if (agrees)
+        if (agrees && shape.timed)
+          fprintf(stderr,
+                  "cuda: cuDNN's fused attention agrees with %s (%s; and "
+                  "every step of its shapes) within %.2g of the generated "
+                  "kernels' %s at load\n",
+                  step.label.c_str(), attentionText(shape).c_str(), worst,
+                  worstName.c_str());
+        else if (agrees)
           fprintf(stderr,
                   "cuda: cuDNN's fused attention runs %s (%s; and every "
                   "step of its shapes), within %.2g of the generated "
                   "kernels' %s at load\n",
-                  step.label.c_str(), shapeText, worst, worstName.c_str());
+                  step.label.c_str(), attentionText(shape).c_str(), worst,
+                  worstName.c_str());
         else
           fprintf(stderr,
                   "cuda: cuDNN's fused attention does not take %s (%s; nor "
                   "any step of its shapes): %s; the generated kernels "
                   "run\n",
-                  step.label.c_str(), shapeText, failure.c_str());
+                  step.label.c_str(), attentionText(shape).c_str(),
+                  failure.c_str());
         verdict = verdicts.emplace(step.pendingCudnn.get(), agrees).first;
       }
-      if (!verdict->second) {
+      if (!verdict->second)
         step.pendingCudnn.reset();
-        continue;
-      }
-      step.cudnn = std::move(step.pendingCudnn);
-      // The profile names what runs.
-      step.time.label = "cudnn attention (" + step.label + ")";
-      // Neither it nor the launches it replaces have entry points to time.
-      for (int j = 0; j < shape.launches; ++j) {
-        Step &launch = steps[i + j];
-        launch.skipped = j > 0;
-        if (j > 0)
-          launch.time.label = launch.label + " (in cudnn attention)";
-        launch.kernelCandidates.resize(1);
-        launch.kernelCandidateNames.resize(1);
-        launch.kernelCandidateBlocks.resize(1);
-        launch.kernelCandidateShared.resize(1);
-        takeCandidate(launch, 0);
-      }
+      else if (!shape.timed)
+        takeCudnnAttention(steps, i);
+      // (A timed one waits for the kernels' entry points to be chosen.)
     }
   return true;
+}
+
+void CudaDevice::takeCudnnAttention(std::vector<Step> &steps, size_t i) {
+  Step &step = steps[i];
+  step.cudnn = std::move(step.pendingCudnn);
+  // The profile names what runs.
+  step.time.label = "cudnn attention (" + step.label + ")";
+  // Neither it nor the launches it replaces have entry points to time.
+  for (int j = 0; j < step.cudnnShape.launches; ++j) {
+    Step &launch = steps[i + j];
+    launch.skipped = j > 0;
+    if (j > 0)
+      launch.time.label = launch.label + " (in cudnn attention)";
+    launch.kernelCandidates.resize(1);
+    launch.kernelCandidateNames.resize(1);
+    launch.kernelCandidateBlocks.resize(1);
+    launch.kernelCandidateShared.resize(1);
+    launch.loadMicros.clear();
+    launch.chosen = 0;
+    takeCandidate(launch, 0);
+  }
+}
+
+bool CudaDevice::timeCalls(const std::function<bool()> &issue, double &us) {
+  // As a kernel's entry points are timed (timeCandidate): a warm-up, then
+  // 10 runs, fewer where one takes more than 3 ms.
+  if (!issue() || cuStreamSynchronize(compute) != CUDA_SUCCESS)
+    return false;
+  cuEventRecord(timingStart, compute);
+  if (!issue())
+    return false;
+  cuEventRecord(timingStop, compute);
+  if (cuEventSynchronize(timingStop) != CUDA_SUCCESS)
+    return false;
+  float ms = 0;
+  cuEventElapsedTime(&ms, timingStart, timingStop);
+  int repeats = ms > 0 ? std::clamp((int)(30 / ms), 1, 10) : 10;
+  cuEventRecord(timingStart, compute);
+  for (int r = 0; r < repeats; ++r)
+    if (!issue())
+      return false;
+  cuEventRecord(timingStop, compute);
+  if (cuEventSynchronize(timingStop) != CUDA_SUCCESS)
+    return false;
+  cuEventElapsedTime(&ms, timingStart, timingStop);
+  us = 1e3 * ms / repeats;
+  return true;
+}
+
+void CudaDevice::chooseCudnnAttention(nlohmann::json &choices, bool &changed) {
+  // Steps of one graph (one descriptor) take one choice.
+  std::map<const CudnnAttention *, bool> taken;
+  for (auto &[name, steps] : programs)
+    for (size_t i = 0; i < steps.size(); ++i) {
+      Step &step = steps[i];
+      if (!step.pendingCudnn)
+        continue;
+      const CudnnAttentionShape &shape = step.cudnnShape;
+      auto known = taken.find(step.pendingCudnn.get());
+      if (known == taken.end()) {
+        std::string key = "cudnn attention " + attentionText(shape) +
+                          (shape.bf16 ? " BF16" : " F16") + " scale " +
+                          std::to_string(shape.scale);
+        const nlohmann::json &kept = choices.value(key, nlohmann::json());
+        bool library = false;
+        std::string why;
+        double kernelsUs = 0, libraryUs = 0;
+        std::string error;
+        if (kept == "cudnn" || kept == "generated") {
+          library = kept == "cudnn";
+          why = "as library-algorithms.json keeps for this GPU";
+        } else {
+          bool kernelsRan = timeCalls(
+              [&] {
+                for (int j = 0; j < shape.launches; ++j)
+                  if (!issueStep(steps[i + j], compute, error))
+                    return false;
+                return true;
+              },
+              kernelsUs);
+          CudnnAttention &graph = *step.pendingCudnn;
+          bool libraryRan = timeCalls(
+              [&] { return graph.run(dnn, step.argValues, workspace, error); },
+              libraryUs);
+          // A near tie (2 %, the timing's noise) keeps the kernels: gpuc's
+          // own bits.
+          library = libraryRan && (!kernelsRan || libraryUs * 1.02 < kernelsUs);
+          char text[160];
+          if (kernelsRan && libraryRan)
+            snprintf(text, sizeof text,
+                     "%.1f us a call at load, against %s %.1f",
+                     library ? libraryUs : kernelsUs,
+                     library ? "the generated kernels'" : "cuDNN's",
+                     library ? kernelsUs : libraryUs);
+          else
+            snprintf(text, sizeof text, "%s did not run at load (%s)",
+                     kernelsRan ? "cuDNN's attention" : "the generated kernels",
+                     error.c_str());
+          why = text;
+          if (kernelsRan || libraryRan) {
+            choices[key] = library ? "cudnn" : "generated";
+            changed = true;
+          }
+        }
+        fprintf(stderr, "cuda: %s %s (%s; and every step of its shapes): %s\n",
+                library ? "cuDNN's fused attention runs"
+                        : "the generated kernels run",
+                step.label.c_str(), attentionText(shape).c_str(), why.c_str());
+        known = taken.emplace(step.pendingCudnn.get(), library).first;
+      }
+      if (known->second)
+        takeCudnnAttention(steps, i);
+      else
+        step.pendingCudnn.reset();
+    }
 }
 
 } // namespace cuda_device

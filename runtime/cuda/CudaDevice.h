@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -82,9 +83,10 @@ struct Step {
   std::vector<double> loadMicros;
   unsigned grid = 1;
   /// A fused attention's launches that cuDNN's fused attention runs
-  /// instead (gpuc compile --attention-library cudnn): the first launch
-  /// runs `cudnn`, the others nothing. `pendingCudnn` is built and waits
-  /// for the load's check against the kernels.
+  /// instead (gpuc compile --attention-library auto|cudnn): the first
+  /// launch runs `cudnn`, the others nothing. `pendingCudnn` is built and
+  /// waits for the load's check against the kernels (and, where the plan
+  /// asks for the faster, for their timing).
   std::shared_ptr<CudnnAttention> cudnn, pendingCudnn;
   CudnnAttentionShape cudnnShape;
   bool skipped = false;
@@ -259,8 +261,21 @@ private:
   bool prepareCudnnAttention(Step &step, const nlohmann::json &s,
                              std::string &error);
   /// Runs each built cuDNN attention and the kernels it stands in for on
-  /// the same operands, and keeps it where the results agree.
+  /// the same operands, and keeps it where the results agree: in their
+  /// place, or pending for chooseCudnnAttention where its plan asks for
+  /// the faster.
   bool checkCudnnAttention(std::string &error);
+  /// Times each agreeing cuDNN attention that waits for the faster against
+  /// the launches it stands in for (their entry points chosen), or takes
+  /// the choice kept in `choices` (library-algorithms.json's, this GPU's),
+  /// and runs the faster; `changed` where it timed one.
+  void chooseCudnnAttention(nlohmann::json &choices, bool &changed);
+  /// Makes steps[i]'s pending cuDNN attention run in place of the
+  /// launches it stands in for.
+  void takeCudnnAttention(std::vector<Step> &steps, size_t i);
+  /// Runs `issue` once, then times up to 10 runs of it: false where it
+  /// fails.
+  bool timeCalls(const std::function<bool()> &issue, double &us);
   /// Runs steps[i]'s pending cuDNN attention and the kernel launches it
   /// stands in for on random operands: `worst`, the largest difference of
   /// an output (`worstName`) against its largest magnitude, and `failure`

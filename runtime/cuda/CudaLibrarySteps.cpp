@@ -306,6 +306,9 @@ void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
       }
       takeCandidate(step, step.chosen);
     }
+  // cuDNN's attention against the kernels it stands in for, with the
+  // entry points just chosen.
+  chooseCudnnAttention(choices, changed);
   if (changed) {
     std::ofstream out(path);
     if (out)

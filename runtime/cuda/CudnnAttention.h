@@ -1,11 +1,12 @@
 //===- CudnnAttention.h - cuDNN's fused attention for a kernel --*- C++ -*-===//
 //
-// gpuc compile --attention-library cudnn marks each fused attention kernel
-// that cuDNN's fused attention can stand in for (the plan step's
+// gpuc compile --attention-library auto|cudnn marks each fused attention
+// kernel that cuDNN's fused attention can stand in for (the plan step's
 // `cudnn_attention`: shapes, score rules, where each operand lies among the
 // kernel's arguments). The CUDA device builds cuDNN's graph for it at load,
 // checks it against the generated kernels on the same operands, and runs
-// it in place of the kernel's launches where it agrees; where it cannot
+// it in place of the kernel's launches where it agrees (and, for auto,
+// where it also is the faster of the two at load); where it cannot
 // (this build has no cuDNN frontend, cuDNN refuses the shapes, the results
 // differ), the generated kernels run and the log says why.
 //
@@ -43,6 +44,9 @@ struct CudnnAttentionShape {
   bool bf16 = true; // else f16
   /// The kernel launches (plan steps, this one first) it stands in for.
   int launches = 1;
+  /// Whether it runs only where it also is faster than they are (the
+  /// descriptor's "when": "faster"), not wherever it agrees ("agrees").
+  bool timed = false;
   /// q, k, v, out, lse (forward); and d_out, dq, dk, dv (backward).
   std::map<std::string, Operand> operands;
 

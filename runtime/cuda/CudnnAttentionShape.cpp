@@ -71,6 +71,11 @@ bool parseCudnnAttention(const nlohmann::json &desc,
   if (!desc.contains("causal") || !desc["causal"].is_boolean())
     return fail("'causal' is not true or false");
   shape.causal = desc["causal"].get<bool>();
+  // (A plan written before the field existed means "agrees".)
+  const nlohmann::json &when = desc.value("when", nlohmann::json("agrees"));
+  if (!when.is_string() || (when != "agrees" && when != "faster"))
+    return fail("'when' is not agrees or faster");
+  shape.timed = when == "faster";
   if (!desc.contains("operands") || !desc["operands"].is_object())
     return fail("'operands' is not an object");
   std::vector<std::string> names = {"q", "k", "v", "out", "lse"};

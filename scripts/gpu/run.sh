@@ -23,7 +23,8 @@
 #         also with --conv-layout nchw; GPT-2 bf16 also with
 #         --attention-rows-per-warp 32, --attention-score-gradients
 #         stored, and that with --attention-blocks-per-sm 2, and with
-#         --attention-library cudnn (cuDNN's fused attention); both in bf16
+#         --attention-library generated (no cuDNN attention: by default
+#         the load times it against the kernels); both in bf16
 #         with --gpu-bytes-in-flight 64 and 128 and with
 #         --gpu-column-lanes 16), weights made here by
 #         PyTorch (--init): one step against PyTorch's, each artifact's

@@ -357,12 +357,15 @@ cl::opt<std::string> attentionScoreGradients(
 cl::opt<std::string> attentionLibrary(
     "attention-library",
     cl::desc("compile: what runs the fused attention on the GPU: generated "
-             "(default: gpuc's own kernels) or cudnn (cuDNN's fused "
-             "attention, forward and backward, where cuDNN takes the "
-             "attention: 16-bit operands, no dropout, no mask or a causal "
-             "one; the CUDA device checks it against the generated kernels "
-             "at load, and they run where it does not)"),
-    cl::value_desc("generated|cudnn"), cl::init("generated"),
+             "(gpuc's own kernels), cudnn (cuDNN's fused attention, forward "
+             "and backward, where cuDNN takes the attention: 16-bit "
+             "operands, no dropout, no mask or a causal one; the CUDA "
+             "device checks it against the generated kernels at load, and "
+             "they run where it does not agree) or auto (default: where "
+             "cuDNN takes it and agrees, the CUDA device also times both "
+             "at load and runs the faster, a choice kept in "
+             "library-algorithms.json)"),
+    cl::value_desc("auto|generated|cudnn"), cl::init("auto"),
     cl::cat(compileCategory));
 cl::opt<int64_t> gpuColumnLanesOption(
     "gpu-column-lanes",

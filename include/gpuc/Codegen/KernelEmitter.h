@@ -44,7 +44,7 @@ struct KernelAlternative {
 };
 
 /// A fused attention kernel that cuDNN's fused attention may stand in for
-/// (gpuc compile --attention-library cudnn): its shapes, its score rules
+/// (gpuc compile --attention-library auto|cudnn): its shapes, its score rules
 /// and where each operand lies among the kernel's arguments (inputs, then
 /// outputs): the argument, an offset in elements and the batch, head and
 /// row strides (a row's elements are adjacent). The forward's operands
@@ -65,6 +65,10 @@ struct CudnnAttentionCall {
   bool causal = false;
   /// "BF16" or "F16".
   std::string dtype;
+  /// Whether the device also times it against the kernels and keeps the
+  /// faster (--attention-library auto), rather than taking it wherever it
+  /// agrees with them (cudnn).
+  bool timed = false;
   std::vector<Operand> operands;
 };
 

@@ -47,6 +47,22 @@ bool onTensorCores(Type operand, int64_t d, int64_t dv) {
          d <= 128 && dv <= 128;
 }
 
+/// Whether cuDNN's fused attention may stand in for the module's fused
+/// attention kernels (gpuc compile --attention-library): never, wherever
+/// it agrees with them at load, or where it also is the faster.
+enum class CudnnAttentionChoice { None, Agrees, Faster };
+
+CudnnAttentionChoice cudnnAttentionChoice(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  IntegerAttr attr = module ? module->getAttrOfType<IntegerAttr>(
+                                  GpucDialect::kAttentionCudnnAttrName)
+                            : IntegerAttr();
+  if (!attr)
+    return CudnnAttentionChoice::None;
+  return attr.getInt() == 2 ? CudnnAttentionChoice::Faster
+                            : CudnnAttentionChoice::Agrees;
+}
+
 /// Where `v`, read by a fused attention kernel, lies among its arguments:
 /// a block argument, or a row window of one; none otherwise.
 std::optional<CudnnAttentionCall::Operand> cudnnOperandOf(StringRef name,
@@ -77,7 +93,8 @@ std::optional<CudnnAttentionCall::Operand> cudnnOperandOf(StringRef name,
 /// cannot; cuDNN itself may still refuse the shapes at load.
 template <typename Op>
 std::optional<CudnnAttentionCall>
-cudnnAttentionOf(Op o, bool bthd, int64_t inputs, ConcatOp joined) {
+cudnnAttentionOf(Op o, bool bthd, int64_t inputs, ConcatOp joined,
+                 CudnnAttentionChoice choice) {
   Type element = elementOf(o.getQuery());
   if (!(element.isBF16() || element.isF16()) ||
       elementOf(o.getKey()) != element || elementOf(o.getValue()) != element)
@@ -85,6 +102,7 @@ cudnnAttentionOf(Op o, bool bthd, int64_t inputs, ConcatOp joined) {
   if (o.getRngKey() || o.getDropout().convertToDouble() != 0.0)
     return std::nullopt;
   CudnnAttentionCall call;
+  call.timed = choice == CudnnAttentionChoice::Faster;
   call.backward = isa<AttentionGradOp>(o.getOperation());
   call.dtype = element.isBF16() ? "BF16" : "F16";
   SmallVector<int64_t, 4> q = attentionShape(o.getQuery(), bthd),
@@ -285,9 +303,7 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
 
   EmittedKernel kernel;
   kernel.name = name.str();
-  bool cudnn = false;
-  if (auto module = fusion->getParentOfType<ModuleOp>())
-    cudnn = module->hasAttr(GpucDialect::kAttentionCudnnAttrName);
+  CudnnAttentionChoice cudnn = cudnnAttentionChoice(fusion);
   if (attention) {
     if (failed(common(attention)))
       return failure();
@@ -309,9 +325,9 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
       rowsPerWarp = module->getAttrOfType<IntegerAttr>(
           GpucDialect::kAttentionRowsPerWarpAttrName);
     int64_t tiles = rowsPerWarp ? rowsPerWarp.getInt() / 16 : 1;
-    if (cudnn)
-      kernel.cudnnAttention =
-          cudnnAttentionOf(attention, bthd, fusion.getInputs().size(), {});
+    if (cudnn != CudnnAttentionChoice::None)
+      kernel.cudnnAttention = cudnnAttentionOf(
+          attention, bthd, fusion.getInputs().size(), {}, cudnn);
     // (Template arguments past the last that differs from its default
     // are left out.)
     auto call = [&](int64_t warps, int64_t tiles) {
@@ -398,9 +414,9 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
                 ((std::max(q[2], attentionShape(grad.getKey(), bthd)[2]) +
                   kBlockThreads - 1) /
                  kBlockThreads);
-  if (cudnn)
+  if (cudnn != CudnnAttentionChoice::None)
     kernel.cudnnAttention =
-        cudnnAttentionOf(grad, bthd, fusion.getInputs().size(), joined);
+        cudnnAttentionOf(grad, bthd, fusion.getInputs().size(), joined, cudnn);
   // Phase 0 leaves each query row's dot(dO, O) in the workspace for
   // phase 1.
   kernel.launches = 2;

@@ -22,7 +22,9 @@
 //   the GPU's grid, alternative entry points included.
 // - GEMMs and convolutions are plain loops summing in double.
 // - Event times are the host's, plus a second for each launch
-//   GPUC_HOST_CUDA_SLOW slows (HostDriver.cpp).
+//   GPUC_HOST_CUDA_SLOW slows (HostDriver.cpp) and for each call of the
+//   cuDNN attention stand-in unless it slows the kernels
+//   (HostDnnAttention.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_RUNTIME_CUDA_HOST_HOSTCUDA_H
@@ -42,6 +44,10 @@ namespace gpuc::host_cuda {
 /// that fails returns an error, which the stream's next synchronization
 /// reports, as an asynchronous error on a GPU does.
 CUresult enqueue(CUstream stream, std::function<CUresult()> work);
+
+/// Makes the events see a second more than the host's time: what a
+/// slowed launch or call adds where it runs.
+void countSecondMore();
 
 /// Whether [address, address + bytes) lies inside one device allocation.
 bool isDeviceRange(const void *address, size_t bytes);

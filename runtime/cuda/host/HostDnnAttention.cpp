@@ -10,6 +10,13 @@
 // takes the shapes is for a GPU to say.) GPUC_HOST_CUDA_ATTENTION_SKEW=1
 // adds 0.5 to every output, for the test of the device's refusal.
 //
+// A reference in double is not a fast library: each call counts a second
+// more as the events see it, so that where a plan asks the device to run
+// the faster (--attention-library auto) the generated kernels keep
+// running, and every other host test's step is theirs. With
+// GPUC_HOST_CUDA_SLOW=kernels the kernels' launches count the second
+// instead, and the device takes this.
+//
 //===----------------------------------------------------------------------===//
 #include "../CudnnAttention.h"
 #include "HostCuda.h"
@@ -61,9 +68,13 @@ private:
       }
     }
     CudnnAttentionShape s = shape;
+    const char *slowing = getenv("GPUC_HOST_CUDA_SLOW");
+    bool slow = !slowing || strcmp(slowing, "kernels") != 0;
     CUresult result =
-        host_cuda::enqueue((CUstream)stream, [s, args, backward]() {
+        host_cuda::enqueue((CUstream)stream, [s, args, backward, slow]() {
           compute(s, args, backward);
+          if (slow)
+            host_cuda::countSecondMore();
           return CUDA_SUCCESS;
         });
     if (result != CUDA_SUCCESS) {

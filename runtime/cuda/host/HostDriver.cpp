@@ -91,11 +91,15 @@ bool isAlternative(const gpuc::CpuKernel *table, const char *name) {
 /// events see them, so that the device's timing chooses the others, and a
 /// test can compare the steps of either choice. `but:SUFFIX` slows every
 /// entry point but the alternatives whose names end in SUFFIX, so that the
-/// device takes those wherever a kernel has one.
+/// device takes those wherever a kernel has one. `kernels` slows every
+/// launch, so that the device takes cuDNN's attention where it may choose
+/// (HostDnnAttention.cpp).
 bool slowed(const gpuc::CpuKernel *table, const char *name) {
   const char *slow = getenv("GPUC_HOST_CUDA_SLOW");
   if (!slow)
     return false;
+  if (strcmp(slow, "kernels") == 0)
+    return true;
   bool alternative = isAlternative(table, name);
   if (strncmp(slow, "but:", 4) == 0) {
     size_t length = strlen(name), suffix = strlen(slow + 4);
@@ -133,8 +137,10 @@ bool settingsAreValid() {
                "a size in bytes (a suffix K, M or G multiplies)");
   if (const char *text = getenv("GPUC_HOST_CUDA_SLOW");
       text && strcmp(text, "own") != 0 && strcmp(text, "alternatives") != 0 &&
+      strcmp(text, "kernels") != 0 &&
       !(strncmp(text, "but:_", 5) == 0 && text[5]))
-    return bad("GPUC_HOST_CUDA_SLOW", text, "own, alternatives or but:_SUFFIX");
+    return bad("GPUC_HOST_CUDA_SLOW", text,
+               "own, alternatives, kernels or but:_SUFFIX");
   if (const char *text = getenv("GPUC_HOST_CUDA_REFUSE_ALGO");
       text && (!*text || strspn(text, "0123456789") != strlen(text)))
     return bad("GPUC_HOST_CUDA_REFUSE_ALGO", text, "an algorithm's number");
@@ -215,6 +221,11 @@ CUresult enqueue(CUstream handle, Work work) {
   stream->pending.push_back(std::move(work));
   ++stream->queued;
   return CUDA_SUCCESS;
+}
+
+void countSecondMore() {
+  std::lock_guard<std::recursive_mutex> guard(lock);
+  slowness += std::chrono::seconds(1);
 }
 
 bool isDeviceRange(const void *address, size_t bytes) {

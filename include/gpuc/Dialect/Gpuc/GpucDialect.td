@@ -104,10 +104,11 @@ def Gpuc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral
         kAttentionStoredScoreGradientsAttrName =
             "gpuc.attention_stored_score_gradients";
-    /// On the module (gpuc compile --attention-library cudnn): each fused
-    /// attention kernel cuDNN's fused attention can stand in for says so
-    /// in its plan step (`cudnn_attention`), for the CUDA device to run
-    /// that instead.
+    /// On the module (gpuc compile --attention-library auto|cudnn): each
+    /// fused attention kernel cuDNN's fused attention can stand in for
+    /// says so in its plan step (`cudnn_attention`), for the CUDA device to
+    /// run that instead: 1 wherever it agrees with the kernels at load, 2
+    /// where it also is the faster (the device times both).
     static constexpr ::llvm::StringLiteral kAttentionCudnnAttrName =
         "gpuc.attention_cudnn";
     /// On a planned function: arena_peak, lower_bound (bytes) and what
