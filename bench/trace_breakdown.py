@@ -11,7 +11,8 @@ prints milliseconds a step (each step's traced runs averaged) and GB/s
 for each kind, then the launches that take the most: library GEMMs and
 convolutions by op; the fused attention's forward and each launch of its
 gradient; kernels with reductions (row and column kernels, split ones by
-launch); optimizer updates (elementwise kernels that take a square root);
+launch, or cuDNN's fused attention in their place); optimizer updates
+(elementwise kernels that take a square root);
 and the other elementwise kernels. The GPU bundle's scale phase writes
 such traces (trace-ARTIFACT.json) beside its artifacts.
 
@@ -78,12 +79,23 @@ def main():
         step = body[index] if isinstance(index, int) and index < len(
             body) else None
         name = e["name"]
-        if step is None or step.get("kernel", step.get("op")) != name:
+        # cuDNN's fused attention in a kernel's place: "cudnn attention
+        # (k4)" on its first launch, "k23_p1 (in cudnn attention)" on the
+        # others, which launch nothing.
+        library = name.startswith("cudnn attention (")
+        launch_name = name
+        if library and step is not None:
+            launch_name = step.get("kernel")
+        elif name.endswith(" (in cudnn attention)"):
+            continue
+        if step is None or step.get("kernel", step.get("op")) != launch_name:
             # A trace of another build of the plan: the name alone says
             # whether it ran a library op.
             mismatched += 1
             step = {"op": name} if not name.startswith("k") else {"op": "?"}
         kind = kind_of(step)
+        if library:
+            kind = kind.split(" (launch")[0] + " (cuDNN)"
         ms = e["dur"] / 1000.0 / step_count
         gb = e["args"].get("bytes", 0) / 1e9 / step_count
         by_kind[kind][0] += ms

@@ -135,11 +135,14 @@ inline std::vector<StepTime> mergeKernelLaunches(std::vector<StepTime> steps) {
       first.flops += s.flops;
       continue;
     }
-    if (s.launches > 1) {
-      size_t pass = s.label.rfind("_p");
+    // (A label that is not the launch's name, cuDNN's attention in its
+    // place, stays.)
+    size_t pass = s.label.rfind("_p");
+    if (s.launches > 1 && pass != std::string::npos &&
+        pass + 2 < s.label.size() &&
+        s.label.find_first_not_of("0123456789", pass + 2) == std::string::npos)
       s.label =
           s.label.substr(0, pass) + " (" + std::to_string(s.launches) + ")";
-    }
     merged.push_back(std::move(s));
   }
   return merged;
