@@ -20,7 +20,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <random>
 
 namespace gpuc {
@@ -294,32 +293,6 @@ void CudaDevice::takeCudnnAttention(std::vector<Step> &steps, size_t i) {
   }
 }
 
-bool CudaDevice::timeCalls(const std::function<bool()> &issue, double &us) {
-  // As a kernel's entry points are timed (timeCandidate): a warm-up, then
-  // 10 runs, fewer where one takes more than 3 ms.
-  if (!issue() || cuStreamSynchronize(compute) != CUDA_SUCCESS)
-    return false;
-  cuEventRecord(timingStart, compute);
-  if (!issue())
-    return false;
-  cuEventRecord(timingStop, compute);
-  if (cuEventSynchronize(timingStop) != CUDA_SUCCESS)
-    return false;
-  float ms = 0;
-  cuEventElapsedTime(&ms, timingStart, timingStop);
-  int repeats = ms > 0 ? std::clamp((int)(30 / ms), 1, 10) : 10;
-  cuEventRecord(timingStart, compute);
-  for (int r = 0; r < repeats; ++r)
-    if (!issue())
-      return false;
-  cuEventRecord(timingStop, compute);
-  if (cuEventSynchronize(timingStop) != CUDA_SUCCESS)
-    return false;
-  cuEventElapsedTime(&ms, timingStart, timingStop);
-  us = 1e3 * ms / repeats;
-  return true;
-}
-
 void CudaDevice::chooseCudnnAttention(nlohmann::json &choices, bool &changed) {
   // Steps of one graph (one descriptor) take one choice.
   std::map<const CudnnAttention *, bool> taken;
@@ -350,11 +323,11 @@ void CudaDevice::chooseCudnnAttention(nlohmann::json &choices, bool &changed) {
                     return false;
                 return true;
               },
-              kernelsUs);
+              kernelsUs, /*repeats=*/10);
           CudnnAttention &graph = *step.pendingCudnn;
           bool libraryRan = timeCalls(
               [&] { return graph.run(dnn, step.argValues, workspace, error); },
-              libraryUs);
+              libraryUs, /*repeats=*/10);
           // A near tie (2 %, the timing's noise) keeps the kernels: gpuc's
           // own bits.
           library = libraryRan && (!kernelsRan || libraryUs * 1.02 < kernelsUs);

@@ -248,6 +248,9 @@ private:
   /// Runs `step` with its candidate once, then times `repeats` runs:
   /// false (and no time) when the library refuses or fails it.
   bool timeCandidate(Step &step, size_t candidate, double &us, int repeats);
+  /// Runs `issue` once, then times up to `repeats` runs of it (fewer where
+  /// one is slow): false where it fails.
+  bool timeCalls(const std::function<bool()> &issue, double &us, int repeats);
   static int timingRepeats(const Step &step);
   void reportLibraryCandidates();
   CUevent timingStart = nullptr, timingStop = nullptr;
@@ -273,9 +276,7 @@ private:
   /// Makes steps[i]'s pending cuDNN attention run in place of the
   /// launches it stands in for.
   void takeCudnnAttention(std::vector<Step> &steps, size_t i);
-  /// Runs `issue` once, then times up to 10 runs of it: false where it
-  /// fails.
-  bool timeCalls(const std::function<bool()> &issue, double &us);
+
   /// Runs steps[i]'s pending cuDNN attention and the kernel launches it
   /// stands in for on random operands: `worst`, the largest difference of
   /// an output (`worstName`) against its largest magnitude, and `failure`

@@ -194,10 +194,16 @@ bool CudaDevice::timeCandidate(Step &step, size_t candidate, double &us,
                                int repeats) {
   std::string error;
   takeCandidate(step, candidate);
+  return timeCalls([&] { return issueStep(step, compute, error); }, us,
+                   repeats);
+}
+
+bool CudaDevice::timeCalls(const std::function<bool()> &issue, double &us,
+                           int repeats) {
   // The warm-up runs alone: a candidate the library refuses (cuDNN can
   // refuse an algorithm its heuristic proposed) is left out, not timed.
   cuEventRecord(timingStart, compute);
-  bool issued = issueStep(step, compute, error);
+  bool issued = issue();
   cuEventRecord(timingStop, compute);
   if (!issued || cuStreamSynchronize(compute) != CUDA_SUCCESS)
     return false;
@@ -216,7 +222,7 @@ bool CudaDevice::timeCandidate(Step &step, size_t candidate, double &us,
     repeats = std::clamp((int)(kTimingBudgetMs / warmMs), 1, repeats);
   cuEventRecord(timingStart, compute);
   for (int r = 0; r < repeats; ++r)
-    if (!issueStep(step, compute, error))
+    if (!issue())
       return false;
   cuEventRecord(timingStop, compute);
   if (cuEventSynchronize(timingStop) != CUDA_SUCCESS)
