@@ -52,6 +52,16 @@ if os.path.isdir(onnx_node_tests):
     config.available_features.add("onnx-testdata")
     config.substitutions.append(("%onnx_node_tests", onnx_node_tests))
 
+# The emulated GPU (EmulatedGpu.h) and the host CUDA (runtime/cuda/host) run
+# the GPU's kernel text on the CPU to test it, not for speed: -O1 (after
+# gpuc's -O3 in the host compiler's flags, so it wins) compiles them in
+# about half the time, which is most of those tests' time on a fresh
+# build's empty cache.
+config.substitutions.append(("%emulated_gpu_cxxflags",
+                             "-DGPUC_EMULATE_GPU -O1"))
+config.substitutions.append(("%host_cuda_cxxflags",
+                             "-DGPUC_HOST_CUDA -rdynamic -O1"))
+
 # Debian's python3-torch and python3-onnx are importable from /usr/bin/python3
 # (the python3 first on PATH may be another interpreter).
 import subprocess

@@ -65,7 +65,9 @@ HostBuild::HostBuild(const StepProgram &program, ArtifactOptions &options)
   if (GPUC_CPU_VECTOR_MATH && options.cpu)
     compileFlags.push_back("-DGPUC_CPU_VECTOR_MATH");
   // The host compiler's extra flags: a sanitized gpuc's own (its runtime is
-  // sanitized), then $GPUC_CXXFLAGS; both for the compile and the link.
+  // sanitized), then $GPUC_CXXFLAGS; both for the compile and the link. They
+  // follow gpuc's own, so that one of theirs wins (-O1 over -O3), and come
+  // before `-x c++`, which would make a file among them a source.
   for (StringRef flags :
        {StringRef(GPUC_BUILD_CXXFLAGS),
         StringRef(getenv("GPUC_CXXFLAGS") ? getenv("GPUC_CXXFLAGS") : "")}) {
@@ -74,7 +76,7 @@ HostBuild::HostBuild(const StepProgram &program, ArtifactOptions &options)
     for (StringRef flag : split)
       extraFlags.push_back(flag.str());
   }
-  compileFlags.insert(compileFlags.begin(), extraFlags.begin(),
+  compileFlags.insert(llvm::find(compileFlags, "-x"), extraFlags.begin(),
                       extraFlags.end());
 }
 

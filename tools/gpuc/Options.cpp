@@ -205,7 +205,8 @@ cl::opt<bool>
 cl::opt<unsigned> compileJobs(
     "jobs",
     cl::desc("compile: host compiler processes run in parallel on the CPU "
-             "kernels, each on a share of them (default: this machine's "
+             "kernels, each on a share of them, and the threads ptxas "
+             "assembles a cubin's kernels on (default: this machine's "
              "hardware threads)"),
     cl::value_desc("N"), cl::init(0), cl::cat(compileCategory));
 cl::opt<bool> nvrtcWhole(
