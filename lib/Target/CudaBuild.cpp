@@ -98,12 +98,12 @@ void compileFamilyCached(const std::string &source, const PtxFamily &family,
         // ptxas assembles a cubin's functions on up to --jobs threads: the
         // same SASS as on one thread, and on two cores in 56 % of the time
         // (a small attention model's 36 entry points).
-        std::vector<std::string> assemble = {ptxasPath(),
-                                             "-arch=" + compile->arch};
+        std::vector<std::string> command = {ptxasPath(),
+                                            "-arch=" + compile->arch};
         if (jobs > 1)
-          assemble.push_back("-split-compile=" + std::to_string(jobs));
-        assemble.insert(assemble.end(), {ptxFile, "-o", cubinFile});
-        if (!runTool(assemble, log)) {
+          command.push_back("-split-compile=" + std::to_string(jobs));
+        command.insert(command.end(), {ptxFile, "-o", cubinFile});
+        if (!runTool(command, log)) {
           compile->error = "ptxas failed; its output is in " + log;
           return;
         }
@@ -152,9 +152,9 @@ bool buildCudaKernels(const std::string &kernelSource, ArtifactOptions &options,
     for (const std::string &arch : families[i].archs)
       compiles[i].push_back({arch});
     threads.emplace_back([&, i] {
-      compileFamilyCached(kernelSource, families[i], assemble,
-                          std::max(1u, options.jobs), ptxasIdentity, dir,
-                          options.cacheDir, options.timing, compiles[i]);
+      compileFamilyCached(kernelSource, families[i], assemble, options.jobs,
+                          ptxasIdentity, dir, options.cacheDir, options.timing,
+                          compiles[i]);
     });
   }
   for (std::thread &thread : threads)
