@@ -3,6 +3,7 @@
 
 #include "gpuc/Codegen/Nvrtc.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -78,9 +79,31 @@ void compileFamilyCached(const std::string &source, const PtxFamily &family,
   } else {
     std::string ptx, error;
     {
-      TimingScope scope = timing.nest("NVRTC " + family.virtualArch + " (PTX)");
-      if (!compileToPtx(source, family.virtualArch, GPUC_RUNTIME_INCLUDE_DIR,
-                        ptx, error)) {
+      // NVRTC compiles a program on one thread: the source's entry points
+      // go to up to --jobs programs, their PTX merged into the module the
+      // whole source gives (NvrtcParts.cpp). A merge that fails falls back
+      // on the whole source.
+      std::vector<std::string> parts = splitKernelSource(source, jobs);
+      TimingScope scope = timing.nest(
+          "NVRTC " + family.virtualArch + " (PTX" +
+          (parts.size() > 1 ? ", " + std::to_string(parts.size()) + " parts"
+                            : std::string()) +
+          ")");
+      std::vector<std::string> ptxs(parts.size()), errors(parts.size());
+      std::vector<char> compiled(parts.size(), 0);
+      std::vector<std::thread> compilers;
+      for (size_t i = 0; i < parts.size(); ++i)
+        compilers.emplace_back([&, i] {
+          compiled[i] =
+              compileToPtx(parts[i], family.virtualArch,
+                           GPUC_RUNTIME_INCLUDE_DIR, ptxs[i], errors[i]);
+        });
+      for (std::thread &compiler : compilers)
+        compiler.join();
+      bool ok = llvm::all_of(compiled, [](char c) { return c; }) &&
+                mergePartsPtx(ptxs, ptx, error);
+      if (!ok && !compileToPtx(source, family.virtualArch,
+                               GPUC_RUNTIME_INCLUDE_DIR, ptx, error)) {
         for (ArchCompile *compile : missing)
           compile->error = error;
         return;

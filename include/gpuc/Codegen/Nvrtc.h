@@ -51,6 +51,22 @@ bool compileToPtx(const std::string &source, const std::string &virtualArch,
                   const std::string &runtimeIncludeDir, std::string &ptx,
                   std::string &error);
 
+/// kernels.cu cut into at most `parts` programs between its entry points
+/// (consecutive runs of about equal text), each with everything the
+/// entries share: NVRTC compiles them on threads of their own, and
+/// mergePartsPtx makes their PTX the module the whole source gives. One
+/// part (the source itself) where it has fewer entry points.
+std::vector<std::string> splitKernelSource(const std::string &source,
+                                           unsigned parts);
+
+/// The PTX module of the whole source from its parts' PTX, in the parts'
+/// order: declarations once, shared variables NVVM demoted into a part's
+/// only user where the whole module has others, block labels numbered by
+/// the merged functions. False with `error` where a part's PTX is not in
+/// the form NVRTC writes.
+bool mergePartsPtx(const std::vector<std::string> &ptxs, std::string &merged,
+                   std::string &error);
+
 /// Compiles `source` (kernels.cu) for `arch` with NVRTC, the runtime's
 /// include directory on the path. On failure, `error` holds NVRTC's log.
 bool compileWithNvrtc(const std::string &source, const std::string &arch,

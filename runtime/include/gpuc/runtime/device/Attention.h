@@ -24,8 +24,8 @@
 
 namespace gpuc {
 
-constexpr int kAttentionRows = kBlockThreads;
-constexpr int kAttentionKeyTile = 32;
+inline constexpr int kAttentionRows = kBlockThreads;
+inline constexpr int kAttentionKeyTile = 32;
 
 /// An attention's shape, layout and score rules, filled by the kernel.
 struct AttentionGeometry {

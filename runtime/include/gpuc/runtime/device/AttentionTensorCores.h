@@ -49,8 +49,8 @@ template <int D, int DV, typename T> constexpr bool attentionOnTensorCores() {
 /// is 2^(score - max), one special-function op. Only differences of
 /// scores are exponentiated, so a fill however low stays finite: a row that
 /// masks every key gives each 2^0.
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
 
 /// 2^x. On the GPU ex2.approx.ftz (relative error 2^-22): exp2f adds a
 /// test, a scaling before and a squaring after for a result under 2^-126,
@@ -75,12 +75,12 @@ __device__ __forceinline__ float attentionLog2Units(float x) {
 /// Rows of an m-tile (a warp owns `Tiles` of them: 16 or 32 rows), and
 /// the passes a block's warps (8, or 4 in the forward's block of 128
 /// threads) make over its rows.
-constexpr int kMmaRows = 16;
-constexpr int kMmaWarps = kBlockThreads / 32;
+inline constexpr int kMmaRows = 16;
+inline constexpr int kMmaWarps = kBlockThreads / 32;
 template <int Tiles, int Warps = kMmaWarps> constexpr int mmaPasses() {
   return kAttentionRows / (kMmaRows * Tiles * Warps);
 }
-constexpr int kMmaPasses = mmaPasses<1>();
+inline constexpr int kMmaPasses = mmaPasses<1>();
 
 /// Keys (or queries) a staged tile holds: shared memory stays under the
 /// 48 KB a block may declare.
@@ -344,7 +344,7 @@ struct MmaPass {
 };
 template <int Tiles, int Warps = kMmaWarps>
 constexpr int64_t kMmaPassRowsOf = Warps *kMmaRows *Tiles;
-constexpr int64_t kMmaPassRows = kMmaPassRowsOf<1>;
+inline constexpr int64_t kMmaPassRows = kMmaPassRowsOf<1>;
 template <int Tiles = 1, int Warps = kMmaWarps>
 __device__ __forceinline__ MmaPass mmaPass(int64_t first, int pass,
                                            int64_t rows) {

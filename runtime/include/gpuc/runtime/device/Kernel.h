@@ -47,7 +47,7 @@ typedef int int32_t;
 namespace gpuc {
 
 /// Threads per block of every generated kernel on the GPU.
-constexpr int kBlockThreads = 256;
+inline constexpr int kBlockThreads = 256;
 
 #ifdef GPUC_CPU
 /// One thread per block: a block's partial result is already the result.
@@ -63,7 +63,7 @@ __device__ __forceinline__ Accumulator blockReduceMax(Accumulator v) {
 }
 /// A warp per row (short rows): on the CPU the block is the row and its
 /// one thread the row's only lane.
-constexpr int kWarpStride = 1;
+inline constexpr int kWarpStride = 1;
 inline int64_t warpRow() { return blockIdx.x; }
 inline int warpLane() { return 0; }
 inline Accumulator warpReduceSum(Accumulator v) { return v; }
@@ -110,7 +110,7 @@ __device__ __forceinline__ float blockReduceMax(float v) {
 /// (the emitter's kWarpRowsPerBlock), each warp's lanes stride over its
 /// row, and a butterfly of shuffles gives every lane the row's value (the
 /// same tree on every run: replays are bit-identical).
-constexpr int kWarpStride = 32;
+inline constexpr int kWarpStride = 32;
 __device__ __forceinline__ long long warpRow() {
   return (long long)blockIdx.x * (kBlockThreads / 32) + (threadIdx.x >> 5);
 }
@@ -209,7 +209,7 @@ template <int Lanes> __device__ __forceinline__ float columnReduceMax(float v) {
 }
 /// The most bytes of a row a block stages (what a GPU gives a block at
 /// most, an H100's 227 KiB).
-constexpr int kMostStagedRowBytes = 232448;
+inline constexpr int kMostStagedRowBytes = 232448;
 /// A row kernel's staged row: the block's dynamic shared memory (sized at
 /// launch, the plan's "shared" bytes), from `byteOffset` on, as T. A block
 /// per long row whose passes read the row again copies it here before its
