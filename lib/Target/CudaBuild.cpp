@@ -15,6 +15,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include <algorithm>
+#include <atomic>
 #include <unistd.h>
 
 using namespace mlir;
@@ -79,11 +80,11 @@ void compileFamilyCached(const std::string &source, const PtxFamily &family,
   } else {
     std::string ptx, error;
     {
-      // NVRTC compiles a program on one thread: the source's entry points
-      // go to up to --jobs programs, their PTX merged into the module the
-      // whole source gives (NvrtcParts.cpp). A merge that fails falls back
-      // on the whole source.
-      std::vector<std::string> parts = splitKernelSource(source, jobs);
+      // NVRTC compiles a program on one thread: a large source is cut
+      // into programs (NvrtcParts.cpp) compiled on up to --jobs threads,
+      // their PTX merged into one module. A merge that fails falls back on
+      // the whole source.
+      std::vector<std::string> parts = splitKernelSource(source);
       TimingScope scope = timing.nest(
           "NVRTC " + family.virtualArch + " (PTX" +
           (parts.size() > 1 ? ", " + std::to_string(parts.size()) + " parts"
@@ -91,17 +92,24 @@ void compileFamilyCached(const std::string &source, const PtxFamily &family,
           ")");
       std::vector<std::string> ptxs(parts.size()), errors(parts.size());
       std::vector<char> compiled(parts.size(), 0);
+      std::atomic<size_t> next{0};
       std::vector<std::thread> compilers;
-      for (size_t i = 0; i < parts.size(); ++i)
-        compilers.emplace_back([&, i] {
-          compiled[i] =
-              compileToPtx(parts[i], family.virtualArch,
-                           GPUC_RUNTIME_INCLUDE_DIR, ptxs[i], errors[i]);
+      for (unsigned t = 0;
+           t < std::min<size_t>(std::max(jobs, 1u), parts.size()); ++t)
+        compilers.emplace_back([&] {
+          for (size_t i = next++; i < parts.size(); i = next++)
+            compiled[i] =
+                compileToPtx(parts[i], family.virtualArch,
+                             GPUC_RUNTIME_INCLUDE_DIR, ptxs[i], errors[i]);
         });
       for (std::thread &compiler : compilers)
         compiler.join();
-      bool ok = llvm::all_of(compiled, [](char c) { return c; }) &&
-                mergePartsPtx(ptxs, ptx, error);
+      bool ok = llvm::all_of(compiled, [](char c) { return c; });
+      if (ok && !mergePartsPtx(ptxs, ptx, error)) {
+        llvm::errs() << "gpuc compile: warning: " << error
+                     << "; kernels.cu is compiled as one program\n";
+        ok = false;
+      }
       if (!ok && !compileToPtx(source, family.virtualArch,
                                GPUC_RUNTIME_INCLUDE_DIR, ptx, error)) {
         for (ArchCompile *compile : missing)

@@ -51,13 +51,13 @@ bool compileToPtx(const std::string &source, const std::string &virtualArch,
                   const std::string &runtimeIncludeDir, std::string &ptx,
                   std::string &error);
 
-/// kernels.cu cut into at most `parts` programs between its entry points
-/// (consecutive runs of about equal text), each with everything the
-/// entries share: NVRTC compiles them on threads of their own, and
-/// mergePartsPtx makes their PTX the module the whole source gives. One
-/// part (the source itself) where it has fewer entry points.
-std::vector<std::string> splitKernelSource(const std::string &source,
-                                           unsigned parts);
+/// kernels.cu cut between its entry points into programs of about equal
+/// cost (consecutive runs of entries, each program with everything they
+/// share; how many depends on the source alone, so the PTX does too):
+/// NVRTC compiles them on threads of their own, and mergePartsPtx makes
+/// their PTX one module. One program (the source itself) for a small
+/// source.
+std::vector<std::string> splitKernelSource(const std::string &source);
 
 /// The PTX module of the whole source from its parts' PTX, in the parts'
 /// order: declarations once, shared variables NVVM demoted into a part's
