@@ -255,12 +255,13 @@ bool mlir::gpuc::mergePartsPtx(const std::vector<std::string> &ptxs,
   }
   // The module's items in an order each part's keeps (each part's is the
   // whole program's, less what it lacks): a part's new item goes after the
-  // item before it in that part, or after the earlier parts' items. A
-  // variable demoted in a part whose other users are in other parts is the
-  // module's, as in the whole program, declared where its note stood.
+  // item before it in that part, or first (as NVVM puts GPT-2's reductions'
+  // shared arrays, which its first entries do not use). A variable demoted
+  // in a part whose other users are in other parts is the module's, as in
+  // the whole program, declared where its note stood.
   std::vector<std::string> ordered;
   for (const PtxModule &module : modules) {
-    size_t insertAt = ordered.size();
+    size_t insertAt = 0;
     for (StringRef item : module.declarations) {
       std::string text = item.str();
       if (item.ends_with(demotedNote)) {

@@ -125,6 +125,8 @@ std::string withoutGlobl(const std::string &function) {
 }
 
 TEST(NvrtcParts, MergeKeepsEachDeclarationOnceInOrder) {
+  // Each part's order is kept; a part's new first item goes first, and
+  // the shared variables come before the globals, the external ones last.
   std::string a = std::string(kPtxHeader) + "\t// .globl\tk0\n" +
                   ".shared .align 4 .b8 sumPartial[128];\n"
                   ".global .align 4 .u32 kBlockThreads = 256;\n\n" +
@@ -137,8 +139,8 @@ TEST(NvrtcParts, MergeKeepsEachDeclarationOnceInOrder) {
   std::string merged, error;
   ASSERT_TRUE(mergePartsPtx({a, b}, merged, error)) << error;
   std::string expected = std::string(kPtxHeader) + "\t// .globl\tk0\n" +
-                         ".shared .align 4 .b8 sumPartial[128];\n"
                          ".shared .align 4 .b8 maxPartial[128];\n"
+                         ".shared .align 4 .b8 sumPartial[128];\n"
                          ".global .align 4 .u32 kBlockThreads = 256;\n"
                          ".extern .shared .align 16 .b8 stagedRows[];\n\n" +
                          withoutGlobl(function("k0", 0)) + function("k1", 1) +
