@@ -116,15 +116,19 @@ bool parsePtx(StringRef ptx, PtxModule &module) {
       pending = line.str() + "\n";
       continue;
     }
-    bool definition = (line.contains(".entry ") || line.contains(".func ")) &&
-                      !line.ends_with(";");
-    if (definition) {
+    // A device function NVVM did not inline (a `.func`, defined or
+    // declared) would be in every part that calls it: such a module is
+    // not merged.
+    if (line.contains(".func"))
+      return false;
+    if (line.contains(".entry ") && !line.ends_with(";")) {
       function = pending + line.str() + "\n";
       pending.clear();
       inFunction = true;
       continue;
     }
-    if (line.starts_with(".") || line.ends_with(" has been demoted"))
+    if ((line.starts_with(".") && line.ends_with(";")) ||
+        (line.starts_with("// ") && line.ends_with(" has been demoted")))
       module.declarations.push_back(line.str());
     else if (!line.starts_with("//"))
       return false;

@@ -34,14 +34,15 @@ struct ArchCompile {
 
 /// Compiles kernels.cu for the architectures of `family`, or reads their
 /// cubins and PTX from the cache. With `assemble`, NVRTC compiles the source
-/// to PTX once for the family's virtual architecture and ptxas assembles
+/// to PTX once for the family's virtual architecture (as programs cut from
+/// it on up to `jobs` threads, unless `oneProgram`) and ptxas assembles
 /// each cubin from it (in `dir`, in parallel, each on up to `jobs` threads);
 /// without, NVRTC compiles each architecture whole. A cache key hashes the
 /// source, the architecture, the family's virtual architecture, NVRTC's and
-/// (`ptxasIdentity`) ptxas's identities and every runtime header the source can
-/// include.
+/// (`ptxasIdentity`) ptxas's identities, every runtime header the source can
+/// include and `oneProgram`.
 void compileFamilyCached(const std::string &source, const PtxFamily &family,
-                         bool assemble, unsigned jobs,
+                         bool assemble, bool oneProgram, unsigned jobs,
                          const std::string &ptxasIdentity,
                          const std::string &dir, const std::string &cacheDir,
                          TimingScope &timing,
@@ -55,6 +56,8 @@ void compileFamilyCached(const std::string &source, const PtxFamily &family,
       hash.update("\0" + compile.arch + "\0" + family.virtualArch + "\0" +
                   nvrtcIdentity() + "\0" + ptxasIdentity + "\0");
       hash.update(runtimeHeadersDigest());
+      if (assemble && oneProgram)
+        hash.update("one NVRTC program");
       entry =
           cacheDir + "/cubins/" + llvm::toHex(hash.final(), /*LowerCase=*/true);
       auto cubin = llvm::MemoryBuffer::getFile(entry + ".cubin");
@@ -84,7 +87,9 @@ void compileFamilyCached(const std::string &source, const PtxFamily &family,
       // into programs (NvrtcParts.cpp) compiled on up to --jobs threads,
       // their PTX merged into one module. A merge that fails falls back on
       // the whole source.
-      std::vector<std::string> parts = splitKernelSource(source);
+      std::vector<std::string> parts = oneProgram
+                                           ? std::vector<std::string>{source}
+                                           : splitKernelSource(source);
       TimingScope scope = timing.nest(
           "NVRTC " + family.virtualArch + " (PTX" +
           (parts.size() > 1 ? ", " + std::to_string(parts.size()) + " parts"
@@ -183,9 +188,9 @@ bool buildCudaKernels(const std::string &kernelSource, ArtifactOptions &options,
     for (const std::string &arch : families[i].archs)
       compiles[i].push_back({arch});
     threads.emplace_back([&, i] {
-      compileFamilyCached(kernelSource, families[i], assemble, options.jobs,
-                          ptxasIdentity, dir, options.cacheDir, options.timing,
-                          compiles[i]);
+      compileFamilyCached(kernelSource, families[i], assemble,
+                          options.nvrtcOneProgram, options.jobs, ptxasIdentity,
+                          dir, options.cacheDir, options.timing, compiles[i]);
     });
   }
   for (std::thread &thread : threads)

@@ -186,6 +186,13 @@ TEST(NvrtcParts, MergeRefusesWhatItCannotRead) {
   EXPECT_FALSE(
       mergePartsPtx({"not ptx", std::string(kPtxHeader)}, merged, error));
   EXPECT_NE(error.find("not in the form"), std::string::npos);
+  // A device function NVVM did not inline would be in every part that
+  // calls it.
+  EXPECT_FALSE(mergePartsPtx(
+      {std::string(kPtxHeader) + ".func  (.param .b32 func_retval0) f(\n" +
+           "\t.param .b32 f_param_0\n)\n{\n\tret;\n}\n" + function("k0", 0),
+       std::string(kPtxHeader) + function("k1", 0)},
+      merged, error));
   // A function that never closes.
   EXPECT_FALSE(
       mergePartsPtx({std::string(kPtxHeader) + function("k0", 0),

@@ -266,6 +266,7 @@ bool artifactOptionsFromFlags(gpuc::ArtifactOptions &artifact,
   artifact.outputDir = outputFilename;
   artifact.modelPath = inputFilename;
   artifact.nvrtcWhole = nvrtcWhole;
+  artifact.nvrtcOneProgram = nvrtcOneProgram;
   artifact.dataParallel = dataParallel;
   artifact.estimateRanks = estimateRanks;
   artifact.estimateLink = estimateLink;

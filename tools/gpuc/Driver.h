@@ -99,6 +99,7 @@ extern cl::opt<std::string> cacheDir;
 extern cl::opt<bool> timeCompile;
 extern cl::opt<unsigned> compileJobs;
 extern cl::opt<bool> nvrtcWhole;
+extern cl::opt<bool> nvrtcOneProgram;
 extern cl::opt<bool> noArtifactCache;
 extern cl::opt<bool> noWeights;
 extern cl::opt<bool> tf32;

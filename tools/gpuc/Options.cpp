@@ -205,14 +205,20 @@ cl::opt<bool>
 cl::opt<unsigned> compileJobs(
     "jobs",
     cl::desc("compile: host compiler processes run in parallel on the CPU "
-             "kernels, each on a share of them, and the threads ptxas "
-             "assembles a cubin's kernels on (default: this machine's "
-             "hardware threads)"),
+             "kernels, each on a share of them, the threads NVRTC compiles "
+             "a large kernels.cu's programs on, and those ptxas assembles a "
+             "cubin's kernels on (default: this machine's hardware threads)"),
     cl::value_desc("N"), cl::init(0), cl::cat(compileCategory));
 cl::opt<bool> nvrtcWhole(
     "nvrtc-whole",
     cl::desc("compile: one whole NVRTC compile per GPU architecture instead "
              "of one PTX per family assembled by ptxas (to compare cubins)"),
+    cl::init(false), cl::Hidden, cl::cat(compileCategory));
+cl::opt<bool> nvrtcOneProgram(
+    "nvrtc-one-program",
+    cl::desc("compile: NVRTC compiles kernels.cu as one program, not cut "
+             "between its entry points into programs on --jobs threads (to "
+             "compare their PTX and time the cut)"),
     cl::init(false), cl::Hidden, cl::cat(compileCategory));
 cl::opt<bool> noArtifactCache(
     "no-artifact-cache",

@@ -31,6 +31,9 @@ struct ArtifactOptions {
   /// One whole NVRTC compile per architecture instead of one PTX per family
   /// assembled by ptxas (to compare their cubins).
   bool nvrtcWhole = false;
+  /// NVRTC compiles kernels.cu as one program, not cut into programs
+  /// (NvrtcParts.cpp; to compare their PTX).
+  bool nvrtcOneProgram = false;
   std::string cxx;
   /// Host compiler processes run in parallel (at most; small models use
   /// fewer).

@@ -46,6 +46,11 @@ typedef int int32_t;
 
 namespace gpuc {
 
+// The headers' namespace-scope constants are `inline`: NVVM names a
+// constant of internal linkage after its program's first entry point, and
+// kernels.cu compiles as several programs whose PTX is merged
+// (lib/Codegen/NvrtcParts.cpp), so each must have one name in all.
+
 /// Threads per block of every generated kernel on the GPU.
 inline constexpr int kBlockThreads = 256;
 
