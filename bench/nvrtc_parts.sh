@@ -13,7 +13,9 @@
 # sm_90, batch 16 and 256). Default: attention16 transformer, and gpt2 and
 # resnet50 where their exports are there. Each compile has an empty cache
 # of its own. Prints the load average first: this machine is shared and
-# its speed drifts, so compare figures from one run only.
+# its speed drifts, so compare figures from one run only. Columns: NVRTC's
+# wall seconds (from --time), the whole compile's wall seconds, and how
+# many programs the cut made.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 gpuc="${GPUC:-$root/build/bin/gpuc}"
@@ -68,7 +70,7 @@ compile() {
     { cat "$out.log" >&2; exit 1; }
   end=$(date +%s.%N)
   local nvrtc
-  nvrtc=$(grep -E 'NVRTC compute_[0-9]+ \(PTX' "$out.log" | awk '{print $3}')
+  nvrtc=$(grep -E 'NVRTC compute_[0-9]+ \(PTX' "$out.log" | awk '{print $4}')
   echo "$nvrtc $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')"
 }
 
