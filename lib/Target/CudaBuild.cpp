@@ -86,7 +86,7 @@ void compileFamilyCached(const std::string &source, const PtxFamily &family,
       // NVRTC compiles a program on one thread: a large source is cut
       // into programs (NvrtcParts.cpp) compiled on up to --jobs threads,
       // their PTX merged into one module. A merge that fails falls back on
-      // the whole source.
+      // the whole source as one program.
       std::vector<std::string> parts = oneProgram
                                            ? std::vector<std::string>{source}
                                            : splitKernelSource(source);
@@ -115,8 +115,14 @@ void compileFamilyCached(const std::string &source, const PtxFamily &family,
                      << "; kernels.cu is compiled as one program\n";
         ok = false;
       }
-      if (!ok && !compileToPtx(source, family.virtualArch,
-                               GPUC_RUNTIME_INCLUDE_DIR, ptx, error)) {
+      // A program NVRTC refused is compiled again whole, so that its log
+      // names kernels.cu's lines; one program is not compiled twice.
+      if (!ok && parts.size() == 1 && !compiled.front())
+        error = errors.front();
+      else if (!ok)
+        ok = compileToPtx(source, family.virtualArch, GPUC_RUNTIME_INCLUDE_DIR,
+                          ptx, error);
+      if (!ok) {
         for (ArchCompile *compile : missing)
           compile->error = error;
         return;
