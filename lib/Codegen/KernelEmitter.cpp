@@ -246,36 +246,9 @@ FailureOr<EmittedKernel> Emitter::assemble(StringRef name, EmittedKernel kernel,
   };
   std::string bounds = boundsOf(kBlockThreads, kernel.minBlocksPerSm);
   // The GPU times alternatives on operands no step has written yet: a
-  // kernel that addresses memory by integers it loads (a gather's indices,
-  // a segment sum's offsets, or values computed from them) could go out of
-  // bounds there. (An optimizer's step count or an attention's random key
-  // only enters arithmetic.)
-  SmallVector<Value> addresses;
-  if (!kernel.alternatives.empty())
-    fusion.walk([&](Operation *op) {
-      if (auto gather = dyn_cast<GatherOp>(op))
-        addresses.push_back(gather.getIndices());
-      else if (auto scatter = dyn_cast<ScatterAddOp>(op))
-        addresses.push_back(scatter.getIndices());
-      else if (auto segments = dyn_cast<SegmentSumOp>(op))
-        addresses.append({segments.getOffsets(), segments.getOrder()});
-      else if (auto groups = dyn_cast<RowGroupsOp>(op))
-        addresses.push_back(groups.getIndices());
-      else if (auto pooled = dyn_cast<MaxPool2DBackwardOp>(op))
-        addresses.push_back(pooled.getIndices());
-    });
-  bool loadsIndices = false;
-  llvm::SmallPtrSet<Value, 16> seen;
-  while (!addresses.empty() && !loadsIndices) {
-    Value address = addresses.pop_back_val();
-    if (!seen.insert(address).second)
-      continue;
-    if (isa<BlockArgument>(address))
-      loadsIndices = true;
-    else if (Operation *def = address.getDefiningOp())
-      llvm::append_range(addresses, def->getOperands());
-  }
-  if (loadsIndices)
+  // kernel that addresses memory by integers it loads could go out of
+  // bounds there.
+  if (addressesByLoadedIntegers(fusion))
     kernel.alternatives.clear();
   kernel.key = params + "\n" + body + "\n" + std::to_string(kernel.grid) +
                "\n" + bounds + "\n" + std::to_string(kernel.sharedBytes);

@@ -513,10 +513,17 @@ FusionOp tryMergeSiblings(FusionOp earlier, FusionOp later, Fusing &fusing) {
 /// optimizer update of every parameter) become kernels with a segment per
 /// tensor size, of up to kMaxKernelResults results each, each run where the
 /// last of its updates ran.
+///
+/// An update that addresses memory by integers it loads (a tied embedding's
+/// update summing its rows' positions) stays a kernel of its own: the GPU
+/// gives a kernel the registers of its hungriest segment, and such an
+/// update cannot be timed against alternatives at load, so beside the
+/// others it would run at their occupancy and keep them from being timed.
 bool fuseReturnedUpdates(func::FuncOp func, Fusing &fusing) {
   SmallVector<FusionOp> updates;
   for (Operation &op : func.getBody().front())
-    if (auto f = dyn_cast<FusionOp>(op); f && onlyReturned(f))
+    if (auto f = dyn_cast<FusionOp>(op);
+        f && onlyReturned(f) && !addressesByLoadedIntegers(f))
       updates.push_back(f);
   if (updates.size() < 2)
     return false;

@@ -251,6 +251,33 @@ func.func @multi_tensor_update(%w: tensor<8xf32>, %gw: tensor<8xf32>, %v: tensor
 
 // -----
 
+// An update that addresses memory by integers it loads (a tied embedding's,
+// summing each row's positions) stays a kernel of its own: the GPU runs a
+// kernel at the registers of its hungriest segment, and such a kernel has
+// no alternatives timed at load. The other updates still merge.
+// CHECK-LABEL: func.func @multi_tensor_beside_segment_sum
+// CHECK: %[[E:.+]] = gpuc.fusion(%arg3, %arg4, %arg5, %arg2)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: gpuc.segment_sum
+// CHECK: %[[K:.+]]:2 = gpuc.fusion(%arg1, %arg0, %arg7, %arg6)
+// CHECK-NOT: gpuc.segment_sum
+// CHECK: return %[[K]]#0, %[[E]], %[[K]]#1
+func.func @multi_tensor_beside_segment_sum(%w: tensor<8xf32>, %gw: tensor<8xf32>, %e: tensor<10x4xf32>, %u: tensor<6x4xf32>, %o: tensor<11xi32>, %p: tensor<6xi32>, %v: tensor<4x3xf32>, %gv: tensor<4x3xf32>) -> (tensor<8xf32>, tensor<10x4xf32>, tensor<4x3xf32>) {
+  %lr = gpuc.constant dense<0.1> : tensor<8xf32>
+  %sw = gpuc.mul %gw, %lr : tensor<8xf32>
+  %w2 = gpuc.sub %w, %sw : tensor<8xf32>
+  %g = gpuc.segment_sum %u, %o, %p axis = 0 : (tensor<6x4xf32>, tensor<11xi32>, tensor<6xi32>) -> tensor<10x4xf32>
+  %lr1 = gpuc.constant dense<0.1> : tensor<10x4xf32>
+  %se = gpuc.mul %g, %lr1 : tensor<10x4xf32>
+  %e2 = gpuc.sub %e, %se : tensor<10x4xf32>
+  %lr2 = gpuc.constant dense<0.1> : tensor<4x3xf32>
+  %sv = gpuc.mul %gv, %lr2 : tensor<4x3xf32>
+  %v2 = gpuc.sub %v, %sv : tensor<4x3xf32>
+  return %w2, %e2, %v2 : tensor<8xf32>, tensor<10x4xf32>, tensor<4x3xf32>
+}
+
+// -----
+
 // A kernel of parameter updates has at most 64 results (Fuse.cpp's
 // kMaxUpdateResults): 65 parameters' updates are two kernels.
 // CHECK-LABEL: func.func @multi_tensor_chunks

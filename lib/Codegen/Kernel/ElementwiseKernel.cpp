@@ -145,7 +145,9 @@ int64_t Emitter::elementsInFlight(ValueRange values, int64_t perThread) {
   // An input read at the element's own index is one load however many ops
   // read it (the emitter's memo); one read at another index, one per op
   // that moves the index on its way (the 16 slices of one cast tensor are
-  // 16 loads).
+  // 16 loads). A segment sum's loads do not count: its loop's follow the
+  // offsets it loads, so they cannot be in flight beside the others, and
+  // its offsets are its row's, the same for all of the row's elements.
   int64_t bytes = 0;
   llvm::DenseSet<std::pair<Operation *, Operation *>> visited;
   llvm::DenseSet<std::pair<Value, Operation *>> loads;
@@ -153,6 +155,8 @@ int64_t Emitter::elementsInFlight(ValueRange values, int64_t perThread) {
                                                      Operation *mover) {
     Operation *def = v.getDefiningOp();
     if (!def || isa<BroadcastOp>(def) || !visited.insert({def, mover}).second)
+      return;
+    if (isa<SegmentSumOp>(def))
       return;
     if (!isPointwise(def) && !isAlias(def))
       mover = def;

@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpDefinition.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace mlir::gpuc;
@@ -38,4 +39,33 @@ bool mlir::gpuc::needsKernel(Operation *op) {
     return false;
   return !isa<ParameterOp, ConstantOp, FusionOp, YieldOp>(op) &&
          !isLibraryCall(op) && !isAlias(op);
+}
+
+bool mlir::gpuc::addressesByLoadedIntegers(Operation *fusion) {
+  SmallVector<Value> addresses;
+  fusion->walk([&](Operation *op) {
+    if (auto gather = dyn_cast<GatherOp>(op))
+      addresses.push_back(gather.getIndices());
+    else if (auto scatter = dyn_cast<ScatterAddOp>(op))
+      addresses.push_back(scatter.getIndices());
+    else if (auto segments = dyn_cast<SegmentSumOp>(op))
+      addresses.append({segments.getOffsets(), segments.getOrder()});
+    else if (auto groups = dyn_cast<RowGroupsOp>(op))
+      addresses.push_back(groups.getIndices());
+    else if (auto pooled = dyn_cast<MaxPool2DBackwardOp>(op))
+      addresses.push_back(pooled.getIndices());
+  });
+  // (An optimizer's step count or an attention's random key only enters
+  // arithmetic: what matters is an address computed from a loaded value.)
+  llvm::SmallPtrSet<Value, 16> seen;
+  while (!addresses.empty()) {
+    Value address = addresses.pop_back_val();
+    if (!seen.insert(address).second)
+      continue;
+    if (isa<BlockArgument>(address))
+      return true;
+    if (Operation *def = address.getDefiningOp())
+      llvm::append_range(addresses, def->getOperands());
+  }
+  return false;
 }

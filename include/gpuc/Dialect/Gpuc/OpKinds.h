@@ -36,6 +36,14 @@ bool isReduction(Operation *op);
 /// fusions themselves.
 bool needsKernel(Operation *op);
 
+/// Whether the kernel `fusion` (a gpuc.fusion) addresses memory by integers
+/// it loads: a gather's or scatter's indices, a segment sum's offsets and
+/// order, max pooling's stored indices, or values computed from them. Such
+/// a kernel cannot run on operands no step has written yet (they could take
+/// it out of bounds), and its loads after those of the integers wait for
+/// them.
+bool addressesByLoadedIntegers(Operation *fusion);
+
 } // namespace mlir::gpuc
 
 #endif // GPUC_DIALECT_GPUC_OPKINDS_H
