@@ -37,7 +37,7 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -Iruntime/include -DGPUC_FUZZ)
 sources=(runtime/lib/Plan.cpp runtime/lib/Safetensors.cpp runtime/lib/Npy.cpp
-         runtime/data/Dataset.cpp)
+         runtime/lib/AtomicFile.cpp runtime/data/Dataset.cpp)
 declare -A main=([plan]=PlanFuzzer [safetensors]=SafetensorsFuzzer
                  [npy]=NpyFuzzer [idx]=IdxFuzzer [image]=ImageFuzzer
                  [dsl]=DslFuzzer [onnx]=OnnxFuzzer)

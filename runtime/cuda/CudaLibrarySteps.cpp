@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "gpuc/runtime/AtomicFile.h"
 #include "gpuc/runtime/ColumnMajorGemm.h"
 
 namespace gpuc {
@@ -315,11 +316,14 @@ void CudaDevice::chooseLibraryAlgorithms(const std::string &dir) {
   // cuDNN's attention against the kernels it stands in for, with the
   // entry points just chosen.
   chooseCudnnAttention(choices, changed);
-  if (changed) {
-    std::ofstream out(path);
-    if (out)
-      out << cache.dump(1) << "\n";
-  }
+  // Ranks of a data-parallel run on one machine may write it at once: each
+  // file is one rank's whole choices, the last to finish.
+  std::string error;
+  if (changed && !writeFileAtomically(path, cache.dump(1) + "\n", error))
+    fprintf(stderr,
+            "cuda: the algorithms and entry points chosen are not kept (%s); "
+            "the next run times them again\n",
+            error.c_str());
 }
 
 void CudaDevice::reportLibraryCandidates() {

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/runtime/Safetensors.h"
+#include "gpuc/runtime/AtomicFile.h"
 
 #include <nlohmann/json.hpp>
 
@@ -42,25 +43,18 @@ bool writeSafetensors(const std::string &path,
       at += t.data.size();
     }
   }
-  std::string tmp = path + ".tmp";
-  FILE *f = fopen(tmp.c_str(), "wb");
-  if (!f) {
-    error = "cannot write " + tmp;
-    return false;
-  }
-  uint64_t n = text.size();
-  bool ok = fwrite(&n, 8, 1, f) == 1 &&
-            fwrite(text.data(), 1, text.size(), f) == text.size();
-  for (const NamedTensor &t : tensors)
-    ok = ok && fwrite(t.data.data(), 1, t.data.size(), f) == t.data.size();
-  ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot write " + path + " (disk full or not writable?)";
-    remove(tmp.c_str());
-    return false;
-  }
-  return true;
+  return writeFileAtomically(
+      path,
+      [&](FILE *f) {
+        uint64_t n = text.size();
+        bool ok = fwrite(&n, 8, 1, f) == 1 &&
+                  fwrite(text.data(), 1, text.size(), f) == text.size();
+        for (const NamedTensor &t : tensors)
+          ok =
+              ok && fwrite(t.data.data(), 1, t.data.size(), f) == t.data.size();
+        return ok;
+      },
+      error);
 }
 
 bool readSafetensors(const std::string &path, std::vector<NamedTensor> &tensors,

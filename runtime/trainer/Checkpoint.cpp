@@ -4,6 +4,7 @@
 #include "CompiledStep.h"
 #include "Metrics.h"
 
+#include "gpuc/runtime/AtomicFile.h"
 #include "gpuc/runtime/Numbers.h"
 
 #include <algorithm>
@@ -155,7 +156,7 @@ void prepareCheckpointDir(const Options &o) {
   lockCheckpointDir(o.checkpointDir);
   // A checkpoint write cut short (the process killed mid-write) leaves its
   // temporary file; the checkpoint itself is replaced only by rename.
-  unlink((checkpointPath(o) + ".tmp").c_str());
+  removeTemporariesOf(checkpointPath(o));
 }
 
 int64_t resumeRun(CompiledStep &s, const Options &o, FILE *&metrics) {

@@ -3,11 +3,11 @@
 #include "ExportOnnx.h"
 
 #include "CompiledStep.h"
+#include "gpuc/runtime/AtomicFile.h"
 
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -90,17 +90,14 @@ void exportOnnx(CompiledStep &s, const std::string &dir,
     setInline(init, *found);
   }
   std::string target = exportTarget(path);
-  std::string tmp = target + ".tmp";
-  bool written;
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    written = out && model.SerializeToOstream(&out) && out.flush();
-  }
-  if (!written || rename(tmp.c_str(), target.c_str()) != 0) {
-    std::string reason = strerror(errno);
-    unlink(tmp.c_str());
-    fail("cannot write --export-onnx " + path + ": " + reason);
-  }
+  std::string error;
+  if (!writeFileAtomically(
+          target,
+          [&](FILE *f) {
+            return fflush(f) == 0 && model.SerializeToFileDescriptor(fileno(f));
+          },
+          error))
+    fail("--export-onnx " + path + ": " + error);
   printf("exported %d trained tensors into %s\n", replaced, path.c_str());
 }
 

@@ -1,8 +1,8 @@
-//===- Metrics.cpp - the --metrics file
-//-------------------------------------===//
+//===- Metrics.cpp - the --metrics file ----------------------------------===//
 #include "Metrics.h"
 
 #include "Options.h"
+#include "gpuc/runtime/AtomicFile.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -30,16 +30,10 @@ FILE *dropMetricsAfter(FILE *metrics, const std::string &path, int64_t step) {
   }
   in.close();
   if (dropped) {
-    std::string tmp = path + ".tmp";
-    FILE *out = fopen(tmp.c_str(), "w");
-    if (!out || fwrite(kept.data(), 1, kept.size(), out) != kept.size() ||
-        fclose(out) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
-      std::string reason = strerror(errno);
-      unlink(tmp.c_str());
-      fail("cannot rewrite --metrics " + path + " without the " +
-           std::to_string(dropped) +
-           " lines written after the checkpoint: " + reason);
-    }
+    std::string error;
+    if (!writeFileAtomically(path, kept, error))
+      fail("cannot rewrite --metrics without the " + std::to_string(dropped) +
+           " lines written after the checkpoint: " + error);
   }
   FILE *reopened = fopen(path.c_str(), "a");
   if (!reopened)
