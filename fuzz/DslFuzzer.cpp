@@ -1,5 +1,4 @@
-//===- DslFuzzer.cpp - the model DSL's parser
-//------------------------------===//
+//===- DslFuzzer.cpp - the model DSL's parser -----------------------------===//
 #include "FuzzInput.h"
 #include "gpuc/Dialect/Gpuc/GpucDialect.h"
 #include "gpuc/Frontend/DslParser.h"

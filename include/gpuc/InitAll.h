@@ -1,5 +1,4 @@
-//===- InitAll.h - register gpuc's dialects and passes -----------*- C++
-//-*-===//
+//===- InitAll.h - register gpuc's dialects and passes ----------*- C++ -*-===//
 //
 // The one registration helper every gpuc tool uses.
 //

@@ -1,5 +1,4 @@
-//===- BatchLoader.cpp - batches prepared on a thread of their own
-//----------===//
+//===- BatchLoader.cpp - batches prepared on a thread of their own --------===//
 #include "BatchLoader.h"
 
 #include "BufferFill.h"

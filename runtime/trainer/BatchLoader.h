@@ -1,5 +1,4 @@
-//===- BatchLoader.h - batches prepared on a thread of their own -----*- C++
-//-*-===//
+//===- BatchLoader.h - batches prepared on a thread of their own ----------===//
 #ifndef GPUC_TRAINER_BATCHLOADER_H
 #define GPUC_TRAINER_BATCHLOADER_H
 

@@ -1,5 +1,4 @@
-//===- Bench.cpp - train --bench-steps, and the step's memory
-//---------------===//
+//===- Bench.cpp - train --bench-steps, and the step's memory -------------===//
 #include "Bench.h"
 
 #include "BatchLoader.h"

@@ -1,5 +1,4 @@
-//===- Bench.h - train --bench-steps, and the step's memory ----------*- C++
-//-*-===//
+//===- Bench.h - train --bench-steps, and the step's memory -----*- C++ -*-===//
 #ifndef GPUC_TRAINER_BENCH_H
 #define GPUC_TRAINER_BENCH_H
 

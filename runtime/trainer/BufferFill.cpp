@@ -1,5 +1,4 @@
-//===- BufferFill.cpp - host values in a buffer's storage type
-//--------------===//
+//===- BufferFill.cpp - host values in a buffer's storage type ------------===//
 #include "BufferFill.h"
 
 #include "CompiledStep.h"

@@ -1,5 +1,4 @@
-//===- BufferFill.h - host values in a buffer's storage type ---------*- C++
-//-*-===//
+//===- BufferFill.h - host values in a buffer's storage type ----*- C++ -*-===//
 #ifndef GPUC_TRAINER_BUFFERFILL_H
 #define GPUC_TRAINER_BUFFERFILL_H
 

@@ -1,5 +1,4 @@
-//===- Evaluate.cpp - accuracy on the test split
-//----------------------------===//
+//===- Evaluate.cpp - accuracy on the test split --------------------------===//
 #include "Evaluate.h"
 
 #include "BufferFill.h"

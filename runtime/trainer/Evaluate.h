@@ -1,5 +1,4 @@
-//===- Evaluate.h - accuracy on the test split -----------------------*- C++
-//-*-===//
+//===- Evaluate.h - accuracy on the test split ------------------*- C++ -*-===//
 #ifndef GPUC_TRAINER_EVALUATE_H
 #define GPUC_TRAINER_EVALUATE_H
 

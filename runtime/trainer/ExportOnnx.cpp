@@ -1,5 +1,4 @@
-//===- ExportOnnx.cpp - trained weights written into the ONNX model
-//---------===//
+//===- ExportOnnx.cpp - trained weights written into the ONNX model -------===//
 #include "ExportOnnx.h"
 
 #include "CompiledStep.h"

@@ -1,5 +1,4 @@
-//===- ExportOnnx.h - trained weights written into the ONNX model ----*- C++
-//-*-===//
+//===- ExportOnnx.h - trained weights written into the ONNX model ---------===//
 #ifndef GPUC_TRAINER_EXPORTONNX_H
 #define GPUC_TRAINER_EXPORTONNX_H
 

@@ -1,5 +1,4 @@
-//===- HostProfile.cpp - the host side of train --profile
-//-------------------===//
+//===- HostProfile.cpp - the host side of train --profile -----------------===//
 #include "HostProfile.h"
 
 #include "CompiledStep.h"

@@ -1,5 +1,4 @@
-//===- HostProfile.h - the host side of train --profile --------------*- C++
-//-*-===//
+//===- HostProfile.h - the host side of train --profile ---------*- C++ -*-===//
 #ifndef GPUC_TRAINER_HOSTPROFILE_H
 #define GPUC_TRAINER_HOSTPROFILE_H
 

@@ -1,5 +1,4 @@
-//===- LossReader.h - step losses read without stalling the device ---*- C++
-//-*-===//
+//===- LossReader.h - step losses read without stalling the device --------===//
 #ifndef GPUC_TRAINER_LOSSREADER_H
 #define GPUC_TRAINER_LOSSREADER_H
 

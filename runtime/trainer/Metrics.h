@@ -1,5 +1,4 @@
-//===- Metrics.h - the --metrics file --------------------------------*- C++
-//-*-===//
+//===- Metrics.h - the --metrics file ---------------------------*- C++ -*-===//
 #ifndef GPUC_TRAINER_METRICS_H
 #define GPUC_TRAINER_METRICS_H
 

@@ -1,5 +1,4 @@
-//===- RunStep.cpp - one step on given inputs
-//-------------------------------===//
+//===- RunStep.cpp - one step on given inputs -----------------------------===//
 #include "RunStep.h"
 
 #include "BufferFill.h"

@@ -1,5 +1,4 @@
-//===- RunStep.h - one step on given inputs --------------------------*- C++
-//-*-===//
+//===- RunStep.h - one step on given inputs ---------------------*- C++ -*-===//
 #ifndef GPUC_TRAINER_RUNSTEP_H
 #define GPUC_TRAINER_RUNSTEP_H
 

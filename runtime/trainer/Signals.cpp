@@ -1,5 +1,4 @@
-//===- Signals.cpp - SIGINT and SIGTERM stop the run cleanly
-//----------------===//
+//===- Signals.cpp - SIGINT and SIGTERM stop the run cleanly --------------===//
 #include "Signals.h"
 
 #include <csignal>

@@ -1,5 +1,4 @@
-//===- Signals.h - SIGINT and SIGTERM stop the run cleanly -----------*- C++
-//-*-===//
+//===- Signals.h - SIGINT and SIGTERM stop the run cleanly ------*- C++ -*-===//
 #ifndef GPUC_TRAINER_SIGNALS_H
 #define GPUC_TRAINER_SIGNALS_H
 

@@ -1,5 +1,4 @@
-//===- TrainingData.cpp - the data a run trains on
-//--------------------------===//
+//===- TrainingData.cpp - the data a run trains on ------------------------===//
 #include "TrainingData.h"
 
 #include <chrono>

@@ -1,5 +1,4 @@
-//===- TrainingData.h - the data a run trains on ---------------------*- C++
-//-*-===//
+//===- TrainingData.h - the data a run trains on ----------------*- C++ -*-===//
 #ifndef GPUC_TRAINER_TRAININGDATA_H
 #define GPUC_TRAINER_TRAININGDATA_H
 

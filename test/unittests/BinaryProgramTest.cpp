@@ -1,5 +1,4 @@
-//===- BinaryProgramTest.cpp - the 0-1 programs of gpuc-remat's exact mode
-//-===//
+//===- BinaryProgramTest.cpp - gpuc-remat's exact mode's 0-1 programs -----===//
 //
 // Small programs whose optimum is known by enumeration, in both forms the
 // remat pass poses: least cost under row bounds, and least peak (z).

@@ -1,5 +1,4 @@
-//===- EmulatedGpuTest.cpp - the GPU's semantics as EmulatedGpu.h runs them
-//===//
+//===- EmulatedGpuTest.cpp - the GPU's semantics, as emulated -------------===//
 //
 // The emulator is what tests the GPU's text of generated kernels without a
 // GPU (step-parity-emulated-gpu.test), so it must give a block's threads

@@ -1,5 +1,4 @@
-//===- CompileCommand.cpp - gpuc compile
-//------------------------------------===//
+//===- CompileCommand.cpp - gpuc compile ----------------------------------===//
 #include "Driver.h"
 
 using namespace mlir;

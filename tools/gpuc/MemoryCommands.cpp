@@ -1,5 +1,4 @@
-//===- MemoryCommands.cpp - --max-batch-for and --remat-sweep
-//---------------===//
+//===- MemoryCommands.cpp - --max-batch-for and --remat-sweep -------------===//
 #include "Driver.h"
 
 #include "gpuc/Dialect/Gpuc/GpucOps.h"

@@ -1,5 +1,4 @@
-//===- Options.cpp - the options of gpuc import and gpuc compile
-//------------===//
+//===- Options.cpp - the options of gpuc import and gpuc compile ----------===//
 #include "Driver.h"
 
 using namespace mlir;

@@ -1,5 +1,4 @@
-//===- Pipeline.cpp - the model loader and the pass pipelines
-//--------------===//
+//===- Pipeline.cpp - the model loader and the pass pipelines -------------===//
 #include "Driver.h"
 
 using namespace mlir;

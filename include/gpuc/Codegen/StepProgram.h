@@ -1,5 +1,4 @@
-//===- StepProgram.h - a module's steps as kernels, calls and copies -*- C++
-//-*-===//
+//===- StepProgram.h - a module's steps as kernels, calls and copies ------===//
 //
 // After gpuc-form-kernels, @train_step and @eval are sequences of fusions,
 // library calls, reshapes and constants over static shapes. Lowering them

@@ -1,5 +1,4 @@
-//===- ArtifactOnnx.h - the ONNX model an artifact carries -------*- C++
-//-*-===//
+//===- ArtifactOnnx.h - the ONNX model an artifact carries ------*- C++ -*-===//
 //
 // An artifact keeps the ONNX model it was compiled from, for
 // `train --export-onnx`, which writes the trained weights back into it. The

@@ -1,5 +1,4 @@
-//===- DslParser.h - gpuc's small model language -----------------*- C++
-//-*-===//
+//===- DslParser.h - gpuc's small model language ----------------*- C++ -*-===//
 #ifndef GPUC_FRONTEND_DSLPARSER_H
 #define GPUC_FRONTEND_DSLPARSER_H
 

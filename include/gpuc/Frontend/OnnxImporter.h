@@ -1,5 +1,4 @@
-//===- OnnxImporter.h - ONNX models into the gpuc dialect --------*- C++
-//-*-===//
+//===- OnnxImporter.h - ONNX models into the gpuc dialect -------*- C++ -*-===//
 #ifndef GPUC_FRONTEND_ONNXIMPORTER_H
 #define GPUC_FRONTEND_ONNXIMPORTER_H
 

@@ -1,5 +1,4 @@
-//===- Artifact.h - gpuc compile's back end: the trainer artifact -*- C++
-//-*-===//
+//===- Artifact.h - gpuc compile's back end: the trainer artifact ---------===//
 //
 // Writes into the output directory: plan.json (buffers, arena, steps),
 // kernels.cu (every kernel, one source for both targets), init.safetensors

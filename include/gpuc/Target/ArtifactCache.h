@@ -1,5 +1,4 @@
-//===- ArtifactCache.h - whole artifacts reused by what made them -*- C++
-//-*-===//
+//===- ArtifactCache.h - whole artifacts reused by what made them ---------===//
 //
 // A compile whose inputs are all unchanged (the model and its external
 // data, the command line, gpuc and its runtime, the host compiler, NVRTC

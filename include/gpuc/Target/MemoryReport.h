@@ -1,5 +1,4 @@
-//===- MemoryReport.h - the plan's memory, as numbers and a picture -*- C++
-//-*-===//
+//===- MemoryReport.h - the plan's memory, as numbers and a picture -------===//
 //
 // Serializers of the memory plan that gpuc-plan-memory recorded and the step
 // program carries in plan.json: the bytes by kind for report.json and

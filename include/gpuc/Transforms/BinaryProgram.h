@@ -1,5 +1,4 @@
-//===- BinaryProgram.h - 0-1 linear programs, solved by COIN-OR CBC -*- C++
-//-*-===//
+//===- BinaryProgram.h - 0-1 linear programs, solved by COIN-OR CBC -------===//
 //
 // gpuc-remat's exact mode poses the choice of values to recompute as a
 // 0-1 linear program. This is the one place that talks to the solver

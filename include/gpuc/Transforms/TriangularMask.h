@@ -1,5 +1,4 @@
-//===- TriangularMask.h - masks that are a comparison of indices -*- C++
-//-*-===//
+//===- TriangularMask.h - masks that are a comparison of indices ----------===//
 //
 // A causal attention mask is `key > query` (or >=, <, <=) at every
 // [..., query, key]. Recognised, a kernel computes it from its indices and

@@ -1,5 +1,4 @@
-//===- Concat.cpp - concatenations read by one load
-//-------------------------===//
+//===- Concat.cpp - concatenations read by one load -----------------------===//
 #include "Emitter.h"
 
 namespace mlir::gpuc::kernel_emitter {

@@ -1,5 +1,4 @@
-//===- CpuLoops.cpp - the CPU's forms of a kernel's loops
-//-------------------===//
+//===- CpuLoops.cpp - the CPU's forms of a kernel's loops -----------------===//
 #include "Emitter.h"
 
 namespace mlir::gpuc::kernel_emitter {

@@ -1,5 +1,4 @@
-//===- Pointwise.cpp - an op's value at an index
-//----------------------------===//
+//===- Pointwise.cpp - an op's value at an index --------------------------===//
 #include "Emitter.h"
 
 namespace mlir::gpuc::kernel_emitter {

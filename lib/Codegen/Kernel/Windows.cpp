@@ -1,5 +1,4 @@
-//===- Windows.cpp - pooling windows and their gradients
-//--------------------===//
+//===- Windows.cpp - pooling windows and their gradients ------------------===//
 #include "Emitter.h"
 
 namespace mlir::gpuc::kernel_emitter {

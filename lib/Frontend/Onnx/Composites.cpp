@@ -1,5 +1,4 @@
-//===- Composites.cpp - ONNX softmax, norms, dropout and losses
-//-------------===//
+//===- Composites.cpp - ONNX softmax, norms, dropout and losses -----------===//
 #include "Importer.h"
 
 namespace mlir::gpuc::onnx_import {

@@ -1,5 +1,4 @@
-//===- Contractions.cpp - ONNX GEMMs, einsum, convolutions and pooling
-//------===//
+//===- Contractions.cpp - ONNX GEMMs, einsum, convolutions and pooling ----===//
 #include "Importer.h"
 
 namespace mlir::gpuc::onnx_import {

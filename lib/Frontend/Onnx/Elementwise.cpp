@@ -1,5 +1,4 @@
-//===- Elementwise.cpp - ONNX arithmetic, comparisons and activations
-//-------===//
+//===- Elementwise.cpp - ONNX arithmetic, comparisons and activations -----===//
 #include "Importer.h"
 
 namespace mlir::gpuc::onnx_import {

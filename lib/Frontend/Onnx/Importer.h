@@ -1,5 +1,4 @@
-//===- Importer.h - the ONNX importer's core, shared by op families -*- C++
-//-*-===//
+//===- Importer.h - the ONNX importer's core, shared by op families -------===//
 //
 // The importer is a graph walk over an ONNX model (OnnxImporter.cpp) and one
 // handler per op, keyed by op type and by the schema versions ("since

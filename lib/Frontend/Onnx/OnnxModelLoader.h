@@ -1,5 +1,4 @@
-//===- OnnxModelLoader.h - read, bind, check and infer ONNX models -*- C++
-//-*-===//
+//===- OnnxModelLoader.h - read, bind, check and infer ONNX models --------===//
 //
 // The part of the importer that calls into libonnx, which reports errors with
 // C++ exceptions; it is compiled with -fexceptions and turns every exception

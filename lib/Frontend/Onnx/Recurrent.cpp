@@ -1,5 +1,4 @@
-//===- Recurrent.cpp - ONNX RNN, GRU and LSTM, unrolled over the sequence
-//---===//
+//===- Recurrent.cpp - ONNX RNN, GRU and LSTM, unrolled over the sequence -===//
 #include "Importer.h"
 
 namespace mlir::gpuc::onnx_import {

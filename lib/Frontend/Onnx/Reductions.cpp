@@ -1,5 +1,4 @@
-//===- Reductions.cpp - ONNX ReduceSum, ReduceMean, ReduceMax and kin
-//-------===//
+//===- Reductions.cpp - ONNX ReduceSum, ReduceMean, ReduceMax and kin -----===//
 #include "Importer.h"
 
 namespace mlir::gpuc::onnx_import {

@@ -1,5 +1,4 @@
-//===- Shapes.cpp - ONNX constants, shapes and data movement
-//----------------===//
+//===- Shapes.cpp - ONNX constants, shapes and data movement --------------===//
 #include "Importer.h"
 
 namespace mlir::gpuc::onnx_import {

@@ -1,5 +1,4 @@
-//===- GpucDialect.h - the gpuc dialect --------------------------*- C++
-//-*-===//
+//===- GpucDialect.h - the gpuc dialect -------------------------*- C++ -*-===//
 #ifndef GPUC_DIALECT_GPUC_GPUCDIALECT_H
 #define GPUC_DIALECT_GPUC_GPUCDIALECT_H
 

@@ -1,5 +1,4 @@
-//===- GpucOps.h - operations of the gpuc dialect ----------------*- C++
-//-*-===//
+//===- GpucOps.h - operations of the gpuc dialect ---------------*- C++ -*-===//
 #ifndef GPUC_DIALECT_GPUC_GPUCOPS_H
 #define GPUC_DIALECT_GPUC_GPUCOPS_H
 

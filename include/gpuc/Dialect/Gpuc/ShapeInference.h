@@ -1,5 +1,4 @@
-//===- ShapeInference.h - result shapes of gpuc ops --------------*- C++
-//-*-===//
+//===- ShapeInference.h - result shapes of gpuc ops -------------*- C++ -*-===//
 //
 // The one place that knows how each op's result shape follows from its
 // operands. Op verifiers check results against it and the frontends build

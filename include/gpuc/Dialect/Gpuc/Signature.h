@@ -1,5 +1,4 @@
-//===- Signature.h - the roles of step arguments and results -----*- C++
-//-*-===//
+//===- Signature.h - the roles of step arguments and results ----*- C++ -*-===//
 //
 // Arguments and results of gpuc functions carry their role as attributes
 // (gpuc.input, gpuc.param, gpuc.rng, gpuc.hyper; gpuc.output, gpuc.update,

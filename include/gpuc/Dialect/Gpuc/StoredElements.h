@@ -1,5 +1,4 @@
-//===- StoredElements.h - an elements attribute's bytes, as stored -*- C++
-//-*-===//
+//===- StoredElements.h - an elements attribute's bytes, as stored --------===//
 //
 // Parameters and large constants (GPT-2's 124M weights, a 1024 x 1024
 // attention mask) are read where they are stored rather than element by

@@ -1,5 +1,4 @@
-//===- TensorBuilder.h - op-building helpers shared by the frontends -*- C++
-//-*-===//
+//===- TensorBuilder.h - op-building helpers shared by the frontends ------===//
 //
 // Both frontends build gpuc ops the same way: numpy broadcasting made explicit,
 // reshapes and constants created through createOrFold so that constant shape

@@ -1,5 +1,4 @@
-//===- AtomicFile.h - a file written whole or not at all ---------*- C++
-//-*-===//
+//===- AtomicFile.h - a file written whole or not at all --------*- C++ -*-===//
 //
 // Checkpoints, metrics rewritten after a resume, an exported model and the
 // CUDA device's kept algorithm choices are read again by later runs, and

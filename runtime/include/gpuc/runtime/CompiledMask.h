@@ -1,5 +1,4 @@
-//===- CompiledMask.h - a frozen mask the kernels compute --------*- C++
-//-*-===//
+//===- CompiledMask.h - a frozen mask the kernels compute -------*- C++ -*-===//
 //
 // gpuc-decompose computes a causal attention mask from the query and key
 // positions instead of reading the frozen buffer that holds it (nanoGPT's

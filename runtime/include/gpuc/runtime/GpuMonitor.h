@@ -1,5 +1,4 @@
-//===- GpuMonitor.h - a GPU's utilization, memory and power ------*- C++
-//-*-===//
+//===- GpuMonitor.h - a GPU's utilization, memory and power -----*- C++ -*-===//
 //
 // Sampled through NVML (libnvidia-ml.so.1, what nvidia-smi reads), opened
 // at run time as the CUDA plugin is: the trainer links nothing of NVIDIA's,

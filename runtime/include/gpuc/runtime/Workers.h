@@ -1,5 +1,4 @@
-//===- Workers.h - a loop over indices on worker threads ----------*- C++
-//-*-===//
+//===- Workers.h - a loop over indices on worker threads --------*- C++ -*-===//
 #ifndef GPUC_RUNTIME_WORKERS_H
 #define GPUC_RUNTIME_WORKERS_H
 
