@@ -428,7 +428,9 @@ def GpucFuse : Pass<"gpuc-fuse", "::mlir::ModuleOp"> {
       that read a common buffer and do not depend on each other;
     - multi-tensor: the kernels whose results only the step returns (the
       optimizer update of every parameter and its state) become one kernel
-      with a grid segment per tensor size, placed where the last ran.
+      with a grid segment per tensor size, placed where the last ran; an
+      update that addresses memory by integers it loads (a tied
+      embedding's, summing each row's positions) stays a kernel of its own.
     Illegal, and tested: a merge that would recompute a produced value at
     many positions (a window, gather or scatter reading it, a broadcast
     expanding it outside a row kernel), move a kernel above a reader of its
