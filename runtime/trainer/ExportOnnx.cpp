@@ -92,9 +92,7 @@ void exportOnnx(CompiledStep &s, const std::string &dir,
   std::string error;
   if (!writeFileAtomically(
           target,
-          [&](FILE *f) {
-            return fflush(f) == 0 && model.SerializeToFileDescriptor(fileno(f));
-          },
+          [&](FILE *f) { return model.SerializeToFileDescriptor(fileno(f)); },
           error))
     fail("--export-onnx " + path + ": " + error);
   printf("exported %d trained tensors into %s\n", replaced, path.c_str());

@@ -537,6 +537,39 @@ func.func @f(%a: {0}, %b: {0}, %c: {0}, %d: {0}) -> {0} {{
   EXPECT_TRUE(small->alternatives.empty());
 }
 
+// An embedding's update (its rows' position sums, a segment sum, read by
+// an update written in place): the segment sum's loads do not count
+// towards a thread's 32 bytes in flight (its loop's wait for the offsets it
+// loads, and the offsets are a row's), so the two 4-byte inputs read at
+// the stored index make batches of 4 elements. Such a kernel has no
+// alternatives: timed on unwritten offsets, they could read out of bounds.
+TEST(KernelEmitterTest, SegmentSumLoadsAreNotCountedInFlight) {
+  std::string source = R"mlir(
+func.func @f(%w: tensor<1000x64xf32>, %m: tensor<1000x64xf32>, %u: tensor<300x64xf32>, %o: tensor<1001xi32>, %p: tensor<300xi32>) -> (tensor<1000x64xf32>, tensor<1000x64xf32>) {
+  %r:2 = gpuc.fusion(%w, %m, %u, %o, %p) {gpuc.in_place = array<i64: 0, 1>} : (tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<300x64xf32>, tensor<1001xi32>, tensor<300xi32>) -> (tensor<1000x64xf32>, tensor<1000x64xf32>) {
+  ^bb0(%x: tensor<1000x64xf32>, %y: tensor<1000x64xf32>, %v: tensor<300x64xf32>, %off: tensor<1001xi32>, %ord: tensor<300xi32>):
+    %g = gpuc.segment_sum %v, %off, %ord axis = 0 : (tensor<300x64xf32>, tensor<1001xi32>, tensor<300xi32>) -> tensor<1000x64xf32>
+    %y2 = gpuc.add %y, %g : tensor<1000x64xf32>
+    %x2 = gpuc.sub %x, %y2 : tensor<1000x64xf32>
+    gpuc.yield %x2, %y2 : tensor<1000x64xf32>, tensor<1000x64xf32>
+  }
+  return %r#0, %r#1 : tensor<1000x64xf32>, tensor<1000x64xf32>
+}
+)mlir";
+  FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+  ASSERT_TRUE(succeeded(kernel));
+  const std::string &src = kernel->source;
+  size_t gpu = src.find("#else");
+  ASSERT_NE(gpu, std::string::npos) << src;
+  EXPECT_NE(src.find("const gidx iPlus3 =", gpu), std::string::npos) << src;
+  EXPECT_EQ(src.find("iPlus4", gpu), std::string::npos) << src;
+  // Every element's operands are loaded before the first store.
+  size_t lastLoad = src.find("in1[iPlus3]", gpu);
+  ASSERT_NE(lastLoad, std::string::npos) << src;
+  EXPECT_LT(lastLoad, src.find("out0[", gpu)) << src;
+  EXPECT_TRUE(kernel->alternatives.empty());
+}
+
 // A causal softmax's scores: the GPU reads a score only where the mask
 // keeps it (a warp whose keys are all past its query issues no load); the
 // CPU's loop reads every one (a conditional load would keep it scalar). A

@@ -154,9 +154,8 @@ int64_t Emitter::elementsInFlight(ValueRange values, int64_t perThread) {
   std::function<void(Value, Operation *)> walk = [&](Value v,
                                                      Operation *mover) {
     Operation *def = v.getDefiningOp();
-    if (!def || isa<BroadcastOp>(def) || !visited.insert({def, mover}).second)
-      return;
-    if (isa<SegmentSumOp>(def))
+    if (!def || isa<BroadcastOp, SegmentSumOp>(def) ||
+        !visited.insert({def, mover}).second)
       return;
     if (!isPointwise(def) && !isAlias(def))
       mover = def;
