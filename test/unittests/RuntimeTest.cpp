@@ -6,12 +6,16 @@
 #include "gpuc/runtime/Npy.h"
 #include "gpuc/runtime/Safetensors.h"
 #include "gpuc/runtime/StepProfile.h"
+#include "gpuc/runtime/TokenScores.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <dirent.h>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -133,6 +137,53 @@ TEST(AtomicFile, TemporariesOfAPathAreRemovedAndNothingElse) {
                                    "checkpoint.safetensors.tmp.x1",
                                    "checkpoint.safetensors.tmpfile",
                                    "other.safetensors.tmp.4242"}));
+}
+
+// A language model's held-out rows: the loss and accuracy of rows scored on
+// several threads are those of one thread, bit for bit, and what the
+// definition says.
+TEST(TokenScores, ThreadsGiveTheSameBitsAsOne) {
+  const int64_t rows = 103, classes = 50257;
+  std::vector<float> logits(rows * classes);
+  std::vector<int64_t> labels(rows);
+  std::mt19937 random(3);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (float &x : logits)
+    x = normal(random);
+  for (int64_t i = 0; i < rows; ++i) {
+    labels[i] = (i * 7919) % classes;
+    // Every third row's label holds its largest logit.
+    if (i % 3 == 0)
+      logits[i * classes + labels[i]] = 20.0f;
+  }
+  gpuc::TokenScores one;
+  gpuc::scoreTokenRows(logits.data(), labels.data(), rows, classes, 1, one);
+  double expected = 0;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float *row = &logits[i * classes];
+    float top = *std::max_element(row, row + classes);
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp((double)row[c] - top);
+    expected += std::log(sum) + top - row[labels[i]];
+    correct += row[labels[i]] == top;
+  }
+  EXPECT_EQ(one.correct, correct);
+  EXPECT_EQ(correct, (rows + 2) / 3);
+  EXPECT_EQ(one.lossSum, expected);
+  // Scores add onto a running total (the batches before) in row order.
+  gpuc::TokenScores sequential{0.5, 1};
+  gpuc::scoreTokenRows(logits.data(), labels.data(), rows, classes, 1,
+                       sequential);
+  EXPECT_EQ(sequential.correct, correct + 1);
+  for (unsigned threads : {2u, 3u, 8u}) {
+    gpuc::TokenScores many{0.5, 1};
+    gpuc::scoreTokenRows(logits.data(), labels.data(), rows, classes, threads,
+                         many);
+    EXPECT_EQ(many.correct, sequential.correct) << threads << " threads";
+    EXPECT_EQ(many.lossSum, sequential.lossSum) << threads << " threads";
+  }
 }
 
 TEST(Safetensors, RoundTripKeepsTensorsAndMetadata) {
