@@ -11,9 +11,10 @@
 #   scripts/host-cuda-wide-check.sh [WORK_DIR] [T]
 #
 # It needs the build (scripts/build.sh, with the CUDA toolkit), and PyTorch
-# and ONNX in /usr/bin/python3 for the model. About 3 minutes at T 128 and
-# 10 at T 1024 on 2 cores, most of it the host CUDA's GEMMs (loops in
-# double) and its stand-in for cuDNN's attention, each timed at load.
+# and ONNX in /usr/bin/python3 for the model. 3 to 5 minutes at T 128 on
+# 2 cores; at T 1024 it is half an hour, most of it the host CUDA's
+# stand-in for cuDNN's attention (a forward call 83 s, a backward 275 s),
+# checked and timed at load.
 # Exits non-zero when a tensor is outside the bf16 step tolerance of
 # test/Codegen/stepcompare.py.
 set -euo pipefail
