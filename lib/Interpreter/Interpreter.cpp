@@ -345,6 +345,7 @@ private:
   template <typename OpTy> LogicalResult softmax(OpTy op, bool log);
   template <typename OpTy>
   LogicalResult linearLoss(OpTy op, Value lossGrad, ArrayRef<Value> grads);
+  LogicalResult tokenScores(LinearTokenScoresOp op);
 
   const InterpreterOptions &options;
   DenseMap<Value, HostTensor> values;
@@ -507,6 +508,29 @@ LogicalResult Interpreter::linearLoss(OpTy op, Value lossGrad,
     if (grads[2])
       set(grads[2], std::move(db));
   }
+  return success();
+}
+
+/// linear_token_scores: the head's summed loss and its correct rows.
+LogicalResult Interpreter::tokenScores(LinearTokenScoresOp op) {
+  interpreter::LinearLossInputs in{get(op.getInput()),
+                                   get(op.getWeight()),
+                                   op.getBias() ? &get(op.getBias()) : nullptr,
+                                   get(op.getLabels()),
+                                   op.getIgnoreIndex(),
+                                   /*mean=*/false};
+  if (Type element = elementTypeOf(op.getInput());
+      options.roundToElementType && element.getIntOrFloatBitWidth() < 32)
+    in.storedLogits = element;
+  double loss;
+  int64_t correct = 0;
+  std::string error;
+  if (!interpreter::linearCrossEntropy(in, loss, error, nullptr, nullptr,
+                                       nullptr, nullptr, &correct))
+    return op.emitOpError() << error;
+  set(op.getLossSum(), HostTensor({}, elementTypeOf(op.getLossSum()), loss));
+  set(op.getCorrect(),
+      HostTensor({}, elementTypeOf(op.getCorrect()), (double)correct));
   return success();
 }
 
@@ -1150,6 +1174,7 @@ LogicalResult Interpreter::execute(Operation *op) {
             o, o.getResultGrad(),
             {o.getInputGrad(), o.getWeightGrad(), o.getBiasGrad()});
       })
+      .Case([&](LinearTokenScoresOp o) { return tokenScores(o); })
       .Case([&](CrossEntropyOp o) { return classLoss(o, /*logits=*/true); })
       .Case([&](NllLossOp o) { return classLoss(o, /*logits=*/false); })
       .Case([&](MseLossOp o) {

@@ -10,7 +10,7 @@ using namespace mlir::gpuc;
 bool interpreter::linearCrossEntropy(const LinearLossInputs &in, double &loss,
                                      std::string &error, const double *lossGrad,
                                      HostTensor *dx, HostTensor *dw,
-                                     HostTensor *db) {
+                                     HostTensor *db, int64_t *correct) {
   int64_t n = in.x.shape[0], c = in.x.shape[1], v = in.w.shape[0];
   int64_t counted = 0;
   for (int64_t s = 0; s < n; ++s) {
@@ -36,6 +36,7 @@ bool interpreter::linearCrossEntropy(const LinearLossInputs &in, double &loss,
       continue;
     const double *xs = &in.x.data[s * c];
     double max = -std::numeric_limits<double>::infinity();
+    int64_t best = 0;
     for (int64_t j = 0; j < v; ++j) {
       double z = 0.0;
       const double *wj = &in.w.data[j * c];
@@ -46,8 +47,13 @@ bool interpreter::linearCrossEntropy(const LinearLossInputs &in, double &loss,
       if (in.bias)
         z += in.bias->data[j];
       logits[j] = z;
-      max = std::max(max, z);
+      if (z > max) {
+        max = z;
+        best = j;
+      }
     }
+    if (correct && best == label)
+      ++*correct;
     double sum = 0.0;
     for (double z : logits)
       sum += std::exp(z - max);

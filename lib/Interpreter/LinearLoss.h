@@ -1,7 +1,8 @@
 //===- LinearLoss.h - the interpreter's linear cross-entropy ----*- C++ -*-===//
 //
-// gpuc.linear_cross_entropy and its gradient as plain loops in double: the
-// reference the chunked lowering is tested against.
+// gpuc.linear_cross_entropy, its gradient and gpuc.linear_token_scores as
+// plain loops in double: the reference the chunked lowerings are tested
+// against.
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_INTERPRETER_LINEARLOSS_H
@@ -28,12 +29,13 @@ struct LinearLossInputs {
 };
 
 /// The loss; with `lossGrad`, the gradients too, into `dx`, `dw` and `db`
-/// (shaped like their operands, zero; `db` null without a bias). A label
-/// outside [0, V) is an error, in `error`.
+/// (shaped like their operands, zero; `db` null without a bias); with
+/// `correct`, the count of counted rows whose largest logit (the first, on
+/// a tie) is the label's. A label outside [0, V) is an error, in `error`.
 bool linearCrossEntropy(const LinearLossInputs &in, double &loss,
                         std::string &error, const double *lossGrad = nullptr,
                         HostTensor *dx = nullptr, HostTensor *dw = nullptr,
-                        HostTensor *db = nullptr);
+                        HostTensor *db = nullptr, int64_t *correct = nullptr);
 
 } // namespace mlir::gpuc::interpreter
 

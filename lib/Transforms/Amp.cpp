@@ -13,10 +13,11 @@
 //   instead), so activations (and, through the casts' gradients, activation
 //   gradients) are stored in the low type. Reductions, the losses and
 //   scalars keep f32: statistics, softmax and norm internals, the loss.
-// - A language model's head (linear_cross_entropy) computes in f32 from
-//   widened operands, or, with low-head, reads them in the low type as its
-//   GEMMs do: its logits and their gradient are then stored in 16 bits, as
-//   autocast's are, and its loss still sums in f32.
+// - A language model's head (linear_cross_entropy, and linear_token_scores
+//   in @eval) computes in f32 from widened operands, or, with low-head,
+//   reads them in the low type as its GEMMs do: its logits and their
+//   gradient are then stored in 16 bits, as autocast's are, and its loss
+//   still sums in f32.
 // - Function results keep their declared types; parameters and optimizer
 //   state stay f32 (the master weights): a weight is cast to the low type
 //   where a GEMM or convolution reads it, and its gradient comes back to f32
@@ -72,7 +73,7 @@ bool isPointwiseF32(Operation *op) {
 /// Results that stay f32 whatever reads them: statistics and losses.
 bool keepsF32Results(Operation *op) {
   return isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp, CrossEntropyOp, NllLossOp,
-             MseLossOp, LinearCrossEntropyOp>(op);
+             MseLossOp, LinearCrossEntropyOp, LinearTokenScoresOp>(op);
 }
 
 bool isFloatValue(Value v) {
@@ -267,7 +268,7 @@ struct Amp : gpuc::impl::GpucAmpBase<Amp> {
       Location loc = op->getLoc();
       // A head whose logits are stored in the low type reads its operands
       // as its GEMMs do; its loss stays f32.
-      if (lowHead && isa<LinearCrossEntropyOp>(op)) {
+      if (lowHead && isa<LinearCrossEntropyOp, LinearTokenScoresOp>(op)) {
         for (OpOperand &operand : op->getOpOperands())
           if (isFloatValue(operand.get()))
             operand.set(castTo(builder, loc, operand.get(), low));

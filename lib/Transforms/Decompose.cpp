@@ -342,6 +342,121 @@ struct DecomposeLinearCrossEntropy : OpRewritePattern<LinearCrossEntropyOp> {
   }
 };
 
+/// A language model's head as its chunked lowerings run it: over a weight
+/// (and bias) padded with zero rows to `padded` classes, a chunk of rows
+/// at a time.
+struct ChunkedHead {
+  /// Classes padded to a multiple of `padClasses` (0: never), from a
+  /// vocabulary of at least this many: below it the head's GEMMs are small.
+  static constexpr int64_t kPadMinClasses = 1024;
+
+  ChunkedHead(PatternRewriter &rewriter, Location loc, Value x, Value w,
+              Value bias, int64_t padClasses, int64_t chunkRows,
+              int64_t chunkBytes)
+      : weight(w), bias(bias) {
+    element = getElementTypeOrSelf(x.getType());
+    // 16-bit logits (and their gradient, which the GEMMs read) are stored
+    // in 16 bits; the softmax, the loss and the weight's gradient summed
+    // over the chunks are f32.
+    stats = DecomposeLinearCrossEntropy::statisticsType(x);
+    rows = TensorBuilder::shapeOf(x)[0];
+    classes = TensorBuilder::shapeOf(w)[0];
+    features = TensorBuilder::shapeOf(x)[1];
+    // A vocabulary that is not a multiple of the GPU's GEMM tiles (GPT-2's
+    // 50,257) runs the head's GEMMs over zero rows of the weight up to one
+    // (50,304), the padded classes' logits set to -inf: their exponentials
+    // are exactly 0, so the loss and the real classes' gradients are those
+    // of the unpadded head, and the padded rows' gradients, 0, are cut off
+    // once per step.
+    padded = classes;
+    if (padClasses > 0 && classes >= kPadMinClasses && classes % padClasses)
+      padded = (classes + padClasses - 1) / padClasses * padClasses;
+    if (padded != classes) {
+      weight = PadOp::create(
+          rewriter, loc, RankedTensorType::get({padded, features}, element), w,
+          ArrayRef<int64_t>{0, 0}, ArrayRef<int64_t>{padded - classes, 0},
+          rewriter.getF64FloatAttr(0.0));
+      if (bias)
+        this->bias = PadOp::create(
+            rewriter, loc, RankedTensorType::get({padded}, element), bias,
+            ArrayRef<int64_t>{0}, ArrayRef<int64_t>{padded - classes},
+            rewriter.getF64FloatAttr(0.0));
+    }
+    chunk =
+        linearLossChunkRows(rows, padded, element.getIntOrFloatBitWidth() / 8,
+                            chunkRows, chunkBytes);
+  }
+
+  /// One chunk's logits `z` (the padded classes -inf), their row maxima
+  /// and exponentials, the rows' sums of those, the labels' one-hot rows
+  /// and each row's loss (unweighted, every row counted).
+  struct Chunk {
+    Value z, oneHot, max, e, sum, losses;
+  };
+  Chunk logits(ExprBuilder &B, Value xc, Value yc) const {
+    int64_t n = TensorBuilder::shapeOf(xc)[0];
+    Chunk c;
+    c.z = DecomposeLinearCrossEntropy::linearLogits(B, xc, weight, bias);
+    // The labelled logit is picked by a product with the one-hot row,
+    // before the padded ones are -inf (-inf times 0 is NaN).
+    Value unmasked = c.z;
+    if (padded != classes) {
+      Value column = IotaOp::create(
+          B.b, B.loc, RankedTensorType::get({n, padded}, B.b.getI64Type()), 1);
+      c.z = B.select(
+          B.cmp(ComparePredicate::lt, column, B.splat(column, (double)classes)),
+          c.z, B.splat(c.z, -INFINITY));
+    }
+    c.oneHot = B.oneHot(c.z, yc);
+    c.max = B.max(c.z, {1}, true);
+    c.e = B.exp(B.sub(c.z, B.expand(c.max, {n, padded})));
+    c.sum = B.sum(c.e, {1}, true);
+    Value picked = B.sum(B.mul(unmasked, c.oneHot), {1}, false);
+    c.losses = B.add(B.sub(B.reshape(B.loc, c.max, {n}), picked),
+                     B.reshape(B.loc, B.log(c.sum), {n}));
+    return c;
+  }
+
+  /// 1 where a label is not `ignore`, else 0, in the statistics' type.
+  Value counted(ExprBuilder &B, Value labels, int64_t ignore) const {
+    return B.castTo(
+        B.cmp(ComparePredicate::ne, labels, B.splatLike(B.loc, labels, ignore)),
+        stats);
+  }
+
+  /// What --report shows of `op`'s function: the head's logits, and a
+  /// chunk's (`padded` classes as the GEMMs run them, from `classes`).
+  void recordChunks(Operation *op) const {
+    auto func = op->getParentOfType<func::FuncOp>();
+    if (!func)
+      return;
+    Builder b(op->getContext());
+    SmallVector<Attribute> records;
+    if (auto old =
+            func->getAttrOfType<ArrayAttr>(GpucDialect::kChunkedLossesAttrName))
+      llvm::append_range(records, old.getValue());
+    std::string logitsType;
+    llvm::raw_string_ostream(logitsType) << element;
+    SmallVector<NamedAttribute> record = {
+        b.getNamedAttr("rows", b.getI64IntegerAttr(rows)),
+        b.getNamedAttr("classes", b.getI64IntegerAttr(padded)),
+        b.getNamedAttr("chunk_rows", b.getI64IntegerAttr(chunk)),
+        b.getNamedAttr(
+            "element_bytes",
+            b.getI64IntegerAttr(element.getIntOrFloatBitWidth() / 8)),
+        b.getNamedAttr("logits", b.getStringAttr(logitsType))};
+    if (padded != classes)
+      record.push_back(
+          b.getNamedAttr("padded_from", b.getI64IntegerAttr(classes)));
+    records.push_back(b.getDictionaryAttr(record));
+    func->setAttr(GpucDialect::kChunkedLossesAttrName, b.getArrayAttr(records));
+  }
+
+  Value weight, bias;
+  Type element, stats;
+  int64_t rows, classes, features, padded, chunk;
+};
+
 /// The loss and gradients of a linear cross-entropy, a chunk of rows at a
 /// time: the chunk's logits exist only until its gradient is taken, so the
 /// step never holds all [N, V] logits. Each chunk writes its rows of the
@@ -355,90 +470,35 @@ struct DecomposeLinearCrossEntropyGrad
       : OpRewritePattern(context), chunkRows(chunkRows), chunkBytes(chunkBytes),
         padClasses(padClasses) {}
 
-  /// Classes padded to a multiple of `padClasses` (0: never), from a
-  /// vocabulary of at least this many: below it the head's GEMMs are small.
-  static constexpr int64_t kPadMinClasses = 1024;
-
   LogicalResult matchAndRewrite(LinearCrossEntropyGradOp op,
                                 PatternRewriter &rewriter) const override {
     ExprBuilder B(rewriter, op.getLoc());
-    Value x = op.getInput(), w = op.getWeight(), labels = op.getLabels();
-    Value bias = op.getBias();
-    Type element = getElementTypeOrSelf(x.getType());
-    int64_t rows = TensorBuilder::shapeOf(x)[0],
-            classes = TensorBuilder::shapeOf(w)[0],
-            features = TensorBuilder::shapeOf(x)[1];
-    // A vocabulary that is not a multiple of the GPU's GEMM tiles (GPT-2's
-    // 50,257) runs the head's three GEMMs over zero rows of the weight up
-    // to one (50,304), the padded classes' logits set to -inf: their
-    // exponentials are exactly 0, so the loss and the real classes'
-    // gradients are those of the unpadded head, and the padded rows'
-    // gradients, 0, are cut off once per step.
-    int64_t padded = classes;
-    if (padClasses > 0 && classes >= kPadMinClasses && classes % padClasses)
-      padded = (classes + padClasses - 1) / padClasses * padClasses;
-    Value wp = w, biasPadded = bias;
-    if (padded != classes) {
-      wp = PadOp::create(rewriter, op.getLoc(),
-                         RankedTensorType::get({padded, features}, element), w,
-                         ArrayRef<int64_t>{0, 0},
-                         ArrayRef<int64_t>{padded - classes, 0},
-                         rewriter.getF64FloatAttr(0.0));
-      if (bias)
-        biasPadded = PadOp::create(
-            rewriter, op.getLoc(), RankedTensorType::get({padded}, element),
-            bias, ArrayRef<int64_t>{0}, ArrayRef<int64_t>{padded - classes},
-            rewriter.getF64FloatAttr(0.0));
-    }
-    int64_t chunk =
-        linearLossChunkRows(rows, padded, element.getIntOrFloatBitWidth() / 8,
-                            chunkRows, chunkBytes);
-    // 16-bit logits (and their gradient, which the GEMMs read) are stored in
-    // 16 bits; the softmax, the loss and the weight's gradient summed over
-    // the chunks are f32.
-    Type stats = DecomposeLinearCrossEntropy::statisticsType(x);
+    Value x = op.getInput(), labels = op.getLabels();
+    ChunkedHead head(rewriter, op.getLoc(), x, op.getWeight(), op.getBias(),
+                     padClasses, chunkRows, chunkBytes);
+    bool bias = bool(op.getBias());
+    Type element = head.element, stats = head.stats;
+    int64_t rows = head.rows, classes = head.classes, padded = head.padded,
+            features = head.features;
     std::optional<int64_t> ignore = op.getIgnoreIndex();
-    auto validOf = [&](Value y) {
-      return B.castTo(
-          B.cmp(ComparePredicate::ne, y, B.splatLike(B.loc, y, *ignore)),
-          stats);
-    };
     // The weight of each counted row's gradient: the loss's gradient, over
     // the count of counted rows for a mean.
     Value scalarWeight = B.castTo(op.getResultGrad(), stats), count;
     if (op.getReduction() == Reduction::mean) {
-      count = ignore ? B.sum(validOf(labels), {0}, false)
+      count = ignore ? B.sum(head.counted(B, labels, *ignore), {0}, false)
                      : B.splat(scalarWeight, (double)rows);
       scalarWeight = B.div(scalarWeight, count);
     }
     Value total, weightGrad, biasGrad;
     SmallVector<Value> inputGrads;
-    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-      int64_t r1 = std::min(rows, r0 + chunk), n = r1 - r0;
+    for (int64_t r0 = 0; r0 < rows; r0 += head.chunk) {
+      int64_t r1 = std::min(rows, r0 + head.chunk), n = r1 - r0;
       Value xc = rowSlice(B, x, r0, r1), yc = rowSlice(B, labels, r0, r1);
-      Value z =
-          DecomposeLinearCrossEntropy::linearLogits(B, xc, wp, biasPadded);
-      // The labelled logit is picked by a product with the one-hot row,
-      // before the padded ones are -inf (-inf times 0 is NaN).
-      Value unmasked = z;
-      if (padded != classes) {
-        Value column = IotaOp::create(
-            rewriter, op.getLoc(),
-            RankedTensorType::get({n, padded}, rewriter.getI64Type()), 1);
-        z = B.select(B.cmp(ComparePredicate::lt, column,
-                           B.splat(column, (double)classes)),
-                     z, B.splat(z, -INFINITY));
-      }
-      Value oneHot = B.oneHot(z, yc);
-      Value max = B.max(z, {1}, true);
-      Value e = B.exp(B.sub(z, B.expand(max, {n, padded})));
-      Value sum = B.sum(e, {1}, true);
-      Value picked = B.sum(B.mul(unmasked, oneHot), {1}, false);
-      Value losses = B.add(B.sub(B.reshape(B.loc, max, {n}), picked),
-                           B.reshape(B.loc, B.log(sum), {n}));
+      ChunkedHead::Chunk c = head.logits(B, xc, yc);
+      Value losses = c.losses;
       Value rowWeight = B.expand(scalarWeight, {n});
       if (ignore) {
-        Value valid = validOf(yc);
+        Value valid = head.counted(B, yc, *ignore);
         losses = B.mul(losses, valid);
         rowWeight = B.mul(rowWeight, valid);
       }
@@ -447,13 +507,14 @@ struct DecomposeLinearCrossEntropyGrad
       // The softmax is each exponential times its row's reciprocal: divided,
       // every logit of the gradient's pass paid a division, that pass's
       // costliest operation on either device.
-      Value dz = B.mul(
-          B.sub(B.mul(e, B.expand(B.reciprocal(sum), {n, padded})), oneHot),
-          B.expand(B.reshape(B.loc, rowWeight, {n, 1}), {n, padded}));
+      Value dz =
+          B.mul(B.sub(B.mul(c.e, B.expand(B.reciprocal(c.sum), {n, padded})),
+                      c.oneHot),
+                B.expand(B.reshape(B.loc, rowWeight, {n, 1}), {n, padded}));
       Value dzStored = B.castTo(dz, element);
       inputGrads.push_back(MatmulOp::create(
           rewriter, op.getLoc(), RankedTensorType::get({n, features}, element),
-          dzStored, wp));
+          dzStored, head.weight));
       weightGrad =
           MatmulOp::create(rewriter, op.getLoc(),
                            RankedTensorType::get({padded, features}, stats),
@@ -483,10 +544,7 @@ struct DecomposeLinearCrossEntropyGrad
     weightGrad = B.castTo(weightGrad, element);
     if (bias)
       biasGrad = B.castTo(biasGrad, element);
-    std::string logitsType;
-    llvm::raw_string_ostream(logitsType) << element;
-    recordChunks(op, rows, padded, classes, chunk,
-                 element.getIntOrFloatBitWidth() / 8, logitsType);
+    head.recordChunks(op);
     Value loss = B.castTo(count ? B.div(total, count) : total,
                           getElementTypeOrSelf(op.getResult().getType()));
     Value inputGrad = inputGrads.size() == 1
@@ -507,30 +565,60 @@ struct DecomposeLinearCrossEntropyGrad
     return success();
   }
 
-  /// What --report shows: the head's logits, and a chunk's.
-  /// `classes` as the GEMMs run them, `vocabulary` the head's own.
-  static void recordChunks(Operation *op, int64_t rows, int64_t classes,
-                           int64_t vocabulary, int64_t chunk,
-                           int64_t elementBytes, StringRef logitsType) {
-    auto step = op->getParentOfType<func::FuncOp>();
-    if (!step)
-      return;
-    Builder b(op->getContext());
-    SmallVector<Attribute> records;
-    if (auto old =
-            step->getAttrOfType<ArrayAttr>(GpucDialect::kChunkedLossesAttrName))
-      llvm::append_range(records, old.getValue());
-    SmallVector<NamedAttribute> record = {
-        b.getNamedAttr("rows", b.getI64IntegerAttr(rows)),
-        b.getNamedAttr("classes", b.getI64IntegerAttr(classes)),
-        b.getNamedAttr("chunk_rows", b.getI64IntegerAttr(chunk)),
-        b.getNamedAttr("element_bytes", b.getI64IntegerAttr(elementBytes)),
-        b.getNamedAttr("logits", b.getStringAttr(logitsType))};
-    if (vocabulary != classes)
-      record.push_back(
-          b.getNamedAttr("padded_from", b.getI64IntegerAttr(vocabulary)));
-    records.push_back(b.getDictionaryAttr(record));
-    step->setAttr(GpucDialect::kChunkedLossesAttrName, b.getArrayAttr(records));
+  int64_t chunkRows, chunkBytes, padClasses;
+};
+
+/// A language model's held-out scores, a chunk of rows at a time as its
+/// gradient runs: each chunk's summed loss and its rows whose first
+/// largest logit is the label's, added onto the chunks' before.
+struct DecomposeLinearTokenScores : OpRewritePattern<LinearTokenScoresOp> {
+  DecomposeLinearTokenScores(MLIRContext *context, int64_t chunkRows,
+                             int64_t chunkBytes, int64_t padClasses)
+      : OpRewritePattern(context), chunkRows(chunkRows), chunkBytes(chunkBytes),
+        padClasses(padClasses) {}
+
+  LogicalResult matchAndRewrite(LinearTokenScoresOp op,
+                                PatternRewriter &rewriter) const override {
+    ExprBuilder B(rewriter, op.getLoc());
+    Value x = op.getInput(), labels = op.getLabels();
+    ChunkedHead head(rewriter, op.getLoc(), x, op.getWeight(), op.getBias(),
+                     padClasses, chunkRows, chunkBytes);
+    std::optional<int64_t> ignore = op.getIgnoreIndex();
+    Value lossSum, correct;
+    for (int64_t r0 = 0; r0 < head.rows; r0 += head.chunk) {
+      int64_t r1 = std::min(head.rows, r0 + head.chunk), n = r1 - r0;
+      Value xc = rowSlice(B, x, r0, r1), yc = rowSlice(B, labels, r0, r1);
+      ChunkedHead::Chunk c = head.logits(B, xc, yc);
+      // The first column holding the row's largest logit, as the largest
+      // of the negated columns that hold it (a float holds every column
+      // index exactly).
+      auto shape = RankedTensorType::get({n, head.padded}, B.b.getI64Type());
+      Value negated = B.neg(B.castTo(
+          IotaOp::create(rewriter, op.getLoc(), shape, 1), head.stats));
+      Value atMax =
+          B.cmp(ComparePredicate::eq, c.z, B.expand(c.max, {n, head.padded}));
+      Value first = B.max(
+          B.select(atMax, negated, B.splat(negated, -(double)head.padded)), {1},
+          false);
+      Value hits = B.castTo(
+          B.cmp(ComparePredicate::eq, B.neg(first), B.castTo(yc, head.stats)),
+          head.stats);
+      Value losses = c.losses;
+      if (ignore) {
+        Value valid = head.counted(B, yc, *ignore);
+        losses = B.mul(losses, valid);
+        hits = B.mul(hits, valid);
+      }
+      Value partialLoss = B.sum(losses, {0}, false);
+      Value partialHits = B.sum(hits, {0}, false);
+      lossSum = lossSum ? B.add(lossSum, partialLoss) : partialLoss;
+      correct = correct ? B.add(correct, partialHits) : partialHits;
+    }
+    head.recordChunks(op);
+    Type result = getElementTypeOrSelf(op.getLossSum().getType());
+    rewriter.replaceOp(op,
+                       {B.castTo(lossSum, result), B.castTo(correct, result)});
+    return success();
   }
 
   int64_t chunkRows, chunkBytes, padClasses;
@@ -775,8 +863,8 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
           << " is not a positive size";
       return signalPassFailure();
     }
-    patterns.add<DecomposeLinearCrossEntropyGrad>(&getContext(), lossChunkRows,
-                                                  lossChunkBytes, padClasses);
+    patterns.add<DecomposeLinearCrossEntropyGrad, DecomposeLinearTokenScores>(
+        &getContext(), lossChunkRows, lossChunkBytes, padClasses);
     if (attention == "gemm") {
       // Layouts are folded after this pass, into the GEMMs it builds.
       WalkResult folded = getOperation().walk([](Operation *op) {

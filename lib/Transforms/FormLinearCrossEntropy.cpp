@@ -11,6 +11,7 @@
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/Signature.h"
 #include "gpuc/Dialect/Gpuc/TensorBuilder.h"
+#include "gpuc/Transforms/LinearHead.h"
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,56 +26,6 @@ using namespace mlir::gpuc;
 
 namespace {
 constexpr auto shapeOf = TensorBuilder::shapeOf;
-
-/// The head feeding a cross-entropy's [N, V] logits: `input · weightᵀ`
-/// (plus `bias`), through reshapes; `chain` lists the ops from the product
-/// to the logits.
-struct Head {
-  Value input, weight, bias;
-  bool weightTransposed = false; // weight stored [C, V]
-  SmallVector<Operation *> chain;
-};
-
-Value skipReshapes(Value v, SmallVectorImpl<Operation *> &chain) {
-  while (auto reshape = v.getDefiningOp<ReshapeOp>()) {
-    chain.push_back(reshape);
-    v = reshape.getInput();
-  }
-  return v;
-}
-
-std::optional<Head> matchHead(Value logits) {
-  Head head;
-  int64_t vocabulary = shapeOf(logits)[1];
-  Value v = skipReshapes(logits, head.chain);
-  if (auto add = v.getDefiningOp<AddOp>()) {
-    // A bias: a [V] vector broadcast along the rows.
-    for (unsigned side = 0; side < 2 && !head.bias; ++side) {
-      auto broadcast = add->getOperand(side).getDefiningOp<BroadcastOp>();
-      if (!broadcast ||
-          shapeOf(broadcast.getInput()) != ArrayRef<int64_t>{vocabulary})
-        continue;
-      head.chain.push_back(add);
-      head.chain.push_back(broadcast);
-      head.bias = broadcast.getInput();
-      v = skipReshapes(add->getOperand(1 - side), head.chain);
-    }
-    if (!head.bias)
-      return std::nullopt;
-  }
-  auto matmul = v.getDefiningOp<MatmulOp>();
-  if (!matmul || matmul.getTransposeLhs() || matmul.hasLayouts() ||
-      shapeOf(matmul.getLhs()).size() != 2)
-    return std::nullopt;
-  head.chain.push_back(matmul);
-  head.input = matmul.getLhs();
-  head.weight = matmul.getRhs();
-  head.weightTransposed = !matmul.getTransposeRhs();
-  ArrayRef<int64_t> w = shapeOf(head.weight);
-  if (w[head.weightTransposed ? 1 : 0] != vocabulary)
-    return std::nullopt;
-  return head;
-}
 
 struct FormLinearCrossEntropy
     : gpuc::impl::GpucFormLinearCrossEntropyBase<FormLinearCrossEntropy> {
@@ -92,7 +43,7 @@ struct FormLinearCrossEntropy
     Value logits = loss.getInput();
     if (shapeOf(logits).size() != 2 || loss.getReduction() == Reduction::none)
       return;
-    std::optional<Head> head = matchHead(logits);
+    std::optional<LinearHead> head = matchLinearHead(logits);
     // A head that widens the rows (a vocabulary wider than the model)
     // makes the logits the widest value of the step; a classifier's few
     // classes are not worth the op.
@@ -124,14 +75,7 @@ struct FormLinearCrossEntropy
       }
     }
     OpBuilder b(loss);
-    Value weight = head->weight;
-    if (head->weightTransposed) {
-      ArrayRef<int64_t> w = shapeOf(weight);
-      weight = TransposeOp::create(
-          b, loss.getLoc(),
-          RankedTensorType::get({w[1], w[0]}, getElementTypeOrSelf(weight)),
-          weight, ArrayRef<int64_t>{1, 0});
-    }
+    Value weight = head->weightRows(b, loss.getLoc());
     Value fused = LinearCrossEntropyOp::create(
         b, loss.getLoc(), loss.getType(), head->input, weight, loss.getLabels(),
         head->bias, loss.getReductionAttr(), loss.getIgnoreIndexAttr());

@@ -28,8 +28,19 @@ void CompiledStep::open(const std::string &dir, const Options &o) {
   loss = plan.functionBuffer("train_step", "outputs",
                              t.value("loss_output", "loss"));
   logits = plan.functionBuffer("eval", "outputs", t.value("eval_output", ""));
+  if (t.contains("eval_scores")) {
+    const auto &scores = t["eval_scores"];
+    evalLossSum =
+        plan.functionBuffer("eval", "outputs", scores.value("loss_sum", ""));
+    evalCorrect =
+        plan.functionBuffer("eval", "outputs", scores.value("correct", ""));
+    classes = scores.value("classes", (int64_t)0);
+    if (evalLossSum < 0 || evalCorrect < 0 || classes < 1)
+      fail(dir + "/plan.json: the trainer's eval_scores name no loss_sum "
+                 "and correct outputs of eval, or no classes; recompile");
+  }
   noEvalReason = t.value("no_eval_reason", "");
-  if (logits < 0 && noEvalReason.empty())
+  if (!evaluates() && noEvalReason.empty())
     noEvalReason = "the plan names no output to evaluate";
   if (const PlanBuffer *b = plan.find("rng"))
     rng = b->id;
@@ -52,6 +63,10 @@ void CompiledStep::open(const std::string &dir, const Options &o) {
            label >= 0 && plan.buffers[label].shape == in.shape;
   if (tokens)
     window = in.shape[1];
+  if (evalLossSum >= 0 && !tokens)
+    fail(dir + "/plan.json scores a language model's tokens in eval, but "
+               "its data input and labels are not [batch, tokens] token ids; "
+               "recompile with --eval-logits");
   if (logits >= 0 && plan.buffers[logits].shape.size() >= 2)
     classes = tokens ? plan.buffers[logits].shape.back()
                      : plan.buffers[logits].shape[1];

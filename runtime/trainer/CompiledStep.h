@@ -23,11 +23,15 @@ public:
   Plan plan;
   std::unique_ptr<Device> device;
   int image = -1, label = -1, loss = -1, logits = -1, rng = -1, lr = -1;
+  /// A language model's @eval scoring its tokens on the device: the batch's
+  /// summed loss and correct tokens (f32 scalars) in place of `logits`.
+  int evalLossSum = -1, evalCorrect = -1;
   /// Mixed precision's loss-scale state (f32 scalars), -1 without it.
   int lossScale = -1, skippedSteps = -1;
   std::string imageName, labelName;
   /// Why the trainer cannot evaluate (no class scores), or empty.
   std::string noEvalReason;
+  bool evaluates() const { return logits >= 0 || evalLossSum >= 0; }
   int64_t batch = 0, classes = 0;
   /// A language model: integer tokens in, next-token labels of the same
   /// [batch, window] shape, class scores [batch, window, classes].

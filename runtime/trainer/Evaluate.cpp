@@ -16,11 +16,20 @@ namespace {
 
 /// A language model on the test split's windows: the mean cross-entropy
 /// per token (nats) in `meanLoss`, and the next-token accuracy returned.
-/// Each batch's rows are scored on all of the host's cores while the
-/// device waits: at GPT-2's vocabulary a batch is 824M logits.
+/// An @eval that scores its tokens returns each batch's summed loss and
+/// correct count (a short last batch's padding labelled -1, which counts
+/// in neither); one compiled with --eval-logits returns the logits, whose
+/// rows are scored on all of the host's cores while the device waits (at
+/// GPT-2's vocabulary a batch is 824M logits).
 double evaluateTokens(CompiledStep &s, const Split &test, double &meanLoss) {
   int64_t B = s.batch, T = s.window, V = s.classes;
-  std::vector<float> tokens(B * T), logits(B * T * V);
+  bool onDevice = s.evalLossSum >= 0;
+  std::vector<float> tokens(B * T), logits;
+  std::vector<int64_t> labels;
+  if (onDevice)
+    labels.resize(B * T);
+  else
+    logits.resize(B * T * V);
   TokenScores scores;
   int64_t counted = 0;
   // Ranks take turns over the batches.
@@ -29,11 +38,24 @@ double evaluateTokens(CompiledStep &s, const Split &test, double &meanLoss) {
     std::fill(tokens.begin(), tokens.end(), 0.0f);
     std::copy_n(&test.samples[first * T], n * T, tokens.data());
     uploadImages(s, tokens);
-    s.run("eval");
-    s.device->download(s.logits, logits.data(), logits.size() * sizeof(float));
-    scoreTokenRows(logits.data(), &test.labels[first * T], n * T, V,
-                   std::thread::hardware_concurrency(), scores);
     counted += n * T;
+    if (!onDevice) {
+      s.run("eval");
+      s.device->download(s.logits, logits.data(),
+                         logits.size() * sizeof(float));
+      scoreTokenRows(logits.data(), &test.labels[first * T], n * T, V,
+                     std::thread::hardware_concurrency(), scores);
+      continue;
+    }
+    std::fill(labels.begin(), labels.end(), -1);
+    std::copy_n(&test.labels[first * T], n * T, labels.data());
+    s.device->upload(s.label, labels.data(), labels.size() * sizeof(int64_t));
+    s.run("eval");
+    float lossSum = 0, correct = 0;
+    s.device->download(s.evalLossSum, &lossSum, sizeof(float));
+    s.device->download(s.evalCorrect, &correct, sizeof(float));
+    scores.lossSum += lossSum;
+    scores.correct += (int64_t)correct;
   }
   std::vector<double> totals = {scores.lossSum, (double)scores.correct,
                                 (double)counted};
@@ -47,7 +69,7 @@ double evaluateTokens(CompiledStep &s, const Split &test, double &meanLoss) {
 double evaluate(CompiledStep &s, const Split &test, const ImageSamples &images,
                 double &meanLoss) {
   meanLoss = -1;
-  if (s.logits < 0 || s.classes <= 0)
+  if (!s.evaluates() || s.classes <= 0)
     return -1;
   if (s.tokens)
     return evaluateTokens(s, test, meanLoss);

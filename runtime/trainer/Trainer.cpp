@@ -116,7 +116,7 @@ void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
                   std::to_string(images.statisticsFrom) + " of its images")
                      .c_str()
                : "the training split's");
-  if (s.logits < 0)
+  if (!s.evaluates())
     printf("no evaluation: %s\n", s.noEvalReason.c_str());
   if (s.accumulate > 1)
     printf("accumulating the gradients of %lld steps per update: effective "

@@ -411,7 +411,7 @@ void TrainingRun::finish() {
     else
       printf("done: %lld steps in %.1f s (not evaluated: %s)\n",
              (long long)stepsDone, seconds,
-             s.logits < 0 ? s.noEvalReason.c_str() : "no epoch ended");
+             !s.evaluates() ? s.noEvalReason.c_str() : "no epoch ended");
     Device::Counters c = s.device->counters();
     if (!c.graphLaunches.empty() || !c.hostLaunches.empty())
       printf(

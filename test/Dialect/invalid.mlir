@@ -746,6 +746,46 @@ func.func @linear_loss_rank(%h: tensor<2x3x4xf32>, %w: tensor<9x4xf32>, %y: tens
 
 // -----
 
+func.func @token_scores_features(%h: tensor<6x4xf32>, %w: tensor<9x5xf32>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{input has 4 features but the weight's rows have 5}}
+  %s:2 = gpuc.linear_token_scores %h, %w, %y : (tensor<6x4xf32>, tensor<9x5xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+func.func @token_scores_narrow_sum(%h: tensor<6x4xbf16>, %w: tensor<9x4xbf16>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{loss_sum must be a scalar of 'f32' (f32 for f16/bf16 inputs), not 'tensor<bf16>'}}
+  %s:2 = gpuc.linear_token_scores %h, %w, %y : (tensor<6x4xbf16>, tensor<9x4xbf16>, tensor<6xi64>) -> (tensor<bf16>, tensor<bf16>)
+  return
+}
+
+// -----
+
+func.func @token_scores_sum_shape(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{result shape 6 does not match the expected}}
+  %s:2 = gpuc.linear_token_scores %h, %w, %y : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> (tensor<6xf32>, tensor<f32>)
+  return
+}
+
+// -----
+
+func.func @token_scores_correct_type(%h: tensor<6x4xbf16>, %w: tensor<9x4xbf16>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{correct must have loss_sum's type 'tensor<f32>'}}
+  %s:2 = gpuc.linear_token_scores %h, %w, %y : (tensor<6x4xbf16>, tensor<9x4xbf16>, tensor<6xi64>) -> (tensor<f32>, tensor<bf16>)
+  return
+}
+
+// -----
+
+func.func @token_scores_rows(%h: tensor<16777217x4xf32>, %w: tensor<9x4xf32>, %y: tensor<16777217xi64>) {
+  // expected-error @+1 {{counts at most 2^24 rows in a float, not 16777217}}
+  %s:2 = gpuc.linear_token_scores %h, %w, %y : (tensor<16777217x4xf32>, tensor<9x4xf32>, tensor<16777217xi64>) -> (tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
 func.func @linear_loss_grad_seed(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %y: tensor<6xi64>, %g: tensor<1xf32>) {
   // expected-error @+1 {{result shape 1 does not match the expected}}
   %l, %dh, %dw = gpuc.linear_cross_entropy_grad %h, %w, %y, %g reduction = mean : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>, tensor<1xf32>) -> (tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>)

@@ -70,6 +70,8 @@ func.func @column_windows(%qkv: tensor<2x5x36xf32>) -> (tensor<2x3x5x5xf32>, ten
 func.func @linear_loss(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %b: tensor<9xf32>, %y: tensor<6xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>, tensor<9xf32>, tensor<9x4xf32>) {
   // CHECK: gpuc.linear_cross_entropy %{{.+}}, %{{.+}}, %{{.+}} bias %{{.+}} : tensor<9xf32> reduction = mean ignore_index = -100 : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<f32>
   %0 = gpuc.linear_cross_entropy %h, %w, %y bias %b : tensor<9xf32> reduction = mean ignore_index = -100 : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<f32>
+  // CHECK: gpuc.linear_token_scores %{{.+}}, %{{.+}}, %{{.+}} bias %{{.+}} : tensor<9xf32> ignore_index = -1 : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<f32>)
+  %s:2 = gpuc.linear_token_scores %h, %w, %y bias %b : tensor<9xf32> ignore_index = -1 : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<f32>)
   // CHECK: gpuc.linear_cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} bias %{{.+}} : tensor<9xf32> reduction = sum : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>, tensor<9xf32>)
   %l, %dh, %dw, %db = gpuc.linear_cross_entropy_grad %h, %w, %y, %g bias %b : tensor<9xf32> reduction = sum : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>, tensor<9xf32>)
   // CHECK: gpuc.matmul %{{.+}}, %{{.+}} transpose_lhs plus %{{.+}} : tensor<9x4xf32> : (tensor<6x9xf32>, tensor<6x4xf32>) -> tensor<9x4xf32>

@@ -330,6 +330,55 @@ func.func @padded_head(%x: tensor<10x3xf32>, %w: tensor<1030x3xf32>, %y: tensor<
 
 // -----
 
+// A language model's held-out scores run over the chunks the head's
+// gradient would: each chunk's summed loss and count of rows whose first
+// largest logit is the label's (the largest negated column holding the
+// row's maximum), labels of -1 counted in neither, added onto the sums so
+// far; with pad-classes=64 over the padded weight, its extra logits -inf.
+// CHUNK-LABEL: func.func @token_scores
+// CHUNK-SAME: gpuc.chunked_losses = [{chunk_rows = 4 : i64, classes = 12 : i64, element_bytes = 4 : i64, logits = "f32", rows = 10 : i64}]
+// CHUNK: %[[X0:.+]] = gpuc.slice %arg0 starts = [0, 0] limits = [4, 3]
+// CHUNK: %[[Y0:.+]] = gpuc.slice %arg2 starts = [0] limits = [4]
+// CHUNK: %[[Z0:.+]] = gpuc.matmul %[[X0]], %arg1 transpose_rhs : (tensor<4x3xf32>, tensor<12x3xf32>) -> tensor<4x12xf32>
+// CHUNK: %[[MAX0:.+]] = gpuc.reduce_max %[[Z0]] axes = [1] keep_dims
+// CHUNK: %[[COLUMN0:.+]] = gpuc.iota dim = 1 : tensor<4x12xi64>
+// CHUNK: %[[FCOLUMN0:.+]] = gpuc.cast %[[COLUMN0]] : tensor<4x12xi64> to tensor<4x12xf32>
+// CHUNK: %[[NEG0:.+]] = gpuc.neg %[[FCOLUMN0]]
+// CHUNK: %[[ATMAX0:.+]] = gpuc.broadcast %[[MAX0]] : tensor<4x1xf32> -> tensor<4x12xf32>
+// CHUNK: %[[EQ0:.+]] = gpuc.compare eq, %[[Z0]], %[[ATMAX0]]
+// CHUNK: %[[SEL0:.+]] = gpuc.select %[[EQ0]], %[[NEG0]]
+// CHUNK: %[[FIRST0:.+]] = gpuc.reduce_max %[[SEL0]] axes = [1] : tensor<4x12xf32> -> tensor<4xf32>
+// CHUNK: %[[LABEL0:.+]] = gpuc.cast %[[Y0]] : tensor<4xi64> to tensor<4xf32>
+// CHUNK: %[[WINNER0:.+]] = gpuc.neg %[[FIRST0]]
+// CHUNK: %[[HIT0:.+]] = gpuc.compare eq, %[[WINNER0]], %[[LABEL0]]
+// CHUNK: %[[COUNTED0:.+]] = gpuc.compare ne, %[[Y0]]
+// CHUNK: %[[LOSS0:.+]] = gpuc.reduce_sum %{{.+}} axes = [0] : tensor<4xf32> -> tensor<f32>
+// CHUNK: %[[HITS0:.+]] = gpuc.reduce_sum %{{.+}} axes = [0] : tensor<4xf32> -> tensor<f32>
+// CHUNK: gpuc.slice %arg0 starts = [4, 0] limits = [8, 3]
+// CHUNK: %[[LOSS01:.+]] = gpuc.add %[[LOSS0]], %{{.+}} : tensor<f32>
+// CHUNK: %[[HITS01:.+]] = gpuc.add %[[HITS0]], %{{.+}} : tensor<f32>
+// CHUNK: gpuc.slice %arg0 starts = [8, 0] limits = [10, 3]
+// CHUNK: gpuc.matmul %{{.+}}, %arg1 transpose_rhs : (tensor<2x3xf32>, tensor<12x3xf32>) -> tensor<2x12xf32>
+// CHUNK: %[[LOSS:.+]] = gpuc.add %[[LOSS01]], %{{.+}} : tensor<f32>
+// CHUNK: %[[HITS:.+]] = gpuc.add %[[HITS01]], %{{.+}} : tensor<f32>
+// CHUNK: return %[[LOSS]], %[[HITS]]
+// PAD-LABEL: func.func @token_scores_padded
+// PAD: %[[WP:.+]] = gpuc.pad %arg1 low = [0, 0] high = [58, 0] value = 0.000000e+00 : tensor<1030x3xf32> -> tensor<1088x3xf32>
+// PAD: %[[Z:.+]] = gpuc.matmul %arg0, %[[WP]] transpose_rhs : (tensor<10x3xf32>, tensor<1088x3xf32>) -> tensor<10x1088xf32>
+// PAD: %[[REAL:.+]] = gpuc.compare lt
+// PAD: gpuc.select %[[REAL]], %[[Z]]
+// PAD: return
+func.func @token_scores(%x: tensor<10x3xf32>, %w: tensor<12x3xf32>, %y: tensor<10xi64>) -> (tensor<f32>, tensor<f32>) {
+  %s:2 = gpuc.linear_token_scores %x, %w, %y ignore_index = -1 : (tensor<10x3xf32>, tensor<12x3xf32>, tensor<10xi64>) -> (tensor<f32>, tensor<f32>)
+  return %s#0, %s#1 : tensor<f32>, tensor<f32>
+}
+func.func @token_scores_padded(%x: tensor<10x3xf32>, %w: tensor<1030x3xf32>, %y: tensor<10xi64>) -> (tensor<f32>, tensor<f32>) {
+  %s:2 = gpuc.linear_token_scores %x, %w, %y : (tensor<10x3xf32>, tensor<1030x3xf32>, tensor<10xi64>) -> (tensor<f32>, tensor<f32>)
+  return %s#0, %s#1 : tensor<f32>, tensor<f32>
+}
+
+// -----
+
 // 16-bit logits: the GEMM stores them in bf16 and the softmax reads them
 // widened to f32; their gradient is rounded to bf16 for the two GEMMs that
 // read it; the weight's gradient sums the chunks in f32 (a bf16 product

@@ -1,6 +1,8 @@
 //===- CompileCommand.cpp - gpuc compile ----------------------------------===//
 #include "Driver.h"
 
+#include "gpuc/Dialect/Gpuc/Signature.h"
+
 using namespace mlir;
 
 namespace mlir::gpuc::driver {
@@ -388,23 +390,36 @@ bool fitsMemoryLimit(ModuleOp module, std::optional<int64_t> limitBytes,
   return true;
 }
 
-/// What the trainer feeds and reads.
-nlohmann::json trainerFacts(func::FuncOp step, StringRef evalOutput,
-                            StringRef noEvalReason) {
+/// What the trainer feeds and reads. A language model's @eval that scores
+/// its tokens (gpuc-eval-token-scores, `scoredOutput` of `classes`)
+/// returns their summed loss and correct count in place of its logits.
+nlohmann::json trainerFacts(ModuleOp module, StringRef evalOutput,
+                            StringRef noEvalReason, StringRef scoredOutput,
+                            int64_t classes) {
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
   std::string dataInput;
   for (unsigned i = 0; i < step.getNumArguments(); ++i)
     if (auto name = step.getArgAttrOfType<StringAttr>(
             i, gpuc::GpucDialect::kInputAttrName))
       if (name.getValue() != labelsName && dataInput.empty())
         dataInput = name.str();
-  return {{"data_input", dataInput},
-          {"label_input", labelsName.getValue()},
-          {"loss_output", "loss"},
-          {"eval_output", evalOutput},
-          {"no_eval_reason", noEvalReason},
-          {"batch", (int64_t)batchSize},
-          {"accumulate", (int64_t)accumulateSteps},
-          {"optimizer", optimizerKind.getValue()}};
+  nlohmann::json facts = {{"data_input", dataInput},
+                          {"label_input", labelsName.getValue()},
+                          {"loss_output", "loss"},
+                          {"eval_output", evalOutput},
+                          {"no_eval_reason", noEvalReason},
+                          {"batch", (int64_t)batchSize},
+                          {"accumulate", (int64_t)accumulateSteps},
+                          {"optimizer", optimizerKind.getValue()}};
+  auto eval = module.lookupSymbol<func::FuncOp>("eval");
+  std::string lossSum = (scoredOutput + ".loss_sum").str();
+  if (!scoredOutput.empty() && eval &&
+      gpuc::findResult(eval, gpuc::GpucDialect::kOutputAttrName,
+                       StringAttr::get(module.getContext(), lossSum)))
+    facts["eval_scores"] = {{"loss_sum", lossSum},
+                            {"correct", (scoredOutput + ".correct").str()},
+                            {"classes", classes}};
+  return facts;
 }
 
 } // namespace
@@ -553,7 +568,18 @@ int runCompile(int argc, char **argv) {
   if (!trainingPassManager)
     return 1;
   PassManager &pm = *trainingPassManager;
-  addStepPipeline(pm, lossOutput);
+  std::string scoredOutput = scoredEvalOutput(*module, evalOutput);
+  // The vocabulary, from the logits that @eval may no longer return.
+  int64_t scoredClasses = 0;
+  if (!scoredOutput.empty()) {
+    auto forward = module->lookupSymbol<func::FuncOp>("forward");
+    unsigned logits =
+        *gpuc::findResult(forward, gpuc::GpucDialect::kOutputAttrName,
+                          StringAttr::get(module->getContext(), scoredOutput));
+    scoredClasses =
+        cast<RankedTensorType>(forward.getResultTypes()[logits]).getShape()[2];
+  }
+  addStepPipeline(pm, lossOutput, scoredOutput);
   if (failed(pm.run(*module)))
     return 1;
   if (!passTimings.empty())
@@ -590,7 +616,8 @@ int runCompile(int argc, char **argv) {
   if (!fitsMemoryLimit(*module, limitBytes, artifact.cuda))
     return 1;
 
-  artifact.trainer = trainerFacts(step, evalOutput, noEvalReason);
+  artifact.trainer = trainerFacts(*module, evalOutput, noEvalReason,
+                                  scoredOutput, scoredClasses);
   artifact.timing = rootTiming.nest("back end");
   int status = gpuc::writeArtifact(*module, artifact);
   if (status == 0 && llvm::errs().tell() == errorsBefore)

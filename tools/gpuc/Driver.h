@@ -115,6 +115,7 @@ extern cl::opt<std::string> maxBatchFor;
 extern cl::opt<std::string> memoryLimit;
 extern cl::opt<bool> noSchedule;
 extern cl::opt<bool> noFuse;
+extern cl::opt<bool> evalLogits;
 extern cl::opt<bool> noGemmEpilogues;
 extern cl::opt<std::string> attentionOption;
 extern cl::opt<int64_t> lossChunkRows;
@@ -242,10 +243,14 @@ std::optional<int64_t> padClasses(StringRef tool);
 /// resolved by the target and precision), or nullopt after an error naming
 /// the flag.
 std::optional<bool> convChannelsLast(StringRef tool);
-/// The training passes: loss, autodiff, optimizer (and mixed precision).
-void addTrainingPasses(PassManager &pm, StringRef lossOutput);
-/// The step up to kernels: the training passes, then decompose.
-void addStepPipeline(PassManager &pm, StringRef lossOutput);
+/// The training passes: loss, autodiff, optimizer (and mixed precision);
+/// with `scoredOutput`, @eval scores that output's tokens
+/// (gpuc-eval-token-scores).
+void addTrainingPasses(PassManager &pm, StringRef lossOutput,
+                       StringRef scoredOutput = "");
+/// The step up to kernels: @eval, the training passes, then decompose.
+void addStepPipeline(PassManager &pm, StringRef lossOutput,
+                     StringRef scoredOutput);
 /// Kernel formation and fusion (`memoryFirst`: gpuc-fuse's memory-first).
 void addKernelPipeline(PassManager &pm, bool memoryFirst);
 /// Schedule, remat under `arenaBudget`, and the memory plan.
@@ -257,6 +262,11 @@ std::optional<std::string> chooseLossOutput(ModuleOp module);
 /// The output evaluation reads, or "" with `why`.
 std::string chooseEvalOutput(ModuleOp module, StringRef lossOutput,
                              std::string &why);
+/// The output whose tokens @eval scores on the device: `evalOutput`, when
+/// the model is a language model (its data input integer [batch, tokens],
+/// `evalOutput` their [batch, tokens, classes] logits) and --eval-logits
+/// is not given; else "".
+std::string scoredEvalOutput(ModuleOp module, StringRef evalOutput);
 /// A size flag (`flag` names it) in bytes; nullopt after an error.
 std::optional<int64_t> sizeOption(StringRef flag, StringRef text,
                                   bool allowAuto);

@@ -120,8 +120,11 @@ planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
   std::optional<std::string> lossOutput = chooseLossOutput(*module);
   if (!lossOutput)
     return std::nullopt;
+  std::string why;
+  std::string scored =
+      scoredEvalOutput(*module, chooseEvalOutput(*module, *lossOutput, why));
   PassManager pm(loader.context.get());
-  addStepPipeline(pm, *lossOutput);
+  addStepPipeline(pm, *lossOutput, scored);
   addKernelPipeline(pm, arenaBudget.has_value());
   addPlanPipeline(pm, arenaBudget);
   if (failed(pm.run(*module)))

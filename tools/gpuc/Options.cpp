@@ -426,6 +426,13 @@ cl::opt<std::string> headLogitsOption(
              "traffic, its GEMMs on 16-bit operands, the softmax and loss "
              "still summed in f32) or f32"),
     cl::value_desc("low|f32"), cl::init("low"), cl::cat(compileCategory));
+cl::opt<bool> evalLogits(
+    "eval-logits",
+    cl::desc("compile: a language model's @eval returns its logits, which "
+             "the trainer copies to the host and scores there (and gpuc run "
+             "--func eval prints), instead of each batch's summed loss and "
+             "correct tokens, computed on the device over row chunks"),
+    cl::cat(compileCategory));
 cl::opt<bool> noGemmEpilogues(
     "no-gemm-epilogues",
     cl::desc("compile: keep a linear layer's bias add in the next kernel "

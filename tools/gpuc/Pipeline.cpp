@@ -219,11 +219,16 @@ std::optional<bool> convChannelsLast(StringRef tool) {
   return targetOrDefault() != "cpu" && tensorCores;
 }
 
-void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
+void addTrainingPasses(PassManager &pm, StringRef lossOutput,
+                       StringRef scoredOutput) {
   if (!lossKind.empty())
     pm.addPass(gpuc::createGpucAttachLoss(gpuc::GpucAttachLossOptions{
         lossKind, lossOutput.str(), labelsName, classAxis}));
   pm.addPass(gpuc::createGpucFormLinearCrossEntropy());
+  // Before gpuc-amp, which then treats @eval's head as the step's.
+  if (!scoredOutput.empty())
+    pm.addPass(gpuc::createGpucEvalTokenScores(
+        gpuc::GpucEvalTokenScoresOptions{scoredOutput.str(), labelsName}));
   // Validated by ampOptions before any pipeline is built.
   if (precisionOption != "fp32")
     pm.addPass(gpuc::createGpucAmp(*ampOptions("gpuc")));
@@ -265,13 +270,14 @@ void addTrainingPasses(PassManager &pm, StringRef lossOutput) {
 /// The passes of gpuc compile, in the three stages it runs them in (the
 /// report reads the step before kernels are formed, --remat-sweep the fused
 /// step before remat).
-void addStepPipeline(PassManager &pm, StringRef lossOutput) {
+void addStepPipeline(PassManager &pm, StringRef lossOutput,
+                     StringRef scoredOutput) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(gpuc::createGpucFormAttention());
   pm.addPass(gpuc::createGpucFormGelu());
   pm.addPass(gpuc::createGpucEvalFunction());
-  addTrainingPasses(pm, lossOutput);
+  addTrainingPasses(pm, lossOutput, scoredOutput);
   // Validated by attentionLowering and padClasses before any pipeline is
   // built.
   // On the GPU the head's weight-gradient GEMM, which reads and writes the
@@ -400,6 +406,30 @@ std::string chooseEvalOutput(ModuleOp module, StringRef lossOutput,
                   "); none is the obvious class "
                   "scores";
   return "";
+}
+
+std::string scoredEvalOutput(ModuleOp module, StringRef evalOutput) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (evalLogits || evalOutput.empty() || !forward)
+    return "";
+  // The data input as the trainer finds it: the first that is not the
+  // labels.
+  RankedTensorType data, logits;
+  for (unsigned i = 0; i < forward.getNumArguments() && !data; ++i)
+    if (auto name = forward.getArgAttrOfType<StringAttr>(
+            i, gpuc::GpucDialect::kInputAttrName);
+        name && name.getValue() != labelsName)
+      data = dyn_cast<RankedTensorType>(forward.getArgument(i).getType());
+  for (unsigned i = 0; i < forward.getNumResults(); ++i)
+    if (auto name = forward.getResultAttrOfType<StringAttr>(
+            i, gpuc::GpucDialect::kOutputAttrName);
+        name && name.getValue() == evalOutput)
+      logits = dyn_cast<RankedTensorType>(forward.getResultTypes()[i]);
+  bool tokens = data && logits && data.getRank() == 2 &&
+                isa<IntegerType>(data.getElementType()) &&
+                logits.getRank() == 3 &&
+                logits.getShape().drop_back() == data.getShape();
+  return tokens ? evalOutput.str() : "";
 }
 
 /// A size option's bytes, or an error naming it.

@@ -253,6 +253,33 @@ def GpucEvalFunction : Pass<"gpuc-eval-function", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucEvalTokenScores : Pass<"gpuc-eval-token-scores", "::mlir::ModuleOp"> {
+  let summary = "a language model's @eval returns its held-out loss and "
+                "accuracy instead of its logits";
+  let description = [{
+    After gpuc-eval-function (and gpuc-attach-loss, whose labels input it
+    shares). When @eval's output `output`, `[d0, ..., dk, V]` class-last
+    logits, is a linear head's (`input · weightᵀ + bias` through reshapes,
+    as gpuc-form-linear-cross-entropy finds it), @eval takes the labels
+    `labels` (`[d0, ..., dk]`, of the type @forward's input of that name
+    has, else i64) and returns, in place of the logits,
+    `<output>.loss_sum` and `<output>.correct` from one
+    `gpuc.linear_token_scores`: the summed cross-entropy of the rows and
+    the count of rows whose first largest logit is the label's. A label of
+    -1 counts in neither (the trainer pads a short last batch with it).
+    gpuc-decompose runs the op over row chunks, so no `N x V` value exists
+    in @eval either. Logits that are not a linear head's stay @eval's
+    output.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", "\"logits\"",
+           "the @eval output holding the class-last logits">,
+    Option<"labels", "labels", "std::string", "\"label\"",
+           "the input holding the labels">,
+  ];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 def GpucFormAttention : Pass<"gpuc-form-attention", "::mlir::ModuleOp"> {
   let summary = "recognise scaled dot-product attention as gpuc.attention";
   let description = [{
@@ -323,7 +350,9 @@ def GpucDecompose : Pass<"gpuc-decompose", "::mlir::ModuleOp"> {
     logits (a GEMM), its loss and logit gradient (row kernels), its rows of
     the input's gradient (a GEMM writing into its part of the result) and
     its share of the weight's (a GEMM accumulating into the sum so far). The
-    forward op it was built from reads its loss. With `pad-classes`, a
+    forward op it was built from reads its loss. `gpuc.linear_token_scores`
+    runs over the same chunks: a chunk's logits, its summed loss and its
+    count of correct rows, added onto the chunks' before. With `pad-classes`, a
     vocabulary of at least 1,024 classes that is not a multiple of it runs
     over a weight padded with zero rows to one, the padded logits -inf (the
     GPU's GEMMs are faster on whole tiles; results are the unpadded ones).

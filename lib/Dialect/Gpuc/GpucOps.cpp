@@ -575,9 +575,9 @@ template <typename LossOp> static LogicalResult verifyClassLoss(LossOp op) {
 LogicalResult CrossEntropyOp::verify() { return verifyClassLoss(*this); }
 LogicalResult NllLossOp::verify() { return verifyClassLoss(*this); }
 
-/// The operands a linear cross-entropy and its gradient share: input
-/// `N x C`, weight `V x C`, labels `N`, bias `V`.
-template <typename OpTy> static LogicalResult verifyLinearLoss(OpTy op) {
+/// The operands of a language model's head ops: input `N x C`, weight
+/// `V x C`, labels `N`, bias `V`, one float type.
+template <typename OpTy> static LogicalResult verifyLinearHead(OpTy op) {
   ArrayRef<int64_t> input = shapeOf(op.getInput());
   ArrayRef<int64_t> weight = shapeOf(op.getWeight());
   if (input.size() != 2 || weight.size() != 2)
@@ -603,10 +603,18 @@ template <typename OpTy> static LogicalResult verifyLinearLoss(OpTy op) {
     if (getElementTypeOrSelf(bias.getType()) != element)
       return op.emitOpError() << "bias element type differs from the input's";
   }
+  return success();
+}
+
+/// The operands a linear cross-entropy and its gradient share, and the loss.
+template <typename OpTy> static LogicalResult verifyLinearLoss(OpTy op) {
+  if (failed(verifyLinearHead(op)))
+    return failure();
   if (op.getReduction() == Reduction::none)
     return op.emitOpError() << "needs reduction mean or sum (the per-sample "
                                "losses of a chunked head are not kept)";
   // The loss of 16-bit logits is summed in f32.
+  Type element = getElementTypeOrSelf(op.getInput().getType());
   Type lossElement = getElementTypeOrSelf(op.getResult().getType());
   if (lossElement != element &&
       !(lossElement.isF32() && (element.isF16() || element.isBF16())))
@@ -617,6 +625,29 @@ template <typename OpTy> static LogicalResult verifyLinearLoss(OpTy op) {
 }
 
 LogicalResult LinearCrossEntropyOp::verify() { return verifyLinearLoss(*this); }
+
+LogicalResult LinearTokenScoresOp::verify() {
+  if (failed(verifyLinearHead(*this)) ||
+      failed(verifyResultShape(*this, Shape{}, getLossSum())))
+    return failure();
+  // Sums over rows: f32 for 16-bit inputs.
+  Type element = getElementTypeOrSelf(getInput().getType());
+  Type expected = element.getIntOrFloatBitWidth() < 32
+                      ? Type(Float32Type::get(getContext()))
+                      : element;
+  if (getElementTypeOrSelf(getLossSum().getType()) != expected)
+    return emitOpError() << "loss_sum must be a scalar of " << expected
+                         << " (f32 for f16/bf16 inputs), not "
+                         << getLossSum().getType();
+  if (getCorrect().getType() != getLossSum().getType())
+    return emitOpError() << "correct must have loss_sum's type "
+                         << getLossSum().getType();
+  // Counted in f32: larger counts would skip integers.
+  if (shapeOf(getInput())[0] > (int64_t(1) << 24))
+    return emitOpError() << "counts at most 2^24 rows in a float, not "
+                         << shapeOf(getInput())[0];
+  return success();
+}
 
 LogicalResult LinearCrossEntropyGradOp::verify() {
   if (failed(verifyLinearLoss(*this)) ||

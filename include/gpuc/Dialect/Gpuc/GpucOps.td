@@ -1268,6 +1268,39 @@ def Gpuc_LinearCrossEntropyGradOp : Gpuc_Op<"linear_cross_entropy_grad", [
   let hasVerifier = 1;
 }
 
+def Gpuc_LinearTokenScoresOp : Gpuc_Op<"linear_token_scores", [Pure]> {
+  let summary = "a language model's held-out loss and accuracy from its head";
+  let description = [{
+    For the logits `input · weightᵀ + bias` of `N` rows (`input` `N x C`,
+    `weight` `V x C`, `bias` `V`, `labels` `N`): `loss_sum`, the sum of the
+    rows' cross-entropies against their labels, and `correct`, the count of
+    rows whose largest logit (the first, on a tie) is the label's. A row
+    whose label is `ignore_index` counts in neither. `@eval` returns these
+    for a language model instead of its `N x V` logits: `gpuc-decompose`
+    runs the op over row chunks as it runs the head's gradient, so no
+    `N x V` value exists and only two scalars leave the device. Both are
+    f32 (the inputs' type for f32 inputs); the count is exact below 2^24.
+
+    ```mlir
+    %loss, %correct = gpuc.linear_token_scores %h, %w, %y ignore_index = -1
+        : (tensor<1024x768xf32>, tensor<50257x768xf32>, tensor<1024xi64>)
+        -> (tensor<f32>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins Gpuc_FloatTensor:$input, Gpuc_FloatTensor:$weight,
+                       Gpuc_IndexTensor:$labels,
+                       Optional<Gpuc_FloatTensor>:$bias,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Gpuc_FloatTensor:$loss_sum, Gpuc_FloatTensor:$correct);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $labels (`bias` $bias^ `:` type($bias))?
+    (`ignore_index` `=` $ignore_index^)? attr-dict `:` `(` type($input) `,`
+    type($weight) `,` type($labels) `)` `->` `(` type($loss_sum) `,`
+    type($correct) `)`
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Kernels: a group of core ops that codegen emits as one kernel
 //===----------------------------------------------------------------------===//
