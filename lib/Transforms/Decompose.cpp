@@ -569,8 +569,9 @@ struct DecomposeLinearCrossEntropyGrad
 };
 
 /// A language model's held-out scores, a chunk of rows at a time as its
-/// gradient runs: each chunk's summed loss and its rows whose first
-/// largest logit is the label's, added onto the chunks' before.
+/// gradient runs: each chunk's rows' losses and hits (their first largest
+/// logit is the label's) are written into their part of two [N] vectors (a
+/// concat the memory plan assembles in place), each summed once at the end.
 struct DecomposeLinearTokenScores : OpRewritePattern<LinearTokenScoresOp> {
   DecomposeLinearTokenScores(MLIRContext *context, int64_t chunkRows,
                              int64_t chunkBytes, int64_t padClasses)
@@ -584,7 +585,7 @@ struct DecomposeLinearTokenScores : OpRewritePattern<LinearTokenScoresOp> {
     ChunkedHead head(rewriter, op.getLoc(), x, op.getWeight(), op.getBias(),
                      padClasses, chunkRows, chunkBytes);
     std::optional<int64_t> ignore = op.getIgnoreIndex();
-    Value lossSum, correct;
+    SmallVector<Value> losses, hits;
     for (int64_t r0 = 0; r0 < head.rows; r0 += head.chunk) {
       int64_t r1 = std::min(head.rows, r0 + head.chunk), n = r1 - r0;
       Value xc = rowSlice(B, x, r0, r1), yc = rowSlice(B, labels, r0, r1);
@@ -600,24 +601,29 @@ struct DecomposeLinearTokenScores : OpRewritePattern<LinearTokenScoresOp> {
       Value first = B.max(
           B.select(atMax, negated, B.splat(negated, -(double)head.padded)), {1},
           false);
-      Value hits = B.castTo(
+      Value hit = B.castTo(
           B.cmp(ComparePredicate::eq, B.neg(first), B.castTo(yc, head.stats)),
           head.stats);
-      Value losses = c.losses;
+      Value loss = c.losses;
       if (ignore) {
         Value valid = head.counted(B, yc, *ignore);
-        losses = B.mul(losses, valid);
-        hits = B.mul(hits, valid);
+        loss = B.mul(loss, valid);
+        hit = B.mul(hit, valid);
       }
-      Value partialLoss = B.sum(losses, {0}, false);
-      Value partialHits = B.sum(hits, {0}, false);
-      lossSum = lossSum ? B.add(lossSum, partialLoss) : partialLoss;
-      correct = correct ? B.add(correct, partialHits) : partialHits;
+      losses.push_back(loss);
+      hits.push_back(hit);
     }
     head.recordChunks(op);
+    auto rowsOf = [&](ArrayRef<Value> parts) -> Value {
+      if (parts.size() == 1)
+        return parts[0];
+      return ConcatOp::create(rewriter, op.getLoc(),
+                              RankedTensorType::get({head.rows}, head.stats),
+                              parts, 0);
+    };
     Type result = getElementTypeOrSelf(op.getLossSum().getType());
-    rewriter.replaceOp(op,
-                       {B.castTo(lossSum, result), B.castTo(correct, result)});
+    rewriter.replaceOp(op, {B.castTo(B.sum(rowsOf(losses), {0}, false), result),
+                            B.castTo(B.sum(rowsOf(hits), {0}, false), result)});
     return success();
   }
 

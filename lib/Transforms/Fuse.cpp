@@ -244,6 +244,53 @@ bool fitOneKernel(ArrayRef<FusionOp> parts) {
   return results <= kMaxKernelResults;
 }
 
+/// Whether merging `first` into `second` keeps tensors live across a
+/// library call that, less what the merge saves, are large beside what the
+/// call allocates. The merged kernel runs at `second`, so the inputs that
+/// nothing after `first` reads live on until then, across every op between
+/// the two; a GEMM or convolution there allocates its result beside them
+/// (a language model's next chunk of logits), which raises the peak by
+/// their bytes less those of `first`'s results that are no longer stored
+/// (those not in `kept`). A chunk's row kernel gathered into a kernel after
+/// the next chunk's GEMM would keep both chunks' logits live, and so on
+/// until every chunk's are. Under an eighth of the largest call's result
+/// (a chunk's per-row losses kept for one sum of them all), the growth
+/// costs little beside it, and the merge saves a launch. Only a row
+/// kernel's merges are judged: its results are a sliver of what it reads,
+/// where an elementwise kernel's (a weight's gradient cut and cast as its
+/// update reads it) are about its inputs' size, and stored, they would
+/// cost a pass over memory.
+bool keepsInputsAcrossLibraryCalls(FusionOp first, FusionOp second,
+                                   ArrayRef<Value> kept) {
+  if (!rowsOf(first))
+    return false;
+  int64_t allocated = 0;
+  for (Operation *op = first->getNextNode(); op && op != second;
+       op = op->getNextNode())
+    if (!isa<FusionOp>(op) && !isAlias(op))
+      for (Value r : op->getResults())
+        allocated = std::max(allocated, tensorBytes(r));
+  if (!allocated)
+    return false;
+  int64_t extended = 0, saved = 0;
+  for (Value v : first.getInputs()) {
+    // Arguments are persistent: they live through the step anyway.
+    if (isa<BlockArgument>(v))
+      continue;
+    bool lastReadByFirst = llvm::all_of(v.getUsers(), [&](Operation *user) {
+      return user == first.getOperation() || user == second.getOperation() ||
+             (user->getBlock() == first->getBlock() &&
+              user->isBeforeInBlock(first));
+    });
+    if (lastReadByFirst)
+      extended += tensorBytes(v);
+  }
+  for (Value r : first.getResults())
+    if (!llvm::is_contained(kept, r))
+      saved += tensorBytes(r);
+  return (extended - saved) * 8 >= allocated;
+}
+
 /// The merged kernel of `first` and `second` (`second` later in the block),
 /// placed at `second`. `second` reads `first`'s results directly or through
 /// a reshape; `first`'s results that anything else reads stay results.
@@ -309,6 +356,8 @@ FusionOp tryMerge(FusionOp first, FusionOp second, Fusing &fusing) {
     if (readElsewhere)
       keptResults.push_back(result);
   }
+  if (keepsInputsAcrossLibraryCalls(first, second, keptResults))
+    return nullptr;
 
   OpBuilder builder(second);
   SmallVector<Value> inputs;

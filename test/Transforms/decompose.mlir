@@ -331,10 +331,11 @@ func.func @padded_head(%x: tensor<10x3xf32>, %w: tensor<1030x3xf32>, %y: tensor<
 // -----
 
 // A language model's held-out scores run over the chunks the head's
-// gradient would: each chunk's summed loss and count of rows whose first
-// largest logit is the label's (the largest negated column holding the
-// row's maximum), labels of -1 counted in neither, added onto the sums so
-// far; with pad-classes=64 over the padded weight, its extra logits -inf.
+// gradient would: each chunk's rows' losses and hits (their first largest
+// logit is the label's: the largest negated column holding the row's
+// maximum), labels of -1 counted in neither, into their part of two
+// vectors summed at the end; with pad-classes=64 over the padded weight,
+// its extra logits -inf.
 // CHUNK-LABEL: func.func @token_scores
 // CHUNK-SAME: gpuc.chunked_losses = [{chunk_rows = 4 : i64, classes = 12 : i64, element_bytes = 4 : i64, logits = "f32", rows = 10 : i64}]
 // CHUNK: %[[X0:.+]] = gpuc.slice %arg0 starts = [0, 0] limits = [4, 3]
@@ -352,15 +353,20 @@ func.func @padded_head(%x: tensor<10x3xf32>, %w: tensor<1030x3xf32>, %y: tensor<
 // CHUNK: %[[WINNER0:.+]] = gpuc.neg %[[FIRST0]]
 // CHUNK: %[[HIT0:.+]] = gpuc.compare eq, %[[WINNER0]], %[[LABEL0]]
 // CHUNK: %[[COUNTED0:.+]] = gpuc.compare ne, %[[Y0]]
-// CHUNK: %[[LOSS0:.+]] = gpuc.reduce_sum %{{.+}} axes = [0] : tensor<4xf32> -> tensor<f32>
-// CHUNK: %[[HITS0:.+]] = gpuc.reduce_sum %{{.+}} axes = [0] : tensor<4xf32> -> tensor<f32>
+// CHUNK: %[[VALID0:.+]] = gpuc.cast %[[COUNTED0]]
+// CHUNK: %[[LOSS0:.+]] = gpuc.mul %{{.+}}, %[[VALID0]] : tensor<4xf32>
+// CHUNK: %[[HITS0:.+]] = gpuc.mul %{{.+}}, %[[VALID0]] : tensor<4xf32>
 // CHUNK: gpuc.slice %arg0 starts = [4, 0] limits = [8, 3]
-// CHUNK: %[[LOSS01:.+]] = gpuc.add %[[LOSS0]], %{{.+}} : tensor<f32>
-// CHUNK: %[[HITS01:.+]] = gpuc.add %[[HITS0]], %{{.+}} : tensor<f32>
+// CHUNK: %[[LOSS1:.+]] = gpuc.mul %{{.+}} : tensor<4xf32>
+// CHUNK: %[[HITS1:.+]] = gpuc.mul %{{.+}} : tensor<4xf32>
 // CHUNK: gpuc.slice %arg0 starts = [8, 0] limits = [10, 3]
 // CHUNK: gpuc.matmul %{{.+}}, %arg1 transpose_rhs : (tensor<2x3xf32>, tensor<12x3xf32>) -> tensor<2x12xf32>
-// CHUNK: %[[LOSS:.+]] = gpuc.add %[[LOSS01]], %{{.+}} : tensor<f32>
-// CHUNK: %[[HITS:.+]] = gpuc.add %[[HITS01]], %{{.+}} : tensor<f32>
+// CHUNK: %[[LOSS2:.+]] = gpuc.mul %{{.+}} : tensor<2xf32>
+// CHUNK: %[[HITS2:.+]] = gpuc.mul %{{.+}} : tensor<2xf32>
+// CHUNK: %[[LOSSES:.+]] = gpuc.concat %[[LOSS0]], %[[LOSS1]], %[[LOSS2]] axis = 0
+// CHUNK: %[[LOSS:.+]] = gpuc.reduce_sum %[[LOSSES]] axes = [0] : tensor<10xf32> -> tensor<f32>
+// CHUNK: %[[ALLHITS:.+]] = gpuc.concat %[[HITS0]], %[[HITS1]], %[[HITS2]] axis = 0
+// CHUNK: %[[HITS:.+]] = gpuc.reduce_sum %[[ALLHITS]] axes = [0] : tensor<10xf32> -> tensor<f32>
 // CHUNK: return %[[LOSS]], %[[HITS]]
 // PAD-LABEL: func.func @token_scores_padded
 // PAD: %[[WP:.+]] = gpuc.pad %arg1 low = [0, 0] high = [58, 0] value = 0.000000e+00 : tensor<1030x3xf32> -> tensor<1088x3xf32>

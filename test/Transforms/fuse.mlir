@@ -635,3 +635,28 @@ func.func @reader_between(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<f32
   %y = gpuc.sub %z, %mb : tensor<4x8xf32>
   return %l, %y : tensor<f32>, tensor<4x8xf32>
 }
+
+// -----
+
+// A row kernel is not merged into a reader past a GEMM when its input, kept
+// live across the GEMM, is large beside what the GEMM allocates: each
+// chunk's row kernel runs before the next chunk's logits exist (a language
+// model's held-out scores), not gathered with the rest after every chunk's
+// GEMM. The last chunk's merges with the sum after it.
+// CHECK-LABEL: func.func @chunked_rows
+// CHECK: %[[Z0:.+]] = gpuc.matmul %arg0, %arg2
+// CHECK: %[[M0:.+]] = gpuc.fusion(%[[Z0]])
+// CHECK: gpuc.reduce_max
+// CHECK: %[[Z1:.+]] = gpuc.matmul %arg1, %arg2
+// CHECK: gpuc.fusion(%[[Z1]], %[[M0]])
+// CHECK: gpuc.reduce_max
+// CHECK: gpuc.add
+// CHECK-NOT: gpuc.fusion
+func.func @chunked_rows(%x0: tensor<4x3xf32>, %x1: tensor<4x3xf32>, %w: tensor<64x3xf32>) -> tensor<4xf32> {
+  %z0 = gpuc.matmul %x0, %w transpose_rhs : (tensor<4x3xf32>, tensor<64x3xf32>) -> tensor<4x64xf32>
+  %m0 = gpuc.reduce_max %z0 axes = [1] : tensor<4x64xf32> -> tensor<4xf32>
+  %z1 = gpuc.matmul %x1, %w transpose_rhs : (tensor<4x3xf32>, tensor<64x3xf32>) -> tensor<4x64xf32>
+  %m1 = gpuc.reduce_max %z1 axes = [1] : tensor<4x64xf32> -> tensor<4xf32>
+  %s = gpuc.add %m0, %m1 : tensor<4xf32>
+  return %s : tensor<4xf32>
+}

@@ -429,9 +429,9 @@ cl::opt<std::string> headLogitsOption(
 cl::opt<bool> evalLogits(
     "eval-logits",
     cl::desc("compile: a language model's @eval returns its logits, which "
-             "the trainer copies to the host and scores there (and gpuc run "
-             "--func eval prints), instead of each batch's summed loss and "
-             "correct tokens, computed on the device over row chunks"),
+             "the trainer copies to the host and scores there, instead of "
+             "each batch's summed loss and correct tokens, computed on the "
+             "device over row chunks"),
     cl::cat(compileCategory));
 cl::opt<bool> noGemmEpilogues(
     "no-gemm-epilogues",
