@@ -346,6 +346,8 @@ private:
   template <typename OpTy>
   LogicalResult linearLoss(OpTy op, Value lossGrad, ArrayRef<Value> grads);
   LogicalResult tokenScores(LinearTokenScoresOp op);
+  template <typename OpTy>
+  interpreter::LinearLossInputs headInputs(OpTy op, bool mean);
 
   const InterpreterOptions &options;
   DenseMap<Value, HostTensor> values;
@@ -473,20 +475,29 @@ LogicalResult Interpreter::classLoss(OpTy op, bool logits) {
   return success();
 }
 
-/// linear_cross_entropy (`grads` empty) and its gradient (the input's, the
-/// weight's and the bias's, null without a bias).
+/// What a head op (linear_cross_entropy, its gradient, linear_token_scores)
+/// reads, its 16-bit logits rounded as its lowering stores them.
 template <typename OpTy>
-LogicalResult Interpreter::linearLoss(OpTy op, Value lossGrad,
-                                      ArrayRef<Value> grads) {
+interpreter::LinearLossInputs Interpreter::headInputs(OpTy op, bool mean) {
   interpreter::LinearLossInputs in{get(op.getInput()),
                                    get(op.getWeight()),
                                    op.getBias() ? &get(op.getBias()) : nullptr,
                                    get(op.getLabels()),
                                    op.getIgnoreIndex(),
-                                   op.getReduction() == Reduction::mean};
+                                   mean};
   if (Type element = elementTypeOf(op.getInput());
       options.roundToElementType && element.getIntOrFloatBitWidth() < 32)
     in.storedLogits = element;
+  return in;
+}
+
+/// linear_cross_entropy (`grads` empty) and its gradient (the input's, the
+/// weight's and the bias's, null without a bias).
+template <typename OpTy>
+LogicalResult Interpreter::linearLoss(OpTy op, Value lossGrad,
+                                      ArrayRef<Value> grads) {
+  interpreter::LinearLossInputs in =
+      headInputs(op, op.getReduction() == Reduction::mean);
   double loss, g = lossGrad ? get(lossGrad).data[0] : 0.0;
   std::string error;
   HostTensor dx, dw, db;
@@ -513,15 +524,7 @@ LogicalResult Interpreter::linearLoss(OpTy op, Value lossGrad,
 
 /// linear_token_scores: the head's summed loss and its correct rows.
 LogicalResult Interpreter::tokenScores(LinearTokenScoresOp op) {
-  interpreter::LinearLossInputs in{get(op.getInput()),
-                                   get(op.getWeight()),
-                                   op.getBias() ? &get(op.getBias()) : nullptr,
-                                   get(op.getLabels()),
-                                   op.getIgnoreIndex(),
-                                   /*mean=*/false};
-  if (Type element = elementTypeOf(op.getInput());
-      options.roundToElementType && element.getIntOrFloatBitWidth() < 32)
-    in.storedLogits = element;
+  interpreter::LinearLossInputs in = headInputs(op, /*mean=*/false);
   double loss;
   int64_t correct = 0;
   std::string error;

@@ -457,6 +457,22 @@ struct ChunkedHead {
   int64_t rows, classes, features, padded, chunk;
 };
 
+/// A pattern lowering a head op (input, weight, optional bias) over the
+/// chunks and padded vocabulary gpuc-decompose's options ask for.
+template <typename OpTy> struct ChunkedHeadPattern : OpRewritePattern<OpTy> {
+  ChunkedHeadPattern(MLIRContext *context, int64_t chunkRows,
+                     int64_t chunkBytes, int64_t padClasses)
+      : OpRewritePattern<OpTy>(context), chunkRows(chunkRows),
+        chunkBytes(chunkBytes), padClasses(padClasses) {}
+
+  ChunkedHead headOf(PatternRewriter &rewriter, OpTy op) const {
+    return ChunkedHead(rewriter, op.getLoc(), op.getInput(), op.getWeight(),
+                       op.getBias(), padClasses, chunkRows, chunkBytes);
+  }
+
+  int64_t chunkRows, chunkBytes, padClasses;
+};
+
 /// The loss and gradients of a linear cross-entropy, a chunk of rows at a
 /// time: the chunk's logits exist only until its gradient is taken, so the
 /// step never holds all [N, V] logits. Each chunk writes its rows of the
@@ -464,18 +480,14 @@ struct ChunkedHead {
 /// plan assembles in place) and adds its share of the weight's gradient to
 /// the sum so far (a GEMM accumulating over it).
 struct DecomposeLinearCrossEntropyGrad
-    : OpRewritePattern<LinearCrossEntropyGradOp> {
-  DecomposeLinearCrossEntropyGrad(MLIRContext *context, int64_t chunkRows,
-                                  int64_t chunkBytes, int64_t padClasses)
-      : OpRewritePattern(context), chunkRows(chunkRows), chunkBytes(chunkBytes),
-        padClasses(padClasses) {}
+    : ChunkedHeadPattern<LinearCrossEntropyGradOp> {
+  using ChunkedHeadPattern::ChunkedHeadPattern;
 
   LogicalResult matchAndRewrite(LinearCrossEntropyGradOp op,
                                 PatternRewriter &rewriter) const override {
     ExprBuilder B(rewriter, op.getLoc());
     Value x = op.getInput(), labels = op.getLabels();
-    ChunkedHead head(rewriter, op.getLoc(), x, op.getWeight(), op.getBias(),
-                     padClasses, chunkRows, chunkBytes);
+    ChunkedHead head = headOf(rewriter, op);
     bool bias = bool(op.getBias());
     Type element = head.element, stats = head.stats;
     int64_t rows = head.rows, classes = head.classes, padded = head.padded,
@@ -564,26 +576,20 @@ struct DecomposeLinearCrossEntropyGrad
     rewriter.replaceOp(op, results);
     return success();
   }
-
-  int64_t chunkRows, chunkBytes, padClasses;
 };
 
 /// A language model's held-out scores, a chunk of rows at a time as its
 /// gradient runs: each chunk's rows' losses and hits (their first largest
 /// logit is the label's) are written into their part of two [N] vectors (a
 /// concat the memory plan assembles in place), each summed once at the end.
-struct DecomposeLinearTokenScores : OpRewritePattern<LinearTokenScoresOp> {
-  DecomposeLinearTokenScores(MLIRContext *context, int64_t chunkRows,
-                             int64_t chunkBytes, int64_t padClasses)
-      : OpRewritePattern(context), chunkRows(chunkRows), chunkBytes(chunkBytes),
-        padClasses(padClasses) {}
+struct DecomposeLinearTokenScores : ChunkedHeadPattern<LinearTokenScoresOp> {
+  using ChunkedHeadPattern::ChunkedHeadPattern;
 
   LogicalResult matchAndRewrite(LinearTokenScoresOp op,
                                 PatternRewriter &rewriter) const override {
     ExprBuilder B(rewriter, op.getLoc());
     Value x = op.getInput(), labels = op.getLabels();
-    ChunkedHead head(rewriter, op.getLoc(), x, op.getWeight(), op.getBias(),
-                     padClasses, chunkRows, chunkBytes);
+    ChunkedHead head = headOf(rewriter, op);
     std::optional<int64_t> ignore = op.getIgnoreIndex();
     SmallVector<Value> losses, hits;
     for (int64_t r0 = 0; r0 < head.rows; r0 += head.chunk) {
@@ -626,8 +632,6 @@ struct DecomposeLinearTokenScores : OpRewritePattern<LinearTokenScoresOp> {
                             B.castTo(B.sum(rowsOf(hits), {0}, false), result)});
     return success();
   }
-
-  int64_t chunkRows, chunkBytes, padClasses;
 };
 
 /// An attention's mask broadcast to the scores' `shape`. A triangular one

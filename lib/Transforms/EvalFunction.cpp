@@ -12,7 +12,6 @@
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::gpuc {
 #define GEN_PASS_DEF_GPUCEVALFUNCTION
@@ -39,13 +38,6 @@ Value batchNormInference(BatchNormTrainOp op) {
   Value y =
       B.mul(B.sub(x, perChannel(op.getRunningMean())), perChannel(invStd));
   return B.add(B.mul(y, perChannel(op.getScale())), perChannel(op.getBias()));
-}
-
-void eraseDeadOps(func::FuncOp func) {
-  Block &body = func.getBody().front();
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-    if (op.use_empty() && isPure(&op) && !op.hasTrait<OpTrait::IsTerminator>())
-      op.erase();
 }
 
 struct EvalFunction : gpuc::impl::GpucEvalFunctionBase<EvalFunction> {

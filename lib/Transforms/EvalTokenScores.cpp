@@ -17,7 +17,6 @@
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::gpuc {
 #define GEN_PASS_DEF_GPUCEVALTOKENSCORES
@@ -88,11 +87,7 @@ struct EvalTokenScores : gpuc::impl::GpucEvalTokenScoresBase<EvalTokenScores> {
                    b.getNamedAttr(GpucDialect::kOutputAttrName,
                                   b.getStringAttr(output + ".correct"))});
     // The logits' chain, unread now.
-    Block &body = eval.getBody().front();
-    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-      if (op.use_empty() && isPure(&op) &&
-          !op.hasTrait<OpTrait::IsTerminator>())
-        op.erase();
+    eraseDeadOps(eval);
   }
 
   /// The labels' type: the training step's input `labels` (@forward's,

@@ -1,6 +1,7 @@
 //===- Signature.cpp - the roles of step arguments and results ------------===//
 #include "gpuc/Dialect/Gpuc/Signature.h"
 
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/BitVector.h"
 
 using namespace mlir;
@@ -73,6 +74,13 @@ void mlir::gpuc::eraseResults(func::FuncOp func, ArrayRef<unsigned> indices) {
     erase.set(i);
   (void)func.eraseResults(erase);
   ret->eraseOperands(erase);
+}
+
+void mlir::gpuc::eraseDeadOps(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (op.use_empty() && isPure(&op) && !op.hasTrait<OpTrait::IsTerminator>())
+      op.erase();
 }
 
 std::string mlir::gpuc::describeArgument(func::FuncOp func, unsigned index) {

@@ -55,6 +55,10 @@ void appendResults(func::FuncOp func, ArrayRef<Value> values,
 /// Removes the results at `indices` from the function and its return.
 void eraseResults(func::FuncOp func, ArrayRef<unsigned> indices);
 
+/// Erases the pure ops of the function's body that nothing reads (what
+/// only fed results erased before), readers first.
+void eraseDeadOps(func::FuncOp func);
+
 /// A human-readable name of an argument's role, for messages and file names:
 /// the input name, the parameter symbol, "rng", or the hyperparameter name.
 std::string describeArgument(func::FuncOp func, unsigned index);
