@@ -91,16 +91,44 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     SmallVector<Operation *> clones;
     /// Forward values and their recomputations made by this trial.
     SmallVector<std::pair<Value, Value>> made;
-    SmallVector<OpOperand *> redirected;
+    /// The backward uses redirected to recomputations, with what each
+    /// read before.
+    SmallVector<std::pair<OpOperand *, Value>> redirected;
   };
 
   bool inBackward(Operation *op) { return boundary->isBeforeInBlock(op); }
 
-  /// Whether backward reads `v` anyway (it stays live across the boundary).
-  bool readInBackward(Value v) {
-    return llvm::any_of(v.getUsers(),
-                        [&](Operation *user) { return inBackward(user); });
+  /// A backward use of a forward value or of a view of it (a reshape) made
+  /// in forward, and the value it reads.
+  struct BackwardUse {
+    OpOperand *use;
+    Value read;
+  };
+
+  /// The uses in backward of `v` and of the views of `v` that forward makes:
+  /// a value read in backward only through a view is kept for backward as
+  /// much as one read directly (GPT-2's GEMM operands are such views).
+  /// `returned` tells whether the function returns any of them.
+  SmallVector<BackwardUse> backwardUses(Value v, bool *returned = nullptr) {
+    SmallVector<BackwardUse> uses;
+    SmallVector<Value> views{v};
+    while (!views.empty()) {
+      Value w = views.pop_back_val();
+      for (OpOperand &use : w.getUses()) {
+        Operation *user = use.getOwner();
+        if (returned && isa<func::ReturnOp>(user))
+          *returned = true;
+        if (inBackward(user))
+          uses.push_back({&use, w});
+        else if (isAlias(user))
+          llvm::append_range(views, user->getResults());
+      }
+    }
+    return uses;
   }
+
+  /// Whether backward reads `v` anyway (it stays live across the boundary).
+  bool readInBackward(Value v) { return !backwardUses(v).empty(); }
 
   /// The forward values read in backward that a recomputation could free.
   SmallVector<Value> candidates() {
@@ -111,12 +139,8 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       if (!isa<FusionOp>(op) && !isLibraryCall(&op))
         continue;
       for (Value v : op.getResults()) {
-        bool backward = false, returned = false;
-        for (Operation *user : v.getUsers()) {
-          returned |= isa<func::ReturnOp>(user);
-          backward |= inBackward(user);
-        }
-        if (backward && !returned)
+        bool returned = false;
+        if (!backwardUses(v, &returned).empty() && !returned)
           values.push_back(v);
       }
     }
@@ -188,19 +212,20 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
   }
 
   /// Recomputes `v` before its first backward reader, which reads the
-  /// recomputation instead (as do all later ones).
+  /// recomputation instead (as do all later ones; those that read a view
+  /// of `v` read the same view of it).
   Trial apply(Value v) {
     Trial trial{v};
+    SmallVector<BackwardUse> uses = backwardUses(v);
     Operation *first = nullptr;
-    for (OpOperand &use : v.getUses())
-      if (inBackward(use.getOwner())) {
-        trial.redirected.push_back(&use);
-        if (!first || use.getOwner()->isBeforeInBlock(first))
-          first = use.getOwner();
-      }
-    Value copy = recompute(v, first, trial);
-    for (OpOperand *use : trial.redirected)
-      use->set(copy);
+    for (BackwardUse &use : uses)
+      if (!first || use.use->getOwner()->isBeforeInBlock(first))
+        first = use.use->getOwner();
+    recompute(v, first, trial);
+    for (BackwardUse &use : uses) {
+      trial.redirected.push_back({use.use, use.read});
+      use.use->set(materialize(use.read, first, trial));
+    }
     return trial;
   }
 
@@ -212,8 +237,8 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
   }
 
   void undo(Trial &trial) {
-    for (OpOperand *use : trial.redirected)
-      use->set(trial.value);
+    for (auto [use, original] : trial.redirected)
+      use->set(original);
     for (Operation *clone : llvm::reverse(trial.clones))
       clone->erase();
   }
@@ -604,6 +629,12 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
         reduceGreedilyTwice(now, recomputations, kept);
       }
     }
+    // Views made in forward for backward readers that now read
+    // recomputations are dead.
+    for (Operation &op :
+         llvm::make_early_inc_range(llvm::reverse(func.getBody().front())))
+      if (isAlias(&op) && op.use_empty())
+        op.erase();
     // Recompute estimates leave in-place choices behind; the planner makes
     // its own.
     func.walk(

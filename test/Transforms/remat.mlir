@@ -1,5 +1,5 @@
 // RUN: gpuc-opt %s --gpuc-form-kernels --gpuc-remat -split-input-file | FileCheck %s
-// RUN: not gpuc-opt %s --gpuc-form-kernels --gpuc-remat=budget=192 2>&1 | FileCheck %s --check-prefix=UNREACHABLE
+// RUN: not gpuc-opt %s --gpuc-form-kernels --gpuc-remat=budget=192 -split-input-file 2>&1 | FileCheck %s --check-prefix=UNREACHABLE
 // A budget below what any recomputation reaches is an error that states
 // the lowest peak reached (the GEMM-and-budget path is tested on the MLP in
 // Trainer/remat.test).
@@ -29,4 +29,32 @@ func.func @train_step(%x: tensor<64xf32> {gpuc.input = "x"}, %key: tensor<2xi64>
   %l = gpuc.neg %s : tensor<f32>
   %g = gpuc.mul %e, %e : tensor<64xf32>
   return %l, %g : tensor<f32>, tensor<64xf32>
+}
+
+// -----
+
+// A kernel result that backward reads only through a view made in forward
+// (a reshape: GEMM operands are such views) is kept for backward all the
+// same, and is recomputed like one read directly: the recomputation is
+// viewed again before the backward kernel that reads it, and the forward
+// view, read by nothing now, is gone.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[X:arg0]]: tensor<64xf32>
+// CHECK-SAME: recomputed = 1 : i64
+// CHECK: %[[E:.+]] = gpuc.fusion(%[[X]])
+// CHECK: gpuc.exp
+// CHECK-NOT: gpuc.reshape
+// CHECK: gpuc.reduce_sum
+// CHECK: %[[AGAIN:.+]] = gpuc.fusion(%[[X]]) {gpuc.recompute}
+// CHECK: gpuc.exp
+// CHECK: %[[VIEW:.+]] = gpuc.reshape %[[AGAIN]] {gpuc.recompute} : tensor<64xf32> -> tensor<8x8xf32>
+// CHECK: gpuc.fusion(%[[VIEW]])
+// CHECK: gpuc.mul
+func.func @train_step(%x: tensor<64xf32> {gpuc.input = "x"}) -> (tensor<f32> {gpuc.output = "loss"}, tensor<8x8xf32> {gpuc.output = "dx"}) {
+  %e = gpuc.exp %x : tensor<64xf32>
+  %r = gpuc.reshape %e : tensor<64xf32> -> tensor<8x8xf32>
+  %s = gpuc.reduce_sum %e axes = [0] : tensor<64xf32> -> tensor<f32>
+  %l = gpuc.neg %s : tensor<f32>
+  %g = gpuc.mul %r, %r : tensor<8x8xf32>
+  return %l, %g : tensor<f32>, tensor<8x8xf32>
 }
