@@ -278,6 +278,12 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   # epilogue's worth to time.
   gpu_artifact scale-gpt2-bf16-no-epilogues gpt2 16 adamw bf16 --no-weights \
     --cuda-arch sm_90 --no-gemm-epilogues
+  # GPT-2 bf16 recomputing forward values in backward under a 3.2 GiB
+  # arena budget (5.0 GiB without; 35 recomputations, 0.5 TFLOP a step):
+  # remat's step on the GPU against PyTorch's at the same batch, and its
+  # cost against the plain step's.
+  gpu_artifact scale-gpt2-bf16-remat gpt2 16 adamw bf16 --no-weights \
+    --cuda-arch sm_90 --memory-budget 3.2GiB
   # ResNet-50's convolutions the other way (bf16 on tensor cores is
   # channels last by default): NCHW tensors, which cuDNN reorders.
   gpu_artifact scale-resnet50-bf16-nchw resnet50 256 adamw bf16 --no-weights \

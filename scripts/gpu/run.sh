@@ -26,7 +26,8 @@
 #         --attention-library generated (no cuDNN attention: by default
 #         the load times it against the kernels); both in bf16
 #         with --gpu-bytes-in-flight 64 and 128 and with
-#         --gpu-column-lanes 16), weights made here by
+#         --gpu-column-lanes 16; GPT-2 bf16 also under --memory-budget
+#         3.2GiB, recomputing in backward), weights made here by
 #         PyTorch (--init): one step against PyTorch's, each artifact's
 #         profile with PyTorch's SDPA timed at GPT-2's attention shape beside
 #         it (each backend: FlashAttention, cuDNN's, memory-efficient), then
