@@ -279,8 +279,8 @@ int runMaxBatchFor() {
   search(false, "without remat");
   search(true, "with remat   ");
   // The GEMM lowering keeps each attention's [B, H, Tq, Tk] weights for
-  // backward; the fused kernels keep none, which at GPT-2's size fits
-  // nearly the batch remat reaches, without recomputing anything.
+  // backward; the fused kernels keep none (GPT-2 fp32: twice the batch,
+  // without recomputing anything).
   if (attentionLowering("gpuc") == std::string("gemm") && formsAttention()) {
     std::string chosen = attentionOption;
     attentionOption = "flash";
