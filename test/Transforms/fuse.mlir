@@ -660,3 +660,35 @@ func.func @chunked_rows(%x0: tensor<4x3xf32>, %x1: tensor<4x3xf32>, %w: tensor<6
   %s = gpuc.add %m0, %m1 : tensor<4xf32>
   return %s : tensor<4xf32>
 }
+
+// -----
+
+// A column sum (a layer's bias gradient) whose input a later GEMM reads
+// (the layer's input gradient) merges into the pointwise reader at the end
+// (the optimizer's piece), which keeps that input live past the GEMMs
+// between. By default the merge stands: it saves launches, and the peak is
+// at the end of forward. Memory-first fusion (under a memory budget) keeps
+// the sum where its input dies, before the other layer's GEMM.
+// CHECK-LABEL: func.func @bias_gradient_past_gemms
+// CHECK: %[[G:.+]] = gpuc.matmul %arg0, %arg2
+// CHECK: gpuc.matmul %[[G]], %arg2
+// CHECK: gpuc.matmul %arg1, %arg2
+// CHECK: gpuc.fusion(%[[G]])
+// CHECK: gpuc.reduce_sum
+// CHECK: gpuc.mul
+// MEM-LABEL: func.func @bias_gradient_past_gemms
+// MEM: %[[G:.+]] = gpuc.matmul %arg0, %arg2
+// MEM: %[[B:.+]] = gpuc.fusion(%[[G]])
+// MEM: gpuc.reduce_sum
+// MEM: gpuc.matmul %[[G]], %arg2
+// MEM: gpuc.matmul %arg1, %arg2
+// MEM: gpuc.fusion(%[[B]])
+// MEM: gpuc.mul
+func.func @bias_gradient_past_gemms(%a: tensor<64x8xf32>, %x: tensor<64x8xf32>, %w: tensor<8x8xf32>) -> (tensor<64x8xf32>, tensor<64x8xf32>, tensor<8xf32>) {
+  %g = gpuc.matmul %a, %w : (tensor<64x8xf32>, tensor<8x8xf32>) -> tensor<64x8xf32>
+  %b = gpuc.reduce_sum %g axes = [0] : tensor<64x8xf32> -> tensor<8xf32>
+  %dx = gpuc.matmul %g, %w : (tensor<64x8xf32>, tensor<8x8xf32>) -> tensor<64x8xf32>
+  %y = gpuc.matmul %x, %w : (tensor<64x8xf32>, tensor<8x8xf32>) -> tensor<64x8xf32>
+  %u = gpuc.mul %b, %b : tensor<8xf32>
+  return %dx, %y, %u : tensor<64x8xf32>, tensor<64x8xf32>, tensor<8xf32>
+}
