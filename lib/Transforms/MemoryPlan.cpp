@@ -32,6 +32,17 @@ bool mlir::gpuc::isPlannable(func::FuncOp func) {
 
 bool mlir::gpuc::canOverwrite(FusionOp fusion, unsigned input,
                               unsigned result) {
+  return OverwriteRule(fusion).allows(input, result);
+}
+
+OverwriteRule::OverwriteRule(FusionOp fusion) : fusion(fusion) {
+  for (Operation &op : fusion.getBodyBlock().without_terminator())
+    if (isReduction(&op))
+      reductions.emplace_back(elementsOf(op.getResult(0)),
+                              elementsOf(op.getOperand(0)));
+}
+
+bool OverwriteRule::allows(unsigned input, unsigned result) const {
   Block &block = fusion.getBodyBlock();
   if (input >= block.getNumArguments() || result >= fusion.getNumResults())
     return false;
@@ -40,6 +51,14 @@ bool mlir::gpuc::canOverwrite(FusionOp fusion, unsigned input,
   int64_t n = elementsOf(arg);
   if (tensorBytes(arg) != tensorBytes(out) || elementsOf(out) != n)
     return false;
+  auto [known, inserted] = readOnlyAtItsIndex.try_emplace(input, false);
+  if (inserted)
+    known->second = readsOnlyAtItsIndex(arg);
+  return known->second;
+}
+
+bool OverwriteRule::readsOnlyAtItsIndex(BlockArgument arg) const {
+  int64_t n = elementsOf(arg);
   // A row kernel (one block per row of its reductions) writes its per-row
   // values from thread 0 once the row's reductions are done, and its
   // per-element values in a last pass over the row: it may overwrite an
@@ -49,12 +68,10 @@ bool mlir::gpuc::canOverwrite(FusionOp fusion, unsigned input,
   // (A row kernel split across blocks writes its per-row values in a launch
   // of their own, after every block of the row has read its operands.)
   bool perElement = false;
-  for (Operation &op : block.without_terminator()) {
-    if (!isReduction(&op))
+  for (auto [resultElements, operandElements] : reductions) {
+    if (resultElements == n)
       continue;
-    if (elementsOf(op.getResult(0)) == n)
-      continue;
-    if (elementsOf(op.getOperand(0)) != n)
+    if (operandElements != n)
       return false;
     perElement = true;
   }
@@ -162,11 +179,16 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
             i, GpucDialect::kUpdateAttrName))
       updateOf[aliasRoot(value)] = ref;
 
+  // The parameter each argument holds, both ways. (Looked up once: a
+  // merged optimizer kernel asks about hundreds of arguments.)
   DenseMap<Attribute, BlockArgument> argOfParameter;
+  SmallVector<FlatSymbolRefAttr> parameterOf(func.getNumArguments());
   for (BlockArgument arg : func.getArguments())
     if (auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
-            arg.getArgNumber(), GpucDialect::kParamAttrName))
+            arg.getArgNumber(), GpucDialect::kParamAttrName)) {
       argOfParameter[ref] = arg;
+      parameterOf[arg.getArgNumber()] = ref;
+    }
 
   // Values written over one another share a buffer; it dies when the last
   // of them is read.
@@ -242,58 +264,72 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
     for (Value operand : fusion.getOperands())
       ++timesPassed[roots.emplace_back(aliasRoot(operand))];
     auto passedOnce = [&](unsigned j) { return timesPassed[roots[j]] == 1; };
+    std::optional<OverwriteRule> rule;
+    auto overwrites = [&](unsigned j, unsigned k) {
+      if (!rule)
+        rule.emplace(fusion);
+      return rule->allows(j, k);
+    };
     // Whether operand j may hold result k: the old value of the parameter
     // k updates, read for the last time here (first choice: it saves a
-    // copy), else a transient dying here that holds no parameter.
-    auto legal = [&](unsigned j, unsigned k, bool parameters) {
-      if (claimed.contains(j) || !passedOnce(j))
-        return false;
-      Value root = roots[j];
-      if (auto arg = dyn_cast<BlockArgument>(root)) {
-        FlatSymbolRefAttr update = updateOf.lookup(fusion->getResult(k));
-        if (!parameters || !update || lastUse.lookup(arg) != here ||
-            func.getArgAttrOfType<FlatSymbolRefAttr>(
-                arg.getArgNumber(), GpucDialect::kParamAttrName) != update)
-          return false;
-      } else {
-        Operation *def = root.getDefiningOp();
-        if (parameters || !def || (!isa<FusionOp>(def) && !isLibraryCall(def)))
-          return false;
-        Value l = leader(root);
-        if (inParameter.contains(l) || classEnd.lookup(l) != here)
-          return false;
-      }
-      return canOverwrite(fusion, j, k);
+    // copy).
+    auto parameterHolds = [&](unsigned j, unsigned k) {
+      auto arg = dyn_cast<BlockArgument>(roots[j]);
+      FlatSymbolRefAttr update = updateOf.lookup(fusion->getResult(k));
+      return arg && !claimed.contains(j) && passedOnce(j) && update &&
+             lastUse.lookup(arg) == here &&
+             parameterOf[arg.getArgNumber()] == update && overwrites(j, k);
     };
-    // For each result, the first legal operand. (Only the parameters a
-    // result is the update of, or the transients dying here, are looked
-    // at: a merged optimizer kernel has hundreds of each.)
+    // Whether operand j is a transient dying here that holds no parameter
+    // (whichever result it may then hold).
+    auto dyingTransient = [&](unsigned j) {
+      Value root = roots[j];
+      Operation *def = root.getDefiningOp();
+      if (!passedOnce(j) || !def ||
+          (!isa<FusionOp>(def) && !isLibraryCall(def)))
+        return false;
+      Value l = leader(root);
+      return !inParameter.contains(l) && classEnd.lookup(l) == here;
+    };
+    // For each result, the first operand that may hold it. (Only the
+    // parameters a result is the update of, or the transients dying here,
+    // are looked at: a merged optimizer kernel has hundreds of each.)
     auto assign = [&](bool parameters) {
       DenseMap<Attribute, SmallVector<unsigned, 1>> operandsOfParameter;
-      SmallVector<unsigned> dying;
+      // Transients dying here by their bytes and elements, which a result
+      // they hold must match.
+      DenseMap<std::pair<int64_t, int64_t>, SmallVector<unsigned>> dying;
       // (Parameters appended below are claimed already.)
       for (unsigned j = 0; j < roots.size(); ++j) {
         if (!passedOnce(j))
           continue;
         if (auto arg = dyn_cast<BlockArgument>(roots[j])) {
-          if (auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
-                  arg.getArgNumber(), GpucDialect::kParamAttrName))
+          if (FlatSymbolRefAttr ref = parameterOf[arg.getArgNumber()])
             operandsOfParameter[ref].push_back(j);
-        } else {
-          dying.push_back(j);
+        } else if (!parameters && dyingTransient(j)) {
+          dying[{tensorBytes(roots[j]), elementsOf(roots[j])}].push_back(j);
         }
       }
       for (unsigned k = 0; k < fusion.getNumResults(); ++k) {
-        ArrayRef<unsigned> options = dying;
-        if (parameters) {
-          FlatSymbolRefAttr update = updateOf.lookup(fusion->getResult(k));
-          auto it = update ? operandsOfParameter.find(update)
-                           : operandsOfParameter.end();
-          options = it == operandsOfParameter.end() ? ArrayRef<unsigned>()
-                                                    : ArrayRef(it->second);
+        if (!parameters) {
+          Value result = fusion->getResult(k);
+          auto it = dying.find({tensorBytes(result), elementsOf(result)});
+          if (it == dying.end())
+            continue;
+          for (unsigned j : it->second)
+            if (inPlace[k] < 0 && !claimed.contains(j) && overwrites(j, k)) {
+              inPlace[k] = j;
+              claimed.insert(j);
+            }
+          continue;
         }
-        for (unsigned j : options)
-          if (inPlace[k] < 0 && legal(j, k, parameters)) {
+        FlatSymbolRefAttr update = updateOf.lookup(fusion->getResult(k));
+        auto it = update ? operandsOfParameter.find(update)
+                         : operandsOfParameter.end();
+        if (it == operandsOfParameter.end())
+          continue;
+        for (unsigned j : it->second)
+          if (inPlace[k] < 0 && parameterHolds(j, k)) {
             inPlace[k] = j;
             claimed.insert(j);
           }
@@ -348,8 +384,13 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
 }
 
 StepLiveness mlir::gpuc::planLiveness(func::FuncOp func, bool inPlace) {
-  func.walk(
-      [](Operation *op) { op->removeAttr(GpucDialect::kInPlaceAttrName); });
+  // (Only the body's own ops carry the attribute; remat estimates hundreds
+  // of plans, so the kernels' bodies are not walked and the name is made
+  // once.)
+  auto name = StringAttr::get(func.getContext(), GpucDialect::kInPlaceAttrName);
+  for (Operation &op : func.getBody().front())
+    if (op.getDiscardableAttr(name))
+      op.removeDiscardableAttr(name);
   if (inPlace)
     chooseInPlace(func);
   return computeLiveness(func);
@@ -564,19 +605,29 @@ int64_t mlir::gpuc::packArena(const StepLiveness &liveness,
     unsigned start, last;
   };
   int64_t best = -1;
+  // No packing goes below the bytes live at once: one that reaches them
+  // ends the search, and one that passes the best so far is abandoned
+  // (either way the first packing with the lowest peak is the one kept).
+  const int64_t lowerBound = liveAt.empty() ? 0 : *llvm::max_element(liveAt);
   SmallVector<int64_t> trial(buffers.size(), -1);
   SmallVector<Placed> placed;
   placed.reserve(arena.size());
   for (const Order &order : orders) {
+    if (best >= 0 && best <= lowerBound)
+      break;
     SmallVector<unsigned> sequence = arena;
     llvm::sort(sequence, order);
     // First fit (the lowest gap that holds the buffer) and best fit (the
     // tightest gap, else the top).
     for (bool bestFit : {false, true}) {
+      if (best >= 0 && best <= lowerBound)
+        break;
       placed.clear();
       int64_t peak = 0;
       std::fill(trial.begin(), trial.end(), -1);
       for (unsigned i : sequence) {
+        if (best >= 0 && peak >= best)
+          break;
         const int64_t bytes = size(i);
         const unsigned start = buffers[i].start, last = buffers[i].end;
         int64_t offset = 0, chosen = -1, tightest = -1;

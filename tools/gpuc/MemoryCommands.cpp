@@ -3,6 +3,8 @@
 
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 
+#include <map>
+
 using namespace mlir;
 
 namespace mlir::gpuc::driver {
@@ -212,10 +214,22 @@ int runMaxBatchFor() {
   // language model's step a dozen times more, minutes at GPT-2's size.
   llvm::outs().flush();
   constexpr int64_t kLargestBatch = int64_t(1) << 24;
+  // Each batch's step without remat is planned once: the search with remat
+  // plans it again first, and the batch above each answer is shown.
+  std::map<int64_t, std::optional<nlohmann::json>> plainPlans;
+  auto planPlain = [&](int64_t batch) -> const std::optional<nlohmann::json> & {
+    auto it = plainPlans.find(batch);
+    if (it == plainPlans.end())
+      it = plainPlans.emplace(batch, planAtBatch(batch, {}, true)).first;
+    return it->second;
+  };
+  // The largest batch found without remat (1 when none fits): remat's
+  // search starts there, as every batch up to it fits without recomputing.
+  int64_t plainLargest = 1;
   auto search = [&](bool remat, StringRef how) {
     // With remat the arena may use what the persistent buffers leave.
     auto fits = [&](int64_t batch) -> std::optional<nlohmann::json> {
-      std::optional<nlohmann::json> plain = planAtBatch(batch, {}, true);
+      const std::optional<nlohmann::json> &plain = planPlain(batch);
       if (!plain)
         return std::nullopt;
       if ((*plain)["total"].get<int64_t>() <= *limit)
@@ -232,14 +246,15 @@ int runMaxBatchFor() {
         return recomputed;
       return std::nullopt;
     };
-    std::optional<nlohmann::json> best = fits(1);
+    int64_t low = remat ? plainLargest : 1;
+    std::optional<nlohmann::json> best = fits(low);
     if (!best) {
       llvm::outs() << "  " << how << ": none; batch 1 needs " << describe(*one)
                    << "\n";
       llvm::outs().flush();
       return;
     }
-    int64_t low = 1, high = 2;
+    int64_t high = low * 2;
     while (high <= kLargestBatch) {
       std::optional<nlohmann::json> at = fits(high);
       if (!at)
@@ -257,6 +272,8 @@ int runMaxBatchFor() {
         high = mid;
       }
     }
+    if (!remat)
+      plainLargest = low;
     llvm::outs() << "  " << how << ": batch " << low << " needs "
                  << describe(*best);
     if (best->contains("remat")) {
@@ -268,7 +285,7 @@ int runMaxBatchFor() {
                                       extra / step);
     }
     if (high <= kLargestBatch) {
-      std::optional<nlohmann::json> above = planAtBatch(high, {}, true);
+      const std::optional<nlohmann::json> &above = planPlain(high);
       llvm::outs() << "; batch " << high << " needs "
                    << (above ? describe(*above) : std::string("more"))
                    << (remat ? " before remat" : "");
@@ -284,6 +301,7 @@ int runMaxBatchFor() {
   if (attentionLowering("gpuc") == std::string("gemm") && formsAttention()) {
     std::string chosen = attentionOption;
     attentionOption = "flash";
+    plainPlans.clear();
     search(false, "--attention flash, without remat");
     attentionOption = chosen;
   }

@@ -41,6 +41,28 @@ bool isPlannable(func::FuncOp func);
 /// anything at that index.
 bool canOverwrite(FusionOp fusion, unsigned input, unsigned result);
 
+/// canOverwrite for many pairs of one kernel: its reductions are scanned
+/// once, where canOverwrite scans the body for each pair (a merged
+/// optimizer kernel is asked about hundreds of pairs, in every plan remat
+/// estimates).
+class OverwriteRule {
+public:
+  explicit OverwriteRule(FusionOp fusion);
+  bool allows(unsigned input, unsigned result) const;
+
+private:
+  // (An op handle's accessors are not const.)
+  mutable FusionOp fusion;
+  /// Each reduction of the body: the elements of its result and of its
+  /// reduced operand.
+  SmallVector<std::pair<int64_t, int64_t>> reductions;
+  /// By operand: whether the kernel reads it only at the index where it
+  /// writes a result of its size.
+  mutable DenseMap<unsigned, bool> readOnlyAtItsIndex;
+
+  bool readsOnlyAtItsIndex(BlockArgument arg) const;
+};
+
 /// One buffer of the plan: a kernel or library-call result, its aliases,
 /// and the results written in place over it.
 struct LiveBuffer {
