@@ -279,9 +279,13 @@ int runMaxBatchFor();
 /// The whole step's bytes at `batch` (report.json's "memory", plus
 /// "step_flops"), planned
 /// with gpuc-remat to `arenaBudget` when given; nullopt when it cannot be
-/// planned (diagnostics shown unless `quiet`).
-std::optional<nlohmann::json>
-planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet);
+/// planned (diagnostics shown unless `quiet`). When remat cannot meet
+/// the budget, `rematArena` (if given) is set to the lowest arena it
+/// reached.
+std::optional<nlohmann::json> planAtBatch(int64_t batch,
+                                          std::optional<int64_t> arenaBudget,
+                                          bool quiet,
+                                          int64_t *rematArena = nullptr);
 /// --attention auto under --memory-budget: the fused attention when the
 /// GEMM lowering's arena is over the budget and the fused one's is
 /// smaller (remat then has less, or nothing, to recompute).

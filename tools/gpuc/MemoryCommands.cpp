@@ -108,8 +108,9 @@ FailureOr<nlohmann::json> stepMemory(ModuleOp module) {
 /// The whole step's bytes at `batch`, planned (with gpuc-remat to
 /// `arenaBudget` when given), or nullopt when it cannot be planned there
 /// (the budget is out of reach). Diagnostics are the caller's to show.
-std::optional<nlohmann::json>
-planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
+std::optional<nlohmann::json> planAtBatch(int64_t batch,
+                                          std::optional<int64_t> arenaBudget,
+                                          bool quiet, int64_t *rematArena) {
   batchSize = batch;
   ModelLoader loader;
   std::optional<ScopedDiagnosticHandler> silence;
@@ -129,8 +130,17 @@ planAtBatch(int64_t batch, std::optional<int64_t> arenaBudget, bool quiet) {
   addStepPipeline(pm, *lossOutput, scored);
   addKernelPipeline(pm, arenaBudget.has_value());
   addPlanPipeline(pm, arenaBudget);
-  if (failed(pm.run(*module)))
+  if (failed(pm.run(*module))) {
+    // gpuc-remat records the peak it reached before it gives up.
+    auto step = module->lookupSymbol<func::FuncOp>("train_step");
+    auto remat = step ? step->getAttrOfType<DictionaryAttr>(
+                            gpuc::GpucDialect::kRematAttrName)
+                      : DictionaryAttr();
+    if (rematArena && remat)
+      if (auto peak = remat.getAs<IntegerAttr>("peak"))
+        *rematArena = peak.getInt();
     return std::nullopt;
+  }
   FailureOr<gpuc::StepProgram> program = gpuc::buildStepProgram(*module);
   if (failed(program))
     return std::nullopt;
@@ -223,6 +233,8 @@ int runMaxBatchFor() {
       it = plainPlans.emplace(batch, planAtBatch(batch, {}, true)).first;
     return it->second;
   };
+  // The lowest arena remat reached at each batch where it fell short.
+  std::map<int64_t, int64_t> rematShortOf;
   // The largest batch found without remat (1 when none fits): remat's
   // search starts there, as every batch up to it fits without recomputing.
   int64_t plainLargest = 1;
@@ -240,10 +252,13 @@ int runMaxBatchFor() {
                            (*plain)["arena_bytes"].get<int64_t>();
       if (persistent >= *limit)
         return std::nullopt;
+      int64_t reached = -1;
       std::optional<nlohmann::json> recomputed =
-          planAtBatch(batch, *limit - persistent, true);
+          planAtBatch(batch, *limit - persistent, true, &reached);
       if (recomputed && (*recomputed)["total"].get<int64_t>() <= *limit)
         return recomputed;
+      if (reached >= 0)
+        rematShortOf[batch] = reached;
       return std::nullopt;
     };
     int64_t low = remat ? plainLargest : 1;
@@ -286,9 +301,21 @@ int runMaxBatchFor() {
     }
     if (high <= kLargestBatch) {
       const std::optional<nlohmann::json> &above = planPlain(high);
-      llvm::outs() << "; batch " << high << " needs "
-                   << (above ? describe(*above) : std::string("more"))
-                   << (remat ? " before remat" : "");
+      auto shortOf = rematShortOf.find(high);
+      if (remat && above && shortOf != rematShortOf.end()) {
+        // What remat reached there, in place of the arena without it.
+        nlohmann::json reached = *above;
+        int64_t persistent = reached["total"].get<int64_t>() -
+                             reached["arena_bytes"].get<int64_t>();
+        reached["arena_bytes"] = shortOf->second;
+        reached["total"] = persistent + shortOf->second;
+        llvm::outs() << "; batch " << high << " needs " << describe(reached)
+                     << " with remat at best";
+      } else {
+        llvm::outs() << "; batch " << high << " needs "
+                     << (above ? describe(*above) : std::string("more"))
+                     << (remat ? " before remat" : "");
+      }
     }
     llvm::outs() << "\n";
     llvm::outs().flush();
