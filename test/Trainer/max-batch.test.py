@@ -17,8 +17,15 @@ m = re.search(r"without remat: batch (\d+) needs (\d+) bytes.*; batch (\d+) "
 assert m, out
 batch, need, above, above_need = (int(g) for g in m.groups())
 assert need <= limit < above_need and above == batch + 1, out
-m = re.search(r"with remat   : batch (\d+)", out)
-assert m and int(m.group(1)) >= batch, out
+# With remat: the batch above is refused with the lowest total remat
+# reached there, over the limit.
+m = re.search(r"with remat   : batch (\d+) needs (\d+) bytes.*; batch (\d+) "
+              r"needs (\d+) bytes \(.*\) with remat at best", out)
+assert m, out
+remat_batch, remat_need, remat_above, remat_above_need = (
+    int(g) for g in m.groups())
+assert remat_batch >= batch and remat_above == remat_batch + 1, out
+assert remat_need <= limit < remat_above_need, out
 
 refused = subprocess.run([gpuc, "compile", model, "--batch", str(above),
                           "--memory-limit", size, "-o", work + "/above"],

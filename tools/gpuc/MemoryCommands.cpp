@@ -2,6 +2,7 @@
 #include "Driver.h"
 
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Transforms/BatchSearch.h"
 
 #include <map>
 
@@ -278,14 +279,40 @@ int runMaxBatchFor() {
       best = at;
       high *= 2;
     }
-    while (high - low > 1) {
-      int64_t mid = low + (high - low) / 2;
-      if (std::optional<nlohmann::json> at = fits(mid)) {
-        low = mid;
-        best = at;
-      } else {
-        high = mid;
+    // Where the bytes cross the limit, judged from a batch that does not
+    // fit: its arena (with remat, the lowest remat reached) taken to grow
+    // in proportion to the batch, as activations do; nullopt when that
+    // batch tells nothing.
+    auto guess = [&](int64_t over) -> std::optional<int64_t> {
+      const std::optional<nlohmann::json> &plain = planPlain(over);
+      if (!plain)
+        return std::nullopt;
+      int64_t arena = (*plain)["arena_bytes"].get<int64_t>();
+      int64_t persistent = (*plain)["total"].get<int64_t>() - arena;
+      if (remat) {
+        auto shortOf = rematShortOf.find(over);
+        if (shortOf == rematShortOf.end())
+          return std::nullopt;
+        arena = shortOf->second;
       }
+      if (arena <= 0 || persistent >= *limit)
+        return std::nullopt;
+      return (int64_t)((long double)over * (*limit - persistent) / arena);
+    };
+    // (Past the largest batch tried, every batch fit: that one is the
+    // answer, with nothing above it.)
+    if (high <= kLargestBatch) {
+      low = gpuc::largestFittingBatch(
+          low, high,
+          [&](int64_t batch) {
+            std::optional<nlohmann::json> at = fits(batch);
+            if (!at)
+              return false;
+            best = std::move(at);
+            return true;
+          },
+          guess);
+      high = low + 1;
     }
     if (!remat)
       plainLargest = low;
