@@ -240,9 +240,6 @@ int runMaxBatchFor() {
   // search starts there, as every batch up to it fits without recomputing.
   int64_t plainLargest = 1;
   auto search = [&](bool remat, StringRef how) {
-    // Each batch found not to fit: its persistent bytes and the arena it
-    // needs (with remat, the lowest remat reached).
-    std::map<int64_t, std::pair<int64_t, int64_t>> overLimit;
     // With remat the arena may use what the persistent buffers leave.
     auto fits = [&](int64_t batch) -> std::optional<nlohmann::json> {
       const std::optional<nlohmann::json> &plain = planPlain(batch);
@@ -250,12 +247,10 @@ int runMaxBatchFor() {
         return std::nullopt;
       if ((*plain)["total"].get<int64_t>() <= *limit)
         return plain;
-      int64_t arena = (*plain)["arena_bytes"].get<int64_t>();
-      int64_t persistent = (*plain)["total"].get<int64_t>() - arena;
-      if (!remat) {
-        overLimit[batch] = {persistent, arena};
+      if (!remat)
         return std::nullopt;
-      }
+      int64_t persistent = (*plain)["total"].get<int64_t>() -
+                           (*plain)["arena_bytes"].get<int64_t>();
       if (persistent >= *limit)
         return std::nullopt;
       int64_t reached = -1;
@@ -263,10 +258,8 @@ int runMaxBatchFor() {
           planAtBatch(batch, *limit - persistent, true, &reached);
       if (recomputed && (*recomputed)["total"].get<int64_t>() <= *limit)
         return recomputed;
-      if (reached >= 0) {
+      if (reached >= 0)
         rematShortOf[batch] = reached;
-        overLimit[batch] = {persistent, reached};
-      }
       return std::nullopt;
     };
     int64_t low = remat ? plainLargest : 1;
@@ -286,27 +279,25 @@ int runMaxBatchFor() {
       best = at;
       high *= 2;
     }
-    // Where the bytes cross the limit, judged from the batch `over` that
-    // does not fit: along the line through its arena and that of the next
-    // batch above it that does not fit either, or, with no such batch,
-    // with its arena taken to grow in proportion to the batch, as
-    // activations do; nullopt when `over` tells nothing.
+    // Where the bytes cross the limit, judged from a batch that does not
+    // fit: its arena (with remat, the lowest remat reached) taken to grow
+    // in proportion to the batch, as activations do; nullopt when that
+    // batch tells nothing.
     auto guess = [&](int64_t over) -> std::optional<int64_t> {
-      auto at = overLimit.find(over);
-      if (at == overLimit.end())
+      const std::optional<nlohmann::json> &plain = planPlain(over);
+      if (!plain)
         return std::nullopt;
-      auto [persistent, arena] = at->second;
+      int64_t arena = (*plain)["arena_bytes"].get<int64_t>();
+      int64_t persistent = (*plain)["total"].get<int64_t>() - arena;
+      if (remat) {
+        auto shortOf = rematShortOf.find(over);
+        if (shortOf == rematShortOf.end())
+          return std::nullopt;
+        arena = shortOf->second;
+      }
       if (arena <= 0 || persistent >= *limit)
         return std::nullopt;
-      long double room = *limit - persistent,
-                  perSample = (long double)arena / over;
-      if (auto next = std::next(at); next != overLimit.end()) {
-        long double slope =
-            (long double)(next->second.second - arena) / (next->first - over);
-        if (slope > 0)
-          return (int64_t)(over - (arena - room) / slope);
-      }
-      return (int64_t)(room / perSample);
+      return (int64_t)((long double)over * (*limit - persistent) / arena);
     };
     // (Past the largest batch tried, every batch fit: that one is the
     // answer, with nothing above it.)
