@@ -201,7 +201,8 @@ void chooseAttentionForBudget(int64_t budget) {
 }
 
 /// --max-batch-for SIZE: the largest batch whose step fits, by doubling
-/// and then bisecting (the step's bytes grow with the batch).
+/// and then narrowing with largestFittingBatch (the step's bytes grow with
+/// the batch).
 int runMaxBatchFor() {
   std::optional<int64_t> limit =
       sizeOption("--max-batch-for", maxBatchFor, false);
