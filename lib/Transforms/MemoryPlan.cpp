@@ -42,6 +42,13 @@ OverwriteRule::OverwriteRule(FusionOp fusion) : fusion(fusion) {
                               elementsOf(op.getOperand(0)));
 }
 
+const OverwriteRule &OverwriteRules::of(FusionOp fusion) {
+  std::unique_ptr<OverwriteRule> &rule = rules[fusion];
+  if (!rule)
+    rule = std::make_unique<OverwriteRule>(fusion);
+  return *rule;
+}
+
 bool OverwriteRule::allows(unsigned input, unsigned result) const {
   Block &block = fusion.getBodyBlock();
   if (input >= block.getNumArguments() || result >= fusion.getNumResults())
@@ -124,6 +131,8 @@ ArrayRef<int64_t> inPlaceOf(Operation *op) {
 /// until then, while the steps between run.
 static DenseMap<Operation *, unsigned> collectiveWaits(Block &body) {
   DenseMap<Operation *, unsigned> position, waits;
+  if (llvm::none_of(body, [](Operation &op) { return collectiveBucket(&op); }))
+    return waits;
   unsigned pos = 0;
   for (Operation &op : body)
     position[&op] = pos++;
@@ -154,17 +163,15 @@ operandsReadUntil(Operation *op, unsigned pos,
 
 // One walk deciding every in-place write over one table of last readers;
 // the cases (updates of state, elementwise and row kernels) share it.
-void mlir::gpuc::chooseInPlace(func::FuncOp func) {
+void mlir::gpuc::chooseInPlace(func::FuncOp func, OverwriteRules *rules) {
   Block &body = func.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
 
   // Where each buffer-owning value (a result or an argument) is last read.
-  DenseMap<Operation *, unsigned> position;
   DenseMap<Value, unsigned> lastUse;
   DenseMap<Operation *, unsigned> waits = collectiveWaits(body);
   unsigned pos = 0;
   for (Operation &op : body) {
-    position[&op] = pos;
     unsigned readUntil = operandsReadUntil(&op, pos, waits);
     for (Value operand : op.getOperands()) {
       unsigned &last = lastUse[aliasRoot(operand)];
@@ -197,8 +204,9 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
   DenseSet<Value> inParameter;        // leaders of buffers that are params
   auto leader = [&](Value v) { return sharing.getOrInsertLeaderValue(v); };
 
+  unsigned here = -1;
   for (Operation &op : body) {
-    unsigned here = position[&op];
+    ++here;
     if (isLibraryCall(&op))
       for (Value result : op.getResults())
         classEnd[leader(result)] = std::max(lastUse.lookup(result), here);
@@ -264,10 +272,11 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
     for (Value operand : fusion.getOperands())
       ++timesPassed[roots.emplace_back(aliasRoot(operand))];
     auto passedOnce = [&](unsigned j) { return timesPassed[roots[j]] == 1; };
-    std::optional<OverwriteRule> rule;
+    std::optional<OverwriteRule> ownRule;
+    const OverwriteRule *rule = nullptr;
     auto overwrites = [&](unsigned j, unsigned k) {
       if (!rule)
-        rule.emplace(fusion);
+        rule = rules ? &rules->of(fusion) : &ownRule.emplace(fusion);
       return rule->allows(j, k);
     };
     // Whether operand j may hold result k: the old value of the parameter
@@ -295,6 +304,13 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
     // parameters a result is the update of, or the transients dying here,
     // are looked at: a merged optimizer kernel has hundreds of each.)
     auto assign = [&](bool parameters) {
+      // (Most kernels update no parameter, and most have no operand dying
+      // here: remat estimates thousands of plans, so neither table is
+      // made for nothing.)
+      if (parameters && llvm::none_of(fusion->getResults(), [&](Value r) {
+            return updateOf.count(r);
+          }))
+        return;
       DenseMap<Attribute, SmallVector<unsigned, 1>> operandsOfParameter;
       // Transients dying here by their bytes and elements, which a result
       // they hold must match.
@@ -304,12 +320,15 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
         if (!passedOnce(j))
           continue;
         if (auto arg = dyn_cast<BlockArgument>(roots[j])) {
-          if (FlatSymbolRefAttr ref = parameterOf[arg.getArgNumber()])
+          if (FlatSymbolRefAttr ref = parameterOf[arg.getArgNumber()];
+              ref && parameters)
             operandsOfParameter[ref].push_back(j);
         } else if (!parameters && dyingTransient(j)) {
           dying[{tensorBytes(roots[j]), elementsOf(roots[j])}].push_back(j);
         }
       }
+      if (parameters ? operandsOfParameter.empty() : dying.empty())
+        return;
       for (unsigned k = 0; k < fusion.getNumResults(); ++k) {
         if (!parameters) {
           Value result = fusion->getResult(k);
@@ -383,7 +402,8 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func) {
   }
 }
 
-StepLiveness mlir::gpuc::planLiveness(func::FuncOp func, bool inPlace) {
+StepLiveness mlir::gpuc::planLiveness(func::FuncOp func, bool inPlace,
+                                      OverwriteRules *rules) {
   // (Only the body's own ops carry the attribute; remat estimates hundreds
   // of plans, so the kernels' bodies are not walked and the name is made
   // once.)
@@ -392,7 +412,7 @@ StepLiveness mlir::gpuc::planLiveness(func::FuncOp func, bool inPlace) {
     if (op.getDiscardableAttr(name))
       op.removeDiscardableAttr(name);
   if (inPlace)
-    chooseInPlace(func);
+    chooseInPlace(func, rules);
   return computeLiveness(func);
 }
 
@@ -405,16 +425,18 @@ static PlanEstimate unpackedEstimate(const StepLiveness &live) {
   return estimate;
 }
 
-PlanEstimate mlir::gpuc::estimatePlan(func::FuncOp func, bool inPlace) {
-  StepLiveness live = planLiveness(func, inPlace);
+PlanEstimate mlir::gpuc::estimatePlan(func::FuncOp func, bool inPlace,
+                                      OverwriteRules *rules) {
+  StepLiveness live = planLiveness(func, inPlace, rules);
   PlanEstimate estimate = unpackedEstimate(live);
   SmallVector<int64_t> offsets;
   estimate.peak = packArena(live, offsets);
   return estimate;
 }
 
-PlanEstimate mlir::gpuc::estimateLiveness(func::FuncOp func) {
-  return unpackedEstimate(planLiveness(func));
+PlanEstimate mlir::gpuc::estimateLiveness(func::FuncOp func,
+                                          OverwriteRules *rules) {
+  return unpackedEstimate(planLiveness(func, /*inPlace=*/true, rules));
 }
 
 StepLiveness mlir::gpuc::computeLiveness(func::FuncOp func) {
@@ -475,22 +497,11 @@ StepLiveness mlir::gpuc::computeLiveness(func::FuncOp func) {
         func.getResultAttrOfType<StringAttr>(i, GpucDialect::kOutputAttrName);
     if (!name || name.getValue() != "loss")
       continue;
-    DenseMap<Operation *, unsigned> position;
-    for (auto [p, op] : llvm::enumerate(live.ops))
-      position[op] = p;
-    SmallVector<Operation *> worklist;
-    DenseSet<Operation *> seen;
+    // (An op's operands are all defined before it in the block, so the
+    // last op the loss depends on is the one that computes it.)
     if (Operation *def = ret.getOperand(i).getDefiningOp())
-      worklist.push_back(def);
-    while (!worklist.empty()) {
-      Operation *op = worklist.pop_back_val();
-      if (!seen.insert(op).second)
-        continue;
-      live.forwardEnd = std::max<int>(live.forwardEnd, position.lookup(op));
-      for (Value operand : op->getOperands())
-        if (Operation *def = operand.getDefiningOp())
-          worklist.push_back(def);
-    }
+      live.forwardEnd = std::max<int>(
+          live.forwardEnd, llvm::find(live.ops, def) - live.ops.begin());
   }
   return live;
 }

@@ -84,6 +84,9 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
   /// The recomputation of a forward value, once chosen.
   DenseMap<Value, Value> recomputed;
   int64_t extraFlops = 0;
+  /// The kernels' overwrite rules, kept across the plans estimated (the
+  /// clones' forgotten as they are erased).
+  OverwriteRules rules;
 
   struct Trial {
     Value value;
@@ -239,8 +242,10 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
   void undo(Trial &trial) {
     for (auto [use, original] : trial.redirected)
       use->set(original);
-    for (Operation *clone : llvm::reverse(trial.clones))
+    for (Operation *clone : llvm::reverse(trial.clones)) {
+      rules.forget(clone);
       clone->erase();
+    }
   }
 
   void keep(Trial &trial) {
@@ -264,7 +269,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
   /// The plan with `v` recomputed, packed.
   PlanEstimate packedWith(Value v) {
     Trial trial = apply(v);
-    PlanEstimate after = estimatePlan(func);
+    PlanEstimate after = estimatePlan(func, /*inPlace=*/true, &rules);
     undo(trial);
     return after;
   }
@@ -297,7 +302,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       SmallVector<Judged> judged;
       for (Value v : candidates()) {
         Trial trial = apply(v);
-        PlanEstimate bound = estimateLiveness(func);
+        PlanEstimate bound = estimateLiveness(func, &rules);
         int64_t flops = flopsOf(trial) + 1;
         undo(trial);
         judged.push_back({v, flops, bound, std::nullopt});
@@ -409,7 +414,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
   /// during any of them).
   SmallVector<int64_t>
   liveAtPoints(const DenseMap<Operation *, unsigned> &original) {
-    StepLiveness live = planLiveness(func);
+    StepLiveness live = planLiveness(func, /*inPlace=*/true, &rules);
     SmallVector<int64_t> bytes = live.liveBytes(), born = live.bornBytes();
     SmallVector<int64_t> points(2 * original.size(), 0);
     int64_t during = 0;
@@ -494,7 +499,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
           trials.push_back(apply(choice.value));
           keep(trials.back());
         }
-      return estimatePlan(func);
+      return estimatePlan(func, /*inPlace=*/true, &rules);
     };
     auto undoAll = [&](SmallVectorImpl<Trial> &trials) {
       for (Trial &trial : llvm::reverse(trials))
@@ -576,7 +581,8 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       return signalPassFailure();
     }
     boundary = live.ops[live.forwardEnd];
-    PlanEstimate start = estimatePlan(func), now = start;
+    PlanEstimate start = estimatePlan(func, /*inPlace=*/true, &rules),
+                 now = start;
     int recomputations = 0;
 
     // Cheap first: pointwise kernels whose recomputation lowers the peak
@@ -595,14 +601,14 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
         }
         // The packed peak is never below the lower bound: a candidate
         // that cannot lower the peak or the bytes kept is not packed.
-        PlanEstimate bound = estimateLiveness(func);
+        PlanEstimate bound = estimateLiveness(func, &rules);
         if (bound.lowerBound > now.peak ||
             (bound.lowerBound == now.peak &&
              bound.keptForBackward >= now.keptForBackward)) {
           undo(trial);
           continue;
         }
-        PlanEstimate after = estimatePlan(func);
+        PlanEstimate after = estimatePlan(func, /*inPlace=*/true, &rules);
         if (after.peak < now.peak ||
             (after.peak == now.peak &&
              after.keptForBackward < now.keptForBackward)) {
@@ -633,8 +639,10 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     // recomputations are dead.
     for (Operation &op :
          llvm::make_early_inc_range(llvm::reverse(func.getBody().front())))
-      if (isAlias(&op) && op.use_empty())
+      if (isAlias(&op) && op.use_empty()) {
+        rules.forget(&op);
         op.erase();
+      }
     // Recompute estimates leave in-place choices behind; the planner makes
     // its own.
     func.walk(

@@ -15,6 +15,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <memory>
+
 namespace mlir::gpuc {
 class FusionOp;
 
@@ -61,6 +63,27 @@ private:
   mutable DenseMap<unsigned, bool> readOnlyAtItsIndex;
 
   bool readsOnlyAtItsIndex(BlockArgument arg) const;
+};
+
+/// The OverwriteRule of each kernel of one function, kept across the plans
+/// of it that remat estimates (thousands, where the kernels' bodies do not
+/// change). Whoever erases a kernel while it is kept must forget it first:
+/// a new op may take its address.
+class OverwriteRules {
+public:
+  OverwriteRules() = default;
+  // A copy starts empty (a pass holding one is copied when cloned).
+  OverwriteRules(const OverwriteRules &) {}
+  OverwriteRules &operator=(const OverwriteRules &) {
+    rules.clear();
+    return *this;
+  }
+
+  const OverwriteRule &of(FusionOp fusion);
+  void forget(Operation *op) { rules.erase(op); }
+
+private:
+  DenseMap<Operation *, std::unique_ptr<OverwriteRule>> rules;
 };
 
 /// One buffer of the plan: a kernel or library-call result, its aliases,
@@ -111,8 +134,9 @@ struct StepLiveness {
 /// computes it without reading the old value gets that parameter as an
 /// operand its body never reads, so the write stays an operand overwrite);
 /// a result takes the buffer of an operand that dies in its kernel
-/// (canOverwrite).
-void chooseInPlace(func::FuncOp func);
+/// (canOverwrite). `rules`, when given, keeps each kernel's OverwriteRule
+/// for later calls.
+void chooseInPlace(func::FuncOp func, OverwriteRules *rules = nullptr);
 
 /// What gpuc-plan-memory would make of `func` now.
 struct PlanEstimate {
@@ -121,18 +145,21 @@ struct PlanEstimate {
 /// Plans `func` (in-place choices recorded as gpuc.in_place when `inPlace`,
 /// no slots) and returns the arena peak, the lower bound and the bytes
 /// kept for backward.
-PlanEstimate estimatePlan(func::FuncOp func, bool inPlace = true);
+PlanEstimate estimatePlan(func::FuncOp func, bool inPlace = true,
+                          OverwriteRules *rules = nullptr);
 
 /// estimatePlan without the packing, which costs the most: `peak` is left
 /// at -1, and `lowerBound` is what any packing can at best reach.
-PlanEstimate estimateLiveness(func::FuncOp func);
+PlanEstimate estimateLiveness(func::FuncOp func,
+                              OverwriteRules *rules = nullptr);
 
 /// Builds the liveness of `func` from its `gpuc.in_place` attributes.
 StepLiveness computeLiveness(func::FuncOp func);
 
 /// Chooses `func`'s in-place writes afresh (none when `!inPlace`), records
 /// them, and builds its liveness: what estimatePlan packs.
-StepLiveness planLiveness(func::FuncOp func, bool inPlace = true);
+StepLiveness planLiveness(func::FuncOp func, bool inPlace = true,
+                          OverwriteRules *rules = nullptr);
 
 /// Offsets for the arena buffers of `liveness` (parameter slots get -1):
 /// several greedy orders (by size, by lifetime, by size × lifetime, program
