@@ -10,22 +10,34 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace gpuc::fuzz {
 
-/// A directory of this process's own for input files.
+/// A directory of this process's own for input files, removed with what it
+/// holds when the process exits normally (a crashing input stays where
+/// libFuzzer saves it, not here).
 inline const std::string &workDir() {
-  static const std::string dir = [] {
-    char pattern[] = "/tmp/gpuc-fuzz-XXXXXX";
-    const char *made = mkdtemp(pattern);
-    if (!made) {
-      perror("gpuc fuzz: mkdtemp");
-      abort();
+  struct Dir {
+    std::string path;
+    Dir() {
+      std::string pattern =
+          (std::filesystem::temp_directory_path() / "gpuc-fuzz-XXXXXX")
+              .string();
+      if (!mkdtemp(pattern.data())) {
+        perror("gpuc fuzz: mkdtemp");
+        abort();
+      }
+      path = pattern;
     }
-    return std::string(made);
-  }();
-  return dir;
+    ~Dir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
 }
 
 /// Writes `size` bytes to `name` in workDir() and returns its path.

@@ -69,7 +69,7 @@ std::string formatMemorySummary(const json &memory) {
              .str() +
          (memory.contains("remat")
               ? llvm::formatv(
-                    "memory: remat recomputes {0} values ({1:f1} MFLOP "
+                    "memory: remat recomputes {0} values ({4}{1:f1} MFLOP "
                     "more per step): arena peak {2:f2} MiB without, "
                     "budget {3}\n",
                     memory["remat"]["recomputed"].get<int64_t>(),
@@ -81,7 +81,13 @@ std::string formatMemorySummary(const json &memory) {
                               memory["remat"]["budget"].get<int64_t>() /
                                   1048576.0)
                               .str()
-                        : std::string("auto"))
+                        : std::string("auto"),
+                    memory["remat"].value("merged", (int64_t)0) > 0
+                        ? llvm::formatv(
+                              "{0} repeated recomputations merged, ",
+                              memory["remat"]["merged"].get<int64_t>())
+                              .str()
+                        : std::string())
                     .str()
               : std::string());
 }

@@ -10,7 +10,10 @@
 // cost a pass over memory), then, while the peak is above the budget, the
 // recomputation that lowers it most per recomputed FLOP. Recomputed kernels
 // read the same inputs, the RNG key included, so dropout draws the same
-// mask and the step's results do not change.
+// mask and the step's results do not change. Once the greedy choice meets
+// the budget, a value it recomputes twice (for two backward readers) is
+// recomputed once wherever the plan still meets the budget, the earlier
+// recomputation serving both.
 //
 // solver=milp replaces the second stage with a 0-1 program solved by CBC
 // (BinaryProgram.h): one variable per candidate recomputation (with the
@@ -84,6 +87,9 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
   /// The recomputation of a forward value, once chosen.
   DenseMap<Value, Value> recomputed;
   int64_t extraFlops = 0;
+  /// Each kept recomputation with the forward value it equals, in the order
+  /// made.
+  SmallVector<std::pair<Value, Value>> copies;
   /// The kernels' overwrite rules, kept across the plans estimated (the
   /// clones' forgotten as they are erased).
   OverwriteRules rules;
@@ -251,6 +257,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
   void keep(Trial &trial) {
     for (auto [original, copy] : trial.made)
       recomputed[original] = copy;
+    llvm::append_range(copies, trial.made);
     extraFlops += flopsOf(trial);
   }
 
@@ -259,6 +266,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     for (Trial &trial : llvm::reverse(kept)) {
       for (auto [original, copy] : trial.made)
         recomputed.erase(original);
+      copies.truncate(copies.size() - trial.made.size());
       extraFlops -= flopsOf(trial);
       undo(trial);
       --recomputations;
@@ -408,6 +416,118 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     now = byRatio;
   }
 
+  /// Once the budget is met: a forward value recomputed twice, for two
+  /// backward readers (the later one's recomputation chosen first, so the
+  /// earlier one's could not reuse it: see materialize), is recomputed once
+  /// where the budget allows, the earlier recomputation serving the later
+  /// readers too and the later one (with what only it read) gone. The
+  /// costliest first; each merge is planned and kept only while the plan
+  /// still meets the budget. Returns the recomputations merged away.
+  int mergeRepeated(PlanEstimate &now) {
+    DenseMap<Value, SmallVector<Value>> copiesOf;
+    for (auto [original, copy] : copies)
+      copiesOf[original].push_back(copy);
+    // The results of the recomputations erased here (not to be looked at:
+    // no op is made here, so no new value takes their place).
+    DenseSet<Value> erased;
+    // The latest recomputation of `original` before `copy`'s, if any.
+    auto earlierCopy = [&](Value original, Value copy) -> Value {
+      Operation *def = copy.getDefiningOp();
+      Value latest;
+      for (Value other : copiesOf[original]) {
+        if (erased.contains(other))
+          continue;
+        Operation *otherDef = other.getDefiningOp();
+        if (otherDef == def || !otherDef->isBeforeInBlock(def))
+          continue;
+        if (!latest || latest.getDefiningOp()->isBeforeInBlock(otherDef))
+          latest = other;
+      }
+      return latest;
+    };
+    SmallVector<std::pair<Value, Value>> repeated;
+    for (auto [original, copy] : copies)
+      if (earlierCopy(original, copy))
+        repeated.push_back({original, copy});
+    llvm::stable_sort(repeated, [](auto a, auto b) {
+      return flopsOfKernel(a.second.getDefiningOp()) >
+             flopsOfKernel(b.second.getDefiningOp());
+    });
+
+    int merged = 0;
+    for (auto [original, copy] : repeated) {
+      if (erased.contains(copy))
+        continue;
+      Operation *def = copy.getDefiningOp();
+      if (copy.use_empty())
+        continue;
+      Value earlier = earlierCopy(original, copy);
+      if (!earlier)
+        continue;
+      SmallVector<OpOperand *> redirected;
+      for (OpOperand &use : copy.getUses())
+        redirected.push_back(&use);
+      for (OpOperand *use : redirected)
+        use->set(earlier);
+      // The recomputations only the later one's chain read: nothing else
+      // reads their results.
+      SetVector<Operation *> dead;
+      SmallVector<Operation *> worklist{def};
+      while (!worklist.empty()) {
+        Operation *op = worklist.pop_back_val();
+        if (dead.contains(op) || !op->hasAttr(GpucDialect::kRecomputeAttrName))
+          continue;
+        if (!llvm::all_of(op->getUsers(),
+                          [&](Operation *user) { return dead.contains(user); }))
+          continue;
+        dead.insert(op);
+        for (Value operand : op->getOperands())
+          if (Operation *producer = operand.getDefiningOp())
+            worklist.push_back(producer);
+      }
+      auto restore = [&] {
+        for (OpOperand *use : redirected)
+          use->set(copy);
+      };
+      if (!dead.contains(def)) {
+        restore();
+        continue;
+      }
+      // Planned without them: each taken out of the block, to go back
+      // before the first op after it that stays.
+      SmallVector<Operation *> inOrder(dead.begin(), dead.end());
+      llvm::sort(inOrder, [](Operation *a, Operation *b) {
+        return a->isBeforeInBlock(b);
+      });
+      SmallVector<Operation *> anchors;
+      for (Operation *op : inOrder) {
+        Operation *next = op->getNextNode();
+        while (dead.contains(next))
+          next = next->getNextNode();
+        anchors.push_back(next);
+      }
+      Block *block = def->getBlock();
+      for (Operation *op : inOrder)
+        op->remove();
+      PlanEstimate after = estimatePlan(func, /*inPlace=*/true, &rules);
+      if (after.peak > budget) {
+        for (auto [op, next] : llvm::zip(inOrder, anchors))
+          block->getOperations().insert(Block::iterator(next), op);
+        restore();
+        continue;
+      }
+      now = after;
+      ++merged;
+      for (Operation *op : llvm::reverse(inOrder)) {
+        extraFlops -= flopsOfKernel(op);
+        erased.insert_range(op->getResults());
+        rules.forget(op);
+        op->erase();
+      }
+    }
+    return merged;
+  }
+
   /// Aligned bytes live at each point of the function as it is now, in
   /// terms of `original`'s ops: point 2p+1 is op p itself, point 2p the
   /// gap just before it, where recomputations for op p run (the most live
@@ -492,6 +612,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     // Applies a solution; returns the plan, or undoes it.
     DenseMap<Value, Value> recomputedBefore = recomputed;
     int64_t flopsBefore = extraFlops;
+    size_t copiesBefore = copies.size();
     auto applyChosen = [&](const BinaryProgramResult &result,
                            SmallVectorImpl<Trial> &trials) {
       for (auto [i, choice] : llvm::enumerate(choices))
@@ -507,6 +628,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       trials.clear();
       recomputed = recomputedBefore;
       extraFlops = flopsBefore;
+      copies.truncate(copiesBefore);
     };
 
     // The model ignores how the packing fragments: while the packed peak
@@ -624,6 +746,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
 
     // Nothing left to choose is trivially optimal.
     std::optional<bool> optimal;
+    int merged = 0;
     if (solver == "milp" && budget > 0)
       optimal = true;
     if (budget > 0 && now.peak > budget) {
@@ -633,6 +756,8 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       } else {
         SmallVector<Trial> kept;
         reduceGreedilyTwice(now, recomputations, kept);
+        if (now.peak <= budget)
+          merged = mergeRepeated(now);
       }
     }
     // Views made in forward for backward readers that now read
@@ -656,6 +781,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
             b.getNamedAttr("peak_before", b.getI64IntegerAttr(start.peak)),
             b.getNamedAttr("peak", b.getI64IntegerAttr(now.peak)),
             b.getNamedAttr("recomputed", b.getI64IntegerAttr(recomputations)),
+            b.getNamedAttr("merged", b.getI64IntegerAttr(merged)),
             b.getNamedAttr("extra_flops", b.getI64IntegerAttr(extraFlops)),
             b.getNamedAttr("solver", b.getStringAttr(solver)),
         }));

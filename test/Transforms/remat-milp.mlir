@@ -11,7 +11,7 @@
 // The greedy solver takes the cheapest single recomputation that reaches
 // the budget, b (20480 FLOPs); the exact one finds a and c (6400).
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: gpuc.remat = {budget = 2600 : i64, extra_flops = 6400 : i64, optimal = true, peak = 2560 : i64, peak_before = 3584 : i64, recomputed = 2 : i64, solver = "milp"}
+// CHECK-SAME: gpuc.remat = {budget = 2600 : i64, extra_flops = 6400 : i64, merged = 0 : i64, optimal = true, peak = 2560 : i64, peak_before = 3584 : i64, recomputed = 2 : i64, solver = "milp"}
 // CHECK-COUNT-4: gpuc.matmul %arg{{[0-9]}}, %arg{{[0-9]}} :
 // CHECK: gpuc.reduce_max
 // CHECK: gpuc.matmul %arg4, %arg5 {gpuc.recompute}
@@ -22,7 +22,7 @@
 // CHECK-NOT: gpuc.recompute
 
 // GREEDY-LABEL: func.func @train_step
-// GREEDY-SAME: gpuc.remat = {budget = 2600 : i64, extra_flops = 20480 : i64, peak = 2560 : i64, peak_before = 3584 : i64, recomputed = 1 : i64, solver = "greedy"}
+// GREEDY-SAME: gpuc.remat = {budget = 2600 : i64, extra_flops = 20480 : i64, merged = 0 : i64, peak = 2560 : i64, peak_before = 3584 : i64, recomputed = 1 : i64, solver = "greedy"}
 // GREEDY: gpuc.matmul %arg2, %arg3 {gpuc.recompute}
 // GREEDY-NOT: gpuc.recompute
 

@@ -12,7 +12,7 @@
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %[[X:arg0]]: tensor<64xf32>
 // CHECK-SAME: %[[KEY:arg1]]: tensor<2xi64> {gpuc.rng}
-// CHECK-SAME: gpuc.remat = {budget = 0 : i64, extra_flops = {{[0-9]+}} : i64, peak = 320 : i64, peak_before = 320 : i64, recomputed = 1 : i64, solver = "greedy"}
+// CHECK-SAME: gpuc.remat = {budget = 0 : i64, extra_flops = {{[0-9]+}} : i64, merged = 0 : i64, peak = 320 : i64, peak_before = 320 : i64, recomputed = 1 : i64, solver = "greedy"}
 // CHECK: gpuc.dropout
 // CHECK: gpuc.exp
 // CHECK: gpuc.reduce_sum

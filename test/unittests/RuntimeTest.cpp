@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <dirent.h>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
@@ -22,16 +23,31 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 using namespace gpuc;
 
 namespace {
-/// A fresh directory under /tmp for one test.
+/// The scratch directories made so far, removed when the tests exit.
+struct ScratchDirs {
+  std::vector<std::filesystem::path> made;
+  ~ScratchDirs() {
+    for (const std::filesystem::path &dir : made) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  }
+};
+
+/// A fresh directory under the temporary directory for one test.
 std::string scratchDir(const std::string &name) {
-  std::string dir =
-      "/tmp/gpuc-runtime-test-" + std::to_string(getpid()) + "-" + name;
-  mkdir(dir.c_str(), 0755);
-  return dir;
+  static ScratchDirs dirs;
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("gpuc-runtime-test-" + std::to_string(getpid()) + "-" + name);
+  std::filesystem::create_directories(dir);
+  dirs.made.push_back(dir);
+  return dir.string();
 }
 
 void writeText(const std::string &path, const std::string &text) {
