@@ -10,10 +10,10 @@
 // cost a pass over memory), then, while the peak is above the budget, the
 // recomputation that lowers it most per recomputed FLOP. Recomputed kernels
 // read the same inputs, the RNG key included, so dropout draws the same
-// mask and the step's results do not change. Once the greedy choice meets
-// the budget, a value it recomputes twice (for two backward readers) is
-// recomputed once wherever the plan still meets the budget, the earlier
-// recomputation serving both.
+// mask and the step's results do not change. Once the budget is met, a
+// value recomputed twice (for two backward readers) is recomputed once
+// wherever the plan still meets the budget, the earlier recomputation
+// serving both.
 //
 // solver=milp replaces the second stage with a 0-1 program solved by CBC
 // (BinaryProgram.h): one variable per candidate recomputation (with the
@@ -756,9 +756,11 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       } else {
         SmallVector<Trial> kept;
         reduceGreedilyTwice(now, recomputations, kept);
-        if (now.peak <= budget)
-          merged = mergeRepeated(now);
       }
+      // (Either solver's choice: the exact one's model takes each
+      // candidate's chain as its own, so it repeats recomputations too.)
+      if (now.peak <= budget)
+        merged = mergeRepeated(now);
     }
     // Views made in forward for backward readers that now read
     // recomputations are dead.
