@@ -204,9 +204,8 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func, OverwriteRules *rules) {
   DenseSet<Value> inParameter;        // leaders of buffers that are params
   auto leader = [&](Value v) { return sharing.getOrInsertLeaderValue(v); };
 
-  unsigned here = -1;
-  for (Operation &op : body) {
-    ++here;
+  for (auto [index, op] : llvm::enumerate(body)) {
+    unsigned here = index;
     if (isLibraryCall(&op))
       for (Value result : op.getResults())
         classEnd[leader(result)] = std::max(lastUse.lookup(result), here);
