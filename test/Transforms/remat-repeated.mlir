@@ -1,4 +1,8 @@
 // RUN: gpuc-opt %s --gpuc-form-kernels --gpuc-remat=budget=2400 -split-input-file | FileCheck %s
+// The exact solver's choice is merged the same way (it takes a and b too).
+// RUN: %if cbc %{ gpuc-opt %s --gpuc-form-kernels --gpuc-remat="budget=2400 solver=milp" -split-input-file | FileCheck %s --check-prefix=MILP %}
+// MILP: gpuc.remat = {budget = 2400 : i64, extra_flops = 4608 : i64, merged = 1 : i64, optimal = true,
+// MILP: gpuc.remat = {budget = 2400 : i64, extra_flops = 5120 : i64, merged = 0 : i64, optimal = true,
 
 // Once the budget is met, a forward value recomputed twice is recomputed
 // once where the budget allows. GEMM results a (cheap) and b = a·wb are
