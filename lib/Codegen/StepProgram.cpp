@@ -88,7 +88,8 @@ private:
   int kernelWorkspace(int64_t bytes);
   LogicalResult lowerFunction(func::FuncOp func);
   FailureOr<json> libraryCall(Operation *op);
-  LogicalResult initialValue(StringRef name, ElementsAttr attr);
+  LogicalResult initialValue(Operation *owner, StringRef name,
+                             ElementsAttr attr);
 
   ModuleOp module;
   std::vector<Buffer> buffers;
@@ -194,7 +195,13 @@ static std::vector<char> storedBytes(ElementsAttr attr) {
   return filled;
 }
 
-LogicalResult Lowering::initialValue(StringRef name, ElementsAttr attr) {
+LogicalResult Lowering::initialValue(Operation *owner, StringRef name,
+                                     ElementsAttr attr) {
+  if (std::optional<std::string> why = missingElements(attr))
+    return owner->emitOpError()
+           << "initial value " << *why
+           << "; the step program needs its values (compile the model, not "
+              "a dump of it)";
   InitialTensor init;
   init.name = name.str();
   auto type = cast<ShapedType>(attr.getType());
@@ -397,7 +404,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     if (auto whole = param->getAttrOfType<DenseI64ArrayAttr>(
             GpucDialect::kShardOfAttrName))
       buffers[id].extra["shard_of"] = whole.asArrayRef().vec();
-    if (isNew && failed(initialValue(ref.getValue(), param.getInitialValue())))
+    if (isNew &&
+        failed(initialValue(param, ref.getValue(), param.getInitialValue())))
       return failure();
     return id;
   };
@@ -505,7 +513,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         std::string name = llvm::formatv("const.{0}", constantCount++).str();
         int id = persistent(name, "constant",
                             cast<RankedTensorType>(constant.getType()));
-        if (failed(initialValue(name, constant.getValue())))
+        if (failed(initialValue(constant, name, constant.getValue())))
           return failure();
         bufferOf[constant.getResult()] = id;
       }

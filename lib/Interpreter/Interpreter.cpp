@@ -10,6 +10,7 @@
 #include "LinearLoss.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
+#include "gpuc/Dialect/Gpuc/StoredElements.h"
 #include "gpuc/runtime/Philox.h"
 
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -99,8 +100,11 @@ HostTensor HostTensor::fromAttr(ElementsAttr attr) {
   HostTensor t(type.getShape(), type.getElementType());
   Type et = type.getElementType();
   if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
-    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    ArrayRef<char> bytes = blob ? blob->getData() : ArrayRef<char>();
+    // Callers check missingElements first; zeros rather than a read past
+    // the blob should one not.
+    if (missingElements(attr))
+      return t;
+    ArrayRef<char> bytes = resource.getRawHandle().getBlob()->getData();
     for (int64_t i = 0; i < t.numElements(); ++i)
       t.data[i] = readRaw(bytes.data(), i, et);
     return t;
@@ -543,7 +547,10 @@ LogicalResult Interpreter::tokenScores(LinearTokenScoresOp op) {
 LogicalResult Interpreter::execute(Operation *op) {
   using std::exp;
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](ConstantOp c) {
+      .Case([&](ConstantOp c) -> LogicalResult {
+        if (std::optional<std::string> why = missingElements(c.getValue()))
+          return c.emitOpError() << "value " << *why
+                                 << ", and the interpreter needs its values";
         set(c.getResult(), HostTensor::fromAttr(c.getValue()));
         return success();
       })

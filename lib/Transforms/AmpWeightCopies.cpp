@@ -14,6 +14,7 @@
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/TypeUtilities.h"
 
 #include <cstring>
@@ -141,6 +142,20 @@ struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
     // plans.
     std::vector<uint16_t> bits;
     ElementsAttr initial = param.getInitialValue();
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointAfter(param);
+    auto makeCopy = [&](ElementsAttr value) {
+      auto copy = ParameterOp::create(builder, param.getLoc(), name, type,
+                                      value, /*trainable=*/false);
+      copy->setAttr(GpucDialect::kOptimizerStateAttrName,
+                    builder.getUnitAttr());
+      return copy;
+    };
+    // A dump's elided weights (no values) give an elided copy: the passes
+    // after this one need only its type.
+    if (isElided(initial))
+      return makeCopy(DenseResourceElementsAttr::get(
+          type, cast<DenseResourceElementsAttr>(initial).getRawHandle()));
     auto rounded = [&](double d) {
       APFloat v(d);
       bool losesInfo;
@@ -158,16 +173,9 @@ struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
       for (double d : init.data)
         bits.push_back(rounded(d));
     }
-    OpBuilder builder(module.getContext());
-    builder.setInsertionPointAfter(param);
-    auto copy = ParameterOp::create(
-        builder, param.getLoc(), name, type,
-        DenseElementsAttr::getFromRawBuffer(
-            type, ArrayRef<char>(reinterpret_cast<const char *>(bits.data()),
-                                 bits.size() * sizeof(uint16_t))),
-        /*trainable=*/false);
-    copy->setAttr(GpucDialect::kOptimizerStateAttrName, builder.getUnitAttr());
-    return copy;
+    return makeCopy(DenseElementsAttr::getFromRawBuffer(
+        type, ArrayRef<char>(reinterpret_cast<const char *>(bits.data()),
+                             bits.size() * sizeof(uint16_t))));
   }
 };
 } // namespace

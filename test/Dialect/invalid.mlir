@@ -888,3 +888,31 @@ gpuc.parameter @w trainable : tensor<5xf32> = dense<1.0> : tensor<5xf32>
 func.func @train_step(%g: tensor<2xf32> {gpuc.input = "g"}) -> (tensor<2xf32> {gpuc.grad = @w}) attributes {gpuc.data_parallel = {shard_ranks = 2 : i64}} {
   return %g : tensor<2xf32>
 }
+
+// -----
+
+// A resource blob whose size is not the tensor's (4 bytes for 4 floats).
+// expected-error @+1 {{'gpuc.parameter' op initial value has resource 'short_weight' of 4 bytes, where 'tensor<2x2xf32>' needs 16}}
+gpuc.parameter @w trainable : tensor<2x2xf32> = dense_resource<short_weight> : tensor<2x2xf32>
+{-#
+  dialect_resources: {
+    builtin: {
+      short_weight: "0x040000000000803F"
+    }
+  }
+#-}
+
+// -----
+
+func.func @short_constant() -> tensor<3xi64> {
+  // expected-error @+1 {{'gpuc.constant' op value has resource 'short_constant' of 16 bytes, where 'tensor<3xi64>' needs 24}}
+  %c = gpuc.constant dense_resource<short_constant> : tensor<3xi64>
+  return %c : tensor<3xi64>
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      short_constant: "0x0800000001000000000000000200000000000000"
+    }
+  }
+#-}

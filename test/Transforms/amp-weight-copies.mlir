@@ -62,3 +62,18 @@ func.func @eval(%x: tensor<2x2xbf16> {gpuc.input = "x"}, %b: tensor<2xf32> {gpuc
   %y = gpuc.matmul %x, %x bias %bl : tensor<2xbf16> : (tensor<2x2xbf16>, tensor<2x2xbf16>) -> tensor<2x2xbf16>
   return %y : tensor<2x2xbf16>
 }
+
+// -----
+
+// A --dump-dir file's elided weight (a type without values): its copy is
+// elided too, so that the passes after this one can run on the dump.
+// CHECK: gpuc.parameter @w.bf16 : tensor<2x2xbf16> = dense_resource<__elided__> : tensor<2x2xbf16> {gpuc.optimizer_state}
+// CHECK-LABEL: func.func @train_step
+// CHECK: gpuc.matmul %{{.+}}, %{{.+}} : (tensor<2x2xbf16>, tensor<2x2xbf16>)
+gpuc.parameter @w trainable : tensor<2x2xf32> = dense_resource<__elided__> : tensor<2x2xf32>
+func.func @train_step(%x: tensor<2x2xbf16> {gpuc.input = "x"}, %w: tensor<2x2xf32> {gpuc.param = @w}) -> (tensor<2x2xbf16> {gpuc.output = "y"}, tensor<2x2xf32> {gpuc.update = @w}) {
+  %wl = gpuc.cast %w : tensor<2x2xf32> to tensor<2x2xbf16>
+  %y = gpuc.matmul %x, %wl : (tensor<2x2xbf16>, tensor<2x2xbf16>) -> tensor<2x2xbf16>
+  %nw = gpuc.add %w, %w : tensor<2x2xf32>
+  return %y, %nw : tensor<2x2xbf16>, tensor<2x2xf32>
+}

@@ -11,6 +11,7 @@
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
 #include "gpuc/Dialect/Gpuc/Signature.h"
+#include "gpuc/Dialect/Gpuc/StoredElements.h"
 #include "gpuc/InitAll.h"
 #include "gpuc/Interpreter/Interpreter.h"
 #include "gpuc/runtime/Npy.h"
@@ -19,6 +20,7 @@
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
@@ -169,6 +171,12 @@ int mlir::gpuc::runInterpreterCommand(StringRef modulePath) {
           path = p.str().str();
       }
       if (path.empty()) {
+        if (std::optional<std::string> why =
+                missingElements(param.getInitialValue()))
+          return fail(llvm::formatv("@{0}'s initial value {1}: give its "
+                                    "values as {0}.npy in --param-dir",
+                                    param.getSymName(), *why)
+                          .str());
         args.push_back(HostTensor::fromAttr(param.getInitialValue()));
         continue;
       }

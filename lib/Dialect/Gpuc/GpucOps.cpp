@@ -2,6 +2,7 @@
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/GemmGeometry.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
+#include "gpuc/Dialect/Gpuc/StoredElements.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -39,6 +40,22 @@ LogicalResult ParameterOp::verify() {
                          << " but the parameter is " << getType();
   if (getTrainable() && !isa<FloatType>(getTensorType().getElementType()))
     return emitOpError() << "only floating-point parameters can be trainable";
+  // An elided value (a dump's weights) is a shape without values, which
+  // passes may still transform; a blob of the wrong size is never right.
+  if (!isElided(getInitialValue()))
+    if (std::optional<std::string> why = missingElements(getInitialValue()))
+      return emitOpError() << "initial value " << *why;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::verify() {
+  if (!isElided(getValue()))
+    if (std::optional<std::string> why = missingElements(getValue()))
+      return emitOpError() << "value " << *why;
   return success();
 }
 

@@ -4,6 +4,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 using namespace mlir;
 
 std::optional<ArrayRef<char>>
@@ -38,4 +40,35 @@ std::optional<ArrayRef<float>> mlir::gpuc::storedFloats(ElementsAttr attr) {
     return std::nullopt;
   return ArrayRef<float>(reinterpret_cast<const float *>(bytes->data()),
                          bytes->size() / sizeof(float));
+}
+
+bool mlir::gpuc::isElided(ElementsAttr attr) {
+  auto resource = dyn_cast<DenseResourceElementsAttr>(attr);
+  return resource && !resource.getRawHandle().getBlob();
+}
+
+std::optional<std::string> mlir::gpuc::missingElements(ElementsAttr attr) {
+  auto resource = dyn_cast<DenseResourceElementsAttr>(attr);
+  if (!resource)
+    return std::nullopt;
+  DenseResourceElementsHandle handle = resource.getRawHandle();
+  if (!handle.getBlob())
+    return llvm::formatv("is elided (resource '{0}' has no data: --dump-dir "
+                         "prints constants over 4096 elements as "
+                         "dense_resource<__elided__>)",
+                         handle.getKey())
+        .str();
+  auto type = cast<ShapedType>(attr.getType());
+  Type element = type.getElementType();
+  if (!element.isIntOrFloat())
+    return std::nullopt;
+  // i1 is stored one element a byte.
+  int64_t need =
+      type.getNumElements() * ((element.getIntOrFloatBitWidth() + 7) / 8);
+  int64_t have = handle.getBlob()->getData().size();
+  if (have == need)
+    return std::nullopt;
+  return llvm::formatv("has resource '{0}' of {1} bytes, where '{2}' needs {3}",
+                       handle.getKey(), have, type, need)
+      .str();
 }

@@ -103,6 +103,7 @@ def Gpuc_ConstantOp : Gpuc_Op<"constant", [ConstantLike, Pure,
   let results = (outs Gpuc_Tensor:$result);
   let assemblyFormat = "$value attr-dict";
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

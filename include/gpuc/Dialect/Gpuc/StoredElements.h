@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinAttributeInterfaces.h"
 
 #include <optional>
+#include <string>
 
 namespace mlir::gpuc {
 
@@ -25,6 +26,15 @@ std::optional<ArrayRef<char>> storedElementBytes(ElementsAttr attr);
 /// The same bytes as floats, when `attr` holds f32 elements so stored at a
 /// float's alignment (no copy).
 std::optional<ArrayRef<float>> storedFloats(ElementsAttr attr);
+
+/// Why `attr` does not hold all of its elements, or nullopt when it does: a
+/// resource with no blob (the weights of a `--dump-dir` file print as
+/// `dense_resource<__elided__>`), or a blob of another size than the
+/// tensor's. Whatever reads the values checks this first.
+std::optional<std::string> missingElements(ElementsAttr attr);
+
+/// Whether `attr` is a resource with no blob (elided).
+bool isElided(ElementsAttr attr);
 
 } // namespace mlir::gpuc
 
