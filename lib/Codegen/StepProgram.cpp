@@ -75,7 +75,8 @@ struct Buffer {
 
 class Lowering {
 public:
-  explicit Lowering(ModuleOp module) : module(module) {}
+  Lowering(ModuleOp module, InitialValues initialValues)
+      : module(module), initialValues(initialValues) {}
   FailureOr<StepProgram> run();
 
 private:
@@ -92,6 +93,7 @@ private:
                              ElementsAttr attr);
 
   ModuleOp module;
+  InitialValues initialValues;
   std::vector<Buffer> buffers;
   llvm::StringMap<int> persistentByName;
   DenseMap<Value, int> bufferOf;
@@ -197,6 +199,8 @@ static std::vector<char> storedBytes(ElementsAttr attr) {
 
 LogicalResult Lowering::initialValue(Operation *owner, StringRef name,
                                      ElementsAttr attr) {
+  if (initialValues == InitialValues::Omitted)
+    return success();
   if (std::optional<std::string> why = missingElements(attr))
     return owner->emitOpError()
            << "initial value " << *why
@@ -819,6 +823,7 @@ std::string mlir::gpuc::cpuKernelTable(ArrayRef<KernelText> kernels) {
   return source + launchTable(kernels);
 }
 
-FailureOr<StepProgram> mlir::gpuc::buildStepProgram(ModuleOp module) {
-  return Lowering(module).run();
+FailureOr<StepProgram>
+mlir::gpuc::buildStepProgram(ModuleOp module, InitialValues initialValues) {
+  return Lowering(module, initialValues).run();
 }

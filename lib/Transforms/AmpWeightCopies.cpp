@@ -164,9 +164,11 @@ struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
       return (uint16_t)v.bitcastToAPInt().getZExtValue();
     };
     if (std::optional<ArrayRef<float>> floats = storedFloats(initial)) {
-      bits.reserve(floats->size());
-      for (float f : *floats)
-        bits.push_back(low.isBF16() ? bfloat16Bits(f) : rounded(f));
+      bits.resize(floats->size());
+      if (low.isBF16())
+        llvm::transform(*floats, bits.begin(), bfloat16Bits);
+      else
+        llvm::transform(*floats, bits.begin(), rounded);
     } else {
       HostTensor init = HostTensor::fromAttr(initial);
       bits.reserve(init.data.size());

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir;
@@ -17,13 +18,12 @@ namespace {
 std::optional<SmallVector<double>> valuesOf(ElementsAttr attr) {
   auto type = cast<ShapedType>(attr.getType());
   Type element = type.getElementType();
+  int64_t count = type.getNumElements();
   SmallVector<double> values;
-  // Stored as floats: read directly (a T x T mask at T 1024 is a million
-  // elements, read for every attention and its gradient).
   std::optional<ArrayRef<char>> stored = storedElementBytes(attr);
   if (stored && element.isF32()) {
-    values.resize(type.getNumElements());
-    for (int64_t i = 0; i < type.getNumElements(); ++i) {
+    values.resize(count);
+    for (int64_t i = 0; i < count; ++i) {
       float v;
       std::memcpy(&v, stored->data() + 4 * i, 4);
       values[i] = v;
@@ -33,7 +33,7 @@ std::optional<SmallVector<double>> valuesOf(ElementsAttr attr) {
   auto dense = dyn_cast<DenseElementsAttr>(attr);
   if (!dense)
     return std::nullopt;
-  values.reserve(type.getNumElements());
+  values.reserve(count);
   if (isa<FloatType>(element)) {
     for (const APFloat &v : dense.getValues<APFloat>()) {
       APFloat d = v;
@@ -50,6 +50,44 @@ std::optional<SmallVector<double>> valuesOf(ElementsAttr attr) {
     return std::nullopt;
   }
   return values;
+}
+
+/// `keep(v)` (0 or 1) of every element `v` of `attr`, or none for a kind not
+/// read here. Floats stored as such are read where they lie: a T x T mask at
+/// T 1024 is a million elements, read for every attention and its gradient
+/// of every layer, and of every batch --max-batch-for plans.
+template <typename Keep>
+std::optional<std::vector<uint8_t>> maskOf(ElementsAttr attr, Keep keep) {
+  std::vector<uint8_t> bits;
+  if (std::optional<ArrayRef<float>> floats = storedFloats(attr)) {
+    bits.resize(floats->size());
+    llvm::transform(*floats, bits.begin(),
+                    [&](float v) { return (uint8_t)keep((double)v); });
+    return bits;
+  }
+  std::optional<SmallVector<double>> values = valuesOf(attr);
+  if (!values)
+    return std::nullopt;
+  bits.resize(values->size());
+  llvm::transform(*values, bits.begin(),
+                  [&](double v) { return (uint8_t)keep(v); });
+  return bits;
+}
+
+/// Whether `bits`, rows of `keys`, is (key p query) at every place.
+bool isTriangle(ArrayRef<uint8_t> bits, int64_t keys, ComparePredicate p) {
+  // Row q holds `before` below its boundary and the other value from it on.
+  bool before = p == ComparePredicate::lt || p == ComparePredicate::le;
+  int64_t shift = p == ComparePredicate::le || p == ComparePredicate::gt;
+  int64_t queries = bits.size() / keys;
+  for (int64_t q = 0; q < queries; ++q) {
+    const uint8_t *row = bits.data() + q * keys;
+    int64_t boundary = std::min(q + shift, keys);
+    if (std::memchr(row, !before, boundary) ||
+        std::memchr(row + boundary, before, keys - boundary))
+      return false;
+  }
+  return true;
 }
 
 /// The frozen parameter a function argument holds, or null.
@@ -114,13 +152,9 @@ std::optional<TriangularMask> mlir::gpuc::matchTriangularMask(Value mask) {
   int64_t queries = shape[shape.size() - 2], keys = shape.back();
 
   TriangularMask match{ComparePredicate::eq, nullptr};
-  SmallVector<bool> bits;
+  std::optional<std::vector<uint8_t>> bits;
   if (auto constant = mask.getDefiningOp<ConstantOp>()) {
-    std::optional<SmallVector<double>> values = valuesOf(constant.getValue());
-    if (!values)
-      return std::nullopt;
-    for (double v : *values)
-      bits.push_back(v != 0.0);
+    bits = maskOf(constant.getValue(), [](double v) { return v != 0.0; });
   } else if (auto compare = mask.getDefiningOp<CompareOp>()) {
     ParameterOp param = frozenParameter(compare.getLhs());
     std::optional<double> with = splatOf(compare.getRhs());
@@ -132,27 +166,19 @@ std::optional<TriangularMask> mlir::gpuc::matchTriangularMask(Value mask) {
     }
     if (!param || !with || param.getTensorType() != compare.getLhs().getType())
       return std::nullopt;
-    std::optional<SmallVector<double>> values =
-        valuesOf(param.getInitialValue());
-    if (!values)
-      return std::nullopt;
-    for (double v : *values)
-      bits.push_back(holdsComparison(p, v, *with));
+    bits = maskOf(param.getInitialValue(),
+                  [&](double v) { return holdsComparison(p, v, *with); });
     match.parameter = param;
     match.compare = p;
     match.with = *with;
   } else {
     return std::nullopt;
   }
-  if ((int64_t)bits.size() != queries * keys)
+  if (!bits || (int64_t)bits->size() != queries * keys || keys == 0)
     return std::nullopt;
   for (ComparePredicate p : {ComparePredicate::gt, ComparePredicate::ge,
                              ComparePredicate::lt, ComparePredicate::le}) {
-    bool matches = true;
-    for (int64_t q = 0; q < queries && matches; ++q)
-      for (int64_t k = 0; k < keys && matches; ++k)
-        matches = bits[q * keys + k] == holdsComparison<double>(p, k, q);
-    if (matches) {
+    if (isTriangle(*bits, keys, p)) {
       match.keyVsQuery = p;
       return match;
     }

@@ -52,9 +52,16 @@ struct StepProgram {
   std::vector<InitialTensor> initialTensors;
 };
 
+/// Whether the program carries its persistent tensors' initial contents.
+/// Planning alone (--max-batch-for's every batch) needs only their sizes,
+/// where copying a language model's weights took a third of each plan.
+enum class InitialValues { Copied, Omitted };
+
 /// Lowers @train_step and @eval (those present) of `module`. Errors name the
 /// op that cannot be lowered.
-FailureOr<StepProgram> buildStepProgram(ModuleOp module);
+FailureOr<StepProgram>
+buildStepProgram(ModuleOp module,
+                 InitialValues initialValues = InitialValues::Copied);
 
 /// A translation unit for the CPU target holding `kernels` and their
 /// launchers; kernels.cu's kernels split among such units, plus the one
