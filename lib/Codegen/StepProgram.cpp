@@ -75,8 +75,7 @@ struct Buffer {
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, InitialValues initialValues)
-      : module(module), initialValues(initialValues) {}
+  explicit Lowering(ModuleOp module) : module(module) {}
   FailureOr<StepProgram> run();
 
 private:
@@ -93,7 +92,6 @@ private:
                              ElementsAttr attr);
 
   ModuleOp module;
-  InitialValues initialValues;
   std::vector<Buffer> buffers;
   llvm::StringMap<int> persistentByName;
   DenseMap<Value, int> bufferOf;
@@ -199,8 +197,6 @@ static std::vector<char> storedBytes(ElementsAttr attr) {
 
 LogicalResult Lowering::initialValue(Operation *owner, StringRef name,
                                      ElementsAttr attr) {
-  if (initialValues == InitialValues::Omitted)
-    return success();
   if (std::optional<std::string> why = missingElements(attr))
     return owner->emitOpError()
            << "initial value " << *why
@@ -211,42 +207,7 @@ LogicalResult Lowering::initialValue(Operation *owner, StringRef name,
   auto type = cast<ShapedType>(attr.getType());
   init.shape.assign(type.getShape().begin(), type.getShape().end());
   init.dtype = dtypeOf(type.getElementType());
-  if (llvm::endianness::native == llvm::endianness::little) {
-    init.bytes = storedBytes(attr);
-    if (!init.bytes.empty() || type.getNumElements() == 0) {
-      program.initialTensors.push_back(std::move(init));
-      return success();
-    }
-  }
-  HostTensor tensor = HostTensor::fromAttr(attr);
-  int64_t size = elementBytes(tensor.elementType);
-  init.bytes.resize(tensor.numElements() * size);
-  for (int64_t i = 0; i < tensor.numElements(); ++i) {
-    char *at = init.bytes.data() + i * size;
-    double d = tensor.data[i];
-    if (tensor.elementType.isF32()) {
-      float f = (float)d;
-      memcpy(at, &f, 4);
-    } else if (auto half = dyn_cast<FloatType>(tensor.elementType);
-               half && half.getWidth() == 16) {
-      // The bits of the value rounded to nearest even (exact: the host
-      // tensor already holds a value of this type).
-      bool losesInfo;
-      APFloat f(d);
-      f.convert(half.getFloatSemantics(), APFloat::rmNearestTiesToEven,
-                &losesInfo);
-      uint16_t bits = f.bitcastToAPInt().getZExtValue();
-      memcpy(at, &bits, 2);
-    } else if (tensor.elementType.isInteger(64)) {
-      int64_t v = (int64_t)d;
-      memcpy(at, &v, 8);
-    } else if (tensor.elementType.isInteger(32)) {
-      int32_t v = (int32_t)d;
-      memcpy(at, &v, 4);
-    } else {
-      *at = d != 0;
-    }
-  }
+  init.value = attr;
   program.initialTensors.push_back(std::move(init));
   return success();
 }
@@ -823,7 +784,54 @@ std::string mlir::gpuc::cpuKernelTable(ArrayRef<KernelText> kernels) {
   return source + launchTable(kernels);
 }
 
-FailureOr<StepProgram>
-mlir::gpuc::buildStepProgram(ModuleOp module, InitialValues initialValues) {
-  return Lowering(module, initialValues).run();
+FailureOr<StepProgram> mlir::gpuc::buildStepProgram(ModuleOp module) {
+  return Lowering(module).run();
+}
+
+std::vector<char> mlir::gpuc::InitialTensor::bytes() const {
+  auto type = cast<ShapedType>(value.getType());
+  if (llvm::endianness::native == llvm::endianness::little) {
+    std::vector<char> stored = storedBytes(value);
+    if (!stored.empty() || type.getNumElements() == 0)
+      return stored;
+  }
+  HostTensor tensor = HostTensor::fromAttr(value);
+  int64_t size = elementBytes(tensor.elementType);
+  std::vector<char> bytes(tensor.numElements() * size);
+  for (int64_t i = 0; i < tensor.numElements(); ++i) {
+    char *at = bytes.data() + i * size;
+    double d = tensor.data[i];
+    if (tensor.elementType.isF32()) {
+      float f = (float)d;
+      memcpy(at, &f, 4);
+    } else if (auto half = dyn_cast<FloatType>(tensor.elementType);
+               half && half.getWidth() == 16) {
+      // The bits of the value rounded to nearest even (exact: the host
+      // tensor already holds a value of this type).
+      bool losesInfo;
+      APFloat f(d);
+      f.convert(half.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                &losesInfo);
+      uint16_t bits = f.bitcastToAPInt().getZExtValue();
+      memcpy(at, &bits, 2);
+    } else if (tensor.elementType.isInteger(64)) {
+      int64_t v = (int64_t)d;
+      memcpy(at, &v, 8);
+    } else if (tensor.elementType.isInteger(32)) {
+      int32_t v = (int32_t)d;
+      memcpy(at, &v, 4);
+    } else {
+      *at = d != 0;
+    }
+  }
+  return bytes;
+}
+
+bool mlir::gpuc::InitialTensor::allZero() const {
+  auto zero = [](char c) { return c == 0; };
+  if (auto dense = dyn_cast<DenseElementsAttr>(value); dense && dense.isSplat())
+    return llvm::all_of(dense.getRawData(), zero);
+  if (std::optional<ArrayRef<char>> stored = storedElementBytes(value))
+    return llvm::all_of(*stored, zero);
+  return llvm::all_of(bytes(), zero);
 }

@@ -67,11 +67,10 @@ bool writeWeights(StepProgram &program, const ArtifactOptions &options) {
         std::vector<std::string>(withheld.begin(), withheld.end());
   }
   std::vector<::gpuc::NamedTensor> tensors;
-  for (InitialTensor &t : program.initialTensors) {
-    if (withheld.count(t.name) || std::all_of(t.bytes.begin(), t.bytes.end(),
-                                              [](char c) { return c == 0; }))
+  for (const InitialTensor &t : program.initialTensors) {
+    if (withheld.count(t.name) || t.allZero())
       continue;
-    tensors.push_back({t.name, t.dtype, t.shape, std::move(t.bytes)});
+    tensors.push_back({t.name, t.dtype, t.shape, t.bytes()});
   }
   std::vector<uint64_t> offsets;
   if (!::gpuc::writeSafetensors(dir + "/init.safetensors", tensors, {}, error,

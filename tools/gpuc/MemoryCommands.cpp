@@ -100,8 +100,7 @@ LogicalResult printRematSweep(ModuleOp module) {
 
 /// report.json's "memory" of a planned module (its step program's buffers).
 FailureOr<nlohmann::json> stepMemory(ModuleOp module) {
-  FailureOr<gpuc::StepProgram> program =
-      gpuc::buildStepProgram(module, gpuc::InitialValues::Omitted);
+  FailureOr<gpuc::StepProgram> program = gpuc::buildStepProgram(module);
   if (failed(program))
     return failure();
   return gpuc::memorySummary(program->plan);
@@ -143,8 +142,7 @@ std::optional<nlohmann::json> planAtBatch(int64_t batch,
         *rematArena = peak.getInt();
     return std::nullopt;
   }
-  FailureOr<gpuc::StepProgram> program =
-      gpuc::buildStepProgram(*module, gpuc::InitialValues::Omitted);
+  FailureOr<gpuc::StepProgram> program = gpuc::buildStepProgram(*module);
   if (failed(program))
     return std::nullopt;
   nlohmann::json memory = gpuc::memorySummary(program->plan);

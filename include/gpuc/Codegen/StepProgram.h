@@ -19,12 +19,21 @@
 
 namespace mlir::gpuc {
 
-/// A persistent tensor's initial contents (parameters, state, constants).
+/// A persistent tensor's initial contents (parameters, state, constants):
+/// the module's attribute, its bytes made only for what is written (a
+/// language model's weights are 0.5 GB, which a --no-weights artifact and
+/// a plan alone never write).
 struct InitialTensor {
   std::string name;
   std::string dtype; // safetensors spelling: F32, I64, I32, BOOL
   std::vector<int64_t> shape;
-  std::vector<char> bytes;
+  /// Valid while the lowered module is.
+  ElementsAttr value;
+
+  /// The tensor's bytes, little-endian, one element after another.
+  std::vector<char> bytes() const;
+  /// Whether every byte is 0 (optimizer moments: a splat, never expanded).
+  bool allZero() const;
 };
 
 /// One kernel's text: its CUDA source, its CPU launchers and the names the
@@ -52,16 +61,9 @@ struct StepProgram {
   std::vector<InitialTensor> initialTensors;
 };
 
-/// Whether the program carries its persistent tensors' initial contents.
-/// Planning alone (--max-batch-for's every batch) needs only their sizes,
-/// where copying a language model's weights took a third of each plan.
-enum class InitialValues { Copied, Omitted };
-
 /// Lowers @train_step and @eval (those present) of `module`. Errors name the
 /// op that cannot be lowered.
-FailureOr<StepProgram>
-buildStepProgram(ModuleOp module,
-                 InitialValues initialValues = InitialValues::Copied);
+FailureOr<StepProgram> buildStepProgram(ModuleOp module);
 
 /// A translation unit for the CPU target holding `kernels` and their
 /// launchers; kernels.cu's kernels split among such units, plus the one
