@@ -169,6 +169,9 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func, OverwriteRules *rules) {
 
   // Where each buffer-owning value (a result or an argument) is last read.
   DenseMap<Value, unsigned> lastUse;
+  // (About one buffer-owning value per op: remat estimates thousands of
+  // plans, and growing the table was a tenth of each.)
+  lastUse.reserve(body.getOperations().size());
   DenseMap<Operation *, unsigned> waits = collectiveWaits(body);
   unsigned pos = 0;
   for (Operation &op : body) {
@@ -266,8 +269,8 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func, OverwriteRules *rules) {
     // An operand passed twice is read at two indices; never overwrite it.
     // (Counted once per kernel: merged optimizer updates have hundreds of
     // operands.)
-    SmallVector<Value> roots;
-    DenseMap<Value, unsigned> timesPassed;
+    SmallVector<Value, 8> roots;
+    llvm::SmallDenseMap<Value, unsigned, 8> timesPassed;
     for (Value operand : fusion.getOperands())
       ++timesPassed[roots.emplace_back(aliasRoot(operand))];
     auto passedOnce = [&](unsigned j) { return timesPassed[roots[j]] == 1; };
@@ -292,6 +295,10 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func, OverwriteRules *rules) {
     // (whichever result it may then hold).
     auto dyingTransient = [&](unsigned j) {
       Value root = roots[j];
+      // (Read later, it is not dying here whatever its buffer holds: most
+      // operands are, and their buffers are not looked up.)
+      if (lastUse.lookup(root) != here)
+        return false;
       Operation *def = root.getDefiningOp();
       if (!passedOnce(j) || !def ||
           (!isa<FusionOp>(def) && !isLibraryCall(def)))
