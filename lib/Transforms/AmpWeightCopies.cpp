@@ -12,6 +12,7 @@
 #include "gpuc/Dialect/Gpuc/StoredElements.h"
 #include "gpuc/Interpreter/Interpreter.h"
 #include "gpuc/Transforms/Passes.h"
+#include "gpuc/runtime/device/Float16.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -30,18 +31,8 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
-/// `f` rounded to bfloat16 (to nearest, ties to even; a NaN stays a quiet
-/// NaN), as APFloat rounds it.
-uint16_t bfloat16Bits(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof(x));
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((x >> 16) | 0x40);
-  x += 0x7fffu + ((x >> 16) & 1);
-  return (uint16_t)(x >> 16);
-}
-
-struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
+struct AmpWeightCopies
+    : mlir::gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> funcs;
@@ -156,25 +147,23 @@ struct AmpWeightCopies : gpuc::impl::GpucAmpWeightCopiesBase<AmpWeightCopies> {
     if (isElided(initial))
       return makeCopy(DenseResourceElementsAttr::get(
           type, cast<DenseResourceElementsAttr>(initial).getRawHandle()));
-    auto rounded = [&](double d) {
-      APFloat v(d);
-      bool losesInfo;
-      v.convert(cast<FloatType>(low).getFloatSemantics(),
-                APFloat::rmNearestTiesToEven, &losesInfo);
-      return (uint16_t)v.bitcastToAPInt().getZExtValue();
-    };
-    if (std::optional<ArrayRef<float>> floats = storedFloats(initial)) {
-      bits.resize(floats->size());
+    // Rounded as a kernel rounds a store (to nearest even; a NaN stays a
+    // quiet NaN), the type chosen once per tensor, not per element.
+    auto narrowAll = [&](auto values) {
+      bits.resize(values.size());
       if (low.isBF16())
-        llvm::transform(*floats, bits.begin(), bfloat16Bits);
+        llvm::transform(values, bits.begin(), [](float f) {
+          return (uint16_t)::gpuc::floatToBFloat16Bits(f);
+        });
       else
-        llvm::transform(*floats, bits.begin(), rounded);
-    } else {
-      HostTensor init = HostTensor::fromAttr(initial);
-      bits.reserve(init.data.size());
-      for (double d : init.data)
-        bits.push_back(rounded(d));
-    }
+        llvm::transform(values, bits.begin(), [](float f) {
+          return (uint16_t)::gpuc::floatToHalfBits(f);
+        });
+    };
+    if (std::optional<ArrayRef<float>> floats = storedFloats(initial))
+      narrowAll(*floats);
+    else
+      narrowAll(ArrayRef<double>(HostTensor::fromAttr(initial).data));
     return makeCopy(DenseElementsAttr::getFromRawBuffer(
         type, ArrayRef<char>(reinterpret_cast<const char *>(bits.data()),
                              bits.size() * sizeof(uint16_t))));
