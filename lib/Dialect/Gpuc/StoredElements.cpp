@@ -53,8 +53,9 @@ std::optional<std::string> mlir::gpuc::missingElements(ElementsAttr attr) {
     return std::nullopt;
   DenseResourceElementsHandle handle = resource.getRawHandle();
   if (!handle.getBlob())
+    // (The size --dump-dir elides from is the driver's to state, once.)
     return llvm::formatv("is elided (resource '{0}' has no data: --dump-dir "
-                         "prints constants over 4096 elements as "
+                         "prints large constants as "
                          "dense_resource<__elided__>)",
                          handle.getKey())
         .str();
