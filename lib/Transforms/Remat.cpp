@@ -36,6 +36,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Threading.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -78,9 +80,10 @@ bool isPointwiseKernel(Operation *op) {
   return true;
 }
 
-struct Remat : gpuc::impl::GpucRematBase<Remat> {
-  using Base::Base;
-
+/// The step remat changes, with the recomputations kept so far, and how a
+/// candidate is tried on it: the pass's own function, and the copies of it
+/// (RematReplica) that judge a share of the candidates in parallel.
+struct RematStep {
   func::FuncOp func;
   /// The last op of the forward pass.
   Operation *boundary = nullptr;
@@ -282,6 +285,96 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     return after;
   }
 
+  /// The liveness bound with `v` recomputed, and the FLOPs that costs
+  /// (plus one, so that no ratio divides by 0).
+  std::pair<PlanEstimate, int64_t> boundWith(Value v) {
+    Trial trial = apply(v);
+    PlanEstimate bound = estimateLiveness(func, &rules);
+    int64_t flops = flopsOf(trial) + 1;
+    undo(trial);
+    return {bound, flops};
+  }
+};
+
+/// A copy of the pass's step in a module of its own, kept equal to it op
+/// for op: each recomputation kept on one is kept on the other, made the
+/// same way, so a candidate tried on it plans as it would on the original.
+struct RematReplica : RematStep {
+  OwningOpRef<ModuleOp> module;
+  /// The original's values (the candidates are forward values, which
+  /// recomputations never replace) to this copy's.
+  IRMapping fromOriginal;
+
+  explicit RematReplica(const RematStep &original) {
+    func::FuncOp source = original.func;
+    module = ModuleOp::create(source.getLoc());
+    func = cast<func::FuncOp>(source->clone(fromOriginal));
+    module->push_back(func);
+    boundary = fromOriginal.lookup(original.boundary);
+    for (auto [value, copy] : original.recomputed)
+      recomputed[fromOriginal.lookup(value)] = fromOriginal.lookup(copy);
+    for (auto [value, copy] : original.copies)
+      copies.push_back(
+          {fromOriginal.lookup(value), fromOriginal.lookup(copy)});
+    extraFlops = original.extraFlops;
+  }
+  Value map(Value original) const { return fromOriginal.lookup(original); }
+  /// The trials kept on it in the greedy stage, as on the original.
+  SmallVector<Trial> kept;
+};
+
+struct Remat : gpuc::impl::GpucRematBase<Remat>, RematStep {
+  using Base::Base;
+
+  /// Copies of the step that judge candidates beside it in the greedy
+  /// stage, one for each thread but the first (which takes the step
+  /// itself), equal to it throughout (reduceGreedilyTwice's to own).
+  ArrayRef<std::unique_ptr<RematReplica>> replicas;
+
+  unsigned workers() const { return replicas.size() + 1; }
+  /// Worker `w`'s step, and its value for the step's `v`.
+  RematStep &worker(unsigned w) {
+    return w == 0 ? static_cast<RematStep &>(*this) : *replicas[w - 1];
+  }
+  Value onWorker(unsigned w, Value v) {
+    return w == 0 ? v : replicas[w - 1]->map(v);
+  }
+  /// fn(step, w, i) for each i in [0, n): worker w takes w, w + W, ... on
+  /// its own step, the workers in parallel.
+  void onWorkers(unsigned n,
+                 function_ref<void(RematStep &, unsigned, unsigned)> fn) {
+    unsigned count = std::min(workers(), n);
+    if (count <= 1) {
+      for (unsigned i = 0; i < n; ++i)
+        fn(*this, 0, i);
+      return;
+    }
+    parallelFor(&getContext(), 0, count, [&](size_t w) {
+      for (unsigned i = w; i < n; i += count)
+        fn(worker(w), w, i);
+    });
+  }
+  /// Keeps `v`'s recomputation, on the step and on every replica.
+  Trial keepEverywhere(Value v) {
+    for (const std::unique_ptr<RematReplica> &replica : replicas) {
+      Trial trial = replica->apply(replica->map(v));
+      replica->keep(trial);
+      replica->kept.push_back(trial);
+    }
+    Trial trial = apply(v);
+    keep(trial);
+    return trial;
+  }
+  /// forget(kept), on the step and on every replica (whose kept trials
+  /// are the same).
+  void forgetEverywhere(SmallVectorImpl<Trial> &kept, int &recomputations) {
+    for (const std::unique_ptr<RematReplica> &replica : replicas) {
+      int ignored = 0;
+      replica->forget(replica->kept, ignored);
+    }
+    forget(kept, recomputations);
+  }
+
   /// The second stage, greedy: the cheapest recomputation that reaches the
   /// budget when one does, else what saves the most bytes per FLOP. (Ratio
   /// alone overshoots: on the MLP at batch 1024 and 75 % it took two
@@ -308,17 +401,26 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     };
     while (now.peak > budget) {
       SmallVector<Judged> judged;
-      for (Value v : candidates()) {
-        Trial trial = apply(v);
-        PlanEstimate bound = estimateLiveness(func, &rules);
-        int64_t flops = flopsOf(trial) + 1;
-        undo(trial);
-        judged.push_back({v, flops, bound, std::nullopt});
-      }
-      auto pack = [&](Judged &j) -> const PlanEstimate & {
-        if (!j.packed)
-          j.packed = packedWith(j.value);
-        return *j.packed;
+      for (Value v : candidates())
+        judged.push_back({v, 0, {}, std::nullopt});
+      onWorkers(judged.size(), [&](RematStep &step, unsigned w, unsigned i) {
+        std::tie(judged[i].bound, judged[i].flops) =
+            step.boundWith(onWorker(w, judged[i].value));
+      });
+      // Packs `order[from]` and, on the other workers, the next ones
+      // `wanted` that are not packed yet: what the loops below will likely
+      // pack next (the choice is the same whichever of them they do).
+      auto packFrom = [&](ArrayRef<unsigned> order, size_t from,
+                          function_ref<bool(unsigned)> wanted) {
+        SmallVector<unsigned> next;
+        for (size_t k = from; k < order.size() && next.size() < workers();
+             ++k)
+          if (!judged[order[k]].packed && (k == from || wanted(order[k])))
+            next.push_back(order[k]);
+        onWorkers(next.size(), [&](RematStep &step, unsigned w, unsigned k) {
+          Judged &j = judged[next[k]];
+          j.packed = step.packedWith(onWorker(w, j.value));
+        });
       };
       // Stable sorts keep candidate order among equals: the earlier wins.
       auto byIndex = llvm::to_vector(llvm::seq<unsigned>(0, judged.size()));
@@ -329,12 +431,19 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       llvm::stable_sort(cheapest, [&](unsigned a, unsigned b) {
         return judged[a].flops < judged[b].flops;
       });
-      for (unsigned i : cheapest)
-        if (judged[i].bound.lowerBound <= budget &&
-            pack(judged[i]).peak <= budget) {
+      auto underBudget = [&](unsigned i) {
+        return judged[i].bound.lowerBound <= budget;
+      };
+      for (auto [k, i] : llvm::enumerate(cheapest)) {
+        if (!underBudget(i))
+          continue;
+        if (!judged[i].packed)
+          packFrom(cheapest, k, underBudget);
+        if (judged[i].packed->peak <= budget) {
           choice = i;
           break;
         }
+      }
 
       // Else the best score: peak first; a lower lower-bound breaks ties,
       // as a step towards a later peak reduction.
@@ -364,10 +473,13 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
       });
       double bestScore = 0;
       std::optional<unsigned> best;
-      for (unsigned i : promising) {
+      for (auto [k, i] : llvm::enumerate(promising)) {
         if (choice || bound[i] <= 0 || bound[i] < bestScore)
           break;
-        const PlanEstimate &after = pack(judged[i]);
+        if (!judged[i].packed)
+          packFrom(promising, k,
+                   [&](unsigned c) { return bound[c] > 0 && bound[c] >= bestScore; });
+        const PlanEstimate &after = *judged[i].packed;
         double s = score(after.peak, after.lowerBound, judged[i].flops);
         if (s > bestScore || (s == bestScore && best && i < *best)) {
           bestScore = s;
@@ -378,11 +490,10 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
         choice = best;
       if (!choice)
         break;
-      Trial trial = apply(judged[*choice].value);
-      keep(trial);
+      Trial trial = keepEverywhere(judged[*choice].value);
       if (made)
         made->push_back(trial);
-      now = pack(judged[*choice]);
+      now = *judged[*choice].packed;
       ++recomputations;
     }
   }
@@ -393,6 +504,16 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
   /// rather than searched again).
   void reduceGreedilyTwice(PlanEstimate &now, int &recomputations,
                            SmallVectorImpl<Trial> &kept) {
+    // Judging a candidate is planning the step with it: each thread plans
+    // its share on a copy of the step of its own.
+    unsigned threads = getContext().isMultithreadingEnabled()
+                           ? getContext().getNumThreads()
+                           : 1;
+    SmallVector<std::unique_ptr<RematReplica>> ownReplicas;
+    for (unsigned w = 1; w < threads; ++w)
+      ownReplicas.push_back(std::make_unique<RematReplica>(*this));
+    replicas = ownReplicas;
+    auto dropReplicas = llvm::make_scope_exit([&] { replicas = {}; });
     PlanEstimate start = now;
     reduceGreedily(now, recomputations, &kept);
     if (now.peak <= budget)
@@ -401,16 +522,14 @@ struct Remat : gpuc::impl::GpucRematBase<Remat> {
     SmallVector<Value> byRatioChoices;
     for (Trial &trial : kept)
       byRatioChoices.push_back(trial.value);
-    forget(kept, recomputations);
+    forgetEverywhere(kept, recomputations);
     now = start;
     reduceGreedily(now, recomputations, &kept, /*lowestPeak=*/true);
     if (now.peak < byRatio.peak)
       return;
-    forget(kept, recomputations);
+    forgetEverywhere(kept, recomputations);
     for (Value v : byRatioChoices) {
-      Trial trial = apply(v);
-      keep(trial);
-      kept.push_back(trial);
+      kept.push_back(keepEverywhere(v));
       ++recomputations;
     }
     now = byRatio;
