@@ -204,7 +204,8 @@ void mlir::gpuc::chooseInPlace(func::FuncOp func, OverwriteRules *rules) {
   // of them is read.
   llvm::EquivalenceClasses<Value> sharing;
   DenseMap<Value, unsigned> classEnd; // by leader
-  DenseSet<Value> inParameter;        // leaders of buffers that are params
+  classEnd.reserve(body.getOperations().size());
+  DenseSet<Value> inParameter; // leaders of buffers that are params
   auto leader = [&](Value v) { return sharing.getOrInsertLeaderValue(v); };
 
   for (auto [index, op] : llvm::enumerate(body)) {
@@ -448,6 +449,12 @@ PlanEstimate mlir::gpuc::estimateLiveness(func::FuncOp func,
 StepLiveness mlir::gpuc::computeLiveness(func::FuncOp func) {
   StepLiveness live;
   Block &body = func.getBody().front();
+  // (Sized once: remat computes thousands of these, and growing the
+  // tables was a twentieth of each.)
+  size_t ops = body.getOperations().size();
+  live.ops.reserve(ops);
+  live.buffers.reserve(ops);
+  live.bufferOf.reserve(2 * ops);
   DenseMap<Operation *, unsigned> waits = collectiveWaits(body);
   unsigned pos = 0;
   for (Operation &op : body) {
@@ -600,14 +607,33 @@ int64_t mlir::gpuc::packArena(const StepLiveness &liveness,
   };
   // Greedy by breadth: the program points with the most bytes live first,
   // and the buffers live there by size.
-  SmallVector<int64_t> liveAt(liveness.ops.size() + 1, 0);
-  for (unsigned i : arena)
-    for (unsigned p = buffers[i].start; p <= buffers[i].end; ++p)
-      liveAt[p] += size(i);
+  // (Remat packs thousands of plans, and a buffer kept across backward
+  // spans most of the step: the bytes live come from the changes at each
+  // position, and each buffer's breadth from a table of maxima over spans
+  // of 2^k positions, not from a walk over its span.)
+  const size_t positions = liveness.ops.size() + 1;
+  SmallVector<int64_t> liveAt(positions, 0);
+  for (unsigned i : arena) {
+    liveAt[buffers[i].start] += size(i);
+    if (buffers[i].end + 1 < positions)
+      liveAt[buffers[i].end + 1] -= size(i);
+  }
+  for (size_t p = 1; p < positions; ++p)
+    liveAt[p] += liveAt[p - 1];
+  SmallVector<SmallVector<int64_t>> maxima{liveAt};
+  for (size_t span = 2; span <= positions; span *= 2) {
+    const SmallVector<int64_t> &half = maxima.back();
+    SmallVector<int64_t> level(positions - span + 1);
+    for (size_t p = 0; p + span <= positions; ++p)
+      level[p] = std::max(half[p], half[p + span / 2]);
+    maxima.push_back(std::move(level));
+  }
   SmallVector<int64_t> breadth(buffers.size(), 0);
-  for (unsigned i : arena)
-    for (unsigned p = buffers[i].start; p <= buffers[i].end; ++p)
-      breadth[i] = std::max(breadth[i], liveAt[p]);
+  for (unsigned i : arena) {
+    unsigned first = buffers[i].start, last = buffers[i].end;
+    unsigned k = llvm::Log2_32(last - first + 1);
+    breadth[i] = std::max(maxima[k][first], maxima[k][last + 1 - (1u << k)]);
+  }
   orders.push_back([&](unsigned a, unsigned b) {
     return std::make_tuple(-breadth[a], -size(a), a) <
            std::make_tuple(-breadth[b], -size(b), b);

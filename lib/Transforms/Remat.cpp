@@ -314,8 +314,7 @@ struct RematReplica : RematStep {
     for (auto [value, copy] : original.recomputed)
       recomputed[fromOriginal.lookup(value)] = fromOriginal.lookup(copy);
     for (auto [value, copy] : original.copies)
-      copies.push_back(
-          {fromOriginal.lookup(value), fromOriginal.lookup(copy)});
+      copies.push_back({fromOriginal.lookup(value), fromOriginal.lookup(copy)});
     extraFlops = original.extraFlops;
   }
   Value map(Value original) const { return fromOriginal.lookup(original); }
@@ -413,8 +412,7 @@ struct Remat : gpuc::impl::GpucRematBase<Remat>, RematStep {
       auto packFrom = [&](ArrayRef<unsigned> order, size_t from,
                           function_ref<bool(unsigned)> wanted) {
         SmallVector<unsigned> next;
-        for (size_t k = from; k < order.size() && next.size() < workers();
-             ++k)
+        for (size_t k = from; k < order.size() && next.size() < workers(); ++k)
           if (!judged[order[k]].packed && (k == from || wanted(order[k])))
             next.push_back(order[k]);
         onWorkers(next.size(), [&](RematStep &step, unsigned w, unsigned k) {
@@ -477,8 +475,9 @@ struct Remat : gpuc::impl::GpucRematBase<Remat>, RematStep {
         if (choice || bound[i] <= 0 || bound[i] < bestScore)
           break;
         if (!judged[i].packed)
-          packFrom(promising, k,
-                   [&](unsigned c) { return bound[c] > 0 && bound[c] >= bestScore; });
+          packFrom(promising, k, [&](unsigned c) {
+            return bound[c] > 0 && bound[c] >= bestScore;
+          });
         const PlanEstimate &after = *judged[i].packed;
         double s = score(after.peak, after.lowerBound, judged[i].flops);
         if (s > bestScore || (s == bestScore && best && i < *best)) {
