@@ -15,6 +15,11 @@
 // wherever the plan still meets the budget, the earlier recomputation
 // serving both.
 //
+// Judging a candidate is planning the step with it, thousands of plans a
+// run, so the greedy stage judges them on as many copies of the step as
+// the context has threads (RematReplica), each recomputation kept made on
+// every copy alike: the choices, and the IR, are those of one thread.
+//
 // solver=milp replaces the second stage with a 0-1 program solved by CBC
 // (BinaryProgram.h): one variable per candidate recomputation (with the
 // chain of recomputations it needs), its FLOPs as cost, and one row per
