@@ -85,6 +85,9 @@ bool isPointwiseKernel(Operation *op) {
   return true;
 }
 
+/// The most threads the greedy stage judges candidates on.
+constexpr unsigned kMaxRematThreads = 32;
+
 /// The step remat changes, with the recomputations kept so far, and how a
 /// candidate is tried on it: the pass's own function, and the copies of it
 /// (RematReplica) that judge a share of the candidates in parallel.
@@ -509,15 +512,20 @@ struct Remat : gpuc::impl::GpucRematBase<Remat>, RematStep {
   void reduceGreedilyTwice(PlanEstimate &now, int &recomputations,
                            SmallVectorImpl<Trial> &kept) {
     // Judging a candidate is planning the step with it: each thread plans
-    // its share on a copy of the step of its own.
+    // its share on a copy of the step of its own. Each copy holds the
+    // step's IR and is kept up to date on the calling thread, so there are
+    // no more copies than candidates, nor than kMaxRematThreads (GPT-2's
+    // step has about a hundred and twenty candidates an iteration).
     unsigned threads = getContext().isMultithreadingEnabled()
                            ? getContext().getNumThreads()
                            : 1;
+    threads = std::min<unsigned>(
+        {threads, kMaxRematThreads, (unsigned)candidates().size()});
     SmallVector<std::unique_ptr<RematReplica>> ownReplicas;
     for (unsigned w = 1; w < threads; ++w)
       ownReplicas.push_back(std::make_unique<RematReplica>(*this));
     replicas = ownReplicas;
-    auto dropReplicas = llvm::make_scope_exit([&] { replicas = {}; });
+    llvm::scope_exit dropReplicas([&] { replicas = {}; });
     PlanEstimate start = now;
     reduceGreedily(now, recomputations, &kept);
     if (now.peak <= budget)
