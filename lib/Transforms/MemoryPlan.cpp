@@ -607,33 +607,11 @@ int64_t mlir::gpuc::packArena(const StepLiveness &liveness,
   };
   // Greedy by breadth: the program points with the most bytes live first,
   // and the buffers live there by size.
-  // (Remat packs thousands of plans, and a buffer kept across backward
-  // spans most of the step: the bytes live come from the changes at each
-  // position, and each buffer's breadth from a table of maxima over spans
-  // of 2^k positions, not from a walk over its span.)
-  const size_t positions = liveness.ops.size() + 1;
-  SmallVector<int64_t> liveAt(positions, 0);
-  for (unsigned i : arena) {
-    liveAt[buffers[i].start] += size(i);
-    if (buffers[i].end + 1 < positions)
-      liveAt[buffers[i].end + 1] -= size(i);
-  }
-  for (size_t p = 1; p < positions; ++p)
-    liveAt[p] += liveAt[p - 1];
-  SmallVector<SmallVector<int64_t>> maxima{liveAt};
-  for (size_t span = 2; span <= positions; span *= 2) {
-    const SmallVector<int64_t> &half = maxima.back();
-    SmallVector<int64_t> level(positions - span + 1);
-    for (size_t p = 0; p + span <= positions; ++p)
-      level[p] = std::max(half[p], half[p + span / 2]);
-    maxima.push_back(std::move(level));
-  }
+  SmallVector<int64_t> liveAt = liveness.liveBytes();
   SmallVector<int64_t> breadth(buffers.size(), 0);
-  for (unsigned i : arena) {
-    unsigned first = buffers[i].start, last = buffers[i].end;
-    unsigned k = llvm::Log2_32(last - first + 1);
-    breadth[i] = std::max(maxima[k][first], maxima[k][last + 1 - (1u << k)]);
-  }
+  for (unsigned i : arena)
+    for (unsigned p = buffers[i].start; p <= buffers[i].end; ++p)
+      breadth[i] = std::max(breadth[i], liveAt[p]);
   orders.push_back([&](unsigned a, unsigned b) {
     return std::make_tuple(-breadth[a], -size(a), a) <
            std::make_tuple(-breadth[b], -size(b), b);
