@@ -88,7 +88,8 @@ Operation *halfXTimesOnePlus(Value t, Value x) {
   }
   // (0.5 * x) * (1 + t)
   if (Value factor = otherFactor(first, sum))
-    return near(scaleOf(factor, base), 0.5) && base == x ? first : nullptr;
+    if (near(scaleOf(factor, base), 0.5) && base == x)
+      return first;
   // (0.5 * (1 + t)) * x
   if (!near(scaleOf(first->getResult(0), base), 0.5) || base != sum)
     return nullptr;

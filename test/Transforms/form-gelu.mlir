@@ -56,6 +56,25 @@ func.func @halved_sum_first(%x: tensor<8xf32>) -> tensor<8xf32> {
 
 // -----
 
+// PyTorch's dynamo exporter: 0.5 * (1 + erf(x / sqrt(2))), then x times
+// that; the product with 0.5 is read as a halving, not as a factor of x.
+// CHECK-LABEL: func.func @half_times_sum
+// CHECK-NEXT: %[[G:.+]] = gpuc.gelu %arg0 : tensor<8xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @half_times_sum(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %sqrt2 = gpuc.constant dense<1.41421354> : tensor<8xf32>
+  %one = gpuc.constant dense<1.000000e+00> : tensor<8xf32>
+  %half = gpuc.constant dense<5.000000e-01> : tensor<8xf32>
+  %u = gpuc.div %x, %sqrt2 : tensor<8xf32>
+  %e = gpuc.erf %u : tensor<8xf32>
+  %a = gpuc.add %e, %one : tensor<8xf32>
+  %h = gpuc.mul %half, %a : tensor<8xf32>
+  %y = gpuc.mul %x, %h : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
 // GPT-2's gelu_new: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))),
 // the cube a pow.
 // CHECK-LABEL: func.func @tanh_pow

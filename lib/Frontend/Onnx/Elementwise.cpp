@@ -48,6 +48,16 @@ LogicalResult OnnxImporter::importCast(Node &node) {
   return success();
 }
 
+/// A cast to the element type of the second input.
+LogicalResult OnnxImporter::importCastLike(Node &node) {
+  Value x = node.in(0);
+  Type to = cast<RankedTensorType>(node.in(1).getType()).getElementType();
+  setOutput(node, 0,
+            builder.createOrFold<CastOp>(
+                node.loc, RankedTensorType::get(shapeOf(x), to), x));
+  return success();
+}
+
 /// Max(lo, min(hi, x)) elementwise, for scalars lo and hi. (One op per
 /// statement here and below: the order of a call's argument evaluation
 /// would otherwise decide the order of ops in the IR.)

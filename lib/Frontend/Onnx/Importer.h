@@ -189,6 +189,7 @@ private:
   LogicalResult importPow(Node &node);
   LogicalResult importWhere(Node &node);
   LogicalResult importCast(Node &node);
+  LogicalResult importCastLike(Node &node);
   LogicalResult importConstant(Node &node);
   LogicalResult importConstantOfShape(Node &node);
   LogicalResult importShape(Node &node);

@@ -284,6 +284,7 @@ const llvm::StringMap<OpRule> &OnnxImporter::rules() {
       {"BatchNormalization", {&I::importBatchNormalization, {9, 14, 15}}},
       {"Celu", {&I::importActivation, {12}}},
       {"Cast", {&I::importCast, {6, 9, 13}}},
+      {"CastLike", {&I::importCastLike, {15}}},
       {"Clip", {&I::importClip, {6, 11, 12, 13}}},
       {"Concat", {&I::importConcat, {4, 11, 13}}},
       {"Constant", {&I::importConstant, {1, 9, 11, 12, 13}}},

@@ -555,8 +555,7 @@ static void guardOnnxInference() {
 /// only the inference functions of the ops gpuc imports see a hostile model
 /// (ONNX 1.12's ConvInteger inference crashed on mismatched ranks; found by
 /// fuzzing). The message is the importer's.
-static bool checkSupportedOps(const onnx::ModelProto &model,
-                              std::string &error) {
+bool checkSupportedOps(const onnx::ModelProto &model, std::string &error) {
   int64_t opset = 0;
   for (const auto &entry : model.opset_import())
     if (entry.domain().empty() || entry.domain() == "ai.onnx")
@@ -585,6 +584,8 @@ bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
                    onnx::ModelProto &model, std::string &error) {
   try {
     if (!readModel(path, model, error))
+      return false;
+    if (!lowerNewerOnnx(model, error))
       return false;
     if (!substituteConstantInputs(*model.mutable_graph(), options, error))
       return false;

@@ -22,6 +22,17 @@ namespace mlir::gpuc {
 bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
                    onnx::ModelProto &model, std::string &error);
 
+/// Rewrites a model written for a newer ONNX (IR version above 8, opsets 18
+/// and later) into the IR-8, opset-17 form the linked ONNX checks and
+/// infers, where that form means the same; refuses a model exported by
+/// PyTorch's dynamo exporter that its optimizer changed for inference. On
+/// failure returns false and sets `error`, naming the node.
+bool lowerNewerOnnx(onnx::ModelProto &model, std::string &error);
+
+/// Whether every node of the default domain is an op gpuc imports; else
+/// false, with `error` the importer's message naming the node.
+bool checkSupportedOps(const onnx::ModelProto &model, std::string &error);
+
 /// Where a tensor's external data lives: a regular file inside the model's
 /// directory, and the bytes of it to read.
 struct ExternalData {
