@@ -12,12 +12,13 @@
 // and refused with its name and the reason where it does not; the model is
 // then opset 17 for the rest of the import.
 //
-// The dynamo exporter writes a graph for inference: its optimizer merges
-// initializers of equal value (a transformer's layer-norm weights, all
-// ones, become one tensor) and folds batch norms into convolutions, and a
-// training-mode batch norm is written as an inference one. Trained as it
-// stands, such a model would silently train something else, so such models
-// are refused with the way to export them for training.
+// The dynamo exporter writes a graph for inference: a training-mode batch
+// norm is written as an inference one, which its FX record (node metadata)
+// corrects; and its optimizer (on by default) merges initializers of equal
+// value (a transformer's layer-norm weights, all ones, become one tensor)
+// and folds batch norms into convolutions. Trained as it stands, such a
+// model would silently train something else, so it is refused with the way
+// to export it for training.
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxModelLoader.h"
@@ -126,21 +127,54 @@ bool readIntegers(const onnx::TensorProto &tensor,
   return false;
 }
 
-/// The small integer constants of the graph by name (initializers and
-/// Constant nodes), copied: rewriting nodes moves them.
+/// The small integer constants of the graph by name, their elements in
+/// order, copied (rewriting nodes moves them): initializers, Constant
+/// nodes, and what the exporters compute from them for an axes input
+/// (PyTorch's dynamo exporter reshapes a Constant; concatenating them,
+/// squeezing or casting them to integers keeps their elements in order).
 class Constants {
 public:
   explicit Constants(const onnx::GraphProto &graph) {
     for (const onnx::TensorProto &tensor : graph.initializer())
       keep(tensor.name(), tensor);
     for (const onnx::NodeProto &node : graph.node()) {
-      if (node.op_type() != "Constant" || node.output_size() != 1)
+      if (node.output_size() != 1 ||
+          (!node.domain().empty() && node.domain() != "ai.onnx"))
         continue;
-      if (const onnx::AttributeProto *value = findAttribute(node, "value"))
-        keep(node.output(0), value->t());
-      else if (const onnx::AttributeProto *ints =
-                   findAttribute(node, "value_ints"))
-        values[node.output(0)].assign(ints->ints().begin(), ints->ints().end());
+      llvm::StringRef op = node.op_type();
+      if (op == "Constant") {
+        if (const onnx::AttributeProto *value = findAttribute(node, "value"))
+          keep(node.output(0), value->t());
+        else if (const onnx::AttributeProto *ints =
+                     findAttribute(node, "value_ints"))
+          values[node.output(0)].assign(ints->ints().begin(),
+                                        ints->ints().end());
+        continue;
+      }
+      bool keepsElements =
+          llvm::is_contained(
+              {"Reshape", "Identity", "Squeeze", "Unsqueeze", "Flatten"}, op) ||
+          (op == "Cast" && findAttribute(node, "to") &&
+           (findAttribute(node, "to")->i() == onnx::TensorProto::INT64 ||
+            findAttribute(node, "to")->i() == onnx::TensorProto::INT32));
+      if (keepsElements && node.input_size() >= 1) {
+        auto it = values.find(node.input(0));
+        if (it != values.end())
+          values[node.output(0)] = std::vector<int64_t>(it->second);
+        continue;
+      }
+      if (op == "Concat") {
+        std::vector<int64_t> joined;
+        bool known = true;
+        for (const std::string &input : node.input()) {
+          auto it = values.find(input);
+          if (!(known = it != values.end()))
+            break;
+          joined.insert(joined.end(), it->second.begin(), it->second.end());
+        }
+        if (known && joined.size() <= kMaxElements)
+          values[node.output(0)] = std::move(joined);
+      }
     }
   }
 
@@ -153,9 +187,10 @@ public:
   }
 
 private:
+  /// Axes and the like: a weight is never read here.
+  static constexpr int64_t kMaxElements = 1024;
+
   void keep(const std::string &name, const onnx::TensorProto &tensor) {
-    // Axes and the like: a weight is never read here.
-    constexpr int64_t kMaxElements = 1024;
     int64_t elements = 1;
     for (int64_t d : tensor.dims())
       elements *= d;
@@ -415,10 +450,11 @@ bool checkElementTypes(const onnx::GraphProto &graph, std::string &error) {
   return true;
 }
 
-/// What PyTorch's dynamo exporter changed for inference, refused for
-/// training (see the file comment). Its models carry the exported
-/// program's signature in the graph's metadata.
-bool checkDynamoExport(const onnx::GraphProto &graph, std::string &error) {
+/// Undoes what PyTorch's dynamo exporter wrote for inference where its
+/// records say what it was, and refuses the model where they do not (see
+/// the file comment). Its models carry the exported program's signature in
+/// the graph's metadata, and each node its FX node.
+bool readDynamoExport(onnx::GraphProto &graph, std::string &error) {
   std::string signature;
   for (auto &[key, value] : unknownMetadata(graph, kGraphMetadataField))
     if (key == "pkg.torch.export.ExportedProgram.graph_signature")
@@ -426,11 +462,12 @@ bool checkDynamoExport(const onnx::GraphProto &graph, std::string &error) {
   if (signature.empty())
     return true;
   const char *const howToExport =
-      "; torch.onnx.export(..., dynamo=True) writes a graph for inference. "
-      "Export for training with the TorchScript exporter: "
-      "torch.onnx.export(model.train(), args, path, dynamo=False, "
+      "; torch.onnx.export(..., dynamo=True) optimizes the graph for "
+      "inference. Export for training without that: "
+      "torch.onnx.export(model.train(), args, path, dynamo=True, "
+      "optimize=False), or with the TorchScript exporter (dynamo=False, "
       "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, "
-      "opset_version=17) (as examples/export_models.py does)";
+      "as examples/export_models.py does)";
 
   // Each parameter the exported program lists and its graph reads must be
   // an initializer of its own: "p_h_0_ln_1_weight: PARAMETER
@@ -479,8 +516,11 @@ bool checkDynamoExport(const onnx::GraphProto &graph, std::string &error) {
             howToExport;
     return false;
   }
-  for (int n = 0; n < graph.node_size(); ++n) {
-    const onnx::NodeProto &node = graph.node(n);
+  // A batch norm that trains is PyTorch's
+  // _native_batch_norm_legit_functional (one in eval mode is
+  // _native_batch_norm_legit_no_training), but the exporter writes it with
+  // training_mode 0: the node's own FX record says how it runs.
+  for (onnx::NodeProto &node : *graph.mutable_node()) {
     if (node.op_type() != "BatchNormalization")
       continue;
     const onnx::AttributeProto *mode = findAttribute(node, "training_mode");
@@ -490,15 +530,147 @@ bool checkDynamoExport(const onnx::GraphProto &graph, std::string &error) {
       if (key == "pkg.torch.onnx.fx_node" &&
           llvm::StringRef(value).contains(
               "_native_batch_norm_legit_functional")) {
-        error = describe(node, n) +
-                ": the model's batch norm trains (PyTorch's "
-                "_native_batch_norm_legit_functional), but the export "
-                "writes it with training_mode 0, normalizing by its running "
-                "statistics" +
-                howToExport;
-        return false;
+        removeAttribute(node, "training_mode");
+        onnx::AttributeProto *attr = node.add_attribute();
+        attr->set_name("training_mode");
+        attr->set_type(onnx::AttributeProto::INT);
+        attr->set_i(1);
+        // A training batch norm has the running statistics' new values
+        // as outputs (gpuc keeps them as the step's state, read or not).
+        for (const char *stat : {"/running_mean", "/running_var"})
+          if (node.output_size() < 3)
+            node.add_output(node.output(0) + stat);
       }
   }
+  return true;
+}
+
+/// A 1-D int64 initializer named `name` holding `values`.
+void addIntegers(onnx::GraphProto &graph, const std::string &name,
+                 const std::vector<int64_t> &values) {
+  onnx::TensorProto *tensor = graph.add_initializer();
+  tensor->set_name(name);
+  tensor->set_data_type(onnx::TensorProto::INT64);
+  tensor->add_dims((int64_t)values.size());
+  for (int64_t v : values)
+    tensor->add_int64_data(v);
+}
+
+/// PyTorch's dynamo exporter writes `torch.split` and `chunk` as a
+/// SplitToSequence whose pieces SequenceAt picks by constant index. Each
+/// pick becomes a Slice of the input (and a Squeeze where the pieces drop
+/// their axis), and the sequence goes: what gpuc imports for Split.
+bool sliceSequenceSplits(onnx::GraphProto &graph, std::string &error) {
+  std::set<std::string> graphOutputs;
+  for (const onnx::ValueInfoProto &output : graph.output())
+    graphOutputs.insert(output.name());
+  Constants constants(graph);
+  // Sequences every reader of which picks a piece by a constant index.
+  llvm::StringMap<int> splitOf;
+  for (int n = 0; n < graph.node_size(); ++n) {
+    const onnx::NodeProto &node = graph.node(n);
+    if (node.op_type() == "SplitToSequence" && node.output_size() == 1 &&
+        !graphOutputs.count(node.output(0)))
+      splitOf[node.output(0)] = n;
+  }
+  for (const onnx::NodeProto &node : graph.node())
+    for (int i = 0; i < node.input_size(); ++i) {
+      auto it = splitOf.find(node.input(i));
+      std::vector<int64_t> index;
+      if (it != splitOf.end() &&
+          !(node.op_type() == "SequenceAt" && i == 0 &&
+            node.input_size() == 2 &&
+            constants.integers(node.input(1), index) && index.size() == 1))
+        splitOf.erase(it);
+    }
+  if (splitOf.empty())
+    return true;
+
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> rebuilt;
+  for (int n = 0; n < graph.node_size(); ++n) {
+    const onnx::NodeProto &node = graph.node(n);
+    if (node.op_type() == "SplitToSequence" && splitOf.count(node.output(0)))
+      continue;
+    auto it = node.op_type() == "SequenceAt" && node.input_size() == 2
+                  ? splitOf.find(node.input(0))
+                  : splitOf.end();
+    if (it == splitOf.end()) {
+      *rebuilt.Add() = node;
+      continue;
+    }
+    const onnx::NodeProto &split = graph.node(it->second);
+    auto refuse = [&](const std::string &why) {
+      error =
+          describe(node, n) + " of " + describe(split, it->second) + ": " + why;
+      return false;
+    };
+    int64_t axis = 0, keepdims = 1;
+    if (const onnx::AttributeProto *attr = findAttribute(split, "axis"))
+      axis = attr->i();
+    if (const onnx::AttributeProto *attr = findAttribute(split, "keepdims"))
+      keepdims = attr->i();
+    std::vector<int64_t> index, sizes;
+    constants.integers(node.input(1), index);
+    int64_t piece = index[0];
+    bool hasSplit = split.input_size() >= 2 && !split.input(1).empty();
+    if (hasSplit && !constants.integers(split.input(1), sizes))
+      return refuse("the split sizes ('" + split.input(1) +
+                    "') must be a constant: gpuc compiles static shapes");
+    // A scalar split: pieces of that size (the last one shorter when the
+    // axis is not a multiple); 1-D: the sizes; none: pieces of 1.
+    bool scalar = !hasSplit || (sizes.size() == 1 && [&] {
+      for (const onnx::TensorProto &t : graph.initializer())
+        if (t.name() == split.input(1))
+          return t.dims_size() == 0;
+      return true; // a Constant's scalar or a one-element list: the same
+    }());
+    int64_t size = hasSplit && scalar ? sizes[0] : 1;
+    int64_t begin, end;
+    if (scalar) {
+      if (piece < 0)
+        return refuse("a negative index into pieces of a fixed size needs "
+                      "the axis's length; pick pieces from the front");
+      if (size <= 0)
+        return refuse("the split size must be positive");
+      begin = piece * size;
+      end = begin + size;
+    } else {
+      int64_t count = (int64_t)sizes.size();
+      if (piece < -count || piece >= count)
+        return refuse("index " + std::to_string(piece) + " past the " +
+                      std::to_string(count) + " pieces");
+      if (piece < 0)
+        piece += count;
+      begin = 0;
+      for (int64_t k = 0; k < piece; ++k)
+        begin += sizes[k];
+      end = begin + sizes[piece];
+    }
+    if (keepdims == 0 && hasSplit)
+      return refuse("keepdims 0 takes pieces of one element (no split "
+                    "input)");
+    std::string out = node.output(0);
+    std::string sliced = keepdims == 0 ? out + "/slice" : out;
+    addIntegers(graph, out + "/starts", {begin});
+    addIntegers(graph, out + "/ends", {end});
+    addIntegers(graph, out + "/axes", {axis});
+    onnx::NodeProto *slice = rebuilt.Add();
+    slice->set_op_type("Slice");
+    slice->set_name(node.name().empty() ? out + "/Slice" : node.name());
+    for (const std::string &input :
+         {split.input(0), out + "/starts", out + "/ends", out + "/axes"})
+      slice->add_input(input);
+    slice->add_output(sliced);
+    if (keepdims == 0) {
+      onnx::NodeProto *squeeze = rebuilt.Add();
+      squeeze->set_op_type("Squeeze");
+      squeeze->set_name(out + "/Squeeze");
+      squeeze->add_input(sliced);
+      squeeze->add_input(out + "/axes");
+      squeeze->add_output(out);
+    }
+  }
+  graph.mutable_node()->Swap(&rebuilt);
   return true;
 }
 
@@ -506,7 +678,7 @@ bool checkDynamoExport(const onnx::GraphProto &graph, std::string &error) {
 
 bool lowerNewerOnnx(onnx::ModelProto &model, std::string &error) {
   onnx::GraphProto &graph = *model.mutable_graph();
-  if (!checkDynamoExport(graph, error))
+  if (!readDynamoExport(graph, error) || !sliceSequenceSplits(graph, error))
     return false;
   int64_t readableIr = onnx::IR_VERSION;
   if (model.ir_version() > readableIr) {

@@ -73,7 +73,7 @@ write(os.path.join(folder, "merged.onnx"),
       "\n# inputs\np_a_weight: PARAMETER target='a.weight'\n"
       "p_b_weight: PARAMETER target='b.weight'\nx: USER_INPUT\n")
 
-# A training batch norm written with training_mode 0.
+# A training batch norm written with training_mode 0, as the exporter does.
 image = helper.make_tensor_value_info("image", TensorProto.FLOAT, [2, 3, 4, 4])
 out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3, 4, 4])
 stats = [numpy_helper.from_array(v, n) for v, n in (
