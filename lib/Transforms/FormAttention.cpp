@@ -28,8 +28,12 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
+/// An additive mask's fill at or below which a score plus the fill is the
+/// fill in f32 for every score below 2^70 in magnitude.
+constexpr double kLowestAdditiveFill = -1e30;
+
 /// The mask of the scores `v`: a select with a constant fill, or the
-/// addition of a constant of zeros and -inf.
+/// addition of a constant of zeros and one very low fill.
 struct Mask {
   Value cond;             // i1, as the select reads it (maybe a broadcast)
   DenseElementsAttr bias; // or the additive constant
@@ -57,18 +61,75 @@ Value stripMask(Value v, std::optional<Mask> &mask) {
       DenseElementsAttr c = constantOf(def->getOperand(side));
       if (!c || !isa<FloatType>(c.getElementType()))
         continue;
-      bool zerosAndMinusInf =
-          llvm::all_of(c.getValues<APFloat>(), [](const APFloat &x) {
-            return x.isZero() || (x.isInfinity() && x.isNegative());
+      // Zeros and one fill: -inf, or a value so low that adding it to a
+      // score gives the fill itself (Hugging Face adds the lowest float,
+      // whose spacing, 2^104, is past any score), as a select would.
+      std::optional<double> fill;
+      bool zerosAndFill =
+          llvm::all_of(c.getValues<APFloat>(), [&](const APFloat &x) {
+            if (x.isZero())
+              return true;
+            double value = x.convertToDouble();
+            if (!(value == -INFINITY || value <= kLowestAdditiveFill) ||
+                (fill && *fill != value))
+              return false;
+            fill = value;
+            return true;
           });
-      if (!zerosAndMinusInf)
+      if (!zerosAndFill)
         continue;
-      if (!c.isSplat() || c.getSplatValue<APFloat>().isInfinity())
-        mask = Mask{Value(), c, -INFINITY, false};
+      if (fill)
+        mask = Mask{Value(), c, *fill, false};
       return def->getOperand(1 - side);
     }
   }
   return v;
+}
+
+/// PyTorch's dynamo exporter writes scaled_dot_product_attention's weights
+/// as `where(isnan(p), 0, p)` of the softmax p: NaN only where a row masks
+/// every key with -inf, or a score is NaN. Returns p, with `guarded` set,
+/// when the guard is that and nothing else reads p.
+Value stripNanGuard(Value weights, bool &guarded) {
+  auto select = weights.getDefiningOp<SelectOp>();
+  if (!select || !select->hasOneUse() ||
+      !llvm::is_contained({0.0}, splatOf(select.getOnTrue()).value_or(1.0)))
+    return weights;
+  Value p = select.getOnFalse();
+  auto isNan = select.getCond().getDefiningOp<CompareOp>();
+  if (!isNan || isNan.getPredicate() != ComparePredicate::ne ||
+      isNan.getLhs() != p || isNan.getRhs() != p || !isNan->hasOneUse())
+    return weights;
+  for (Operation *user : p.getUsers())
+    if (user != select && user != isNan)
+      return weights;
+  guarded = true;
+  return p;
+}
+
+/// Whether a constant mask keeps at least one key of every row.
+bool keepsAKeyInEveryRow(const Mask &mask) {
+  DenseElementsAttr masked = mask.bias;
+  SmallVector<bool> bits;
+  if (masked) {
+    for (const APFloat &x : masked.getValues<APFloat>())
+      bits.push_back(!x.isZero());
+  } else {
+    Value cond = mask.cond;
+    if (auto b = cond.getDefiningOp<BroadcastOp>())
+      cond = b.getInput();
+    masked = constantOf(cond);
+    if (!masked)
+      return false;
+    for (bool bit : masked.getValues<bool>())
+      bits.push_back(bit != mask.keeps);
+  }
+  ArrayRef<int64_t> shape = masked.getType().getShape();
+  int64_t keys = shape.empty() ? 1 : shape.back();
+  for (size_t row = 0; row < bits.size(); row += keys)
+    if (llvm::all_of(ArrayRef(bits).slice(row, keys), [](bool b) { return b; }))
+      return false;
+  return true;
 }
 
 /// `v` with leading 1s up to rank 4 (a reshape, which costs nothing).
@@ -153,8 +214,11 @@ struct FormAttentionPattern : OpRewritePattern<MatmulOp> {
         return failure();
       weights = dropout.getInput();
     }
+    bool nanGuard = false;
+    weights = stripNanGuard(weights, nanGuard);
     auto softmax = weights.getDefiningOp<SoftmaxOp>();
-    if (!softmax || softmax.getAxis() != rank - 1 || !softmax->hasOneUse())
+    if (!softmax || softmax.getAxis() != rank - 1 ||
+        (!nanGuard && !softmax->hasOneUse()))
       return failure();
 
     // scores = after * mask(before * Q K^T)
@@ -170,6 +234,11 @@ struct FormAttentionPattern : OpRewritePattern<MatmulOp> {
     // PyTorch's export of scaled_dot_product_attention scales Q and K^T.
     Value q = stripScale(qk.getLhs(), scale);
     Value k = stripScale(qk.getRhs(), scale);
+    // The guard zeroes a row that masks every key with -inf; the kernels
+    // do not: such a mask is left to the GEMMs.
+    if (nanGuard && mask && mask->fill == -INFINITY &&
+        !keepsAKeyInEveryRow(*mask))
+      return failure();
     if (mask) {
       if (mask->fill == -INFINITY ? !(after > 0) : false)
         return failure();
@@ -202,10 +271,10 @@ struct FormAttentionPattern : OpRewritePattern<MatmulOp> {
       maskValue =
           toRank4(tb, loc, shrinkConstantMask(rewriter, loc, maskValue));
     } else if (mask) {
-      // The additive constant as a boolean: true where it is -inf.
+      // The additive constant as a boolean: true where it is the fill.
       SmallVector<bool> bits;
       for (const APFloat &x : mask->bias.getValues<APFloat>())
-        bits.push_back(x.isInfinity());
+        bits.push_back(!x.isZero());
       auto type = RankedTensorType::get(mask->bias.getType().getShape(),
                                         rewriter.getI1Type());
       maskValue =

@@ -93,3 +93,48 @@ func.func @softmax_over_queries(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>
   %o = gpuc.matmul %p, %v : (tensor<2x3x6x6xf32>, tensor<2x3x6x4xf32>) -> tensor<2x3x6x4xf32>
   return %o : tensor<2x3x6x4xf32>
 }
+
+// -----
+
+// Hugging Face's causal mask: the lowest float added where a key is masked
+// (a score plus it is that fill in f32), and the dynamo exporter's
+// where(isnan(p), 0, p) around the softmax, which no row of a causal mask
+// can make NaN.
+// CHECK-LABEL: func.func @lowest_fill_nan_guard
+// CHECK: %[[MASK:.+]] = gpuc.constant dense<{{\[\[\[\[}}false, true, true], [false, false, true], [false, false, false]]]]> : tensor<1x1x3x3xi1>
+// CHECK: gpuc.attention %arg0, %{{.+}}, %arg2 mask %[[MASK]] : tensor<1x1x3x3xi1> scale = 2.500000e-01 fill = -3.4028234663852886E+38 :
+// CHECK-NOT: gpuc.softmax
+func.func @lowest_fill_nan_guard(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x3x4xf32>, %v: tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32> {
+  %c = gpuc.constant dense<2.500000e-01> : tensor<2x2x3x3xf32>
+  %zero = gpuc.constant dense<0.000000e+00> : tensor<2x2x3x3xf32>
+  %low = gpuc.constant dense<[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>
+  %s = gpuc.matmul %q, %k transpose_rhs : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x3xf32>
+  %scaled = gpuc.mul %s, %c : tensor<2x2x3x3xf32>
+  %wide = gpuc.broadcast %low : tensor<3x3xf32> -> tensor<2x2x3x3xf32>
+  %masked = gpuc.add %scaled, %wide : tensor<2x2x3x3xf32>
+  %p = gpuc.softmax %masked axis = 3 : tensor<2x2x3x3xf32>
+  %nan = gpuc.compare ne, %p, %p : tensor<2x2x3x3xf32>
+  %g = gpuc.select %nan, %zero, %p : tensor<2x2x3x3xi1>, tensor<2x2x3x3xf32>
+  %o = gpuc.matmul %g, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
+// A row that masks every key with -inf: the guard zeroes its weights, the
+// fused kernels would not, so the chain stays.
+// CHECK-LABEL: func.func @nan_guard_masked_row
+// CHECK-NOT: gpuc.attention
+// CHECK: gpuc.softmax
+func.func @nan_guard_masked_row(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x3x4xf32>, %v: tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32> {
+  %zero = gpuc.constant dense<0.000000e+00> : tensor<2x2x3x3xf32>
+  %ninf = gpuc.constant dense<[[0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>
+  %s = gpuc.matmul %q, %k transpose_rhs : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x3xf32>
+  %wide = gpuc.broadcast %ninf : tensor<3x3xf32> -> tensor<2x2x3x3xf32>
+  %masked = gpuc.add %s, %wide : tensor<2x2x3x3xf32>
+  %p = gpuc.softmax %masked axis = 3 : tensor<2x2x3x3xf32>
+  %nan = gpuc.compare ne, %p, %p : tensor<2x2x3x3xf32>
+  %g = gpuc.select %nan, %zero, %p : tensor<2x2x3x3xi1>, tensor<2x2x3x3xf32>
+  %o = gpuc.matmul %g, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}

@@ -58,6 +58,17 @@ LogicalResult OnnxImporter::importCastLike(Node &node) {
   return success();
 }
 
+/// x != x: true exactly where x is NaN.
+LogicalResult OnnxImporter::importIsNaN(Node &node) {
+  Value x = node.in(0);
+  if (!isa<FloatType>(typeOf(x).getElementType()))
+    return nodeError(node) << "IsNaN takes a floating-point tensor";
+  setOutput(
+      node, 0,
+      builder.createOrFold<CompareOp>(node.loc, ComparePredicate::ne, x, x));
+  return success();
+}
+
 /// Max(lo, min(hi, x)) elementwise, for scalars lo and hi. (One op per
 /// statement here and below: the order of a call's argument evaluation
 /// would otherwise decide the order of ops in the IR.)

@@ -190,6 +190,13 @@ private:
   LogicalResult importWhere(Node &node);
   LogicalResult importCast(Node &node);
   LogicalResult importCastLike(Node &node);
+  LogicalResult importIsNaN(Node &node);
+  // Folded at import (ConstantMasks.cpp).
+  FailureOr<DenseElementsAttr> requireConstant(Node &node, Value v);
+  LogicalResult importNot(Node &node);
+  LogicalResult importAnd(Node &node);
+  LogicalResult importCumSum(Node &node);
+  LogicalResult importGatherND(Node &node);
   LogicalResult importConstant(Node &node);
   LogicalResult importConstantOfShape(Node &node);
   LogicalResult importShape(Node &node);

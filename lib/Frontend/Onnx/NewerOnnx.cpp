@@ -405,6 +405,20 @@ bool lowerNode(onnx::GraphProto &graph, int index, const Constants &constants,
     removeAttribute(node, "round_mode");
     return true;
   }
+  if (op == "Constant") {
+    // An empty list of integers: newer checkers take `value_ints` with no
+    // elements, ONNX 1.12's wants them as a tensor of none.
+    const onnx::AttributeProto *ints = findAttribute(node, "value_ints");
+    if (ints && ints->ints_size() == 0) {
+      removeAttribute(node, "value_ints");
+      onnx::AttributeProto *attr = node.add_attribute();
+      attr->set_name("value");
+      attr->set_type(onnx::AttributeProto::TENSOR);
+      attr->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+      attr->mutable_t()->add_dims(0);
+    }
+    return true;
+  }
   if (op == "Range") {
     // The precision of a floating-point range's arithmetic (opset 27);
     // gpuc folds ranges of constants exactly.

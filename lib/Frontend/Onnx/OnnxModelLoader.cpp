@@ -281,6 +281,15 @@ bool validateDimensions(const onnx::GraphProto &graph, std::string &error) {
                 "argument)";
         return false;
       };
+      // ONNX 1.12's GatherND inference indexes dimensions by batch_dims
+      // unchecked (a negative one crashed it; found by hostile_models.py);
+      // gpuc gathers with batch_dims 0 only.
+      if (node.op_type() == "GatherND" && attr.name() == "batch_dims" &&
+          attr.i() != 0) {
+        error = where + ": batch_dims is " + std::to_string(attr.i()) +
+                "; gpuc takes GatherND with batch_dims 0 only";
+        return false;
+      }
       if (attr.has_f() && !finite(attr.f()))
         return false;
       for (float v : attr.floats())
@@ -425,7 +434,29 @@ bool substituteConstantInputs(onnx::GraphProto &graph,
       error = "constant input '" + name + "' is not an input of the graph";
       return false;
     }
-    *graph.add_initializer() = tensor;
+    // Float data as a Constant node, not an initializer: a float
+    // initializer of rank >= 1 is a parameter, and the ops folded at import
+    // take constants. (ONNX 1.12 infers no boolean Constant at the opsets
+    // of the node tests: other data stays an initializer, which before IR
+    // version 4 had to be a graph input too.)
+    int type = tensor.data_type();
+    if (type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::DOUBLE &&
+        type != onnx::TensorProto::FLOAT16 &&
+        type != onnx::TensorProto::BFLOAT16) {
+      *graph.add_initializer() = tensor;
+      continue;
+    }
+    onnx::NodeProto node;
+    node.set_op_type("Constant");
+    node.set_name(name + "/given");
+    node.add_output(name);
+    onnx::AttributeProto *value = node.add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    *value->mutable_t() = tensor;
+    auto *nodes = graph.mutable_node();
+    *nodes->Add() = node;
+    std::rotate(nodes->begin(), nodes->end() - 1, nodes->end());
   }
   return true;
 }
@@ -589,6 +620,8 @@ bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
       return false;
     if (!substituteConstantInputs(*model.mutable_graph(), options, error))
       return false;
+    if (!options.constantInputs.empty() && model.ir_version() < 4)
+      model.set_ir_version(4); // initializers apart from the graph's inputs
     if (!validateDimensions(model.graph(), error))
       return false;
     // External data is resolved against the model's directory before the

@@ -387,6 +387,8 @@ LogicalResult OnnxImporter::importSqueeze(Node &node) {
     axes = node.getInts("axes");
   }
   Shape squeezed;
+  if (axes && !axes->empty() && inShape.empty())
+    return nodeError(node) << "a scalar has no axis to squeeze";
   if (axes) {
     FailureOr<Shape> normalized = normalizeAxes(node, *axes, inShape.size());
     if (failed(normalized))

@@ -1,0 +1,198 @@
+//===- ConstantMasks.cpp - ops exporters build masks with, folded ---------===//
+//
+// Hugging Face's models build their attention masks from positions: a
+// range, a cumulative sum (which tells packed sequences apart), a gather of
+// index pairs, Not and And of comparisons. Exported without an attention
+// mask input, all of it depends on shapes alone, and gpuc compiles static
+// shapes: these ops are folded into constants at import, and refused where
+// an operand is computed from the model's inputs.
+//
+//===----------------------------------------------------------------------===//
+#include "Importer.h"
+
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+using namespace mlir::gpuc;
+using namespace mlir::gpuc::onnx_import;
+
+namespace {
+
+/// Strides of a row-major shape.
+Shape stridesOf(ArrayRef<int64_t> shape) {
+  Shape strides(shape.size(), 1);
+  for (int d = (int)shape.size() - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+} // namespace
+
+FailureOr<DenseElementsAttr> OnnxImporter::requireConstant(Node &node,
+                                                           Value v) {
+  DenseElementsAttr attr;
+  if (v && matchPattern(v, m_Constant(&attr)))
+    return attr;
+  return nodeError(node)
+         << node.proto.op_type()
+         << " is folded at import, so its operands must be constants (a mask "
+            "built from shapes); this one is computed from the model's inputs";
+}
+
+LogicalResult OnnxImporter::importNot(Node &node) {
+  FailureOr<DenseElementsAttr> x = requireConstant(node, node.in(0));
+  if (failed(x))
+    return failure();
+  if (!x->getElementType().isInteger(1))
+    return nodeError(node) << "Not takes booleans";
+  SmallVector<bool> result;
+  for (bool b : x->getValues<bool>())
+    result.push_back(!b);
+  setOutput(node, 0,
+            ConstantOp::create(builder, node.loc,
+                               DenseElementsAttr::get(x->getType(), result)));
+  return success();
+}
+
+LogicalResult OnnxImporter::importAnd(Node &node) {
+  auto operands = broadcastAll(node, {node.in(0), node.in(1)});
+  if (failed(operands))
+    return failure();
+  FailureOr<DenseElementsAttr> a = requireConstant(node, (*operands)[0]);
+  FailureOr<DenseElementsAttr> b =
+      failed(a) ? a : requireConstant(node, (*operands)[1]);
+  if (failed(b))
+    return failure();
+  if (!a->getElementType().isInteger(1) || !b->getElementType().isInteger(1))
+    return nodeError(node) << "And takes booleans";
+  SmallVector<bool> result;
+  for (auto [x, y] : llvm::zip(a->getValues<bool>(), b->getValues<bool>()))
+    result.push_back(x && y);
+  setOutput(node, 0,
+            ConstantOp::create(builder, node.loc,
+                               DenseElementsAttr::get(a->getType(), result)));
+  return success();
+}
+
+LogicalResult OnnxImporter::importCumSum(Node &node) {
+  FailureOr<DenseElementsAttr> x = requireConstant(node, node.in(0));
+  if (failed(x))
+    return failure();
+  FailureOr<Shape> axisValue = requireConstantInts(node, 1, "axis");
+  if (failed(axisValue))
+    return failure();
+  ArrayRef<int64_t> shape = x->getType().getShape();
+  if (shape.empty())
+    return nodeError(node) << "a scalar has no axis to sum along";
+  if (axisValue->size() != 1)
+    return nodeError(node) << "axis must be one integer";
+  FailureOr<int64_t> axis = gpuc::normalizeAxis(
+      (*axisValue)[0], shape.size(), [&] { return nodeError(node); });
+  if (failed(axis))
+    return failure();
+  bool exclusive = node.getInt("exclusive", 0) != 0;
+  bool reverse = node.getInt("reverse", 0) != 0;
+  Type et = x->getElementType();
+  bool isFloat = isa<FloatType>(et);
+  if (!isFloat && !et.isInteger(32) && !et.isInteger(64))
+    return nodeError(node) << "CumSum is folded for numbers only";
+  // Sums in the element type, one element after another (as ONNX's
+  // reference does): floats round as they would at run time.
+  SmallVector<APFloat> floats;
+  SmallVector<int64_t> ints;
+  if (isFloat)
+    llvm::append_range(floats, x->getValues<APFloat>());
+  else
+    for (const APInt &v : x->getValues<APInt>())
+      ints.push_back(v.getSExtValue());
+  int64_t count = isFloat ? (int64_t)floats.size() : (int64_t)ints.size();
+  SmallVector<APFloat> floatSums(floats);
+  SmallVector<int64_t> intSums(ints.size());
+  Shape strides = stridesOf(shape);
+  int64_t length = shape[*axis], stride = strides[*axis];
+  for (int64_t i = 0; i < count; ++i) {
+    if ((i / stride) % length != 0)
+      continue; // each line along the axis once, from its first element
+    APFloat floatSum =
+        isFloat ? APFloat::getZero(floats[i].getSemantics()) : APFloat(0.0);
+    int64_t intSum = 0;
+    for (int64_t k = 0; k < length; ++k) {
+      int64_t at = reverse ? length - 1 - k : k;
+      int64_t index = i + at * stride;
+      if (!exclusive) {
+        if (isFloat)
+          floatSum.add(floats[index], APFloat::rmNearestTiesToEven);
+        else
+          intSum += ints[index];
+      }
+      if (isFloat)
+        floatSums[index] = floatSum;
+      else
+        intSums[index] = intSum;
+      if (exclusive) {
+        if (isFloat)
+          floatSum.add(floats[index], APFloat::rmNearestTiesToEven);
+        else
+          intSum += ints[index];
+      }
+    }
+  }
+  DenseElementsAttr folded;
+  if (isFloat) {
+    folded = DenseElementsAttr::get(x->getType(), floatSums);
+  } else {
+    SmallVector<APInt> values;
+    for (int64_t v : intSums)
+      values.push_back(APInt(et.getIntOrFloatBitWidth(), v, /*isSigned=*/true));
+    folded = DenseElementsAttr::get(x->getType(), values);
+  }
+  setOutput(node, 0, ConstantOp::create(builder, node.loc, folded));
+  return success();
+}
+
+LogicalResult OnnxImporter::importGatherND(Node &node) {
+  FailureOr<DenseElementsAttr> data = requireConstant(node, node.in(0));
+  FailureOr<DenseElementsAttr> indices =
+      failed(data) ? data : requireConstant(node, node.in(1));
+  if (failed(indices))
+    return failure();
+  if (node.getInt("batch_dims", 0) != 0)
+    return nodeError(node) << "batch_dims other than 0 are not supported";
+  ArrayRef<int64_t> dataShape = data->getType().getShape();
+  ArrayRef<int64_t> indexShape = indices->getType().getShape();
+  if (indexShape.empty())
+    return nodeError(node) << "indices must have rank at least 1";
+  int64_t depth = indexShape.back();
+  if (depth < 1 || depth > (int64_t)dataShape.size())
+    return nodeError(node) << "the indices' last dimension (" << depth
+                           << ") must be in [1, " << dataShape.size() << "]";
+  // Result: the indices' leading dimensions, then the data's past depth.
+  Shape resultShape(indexShape.drop_back());
+  llvm::append_range(resultShape, dataShape.drop_front(depth));
+  int64_t slice = 1;
+  for (int64_t d : dataShape.drop_front(depth))
+    slice *= d;
+  Shape strides = stridesOf(dataShape);
+  SmallVector<int64_t> where;
+  for (const APInt &v : indices->getValues<APInt>())
+    where.push_back(v.getSExtValue());
+  SmallVector<Attribute> elements(data->getValues<Attribute>());
+  SmallVector<Attribute> result;
+  for (size_t tuple = 0; tuple + depth <= where.size(); tuple += depth) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < depth; ++d) {
+      int64_t i = where[tuple + d];
+      if (i < -dataShape[d] || i >= dataShape[d])
+        return nodeError(node) << "index " << i << " past dimension " << d
+                               << " of size " << dataShape[d];
+      offset += (i < 0 ? i + dataShape[d] : i) * strides[d];
+    }
+    for (int64_t k = 0; k < slice; ++k)
+      result.push_back(elements[offset + k]);
+  }
+  auto type = RankedTensorType::get(resultShape, data->getElementType());
+  setOutput(node, 0,
+            ConstantOp::create(builder, node.loc,
+                               DenseElementsAttr::get(type, result)));
+  return success();
+}
