@@ -62,6 +62,20 @@ z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/") o
   rm -rf "$wheels"
 fi
 
+# Optional: PyTorch's current ONNX exporters (PyTorch 2.15 with onnxscript)
+# and Hugging Face's transformers, for the test of models as they export
+# them (test/Frontend/onnx/pytorch-exporters.test). From PyPI, in a virtual
+# environment of their own; without a network the test skips.
+exporters_venv=/opt/gpuc-exporters
+if [[ "${GPUC_SKIP_EXPORTERS:-0}" != 1 ]] &&
+  ! "$exporters_venv/bin/python" -c 'import onnxscript, transformers, torchvision' 2>/dev/null; then
+  echo "install-deps: installing PyTorch's ONNX exporters and transformers from PyPI into $exporters_venv"
+  if ! $sudo bash "$(dirname "$0")/torch-peer.sh" --exporters "$exporters_venv" >/dev/null; then
+    echo "install-deps: PyTorch's exporters could not be installed; the" \
+      "test of their models will be skipped"
+  fi
+fi
+
 # Optional: TensorBoard's reader, for the test of the trainer's
 # --tensorboard event files. Debian has no package; PyPI's goes into a
 # virtual environment of its own. Without a network the test skips.

@@ -117,6 +117,39 @@ else:
     lit_config.note(tensorboard_python + " cannot import tensorboard: the "
                     "--tensorboard test is skipped (scripts/install-deps.sh "
                     "installs it from PyPI)")
+# PyTorch's current ONNX exporters (TorchScript up to opset 20, dynamo with
+# onnxscript) and Hugging Face's transformers, in the virtual environment
+# `scripts/torch-peer.sh --exporters` makes (install-deps.sh runs it), or
+# $GPUC_EXPORTERS_PYTHON. Its CUDA build of PyTorch runs on the CPU here,
+# with the NVIDIA libraries of its wheels on the library path.
+exporters_python = os.environ.get("GPUC_EXPORTERS_PYTHON",
+                                  "/opt/gpuc-exporters/bin/python")
+exporters_env = dict(os.environ)
+try:
+    import glob as _glob
+    exporters_libs = sorted({os.path.dirname(p) for p in _glob.glob(
+        os.path.join(os.path.dirname(os.path.dirname(exporters_python)),
+                     "lib", "python3*", "site-packages", "nvidia", "**",
+                     "lib*.so*"), recursive=True)})
+    exporters_env["LD_LIBRARY_PATH"] = ":".join(
+        exporters_libs + ["/usr/local/cuda/lib64"])
+    has_exporters = subprocess.run(
+        [exporters_python, "-c",
+         "import torch, onnxscript, transformers, torchvision"],
+        env=exporters_env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL).returncode == 0
+except OSError:
+    has_exporters = False
+if has_exporters:
+    config.available_features.add("torch-exporters")
+    config.substitutions.append(
+        ("%exporters_python", "env LD_LIBRARY_PATH=" +
+         exporters_env["LD_LIBRARY_PATH"] + " " + exporters_python))
+else:
+    lit_config.note(exporters_python + " cannot import torch, onnxscript, "
+                    "transformers and torchvision: the test of PyTorch's "
+                    "current exporters is skipped (scripts/torch-peer.sh "
+                    "--exporters installs them from PyPI)")
 if os.path.isdir("/usr/share/datasets/fashion-mnist"):
     config.available_features.add("fashion-mnist")
 else:

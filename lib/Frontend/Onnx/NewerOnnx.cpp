@@ -34,6 +34,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 
 namespace mlir::gpuc {
@@ -191,11 +192,15 @@ private:
   static constexpr int64_t kMaxElements = 1024;
 
   void keep(const std::string &name, const onnx::TensorProto &tensor) {
+    // (Dimensions are not validated yet: no product past the bound.)
     int64_t elements = 1;
-    for (int64_t d : tensor.dims())
+    for (int64_t d : tensor.dims()) {
+      if (d < 0 || (d > 0 && elements > kMaxElements / d))
+        return;
       elements *= d;
+    }
     std::vector<int64_t> integers;
-    if (elements <= kMaxElements && readIntegers(tensor, integers))
+    if (readIntegers(tensor, integers))
       values[name] = std::move(integers);
   }
 
@@ -583,8 +588,8 @@ bool sliceSequenceSplits(onnx::GraphProto &graph, std::string &error) {
   llvm::StringMap<int> splitOf;
   for (int n = 0; n < graph.node_size(); ++n) {
     const onnx::NodeProto &node = graph.node(n);
-    if (node.op_type() == "SplitToSequence" && node.output_size() == 1 &&
-        !graphOutputs.count(node.output(0)))
+    if (node.op_type() == "SplitToSequence" && node.input_size() >= 1 &&
+        node.output_size() == 1 && !graphOutputs.count(node.output(0)))
       splitOf[node.output(0)] = n;
   }
   for (const onnx::NodeProto &node : graph.node())
@@ -646,6 +651,8 @@ bool sliceSequenceSplits(onnx::GraphProto &graph, std::string &error) {
                       "the axis's length; pick pieces from the front");
       if (size <= 0)
         return refuse("the split size must be positive");
+      if (piece > std::numeric_limits<int64_t>::max() / size - 1)
+        return refuse("index " + std::to_string(piece) + " is past any axis");
       begin = piece * size;
       end = begin + size;
     } else {
@@ -656,8 +663,14 @@ bool sliceSequenceSplits(onnx::GraphProto &graph, std::string &error) {
       if (piece < 0)
         piece += count;
       begin = 0;
-      for (int64_t k = 0; k < piece; ++k)
-        begin += sizes[k];
+      for (int64_t k = 0; k <= piece; ++k) {
+        if (sizes[k] < 0 ||
+            begin > std::numeric_limits<int64_t>::max() - sizes[k])
+          return refuse("the split sizes must be non-negative and fit an "
+                        "axis");
+        if (k < piece)
+          begin += sizes[k];
+      }
       end = begin + sizes[piece];
     }
     if (keepdims == 0 && hasSplit)

@@ -1,0 +1,220 @@
+"""Models as PyTorch's current exporters write them, against gpuc.
+
+  pytorch_exporters.py GPUC WORK_DIR
+
+Run by pytorch-exporters.test with the Python of `scripts/torch-peer.sh
+--exporters` (PyTorch 2.15, onnxscript, transformers). Prints one line per
+check for FileCheck, and exits non-zero on a failed one:
+- the TorchScript exporter at opsets 18 and 20 gives the IR of opset 17;
+- the dynamo exporter without its optimizer gives the TorchScript export's
+  training step, bit for bit (a CNN with batch norms, ResNet-18, a GPT);
+- with its optimizer (which merges equal parameters) it is refused;
+- Hugging Face's GPT-2 (eager and SDPA attention) through the dynamo
+  exporter steps as PyTorch does, its attention fused.
+"""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                "examples"))
+import export_models  # noqa: E402
+import gpt  # noqa: E402
+
+gpuc, work = sys.argv[1], sys.argv[2]
+os.makedirs(work, exist_ok=True)
+failed = []
+
+
+def check(ok, line):
+    print(("" if ok else "FAILED ") + line, flush=True)
+    if not ok:
+        failed.append(line)
+
+
+def run(*args, **kwargs):
+    return subprocess.run([str(a) for a in args], capture_output=True,
+                          text=True, **kwargs)
+
+
+def build(name):
+    """(model, example input, input name, compile flags), seeded."""
+    torch.manual_seed(0)
+    if name == "gpt":
+        model = gpt.build("tiny", 32, 0)
+        return model, torch.randint(0, 1000, (2, 32)), "tokens", \
+            ["--class-axis", "-1"]
+    if name == "resnet18":
+        import torchvision
+        return torchvision.models.resnet18(num_classes=10), \
+            torch.randn(2, 3, 32, 32), "image", []
+    return export_models.CNN(), torch.randn(2, 1, 28, 28), "image", []
+
+
+def inputs(name, folder):
+    rng = np.random.default_rng(1)
+    os.makedirs(folder, exist_ok=True)
+    if name == "gpt":
+        np.save(folder + "/tokens.npy", rng.integers(0, 1000, (4, 32)))
+        np.save(folder + "/label.npy", rng.integers(0, 1000, (4, 32)))
+        return
+    shape = (4, 3, 32, 32) if name == "resnet18" else (4, 1, 28, 28)
+    np.save(folder + "/image.npy",
+            rng.standard_normal(shape).astype(np.float32))
+    np.save(folder + "/label.npy", rng.integers(0, 10, 4))
+
+
+def dynamo_export(model, example, name, path, optimize):
+    model.train()
+    torch.onnx.export(model, (example,), path, input_names=[name],
+                      output_names=["logits"],
+                      dynamic_shapes=({0: torch.export.Dim("batch")},),
+                      dynamo=True, optimize=optimize)
+
+
+def imported_ir(path, flags):
+    result = run(gpuc, "import", path, "--batch", 2, *flags)
+    if result.returncode:
+        return "error: " + result.stderr
+    return "\n".join(re.sub(r" loc\([^)]*\)", "", line)
+                     for line in result.stdout.splitlines()
+                     if not line.startswith("#loc"))
+
+
+def step(path, flags, folder, data):
+    """One AdamW step: {file: array} of what `train --run-step` writes."""
+    out = folder + "/artifact"
+    result = run(gpuc, "compile", path, "--batch", 4, "--optimizer", "adamw",
+                 "--lr", "0.001", "--weight-decay", "0.01", "--target",
+                 "cpu", "-o", out, *flags)
+    if result.returncode:
+        raise RuntimeError(result.stderr)
+    result = run(out + "/train", "--device", "cpu", "--run-step", data,
+                 "--output-dir", folder + "/step", "--seed", 7, "--step", 1)
+    if result.returncode:
+        raise RuntimeError(result.stderr)
+    return {f: np.load(os.path.join(folder, "step", f))
+            for f in os.listdir(folder + "/step") if f.endswith(".npy")}
+
+
+# The TorchScript exporter at newer opsets: the same IR.
+for name in ("gpt", "cnn", "resnet18"):
+    irs = {}
+    for opset in (17, 18, 20):
+        # Afresh each time: exporting in training mode runs the model,
+        # which moves its batch norms' running statistics.
+        model, example, input_name, flags = build(name)
+        path = f"{work}/{name}-torchscript-{opset}.onnx"
+        export_models.export(model, example, path, input_name, opset,
+                             quiet=True)
+        irs[opset] = imported_ir(path, flags)
+    check(irs[18] == irs[17] and irs[20] == irs[17] and
+          not irs[17].startswith("error"),
+          f"torchscript {name}: opsets 18 and 20 import as opset 17 does")
+
+# The dynamo exporter without its optimizer: the same step, bit for bit.
+for name in ("gpt", "cnn", "resnet18"):
+    data = f"{work}/{name}-in"
+    inputs(name, data)
+    # One model for both: the TorchScript exporter runs it in training
+    # mode, moving its running statistics, and the dynamo export then
+    # writes the same ones.
+    model, example, input_name, flags = build(name)
+    export_models.export(model, example, f"{work}/{name}-ts.onnx", input_name,
+                         17, quiet=True)
+    dynamo_export(model, example, input_name, f"{work}/{name}-dynamo.onnx",
+                  optimize=False)
+    ts = step(f"{work}/{name}-ts.onnx", flags, f"{work}/{name}-ts", data)
+    dyn = step(f"{work}/{name}-dynamo.onnx", flags, f"{work}/{name}-dyn", data)
+    # The tied embedding is wte.weight in one and lm_head.weight in the
+    # other: the same tensor, by its values.
+    left = sorted(ts.values(), key=lambda a: (a.shape, a.tobytes()))
+    right = sorted(dyn.values(), key=lambda a: (a.shape, a.tobytes()))
+    same = len(left) == len(right) and all(
+        a.shape == b.shape and np.array_equal(a, b)
+        for a, b in zip(left, right))
+    check(same, f"dynamo {name}: one AdamW step identical to the "
+          f"TorchScript export's ({len(ts)} tensors)")
+
+# With the optimizer (the default): equal parameters merged, refused.
+model, example, input_name, flags = build("gpt")
+dynamo_export(model, example, input_name, f"{work}/gpt-optimized.onnx",
+              optimize=True)
+result = run(gpuc, "import", f"{work}/gpt-optimized.onnx", "--batch", 2)
+message = result.stderr.strip().splitlines()[-1] if result.stderr else ""
+check(result.returncode != 0 and "merged parameters of equal value" in
+      message, "dynamo gpt, optimized: refused: " +
+      message[message.find("error:"):][:90])
+
+# Hugging Face's GPT-2, as transformers 5 exports it.
+from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
+
+
+class Logits(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens):
+        return self.model(input_ids=tokens, use_cache=False).logits
+
+
+for attention in ("eager", "sdpa"):
+    config = GPT2Config(attn_implementation=attention, vocab_size=1000,
+                        n_positions=32, n_embd=64, n_layer=2, n_head=4,
+                        bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    model = Logits(GPT2LMHeadModel(config)).train()
+    folder = f"{work}/hf-{attention}"
+    data = folder + "-in"
+    inputs("gpt", data)
+    tokens = torch.from_numpy(np.load(data + "/tokens.npy"))
+    labels = torch.from_numpy(np.load(data + "/label.npy"))
+    dynamo_export(model, tokens[:2], "tokens", folder + ".onnx",
+                  optimize=False)
+    flags = ["--class-axis", "-1"]
+    result = run(gpuc, "compile", folder + ".onnx", "--batch", 4,
+                 "--target", "cpu", "--attention", "flash", *flags,
+                 "--dump-dir", folder + "-dump", "-o", folder + "-flash")
+    fused = sum(open(os.path.join(folder + "-dump", f)).read().count(
+        "gpuc.attention ") for f in os.listdir(folder + "-dump")
+        if f.endswith("-gpuc-form-attention.mlir"))
+    ours = step(folder + ".onnx", flags, folder, data)
+
+    def pytorch_step(dtype):
+        torch.manual_seed(0)
+        reference = Logits(GPT2LMHeadModel(config)).train().to(dtype)
+        optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-3,
+                                      weight_decay=0.01)
+        loss = torch.nn.functional.cross_entropy(
+            reference(tokens).reshape(-1, 1000), labels.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        return loss.item(), {n: p.detach().double().numpy()
+                             for n, p in reference.named_parameters()}
+
+    loss64, exact = pytorch_step(torch.float64)
+    _, single = pytorch_step(torch.float32)
+
+    def distance(params):
+        return max(np.max(np.abs(params[n] - exact[n])) /
+                   (np.max(np.abs(exact[n])) + 1e-30) for n in exact)
+
+    # gpuc names the tied embedding after the head, as the export does.
+    mine = {n: ours.get(n + ".npy", ours.get(
+        n.replace("transformer.wte", "lm_head") + ".npy"))
+        for n in exact}
+    ours_distance = distance(
+        {n: v.astype(np.float64) for n, v in mine.items()})
+    loss_error = abs(float(ours["loss.npy"]) - loss64) / loss64
+    check(fused == 2 and loss_error < 1e-6 and
+          ours_distance <= 2 * distance(single),
+          f"hf gpt-2 {attention}: {fused} fused attentions; one AdamW step "
+          f"as PyTorch's (loss within {loss_error:.0e} of float64, "
+          f"parameters within 2x PyTorch float32's distance)")
+
+sys.exit(1 if failed else 0)
