@@ -11,6 +11,7 @@
 #include "Importer.h"
 
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
 using namespace mlir::gpuc;
@@ -28,15 +29,37 @@ Shape stridesOf(ArrayRef<int64_t> shape) {
 
 } // namespace
 
+/// Whether `v` is computed from the step's arguments (the model's inputs
+/// and parameters), not from constants alone.
+static bool readsArguments(Value v) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value next = work.pop_back_val();
+    if (!seen.insert(next).second)
+      continue;
+    Operation *def = next.getDefiningOp();
+    if (!def)
+      return true;
+    llvm::append_range(work, def->getOperands());
+  }
+  return false;
+}
+
 FailureOr<DenseElementsAttr> OnnxImporter::requireConstant(Node &node,
                                                            Value v) {
   DenseElementsAttr attr;
   if (v && matchPattern(v, m_Constant(&attr)))
     return attr;
-  return nodeError(node)
-         << node.proto.op_type()
-         << " is folded at import, so its operands must be constants (a mask "
-            "built from shapes); this one is computed from the model's inputs";
+  InFlightDiagnostic error = nodeError(node);
+  error << node.proto.op_type()
+        << " is folded at import, so its operands must be constants (a mask "
+           "built from shapes); ";
+  if (v && !readsArguments(v))
+    return error << "this one is built from constants, but through values "
+                    "of more than 65,536 elements, which import does not "
+                    "fold (a mask over the whole batch at a long context)";
+  return error << "this one is computed from the model's inputs";
 }
 
 LogicalResult OnnxImporter::importNot(Node &node) {
