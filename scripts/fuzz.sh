@@ -75,7 +75,7 @@ build_target() {
       for f in lib/Frontend/Onnx/*.cpp; do
         name=$(basename "$f" .cpp)
         exceptions=-fno-exceptions
-        [[ $name == OnnxModelLoader ]] && exceptions=-fexceptions
+        [[ $name == OnnxModelLoader || $name == NewerOnnx ]] && exceptions=-fexceptions
         "$cxx" "${onnxflags[@]}" $exceptions -c "$f" -o "$out/onnx-$name.o" &
         compiles+=($!)
         importer+=("$out/onnx-$name.o")
