@@ -163,3 +163,21 @@ func.func @partial_slice_pads(%a: tensor<1x4xf32>, %b: tensor<2x4xf32>, %c: tens
   %two = gpuc.add %pg, %ph : tensor<6x6xf32>
   return %ab, %apart, %ones, %two : tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x6xf32>
 }
+
+// -----
+
+// The square root of a constant (PyTorch's export of
+// scaled_dot_product_attention scales Q and K by sqrt(scale)), as sqrtf
+// rounds it; of a value, it stays.
+// CHECK-LABEL: func.func @sqrt_fold
+// CHECK-DAG: gpuc.constant dense<5.000000e-01> : tensor<f32>
+// CHECK-DAG: gpuc.constant dense<1.41421354> : tensor<f32>
+// CHECK: gpuc.sqrt %arg0
+func.func @sqrt_fold(%x: tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<f32>) {
+  %q = gpuc.constant dense<2.500000e-01> : tensor<f32>
+  %t = gpuc.constant dense<2.000000e+00> : tensor<f32>
+  %a = gpuc.sqrt %q : tensor<f32>
+  %b = gpuc.sqrt %t : tensor<f32>
+  %c = gpuc.sqrt %x : tensor<f32>
+  return %a, %b, %c : tensor<f32>, tensor<f32>, tensor<f32>
+}

@@ -251,14 +251,14 @@ int main(int argc, char **argv) {
       initializers.insert(init.name());
     // Resize's roi and scales are its geometry, constants in any model
     // gpuc can compile (PyTorch exports them as Constant nodes).
-    // The ops masks are built with (lib/Frontend/Onnx/ConstantMasks.cpp)
-    // fold at import: their operands are constants there, or refused.
+    // The ops folded at import (lib/Frontend/Onnx/FoldedAtImport.cpp) take
+    // constants, and refuse anything else.
     std::set<std::string> geometry;
     for (const auto &node : model.graph().node()) {
       if (node.op_type() == "Resize")
         for (int i = 1; i < std::min(node.input_size(), 3); ++i)
           geometry.insert(node.input(i));
-      if (llvm::is_contained({"Not", "And", "CumSum", "GatherND"},
+      if (llvm::is_contained({"Not", "And", "CumSum", "GatherND", "Mod"},
                              node.op_type()))
         for (const std::string &input : node.input())
           geometry.insert(input);

@@ -142,6 +142,16 @@ OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
       [](ArrayRef<double> a) { return -a[0]; });
 }
 
+/// (PyTorch's export of scaled_dot_product_attention scales Q and K by the
+/// square root of the scale; folded, the fused attention takes the scale.
+/// A double's square root rounds to the f32 one sqrtf gives.)
+OpFoldResult SqrtOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      adaptor.getOperands(), getType(),
+      [](ArrayRef<APInt>) -> std::optional<APInt> { return std::nullopt; },
+      [](ArrayRef<double> a) { return std::sqrt(a[0]); });
+}
+
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
       adaptor.getOperands(), getType(),

@@ -191,12 +191,13 @@ private:
   LogicalResult importCast(Node &node);
   LogicalResult importCastLike(Node &node);
   LogicalResult importIsNaN(Node &node);
-  // Folded at import (ConstantMasks.cpp).
+  // Folded at import (FoldedAtImport.cpp).
   FailureOr<DenseElementsAttr> requireConstant(Node &node, Value v);
   LogicalResult importNot(Node &node);
   LogicalResult importAnd(Node &node);
   LogicalResult importCumSum(Node &node);
   LogicalResult importGatherND(Node &node);
+  LogicalResult importMod(Node &node);
   LogicalResult importConstant(Node &node);
   LogicalResult importConstantOfShape(Node &node);
   LogicalResult importShape(Node &node);

@@ -326,6 +326,7 @@ const llvm::StringMap<OpRule> &OnnxImporter::rules() {
       {"Max", {&I::importVariadic<MaxOp>, {12, 13}}},
       {"MaxPool", {&I::importMaxPool, {8, 10, 11, 12}}},
       {"Min", {&I::importVariadic<MinOp>, {12, 13}}},
+      {"Mod", {&I::importMod, {10, 13}}},
       {"Mul", {&I::importBinary<MulOp>, {7, 13, 14}}},
       {"Neg", {&I::importUnary<NegOp>, {6, 13}}},
       {"Not", {&I::importNot, {1}}},

@@ -5,7 +5,8 @@
 Run by pytorch-exporters.test with the Python of `scripts/torch-peer.sh
 --exporters` (PyTorch 2.15, onnxscript, transformers). Prints one line per
 check for FileCheck, and exits non-zero on a failed one:
-- the TorchScript exporter at opsets 18 and 20 gives the IR of opset 17;
+- the TorchScript exporter at opsets 18 and 20 gives the IR of opset 17
+  (a GPT, a CNN with batch norms, ResNet-18, nn.MultiheadAttention);
 - the dynamo exporter without its optimizer gives the TorchScript export's
   training step, bit for bit (a CNN with batch norms, ResNet-18, a GPT);
 - with its optimizer (which merges equal parameters) it is refused;
@@ -48,6 +49,9 @@ def build(name):
         model = gpt.build("tiny", 32, 0)
         return model, torch.randint(0, 1000, (2, 32)), "tokens", \
             ["--class-axis", "-1"]
+    if name == "transformer":
+        return export_models.TransformerBlock(), torch.randint(0, 64, (2, 16)), \
+            "tokens", ["--class-axis", "-1"]
     if name == "resnet18":
         import torchvision
         return torchvision.models.resnet18(num_classes=10), \
@@ -101,8 +105,9 @@ def step(path, flags, folder, data):
             for f in os.listdir(folder + "/step") if f.endswith(".npy")}
 
 
-# The TorchScript exporter at newer opsets: the same IR.
-for name in ("gpt", "cnn", "resnet18"):
+# The TorchScript exporter at newer opsets: the same IR. (Its export of
+# nn.MultiheadAttention takes a remainder of sizes, Mod.)
+for name in ("gpt", "cnn", "resnet18", "transformer"):
     irs = {}
     for opset in (17, 18, 20):
         # Afresh each time: exporting in training mode runs the model,

@@ -132,7 +132,9 @@ def Gpuc_NegOp : Gpuc_UnaryOp<"neg", Gpuc_NumericTensor, "negation"> {
 def Gpuc_AbsOp : Gpuc_UnaryOp<"abs", Gpuc_NumericTensor, "absolute value">;
 def Gpuc_ExpOp : Gpuc_UnaryOp<"exp", Gpuc_FloatTensor, "exp(x)">;
 def Gpuc_LogOp : Gpuc_UnaryOp<"log", Gpuc_FloatTensor, "natural logarithm">;
-def Gpuc_SqrtOp : Gpuc_UnaryOp<"sqrt", Gpuc_FloatTensor, "square root">;
+def Gpuc_SqrtOp : Gpuc_UnaryOp<"sqrt", Gpuc_FloatTensor, "square root"> {
+  let hasFolder = 1;
+}
 def Gpuc_RsqrtOp : Gpuc_UnaryOp<"rsqrt", Gpuc_FloatTensor, "1/sqrt(x)">;
 def Gpuc_ReciprocalOp : Gpuc_UnaryOp<"reciprocal", Gpuc_FloatTensor, "1/x">;
 def Gpuc_TanhOp : Gpuc_UnaryOp<"tanh", Gpuc_FloatTensor, "hyperbolic tangent">;

@@ -1,11 +1,12 @@
-//===- ConstantMasks.cpp - ops exporters build masks with, folded ---------===//
+//===- FoldedAtImport.cpp - ops gpuc takes on constants only --------------===//
 //
-// Hugging Face's models build their attention masks from positions: a
-// range, a cumulative sum (which tells packed sequences apart), a gather of
-// index pairs, Not and And of comparisons. Exported without an attention
-// mask input, all of it depends on shapes alone, and gpuc compiles static
-// shapes: these ops are folded into constants at import, and refused where
-// an operand is computed from the model's inputs.
+// Exporters compute some values from shapes alone, and gpuc compiles static
+// shapes. Hugging Face's models build their attention masks from positions:
+// a range, a cumulative sum (which tells packed sequences apart), a gather
+// of index pairs, Not and And of comparisons; PyTorch's export of
+// nn.MultiheadAttention takes a remainder of sizes. These ops are folded
+// into constants at import, and refused where an operand is computed from
+// the model's inputs.
 //
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
@@ -217,5 +218,36 @@ LogicalResult OnnxImporter::importGatherND(Node &node) {
   setOutput(node, 0,
             ConstantOp::create(builder, node.loc,
                                DenseElementsAttr::get(type, result)));
+  return success();
+}
+
+LogicalResult OnnxImporter::importMod(Node &node) {
+  auto operands = broadcastAll(node, {node.in(0), node.in(1)});
+  if (failed(operands))
+    return failure();
+  FailureOr<DenseElementsAttr> a = requireConstant(node, (*operands)[0]);
+  FailureOr<DenseElementsAttr> b =
+      failed(a) ? a : requireConstant(node, (*operands)[1]);
+  if (failed(b))
+    return failure();
+  Type et = a->getElementType();
+  if (!et.isInteger(32) && !et.isInteger(64))
+    return nodeError(node) << "Mod is folded for integers only";
+  // fmod = 1: the sign of the dividend (C's %); fmod = 0: of the divisor
+  // (Python's %).
+  bool fmod = node.getInt("fmod", 0) != 0;
+  SmallVector<APInt> result;
+  for (auto [x, y] : llvm::zip(a->getValues<APInt>(), b->getValues<APInt>())) {
+    int64_t n = x.getSExtValue(), d = y.getSExtValue();
+    if (d == 0)
+      return nodeError(node) << "Mod by zero";
+    int64_t r = d == -1 ? 0 : n % d;
+    if (!fmod && r != 0 && ((r < 0) != (d < 0)))
+      r += d;
+    result.push_back(APInt(et.getIntOrFloatBitWidth(), r, /*isSigned=*/true));
+  }
+  setOutput(node, 0,
+            ConstantOp::create(builder, node.loc,
+                               DenseElementsAttr::get(a->getType(), result)));
   return success();
 }
