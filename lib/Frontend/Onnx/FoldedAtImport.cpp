@@ -63,6 +63,23 @@ FailureOr<DenseElementsAttr> OnnxImporter::requireConstant(Node &node,
   return error << "this one is computed from the model's inputs";
 }
 
+LogicalResult OnnxImporter::requireConstantOperands(Node &node,
+                                                    DenseElementsAttr &a,
+                                                    DenseElementsAttr &b) {
+  auto operands = broadcastAll(node, {node.in(0), node.in(1)});
+  if (failed(operands))
+    return failure();
+  FailureOr<DenseElementsAttr> lhs = requireConstant(node, (*operands)[0]);
+  if (failed(lhs))
+    return failure();
+  FailureOr<DenseElementsAttr> rhs = requireConstant(node, (*operands)[1]);
+  if (failed(rhs))
+    return failure();
+  a = *lhs;
+  b = *rhs;
+  return success();
+}
+
 LogicalResult OnnxImporter::importNot(Node &node) {
   FailureOr<DenseElementsAttr> x = requireConstant(node, node.in(0));
   if (failed(x))
@@ -79,22 +96,17 @@ LogicalResult OnnxImporter::importNot(Node &node) {
 }
 
 LogicalResult OnnxImporter::importAnd(Node &node) {
-  auto operands = broadcastAll(node, {node.in(0), node.in(1)});
-  if (failed(operands))
+  DenseElementsAttr a, b;
+  if (failed(requireConstantOperands(node, a, b)))
     return failure();
-  FailureOr<DenseElementsAttr> a = requireConstant(node, (*operands)[0]);
-  FailureOr<DenseElementsAttr> b =
-      failed(a) ? a : requireConstant(node, (*operands)[1]);
-  if (failed(b))
-    return failure();
-  if (!a->getElementType().isInteger(1) || !b->getElementType().isInteger(1))
+  if (!a.getElementType().isInteger(1) || !b.getElementType().isInteger(1))
     return nodeError(node) << "And takes booleans";
   SmallVector<bool> result;
-  for (auto [x, y] : llvm::zip(a->getValues<bool>(), b->getValues<bool>()))
+  for (auto [x, y] : llvm::zip(a.getValues<bool>(), b.getValues<bool>()))
     result.push_back(x && y);
   setOutput(node, 0,
             ConstantOp::create(builder, node.loc,
-                               DenseElementsAttr::get(a->getType(), result)));
+                               DenseElementsAttr::get(a.getType(), result)));
   return success();
 }
 
@@ -222,22 +234,17 @@ LogicalResult OnnxImporter::importGatherND(Node &node) {
 }
 
 LogicalResult OnnxImporter::importMod(Node &node) {
-  auto operands = broadcastAll(node, {node.in(0), node.in(1)});
-  if (failed(operands))
+  DenseElementsAttr a, b;
+  if (failed(requireConstantOperands(node, a, b)))
     return failure();
-  FailureOr<DenseElementsAttr> a = requireConstant(node, (*operands)[0]);
-  FailureOr<DenseElementsAttr> b =
-      failed(a) ? a : requireConstant(node, (*operands)[1]);
-  if (failed(b))
-    return failure();
-  Type et = a->getElementType();
+  Type et = a.getElementType();
   if (!et.isInteger(32) && !et.isInteger(64))
     return nodeError(node) << "Mod is folded for integers only";
   // fmod = 1: the sign of the dividend (C's %); fmod = 0: of the divisor
   // (Python's %).
   bool fmod = node.getInt("fmod", 0) != 0;
   SmallVector<APInt> result;
-  for (auto [x, y] : llvm::zip(a->getValues<APInt>(), b->getValues<APInt>())) {
+  for (auto [x, y] : llvm::zip(a.getValues<APInt>(), b.getValues<APInt>())) {
     int64_t n = x.getSExtValue(), d = y.getSExtValue();
     if (d == 0)
       return nodeError(node) << "Mod by zero";
@@ -248,6 +255,6 @@ LogicalResult OnnxImporter::importMod(Node &node) {
   }
   setOutput(node, 0,
             ConstantOp::create(builder, node.loc,
-                               DenseElementsAttr::get(a->getType(), result)));
+                               DenseElementsAttr::get(a.getType(), result)));
   return success();
 }

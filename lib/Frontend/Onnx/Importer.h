@@ -193,6 +193,9 @@ private:
   LogicalResult importIsNaN(Node &node);
   // Folded at import (FoldedAtImport.cpp).
   FailureOr<DenseElementsAttr> requireConstant(Node &node, Value v);
+  /// Both operands, broadcast to one shape, as constants.
+  LogicalResult requireConstantOperands(Node &node, DenseElementsAttr &a,
+                                        DenseElementsAttr &b);
   LogicalResult importNot(Node &node);
   LogicalResult importAnd(Node &node);
   LogicalResult importCumSum(Node &node);

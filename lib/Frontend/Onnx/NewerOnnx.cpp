@@ -221,8 +221,9 @@ bool reducesWithAxesInput(llvm::StringRef op) {
 /// x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))); each constant
 /// takes x's type through CastLike. gpuc's gpuc-form-gelu makes either
 /// chain one gelu again.
-bool expandGelu(onnx::GraphProto &graph, int index, std::string &error) {
-  onnx::NodeProto gelu = graph.node(index);
+bool expandGelu(const onnx::NodeProto &gelu, int index,
+                google::protobuf::RepeatedPtrField<onnx::NodeProto> &lowered,
+                std::string &error) {
   std::string approximate = "none";
   if (const onnx::AttributeProto *attr = findAttribute(gelu, "approximate"))
     approximate = attr->s();
@@ -287,28 +288,15 @@ bool expandGelu(onnx::GraphProto &graph, int index, std::string &error) {
       add("Mul", {x, constant("half", 0.5f)}, prefix + "half_x");
   add("Mul", {halfX, onePlus}, gelu.output(0));
   nodes.back().set_name(gelu.name().empty() ? prefix + "result" : gelu.name());
-
-  // Replace the node by the chain, in place (the graph's order is
-  // topological).
-  google::protobuf::RepeatedPtrField<onnx::NodeProto> rebuilt;
-  for (int n = 0; n < graph.node_size(); ++n) {
-    if (n != index) {
-      *rebuilt.Add() = graph.node(n);
-      continue;
-    }
-    for (onnx::NodeProto &node : nodes)
-      *rebuilt.Add() = node;
-  }
-  graph.mutable_node()->Swap(&rebuilt);
+  for (onnx::NodeProto &node : nodes)
+    *lowered.Add() = std::move(node);
   return true;
 }
 
-/// Rewrites node `index` of `graph` (an opset-`opset` node) into its
-/// opset-17 form. Sets `replaced` to the nodes now in its place.
-bool lowerNode(onnx::GraphProto &graph, int index, const Constants &constants,
-               int64_t opset, int &replaced, std::string &error) {
-  replaced = 1;
-  onnx::NodeProto &node = *graph.mutable_node(index);
+/// Rewrites `node` (node `index`, of opset `opset`) in place into its
+/// opset-17 form, for every op whose form is one node.
+bool lowerInPlace(onnx::NodeProto &node, int index, const Constants &constants,
+                  int64_t opset, std::string &error) {
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     return true;
   llvm::StringRef op = node.op_type();
@@ -430,13 +418,21 @@ bool lowerNode(onnx::GraphProto &graph, int index, const Constants &constants,
     removeAttribute(node, "stash_type");
     return true;
   }
-  if (op == "Gelu") {
-    int before = graph.node_size();
-    if (!expandGelu(graph, index, error))
-      return false;
-    replaced = graph.node_size() - before + 1;
-    return true;
-  }
+  return true;
+}
+
+/// Rewrites `node` (node `index`, of opset `opset`) into its opset-17 form,
+/// in place; `lowered` then takes it, or the nodes that stand for it.
+bool lowerNode(onnx::NodeProto &node, int index, const Constants &constants,
+               int64_t opset,
+               google::protobuf::RepeatedPtrField<onnx::NodeProto> &lowered,
+               std::string &error) {
+  if (node.op_type() == "Gelu" &&
+      (node.domain().empty() || node.domain() == "ai.onnx"))
+    return expandGelu(node, index, lowered, error);
+  if (!lowerInPlace(node, index, constants, opset, error))
+    return false;
+  *lowered.Add() = std::move(node);
   return true;
 }
 
@@ -746,12 +742,11 @@ bool lowerNewerOnnx(onnx::ModelProto &model, std::string &error) {
         return false;
       }
   Constants constants(graph);
-  for (int n = 0; n < graph.node_size();) {
-    int replaced = 1;
-    if (!lowerNode(graph, n, constants, opset, replaced, error))
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> lowered;
+  for (int n = 0; n < graph.node_size(); ++n)
+    if (!lowerNode(*graph.mutable_node(n), n, constants, opset, lowered, error))
       return false;
-    n += replaced;
-  }
+  graph.mutable_node()->Swap(&lowered);
   // Now, before the checker, which knows no op younger than the linked
   // ONNX (RMSNormalization, opset 23) and would say only that.
   if (!checkSupportedOps(model, error))
