@@ -41,6 +41,31 @@ struct Mask {
   bool keeps = false;
 };
 
+/// Whether adding `value` to a score is a mask's fill.
+bool isAdditiveFill(double value) {
+  return value == -INFINITY || value <= kLowestAdditiveFill;
+}
+
+/// `v` (through broadcasts) as a select of zeros and an additive fill: the
+/// mask Hugging Face adds, where it is too large to fold into one constant
+/// (a causal mask over a batch at a context of 1,024 is 16M elements).
+std::optional<Mask> additiveSelect(Value v) {
+  while (auto broadcast = v.getDefiningOp<BroadcastOp>())
+    v = broadcast.getInput();
+  auto select = v.getDefiningOp<SelectOp>();
+  if (!select)
+    return std::nullopt;
+  std::optional<double> onTrue = splatOf(select.getOnTrue());
+  std::optional<double> onFalse = splatOf(select.getOnFalse());
+  if (!onTrue || !onFalse)
+    return std::nullopt;
+  if (*onTrue == 0 && isAdditiveFill(*onFalse))
+    return Mask{select.getCond(), nullptr, *onFalse, /*keeps=*/true};
+  if (*onFalse == 0 && isAdditiveFill(*onTrue))
+    return Mask{select.getCond(), nullptr, *onTrue, /*keeps=*/false};
+  return std::nullopt;
+}
+
 Value stripMask(Value v, std::optional<Mask> &mask) {
   Operation *def = v.getDefiningOp();
   if (!def || !def->hasOneUse())
@@ -58,6 +83,10 @@ Value stripMask(Value v, std::optional<Mask> &mask) {
   }
   if (auto add = dyn_cast<AddOp>(def)) {
     for (int side = 0; side < 2; ++side) {
+      if (std::optional<Mask> added = additiveSelect(def->getOperand(side))) {
+        mask = added;
+        return def->getOperand(1 - side);
+      }
       DenseElementsAttr c = constantOf(def->getOperand(side));
       if (!c || !isa<FloatType>(c.getElementType()))
         continue;
@@ -70,8 +99,7 @@ Value stripMask(Value v, std::optional<Mask> &mask) {
             if (x.isZero())
               return true;
             double value = x.convertToDouble();
-            if (!(value == -INFINITY || value <= kLowestAdditiveFill) ||
-                (fill && *fill != value))
+            if (!isAdditiveFill(value) || (fill && *fill != value))
               return false;
             fill = value;
             return true;

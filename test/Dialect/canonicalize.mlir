@@ -181,3 +181,37 @@ func.func @sqrt_fold(%x: tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<f32>)
   %c = gpuc.sqrt %x : tensor<f32>
   return %a, %b, %c : tensor<f32>, tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// A comparison of indices folds to a mask through the broadcasts that
+// widen them, which are not themselves folded into constants of the mask's
+// size (integers fold up to 2^20 elements; booleans up to 2^28).
+// CHECK-LABEL: func.func @mask_of_broadcast_indices
+// CHECK: %[[CORNER:.+]] = gpuc.constant dense<{{\[\[\[\[}}false, true]]], {{\[\[\[}}true, true]]]]> : tensor<2x1x1x2xi1>
+// CHECK: return %[[CORNER]]
+// CHECK-NOT: gpuc.compare
+// CHECK-NOT: gpuc.broadcast
+func.func @mask_of_broadcast_indices() -> tensor<2x1x1x2xi1> {
+  %rows = gpuc.constant dense<[[[[0]]], [[[5]]]]> : tensor<2x1x1x1xi64>
+  %cols = gpuc.constant dense<[[[[5, 0]]]]> : tensor<1x1x1x2xi64>
+  %r = gpuc.broadcast %rows : tensor<2x1x1x1xi64> -> tensor<2x512x1024x2xi64>
+  %c = gpuc.broadcast %cols : tensor<1x1x1x2xi64> -> tensor<2x512x1024x2xi64>
+  %m = gpuc.compare ge, %r, %c : tensor<2x512x1024x2xi64>
+  %corner = gpuc.slice %m starts = [0, 511, 1023, 0] limits = [2, 512, 1024, 2] strides = [1, 1, 1, 1] : tensor<2x512x1024x2xi1> -> tensor<2x1x1x2xi1>
+  return %corner : tensor<2x1x1x2xi1>
+}
+
+// -----
+
+// Past the limit for floats, an addition stays an op (a constant of 8 MiB
+// would be read at run time where a broadcast fuses into its reader).
+// CHECK-LABEL: func.func @large_float_result_stays
+// CHECK: gpuc.add
+func.func @large_float_result_stays() -> tensor<2x1024x1024xf32> {
+  %a = gpuc.constant dense<[[[1.0]], [[2.0]]]> : tensor<2x1x1xf32>
+  %b = gpuc.constant dense<3.0> : tensor<2x1024x1024xf32>
+  %w = gpuc.broadcast %a : tensor<2x1x1xf32> -> tensor<2x1024x1024xf32>
+  %s = gpuc.add %w, %b : tensor<2x1024x1024xf32>
+  return %s : tensor<2x1024x1024xf32>
+}

@@ -138,3 +138,48 @@ func.func @nan_guard_masked_row(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x3x4xf32>
   %o = gpuc.matmul %g, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32>
   return %o : tensor<2x2x3x4xf32>
 }
+
+// -----
+
+// The same mask where it is too large to fold into one constant of floats
+// (Hugging Face's over a batch at a context of 1,024): a select of zeros
+// and the lowest float, added to the scores through a broadcast over heads.
+// The select's condition keeps a key where it is true.
+// CHECK-LABEL: func.func @additive_select_mask
+// CHECK: %[[MASK:.+]] = gpuc.constant dense<{{\[\[\[\[}}true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>
+// CHECK: gpuc.attention %arg0, %{{.+}}, %arg2 mask %[[MASK]] : tensor<1x1x3x3xi1> scale = 2.500000e-01 fill = -3.4028234663852886E+38 {mask_keeps} :
+// CHECK-NOT: gpuc.softmax
+func.func @additive_select_mask(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x3x4xf32>, %v: tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32> {
+  %c = gpuc.constant dense<2.500000e-01> : tensor<2x2x3x3xf32>
+  %keep = gpuc.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]], [[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<2x1x3x3xi1>
+  %zero = gpuc.constant dense<0.000000e+00> : tensor<2x1x3x3xf32>
+  %low = gpuc.constant dense<-3.40282347E+38> : tensor<2x1x3x3xf32>
+  %s = gpuc.matmul %q, %k transpose_rhs : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x3xf32>
+  %scaled = gpuc.mul %s, %c : tensor<2x2x3x3xf32>
+  %additive = gpuc.select %keep, %zero, %low : tensor<2x1x3x3xi1>, tensor<2x1x3x3xf32>
+  %wide = gpuc.broadcast %additive : tensor<2x1x3x3xf32> -> tensor<2x2x3x3xf32>
+  %masked = gpuc.add %scaled, %wide : tensor<2x2x3x3xf32>
+  %p = gpuc.softmax %masked axis = 3 : tensor<2x2x3x3xf32>
+  %o = gpuc.matmul %p, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
+// A select of zeros and a fill that is not low enough to be a mask (-1e4
+// added to a score is not -1e4) is an addition like any other.
+// CHECK-LABEL: func.func @additive_select_not_a_mask
+// CHECK-NOT: gpuc.attention
+// CHECK: gpuc.softmax
+func.func @additive_select_not_a_mask(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x3x4xf32>, %v: tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32> {
+  %keep = gpuc.constant dense<[[true, false, false], [true, true, false], [true, true, true]]> : tensor<3x3xi1>
+  %zero = gpuc.constant dense<0.000000e+00> : tensor<3x3xf32>
+  %low = gpuc.constant dense<-1.000000e+04> : tensor<3x3xf32>
+  %s = gpuc.matmul %q, %k transpose_rhs : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x3xf32>
+  %additive = gpuc.select %keep, %zero, %low : tensor<3x3xi1>, tensor<3x3xf32>
+  %wide = gpuc.broadcast %additive : tensor<3x3xf32> -> tensor<2x2x3x3xf32>
+  %masked = gpuc.add %s, %wide : tensor<2x2x3x3xf32>
+  %p = gpuc.softmax %masked axis = 3 : tensor<2x2x3x3xf32>
+  %o = gpuc.matmul %p, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}

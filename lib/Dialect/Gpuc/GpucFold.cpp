@@ -1,12 +1,15 @@
 //===- GpucFold.cpp - constant folding of gpuc ops ------------------------===//
 //
 // Folders make the shape arithmetic of exported models (Shape -> Gather ->
-// Concat -> Reshape chains) disappear: the frontends build ops with
-// createOrFold, and --canonicalize applies the same folders later. Only
-// tensors up to kMaxFoldedElements are folded so that large weights are never
-// duplicated as constants.
+// Concat -> Reshape chains) and the masks exporters build from positions
+// disappear: the frontends build ops with createOrFold, and --canonicalize
+// applies the same folders later. Parameters are arguments, never
+// constants, so a fold cannot copy a weight; a folded constant is bounded
+// by foldedElementsLimit, past which a value is computed at run time.
+// Elements are read and written as stored, not one Attribute each.
 //
 //===----------------------------------------------------------------------===//
+#include "gpuc/Dialect/Gpuc/FoldedConstants.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
 
@@ -14,19 +17,26 @@
 #include "mlir/IR/TypeUtilities.h"
 
 #include <cmath>
+#include <cstring>
 
 using namespace mlir;
 using namespace mlir::gpuc;
 
-static constexpr int64_t kMaxFoldedElements = 1 << 16;
+int64_t mlir::gpuc::foldedElementsLimit(Type elementType) {
+  return elementType.isInteger(1) ? int64_t(1) << 28 : int64_t(1) << 20;
+}
 
-/// The attribute as dense elements if it is foldable (constant and small or
-/// splat).
+bool mlir::gpuc::withinFoldLimit(ShapedType type) {
+  return type.getNumElements() <= foldedElementsLimit(type.getElementType());
+}
+
+/// The attribute as dense elements if it is foldable (constant and within
+/// the limit, or splat).
 static DenseElementsAttr getFoldable(Attribute attr) {
   auto dense = dyn_cast_if_present<DenseElementsAttr>(attr);
   if (!dense)
     return {};
-  if (!dense.isSplat() && dense.getNumElements() > kMaxFoldedElements)
+  if (!dense.isSplat() && !withinFoldLimit(dense.getType()))
     return {};
   return dense;
 }
@@ -43,90 +53,232 @@ static Shape stridesOf(ArrayRef<int64_t> shape) {
   return strides;
 }
 
-/// Builds a constant of `resultType` whose element at each multi-index is the
-/// element of `source` at the linear index `sourceIndexOf(index)`. This is the
-/// one mechanism behind every data-movement folder.
-static DenseElementsAttr
-moveElements(DenseElementsAttr source, RankedTensorType resultType,
-             function_ref<int64_t(ArrayRef<int64_t>)> sourceIndexOf) {
+namespace {
+/// A constant's elements in whole-byte slots: as stored, or a boolean a
+/// byte (i1 is stored a bit each). A splat holds one slot.
+struct ElementSlots {
+  SmallVector<char> unpacked; // booleans
+  ArrayRef<char> stored;      // other elements, in the attribute
+  size_t width = 0;
+  bool booleans = false;
+  bool splat = false;
+
+  const char *at(int64_t i) const {
+    const char *base = booleans ? unpacked.data() : stored.data();
+    return base + (splat ? 0 : i) * width;
+  }
+};
+} // namespace
+
+static std::optional<ElementSlots> slotsOf(DenseElementsAttr attr) {
+  ElementSlots slots;
+  slots.splat = attr.isSplat();
+  Type element = attr.getElementType();
+  if (element.isInteger(1)) {
+    if (slots.splat)
+      slots.unpacked.push_back(attr.getSplatValue<bool>());
+    else
+      for (bool b : attr.getValues<bool>())
+        slots.unpacked.push_back(b);
+    slots.booleans = true;
+    slots.width = 1;
+    return slots;
+  }
+  if (!element.isIntOrFloat() || element.getIntOrFloatBitWidth() % 8 != 0)
+    return std::nullopt;
+  slots.width = element.getIntOrFloatBitWidth() / 8;
+  slots.stored = attr.getRawData();
+  int64_t count = slots.splat ? 1 : attr.getNumElements();
+  if ((int64_t)slots.stored.size() != count * (int64_t)slots.width)
+    return std::nullopt;
+  return slots;
+}
+
+/// The constant of `type` whose elements are `bytes`, `width` each (a
+/// boolean a byte); a splat where they are all equal.
+static DenseElementsAttr fromSlots(RankedTensorType type, ArrayRef<char> bytes,
+                                   size_t width) {
+  bool equal = true;
+  for (size_t at = width; at < bytes.size() && equal; at += width)
+    equal = std::memcmp(bytes.data(), bytes.data() + at, width) == 0;
+  if (equal && !bytes.empty())
+    bytes = bytes.take_front(width);
+  if (type.getElementType().isInteger(1)) {
+    auto bools = ArrayRef<bool>(reinterpret_cast<const bool *>(bytes.data()),
+                                bytes.size());
+    if (bools.size() == 1)
+      return DenseElementsAttr::get(type, bools.front());
+    return DenseElementsAttr::get(type, bools);
+  }
+  return DenseElementsAttr::getFromRawBuffer(type, bytes);
+}
+
+DenseElementsAttr mlir::gpuc::moveElements(
+    DenseElementsAttr source, RankedTensorType resultType,
+    function_ref<int64_t(ArrayRef<int64_t>)> sourceIndexOf) {
   if (source.isSplat())
     return DenseElementsAttr::get(resultType,
                                   source.getSplatValue<Attribute>());
-  if (resultType.getNumElements() > kMaxFoldedElements)
+  if (!withinFoldLimit(resultType))
     return {};
-  SmallVector<Attribute> in = llvm::to_vector(source.getValues<Attribute>());
-  SmallVector<Attribute> out;
-  out.reserve(resultType.getNumElements());
+  std::optional<ElementSlots> in = slotsOf(source);
+  if (!in)
+    return {};
+  int64_t count = source.getNumElements();
+  SmallVector<char> out(resultType.getNumElements() * in->width);
   ArrayRef<int64_t> shape = resultType.getShape();
   Shape index(shape.size(), 0);
-  for (int64_t linear = 0, e = resultType.getNumElements(); linear < e;
-       ++linear) {
+  for (size_t at = 0; at < out.size(); at += in->width) {
     int64_t src = sourceIndexOf(index);
-    if (src < 0 || src >= static_cast<int64_t>(in.size()))
+    if (src < 0 || src >= count)
       return {};
-    out.push_back(in[src]);
+    std::memcpy(out.data() + at, in->at(src), in->width);
     for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
       if (++index[d] < shape[d])
         break;
       index[d] = 0;
     }
   }
-  return DenseElementsAttr::get(resultType, out);
+  return fromSlots(resultType, out, in->width);
 }
 
-/// Applies a scalar function elementwise over constant operands of one shape.
-/// `intFn` returns nullopt where the operation is undefined (division by
-/// zero), which cancels the fold.
+namespace {
+/// A constant operand of an elementwise fold, read at the result's
+/// multi-index through `strides` (0 along a dimension it is broadcast on).
+struct ElementwiseOperand {
+  DenseElementsAttr elements;
+  Shape strides;
+};
+} // namespace
+
+/// `v` (folded to `attr`) as a constant operand of a result of `shape`: a
+/// constant, or a broadcast of one, read through so that a comparison of a
+/// row index with a column index folds to a mask without either broadcast
+/// becoming a constant of the mask's size.
+static std::optional<ElementwiseOperand>
+elementwiseOperand(Value v, Attribute attr, ArrayRef<int64_t> shape) {
+  DenseElementsAttr elements = getFoldable(attr);
+  ArrayRef<int64_t> from = shape;
+  if (!elements) {
+    auto broadcast = v.getDefiningOp<BroadcastOp>();
+    Attribute input;
+    if (!broadcast || !matchPattern(broadcast.getInput(), m_Constant(&input)))
+      return std::nullopt;
+    elements = getFoldable(input);
+    if (!elements)
+      return std::nullopt;
+    from = tensorTypeOf(broadcast.getInput()).getShape();
+  }
+  ElementwiseOperand operand{elements, Shape(shape.size(), 0)};
+  if (elements.isSplat())
+    return operand;
+  Shape fromStrides = stridesOf(from);
+  size_t lead = shape.size() - from.size();
+  for (size_t d = 0; d < from.size(); ++d)
+    if (from[d] == shape[lead + d])
+      operand.strides[lead + d] = fromStrides[d];
+  return operand;
+}
+
+/// Applies a scalar function elementwise over constant operands (or
+/// broadcasts of constants) of the result's shape. `intFn` returns nullopt
+/// where the operation is undefined (division by zero), which cancels the
+/// fold.
 static Attribute
-foldElementwise(ArrayRef<Attribute> operands, RankedTensorType resultType,
+foldElementwise(Operation *op, ArrayRef<Attribute> attrs,
+                RankedTensorType resultType,
                 function_ref<std::optional<APInt>(ArrayRef<APInt>)> intFn,
                 function_ref<double(ArrayRef<double>)> floatFn) {
-  SmallVector<DenseElementsAttr> dense;
-  for (Attribute a : operands) {
-    DenseElementsAttr d = getFoldable(a);
-    if (!d)
+  ArrayRef<int64_t> shape = resultType.getShape();
+  SmallVector<ElementwiseOperand> operands;
+  for (auto [v, attr] : llvm::zip(op->getOperands(), attrs)) {
+    std::optional<ElementwiseOperand> operand =
+        elementwiseOperand(v, attr, shape);
+    if (!operand)
       return {};
-    dense.push_back(d);
+    operands.push_back(std::move(*operand));
   }
-  Type elementType = dense.front().getElementType();
-  bool allSplat = llvm::all_of(dense, [](auto d) { return d.isSplat(); });
-  int64_t n = allSplat ? 1 : resultType.getNumElements();
-  auto elementAt = [&](DenseElementsAttr d, int64_t i) {
-    return d.isSplat() ? d.getSplatValue<Attribute>()
-                       : d.getValues<Attribute>()[i];
-  };
-  SmallVector<Attribute> out;
-  Type resultElementType = resultType.getElementType();
-  for (int64_t i = 0; i < n; ++i) {
-    if (isa<IntegerType>(elementType)) {
-      if (!intFn)
+  if (resultType.getNumElements() == 0)
+    return {};
+  bool allSplat = llvm::all_of(
+      operands, [](const auto &o) { return o.elements.isSplat(); });
+  if (!allSplat && !withinFoldLimit(resultType))
+    return {};
+  bool isInt = isa<IntegerType>(operands.front().elements.getElementType());
+  if (isInt ? !intFn : !floatFn)
+    return {};
+  // Each operand's elements, as integers or as doubles.
+  SmallVector<SmallVector<APInt>> ints;
+  SmallVector<SmallVector<double>> floats;
+  for (const ElementwiseOperand &o : operands) {
+    if (isInt && o.elements.isSplat())
+      ints.push_back({o.elements.getSplatValue<APInt>()});
+    else if (isInt)
+      ints.emplace_back(o.elements.getValues<APInt>());
+    else if (o.elements.isSplat())
+      floats.push_back({o.elements.getSplatValue<APFloat>().convertToDouble()});
+    else
+      floats.emplace_back(llvm::map_range(
+          o.elements.getValues<APFloat>(),
+          [](const APFloat &x) { return x.convertToDouble(); }));
+  }
+  Type resultElement = resultType.getElementType();
+  auto resultInt = dyn_cast<IntegerType>(resultElement);
+  const llvm::fltSemantics *resultSemantics =
+      resultInt ? nullptr : &cast<FloatType>(resultElement).getFloatSemantics();
+  SmallVector<bool> bools;
+  SmallVector<APInt> intResults;
+  SmallVector<APFloat> floatResults;
+  int64_t count = allSplat ? 1 : resultType.getNumElements();
+  Shape index(shape.size(), 0);
+  SmallVector<int64_t> offsets(operands.size(), 0);
+  SmallVector<APInt> intArgs(operands.size());
+  SmallVector<double> floatArgs(operands.size());
+  for (int64_t i = 0; i < count; ++i) {
+    std::optional<APInt> intResult;
+    double floatResult = 0;
+    if (isInt) {
+      for (size_t k = 0; k < operands.size(); ++k)
+        intArgs[k] = ints[k][offsets[k]];
+      intResult = intFn(intArgs);
+      if (!intResult)
         return {};
-      SmallVector<APInt> args;
-      for (DenseElementsAttr d : dense)
-        args.push_back(cast<IntegerAttr>(elementAt(d, i)).getValue());
-      std::optional<APInt> r = intFn(args);
-      if (!r)
-        return {};
-      out.push_back(IntegerAttr::get(resultElementType, *r));
     } else {
-      if (!floatFn)
-        return {};
-      SmallVector<double> args;
-      for (DenseElementsAttr d : dense)
-        args.push_back(
-            cast<FloatAttr>(elementAt(d, i)).getValue().convertToDouble());
-      double r = floatFn(args);
-      if (auto intType = dyn_cast<IntegerType>(resultElementType))
-        out.push_back(IntegerAttr::get(intType, APInt(intType.getWidth(),
-                                                      static_cast<int64_t>(r),
-                                                      /*isSigned=*/true)));
-      else
-        out.push_back(FloatAttr::get(resultElementType, r));
+      for (size_t k = 0; k < operands.size(); ++k)
+        floatArgs[k] = floats[k][offsets[k]];
+      floatResult = floatFn(floatArgs);
+    }
+    if (resultInt && resultInt.getWidth() == 1) {
+      bools.push_back(isInt ? !intResult->isZero() : floatResult != 0.0);
+    } else if (resultInt) {
+      intResults.push_back(isInt ? intResult->sextOrTrunc(resultInt.getWidth())
+                                 : APInt(resultInt.getWidth(),
+                                         static_cast<int64_t>(floatResult),
+                                         /*isSigned=*/true));
+    } else {
+      APFloat value(isInt ? static_cast<double>(intResult->getSExtValue())
+                          : floatResult);
+      bool lost;
+      value.convert(*resultSemantics, APFloat::rmNearestTiesToEven, &lost);
+      floatResults.push_back(value);
+    }
+    // The next multi-index, and each operand's element there.
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      for (size_t k = 0; k < operands.size(); ++k)
+        offsets[k] += operands[k].strides[d];
+      if (++index[d] < shape[d])
+        break;
+      for (size_t k = 0; k < operands.size(); ++k)
+        offsets[k] -= operands[k].strides[d] * shape[d];
+      index[d] = 0;
     }
   }
-  if (allSplat)
-    return DenseElementsAttr::get(resultType, out.front());
-  return DenseElementsAttr::get(resultType, out);
+  if (!bools.empty())
+    return allSplat ? DenseElementsAttr::get(resultType, bools.front())
+                    : DenseElementsAttr::get(resultType, bools);
+  if (!intResults.empty())
+    return DenseElementsAttr::get(resultType, intResults);
+  return DenseElementsAttr::get(resultType, floatResults);
 }
 
 //===----------------------------------------------------------------------===//
@@ -137,7 +289,7 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      adaptor.getOperands(), getType(),
+      getOperation(), adaptor.getOperands(), getType(),
       [](ArrayRef<APInt> a) -> std::optional<APInt> { return -a[0]; },
       [](ArrayRef<double> a) { return -a[0]; });
 }
@@ -147,35 +299,35 @@ OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
 /// A double's square root rounds to the f32 one sqrtf gives.)
 OpFoldResult SqrtOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      adaptor.getOperands(), getType(),
+      getOperation(), adaptor.getOperands(), getType(),
       [](ArrayRef<APInt>) -> std::optional<APInt> { return std::nullopt; },
       [](ArrayRef<double> a) { return std::sqrt(a[0]); });
 }
 
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      adaptor.getOperands(), getType(),
+      getOperation(), adaptor.getOperands(), getType(),
       [](ArrayRef<APInt> a) -> std::optional<APInt> { return a[0] + a[1]; },
       [](ArrayRef<double> a) { return a[0] + a[1]; });
 }
 
 OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      adaptor.getOperands(), getType(),
+      getOperation(), adaptor.getOperands(), getType(),
       [](ArrayRef<APInt> a) -> std::optional<APInt> { return a[0] - a[1]; },
       [](ArrayRef<double> a) { return a[0] - a[1]; });
 }
 
 OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      adaptor.getOperands(), getType(),
+      getOperation(), adaptor.getOperands(), getType(),
       [](ArrayRef<APInt> a) -> std::optional<APInt> { return a[0] * a[1]; },
       [](ArrayRef<double> a) { return a[0] * a[1]; });
 }
 
 OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      adaptor.getOperands(), getType(),
+      getOperation(), adaptor.getOperands(), getType(),
       [](ArrayRef<APInt> a) -> std::optional<APInt> {
         if (a[1].isZero())
           return std::nullopt;
@@ -186,13 +338,13 @@ OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
 
 OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      adaptor.getOperands(), getType(), nullptr,
+      getOperation(), adaptor.getOperands(), getType(), nullptr,
       [](ArrayRef<double> a) { return std::pow(a[0], a[1]); });
 }
 
 OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      adaptor.getOperands(), getType(),
+      getOperation(), adaptor.getOperands(), getType(),
       [](ArrayRef<APInt> a) -> std::optional<APInt> {
         return a[0].sge(a[1]) ? a[0] : a[1];
       },
@@ -201,7 +353,7 @@ OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
 
 OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      adaptor.getOperands(), getType(),
+      getOperation(), adaptor.getOperands(), getType(),
       [](ArrayRef<APInt> a) -> std::optional<APInt> {
         return a[0].sle(a[1]) ? a[0] : a[1];
       },
@@ -211,7 +363,7 @@ OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
 OpFoldResult CompareOp::fold(FoldAdaptor adaptor) {
   ComparePredicate p = getPredicate();
   return foldElementwise(
-      adaptor.getOperands(), getType(),
+      getOperation(), adaptor.getOperands(), getType(),
       [p](ArrayRef<APInt> a) -> std::optional<APInt> {
         int64_t l = a[0].getSExtValue(), r = a[1].getSExtValue();
         return APInt(1, holdsComparison(p, l, r));
@@ -229,15 +381,19 @@ OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
     return cond.getSplatValue<bool>() ? getOnTrue() : getOnFalse();
   DenseElementsAttr t = getFoldable(adaptor.getOnTrue());
   DenseElementsAttr f = getFoldable(adaptor.getOnFalse());
-  if (!getFoldable(cond) || !t || !f)
+  if (!getFoldable(cond) || !t || !f || !withinFoldLimit(getType()))
     return {};
-  SmallVector<Attribute> out;
+  std::optional<ElementSlots> onTrue = slotsOf(t), onFalse = slotsOf(f);
+  if (!onTrue || !onFalse)
+    return {};
+  size_t width = onTrue->width;
+  SmallVector<char> out;
+  out.reserve(getType().getNumElements() * width);
   for (auto [i, c] : llvm::enumerate(cond.getValues<bool>())) {
-    DenseElementsAttr pick = c ? t : f;
-    out.push_back(pick.isSplat() ? pick.getSplatValue<Attribute>()
-                                 : pick.getValues<Attribute>()[i]);
+    const char *pick = c ? onTrue->at(i) : onFalse->at(i);
+    out.append(pick, pick + width);
   }
-  return DenseElementsAttr::get(getType(), out);
+  return fromSlots(getType(), out, width);
 }
 
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
@@ -255,31 +411,55 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
       return inner.getInput();
   }
   DenseElementsAttr in = getFoldable(adaptor.getInput());
-  if (!in)
+  if (!in || (!in.isSplat() && !withinFoldLimit(getType())))
     return {};
-  Type to = getType().getElementType();
-  auto convert = [&](Attribute a) -> Attribute {
-    double v;
-    if (auto i = dyn_cast<IntegerAttr>(a))
-      v = i.getType().isInteger(1)
-              ? static_cast<double>(i.getValue().getZExtValue())
-              : static_cast<double>(i.getValue().getSExtValue());
-    else
-      v = cast<FloatAttr>(a).getValue().convertToDouble();
-    if (to.isInteger(1))
-      return IntegerAttr::get(to, APInt(1, v != 0.0));
-    if (auto it = dyn_cast<IntegerType>(to))
-      return IntegerAttr::get(to, APInt(it.getWidth(), static_cast<int64_t>(v),
-                                        /*isSigned=*/true));
-    return FloatAttr::get(to, v);
-  };
-  if (in.isSplat())
-    return DenseElementsAttr::get(getType(),
-                                  convert(in.getSplatValue<Attribute>()));
-  SmallVector<Attribute> out;
-  for (Attribute a : in.getValues<Attribute>())
-    out.push_back(convert(a));
-  return DenseElementsAttr::get(getType(), out);
+  Type from = in.getElementType(), to = getType().getElementType();
+  bool splat = in.isSplat();
+  if (splat) // its one value, whatever the shape
+    in = DenseElementsAttr::get(RankedTensorType::get({}, from),
+                                in.getSplatValue<Attribute>());
+  // Through a double, as the run-time cast goes; between integers, by
+  // extension or truncation (a boolean is 0 or 1).
+  SmallVector<double> values;
+  SmallVector<APInt> ints;
+  if (auto fromInt = dyn_cast<IntegerType>(from)) {
+    for (const APInt &v : in.getValues<APInt>())
+      ints.push_back(fromInt.getWidth() == 1 ? v.zext(64) : v.sext(64));
+    for (const APInt &v : ints)
+      values.push_back(static_cast<double>(v.getSExtValue()));
+  } else {
+    for (const APFloat &v : in.getValues<APFloat>())
+      values.push_back(v.convertToDouble());
+  }
+  RankedTensorType type = splat ? RankedTensorType::get({}, to) : getType();
+  DenseElementsAttr result;
+  if (to.isInteger(1)) {
+    SmallVector<bool> bools;
+    for (double v : values)
+      bools.push_back(v != 0.0);
+    result = DenseElementsAttr::get(type, bools);
+  } else if (auto toInt = dyn_cast<IntegerType>(to)) {
+    SmallVector<APInt> out;
+    for (size_t i = 0; i < values.size(); ++i)
+      out.push_back(ints.empty() ? APInt(toInt.getWidth(),
+                                         static_cast<int64_t>(values[i]),
+                                         /*isSigned=*/true)
+                                 : ints[i].trunc(toInt.getWidth()));
+    result = DenseElementsAttr::get(type, out);
+  } else {
+    SmallVector<APFloat> out;
+    for (double v : values) {
+      APFloat value(v);
+      bool lost;
+      value.convert(cast<FloatType>(to).getFloatSemantics(),
+                    APFloat::rmNearestTiesToEven, &lost);
+      out.push_back(value);
+    }
+    result = DenseElementsAttr::get(type, out);
+  }
+  return splat ? DenseElementsAttr::get(getType(),
+                                        result.getSplatValue<Attribute>())
+               : result;
 }
 
 //===----------------------------------------------------------------------===//
@@ -369,27 +549,31 @@ OpFoldResult PadOp::fold(FoldAdaptor) {
 OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   if (getInputs().size() == 1)
     return getInputs().front();
-  SmallVector<SmallVector<Attribute>> parts;
+  if (!withinFoldLimit(getType()))
+    return {};
+  SmallVector<ElementSlots> parts;
   for (Attribute a : adaptor.getInputs()) {
     DenseElementsAttr d = getFoldable(a);
-    if (!d)
+    std::optional<ElementSlots> slots = d ? slotsOf(d) : std::nullopt;
+    if (!slots)
       return {};
-    parts.push_back(llvm::to_vector(d.getValues<Attribute>()));
+    parts.push_back(std::move(*slots));
   }
-  if (getType().getNumElements() > kMaxFoldedElements)
-    return {};
   // Row-major: the result is, for each outer index, each input's block.
   int64_t axis = getAxis();
   ArrayRef<int64_t> shape = getType().getShape();
   int64_t outer = getNumElements(shape.take_front(axis));
   int64_t inner = getNumElements(shape.drop_front(axis + 1));
-  SmallVector<Attribute> out;
+  size_t width = parts.front().width;
+  SmallVector<char> out;
+  out.reserve(getType().getNumElements() * width);
   for (int64_t o = 0; o < outer; ++o)
     for (auto [part, in] : llvm::zip(parts, getInputs())) {
       int64_t block = tensorTypeOf(in).getShape()[axis] * inner;
-      out.append(part.begin() + o * block, part.begin() + (o + 1) * block);
+      for (int64_t k = 0; k < block; ++k)
+        out.append(part.at(o * block + k), part.at(o * block + k) + width);
     }
-  return DenseElementsAttr::get(getType(), out);
+  return fromSlots(getType(), out, width);
 }
 
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
@@ -430,7 +614,8 @@ LogicalResult RowGroupsOp::fold(FoldAdaptor adaptor,
                                 SmallVectorImpl<OpFoldResult> &results) {
   DenseElementsAttr indices = getFoldable(adaptor.getIndices());
   int64_t rows = getRows(), n = tensorTypeOf(getIndices()).getNumElements();
-  if (!indices || rows + 1 > kMaxFoldedElements)
+  if (!indices ||
+      rows + 1 > foldedElementsLimit(getOffsets().getType().getElementType()))
     return failure();
   SmallVector<int64_t> row;
   for (APInt v : indices.getValues<APInt>()) {

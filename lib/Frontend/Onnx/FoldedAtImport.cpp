@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
 
+#include "gpuc/Dialect/Gpuc/FoldedConstants.h"
+
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -58,8 +60,11 @@ FailureOr<DenseElementsAttr> OnnxImporter::requireConstant(Node &node,
            "built from shapes); ";
   if (v && !readsArguments(v))
     return error << "this one is built from constants, but through values "
-                    "of more than 65,536 elements, which import does not "
-                    "fold (a mask over the whole batch at a long context)";
+                    "past what import folds ("
+                 << foldedElementsLimit(Float32Type::get(v.getContext()))
+                 << " elements, "
+                 << foldedElementsLimit(IntegerType::get(v.getContext(), 1))
+                 << " booleans)";
   return error << "this one is computed from the model's inputs";
 }
 
@@ -205,15 +210,19 @@ LogicalResult OnnxImporter::importGatherND(Node &node) {
   // Result: the indices' leading dimensions, then the data's past depth.
   Shape resultShape(indexShape.drop_back());
   llvm::append_range(resultShape, dataShape.drop_front(depth));
-  int64_t slice = 1;
-  for (int64_t d : dataShape.drop_front(depth))
-    slice *= d;
+  auto type = RankedTensorType::get(resultShape, data->getElementType());
+  if (!withinFoldLimit(type))
+    return nodeError(node) << "GatherND's result of " << type.getNumElements()
+                           << " elements is past what import folds ("
+                           << foldedElementsLimit(type.getElementType()) << ")";
   Shape strides = stridesOf(dataShape);
   SmallVector<int64_t> where;
   for (const APInt &v : indices->getValues<APInt>())
     where.push_back(v.getSExtValue());
-  SmallVector<Attribute> elements(data->getValues<Attribute>());
-  SmallVector<Attribute> result;
+  if (indices->isSplat())
+    where.assign(indices->getNumElements(), where.front());
+  // Each index tuple's offset into the data, checked once.
+  SmallVector<int64_t> offsets;
   for (size_t tuple = 0; tuple + depth <= where.size(); tuple += depth) {
     int64_t offset = 0;
     for (int64_t d = 0; d < depth; ++d) {
@@ -223,13 +232,23 @@ LogicalResult OnnxImporter::importGatherND(Node &node) {
                                << " of size " << dataShape[d];
       offset += (i < 0 ? i + dataShape[d] : i) * strides[d];
     }
-    for (int64_t k = 0; k < slice; ++k)
-      result.push_back(elements[offset + k]);
+    offsets.push_back(offset);
   }
-  auto type = RankedTensorType::get(resultShape, data->getElementType());
-  setOutput(node, 0,
-            ConstantOp::create(builder, node.loc,
-                               DenseElementsAttr::get(type, result)));
+  size_t leading = indexShape.size() - 1;
+  Shape tupleStrides = stridesOf(indexShape.drop_back());
+  Shape sliceStrides = stridesOf(dataShape.drop_front(depth));
+  DenseElementsAttr folded =
+      moveElements(*data, type, [&](ArrayRef<int64_t> index) {
+        int64_t tuple = 0, within = 0;
+        for (size_t d = 0; d < leading; ++d)
+          tuple += index[d] * tupleStrides[d];
+        for (size_t d = leading; d < index.size(); ++d)
+          within += index[d] * sliceStrides[d - leading];
+        return offsets[tuple] + within;
+      });
+  if (!folded)
+    return nodeError(node) << "GatherND could not be folded";
+  setOutput(node, 0, ConstantOp::create(builder, node.loc, folded));
   return success();
 }
 

@@ -10,8 +10,8 @@ check for FileCheck, and exits non-zero on a failed one:
 - the dynamo exporter without its optimizer gives the TorchScript export's
   training step, bit for bit (a CNN with batch norms, ResNet-18, a GPT);
 - with its optimizer (which merges equal parameters) it is refused;
-- Hugging Face's GPT-2 (eager and SDPA attention) through the dynamo
-  exporter steps as PyTorch does, its attention fused.
+- Hugging Face's GPT-2 (eager and SDPA attention, contexts of 32 and 256)
+  through the dynamo exporter steps as PyTorch does, its attention fused.
 """
 import os
 import re
@@ -59,12 +59,12 @@ def build(name):
     return export_models.CNN(), torch.randn(2, 1, 28, 28), "image", []
 
 
-def inputs(name, folder):
+def inputs(name, folder, context=32):
     rng = np.random.default_rng(1)
     os.makedirs(folder, exist_ok=True)
     if name == "gpt":
-        np.save(folder + "/tokens.npy", rng.integers(0, 1000, (4, 32)))
-        np.save(folder + "/label.npy", rng.integers(0, 1000, (4, 32)))
+        np.save(folder + "/tokens.npy", rng.integers(0, 1000, (4, context)))
+        np.save(folder + "/label.npy", rng.integers(0, 1000, (4, context)))
         return
     shape = (4, 3, 32, 32) if name == "resnet18" else (4, 1, 28, 28)
     np.save(folder + "/image.npy",
@@ -168,15 +168,17 @@ class Logits(torch.nn.Module):
         return self.model(input_ids=tokens, use_cache=False).logits
 
 
-for attention in ("eager", "sdpa"):
+# At a context of 256 the mask, [4, 1, 256, 256], is past what import folded
+# element by element (65,536).
+for attention, context in (("eager", 32), ("sdpa", 32), ("sdpa", 256)):
     config = GPT2Config(attn_implementation=attention, vocab_size=1000,
-                        n_positions=32, n_embd=64, n_layer=2, n_head=4,
+                        n_positions=context, n_embd=64, n_layer=2, n_head=4,
                         bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     torch.manual_seed(0)
     model = Logits(GPT2LMHeadModel(config)).train()
-    folder = f"{work}/hf-{attention}"
+    folder = f"{work}/hf-{attention}-{context}"
     data = folder + "-in"
-    inputs("gpt", data)
+    inputs("gpt", data, context)
     tokens = torch.from_numpy(np.load(data + "/tokens.npy"))
     labels = torch.from_numpy(np.load(data + "/label.npy"))
     dynamo_export(model, tokens[:2], "tokens", folder + ".onnx",
@@ -218,7 +220,8 @@ for attention in ("eager", "sdpa"):
     loss_error = abs(float(ours["loss.npy"]) - loss64) / loss64
     check(fused == 2 and loss_error < 1e-6 and
           ours_distance <= 2 * distance(single),
-          f"hf gpt-2 {attention}: {fused} fused attentions; one AdamW step "
+          f"hf gpt-2 {attention}, T {context}: {fused} fused attentions; "
+          f"one AdamW step "
           f"as PyTorch's (loss within {loss_error:.0e} of float64, "
           f"parameters within 2x PyTorch float32's distance)")
 
