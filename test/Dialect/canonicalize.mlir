@@ -215,3 +215,31 @@ func.func @large_float_result_stays() -> tensor<2x1024x1024xf32> {
   %s = gpuc.add %w, %b : tensor<2x1024x1024xf32>
   return %s : tensor<2x1024x1024xf32>
 }
+
+// -----
+
+// PyTorch's export of scaled_dot_product_attention transposes K as
+// [B*H, T, D] between reshapes of [B, H, T, D]. The transpose moves before
+// the reshape, the reshapes fold, and with the fused attention's own
+// transpose back the chain is K.
+// CHECK-LABEL: func.func @transpose_between_leading_reshapes
+// CHECK-NEXT: return %arg0
+func.func @transpose_between_leading_reshapes(%k: tensor<2x3x4x5xf32>) -> tensor<2x3x4x5xf32> {
+  %r = gpuc.reshape %k : tensor<2x3x4x5xf32> -> tensor<6x4x5xf32>
+  %t = gpuc.transpose %r perm = [0, 2, 1] : tensor<6x4x5xf32> -> tensor<6x5x4xf32>
+  %kt = gpuc.reshape %t : tensor<6x5x4xf32> -> tensor<2x3x5x4xf32>
+  %back = gpuc.transpose %kt perm = [0, 1, 3, 2] : tensor<2x3x5x4xf32> -> tensor<2x3x4x5xf32>
+  return %back : tensor<2x3x4x5xf32>
+}
+
+// -----
+
+// A transpose that moves a dimension the reshape made stays after it.
+// CHECK-LABEL: func.func @transpose_of_merged_dimension
+// CHECK: %[[R:.+]] = gpuc.reshape %arg0 : tensor<2x3x4xf32> -> tensor<6x4xf32>
+// CHECK: gpuc.transpose %[[R]] perm = [1, 0]
+func.func @transpose_of_merged_dimension(%x: tensor<2x3x4xf32>) -> tensor<4x6xf32> {
+  %r = gpuc.reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %t = gpuc.transpose %r perm = [1, 0] : tensor<6x4xf32> -> tensor<4x6xf32>
+  return %t : tensor<4x6xf32>
+}

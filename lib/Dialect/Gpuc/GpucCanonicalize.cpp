@@ -85,7 +85,59 @@ struct SumOfAdjacentPadsIsConcat : OpRewritePattern<AddOp> {
   }
 };
 
+/// transpose(reshape(x)) where the transpose keeps its leading dimensions
+/// in place and the reshape changes only those: reshape(transpose(x)),
+/// permuting x's trailing dimensions. PyTorch's export of
+/// scaled_dot_product_attention transposes K as [B*H, T, D] between two
+/// reshapes of [B, H, T, D]; with the reshapes adjacent they fold, and
+/// the two transposes cancel.
+struct TransposeBeforeLeadingReshape : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp transpose,
+                                PatternRewriter &rewriter) const override {
+    auto reshape = transpose.getInput().getDefiningOp<ReshapeOp>();
+    if (!reshape)
+      return failure();
+    ArrayRef<int64_t> perm = transpose.getPerm();
+    int64_t rank = perm.size(), kept = 0;
+    while (kept < rank && perm[kept] == kept)
+      ++kept;
+    int64_t moved = rank - kept;
+    ArrayRef<int64_t> from =
+        cast<RankedTensorType>(reshape.getInput().getType()).getShape();
+    ArrayRef<int64_t> to = cast<RankedTensorType>(reshape.getType()).getShape();
+    int64_t fromRank = from.size();
+    if (kept == 0 || moved < 2 || fromRank < moved ||
+        from.take_back(moved) != to.take_back(moved))
+      return failure();
+    SmallVector<int64_t> newPerm, newShape;
+    for (int64_t d = 0; d < fromRank - moved; ++d) {
+      newPerm.push_back(d);
+      newShape.push_back(from[d]);
+    }
+    for (int64_t d = kept; d < rank; ++d) {
+      int64_t source = fromRank - moved + (perm[d] - kept);
+      newPerm.push_back(source);
+      newShape.push_back(from[source]);
+    }
+    Location loc = transpose.getLoc();
+    auto permuted = TransposeOp::create(
+        rewriter, loc,
+        RankedTensorType::get(newShape, transpose.getType().getElementType()),
+        reshape.getInput(), newPerm);
+    rewriter.replaceOpWithNewOp<ReshapeOp>(transpose, transpose.getType(),
+                                           permuted);
+    return success();
+  }
+};
+
 } // namespace
+
+void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<TransposeBeforeLeadingReshape>(context);
+}
 
 void AddOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                         MLIRContext *context) {

@@ -10,7 +10,7 @@ check for FileCheck, and exits non-zero on a failed one:
 - the dynamo exporter without its optimizer gives the TorchScript export's
   training step, bit for bit (a CNN with batch norms, ResNet-18, a GPT);
 - with its optimizer (which merges equal parameters) it is refused;
-- Hugging Face's GPT-2 (eager and SDPA attention, contexts of 32 and 256)
+- Hugging Face's GPT-2 (eager and SDPA attention, contexts of 32 and 1,024)
   through the dynamo exporter steps as PyTorch does, its attention fused.
 """
 import os
@@ -168,9 +168,10 @@ class Logits(torch.nn.Module):
         return self.model(input_ids=tokens, use_cache=False).logits
 
 
-# At a context of 256 the mask, [4, 1, 256, 256], is past what import folded
-# element by element (65,536).
-for attention, context in (("eager", 32), ("sdpa", 32), ("sdpa", 256)):
+# At GPT-2's context of 1,024 the mask is [4, 1, 1024, 1024]: 4M booleans,
+# folded from index vectors through broadcasts that stay ops (4M integers
+# each).
+for attention, context in (("eager", 32), ("sdpa", 32), ("sdpa", 1024)):
     config = GPT2Config(attn_implementation=attention, vocab_size=1000,
                         n_positions=context, n_embd=64, n_layer=2, n_head=4,
                         bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
