@@ -3,9 +3,13 @@
 
     /usr/bin/python3 bench/lm_step_vs_pytorch.py --preset small --seq 256 --batch 4
     /usr/bin/python3 bench/lm_step_vs_pytorch.py --preset gpt2 --seq 256 --batch 4 --steps 2
+    /opt/gpuc-exporters/bin/python bench/lm_step_vs_pytorch.py --family hf --preset gpt2 --seq 1024 --batch 2 --steps 1
 
 The model is examples/gpt.py's nanoGPT-style GPT (`tiny`, `small`: GPT-2's
-vocabulary around a 4-layer width-384 body, `gpt2`: GPT-2 124M), exported
+vocabulary around a 4-layer width-384 body, `gpt2`: GPT-2 124M), or with
+`--family hf` Hugging Face's GPT2LMHeadModel of the same sizes (SDPA
+attention, exported by PyTorch's dynamo exporter without its optimizer:
+run this with the Python of `scripts/torch-peer.sh --exporters`), exported
 once; gpuc compiles that ONNX file (CPU target, AdamW) and PyTorch trains
 the module it was exported from, with the same weights. One step is
 forward, next-token cross-entropy over [batch, T, vocabulary], backward and
@@ -40,13 +44,54 @@ def load_average():
     return "%.2f %.2f %.2f" % os.getloadavg()
 
 
+class HFLogits(torch.nn.Module):
+    """Hugging Face's GPT2LMHeadModel as tokens -> logits."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens):
+        return self.model(input_ids=tokens, use_cache=False).logits
+
+
+def build(family, preset, seq, seed):
+    if family == "nanogpt":
+        return gpt.build(preset, seq, seed=seed)
+    from transformers import GPT2Config, GPT2LMHeadModel
+    sizes = gpt.PRESETS[preset]
+    config = GPT2Config(
+        vocab_size=sizes["vocab"], n_positions=seq, n_embd=sizes["width"],
+        n_layer=sizes["layers"], n_head=sizes["heads"], resid_pdrop=0.0,
+        embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="sdpa")
+    torch.manual_seed(seed)
+    return HFLogits(GPT2LMHeadModel(config)).train()
+
+
+def vocabulary(model):
+    if isinstance(model, HFLogits):
+        return model.model.config.vocab_size
+    return model.wte.num_embeddings
+
+
+def export(model, seq, path):
+    if not isinstance(model, HFLogits):
+        gpt.export(model, seq, path)
+        return
+    tokens = torch.randint(0, vocabulary(model), (2, seq))
+    torch.onnx.export(model, (tokens,), path, input_names=["tokens"],
+                      output_names=["logits"],
+                      dynamic_shapes=({0: torch.export.Dim("batch")},),
+                      dynamo=True, optimize=False, verbose=False)
+
+
 def torch_step_time(model, batch, seq, steps, mode):
     """Milliseconds per training step of `model` (after two warm-up steps)."""
     compiled = mode == "compile"
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01,
                             **({"fused": True} if compiled else {}))
     run = torch.compile(model) if compiled else model
-    vocab = model.wte.num_embeddings
+    vocab = vocabulary(model)
     x = torch.randint(0, vocab, (batch, seq))
     y = torch.randint(0, vocab, (batch, seq))
 
@@ -68,7 +113,7 @@ def torch_step_time(model, batch, seq, steps, mode):
 def first_step_parity(model, trainer, batch, seq, work):
     """gpuc's loss on one batch (the step program, --run-step) against
     PyTorch's in float64 from the same weights: the relative difference."""
-    vocab = model.wte.num_embeddings
+    vocab = vocabulary(model)
     rng = np.random.default_rng(0)
     x = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
     y = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
@@ -100,6 +145,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=sorted(gpt.PRESETS),
                         default="small")
+    parser.add_argument("--family", choices=["nanogpt", "hf"],
+                        default="nanogpt")
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--steps", type=int, default=3,
@@ -123,9 +170,9 @@ def main():
         modes.remove("compile")
     work = args.work or tempfile.mkdtemp(prefix="gpuc-lm-bench-")
     os.makedirs(work, exist_ok=True)
-    model = gpt.build(args.preset, args.seq, seed=0)
+    model = build(args.family, args.preset, args.seq, 0)
     onnx_path = os.path.join(work, "gpt.onnx")
-    gpt.export(model, args.seq, onnx_path)
+    export(model, args.seq, onnx_path)
     params = sum(p.numel() for p in model.parameters())
     out = os.path.join(work, "gpuc")
     start = time.perf_counter()
@@ -134,12 +181,13 @@ def main():
                     "adamw", "--lr", "3e-4", "--weight-decay", "0.01",
                     "--target", "cpu", "-o", out] + args.gpuc_flags.split(),
                    check=True, stdout=subprocess.DEVNULL)
-    print("%s preset: %.1fM parameters, T %d, batch %d, %d threads; gpuc "
+    print("%s %s preset: %.1fM parameters, T %d, batch %d, %d threads; gpuc "
           "compile %.1f s; PyTorch %s" %
-          (args.preset, params / 1e6, args.seq, args.batch, args.threads,
+          (args.family, args.preset, params / 1e6, args.seq, args.batch, args.threads,
            time.perf_counter() - start, torch.__version__))
     ours, theirs, rel = first_step_parity(
-        gpt.build(args.preset, args.seq, seed=0), os.path.join(out, "train"),
+        build(args.family, args.preset, args.seq, 0),
+        os.path.join(out, "train"),
         args.batch, args.seq, work)
     print("first step's loss: gpuc %.7f, PyTorch (float64) %.7f, relative "
           "difference %.1e" % (ours, theirs, rel), flush=True)
@@ -151,7 +199,7 @@ def main():
         times["gpuc"].append(gpuc_step_time(os.path.join(out, "train"),
                                             args.steps, args.threads))
         for mode in modes:
-            fresh = gpt.build(args.preset, args.seq, seed=0)
+            fresh = build(args.family, args.preset, args.seq, 0)
             times[mode].append(torch_step_time(fresh, args.batch, args.seq,
                                                args.steps, mode))
         print("  " + ", ".join("%s %.1f ms" % (k, v[-1])
