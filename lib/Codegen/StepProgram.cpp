@@ -369,6 +369,13 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     if (auto whole = param->getAttrOfType<DenseI64ArrayAttr>(
             GpucDialect::kShardOfAttrName))
       buffers[id].extra["shard_of"] = whole.asArrayRef().vec();
+    if (auto aliases =
+            param->getAttrOfType<ArrayAttr>(GpucDialect::kAliasesAttrName)) {
+      json names = json::array();
+      for (auto name : aliases.getAsValueRange<StringAttr>())
+        names.push_back(name.str());
+      buffers[id].extra["aliases"] = names;
+    }
     if (isNew &&
         failed(initialValue(param, ref.getValue(), param.getInitialValue())))
       return failure();

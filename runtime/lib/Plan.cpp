@@ -345,6 +345,8 @@ bool Plan::loadChecked(const std::string &path, std::string &error) {
     }
     if (b.contains("shard_of"))
       buffer.shardOf = b.at("shard_of").get<std::vector<int64_t>>();
+    if (b.contains("aliases"))
+      buffer.aliases = b.at("aliases").get<std::vector<std::string>>();
     if (buffer.id != (int)buffers.size()) {
       error = path + ": buffer ids are not 0..n-1 in order";
       return false;

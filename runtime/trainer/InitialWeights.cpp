@@ -278,6 +278,26 @@ void loadInitialWeights(CompiledStep &s, const std::string &path,
   }
   std::vector<std::string> doubts;
   std::vector<int> match = matchTensorNames(modelNames, fileNames, &doubts);
+  // A tied weight the model lists under several names (a dynamo export of
+  // Hugging Face's GPT-2 keeps lm_head.weight, whose checkpoint stores
+  // transformer.wte.weight) is found by any of them.
+  std::vector<std::string> aliasNames;
+  std::vector<size_t> aliasOwner;
+  for (size_t m = 0; m < buffers.size(); ++m)
+    if (match[m] < 0)
+      for (const std::string &alias : buffers[m]->aliases) {
+        aliasNames.push_back(alias);
+        aliasOwner.push_back(m);
+      }
+  std::vector<bool> byModelAlias(match.size(), false);
+  if (!aliasNames.empty()) {
+    std::vector<int> aliasMatch = matchTensorNames(aliasNames, fileNames);
+    for (size_t a = 0; a < aliasNames.size(); ++a)
+      if (aliasMatch[a] >= 0 && match[aliasOwner[a]] < 0) {
+        match[aliasOwner[a]] = aliasMatch[a];
+        byModelAlias[aliasOwner[a]] = true;
+      }
+  }
   // Per model name, the file's tensor and whether a tied name found it; a
   // tensor that serves several of the model's names is copied, not moved.
   std::vector<int> tensorOf(match.size(), -1), users(file.size(), 0);
@@ -314,7 +334,7 @@ void loadInitialWeights(CompiledStep &s, const std::string &path,
   std::vector<std::string> missing, wrongShape;
   std::vector<bool> used(file.size(), false);
   std::vector<NamedTensor> chosen;
-  int converted = 0, renamed = 0, tied = 0;
+  int converted = 0, renamed = 0, tied = 0, aliased = 0;
   for (size_t m = 0; m < buffers.size(); ++m) {
     const PlanBuffer &b = *buffers[m];
     if (derived.count(b.name))
@@ -338,6 +358,8 @@ void loadInitialWeights(CompiledStep &s, const std::string &path,
       ++converted;
     if (byTiedName[m])
       ++tied;
+    else if (byModelAlias[m])
+      ++aliased;
     else if (value.name != b.name)
       ++renamed;
     if (!convertTensor(value, b.dtype, error))
@@ -393,6 +415,9 @@ void loadInitialWeights(CompiledStep &s, const std::string &path,
   if (tied)
     line += ", " + std::to_string(tied) +
             " by the name of a tied weight in the file's metadata";
+  if (aliased)
+    line += ", " + std::to_string(aliased) +
+            " by another name the model gives a tied weight";
   fprintf(status, "%s\n", line.c_str());
   if (!unused.empty())
     fprintf(status,

@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 
 namespace mlir::gpuc {
@@ -469,7 +470,8 @@ bool checkElementTypes(const onnx::GraphProto &graph, std::string &error) {
 /// records say what it was, and refuses the model where they do not (see
 /// the file comment). Its models carry the exported program's signature in
 /// the graph's metadata, and each node its FX node.
-bool readDynamoExport(onnx::GraphProto &graph, std::string &error) {
+bool readDynamoExport(onnx::ModelProto &model, std::string &error) {
+  onnx::GraphProto &graph = *model.mutable_graph();
   std::string signature;
   for (auto &[key, value] : unknownMetadata(graph, kGraphMetadataField))
     if (key == "pkg.torch.export.ExportedProgram.graph_signature")
@@ -492,20 +494,42 @@ bool readDynamoExport(onnx::GraphProto &graph, std::string &error) {
   std::set<std::string> initializers, read;
   for (const onnx::TensorProto &tensor : graph.initializer())
     initializers.insert(tensor.name());
-  for (const onnx::NodeProto &node : graph.node())
+  // Per module (a name scope: "model.transformer.wte"), the placeholders
+  // its nodes read.
+  std::map<std::string, std::set<std::string>> readInScope;
+  for (const onnx::NodeProto &node : graph.node()) {
+    std::set<std::string> readHere;
+    std::vector<std::string> scopes;
     for (auto &[key, value] : unknownMetadata(node, kNodeMetadataField)) {
-      if (key != "pkg.torch.onnx.fx_node")
-        continue;
       llvm::StringRef rest = value;
-      for (size_t at = rest.find('%'); at != llvm::StringRef::npos;
-           at = rest.find('%')) {
-        rest = rest.drop_front(at + 1);
-        read.insert(
-            rest.take_while([](char c) { return llvm::isAlnum(c) || c == '_'; })
-                .str());
+      if (key == "pkg.torch.onnx.fx_node") {
+        for (size_t at = rest.find('%'); at != llvm::StringRef::npos;
+             at = rest.find('%')) {
+          rest = rest.drop_front(at + 1);
+          readHere.insert(rest.take_while([](char c) {
+                                return llvm::isAlnum(c) || c == '_';
+                              })
+                              .str());
+        }
+      } else if (key == "pkg.torch.onnx.name_scopes") {
+        // A Python list of strings: ['', 'model', 'model.lm_head', ...].
+        for (size_t at = rest.find('\''); at != llvm::StringRef::npos;
+             at = rest.find('\'')) {
+          rest = rest.drop_front(at + 1);
+          scopes.push_back(
+              rest.take_until([](char c) { return c == '\''; }).str());
+          rest =
+              rest.drop_front(std::min(scopes.back().size() + 1, rest.size()));
+        }
       }
     }
+    read.insert(readHere.begin(), readHere.end());
+    for (const std::string &scope : scopes)
+      readInScope[scope].insert(readHere.begin(), readHere.end());
+  }
   std::vector<std::string> missing;
+  std::map<std::string, std::string> targetOf; // placeholder -> target
+  std::vector<std::pair<std::string, std::string>> parameters;
   llvm::SmallVector<llvm::StringRef> lines;
   llvm::StringRef(signature).split(lines, '\n');
   for (llvm::StringRef line : lines) {
@@ -516,6 +540,8 @@ bool readDynamoExport(onnx::GraphProto &graph, std::string &error) {
     llvm::StringRef target =
         line.drop_front(kind + strlen(": PARAMETER target='"));
     target = target.take_until([](char c) { return c == '\''; });
+    targetOf[placeholder] = target.str();
+    parameters.emplace_back(placeholder, target.str());
     if (!initializers.count(target.str()) && read.count(placeholder))
       missing.push_back(target.str());
   }
@@ -531,6 +557,33 @@ bool readDynamoExport(onnx::GraphProto &graph, std::string &error) {
             howToExport;
     return false;
   }
+  // A tied parameter (GPT-2's wte.weight, which is also lm_head.weight)
+  // is listed under each name and read under one. Its module's nodes read
+  // the kept one: "model.transformer.wte"'s embedding reads
+  // p_model_lm_head_weight. The other names are recorded for the
+  // importer (a checkpoint may store the weight under either).
+  std::string tied;
+  for (const auto &[placeholder, target] : parameters) {
+    if (read.count(placeholder) || initializers.count(target))
+      continue;
+    llvm::StringRef module, attribute;
+    std::tie(module, attribute) = llvm::StringRef(target).rsplit('.');
+    std::set<std::string> kept;
+    for (const std::string &other : readInScope[module.str()]) {
+      auto it = targetOf.find(other);
+      if (it != targetOf.end() && initializers.count(it->second) &&
+          llvm::StringRef(it->second).rsplit('.').second == attribute)
+        kept.insert(it->second);
+    }
+    if (kept.size() == 1)
+      tied += target + " " + *kept.begin() + "\n";
+  }
+  if (!tied.empty()) {
+    onnx::StringStringEntryProto *entry = model.add_metadata_props();
+    entry->set_key(kTiedParametersKey);
+    entry->set_value(tied);
+  }
+
   // A batch norm that trains is PyTorch's
   // _native_batch_norm_legit_functional (one in eval mode is
   // _native_batch_norm_legit_no_training), but the exporter writes it with
@@ -701,7 +754,7 @@ bool sliceSequenceSplits(onnx::GraphProto &graph, std::string &error) {
 
 bool lowerNewerOnnx(onnx::ModelProto &model, std::string &error) {
   onnx::GraphProto &graph = *model.mutable_graph();
-  if (!readDynamoExport(graph, error) || !sliceSequenceSplits(graph, error))
+  if (!readDynamoExport(model, error) || !sliceSequenceSplits(graph, error))
     return false;
   int64_t readableIr = onnx::IR_VERSION;
   if (model.ir_version() > readableIr) {

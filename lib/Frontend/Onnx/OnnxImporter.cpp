@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/Frontend/OnnxImporter.h"
 #include "Importer.h"
+#include "OnnxModelLoader.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -579,6 +580,17 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
         geometry.insert(node.input(i));
   SmallVector<std::pair<std::string, DenseElementsAttr>> constants;
   SmallVector<ParameterOp> params;
+  std::map<std::string, SmallVector<Attribute>> aliasesOf;
+  for (const onnx::StringStringEntryProto &entry : model.metadata_props()) {
+    if (entry.key() != kTiedParametersKey)
+      continue;
+    SmallVector<StringRef> lines;
+    StringRef(entry.value()).split(lines, '\n', -1, /*KeepEmpty=*/false);
+    for (StringRef line : lines) {
+      auto [alias, kept] = line.split(' ');
+      aliasesOf[kept.str()].push_back(builder.getStringAttr(alias));
+    }
+  }
   for (const auto &init : graph.initializer()) {
     auto emit = [&] {
       return modelError() << "initializer '" << init.name() << "': ";
@@ -601,6 +613,10 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
         builder, NameLoc::get(builder.getStringAttr(init.name()), fileLoc()),
         init.name(), *type, ArrayRef<char>(bytes->data(), bytes->size()),
         /*trainable=*/true);
+    auto aliases = aliasesOf.find(init.name());
+    if (aliases != aliasesOf.end())
+      param->setAttr(GpucDialect::kAliasesAttrName,
+                     builder.getArrayAttr(aliases->second));
     params.push_back(param);
     argTypes.push_back(*type);
     argNames.push_back(init.name());

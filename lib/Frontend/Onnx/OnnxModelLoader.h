@@ -29,6 +29,11 @@ bool loadOnnxModel(const std::string &path, const OnnxImportOptions &options,
 /// failure returns false and sets `error`, naming the node.
 bool lowerNewerOnnx(onnx::ModelProto &model, std::string &error);
 
+/// The model metadata lowerNewerOnnx adds for tied parameters of a dynamo
+/// export: lines "ALIAS KEPT", each the name under which the exported
+/// program also lists the initializer KEPT.
+inline constexpr const char *kTiedParametersKey = "gpuc.tied_parameters";
+
 /// Whether every node of the default domain is an op gpuc imports; else
 /// false, with `error` the importer's message naming the node.
 bool checkSupportedOps(const onnx::ModelProto &model, std::string &error);

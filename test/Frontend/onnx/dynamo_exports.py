@@ -26,12 +26,16 @@ def entry(key, value):
 
 
 def write(path, nodes, inputs, outputs, initializers, signature):
-    """`nodes` pairs each NodeProto with its FX node text."""
+    """`nodes` pairs each NodeProto with its FX node text, and maybe the
+    name scopes of the module that ran it."""
     graph = helper.make_graph([], "main_graph", inputs, outputs, initializers)
     data = graph.SerializeToString()
-    for node, fx in nodes:
-        data += field(1, node.SerializeToString() +
-                      field(9, entry("pkg.torch.onnx.fx_node", fx)))
+    for node, fx, *scopes in nodes:
+        metadata = field(9, entry("pkg.torch.onnx.fx_node", fx))
+        if scopes:
+            metadata += field(9, entry("pkg.torch.onnx.name_scopes",
+                                       repr(scopes[0])))
+        data += field(1, node.SerializeToString() + metadata)
     data += field(16, entry(
         "pkg.torch.export.ExportedProgram.graph_signature", signature))
     model = helper.make_model(helper.make_graph([], "g", [], []),
@@ -48,16 +52,36 @@ rng = np.random.default_rng(0)
 x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
 y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])
 
-# A head tied to an embedding: the program lists both names and reads one.
+# A head tied to an embedding: the program lists both names and reads one,
+# in the embedding's module too.
 head = numpy_helper.from_array(rng.standard_normal((8, 4), np.float32),
                                "head.weight")
+tokens = helper.make_tensor_value_info("tokens", TensorProto.INT64, [2])
 write(os.path.join(folder, "tied.onnx"),
-      [(helper.make_node("Gemm", ["x", "head.weight"], ["y"], transB=1),
+      [(helper.make_node("Gather", ["head.weight", "tokens"], ["e"]),
+        "%embedding : call_function[target=torch.ops.aten.embedding.default]"
+        "(args = (%p_head_weight, %tokens), kwargs = {})",
+        ["", "embed", "embedding"]),
+       (helper.make_node("Gemm", ["e", "head.weight"], ["y"], transB=1),
         "%linear : call_function[target=torch.ops.aten.linear.default]"
-        "(args = (%x, %p_head_weight), kwargs = {})")],
-      [x], [y], [head],
+        "(args = (%embedding, %p_head_weight), kwargs = {})",
+        ["", "head", "linear"])],
+      [tokens], [y], [head],
       "\n# inputs\np_embed_weight: PARAMETER target='embed.weight'\n"
-      "p_head_weight: PARAMETER target='head.weight'\nx: USER_INPUT\n")
+      "p_head_weight: PARAMETER target='head.weight'\n"
+      "tokens: USER_INPUT\n")
+
+# A checkpoint that stores the tied weight under the embedding's name only,
+# as Hugging Face's save_pretrained does (safetensors: a JSON header after
+# its length, then the bytes), and a batch for one step.
+weights = (2 * numpy_helper.to_array(head)).astype("<f4").tobytes()
+header = ('{"embed.weight": {"dtype": "F32", "shape": [8, 4], '
+          '"data_offsets": [0, %d]}}' % len(weights)).encode()
+with open(os.path.join(folder, "tied-checkpoint.safetensors"), "wb") as f:
+    f.write(len(header).to_bytes(8, "little") + header + weights)
+os.makedirs(os.path.join(folder, "tied-batch"), exist_ok=True)
+np.save(os.path.join(folder, "tied-batch", "tokens.npy"), np.array([1, 3]))
+np.save(os.path.join(folder, "tied-batch", "label.npy"), np.array([0, 5]))
 
 # Two layer norms whose weights, all ones, the optimizer made one.
 ones = numpy_helper.from_array(np.ones(4, np.float32), "a.weight")

@@ -11,7 +11,8 @@ check for FileCheck, and exits non-zero on a failed one:
   training step, bit for bit (a CNN with batch norms, ResNet-18, a GPT);
 - with its optimizer (which merges equal parameters) it is refused;
 - Hugging Face's GPT-2 (eager and SDPA attention, contexts of 32 and 1,024)
-  through the dynamo exporter steps as PyTorch does, its attention fused.
+  through the dynamo exporter steps as PyTorch does, its attention fused,
+  and takes the weights of a checkpoint save_pretrained writes.
 """
 import os
 import re
@@ -225,5 +226,29 @@ for attention, context in (("eager", 32), ("sdpa", 32), ("sdpa", 1024)):
           f"one AdamW step "
           f"as PyTorch's (loss within {loss_error:.0e} of float64, "
           f"parameters within 2x PyTorch float32's distance)")
+
+    if attention != "sdpa" or context != 32:
+        continue
+    # Hugging Face's own checkpoint (save_pretrained stores the tied head
+    # once, as transformer.wte.weight, where the export keeps
+    # lm_head.weight) gives the compiled model its weights.
+    torch.manual_seed(1)
+    pretrained = GPT2LMHeadModel(config)
+    pretrained.save_pretrained(folder + "-checkpoint")
+    result = run(folder + "/artifact/train", "--device", "cpu", "--init",
+                 folder + "-checkpoint/model.safetensors", "--run-step", data,
+                 "--output-dir", folder + "/init-step")
+    with torch.no_grad():
+        expected = torch.nn.functional.cross_entropy(
+            Logits(pretrained.double())(tokens).reshape(-1, 1000),
+            labels.reshape(-1)).item()
+    loss = float(np.load(folder + "/init-step/loss.npy")) \
+        if result.returncode == 0 else float("nan")
+    check(abs(loss - expected) / expected < 1e-6 and
+          "1 by another name the model gives a tied weight" in result.stderr +
+          result.stdout,
+          f"hf gpt-2 checkpoint: --init takes save_pretrained's weights, "
+          f"the tied head by the embedding's name (loss {loss:.7f}, "
+          f"PyTorch float64 {expected:.7f})")
 
 sys.exit(1 if failed else 0)

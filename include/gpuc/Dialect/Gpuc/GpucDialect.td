@@ -54,6 +54,10 @@ def Gpuc_Dialect : Dialect {
     /// trainer checks every value it loads for the parameter against it.
     static constexpr ::llvm::StringLiteral kCompiledMaskAttrName =
         "gpuc.compiled_mask";
+    /// On a gpuc.parameter: the other names the model gives it (a tied
+    /// weight listed under each of its modules), as an array of strings.
+    /// The trainer matches initial weights by these too.
+    static constexpr ::llvm::StringLiteral kAliasesAttrName = "gpuc.aliases";
     /// The value a hyperparameter takes when the runtime is not told one.
     static constexpr ::llvm::StringLiteral kDefaultAttrName = "gpuc.default";
     /// On a gpuc.parameter the optimizer created (moments, momentum

@@ -37,6 +37,9 @@ struct PlanBuffer {
   /// Optimizer state sharded over the ranks: the shape of the whole
   /// tensor this buffer holds this rank's shard of (else empty).
   std::vector<int64_t> shardOf;
+  /// Other names the model gives a parameter (a tied weight listed under
+  /// each module that holds it).
+  std::vector<std::string> aliases;
 
   int64_t numElements() const {
     int64_t n = 1;
