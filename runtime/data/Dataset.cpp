@@ -176,7 +176,8 @@ bool loadDataset(const std::string &dir, Dataset &data, std::string &error) {
 }
 
 bool loadTokenStream(const std::string &path, int64_t window, double heldOut,
-                     Dataset &data, std::string &error) {
+                     Dataset &data, std::string &error,
+                     bool modelShiftsLabels) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     error = "--data " + path +
@@ -224,7 +225,7 @@ bool loadTokenStream(const std::string &path, int64_t window, double heldOut,
     split.labels.resize(split.count * window);
     for (int64_t i = 0; i < split.count * window; ++i) {
       split.samples[i] = (float)tokens[begin + i];
-      split.labels[i] = tokens[begin + i + 1];
+      split.labels[i] = tokens[begin + i + (modelShiftsLabels ? 0 : 1)];
     }
   };
   cut(0, trainTokens, data.train);

@@ -63,6 +63,7 @@ void CompiledStep::open(const std::string &dir, const Options &o) {
            label >= 0 && plan.buffers[label].shape == in.shape;
   if (tokens)
     window = in.shape[1];
+  modelShiftsLabels = tokens && t.value("labels_shifted_by_model", false);
   if (evalLossSum >= 0 && !tokens)
     fail(dir + "/plan.json scores a language model's tokens in eval, but "
                "its data input and labels are not [batch, tokens] token ids; "

@@ -37,6 +37,9 @@ public:
   /// [batch, window] shape, class scores [batch, window, classes].
   bool tokens = false;
   int64_t window = 0;
+  /// The model computes its loss on labels[:, 1:] itself (Hugging Face's
+  /// causal LMs): a window is labelled with its own tokens.
+  bool modelShiftsLabels = false;
   /// Steps whose gradients one update applies (1: every step updates).
   int64_t accumulate = 1;
   /// A data-parallel run's ranks (null when the process runs alone), this

@@ -98,10 +98,13 @@ void sayWhatRuns(const CompiledStep &s, const Options &o, const Dataset &data,
     return;
   if (s.tokens)
     printf("training on %lld windows of %lld tokens (%s; %lld held-out "
-           "windows) for %lld epochs, %lld steps/epoch of %lld\n",
+           "windows) for %lld epochs, %lld steps/epoch of %lld; labels: %s\n",
            (long long)data.train.count, (long long)s.window,
            data.format.c_str(), (long long)data.test.count, (long long)o.epochs,
-           (long long)stepsPerEpoch, (long long)(s.batch * s.ranks));
+           (long long)stepsPerEpoch, (long long)(s.batch * s.ranks),
+           s.modelShiftsLabels
+               ? "each window's own tokens (the model shifts them)"
+               : "the tokens that follow");
   else
     printf("training %lld samples (%lld steps/epoch of %lld, last partial "
            "batch dropped) for %lld epochs; data %s normalized with mean "

@@ -270,7 +270,8 @@ void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
          "already)");
   if (images)
     loadImages(s, o, data, augmented);
-  else if (s.tokens ? !loadTokenStream(o.data, s.window, o.heldOut, data, error)
+  else if (s.tokens ? !loadTokenStream(o.data, s.window, o.heldOut, data, error,
+                                       s.modelShiftsLabels)
                     : !loadDataset(o.data, data, error))
     fail(error);
   mean = {0.0};

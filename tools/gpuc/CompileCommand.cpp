@@ -390,12 +390,42 @@ bool fitsMemoryLimit(ModuleOp module, std::optional<int64_t> limitBytes,
   return true;
 }
 
+/// Whether the imported model shifts its labels itself: Hugging Face's
+/// causal LMs take labels equal to their input ids and compute the loss on
+/// labels[:, 1:] (the end padded with the ignored index first). A token
+/// file's windows are then labelled with themselves, not with the tokens
+/// that follow, which the model would shift once more.
+bool modelShiftsLabels(ModuleOp module) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return false;
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto name = forward.getArgAttrOfType<StringAttr>(
+        i, gpuc::GpucDialect::kInputAttrName);
+    if (!name || name.getValue() != labelsName)
+      continue;
+    SmallVector<Value> work{forward.getArgument(i)};
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      for (Operation *user : v.getUsers()) {
+        if (auto pad = dyn_cast<gpuc::PadOp>(user))
+          work.push_back(pad.getResult());
+        else if (auto slice = dyn_cast<gpuc::SliceOp>(user);
+                 slice && slice.getStarts().size() == 2 &&
+                 slice.getStarts()[1] == 1)
+          return true;
+      }
+    }
+  }
+  return false;
+}
+
 /// What the trainer feeds and reads. A language model's @eval that scores
 /// its tokens (gpuc-eval-token-scores, `scoredOutput` of `classes`)
 /// returns their summed loss and correct count in place of its logits.
 nlohmann::json trainerFacts(ModuleOp module, StringRef evalOutput,
                             StringRef noEvalReason, StringRef scoredOutput,
-                            int64_t classes) {
+                            int64_t classes, bool shiftsLabels) {
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   std::string dataInput;
   for (unsigned i = 0; i < step.getNumArguments(); ++i)
@@ -411,6 +441,8 @@ nlohmann::json trainerFacts(ModuleOp module, StringRef evalOutput,
                           {"batch", (int64_t)batchSize},
                           {"accumulate", (int64_t)accumulateSteps},
                           {"optimizer", optimizerKind.getValue()}};
+  if (shiftsLabels)
+    facts["labels_shifted_by_model"] = true;
   auto eval = module.lookupSymbol<func::FuncOp>("eval");
   std::string lossSum = (scoredOutput + ".loss_sum").str();
   if (!scoredOutput.empty() && eval &&
@@ -490,6 +522,7 @@ int runCompile(int argc, char **argv) {
   if (!module)
     return 1;
   importTiming.stop();
+  bool shiftsLabels = modelShiftsLabels(*module);
   // The code generation choices the flags make, as module attributes
   // (the dumps show them).
   auto setModuleInt = [&](StringRef name, int64_t value) {
@@ -617,7 +650,7 @@ int runCompile(int argc, char **argv) {
     return 1;
 
   artifact.trainer = trainerFacts(*module, evalOutput, noEvalReason,
-                                  scoredOutput, scoredClasses);
+                                  scoredOutput, scoredClasses, shiftsLabels);
   artifact.timing = rootTiming.nest("back end");
   int status = gpuc::writeArtifact(*module, artifact);
   if (status == 0 && llvm::errs().tell() == errorsBefore)

@@ -12,8 +12,10 @@ check for FileCheck, and exits non-zero on a failed one:
 - with its optimizer (which merges equal parameters) it is refused;
 - Hugging Face's GPT-2 (eager and SDPA attention, contexts of 32 and 1,024)
   through the dynamo exporter steps as PyTorch does, its attention fused,
-  and takes the weights of a checkpoint save_pretrained writes.
+  takes the weights of a checkpoint save_pretrained writes, and computing
+  its own loss trains on a token file as PyTorch's labels=input_ids does.
 """
+import json
 import os
 import re
 import subprocess
@@ -250,5 +252,43 @@ for attention, context in (("eager", 32), ("sdpa", 32), ("sdpa", 1024)):
           f"hf gpt-2 checkpoint: --init takes save_pretrained's weights, "
           f"the tied head by the embedding's name (loss {loss:.7f}, "
           f"PyTorch float64 {expected:.7f})")
+
+    # The model's own loss (labels=input_ids: it shifts them itself)
+    # trains on a token file's windows labelled with themselves.
+    class OwnLoss(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, tokens, labels):
+            return self.model(input_ids=tokens, labels=labels,
+                              use_cache=False).loss
+
+    torch.manual_seed(0)
+    own = OwnLoss(GPT2LMHeadModel(config)).train()
+    batch = torch.export.Dim("batch")
+    torch.onnx.export(own, (tokens[:2], tokens[:2]), folder + "-loss.onnx",
+                      input_names=["tokens", "labels"], output_names=["loss"],
+                      dynamic_shapes=({0: batch}, {0: batch}), dynamo=True,
+                      optimize=False)
+    stream = np.random.default_rng(2).integers(0, 1000, 4 * 32 + 1)
+    np.save(folder + "-stream.npy", stream)
+    result = run(gpuc, "compile", folder + "-loss.onnx", "--batch", 4,
+                 "--labels", "labels", "--target", "cpu", "-o",
+                 folder + "-loss")
+    if result.returncode == 0:
+        result = run(folder + "-loss/train", "--data", folder + "-stream.npy",
+                     "--held-out", "0", "--epochs", "1", "--metrics",
+                     folder + "-loss.jsonl")
+    loss = float("nan")
+    if result.returncode == 0:
+        with open(folder + "-loss.jsonl") as f:
+            loss = json.loads(f.readline())["loss"]
+    windows = torch.from_numpy(stream[:128].reshape(4, 32))
+    with torch.no_grad():
+        expected = own.double()(windows, windows).item()
+    check(abs(loss - expected) / expected < 1e-6,
+          f"hf gpt-2 own loss: a token file's windows are its labels "
+          f"(first loss {loss:.7f}, PyTorch float64 {expected:.7f})")
 
 sys.exit(1 if failed else 0)

@@ -33,9 +33,12 @@ struct Dataset {
 /// per byte, 0-255: a character-level model). The last `heldOut` fraction
 /// of the stream is the test split. Each split is cut into windows of
 /// `window` tokens, back to back; a window's labels are the tokens that
-/// follow each of its tokens (the stream shifted by one).
+/// follow each of its tokens (the stream shifted by one), or with
+/// `modelShiftsLabels` the window's own tokens (a model that computes its
+/// loss on labels[:, 1:] itself, as Hugging Face's causal LMs do).
 bool loadTokenStream(const std::string &path, int64_t window, double heldOut,
-                     Dataset &data, std::string &error);
+                     Dataset &data, std::string &error,
+                     bool modelShiftsLabels = false);
 
 /// Reads DIR: either the MNIST-family IDX files
 /// ({train,t10k}-{images-idx3,labels-idx1}-ubyte, gzipped or raw) or
