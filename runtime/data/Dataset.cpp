@@ -216,7 +216,9 @@ bool loadTokenStream(const std::string &path, int64_t window, double heldOut,
   int64_t n = tokens.size();
   int64_t testTokens = (int64_t)(n * heldOut);
   int64_t trainTokens = n - testTokens;
-  auto cut = [&](int64_t begin, int64_t length, Split &split) {
+  // (Only the training split follows the model's shift: the held-out
+  // split is scored from the logits, each against the token after it.)
+  auto cut = [&](int64_t begin, int64_t length, Split &split, int shift) {
     split.count = length > window ? (length - 1) / window : 0;
     split.sampleSize = window;
     split.labelsPerSample = window;
@@ -225,11 +227,11 @@ bool loadTokenStream(const std::string &path, int64_t window, double heldOut,
     split.labels.resize(split.count * window);
     for (int64_t i = 0; i < split.count * window; ++i) {
       split.samples[i] = (float)tokens[begin + i];
-      split.labels[i] = tokens[begin + i + (modelShiftsLabels ? 0 : 1)];
+      split.labels[i] = tokens[begin + i + shift];
     }
   };
-  cut(0, trainTokens, data.train);
-  cut(trainTokens, testTokens, data.test);
+  cut(0, trainTokens, data.train, modelShiftsLabels ? 0 : 1);
+  cut(trainTokens, testTokens, data.test, 1);
   if (data.train.count == 0 || (heldOut > 0 && data.test.count == 0)) {
     error = path + ": " + std::to_string(n) + " tokens are too few for " +
             "windows of " + std::to_string(window) + " in both splits (the " +

@@ -3,7 +3,9 @@ LMs do (`model(input_ids=x, labels=x).loss`: the labels padded at the end
 with the ignored index, then labels[:, 1:]), trains on a token file whose
 windows are labelled with themselves; one that reads its labels as given
 gets the tokens that follow. Each first step's loss is checked against
-numpy's under both conventions.
+numpy's under both conventions. The held-out split is scored from the
+logits, each against the token after it, whichever labels the model
+trains on.
 
 usage: model-shifted-labels.test.py GPUC WORK"""
 import json
@@ -24,8 +26,9 @@ stream = rng.integers(0, vocab, batch * window + 1)
 np.save(os.path.join(work, "tokens.npy"), stream)
 
 
-def model(path, shifts):
-    """logits = table[tokens]; the loss over the labels, shifted or not."""
+def model(path, shifts, logits_out=False):
+    """logits = table[tokens]; the loss over the labels, shifted or not
+    (and the logits as an output too, to be evaluated)."""
     int64 = TensorProto.INT64
     nodes = [helper.make_node("Gather", ["table", "tokens"], ["logits"]),
              helper.make_node("Reshape", ["logits", "rows"], ["scores"])]
@@ -52,7 +55,10 @@ def model(path, shifts):
         nodes, "lm",
         [helper.make_tensor_value_info("tokens", int64, ["b", window]),
          helper.make_tensor_value_info("labels", int64, ["b", window])],
-        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])] +
+        ([helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                        ["b", window, vocab])]
+         if logits_out else []),
         constants)
     onnx.save(helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", 13)]), path)
@@ -102,3 +108,33 @@ for shifts in (True, False):
            loss, expected[shifts], other[shifts],
            abs(loss - expected[shifts]) < 1e-5 and
            abs(loss - other[shifts]) > 1e-3))
+
+# Evaluated from its logits (beside its own loss): the held-out windows
+# against the tokens that follow, at a learning rate too small to move
+# the weights.
+path = os.path.join(work, "evaluated.onnx")
+model(path, True, logits_out=True)
+out = os.path.join(work, "evaluated")
+subprocess.run([gpuc, "compile", path, "--batch", str(batch), "--labels",
+                "labels", "--target", "cpu", "-o", out], check=True,
+               stdout=subprocess.DEVNULL)
+longer = rng.integers(0, vocab, 2 * batch * window + 1)
+np.save(os.path.join(work, "longer.npy"), longer)
+metrics = os.path.join(work, "evaluated.jsonl")
+run = subprocess.run([os.path.join(out, "train"), "--data",
+                      os.path.join(work, "longer.npy"), "--held-out", "0.5",
+                      "--epochs", "1", "--lr", "1e-30", "--metrics", metrics],
+                     capture_output=True, text=True)
+held = None
+with open(metrics) as f:
+    for line in f:
+        record = json.loads(line)
+        held = record.get("val_loss", held)
+begin = len(longer) - int(len(longer) * 0.5)
+count = (int(len(longer) * 0.5) - 1) // window
+test = longer[begin:begin + count * window].reshape(count, window)
+after = longer[begin + 1:begin + count * window + 1].reshape(count, window)
+expected = loss_of(test, after)
+print("evaluated: held-out loss %s, the next tokens' %.6f, the windows' own "
+      "%.6f: %s" % (held, expected, loss_of(test, test),
+                    held is not None and abs(held - expected) < 1e-5))

@@ -34,8 +34,9 @@ struct Dataset {
 /// of the stream is the test split. Each split is cut into windows of
 /// `window` tokens, back to back; a window's labels are the tokens that
 /// follow each of its tokens (the stream shifted by one), or with
-/// `modelShiftsLabels` the window's own tokens (a model that computes its
-/// loss on labels[:, 1:] itself, as Hugging Face's causal LMs do).
+/// `modelShiftsLabels` the training windows' own tokens (a model that
+/// computes its loss on labels[:, 1:] itself, as Hugging Face's causal LMs
+/// do; the held-out split stays shifted: it is scored from the logits).
 bool loadTokenStream(const std::string &path, int64_t window, double heldOut,
                      Dataset &data, std::string &error,
                      bool modelShiftsLabels = false);
