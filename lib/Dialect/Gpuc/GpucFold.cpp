@@ -45,9 +45,8 @@ static RankedTensorType tensorTypeOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-/// Row-major strides of a shape.
-static Shape stridesOf(ArrayRef<int64_t> shape) {
-  Shape strides(shape.size(), 1);
+SmallVector<int64_t> mlir::gpuc::stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
   for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
     strides[i] = strides[i + 1] * shape[i + 1];
   return strides;
@@ -570,8 +569,11 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   for (int64_t o = 0; o < outer; ++o)
     for (auto [part, in] : llvm::zip(parts, getInputs())) {
       int64_t block = tensorTypeOf(in).getShape()[axis] * inner;
-      for (int64_t k = 0; k < block; ++k)
-        out.append(part.at(o * block + k), part.at(o * block + k) + width);
+      if (!part.splat)
+        out.append(part.at(o * block), part.at((o + 1) * block));
+      else
+        for (int64_t k = 0; k < block; ++k)
+          out.append(part.at(0), part.at(0) + width);
     }
   return fromSlots(getType(), out, width);
 }

@@ -20,18 +20,6 @@ using namespace mlir;
 using namespace mlir::gpuc;
 using namespace mlir::gpuc::onnx_import;
 
-namespace {
-
-/// Strides of a row-major shape.
-Shape stridesOf(ArrayRef<int64_t> shape) {
-  Shape strides(shape.size(), 1);
-  for (int d = (int)shape.size() - 2; d >= 0; --d)
-    strides[d] = strides[d + 1] * shape[d + 1];
-  return strides;
-}
-
-} // namespace
-
 /// Whether `v` is computed from the step's arguments (the model's inputs
 /// and parameters), not from constants alone.
 static bool readsArguments(Value v) {

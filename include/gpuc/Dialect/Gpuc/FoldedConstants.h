@@ -22,6 +22,9 @@ int64_t foldedElementsLimit(Type elementType);
 /// Whether a constant of `type` is within foldedElementsLimit.
 bool withinFoldLimit(ShapedType type);
 
+/// Row-major strides of a shape (the last dimension's is 1).
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape);
+
 /// A constant of `resultType` whose element at each multi-index is the
 /// element of `source` at the linear index `sourceIndexOf(index)`: every
 /// fold that moves elements (transpose, broadcast, slice, gather) is this.

@@ -284,7 +284,8 @@ def Gpuc_TransposeOp : Gpuc_Op<"transpose", [DeclareOpInterfaceMethods<Gpuc_Grad
     $input `perm` `=` $perm attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
-  let hasFolder = 1;  let hasCanonicalizer = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Gpuc_BroadcastOp : Gpuc_Op<"broadcast", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
