@@ -312,6 +312,29 @@ int64_t paddedWindowCount(int64_t yy, int64_t xx, ArrayRef<int64_t> x,
 }
 
 /// The attributes an attention op shares with its gradient, and its key.
+/// An attention's mask: its operand, or the comparison of indices its
+/// mask_triangle says the mask is ([1, 1, Tq, Tk]), or none (null).
+template <typename OpTy>
+const HostTensor *attentionMask(OpTy op,
+                                const llvm::DenseMap<Value, HostTensor> &values,
+                                HostTensor &triangle) {
+  if (Value mask = op.getMask())
+    return &values.find(mask)->second;
+  std::optional<ComparePredicate> keyVsQuery = op.getMaskTriangle();
+  if (!keyVsQuery)
+    return nullptr;
+  ArrayRef<int64_t> q = cast<ShapedType>(op.getQuery().getType()).getShape(),
+                    k = cast<ShapedType>(op.getKey().getType()).getShape();
+  // (Under bthd the rows are the second dimension.)
+  int64_t rows = op.getBthd() ? q[1] : q[2], keys = op.getBthd() ? k[1] : k[2];
+  triangle =
+      HostTensor({1, 1, rows, keys}, IntegerType::get(op.getContext(), 1));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < keys; ++j)
+      triangle.data[i * keys + j] = holdsComparison(*keyVsQuery, j, i);
+  return &triangle;
+}
+
 template <typename OpTy> interpreter::AttentionParams attentionParams(OpTy op) {
   interpreter::AttentionParams p;
   p.scale = op.getScale().convertToDouble();
@@ -789,11 +812,11 @@ LogicalResult Interpreter::execute(Operation *op) {
         ArrayRef<int64_t> heads =
             o.getBthd() ? ArrayRef<int64_t>(kSwapHeads) : ArrayRef<int64_t>();
         HostTensor out = transposed(like(o.getResult()), heads),
-                   lse = like(o.getLogsumexp());
+                   lse = like(o.getLogsumexp()), triangle;
         interpreter::attentionForward(transposed(get(o.getQuery()), heads),
                                       transposed(get(o.getKey()), heads),
                                       transposed(get(o.getValue()), heads),
-                                      o.getMask() ? &get(o.getMask()) : nullptr,
+                                      attentionMask(o, values, triangle),
                                       params, out, lse);
         set(o.getResult(), transposed(out, heads));
         set(o.getLogsumexp(), std::move(lse));
@@ -809,14 +832,14 @@ LogicalResult Interpreter::execute(Operation *op) {
             o.getBthd() ? ArrayRef<int64_t>(kSwapHeads) : ArrayRef<int64_t>();
         HostTensor dq = transposed(like(o.getQueryGrad()), heads),
                    dk = transposed(like(o.getKeyGrad()), heads),
-                   dv = transposed(like(o.getValueGrad()), heads);
+                   dv = transposed(like(o.getValueGrad()), heads), triangle;
         interpreter::attentionBackward(
             transposed(get(o.getQuery()), heads),
             transposed(get(o.getKey()), heads),
             transposed(get(o.getValue()), heads),
             transposed(get(o.getResult()), heads), get(o.getLogsumexp()),
             transposed(get(o.getResultGrad()), heads),
-            o.getMask() ? &get(o.getMask()) : nullptr, params, dq, dk, dv);
+            attentionMask(o, values, triangle), params, dq, dk, dv);
         set(o.getQueryGrad(), transposed(dq, heads));
         set(o.getKeyGrad(), transposed(dk, heads));
         set(o.getValueGrad(), transposed(dv, heads));

@@ -634,20 +634,33 @@ struct DecomposeLinearTokenScores : ChunkedHeadPattern<LinearTokenScoresOp> {
   }
 };
 
-/// An attention's mask broadcast to the scores' `shape`. A triangular one
-/// is compared from the query and key indices, so the row kernel reads no
-/// mask (and the host compiler vectorizes it: a bool load keeps its loop
-/// scalar).
-Value wideAttentionMask(ExprBuilder &B, Value mask, ArrayRef<int64_t> shape) {
-  std::optional<TriangularMask> triangle = matchTriangularMask(mask);
-  if (!triangle)
-    return B.expand(mask, shape);
-  triangle->recordOn();
+/// Where a mask is `key P query`, that comparison of the scores' indices.
+Value triangleMask(ExprBuilder &B, ComparePredicate keyVsQuery,
+                   ArrayRef<int64_t> shape) {
   auto indexType = RankedTensorType::get(shape, B.b.getI64Type());
   int64_t rank = shape.size();
   Value query = IotaOp::create(B.b, B.loc, indexType, rank - 2);
   Value key = IotaOp::create(B.b, B.loc, indexType, rank - 1);
-  return B.cmp(triangle->keyVsQuery, key, query);
+  return B.cmp(keyVsQuery, key, query);
+}
+
+/// An attention's mask broadcast to the scores' `shape`, or null where it
+/// has none. A triangular one is compared from the query and key indices,
+/// so the row kernel reads no mask (and the host compiler vectorizes it: a
+/// bool load keeps its loop scalar); so is the triangle of an attention
+/// whose mask the flash lowering dropped.
+template <typename OpTy>
+Value wideAttentionMask(ExprBuilder &B, OpTy op, ArrayRef<int64_t> shape) {
+  Value mask = op.getMask();
+  if (!mask) {
+    std::optional<ComparePredicate> triangle = op.getMaskTriangle();
+    return triangle ? triangleMask(B, *triangle, shape) : Value();
+  }
+  std::optional<TriangularMask> triangle = matchTriangularMask(mask);
+  if (!triangle)
+    return B.expand(mask, shape);
+  triangle->recordOn();
+  return triangleMask(B, triangle->keyVsQuery, shape);
 }
 
 /// The masked, scaled scores of an attention, in f32: `scale * Q K^T`, and
@@ -661,8 +674,7 @@ template <typename OpTy> Value attentionScores(ExprBuilder &B, OpTy op) {
                               op.getKey(), false, true);
   Value z =
       B.scale(B.castTo(qk, B.b.getF32Type()), op.getScale().convertToDouble());
-  if (Value mask = op.getMask()) {
-    Value wide = wideAttentionMask(B, mask, TensorBuilder::shapeOf(z));
+  if (Value wide = wideAttentionMask(B, op, TensorBuilder::shapeOf(z))) {
     Value fill = B.splat(z, op.getFill().convertToDouble());
     z = op.getMaskKeeps() ? B.select(wide, z, fill) : B.select(wide, fill, z);
   }
@@ -685,6 +697,7 @@ bool isGradientOf(AttentionGradOp grad, AttentionOp forward) {
          grad.getKey() == forward.getKey() &&
          grad.getValue() == forward.getValue() &&
          grad.getMask() == forward.getMask() &&
+         grad.getMaskTriangleAttr() == forward.getMaskTriangleAttr() &&
          grad.getRngKey() == forward.getRngKey() &&
          grad.getResult() == forward.getResult() &&
          grad.getLogsumexp() == forward.getLogsumexp() &&
@@ -721,9 +734,9 @@ void lowerAttentionGrad(PatternRewriter &rewriter, AttentionGradOp op,
   Value ds = B.mul(p, B.sub(dweights, B.expand(rowDot, shape)));
   // A finite fill gives excluded scores a weight, but no gradient reaches
   // them through the select; with -inf their weight is 0 already.
-  if (Value mask = op.getMask();
-      mask && op.getFill().convertToDouble() != -INFINITY) {
-    Value wide = wideAttentionMask(B, mask, shape);
+  if (Value wide = op.getFill().convertToDouble() != -INFINITY
+                       ? wideAttentionMask(B, op, shape)
+                       : Value()) {
     ds = op.getMaskKeeps() ? B.where(wide, ds)
                            : B.select(wide, B.splat(ds, 0.0), ds);
   }
@@ -797,8 +810,11 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
   using Base::Base;
 
   /// The flash lowering keeps the attention ops; a causal mask among them
-  /// is marked (mask_triangle), for the fused kernels to compare indices
-  /// and skip the tiles it excludes whole.
+  /// becomes their mask_triangle, and the operand goes: the fused kernels
+  /// compare indices (and skip the tiles it excludes whole), so the kernel
+  /// that computed it (nanoGPT compares each layer's tril buffer) and the
+  /// buffer it filled are gone. The buffer's values stay checked at load
+  /// (recordOn).
   void markTriangularMasks() {
     auto mark = [](auto op) {
       if (!op.getMask())
@@ -811,6 +827,7 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
       triangle->recordOn();
       op.setMaskTriangleAttr(
           ComparePredicateAttr::get(op.getContext(), triangle->keyVsQuery));
+      op.getMaskMutable().clear();
     };
     getOperation().walk([&](AttentionOp op) { mark(op); });
     getOperation().walk([&](AttentionGradOp op) { mark(op); });
@@ -828,8 +845,8 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
     SmallVector<double> said;
     getOperation().walk([&](AttentionOp op) {
       double fill = op.getFill().convertToDouble();
-      if (!op.getMask() || std::isinf(fill) || fill > kFillLosingWeights ||
-          llvm::is_contained(said, fill))
+      if ((!op.getMask() && !op.getMaskTriangle()) || std::isinf(fill) ||
+          fill > kFillLosingWeights || llvm::is_contained(said, fill))
         return;
       // A causal mask keeps every row's own key.
       if (std::optional<ComparePredicate> triangle = op.getMaskTriangle()) {

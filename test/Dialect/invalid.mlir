@@ -618,14 +618,6 @@ func.func @attention_mask(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: 
 
 // -----
 
-func.func @attention_triangle_without_mask(%q: tensor<2x3x5x4xf32>) {
-  // expected-error @+1 {{has a mask_triangle but no mask}}
-  %o, %l = gpuc.attention %q, %q, %q scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>, tensor<2x3x5xf32>
-  return
-}
-
-// -----
-
 func.func @attention_triangle_eq(%q: tensor<2x3x5x4xf32>, %m: tensor<1x1x5x5xi1>) {
   // expected-error @+1 {{mask_triangle must be lt, le, gt or ge, not eq}}
   %o, %l = gpuc.attention %q, %q, %q mask %m : tensor<1x1x5x5xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle eq : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>, tensor<2x3x5xf32>

@@ -207,9 +207,11 @@ func.func @attention_grad(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>, %v: 
 // CHECK: gpuc.select %[[MASK]]
 // CHECK-NOT: gpuc.broadcast %{{.+}} : tensor<1x1x4x4xi1>
 // The flash lowering keeps the op and marks the mask's form for the fused
-// kernels; a mask that is no triangle stays unmarked.
+// kernels, which compare indices: the operand, and the constant, go. A mask
+// that is no triangle stays unmarked.
 // FLASH-LABEL: func.func @causal_attention
-// FLASH: gpuc.attention %arg0, %arg1, %arg2 mask %{{.+}} : tensor<1x1x4x4xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt :
+// FLASH-NOT: gpuc.constant
+// FLASH: gpuc.attention %arg0, %arg1, %arg2 scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt :
 func.func @causal_attention(%q: tensor<2x3x4x2xf32>, %k: tensor<2x3x4x2xf32>, %v: tensor<2x3x4x2xf32>) -> (tensor<2x3x4x2xf32>, tensor<2x3x4xf32>) {
   %m = gpuc.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
   %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x4x4xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32> -> tensor<2x3x4x2xf32>, tensor<2x3x4xf32>
@@ -231,8 +233,10 @@ func.func @causal_attention(%q: tensor<2x3x4x2xf32>, %k: tensor<2x3x4x2xf32>, %v
 // CHECK: gpuc.broadcast %{{.+}} : tensor<1x1x3x3xi1> -> tensor<1x2x3x3xi1>
 // FLASH: gpuc.parameter @bias : tensor<1x1x3x3xf32> = dense<{{.+}}> {gpuc.compiled_mask = {compare = "eq", key_vs_query = "gt", with = 0.000000e+00 : f64}, gpuc.frozen = "no gradient reaches it"}
 // FLASH-LABEL: func.func @frozen_mask
-// FLASH: gpuc.attention {{.+}} triangle gt :
-// FLASH: gpuc.attention
+// FLASH-NOT: gpuc.compare eq, %arg3
+// FLASH: gpuc.attention %arg0, %arg1, %arg2 scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt :
+// FLASH: %[[PADDED:.+]] = gpuc.compare eq, %arg4
+// FLASH: gpuc.attention %arg0, %arg1, %arg2 mask %[[PADDED]]
 // FLASH-NOT: triangle
 gpuc.parameter @bias : tensor<1x1x3x3xf32> = dense<[[[[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]]]> : tensor<1x1x3x3xf32> {gpuc.frozen = "no gradient reaches it"}
 gpuc.parameter @padding : tensor<1x1x3x3xf32> = dense<[[[[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 0.0]]]]> : tensor<1x1x3x3xf32> {gpuc.frozen = "no gradient reaches it"}
@@ -243,6 +247,26 @@ func.func @frozen_mask(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>, %v: ten
   %padded = gpuc.compare eq, %padding, %zero : tensor<1x1x3x3xf32>
   %o2, %lse2 = gpuc.attention %q, %k, %v mask %padded : tensor<1x1x3x3xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>, tensor<1x2x3xf32>
   return %o, %o2 : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>
+}
+
+// -----
+
+// An attention the flash lowering left with a triangle and no mask lowers
+// to GEMMs with the triangle compared from the indices, forward and back.
+// CHECK-LABEL: func.func @triangle_without_mask
+// CHECK-DAG: %[[QUERY:.+]] = gpuc.iota dim = 2 : tensor<1x2x3x3xi64>
+// CHECK-DAG: %[[KEY:.+]] = gpuc.iota dim = 3 : tensor<1x2x3x3xi64>
+// CHECK: %[[MASK:.+]] = gpuc.compare le, %[[KEY]], %[[QUERY]]
+// CHECK: gpuc.select %[[MASK]]
+// CHECK: gpuc.compare le
+// CHECK-NOT: gpuc.attention
+// FLASH-LABEL: func.func @triangle_without_mask
+// FLASH: gpuc.attention %arg0, %arg0, %arg0 scale = 5.000000e-01 fill = -1.000000e+04 triangle le {mask_keeps}
+// FLASH: gpuc.attention_grad %arg0, %arg0, %arg0, %{{.+}} scale = 5.000000e-01 fill = -1.000000e+04 triangle le {mask_keeps}
+func.func @triangle_without_mask(%q: tensor<1x2x3x2xf32>, %do: tensor<1x2x3x2xf32>) -> (tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>) {
+  %o, %lse = gpuc.attention %q, %q, %q scale = 5.000000e-01 fill = -1.000000e+04 triangle le {mask_keeps} : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32> -> tensor<1x2x3x2xf32>, tensor<1x2x3xf32>
+  %dq, %dk, %dv = gpuc.attention_grad %q, %q, %q, %o, %lse, %do scale = 5.000000e-01 fill = -1.000000e+04 triangle le {mask_keeps} : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3xf32>
+  return %o, %dq : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>
 }
 
 // -----

@@ -115,7 +115,7 @@ cudnnAttentionOf(Op o, bool bthd, int64_t inputs, ConcatOp joined,
   call.width = q[3];
   call.valueWidth = v[3];
   call.scale = o.getScale().convertToDouble();
-  if (o.getMask()) {
+  if (o.getMask() || o.getMaskTriangle()) {
     // The mask's bits are a comparison of key with query: causal where it
     // excludes key > query (or keeps key <= query), and the fill weighs
     // an excluded score nothing: -inf, or a fill of -1e4 or less, whose
@@ -269,6 +269,14 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
       line(llvm::formatv("g.maskStrides[0] = {0}LL; g.maskStrides[1] = {1}LL; "
                          "g.maskStrides[2] = {2}LL; g.maskStrides[3] = {3}LL;",
                          strides[0], strides[1], strides[2], strides[3]));
+    } else if (std::optional<ComparePredicate> triangle = o.getMaskTriangle()) {
+      // A mask the flash lowering knew for a comparison of indices.
+      line(llvm::formatv("g.mask = nullptr; g.maskKeeps = {0}; g.triangle = "
+                         "{1};",
+                         o.getMaskKeeps() ? "true" : "false",
+                         1 + (int)*triangle));
+      line("g.maskStrides[0] = g.maskStrides[1] = g.maskStrides[2] = "
+           "g.maskStrides[3] = 0;");
     } else {
       line("g.mask = nullptr; g.maskKeeps = false; g.triangle = 0;");
     }

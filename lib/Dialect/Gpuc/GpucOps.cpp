@@ -942,8 +942,6 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
              << "scores " << formatShape(scores)
              << " (rank 4, each dimension 1 or the scores')";
   }
-  if (triangle && !mask)
-    return op->emitOpError() << "has a mask_triangle but no mask";
   if (triangle &&
       (*triangle == ComparePredicate::eq || *triangle == ComparePredicate::ne))
     return op->emitOpError() << "mask_triangle must be lt, le, gt or ge, not "

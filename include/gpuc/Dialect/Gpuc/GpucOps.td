@@ -1012,8 +1012,9 @@ def Gpuc_AttentionOp : Gpuc_Op<"attention", [DeclareOpInterfaceMethods<Gpuc_Grad
     `triangle P` (`mask_triangle`) says the mask is `key P query` at every
     `[..., query, key]` (a causal mask): the fused kernels then compare
     indices instead of reading it, and skip the tiles it excludes whole.
-    The flash lowering sets it where it recognises the mask; the mask
-    stays the operand that defines the semantics.
+    The flash lowering sets it where it recognises the mask and drops the
+    operand: without one, the mask is that comparison (`mask_keeps` says
+    whether a true one keeps the score, as for an operand).
 
     ```mlir
     %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x64x64xi1>

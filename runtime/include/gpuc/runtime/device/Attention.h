@@ -40,13 +40,13 @@ struct AttentionGeometry {
   /// The score of an excluded pair (-inf: no weight).
   float fill;
   /// i1 [B, H, Tq, Tk] read with these strides (0 where it broadcasts), or
-  /// null; true excludes unless maskKeeps.
+  /// null (no mask, or the triangle below); true excludes unless maskKeeps.
   const bool *mask;
   int64_t maskStrides[4];
   bool maskKeeps;
   /// Where the mask is `key P query` (the op's mask_triangle): 1 + P's
   /// ComparePredicate value (lt 2, le 3, gt 4, ge 5), compared from the
-  /// indices instead of read; 0: read `mask`.
+  /// indices instead of read (`mask` may then be null); 0: read `mask`.
   int triangle;
   /// Dropout of the weights, as gpuc.dropout of [B, H, Tq, Tk] (ratio 0:
   /// none); keepScale is 1 / (1 - ratio).
@@ -74,10 +74,10 @@ attentionTriangleExcludes(const AttentionGeometry &g, Int delta) {
 __device__ __forceinline__ bool attentionExcluded(const AttentionGeometry &g,
                                                   int64_t b, int64_t h,
                                                   int64_t i, int64_t j) {
-  if (!g.mask)
-    return false;
   if (g.triangle)
     return attentionTriangleExcludes(g, j - i);
+  if (!g.mask)
+    return false;
   bool set = g.mask[b * g.maskStrides[0] + h * g.maskStrides[1] +
                     i * g.maskStrides[2] + j * g.maskStrides[3]];
   return set != g.maskKeeps;
@@ -100,7 +100,7 @@ attentionExcludedCorners(const AttentionGeometry &g, int64_t i0, int64_t i1,
 __device__ __forceinline__ bool
 attentionTileExcluded(const AttentionGeometry &g, int64_t i0, int64_t i1,
                       int64_t j0, int64_t j1) {
-  if (!g.mask || !g.triangle || i1 <= i0 || j1 <= j0)
+  if (!g.triangle || i1 <= i0 || j1 <= j0)
     return false;
   return attentionExcludedCorners(g, i0, i1, j0, j1) == 4;
 }
@@ -113,9 +113,9 @@ __device__ __forceinline__ bool attentionTileKept(const AttentionGeometry &g,
                                                   int64_t j0, int64_t j1) {
   if (i1 <= i0 || j1 <= j0 || i1 > g.queries || j1 > g.keys)
     return false;
-  if (!g.mask)
-    return true;
-  return g.triangle && attentionExcludedCorners(g, i0, i1, j0, j1) == 0;
+  if (g.triangle)
+    return attentionExcludedCorners(g, i0, i1, j0, j1) == 0;
+  return !g.mask;
 }
 
 /// Weight (bh, i, j)'s dropout factor: 0, or 1 / (1 - ratio).
@@ -257,7 +257,7 @@ __device__ __forceinline__ bool attentionBlock(const AttentionGeometry &g,
   int64_t rowBlock = blockIdx.x % blocksPerHead;
   bh = blockIdx.x / blocksPerHead;
 #ifndef GPUC_CPU
-  if (g.mask && g.triangle) {
+  if (g.triangle) {
     // Whether a query excludes the keys after it (a causal mask): its
     // later query rows, and earlier key rows, weigh more.
     bool laterQueriesHeavier = attentionExcluded(g, 0, 0, 0, 1);

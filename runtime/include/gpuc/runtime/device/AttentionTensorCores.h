@@ -386,7 +386,7 @@ mmaScoreFlags(const AttentionGeometry &g, int64_t b, int64_t h, int64_t row0,
         absent |= 1u << (n * 4 + i);
     }
   }
-  if (!g.mask)
+  if (!g.mask && !g.triangle)
     return;
   if (g.triangle) {
     // Key index minus query index at (row0, col0).
