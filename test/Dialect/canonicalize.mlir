@@ -243,3 +243,59 @@ func.func @transpose_of_merged_dimension(%x: tensor<2x3x4xf32>) -> tensor<4x6xf3
   %t = gpuc.transpose %r perm = [1, 0] : tensor<6x4xf32> -> tensor<4x6xf32>
   return %t : tensor<4x6xf32>
 }
+
+// -----
+
+// A sum over a reshape that merges the summed dimensions sums the
+// reshape's input: Hugging Face's bias gradient over [B*T, C] reads the
+// [B, T, C] gradient as the layer norm's weight gradient does.
+// Mixed precision's cast to f32 between them moves onto the input: the
+// same cast as the other sum's, which CSE (after the canonicalizer) makes
+// one.
+// CHECK-LABEL: func.func @reduce_over_merged_dims
+// CHECK-NEXT: %[[SUM:.+]] = gpuc.reduce_sum %arg0 axes = [0, 1] : tensor<4x8x16xf32> -> tensor<16xf32>
+// CHECK-NEXT: %[[WIDE:.+]] = gpuc.cast %arg1 : tensor<4x8x16xbf16> to tensor<4x8x16xf32>
+// CHECK-NEXT: %[[BIAS:.+]] = gpuc.reduce_sum %[[WIDE]] axes = [0, 1] : tensor<4x8x16xf32> -> tensor<16xf32>
+// CHECK-NEXT: %[[WIDE3:.+]] = gpuc.cast %arg1 : tensor<4x8x16xbf16> to tensor<4x8x16xf32>
+// CHECK-NEXT: %[[SCALE:.+]] = gpuc.reduce_sum %[[WIDE3]] axes = [0, 1] : tensor<4x8x16xf32> -> tensor<16xf32>
+// CHECK-NEXT: return %[[SUM]], %[[BIAS]], %[[SCALE]]
+func.func @reduce_over_merged_dims(%x: tensor<4x8x16xf32>, %g: tensor<4x8x16xbf16>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %r = gpuc.reshape %x : tensor<4x8x16xf32> -> tensor<32x16xf32>
+  %s = gpuc.reduce_sum %r axes = [0] : tensor<32x16xf32> -> tensor<16xf32>
+  %rows = gpuc.reshape %g : tensor<4x8x16xbf16> -> tensor<32x16xbf16>
+  %wide = gpuc.cast %rows : tensor<32x16xbf16> to tensor<32x16xf32>
+  %bias = gpuc.reduce_sum %wide axes = [0] : tensor<32x16xf32> -> tensor<16xf32>
+  %wide3 = gpuc.cast %g : tensor<4x8x16xbf16> to tensor<4x8x16xf32>
+  %scale = gpuc.reduce_sum %wide3 axes = [0, 1] : tensor<4x8x16xf32> -> tensor<16xf32>
+  return %s, %bias, %scale : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Kept dimensions that the reshape merged are merged after the reduction,
+// and with keep_dims each reduced run keeps its 1s until that reshape; a
+// unit dimension joins a run.
+// CHECK-LABEL: func.func @reduce_keeps_merged_dims
+// CHECK-NEXT: %[[MAX:.+]] = gpuc.reduce_max %arg0 axes = [2, 3] keep_dims : tensor<2x3x1x5x7xf32> -> tensor<2x3x1x1x7xf32>
+// CHECK-NEXT: %[[ROWS:.+]] = gpuc.reshape %[[MAX]] : tensor<2x3x1x1x7xf32> -> tensor<6x1x7xf32>
+// CHECK-NEXT: %[[MEAN:.+]] = gpuc.reduce_mean %arg0 axes = [0, 1, 4] : tensor<2x3x1x5x7xf32> -> tensor<1x5xf32>
+// CHECK-NEXT: %[[COLUMN:.+]] = gpuc.reshape %[[MEAN]] : tensor<1x5xf32> -> tensor<5xf32>
+// CHECK-NEXT: return %[[ROWS]], %[[COLUMN]]
+func.func @reduce_keeps_merged_dims(%x: tensor<2x3x1x5x7xf32>) -> (tensor<6x1x7xf32>, tensor<5xf32>) {
+  %r = gpuc.reshape %x : tensor<2x3x1x5x7xf32> -> tensor<6x5x7xf32>
+  %m = gpuc.reduce_max %r axes = [1] keep_dims : tensor<6x5x7xf32> -> tensor<6x1x7xf32>
+  %a = gpuc.reduce_mean %r axes = [0, 2] : tensor<6x5x7xf32> -> tensor<5xf32>
+  return %m, %a : tensor<6x1x7xf32>, tensor<5xf32>
+}
+
+// -----
+
+// A reshape that splits a dimension stays: the sum reads it.
+// CHECK-LABEL: func.func @reduce_over_split_dims
+// CHECK-NEXT: gpuc.reshape %arg0 : tensor<32x16xf32> -> tensor<4x8x16xf32>
+// CHECK-NEXT: gpuc.reduce_sum %{{.+}} axes = [1]
+func.func @reduce_over_split_dims(%x: tensor<32x16xf32>) -> tensor<4x16xf32> {
+  %r = gpuc.reshape %x : tensor<32x16xf32> -> tensor<4x8x16xf32>
+  %s = gpuc.reduce_sum %r axes = [1] : tensor<4x8x16xf32> -> tensor<4x16xf32>
+  return %s : tensor<4x16xf32>
+}

@@ -132,6 +132,76 @@ struct TransposeBeforeLeadingReshape : OpRewritePattern<TransposeOp> {
   }
 };
 
+/// reduce(reshape(x)) where the reshape only merges runs of x's
+/// dimensions: a reduction of x over the runs of the reduced dimensions,
+/// then a reshape to the result where the kept ones were merged. Hugging
+/// Face's Conv1D sums its bias gradient over [B*T, C], a reshape of the
+/// [B, T, C] gradient the layer norm's weight gradient sums over [B, T]:
+/// reading one tensor, the two sums join one column kernel. A cast between
+/// them (mixed precision sums a 16-bit gradient in f32) moves onto x, where
+/// CSE makes it the cast the other sum reads.
+template <typename ReduceOpTy>
+struct ReduceOverMergedDims : OpRewritePattern<ReduceOpTy> {
+  using OpRewritePattern<ReduceOpTy>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReduceOpTy reduce,
+                                PatternRewriter &rewriter) const override {
+    auto converted = reduce.getInput().template getDefiningOp<CastOp>();
+    auto reshape = (converted ? converted.getInput() : reduce.getInput())
+                       .template getDefiningOp<ReshapeOp>();
+    if (!reshape)
+      return failure();
+    ArrayRef<int64_t> from =
+        cast<RankedTensorType>(reshape.getInput().getType()).getShape();
+    ArrayRef<int64_t> to = cast<RankedTensorType>(reshape.getType()).getShape();
+    // runs[j]: the first of x's dimensions that merge into dimension j
+    // (each run at least one dimension long; x's trailing 1s join the last).
+    SmallVector<int64_t> runs;
+    int64_t i = 0, fromRank = from.size();
+    for (int64_t size : to) {
+      if (i == fromRank)
+        return failure();
+      runs.push_back(i);
+      int64_t product = from[i++];
+      while (product < size && i < fromRank)
+        product *= from[i++];
+      if (product != size)
+        return failure();
+    }
+    while (i < fromRank && from[i] == 1)
+      ++i;
+    if (i != fromRank || runs.empty())
+      return failure();
+    runs.push_back(fromRank);
+    SmallVector<int64_t> axes;
+    for (int64_t axis : reduce.getAxes())
+      for (int64_t d = runs[axis]; d < runs[axis + 1]; ++d)
+        axes.push_back(d);
+    SmallVector<int64_t> shape;
+    for (int64_t d = 0; d < fromRank; ++d) {
+      bool reduced = llvm::is_contained(axes, d);
+      if (!reduced || reduce.getKeepDims())
+        shape.push_back(reduced ? 1 : from[d]);
+    }
+    auto resultType = cast<RankedTensorType>(reduce.getType());
+    auto type = RankedTensorType::get(shape, resultType.getElementType());
+    Value input = reshape.getInput();
+    if (converted)
+      input =
+          CastOp::create(rewriter, converted.getLoc(),
+                         cast<RankedTensorType>(input.getType())
+                             .clone(getElementTypeOrSelf(converted.getType())),
+                         input);
+    Value reduced = ReduceOpTy::create(rewriter, reduce.getLoc(), type, input,
+                                       axes, reduce.getKeepDims());
+    if (type == resultType)
+      rewriter.replaceOp(reduce, reduced);
+    else
+      rewriter.replaceOpWithNewOp<ReshapeOp>(reduce, resultType, reduced);
+    return success();
+  }
+};
+
 } // namespace
 
 void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &results,
@@ -142,4 +212,19 @@ void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &results,
 void AddOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                         MLIRContext *context) {
   results.add<SumOfAdjacentPadsIsConcat>(context);
+}
+
+void ReduceSumOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<ReduceOverMergedDims<ReduceSumOp>>(context);
+}
+
+void ReduceMaxOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<ReduceOverMergedDims<ReduceMaxOp>>(context);
+}
+
+void ReduceMeanOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                               MLIRContext *context) {
+  results.add<ReduceOverMergedDims<ReduceMeanOp>>(context);
 }

@@ -245,6 +245,7 @@ class Gpuc_ReduceOp<string mnemonic, Type tensorType, string doc>
     type($input) `->` type($result)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Gpuc_ReduceSumOp : Gpuc_ReduceOp<"reduce_sum", Gpuc_NumericTensor, "sum">;
