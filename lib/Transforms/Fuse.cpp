@@ -282,7 +282,27 @@ bool keepsInputsAcrossLibraryCalls(FusionOp first, FusionOp second,
       continue;
     Operation *last = first;
     bool notExtended = false;
-    for (Operation *user : v.getUsers()) {
+    // The readers of its buffer, through every view of it: a reshape placed
+    // before `first` may be read after it (Hugging Face's bias gradient is
+    // summed after the reshape its layer's GEMMs read).
+    Value buffer = v;
+    while (Operation *def = buffer.getDefiningOp()) {
+      if (!isAlias(def))
+        break;
+      buffer = def->getOperand(0);
+    }
+    if (isa<BlockArgument>(buffer))
+      continue;
+    SmallVector<Operation *> readers;
+    SmallVector<Value> views{buffer};
+    while (!views.empty())
+      for (Operation *user : views.pop_back_val().getUsers()) {
+        if (isAlias(user))
+          views.push_back(user->getResult(0));
+        else
+          readers.push_back(user);
+      }
+    for (Operation *user : readers) {
       if (user == second.getOperation())
         continue;
       if (user->getBlock() != first->getBlock() ||

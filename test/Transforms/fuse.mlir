@@ -692,3 +692,37 @@ func.func @bias_gradient_past_gemms(%a: tensor<64x8xf32>, %x: tensor<64x8xf32>, 
   %u = gpuc.mul %b, %b : tensor<8xf32>
   return %dx, %y, %u : tensor<64x8xf32>, tensor<64x8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// The same, the GEMM reading its input through a reshape made before the
+// sum (Hugging Face's bias gradient sums [B, T, C], its GEMMs read the
+// [B*T, C] view): the view's readers keep the input live, and the merge
+// stands as above; memory-first, the sum stays before the GEMMs.
+// CHECK-LABEL: func.func @bias_gradient_past_viewing_gemms
+// CHECK: %[[G:.+]] = gpuc.matmul %arg0, %arg2
+// CHECK: %[[T:.+]] = gpuc.reshape %[[G]] : tensor<64x8xf32> -> tensor<4x16x8xf32>
+// CHECK: %[[ROWS:.+]] = gpuc.reshape %[[G]] : tensor<64x8xf32> -> tensor<64x8xf32>
+// CHECK: gpuc.matmul %[[ROWS]], %arg2
+// CHECK: gpuc.matmul %arg1, %arg2
+// CHECK: gpuc.fusion(%[[T]])
+// CHECK: gpuc.reduce_sum
+// CHECK: gpuc.mul
+// MEM-LABEL: func.func @bias_gradient_past_viewing_gemms
+// MEM: %[[T:.+]] = gpuc.reshape
+// MEM: %[[B:.+]] = gpuc.fusion(%[[T]])
+// MEM: gpuc.reduce_sum
+// MEM: gpuc.matmul
+// MEM: gpuc.matmul %arg1, %arg2
+// MEM: gpuc.fusion(%[[B]])
+// MEM: gpuc.mul
+func.func @bias_gradient_past_viewing_gemms(%a: tensor<64x8xf32>, %x: tensor<64x8xf32>, %w: tensor<8x8xf32>) -> (tensor<64x8xf32>, tensor<64x8xf32>, tensor<8xf32>) {
+  %g = gpuc.matmul %a, %w : (tensor<64x8xf32>, tensor<8x8xf32>) -> tensor<64x8xf32>
+  %t = gpuc.reshape %g : tensor<64x8xf32> -> tensor<4x16x8xf32>
+  %rows = gpuc.reshape %g : tensor<64x8xf32> -> tensor<64x8xf32>
+  %b = gpuc.reduce_sum %t axes = [0, 1] : tensor<4x16x8xf32> -> tensor<8xf32>
+  %dx = gpuc.matmul %rows, %w : (tensor<64x8xf32>, tensor<8x8xf32>) -> tensor<64x8xf32>
+  %y = gpuc.matmul %x, %w : (tensor<64x8xf32>, tensor<8x8xf32>) -> tensor<64x8xf32>
+  %u = gpuc.mul %b, %b : tensor<8xf32>
+  return %dx, %y, %u : tensor<64x8xf32>, tensor<64x8xf32>, tensor<8xf32>
+}
