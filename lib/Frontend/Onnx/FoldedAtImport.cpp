@@ -5,8 +5,10 @@
 // a range, a cumulative sum (which tells packed sequences apart), a gather
 // of index pairs, Not and And of comparisons; PyTorch's export of
 // nn.MultiheadAttention takes a remainder of sizes. These ops are folded
-// into constants at import, and refused where an operand is computed from
-// the model's inputs.
+// into constants at import. A padding mask (an `attention_mask` input) is
+// the exception: Not and And of booleans the inputs make become selects,
+// and GatherND of such data at constant index tuples a gather of its rows.
+// The others are refused where an operand is computed from the inputs.
 //
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
@@ -53,7 +55,9 @@ FailureOr<DenseElementsAttr> OnnxImporter::requireConstant(Node &node,
                  << " elements, "
                  << foldedElementsLimit(IntegerType::get(v.getContext(), 1))
                  << " booleans)";
-  return error << "this one is computed from the model's inputs";
+  return error << "this one is computed from the model's inputs (of such "
+                  "values gpuc runs what a padding mask takes: Not and And "
+                  "of booleans, GatherND at constant index tuples)";
 }
 
 LogicalResult OnnxImporter::requireConstantOperands(Node &node,
@@ -73,8 +77,25 @@ LogicalResult OnnxImporter::requireConstantOperands(Node &node,
   return success();
 }
 
+/// Whether `v` is a constant the folds read.
+static bool isConstant(Value v) {
+  DenseElementsAttr attr;
+  return v && matchPattern(v, m_Constant(&attr));
+}
+
 LogicalResult OnnxImporter::importNot(Node &node) {
-  FailureOr<DenseElementsAttr> x = requireConstant(node, node.in(0));
+  Value in = node.in(0);
+  if (in && !isConstant(in) && readsArguments(in)) {
+    // A padding mask's complement: select(x, false, true).
+    if (!getElementTypeOrSelf(in).isInteger(1))
+      return nodeError(node) << "Not takes booleans";
+    setOutput(node, 0,
+              SelectOp::create(builder, node.loc, in.getType(), in,
+                               splatLike(node.loc, in, 0.0),
+                               splatLike(node.loc, in, 1.0)));
+    return success();
+  }
+  FailureOr<DenseElementsAttr> x = requireConstant(node, in);
   if (failed(x))
     return failure();
   if (!x->getElementType().isInteger(1))
@@ -89,6 +110,21 @@ LogicalResult OnnxImporter::importNot(Node &node) {
 }
 
 LogicalResult OnnxImporter::importAnd(Node &node) {
+  if ((node.in(0) && !isConstant(node.in(0)) && readsArguments(node.in(0))) ||
+      (node.in(1) && !isConstant(node.in(1)) && readsArguments(node.in(1)))) {
+    // A padding mask and'ed with a causal one: select(a, b, false).
+    auto operands = broadcastAll(node, {node.in(0), node.in(1)});
+    if (failed(operands))
+      return failure();
+    Value a = (*operands)[0], b = (*operands)[1];
+    if (!getElementTypeOrSelf(a).isInteger(1) ||
+        !getElementTypeOrSelf(b).isInteger(1))
+      return nodeError(node) << "And takes booleans";
+    setOutput(node, 0,
+              SelectOp::create(builder, node.loc, a.getType(), a, b,
+                               splatLike(node.loc, a, 0.0)));
+    return success();
+  }
   DenseElementsAttr a, b;
   if (failed(requireConstantOperands(node, a, b)))
     return failure();
@@ -179,7 +215,62 @@ LogicalResult OnnxImporter::importCumSum(Node &node) {
   return success();
 }
 
+/// GatherND of data computed from the inputs at constant index tuples (a
+/// padding mask read at each (batch, key) pair): a gather, along the first
+/// axis, of the data with its `depth` leading dimensions merged, at each
+/// tuple's row of those.
+LogicalResult
+OnnxImporter::gatherRowsAtConstantTuples(Node &node,
+                                         DenseElementsAttr indices) {
+  Value data = node.in(0);
+  ArrayRef<int64_t> dataShape = shapeOf(data);
+  ArrayRef<int64_t> indexShape = indices.getType().getShape();
+  if (indexShape.empty())
+    return nodeError(node) << "indices must have rank at least 1";
+  int64_t depth = indexShape.back();
+  if (depth < 1 || depth > (int64_t)dataShape.size())
+    return nodeError(node) << "the indices' last dimension (" << depth
+                           << ") must be in [1, " << dataShape.size() << "]";
+  SmallVector<int64_t> where;
+  for (const APInt &v : indices.getValues<APInt>())
+    where.push_back(v.getSExtValue());
+  Shape rowStrides = stridesOf(dataShape.take_front(depth));
+  int64_t rowCount = getNumElements(dataShape.take_front(depth));
+  SmallVector<APInt> rows;
+  for (size_t tuple = 0; tuple + depth <= where.size(); tuple += depth) {
+    int64_t row = 0;
+    for (int64_t d = 0; d < depth; ++d) {
+      int64_t i = where[tuple + d];
+      if (i < -dataShape[d] || i >= dataShape[d])
+        return nodeError(node) << "index " << i << " past dimension " << d
+                               << " of size " << dataShape[d];
+      row += (i < 0 ? i + dataShape[d] : i) * rowStrides[d];
+    }
+    rows.push_back(APInt(64, row, /*isSigned=*/true));
+  }
+  Shape merged{rowCount};
+  llvm::append_range(merged, dataShape.drop_front(depth));
+  Value table = reshape(node.loc, data, merged);
+  auto rowType =
+      RankedTensorType::get(indexShape.drop_back(), builder.getI64Type());
+  Value at = ConstantOp::create(builder, node.loc,
+                                DenseElementsAttr::get(rowType, rows));
+  Shape resultShape(indexShape.drop_back());
+  llvm::append_range(resultShape, dataShape.drop_front(depth));
+  setOutput(node, 0,
+            GatherOp::create(builder, node.loc, withShape(data, resultShape),
+                             table, at, 0));
+  return success();
+}
+
 LogicalResult OnnxImporter::importGatherND(Node &node) {
+  if (node.in(0) && !isConstant(node.in(0)) && readsArguments(node.in(0)) &&
+      node.getInt("batch_dims", 0) == 0) {
+    FailureOr<DenseElementsAttr> indices = requireConstant(node, node.in(1));
+    if (failed(indices))
+      return failure();
+    return gatherRowsAtConstantTuples(node, *indices);
+  }
   FailureOr<DenseElementsAttr> data = requireConstant(node, node.in(0));
   FailureOr<DenseElementsAttr> indices =
       failed(data) ? data : requireConstant(node, node.in(1));

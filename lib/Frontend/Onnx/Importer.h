@@ -200,6 +200,8 @@ private:
   LogicalResult importAnd(Node &node);
   LogicalResult importCumSum(Node &node);
   LogicalResult importGatherND(Node &node);
+  LogicalResult gatherRowsAtConstantTuples(Node &node,
+                                           DenseElementsAttr indices);
   LogicalResult importMod(Node &node);
   LogicalResult importConstant(Node &node);
   LogicalResult importConstantOfShape(Node &node);

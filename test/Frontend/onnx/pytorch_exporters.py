@@ -291,4 +291,82 @@ for attention, context in (("eager", 32), ("sdpa", 32), ("sdpa", 1024)):
           f"hf gpt-2 own loss: a token file's windows are its labels "
           f"(first loss {loss:.7f}, PyTorch float64 {expected:.7f})")
 
+# A padded batch: Hugging Face's mask from an `attention_mask` input (the
+# padding read at each (batch, key) pair, and'ed with the causal mask) is
+# computed at run time, and each lowering of the attention reads it.
+class Padded(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens, mask):
+        return self.model(input_ids=tokens, attention_mask=mask,
+                          use_cache=False).logits
+
+
+config = GPT2Config(attn_implementation="sdpa", vocab_size=1000,
+                    n_positions=32, n_embd=64, n_layer=2, n_head=4,
+                    bos_token_id=0, eos_token_id=0, resid_pdrop=0.0,
+                    embd_pdrop=0.0, attn_pdrop=0.0)
+folder = f"{work}/hf-padded"
+data = folder + "-in"
+inputs("gpt", data)
+tokens = torch.from_numpy(np.load(data + "/tokens.npy"))
+labels = torch.from_numpy(np.load(data + "/label.npy"))
+# Right-padded rows (a row that masks every key takes no gradient rule
+# both sides agree on).
+mask = torch.ones(4, 32, dtype=torch.int64)
+mask[1, 20:] = 0
+mask[3, 7:] = 0
+np.save(data + "/mask.npy", mask.numpy())
+torch.manual_seed(0)
+batch = torch.export.Dim("batch")
+torch.onnx.export(Padded(GPT2LMHeadModel(config)).train(),
+                  (tokens[:2], mask[:2]), folder + ".onnx",
+                  input_names=["tokens", "mask"], output_names=["logits"],
+                  dynamic_shapes=({0: batch}, {0: batch}), dynamo=True,
+                  optimize=False)
+
+
+def padded_step(dtype, attention_mask):
+    torch.manual_seed(0)
+    reference = Padded(GPT2LMHeadModel(config)).train().to(dtype)
+    optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-3,
+                                  weight_decay=0.01)
+    loss = torch.nn.functional.cross_entropy(
+        reference(tokens, attention_mask).reshape(-1, 1000),
+        labels.reshape(-1))
+    loss.backward()
+    optimizer.step()
+    return loss.item(), {n: p.detach().double().numpy()
+                         for n, p in reference.named_parameters()}
+
+
+loss64, exact = padded_step(torch.float64, mask)
+unpadded, _ = padded_step(torch.float64, torch.ones_like(mask))
+_, single = padded_step(torch.float32, mask)
+
+
+def padded_distance(params):
+    return max(np.max(np.abs(params[n] - exact[n])) /
+               (np.max(np.abs(exact[n])) + 1e-30) for n in exact)
+
+
+for attention in ("gemm", "flash"):
+    ours = step(folder + ".onnx", ["--class-axis", "-1", "--attention",
+                                   attention], folder + "-" + attention, data)
+    mine = {n: ours.get(n + ".npy", ours.get(
+        n.replace("model.transformer.wte", "model.lm_head") + ".npy"))
+        for n in exact}
+    ours_distance = padded_distance(
+        {n: v.astype(np.float64) for n, v in mine.items()})
+    loss = float(ours["loss.npy"])
+    check(abs(loss - loss64) / loss64 < 1e-6 and
+          abs(loss - unpadded) / unpadded > 1e-5 and
+          ours_distance <= 2 * padded_distance(single),
+          f"hf gpt-2 padded batch, {attention}: one AdamW step as PyTorch's "
+          f"(loss {loss:.7f}, PyTorch float64 {loss64:.7f}, unpadded "
+          f"{unpadded:.7f}; parameters within 2x PyTorch float32's distance)")
+
+
 sys.exit(1 if failed else 0)
