@@ -257,6 +257,18 @@ void sampleRange(const Split &split, const ImageSamples &images, int64_t first,
 void loadTrainingData(const CompiledStep &s, const Options &o, Dataset &data,
                       std::vector<double> &mean, std::vector<double> &stddev,
                       ImageSamples &augmented) {
+  // --data gives the step its data input and labels; any other input (a
+  // padding mask) would be read unwritten.
+  for (const auto &[name, id] :
+       s.plan.json["functions"]["train_step"]["inputs"].items())
+    if (name != s.imageName && name != s.labelName)
+      fail("the model takes input '" + name + "' beside its data '" +
+           s.imageName + "'" +
+           (s.labelName.empty() ? std::string()
+                                : " and labels '" + s.labelName + "'") +
+           ", and --data feeds only those: give every input of a step with "
+           "--run-step DIR (DIR/" +
+           name + ".npy), or export the model without '" + name + "'");
   std::string error;
   augmented.augmentation = {o.augmentCrop, o.augmentFlip};
   bool images = !s.tokens && isImageDataset(o.data);
