@@ -17,6 +17,10 @@ namespace mlir::gpuc::interpreter {
 struct AttentionParams {
   double scale = 1.0, fill = -INFINITY, dropout = 0.0;
   bool maskKeeps = false;
+  /// The op's mask_triangle: a mask bit `key P query` for every score,
+  /// combined with the mask operand's (a score is excluded where either
+  /// excludes it). `holds(P, key, query)` says whether the bit is set.
+  bool (*triangleHolds)(int64_t key, int64_t query) = nullptr;
   uint64_t seed = 0, step = 0, stream = 0;
 };
 

@@ -312,27 +312,9 @@ int64_t paddedWindowCount(int64_t yy, int64_t xx, ArrayRef<int64_t> x,
 }
 
 /// The attributes an attention op shares with its gradient, and its key.
-/// An attention's mask: its operand, or the comparison of indices its
-/// mask_triangle says the mask is ([1, 1, Tq, Tk]), or none (null).
-template <typename OpTy>
-const HostTensor *attentionMask(OpTy op,
-                                const llvm::DenseMap<Value, HostTensor> &values,
-                                HostTensor &triangle) {
-  if (Value mask = op.getMask())
-    return &values.find(mask)->second;
-  std::optional<ComparePredicate> keyVsQuery = op.getMaskTriangle();
-  if (!keyVsQuery)
-    return nullptr;
-  ArrayRef<int64_t> q = cast<ShapedType>(op.getQuery().getType()).getShape(),
-                    k = cast<ShapedType>(op.getKey().getType()).getShape();
-  // (Under bthd the rows are the second dimension.)
-  int64_t rows = op.getBthd() ? q[1] : q[2], keys = op.getBthd() ? k[1] : k[2];
-  triangle =
-      HostTensor({1, 1, rows, keys}, IntegerType::get(op.getContext(), 1));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < keys; ++j)
-      triangle.data[i * keys + j] = holdsComparison(*keyVsQuery, j, i);
-  return &triangle;
+/// `key P query`, for each predicate a triangular mask takes.
+template <ComparePredicate P> bool triangleHolds(int64_t key, int64_t query) {
+  return holdsComparison(P, key, query);
 }
 
 template <typename OpTy> interpreter::AttentionParams attentionParams(OpTy op) {
@@ -341,6 +323,24 @@ template <typename OpTy> interpreter::AttentionParams attentionParams(OpTy op) {
   p.fill = op.getFill().convertToDouble();
   p.dropout = op.getDropout().convertToDouble();
   p.maskKeeps = op.getMaskKeeps();
+  if (std::optional<ComparePredicate> triangle = op.getMaskTriangle()) {
+    switch (*triangle) {
+    case ComparePredicate::lt:
+      p.triangleHolds = triangleHolds<ComparePredicate::lt>;
+      break;
+    case ComparePredicate::le:
+      p.triangleHolds = triangleHolds<ComparePredicate::le>;
+      break;
+    case ComparePredicate::gt:
+      p.triangleHolds = triangleHolds<ComparePredicate::gt>;
+      break;
+    case ComparePredicate::ge:
+      p.triangleHolds = triangleHolds<ComparePredicate::ge>;
+      break;
+    default:
+      break; // (the verifier refuses the others)
+    }
+  }
   p.stream = (uint64_t)op.getStream();
   return p;
 }
@@ -812,11 +812,11 @@ LogicalResult Interpreter::execute(Operation *op) {
         ArrayRef<int64_t> heads =
             o.getBthd() ? ArrayRef<int64_t>(kSwapHeads) : ArrayRef<int64_t>();
         HostTensor out = transposed(like(o.getResult()), heads),
-                   lse = like(o.getLogsumexp()), triangle;
+                   lse = like(o.getLogsumexp());
         interpreter::attentionForward(transposed(get(o.getQuery()), heads),
                                       transposed(get(o.getKey()), heads),
                                       transposed(get(o.getValue()), heads),
-                                      attentionMask(o, values, triangle),
+                                      o.getMask() ? &get(o.getMask()) : nullptr,
                                       params, out, lse);
         set(o.getResult(), transposed(out, heads));
         set(o.getLogsumexp(), std::move(lse));
@@ -832,14 +832,14 @@ LogicalResult Interpreter::execute(Operation *op) {
             o.getBthd() ? ArrayRef<int64_t>(kSwapHeads) : ArrayRef<int64_t>();
         HostTensor dq = transposed(like(o.getQueryGrad()), heads),
                    dk = transposed(like(o.getKeyGrad()), heads),
-                   dv = transposed(like(o.getValueGrad()), heads), triangle;
+                   dv = transposed(like(o.getValueGrad()), heads);
         interpreter::attentionBackward(
             transposed(get(o.getQuery()), heads),
             transposed(get(o.getKey()), heads),
             transposed(get(o.getValue()), heads),
             transposed(get(o.getResult()), heads), get(o.getLogsumexp()),
             transposed(get(o.getResultGrad()), heads),
-            attentionMask(o, values, triangle), params, dq, dk, dv);
+            o.getMask() ? &get(o.getMask()) : nullptr, params, dq, dk, dv);
         set(o.getQueryGrad(), transposed(dq, heads));
         set(o.getKeyGrad(), transposed(dk, heads));
         set(o.getValueGrad(), transposed(dv, heads));

@@ -647,20 +647,38 @@ Value triangleMask(ExprBuilder &B, ComparePredicate keyVsQuery,
 /// An attention's mask broadcast to the scores' `shape`, or null where it
 /// has none. A triangular one is compared from the query and key indices,
 /// so the row kernel reads no mask (and the host compiler vectorizes it: a
-/// bool load keeps its loop scalar); so is the triangle of an attention
-/// whose mask the flash lowering dropped.
+/// bool load keeps its loop scalar); so is the op's mask_triangle, which
+/// the flash lowering sets, combined with what its operand excludes (a
+/// padding mask).
 template <typename OpTy>
 Value wideAttentionMask(ExprBuilder &B, OpTy op, ArrayRef<int64_t> shape) {
   Value mask = op.getMask();
-  if (!mask) {
-    std::optional<ComparePredicate> triangle = op.getMaskTriangle();
-    return triangle ? triangleMask(B, *triangle, shape) : Value();
+  Value wide;
+  if (mask) {
+    std::optional<TriangularMask> triangle = matchTriangularMask(mask);
+    if (triangle) {
+      triangle->recordOn();
+      wide = triangleMask(B, triangle->keyVsQuery, shape);
+    } else {
+      wide = B.expand(mask, shape);
+    }
   }
-  std::optional<TriangularMask> triangle = matchTriangularMask(mask);
-  if (!triangle)
-    return B.expand(mask, shape);
-  triangle->recordOn();
-  return triangleMask(B, triangle->keyVsQuery, shape);
+  std::optional<ComparePredicate> marked = op.getMaskTriangle();
+  if (!marked)
+    return wide;
+  Value triangle = triangleMask(B, *marked, shape);
+  if (!wide)
+    return triangle;
+  // Excluded where either excludes: the keeping bits and'ed, the excluding
+  // ones or'ed.
+  auto bools = cast<RankedTensorType>(wide.getType());
+  Value constant = ConstantOp::create(
+      B.b, B.loc, DenseElementsAttr::get(bools, !op.getMaskKeeps()));
+  return op.getMaskKeeps()
+             ? SelectOp::create(B.b, B.loc, bools, triangle, wide, constant)
+                   .getResult()
+             : SelectOp::create(B.b, B.loc, bools, triangle, constant, wide)
+                   .getResult();
 }
 
 /// The masked, scaled scores of an attention, in f32: `scale * Q K^T`, and
@@ -814,20 +832,34 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
   /// compare indices (and skip the tiles it excludes whole), so the kernel
   /// that computed it (nanoGPT compares each layer's tril buffer) and the
   /// buffer it filled are gone. The buffer's values stay checked at load
-  /// (recordOn).
+  /// (recordOn). A causal mask combined with another (Hugging Face's
+  /// padding mask) keeps the other as the operand, without its broadcast
+  /// over the queries: the kernels still skip the tiles the triangle
+  /// excludes, and read the other for the rest.
   void markTriangularMasks() {
     auto mark = [](auto op) {
-      if (!op.getMask())
+      if (!op.getMask() || op.getMaskTriangle())
         return;
       std::optional<TriangularMask> triangle =
           matchTriangularMask(op.getMask());
+      Value other;
+      if (!triangle) {
+        if (std::optional<TriangleAndMask> combined =
+                matchTriangleAndMask(op.getMask(), op.getMaskKeeps())) {
+          triangle = combined->triangle;
+          other = combined->other;
+        }
+      }
       if (!triangle || triangle->keyVsQuery == ComparePredicate::eq ||
           triangle->keyVsQuery == ComparePredicate::ne)
         return;
       triangle->recordOn();
       op.setMaskTriangleAttr(
           ComparePredicateAttr::get(op.getContext(), triangle->keyVsQuery));
-      op.getMaskMutable().clear();
+      if (other)
+        op.getMaskMutable().assign(other);
+      else
+        op.getMaskMutable().clear();
     };
     getOperation().walk([&](AttentionOp op) { mark(op); });
     getOperation().walk([&](AttentionGradOp op) { mark(op); });
@@ -848,8 +880,10 @@ struct Decompose : gpuc::impl::GpucDecomposeBase<Decompose> {
       if ((!op.getMask() && !op.getMaskTriangle()) || std::isinf(fill) ||
           fill > kFillLosingWeights || llvm::is_contained(said, fill))
         return;
-      // A causal mask keeps every row's own key.
-      if (std::optional<ComparePredicate> triangle = op.getMaskTriangle()) {
+      // A causal mask keeps every row's own key (unless a padding mask
+      // read beside it excludes it).
+      if (std::optional<ComparePredicate> triangle = op.getMaskTriangle();
+          triangle && !op.getMask()) {
         bool strict = *triangle == ComparePredicate::gt ||
                       *triangle == ComparePredicate::lt;
         if (strict != op.getMaskKeeps())

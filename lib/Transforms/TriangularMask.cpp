@@ -146,15 +146,26 @@ std::optional<TriangularMask> mlir::gpuc::matchTriangularMask(Value mask) {
   if (!type || type.getRank() < 2 || !type.getElementType().isInteger(1))
     return std::nullopt;
   ArrayRef<int64_t> shape = type.getShape();
-  for (int64_t d : shape.drop_back(2))
-    if (d != 1)
-      return std::nullopt;
   int64_t queries = shape[shape.size() - 2], keys = shape.back();
+  auto constant = mask.getDefiningOp<ConstantOp>();
+  // A constant may repeat its triangle over leading dimensions (a causal
+  // mask broadcast over the batch, folded): each copy is checked.
+  if (!constant)
+    for (int64_t d : shape.drop_back(2))
+      if (d != 1)
+        return std::nullopt;
 
   TriangularMask match{ComparePredicate::eq, nullptr};
   std::optional<std::vector<uint8_t>> bits;
-  if (auto constant = mask.getDefiningOp<ConstantOp>()) {
+  if (constant) {
     bits = maskOf(constant.getValue(), [](double v) { return v != 0.0; });
+    int64_t plane = queries * keys;
+    if (bits && plane > 0 && (int64_t)bits->size() > plane) {
+      for (int64_t at = plane; at < (int64_t)bits->size(); at += plane)
+        if (std::memcmp(bits->data(), bits->data() + at, plane) != 0)
+          return std::nullopt;
+      bits->resize(plane);
+    }
   } else if (auto compare = mask.getDefiningOp<CompareOp>()) {
     ParameterOp param = frozenParameter(compare.getLhs());
     std::optional<double> with = splatOf(compare.getRhs());
@@ -182,6 +193,33 @@ std::optional<TriangularMask> mlir::gpuc::matchTriangularMask(Value mask) {
       match.keyVsQuery = p;
       return match;
     }
+  }
+  return std::nullopt;
+}
+
+std::optional<TriangleAndMask> mlir::gpuc::matchTriangleAndMask(Value mask,
+                                                                bool keeps) {
+  auto select = mask.getDefiningOp<SelectOp>();
+  if (!select)
+    return std::nullopt;
+  // The select's constant side: false to and the others, true to or them.
+  Value constant = keeps ? select.getOnFalse() : select.getOnTrue();
+  std::optional<double> splat = splatOf(constant);
+  if (!splat || (*splat != 0.0) == keeps)
+    return std::nullopt;
+  Value a = select.getCond(),
+        b = keeps ? select.getOnTrue() : select.getOnFalse();
+  for (auto [first, second] : {std::pair{a, b}, std::pair{b, a}}) {
+    std::optional<TriangularMask> triangle = matchTriangularMask(first);
+    if (!triangle || triangle->keyVsQuery == ComparePredicate::eq ||
+        triangle->keyVsQuery == ComparePredicate::ne)
+      continue;
+    Value other = second;
+    if (auto broadcast = other.getDefiningOp<BroadcastOp>())
+      if (cast<ShapedType>(broadcast.getInput().getType()).getRank() ==
+          cast<ShapedType>(other.getType()).getRank())
+        other = broadcast.getInput();
+    return TriangleAndMask{*triangle, other};
   }
   return std::nullopt;
 }

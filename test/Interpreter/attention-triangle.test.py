@@ -1,7 +1,8 @@
 """An attention whose mask the flash lowering dropped for its triangle
 (`triangle P`, no operand) against the same attention with its mask as an
 operand, in the interpreter: forward and backward, and under bthd (whose
-`le` kept is the operand's `gt` excluded), bit for bit. The first query
+`le` kept is the operand's `gt` excluded), bit for bit; and a triangle
+beside a padding operand as the two masks in one operand. The first query
 sees only its own key and the last sees them all.
 
     attention-triangle.test.py GPUC INPUT WORKDIR
@@ -38,6 +39,10 @@ for what in ("o", "dq"):
     mask = load(what + "_mask")
     assert np.array_equal(mask, load(what + "_triangle")), what
     assert np.array_equal(mask, heads_second(load(what + "_bthd"))), what
+for what in ("o", "dq"):
+    padded = load(what + "_padded_mask")
+    assert np.array_equal(padded, load(what + "_padded_triangle")), what
+    assert not np.array_equal(padded, load(what + "_mask")), what
 out = load("o_mask")
 assert np.allclose(out[0, :, 0], q[0, :, 0]), "the first query sees its own key"
 assert not np.allclose(out[0, :, 4], q[0, :, 4]), "the last query sees them all"

@@ -271,6 +271,48 @@ func.func @triangle_without_mask(%q: tensor<1x2x3x2xf32>, %do: tensor<1x2x3x2xf3
 
 // -----
 
+// Hugging Face's padded batch: its causal mask (a constant repeated over
+// the batch) and'ed with a padding mask the inputs make. The flash
+// lowering marks the triangle and keeps the padding as the operand, as
+// it was before its broadcast over the queries; the GEMM lowering of such
+// an op ands the triangle's comparison with the operand again.
+// A padding mask may exclude a row's every key, which a causal mask alone
+// never does: the fill's warning is said.
+// CHECK-LABEL: func.func @triangle_and_padding
+// CHECK: gpuc.select
+// CHECK-NOT: gpuc.attention
+// LOSTWEIGHTS-NOT: warning
+// LOSTWEIGHTS: warning: masks scores with a fill of -3.000000e+38
+// FLASH-LABEL: func.func @triangle_and_padding
+// FLASH: gpuc.attention %arg0, %arg0, %arg0 mask %arg1 : tensor<2x1x1x4xi1> scale = 5.000000e-01 fill = -3.000000e+38 triangle le {mask_keeps}
+func.func @triangle_and_padding(%q: tensor<2x2x4x2xf32>, %keep: tensor<2x1x1x4xi1>) -> tensor<2x2x4x2xf32> {
+  %causal = gpuc.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]], [[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<2x1x4x4xi1>
+  %no = gpuc.constant dense<false> : tensor<2x1x4x4xi1>
+  %padding = gpuc.broadcast %keep : tensor<2x1x1x4xi1> -> tensor<2x1x4x4xi1>
+  %m = gpuc.select %causal, %padding, %no : tensor<2x1x4x4xi1>, tensor<2x1x4x4xi1>
+  %o, %lse = gpuc.attention %q, %q, %q mask %m : tensor<2x1x4x4xi1> scale = 5.000000e-01 fill = -3.000000e+38 {mask_keeps} : tensor<2x2x4x2xf32>, tensor<2x2x4x2xf32>, tensor<2x2x4x2xf32> -> tensor<2x2x4x2xf32>, tensor<2x2x4xf32>
+  return %o : tensor<2x2x4x2xf32>
+}
+
+// -----
+
+// The GEMM lowering of a triangle with a padding operand: excluded where
+// either excludes (the keeping bits and'ed).
+// CHECK-LABEL: func.func @lower_triangle_and_padding
+// CHECK-DAG: %[[QUERY:.+]] = gpuc.iota dim = 2 : tensor<2x2x4x4xi64>
+// CHECK-DAG: %[[KEY:.+]] = gpuc.iota dim = 3 : tensor<2x2x4x4xi64>
+// CHECK-DAG: %[[TRIANGLE:.+]] = gpuc.compare le, %[[KEY]], %[[QUERY]]
+// CHECK-DAG: %[[PADDING:.+]] = gpuc.broadcast %arg1 : tensor<2x1x1x4xi1> -> tensor<2x2x4x4xi1>
+// CHECK-DAG: %[[NO:.+]] = gpuc.constant dense<false> : tensor<2x2x4x4xi1>
+// CHECK: %[[KEPT:.+]] = gpuc.select %[[TRIANGLE]], %[[PADDING]], %[[NO]]
+// CHECK: gpuc.select %[[KEPT]]
+func.func @lower_triangle_and_padding(%q: tensor<2x2x4x2xf32>, %keep: tensor<2x1x1x4xi1>) -> tensor<2x2x4x2xf32> {
+  %o, %lse = gpuc.attention %q, %q, %q mask %keep : tensor<2x1x1x4xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle le {mask_keeps} : tensor<2x2x4x2xf32>, tensor<2x2x4x2xf32>, tensor<2x2x4x2xf32> -> tensor<2x2x4x2xf32>, tensor<2x2x4xf32>
+  return %o : tensor<2x2x4x2xf32>
+}
+
+// -----
+
 // An attention and the gradient autodiff built for it lower together: the
 // backward GEMMs read the forward's weights (kept, as the exported chain
 // kept them), and Q K^T is not recomputed.

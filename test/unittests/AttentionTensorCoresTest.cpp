@@ -87,13 +87,18 @@ void check(const Case &c) {
             randomBf16((size_t)bh * c.keys * qs, rng),
             randomBf16((size_t)bh * c.keys * vs, rng),
             randomBf16((size_t)bh * c.queries * vs, rng)};
+  // The pairs excluded; and beside a triangle, the padding mask the
+  // kernels read (true excludes unless the triangle's maskKeeps).
   std::unique_ptr<bool[]> mask(new bool[(size_t)c.queries * c.keys]);
+  std::unique_ptr<bool[]> padding(new bool[(size_t)c.queries * c.keys]);
   for (int i = 0; i < c.queries; ++i)
-    for (int j = 0; j < c.keys; ++j)
+    for (int j = 0; j < c.keys; ++j) {
+      bool padded = j >= c.keys - c.paddedKeys;
       mask[(size_t)i * c.keys + j] =
-          c.causal ? triangleHolds(c.triangle, i, j) != c.maskKeeps
-                   : (c.readMask && (j % 3 == 1 || i == c.maskedRow)) ||
-                         j >= c.keys - c.paddedKeys;
+          c.causal ? triangleHolds(c.triangle, i, j) != c.maskKeeps || padded
+                   : (c.readMask && (j % 3 == 1 || i == c.maskedRow)) || padded;
+      padding[(size_t)i * c.keys + j] = padded != (c.causal && c.maskKeeps);
+    }
 
   gpuc::AttentionGeometry g;
   g.heads = c.heads;
@@ -117,9 +122,11 @@ void check(const Case &c) {
   g.scale = 1.0f / std::sqrt((float)D);
   g.fill = c.causal || c.paddedKeys ? -INFINITY : -20.0f;
   // A triangle is compared from the indices, with no mask to read (as the
-  // flash lowering leaves it); the reference reads its bits.
+  // flash lowering leaves it) but a padding mask beside it; the reference
+  // reads the excluded pairs.
   const bool masked = c.causal || c.readMask || c.paddedKeys;
-  g.mask = masked && !c.causal ? mask.get() : nullptr;
+  g.mask = c.causal ? (c.paddedKeys ? padding.get() : nullptr)
+                    : (masked ? mask.get() : nullptr);
   g.maskStrides[0] = g.maskStrides[1] = 0;
   g.maskStrides[2] = c.keys;
   g.maskStrides[3] = 1;
@@ -325,6 +332,28 @@ TEST(AttentionTensorCores, EveryTriangleMatchesDouble) {
   check<32, 32>({1, 1, 90, 90, /*causal=*/true, /*readMask=*/false,
                  /*pad=*/0, /*maskedRow=*/-1, /*triangle=*/2,
                  /*maskKeeps=*/true});
+}
+
+TEST(AttentionTensorCores, TriangleWithPaddingMaskMatchesDouble) {
+  // A causal mask and a padding mask read beside it (Hugging Face's padded
+  // batch): the padded keys' rows see only the keys before them; kept as
+  // `key <= query` too, the padding's bits then keep.
+  check<64, 64>({2, 2, 150, 150, /*causal=*/true, /*readMask=*/false,
+                 /*pad=*/0, /*maskedRow=*/-1, /*triangle=*/5,
+                 /*maskKeeps=*/false, /*paddedKeys=*/40});
+  check<64, 64>({1, 2, 130, 130, /*causal=*/true, /*readMask=*/false,
+                 /*pad=*/0, /*maskedRow=*/-1, /*triangle=*/4,
+                 /*maskKeeps=*/true, /*paddedKeys=*/70});
+  check<64, 64, 2>({1, 2, 150, 150, /*causal=*/true, /*readMask=*/false,
+                    /*pad=*/0, /*maskedRow=*/-1, /*triangle=*/5,
+                    /*maskKeeps=*/false, /*paddedKeys=*/40});
+  check<64, 64, 1, true>({1, 2, 150, 150, /*causal=*/true, /*readMask=*/false,
+                          /*pad=*/0, /*maskedRow=*/-1, /*triangle=*/5,
+                          /*maskKeeps=*/false, /*paddedKeys=*/40});
+  check<64, 64, 1, false, true>(
+      {1, 2, 150, 150, /*causal=*/true, /*readMask=*/false, /*pad=*/0,
+       /*maskedRow=*/-1, /*triangle=*/5, /*maskKeeps=*/false,
+       /*paddedKeys=*/40});
 }
 
 TEST(AttentionTensorCores, CrossAttentionWithReadMaskMatchesDouble) {

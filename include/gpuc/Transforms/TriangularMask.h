@@ -28,9 +28,21 @@ struct TriangularMask {
   void recordOn();
 };
 
-/// `mask` (i1, its leading dimensions 1) as a comparison of its last two
-/// indices: a constant, or a frozen parameter compared with a splat.
+/// `mask` (i1) as a comparison of its last two indices: a constant (the
+/// same over its leading dimensions), or a frozen parameter compared with a
+/// splat (its leading dimensions 1).
 std::optional<TriangularMask> matchTriangularMask(Value mask);
+
+/// `mask` as a triangle combined with another mask: with `keeps` (true
+/// keeps a score) `select(a, b, false)`, the two and'ed, else `select(a,
+/// true, b)`, or'ed; one of a and b a triangle. Hugging Face ands its
+/// padding mask with its causal one. The other mask comes back without
+/// the broadcast that made it the scores' shape.
+struct TriangleAndMask {
+  TriangularMask triangle;
+  Value other;
+};
+std::optional<TriangleAndMask> matchTriangleAndMask(Value mask, bool keeps);
 
 } // namespace mlir::gpuc
 

@@ -115,7 +115,11 @@ cudnnAttentionOf(Op o, bool bthd, int64_t inputs, ConcatOp joined,
   call.width = q[3];
   call.valueWidth = v[3];
   call.scale = o.getScale().convertToDouble();
-  if (o.getMask() || o.getMaskTriangle()) {
+  // A mask that is read (a padding mask, beside a triangle or not) is not
+  // the causal rule cuDNN is given.
+  if (o.getMask())
+    return std::nullopt;
+  if (o.getMaskTriangle()) {
     // The mask's bits are a comparison of key with query: causal where it
     // excludes key > query (or keeps key <= query), and the fill weighs
     // an excluded score nothing: -inf, or a fill of -1e4 or less, whose

@@ -1015,7 +1015,9 @@ def Gpuc_AttentionOp : Gpuc_Op<"attention", [DeclareOpInterfaceMethods<Gpuc_Grad
     indices instead of reading it, and skip the tiles it excludes whole.
     The flash lowering sets it where it recognises the mask and drops the
     operand: without one, the mask is that comparison (`mask_keeps` says
-    whether a true one keeps the score, as for an operand).
+    whether a true one keeps the score, as for an operand). Beside an
+    operand (a padding mask the triangle was and'ed with), a score is
+    excluded where either excludes it.
 
     ```mlir
     %o, %lse = gpuc.attention %q, %k, %v mask %m : tensor<1x1x64x64xi1>

@@ -40,13 +40,14 @@ struct AttentionGeometry {
   /// The score of an excluded pair (-inf: no weight).
   float fill;
   /// i1 [B, H, Tq, Tk] read with these strides (0 where it broadcasts), or
-  /// null (no mask, or the triangle below); true excludes unless maskKeeps.
+  /// null; true excludes unless maskKeeps. With a triangle (below), a score
+  /// is excluded where either excludes it (a padding mask).
   const bool *mask;
   int64_t maskStrides[4];
   bool maskKeeps;
   /// Where the mask is `key P query` (the op's mask_triangle): 1 + P's
   /// ComparePredicate value (lt 2, le 3, gt 4, ge 5), compared from the
-  /// indices instead of read (`mask` may then be null); 0: read `mask`.
+  /// indices instead of read; 0: none.
   int triangle;
   /// Dropout of the weights, as gpuc.dropout of [B, H, Tq, Tk] (ratio 0:
   /// none); keepScale is 1 / (1 - ratio).
@@ -74,8 +75,8 @@ attentionTriangleExcludes(const AttentionGeometry &g, Int delta) {
 __device__ __forceinline__ bool attentionExcluded(const AttentionGeometry &g,
                                                   int64_t b, int64_t h,
                                                   int64_t i, int64_t j) {
-  if (g.triangle)
-    return attentionTriangleExcludes(g, j - i);
+  if (g.triangle && attentionTriangleExcludes(g, j - i))
+    return true;
   if (!g.mask)
     return false;
   bool set = g.mask[b * g.maskStrides[0] + h * g.maskStrides[1] +
@@ -85,14 +86,15 @@ __device__ __forceinline__ bool attentionExcluded(const AttentionGeometry &g,
 
 /// How many corners of query rows [i0, i1) by keys [j0, j1) a triangular
 /// mask excludes. Its excluded pairs and its kept ones are half-planes, so
-/// the corners decide the whole tile: 4, all excluded; 0, all kept.
+/// the corners decide the whole tile: 4, all excluded; 0, all kept (by the
+/// triangle: a mask read beside it may exclude more).
 __device__ __forceinline__ int
 attentionExcludedCorners(const AttentionGeometry &g, int64_t i0, int64_t i1,
                          int64_t j0, int64_t j1) {
-  return (int)attentionExcluded(g, 0, 0, i0, j0) +
-         (int)attentionExcluded(g, 0, 0, i0, j1 - 1) +
-         (int)attentionExcluded(g, 0, 0, i1 - 1, j0) +
-         (int)attentionExcluded(g, 0, 0, i1 - 1, j1 - 1);
+  return (int)attentionTriangleExcludes(g, j0 - i0) +
+         (int)attentionTriangleExcludes(g, j1 - 1 - i0) +
+         (int)attentionTriangleExcludes(g, j0 - (i1 - 1)) +
+         (int)attentionTriangleExcludes(g, j1 - 1 - (i1 - 1));
 }
 
 /// Whether a triangular mask excludes every pair of query rows [i0, i1)
@@ -113,9 +115,9 @@ __device__ __forceinline__ bool attentionTileKept(const AttentionGeometry &g,
                                                   int64_t j0, int64_t j1) {
   if (i1 <= i0 || j1 <= j0 || i1 > g.queries || j1 > g.keys)
     return false;
-  if (g.triangle)
-    return attentionExcludedCorners(g, i0, i1, j0, j1) == 0;
-  return !g.mask;
+  if (g.mask)
+    return false;
+  return !g.triangle || attentionExcludedCorners(g, i0, i1, j0, j1) == 0;
 }
 
 /// Weight (bh, i, j)'s dropout factor: 0, or 1 / (1 - ratio).

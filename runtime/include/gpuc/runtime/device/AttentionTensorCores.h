@@ -402,9 +402,11 @@ mmaScoreFlags(const AttentionGeometry &g, int64_t b, int64_t h, int64_t row0,
       }
     }
     excluded &= ~absent;
-    return;
+    if (!g.mask)
+      return;
   }
-  // A mask that is read: only present scores read it.
+  // A mask that is read (beside a triangle: a padding mask): only present
+  // scores read it.
   GPUC_UNROLL
   for (int n = 0; n < N; ++n) {
     GPUC_UNROLL
