@@ -215,6 +215,43 @@ LogicalResult OnnxImporter::importCumSum(Node &node) {
   return success();
 }
 
+FailureOr<int64_t> OnnxImporter::gatherNDDepth(Node &node,
+                                               DenseElementsAttr indices,
+                                               ArrayRef<int64_t> dataShape) {
+  ArrayRef<int64_t> indexShape = indices.getType().getShape();
+  if (indexShape.empty())
+    return nodeError(node) << "indices must have rank at least 1";
+  int64_t depth = indexShape.back();
+  if (depth < 1 || depth > (int64_t)dataShape.size())
+    return nodeError(node) << "the indices' last dimension (" << depth
+                           << ") must be in [1, " << dataShape.size() << "]";
+  return depth;
+}
+
+FailureOr<SmallVector<int64_t>>
+OnnxImporter::indexTupleOffsets(Node &node, DenseElementsAttr indices,
+                                ArrayRef<int64_t> dataShape, int64_t depth) {
+  SmallVector<int64_t> where;
+  for (const APInt &v : indices.getValues<APInt>())
+    where.push_back(v.getSExtValue());
+  if (indices.isSplat())
+    where.assign(indices.getNumElements(), where.front());
+  Shape strides = stridesOf(dataShape);
+  SmallVector<int64_t> offsets;
+  for (size_t tuple = 0; tuple + depth <= where.size(); tuple += depth) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < depth; ++d) {
+      int64_t i = where[tuple + d];
+      if (i < -dataShape[d] || i >= dataShape[d])
+        return nodeError(node) << "index " << i << " past dimension " << d
+                               << " of size " << dataShape[d];
+      offset += (i < 0 ? i + dataShape[d] : i) * strides[d];
+    }
+    offsets.push_back(offset);
+  }
+  return offsets;
+}
+
 /// GatherND of data computed from the inputs at constant index tuples (a
 /// padding mask read at each (batch, key) pair): a gather, along the first
 /// axis, of the data with its `depth` leading dimensions merged, at each
@@ -225,38 +262,28 @@ OnnxImporter::gatherRowsAtConstantTuples(Node &node,
   Value data = node.in(0);
   ArrayRef<int64_t> dataShape = shapeOf(data);
   ArrayRef<int64_t> indexShape = indices.getType().getShape();
-  if (indexShape.empty())
-    return nodeError(node) << "indices must have rank at least 1";
-  int64_t depth = indexShape.back();
-  if (depth < 1 || depth > (int64_t)dataShape.size())
-    return nodeError(node) << "the indices' last dimension (" << depth
-                           << ") must be in [1, " << dataShape.size() << "]";
-  SmallVector<int64_t> where;
-  for (const APInt &v : indices.getValues<APInt>())
-    where.push_back(v.getSExtValue());
-  Shape rowStrides = stridesOf(dataShape.take_front(depth));
-  int64_t rowCount = getNumElements(dataShape.take_front(depth));
+  FailureOr<int64_t> depth = gatherNDDepth(node, indices, dataShape);
+  if (failed(depth))
+    return failure();
+  FailureOr<SmallVector<int64_t>> offsets =
+      indexTupleOffsets(node, indices, dataShape, *depth);
+  if (failed(offsets))
+    return failure();
+  // A tuple's row of the data's first `depth` dimensions, merged.
+  int64_t rowCount = getNumElements(dataShape.take_front(*depth));
+  int64_t rowSize = getNumElements(dataShape.drop_front(*depth));
   SmallVector<APInt> rows;
-  for (size_t tuple = 0; tuple + depth <= where.size(); tuple += depth) {
-    int64_t row = 0;
-    for (int64_t d = 0; d < depth; ++d) {
-      int64_t i = where[tuple + d];
-      if (i < -dataShape[d] || i >= dataShape[d])
-        return nodeError(node) << "index " << i << " past dimension " << d
-                               << " of size " << dataShape[d];
-      row += (i < 0 ? i + dataShape[d] : i) * rowStrides[d];
-    }
-    rows.push_back(APInt(64, row, /*isSigned=*/true));
-  }
+  for (int64_t offset : *offsets)
+    rows.push_back(APInt(64, offset / rowSize, /*isSigned=*/true));
   Shape merged{rowCount};
-  llvm::append_range(merged, dataShape.drop_front(depth));
+  llvm::append_range(merged, dataShape.drop_front(*depth));
   Value table = reshape(node.loc, data, merged);
   auto rowType =
       RankedTensorType::get(indexShape.drop_back(), builder.getI64Type());
   Value at = ConstantOp::create(builder, node.loc,
                                 DenseElementsAttr::get(rowType, rows));
   Shape resultShape(indexShape.drop_back());
-  llvm::append_range(resultShape, dataShape.drop_front(depth));
+  llvm::append_range(resultShape, dataShape.drop_front(*depth));
   setOutput(node, 0,
             GatherOp::create(builder, node.loc, withShape(data, resultShape),
                              table, at, 0));
@@ -280,12 +307,10 @@ LogicalResult OnnxImporter::importGatherND(Node &node) {
     return nodeError(node) << "batch_dims other than 0 are not supported";
   ArrayRef<int64_t> dataShape = data->getType().getShape();
   ArrayRef<int64_t> indexShape = indices->getType().getShape();
-  if (indexShape.empty())
-    return nodeError(node) << "indices must have rank at least 1";
-  int64_t depth = indexShape.back();
-  if (depth < 1 || depth > (int64_t)dataShape.size())
-    return nodeError(node) << "the indices' last dimension (" << depth
-                           << ") must be in [1, " << dataShape.size() << "]";
+  FailureOr<int64_t> checkedDepth = gatherNDDepth(node, *indices, dataShape);
+  if (failed(checkedDepth))
+    return failure();
+  int64_t depth = *checkedDepth;
   // Result: the indices' leading dimensions, then the data's past depth.
   Shape resultShape(indexShape.drop_back());
   llvm::append_range(resultShape, dataShape.drop_front(depth));
@@ -294,25 +319,11 @@ LogicalResult OnnxImporter::importGatherND(Node &node) {
     return nodeError(node) << "GatherND's result of " << type.getNumElements()
                            << " elements is past what import folds ("
                            << foldedElementsLimit(type.getElementType()) << ")";
-  Shape strides = stridesOf(dataShape);
-  SmallVector<int64_t> where;
-  for (const APInt &v : indices->getValues<APInt>())
-    where.push_back(v.getSExtValue());
-  if (indices->isSplat())
-    where.assign(indices->getNumElements(), where.front());
   // Each index tuple's offset into the data, checked once.
-  SmallVector<int64_t> offsets;
-  for (size_t tuple = 0; tuple + depth <= where.size(); tuple += depth) {
-    int64_t offset = 0;
-    for (int64_t d = 0; d < depth; ++d) {
-      int64_t i = where[tuple + d];
-      if (i < -dataShape[d] || i >= dataShape[d])
-        return nodeError(node) << "index " << i << " past dimension " << d
-                               << " of size " << dataShape[d];
-      offset += (i < 0 ? i + dataShape[d] : i) * strides[d];
-    }
-    offsets.push_back(offset);
-  }
+  FailureOr<SmallVector<int64_t>> offsets =
+      indexTupleOffsets(node, *indices, dataShape, depth);
+  if (failed(offsets))
+    return failure();
   size_t leading = indexShape.size() - 1;
   Shape tupleStrides = stridesOf(indexShape.drop_back());
   Shape sliceStrides = stridesOf(dataShape.drop_front(depth));
@@ -323,7 +334,7 @@ LogicalResult OnnxImporter::importGatherND(Node &node) {
           tuple += index[d] * tupleStrides[d];
         for (size_t d = leading; d < index.size(); ++d)
           within += index[d] * sliceStrides[d - leading];
-        return offsets[tuple] + within;
+        return (*offsets)[tuple] + within;
       });
   if (!folded)
     return nodeError(node) << "GatherND could not be folded";

@@ -202,6 +202,15 @@ private:
   LogicalResult importGatherND(Node &node);
   LogicalResult gatherRowsAtConstantTuples(Node &node,
                                            DenseElementsAttr indices);
+  /// GatherND's tuple length (the indices' last dimension), checked.
+  FailureOr<int64_t> gatherNDDepth(Node &node, DenseElementsAttr indices,
+                                   ArrayRef<int64_t> dataShape);
+  /// Each of `indices`' tuples of `depth` as an offset into the elements of
+  /// `dataShape`, each index checked (a negative one counts from the end).
+  FailureOr<SmallVector<int64_t>> indexTupleOffsets(Node &node,
+                                                    DenseElementsAttr indices,
+                                                    ArrayRef<int64_t> dataShape,
+                                                    int64_t depth);
   LogicalResult importMod(Node &node);
   LogicalResult importConstant(Node &node);
   LogicalResult importConstantOfShape(Node &node);
