@@ -7,7 +7,8 @@
 #   scripts/gpu-bundle.sh OUT_DIR
 #
 # What travels (and why it can):
-#   artifacts.tar.xz  artifacts/ and blobs/, packed (gpu_check.py unpacks):
+#   artifacts.tar.xz  artifacts/, blobs/ and parity/, packed (gpu_check.py
+#               unpacks):
 #   artifacts/  the example models compiled here with --target cuda: plan,
 #               sm_90 cubin (H100/H200; the sm_80 cubin and the PTX stay
 #               behind to fit), initial values. Identical files are stored
@@ -23,7 +24,8 @@
 #   parity/     per parity model: the inputs of one step and the CPU device's
 #               results for it (the same model compiled --target cpu here);
 #               Adam's second moment is left out (the first moment already
-#               carries the gradient), again to fit.
+#               carries the gradient), again to fit; packed too (its
+#               float arrays pack to two thirds: 5 MiB).
 #   data/       Fashion-MNIST (IDX, xz: 4 MiB less than gzip), for the
 #               training runs.
 #   run.sh, gpu_check.py, scale_check.py, stall_check.py, stepcompare.py;
@@ -316,8 +318,8 @@ cp "$root/test/Trainer/safetensors_read.py" "$out/"
 chmod +x "$out/run.sh" "$out/run-phases.sh"
 # Plans and cubins are text and code that xz packs 10 to 30 times
 # (gpu_check.py unpacks them before the first phase).
-tar -C "$out" -cf - artifacts blobs | xz -6 -T2 >"$out/artifacts.tar.xz"
-rm -rf "$out/artifacts" "$out/blobs"
+tar -C "$out" -cf - artifacts blobs parity | xz -6 -T2 >"$out/artifacts.tar.xz"
+rm -rf "$out/artifacts" "$out/blobs" "$out/parity"
 git -C "$root" rev-parse HEAD >"$out/COMMIT" 2>/dev/null || echo unknown >"$out/COMMIT"
 
 size=$(du -sb "$out" | cut -f1)

@@ -572,7 +572,8 @@ def main():
                    help="steps per timed round of the scale phase")
     args = p.parse_args()
     os.makedirs(args.results, exist_ok=True)
-    # The bundle carries its artifacts packed (plans and cubins pack well).
+    # The bundle carries its artifacts and parity references packed (plans
+    # and cubins pack well).
     packed = os.path.join(args.bundle, "artifacts.tar.xz")
     if os.path.exists(packed) and not os.path.isdir(
             os.path.join(args.bundle, "artifacts")):
