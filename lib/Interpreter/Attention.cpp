@@ -31,7 +31,7 @@ struct Geometry {
   int64_t slice(int64_t bh, int64_t n, int64_t w) const { return bh * n * w; }
   bool masked(const HostTensor *mask, const AttentionParams &p, int64_t b,
               int64_t h, int64_t i, int64_t j) const {
-    if (p.triangleHolds && p.triangleHolds(j, i) != p.maskKeeps)
+    if (p.triangle && holdsComparison(*p.triangle, j, i) != p.maskKeeps)
       return true;
     if (!mask)
       return false;

@@ -7,9 +7,11 @@
 #ifndef GPUC_INTERPRETER_ATTENTION_H
 #define GPUC_INTERPRETER_ATTENTION_H
 
+#include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Interpreter/Interpreter.h"
 
 #include <cstdint>
+#include <optional>
 
 namespace mlir::gpuc::interpreter {
 
@@ -19,8 +21,8 @@ struct AttentionParams {
   bool maskKeeps = false;
   /// The op's mask_triangle: a mask bit `key P query` for every score,
   /// combined with the mask operand's (a score is excluded where either
-  /// excludes it). `holds(P, key, query)` says whether the bit is set.
-  bool (*triangleHolds)(int64_t key, int64_t query) = nullptr;
+  /// excludes it).
+  std::optional<ComparePredicate> triangle;
   uint64_t seed = 0, step = 0, stream = 0;
 };
 

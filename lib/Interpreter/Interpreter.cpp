@@ -312,35 +312,13 @@ int64_t paddedWindowCount(int64_t yy, int64_t xx, ArrayRef<int64_t> x,
 }
 
 /// The attributes an attention op shares with its gradient, and its key.
-/// `key P query`, for each predicate a triangular mask takes.
-template <ComparePredicate P> bool triangleHolds(int64_t key, int64_t query) {
-  return holdsComparison(P, key, query);
-}
-
 template <typename OpTy> interpreter::AttentionParams attentionParams(OpTy op) {
   interpreter::AttentionParams p;
   p.scale = op.getScale().convertToDouble();
   p.fill = op.getFill().convertToDouble();
   p.dropout = op.getDropout().convertToDouble();
   p.maskKeeps = op.getMaskKeeps();
-  if (std::optional<ComparePredicate> triangle = op.getMaskTriangle()) {
-    switch (*triangle) {
-    case ComparePredicate::lt:
-      p.triangleHolds = triangleHolds<ComparePredicate::lt>;
-      break;
-    case ComparePredicate::le:
-      p.triangleHolds = triangleHolds<ComparePredicate::le>;
-      break;
-    case ComparePredicate::gt:
-      p.triangleHolds = triangleHolds<ComparePredicate::gt>;
-      break;
-    case ComparePredicate::ge:
-      p.triangleHolds = triangleHolds<ComparePredicate::ge>;
-      break;
-    default:
-      break; // (the verifier refuses the others)
-    }
-  }
+  p.triangle = op.getMaskTriangle();
   p.stream = (uint64_t)op.getStream();
   return p;
 }

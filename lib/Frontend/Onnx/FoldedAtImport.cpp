@@ -77,15 +77,16 @@ LogicalResult OnnxImporter::requireConstantOperands(Node &node,
   return success();
 }
 
-/// Whether `v` is a constant the folds read.
-static bool isConstant(Value v) {
+/// Whether `v` is a value the model's inputs make, which a fold cannot
+/// read (a padding mask), rather than a constant or one made from them.
+static bool computedFromInputs(Value v) {
   DenseElementsAttr attr;
-  return v && matchPattern(v, m_Constant(&attr));
+  return v && !matchPattern(v, m_Constant(&attr)) && readsArguments(v);
 }
 
 LogicalResult OnnxImporter::importNot(Node &node) {
   Value in = node.in(0);
-  if (in && !isConstant(in) && readsArguments(in)) {
+  if (computedFromInputs(in)) {
     // A padding mask's complement: select(x, false, true).
     if (!getElementTypeOrSelf(in).isInteger(1))
       return nodeError(node) << "Not takes booleans";
@@ -110,8 +111,7 @@ LogicalResult OnnxImporter::importNot(Node &node) {
 }
 
 LogicalResult OnnxImporter::importAnd(Node &node) {
-  if ((node.in(0) && !isConstant(node.in(0)) && readsArguments(node.in(0))) ||
-      (node.in(1) && !isConstant(node.in(1)) && readsArguments(node.in(1)))) {
+  if (computedFromInputs(node.in(0)) || computedFromInputs(node.in(1))) {
     // A padding mask and'ed with a causal one: select(a, b, false).
     auto operands = broadcastAll(node, {node.in(0), node.in(1)});
     if (failed(operands))
@@ -291,8 +291,7 @@ OnnxImporter::gatherRowsAtConstantTuples(Node &node,
 }
 
 LogicalResult OnnxImporter::importGatherND(Node &node) {
-  if (node.in(0) && !isConstant(node.in(0)) && readsArguments(node.in(0)) &&
-      node.getInt("batch_dims", 0) == 0) {
+  if (computedFromInputs(node.in(0)) && node.getInt("batch_dims", 0) == 0) {
     FailureOr<DenseElementsAttr> indices = requireConstant(node, node.in(1));
     if (failed(indices))
       return failure();
