@@ -4,6 +4,7 @@
     /usr/bin/python3 bench/lm_step_vs_pytorch.py --preset small --seq 256 --batch 4
     /usr/bin/python3 bench/lm_step_vs_pytorch.py --preset gpt2 --seq 256 --batch 4 --steps 2
     /opt/gpuc-exporters/bin/python bench/lm_step_vs_pytorch.py --family hf --preset gpt2 --seq 1024 --batch 2 --steps 1
+    ... --gpuc-variant 'whole-gemms=--attention-band-rows 0'
 
 The model is examples/gpt.py's nanoGPT-style GPT (`tiny`, `small`: GPT-2's
 vocabulary around a 4-layer width-384 body, `gpt2`: GPT-2 124M), or with
@@ -20,7 +21,8 @@ PyTorch has it, under torch.compile (with the fused AdamW). Both sides use
 agree: gpuc's loss (`train --run-step`) against PyTorch's in float64.
 Rounds interleave the systems, so a drift of the
 machine's speed hits all of them; the load average is printed. Best and
-median milliseconds per step and the ratio of the bests are reported.
+median milliseconds per step and the ratio of the bests are reported;
+`--gpuc-variant` adds gpuc compiled with other flags to the same rounds.
 """
 import argparse
 import json
@@ -160,6 +162,11 @@ def main():
                         "build's, else the one on PATH)")
     parser.add_argument("--gpuc-flags", default="",
                         help="more flags for gpuc compile")
+    parser.add_argument("--gpuc-variant", action="append", default=[],
+                        metavar="NAME=FLAGS",
+                        help="also time gpuc compiled with these flags added "
+                        "(repeatable), in the same rounds: e.g. "
+                        "'whole-gemms=--attention-band-rows 0'")
     parser.add_argument("--work", default=None)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -174,13 +181,23 @@ def main():
     onnx_path = os.path.join(work, "gpt.onnx")
     export(model, args.seq, onnx_path)
     params = sum(p.numel() for p in model.parameters())
-    out = os.path.join(work, "gpuc")
+    variants = [("gpuc", args.gpuc_flags)]
+    for spec in args.gpuc_variant:
+        name, _, flags = spec.partition("=")
+        if not name or not flags:
+            parser.error("--gpuc-variant %r is not NAME=FLAGS" % spec)
+        variants.append(("gpuc " + name, args.gpuc_flags + " " + flags))
+    trainers = {}
     start = time.perf_counter()
-    subprocess.run([args.gpuc, "compile", onnx_path, "--batch",
-                    str(args.batch), "--class-axis", "-1", "--optimizer",
-                    "adamw", "--lr", "3e-4", "--weight-decay", "0.01",
-                    "--target", "cpu", "-o", out] + args.gpuc_flags.split(),
-                   check=True, stdout=subprocess.DEVNULL)
+    for i, (name, flags) in enumerate(variants):
+        out = os.path.join(work, "gpuc" if i == 0 else "gpuc-%d" % i)
+        subprocess.run([args.gpuc, "compile", onnx_path, "--batch",
+                        str(args.batch), "--class-axis", "-1", "--optimizer",
+                        "adamw", "--lr", "3e-4", "--weight-decay", "0.01",
+                        "--target", "cpu", "-o", out] + flags.split(),
+                       check=True, stdout=subprocess.DEVNULL)
+        trainers[name] = os.path.join(out, "train")
+    out = os.path.join(work, "gpuc")
     print("%s %s preset: %.1fM parameters, T %d, batch %d, %d threads; gpuc "
           "compile %.1f s; PyTorch %s" %
           (args.family, args.preset, params / 1e6, args.seq, args.batch, args.threads,
@@ -191,13 +208,14 @@ def main():
         args.batch, args.seq, work)
     print("first step's loss: gpuc %.7f, PyTorch (float64) %.7f, relative "
           "difference %.1e" % (ours, theirs, rel), flush=True)
-    times = {"gpuc": []}
+    times = {name: [] for name in trainers}
     times.update({m: [] for m in modes})
     for r in range(args.rounds):
         print("round %d, load average %s" % (r + 1, load_average()),
               flush=True)
-        times["gpuc"].append(gpuc_step_time(os.path.join(out, "train"),
-                                            args.steps, args.threads))
+        for name, trainer in trainers.items():
+            times[name].append(gpuc_step_time(trainer, args.steps,
+                                              args.threads))
         for mode in modes:
             fresh = build(args.family, args.preset, args.seq, 0)
             times[mode].append(torch_step_time(fresh, args.batch, args.seq,
@@ -207,11 +225,15 @@ def main():
     print("ms per step, best / median over %d rounds (load average now %s):"
           % (args.rounds, load_average()))
     best = {k: min(v) for k, v in times.items()}
+    width = max(len(name) for name in times)
     for name, values in times.items():
-        ratio = "" if name == "gpuc" else \
-            "  gpuc/%s %.2f" % (name, best["gpuc"] / best[name])
-        print("  %-8s %9.1f / %9.1f%s" % (name, best[name],
-                                         statistics.median(values), ratio))
+        ratio = "" if name in trainers else "  " + ", ".join(
+            "%s/%s %.2f" % (ours, name, best[ours] / best[name])
+            for ours in trainers)
+        print("  %-*s %9.1f / %9.1f%s" % (width, name, best[name],
+                                          statistics.median(values), ratio))
+    for name in list(trainers)[1:]:
+        print("  gpuc/%s %.3f" % (name, best["gpuc"] / best[name]))
 
 
 if __name__ == "__main__":

@@ -88,6 +88,7 @@ private:
   int kernelWorkspace(int64_t bytes);
   LogicalResult lowerFunction(func::FuncOp func);
   FailureOr<json> libraryCall(Operation *op);
+  json gemmCall(MatmulOp mm, const GemmGeometry &g);
   LogicalResult initialValue(Operation *owner, StringRef name,
                              ElementsAttr attr);
 
@@ -215,6 +216,54 @@ LogicalResult Lowering::initialValue(Operation *owner, StringRef name,
 json shapeJson(ArrayRef<int64_t> shape) {
   return json(std::vector<int64_t>(shape.begin(), shape.end()));
 }
+/// The gemm step of `mm`, or of one band of it, called as `g` says.
+json Lowering::gemmCall(MatmulOp mm, const GemmGeometry &g) {
+  auto buf = [&](Value v) { return bufferOf.lookup(v); };
+  // The operands' element type; f16/bf16 accumulate in f32 on every
+  // device, and store the result in their type or, "c_dtype": "F32", in
+  // f32.
+  Type operands = getElementTypeOrSelf(mm.getLhs().getType()),
+       result = getElementTypeOrSelf(mm.getResult().getType());
+  json step = {{"op", "gemm"},
+               {"dtype", dtypeOf(operands)},
+               {"a", buf(mm.getLhs())},
+               {"b", buf(mm.getRhs())},
+               {"c", buf(mm.getResult())},
+               {"m", g.m},
+               {"n", g.n},
+               {"k", g.k},
+               {"trans_a", g.transA},
+               {"trans_b", g.transB},
+               {"lda", g.lda},
+               {"ldb", g.ldb},
+               {"ldc", g.ldc},
+               {"batch", g.batch},
+               {"stride_a", g.batch > 1 ? g.strideA : 0},
+               {"stride_b", g.batch > 1 ? g.strideB : 0},
+               {"stride_c", g.batch > 1 ? g.strideC : 0},
+               {"calls", g.calls},
+               {"call_stride_a", g.callStrideA},
+               {"call_stride_b", g.callStrideB},
+               {"call_stride_c", g.callStrideC}};
+  // Windows: A's and B's first elements lie this far into their buffers.
+  if (g.offsetA)
+    step["a_offset"] = g.offsetA;
+  if (g.offsetB)
+    step["b_offset"] = g.offsetB;
+  // A band of a product with a triangle: C's first element too.
+  if (g.offsetC)
+    step["c_offset"] = g.offsetC;
+  if (mm.getAcc())
+    step["accumulate"] = true;
+  // The bias epilogue: a vector of the result's type, added to every row
+  // of C.
+  if (Value bias = mm.getBias())
+    step["bias"] = buf(bias);
+  if (result != operands)
+    step["c_dtype"] = dtypeOf(result);
+  return step;
+}
+
 FailureOr<json> Lowering::libraryCall(Operation *op) {
   json step;
   auto buf = [&](Value v) { return bufferOf.lookup(v); };
@@ -262,49 +311,8 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
                 {"ranks", shard.getRanks()},
                 {"pairs", shardPairs(shard.getInput(), shard.getResult())},
                 {"bytes", tensorBytes(shard.getResult())}};
-  if (auto mm = dyn_cast<MatmulOp>(op)) {
-    // The operands' element type; f16/bf16 accumulate in f32 on every
-    // device, and store the result in their type or, "c_dtype": "F32", in
-    // f32.
-    GemmGeometry g = gemmGeometry(mm);
-    Type operands = getElementTypeOrSelf(mm.getLhs().getType()),
-         result = getElementTypeOrSelf(mm.getResult().getType());
-    step = {{"op", "gemm"},
-            {"dtype", dtypeOf(operands)},
-            {"a", buf(mm.getLhs())},
-            {"b", buf(mm.getRhs())},
-            {"c", buf(mm.getResult())},
-            {"m", g.m},
-            {"n", g.n},
-            {"k", g.k},
-            {"trans_a", g.transA},
-            {"trans_b", g.transB},
-            {"lda", g.lda},
-            {"ldb", g.ldb},
-            {"ldc", g.ldc},
-            {"batch", g.batch},
-            {"stride_a", g.batch > 1 ? g.strideA : 0},
-            {"stride_b", g.batch > 1 ? g.strideB : 0},
-            {"stride_c", g.batch > 1 ? g.strideC : 0},
-            {"calls", g.calls},
-            {"call_stride_a", g.callStrideA},
-            {"call_stride_b", g.callStrideB},
-            {"call_stride_c", g.callStrideC}};
-    // Windows: A's and B's first elements lie this far into their buffers.
-    if (g.offsetA)
-      step["a_offset"] = g.offsetA;
-    if (g.offsetB)
-      step["b_offset"] = g.offsetB;
-    if (mm.getAcc())
-      step["accumulate"] = true;
-    // The bias epilogue: a vector of the result's type, added to every row
-    // of C.
-    if (Value bias = mm.getBias())
-      step["bias"] = buf(bias);
-    if (result != operands)
-      step["c_dtype"] = dtypeOf(result);
-    return step;
-  }
+  if (auto mm = dyn_cast<MatmulOp>(op))
+    return gemmCall(mm, gemmGeometry(mm));
   // Shapes are NCHW (OIHW) whatever the layout; "layout": "nhwc" says the
   // tensors hold their channels innermost (NHWC, OHWI).
   auto conv = [&](StringRef name, Value x, Value w, Value y,
@@ -617,11 +625,23 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
                            {"dst", dst},
                            {"bytes", buffers[dst].bytes}});
       }
-      FailureOr<json> step = libraryCall(&op);
-      if (failed(step))
-        return failure();
-      (*step)["flops"] = flopsOf(&op);
-      steps.push_back(*step);
+      // A product with a triangle is a call for each band of its rows,
+      // each counting the products it computes.
+      if (auto mm = dyn_cast<MatmulOp>(op);
+          mm && mm.getBands() &&
+          (mm.getLhsTriangle() || mm.getResultTriangle())) {
+        for (const GemmGeometry &g : gemmCalls(mm)) {
+          json step = gemmCall(mm, g);
+          step["flops"] = 2 * g.m * g.n * g.k * g.batch * g.calls;
+          steps.push_back(step);
+        }
+      } else {
+        FailureOr<json> step = libraryCall(&op);
+        if (failed(step))
+          return failure();
+        (*step)["flops"] = flopsOf(&op);
+        steps.push_back(*step);
+      }
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
         int src = bufferOf.lookup(value);

@@ -911,6 +911,21 @@ LogicalResult Interpreter::execute(Operation *op) {
         // its layout.
         HostTensor a = transposed(
             columnsOf(get(o.getLhs()), o.getLhsWindowAttr()), o.getLhsPerm());
+        // A triangle's entries of the lhs read as zero; the result's are
+        // not computed, NaN here so that a reader that depends on them
+        // shows.
+        auto inTriangle = [](ComparePredicate p, int64_t row, int64_t col) {
+          return p == ComparePredicate::gt ? col > row : col < row;
+        };
+        auto overTriangle = [&](HostTensor &t, ComparePredicate p,
+                                double value) {
+          int64_t rows = t.shape.end()[-2], cols = t.shape.back();
+          for (size_t e = 0; e < t.data.size(); ++e)
+            if (inTriangle(p, (int64_t)(e / cols) % rows, (int64_t)e % cols))
+              t.data[e] = value;
+        };
+        if (std::optional<ComparePredicate> p = o.getLhsTriangle())
+          overTriangle(a, *p, 0.0);
         HostTensor b = transposed(
             columnsOf(get(o.getRhs()), o.getRhsWindowAttr()), o.getRhsPerm());
         Index productShape(a.shape.begin(), a.shape.end() - 2);
@@ -946,6 +961,8 @@ LogicalResult Interpreter::execute(Operation *op) {
           for (size_t e = 0; e < y.data.size(); ++e)
             y.data[e] += b[e % n];
         }
+        if (std::optional<ComparePredicate> p = o.getResultTriangle())
+          overTriangle(y, *p, std::nan(""));
         set(o.getResult(), transposed(y, o.getResultPerm()));
         return success();
       })

@@ -98,7 +98,11 @@ struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
     // A transpose feeding an operand becomes its permutation, and then a
     // slice of a wider tensor's columns its window (a window is read as
     // stored: it takes no transpose beneath it).
+    // A triangle is of the matrix as stored: its lhs or result keeps no
+    // layout.
     for (Operand *operand : {&lhs, &rhs}) {
+      if (operand == &lhs && op.getLhsTriangle())
+        continue;
       Operand candidate = *operand;
       auto t = candidate.window ? TransposeOp()
                                 : candidate.value.getDefiningOp<TransposeOp>();
@@ -131,7 +135,8 @@ struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
         changed = true;
       }
     }
-    if (op.getResult().hasOneUse() && !op.getAcc() && !op.getBias()) {
+    if (op.getResult().hasOneUse() && !op.getAcc() && !op.getBias() &&
+        !op.getResultTriangle()) {
       if (auto t = dyn_cast<TransposeOp>(*op.getResult().user_begin())) {
         SmallVector<int64_t> stored = resultPerm;
         if (stored.empty())
@@ -158,7 +163,8 @@ struct FoldLayoutsIntoMatmul : OpRewritePattern<MatmulOp> {
     auto folded = MatmulOp::create(
         rewriter, op.getLoc(), resultType, lhs.value, rhs.value, op.getAcc(),
         op.getBias(), op.getTransposeLhs(), op.getTransposeRhs(), lhs.perm,
-        rhs.perm, resultPerm, lhs.window, rhs.window);
+        rhs.perm, resultPerm, lhs.window, rhs.window, op.getLhsTriangleAttr(),
+        op.getResultTriangleAttr(), op.getBandsAttr());
     folded->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     if (resultTranspose) {
       rewriter.replaceOp(resultTranspose, folded.getResult());

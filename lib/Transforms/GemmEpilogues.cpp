@@ -74,7 +74,7 @@ MatmulOp productUnder(Value v, bool &widened) {
   }
   auto mm = v.getDefiningOp<MatmulOp>();
   if (!mm || mm.getAcc() || mm.getBias() || !mm.getResultPerm().empty() ||
-      !onlyUse(mm.getResult()))
+      mm.getLhsTriangle() || mm.getResultTriangle() || !onlyUse(mm.getResult()))
     return {};
   Type product = getElementTypeOrSelf(mm.getResult().getType());
   if (widened ? product.isF32() : !product.isF32())
@@ -123,7 +123,9 @@ struct FoldBiasIntoMatmul : OpRewritePattern<AddOp> {
           rewriter, mm.getLoc(), mm.getResult().getType(), mm.getLhs(),
           mm.getRhs(), /*acc=*/Value(), bias, mm.getTransposeLhs(),
           mm.getTransposeRhs(), mm.getLhsPerm(), mm.getRhsPerm(),
-          mm.getResultPerm(), mm.getLhsWindowAttr(), mm.getRhsWindowAttr());
+          mm.getResultPerm(), mm.getLhsWindowAttr(), mm.getRhsWindowAttr(),
+          /*lhs_triangle=*/nullptr, /*result_triangle=*/nullptr,
+          /*bands=*/nullptr);
       auto asShapeOf = [&](Value like) -> Value {
         if (like.getType() == biased.getType())
           return biased;

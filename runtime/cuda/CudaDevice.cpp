@@ -264,7 +264,7 @@ void CudaDevice::bindPointers() {
         step.reduce.push_back({reinterpret_cast<void *>(pointers[id]),
                                plan.buffers[id].numElements(),
                                plan.buffers[id].dtype});
-      step.p2 = at(step.id2);
+      step.p2 = at(step.id2) + step.offset2;
       if (step.idBias >= 0) {
         step.pBias = at(step.idBias);
         cublasLtMatmulDescSetAttribute(step.gemmDesc,

@@ -128,9 +128,9 @@ struct Step {
   // and their addresses once memory is allocated.
   int id0 = -1, id1 = -1, id2 = -1;
   CUdeviceptr p0 = 0, p1 = 0, p2 = 0;
-  /// Bytes from a GEMM's a and b buffers to their first elements (a
-  /// window of a wider tensor's columns).
-  int64_t offset0 = 0, offset1 = 0;
+  /// Bytes from a GEMM's a, b and c buffers to their first elements (a
+  /// window of a wider tensor's columns; a band of a product's rows).
+  int64_t offset0 = 0, offset1 = 0, offset2 = 0;
   size_t bytes = 0;
   // All-reduce: its bucket (also a collective wait's and a sharded
   // collective's) and gradients.

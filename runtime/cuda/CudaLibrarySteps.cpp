@@ -53,6 +53,7 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   step.id2 = s["c"];
   step.offset0 = lt.second.offset * elementBytes;
   step.offset1 = lt.first.offset * elementBytes;
+  step.offset2 = lt.result.offset * resultBytes;
   step.accumulate = g.accumulate;
   step.calls = lt.calls;
   step.callStrideA = lt.second.callStride * elementBytes;
@@ -136,8 +137,8 @@ bool CudaDevice::prepareGemm(Step &step, const nlohmann::json &s,
   // cuBLASLt's A is B's memory, its B A's, C and D are C.
   uint32_t aligned[] = {alignment(step.id1, step.offset1, step.callStrideB),
                         alignment(step.id0, step.offset0, step.callStrideA),
-                        alignment(step.id2, 0, step.callStrideC),
-                        alignment(step.id2, 0, step.callStrideC)};
+                        alignment(step.id2, step.offset2, step.callStrideC),
+                        alignment(step.id2, step.offset2, step.callStrideC)};
   const cublasLtMatmulPreferenceAttributes_t alignments[] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,

@@ -300,7 +300,7 @@ public:
           step.gemm = gemmStepOf(s);
           step.x = f(s, "a", step.gemm.offsetA);
           step.w = f(s, "b", step.gemm.offsetB);
-          step.y = f(s, "c");
+          step.y = f(s, "c", step.gemm.offsetC);
           for (int i = 0; i < 3; ++i)
             step.elements[i] = (int64_t)step.gemm.extent(i);
           if (s.contains("bias")) {
@@ -629,6 +629,25 @@ private:
 
   void gemm(const Step &step) {
     const GemmStep &g = step.gemm;
+    // A batch of products (attention's heads and their bands) runs whole
+    // products on each thread, at least 4 a thread so that none waits long
+    // for the last: oneDNN, called inside the parallel region, runs each on
+    // one. Split across the threads, one product of 128 rows by 64 terms
+    // ran at 60-100 GFLOP/s on 2 cores, 130 so (GPT-2 at 1,024 tokens);
+    // whole heads gain 3 %. The sums are the same either way.
+    int64_t entries = g.calls * g.batch;
+    if (entries >= 4 * (int64_t)omp_get_max_threads() && !step.bias) {
+#pragma omp parallel for schedule(dynamic)
+      for (int64_t e = 0; e < entries; ++e) {
+        int64_t call = e / g.batch, p = e % g.batch;
+        sgemm(g.transA, g.transB, g.m, g.n, g.k,
+              step.x + call * g.callStrideA + p * g.strideA, g.lda,
+              step.w + call * g.callStrideB + p * g.strideB, g.ldb,
+              g.accumulate ? 1.0f : 0.0f,
+              step.y + call * g.callStrideC + p * g.strideC, g.ldc);
+      }
+      return;
+    }
     for (int64_t call = 0; call < g.calls; ++call) {
       const float *a = step.x + call * g.callStrideA,
                   *b = step.w + call * g.callStrideB;

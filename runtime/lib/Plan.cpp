@@ -65,9 +65,10 @@ bool checkLibraryOperands(const nlohmann::json &step,
     if (step.contains("bias") &&
         !(holds("bias", step.value("c_dtype", dtype)) && fits("bias", g.n)))
       return false;
-    // (A window's offset is a size: checkStep refused a negative one.)
+    // (An offset is a size: checkStep refused a negative one.)
     return fits("a", g.offsetA + g.extent(0)) &&
-           fits("b", g.offsetB + g.extent(1)) && fits("c", g.extent(2));
+           fits("b", g.offsetB + g.extent(1)) &&
+           fits("c", g.offsetC + g.extent(2));
   }
   if (op.rfind("conv2d", 0) != 0)
     return true;
@@ -256,8 +257,8 @@ bool checkStep(const nlohmann::json &step,
     }
   for (const char *field :
        {"bytes", "stride_a", "stride_b", "stride_c", "call_stride_a",
-        "call_stride_b", "call_stride_c", "a_offset", "b_offset", "launches",
-        "bytes_read", "bytes_written", "shared"})
+        "call_stride_b", "call_stride_c", "a_offset", "b_offset", "c_offset",
+        "launches", "bytes_read", "bytes_written", "shared"})
     if (step.contains(field) &&
         (!step[field].is_number_integer() || step[field].get<int64_t>() < 0)) {
       error =

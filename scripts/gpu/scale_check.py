@@ -70,14 +70,17 @@ def build(bundle, name, sdpa=False):
 # each row, the layout before whole rows), and for ResNet-50 bf16 the
 # other convolution layout (NCHW, where the default on tensor cores is
 # channels last), and GPT-2 bf16 under a memory budget (--memory-budget:
-# forward values recomputed in backward). (Whether a row kernel's staged row pays is timed per
+# forward values recomputed in backward), and GPT-2 fp32 with its
+# attention's GEMMs whole (where the default cuts them into bands that
+# skip the causal mask's triangle). (Whether a row kernel's staged row pays is timed per
 # kernel at load: each comes with an entry point reading it from memory.)
 VARIANTS = ("fp32", "bf16", "bf16-gemm-attention", "bf16-largest",
             "bf16-in-order", "bf16-in-flight-64", "bf16-in-flight-128",
             "bf16-head-f32", "bf16-no-epilogues", "bf16-attention-2-blocks",
             "bf16-attention-32-rows", "bf16-stored-score-gradients",
             "bf16-2-blocks-stored", "bf16-generated-attention",
-            "bf16-column-lanes-16", "bf16-nchw", "bf16-remat")
+            "bf16-column-lanes-16", "bf16-nchw", "bf16-remat",
+            "fp32-whole-gemms")
 
 
 def precision_of(label):

@@ -120,6 +120,62 @@ func.func @matmul_layout_three_levels(%a: tensor<3x2x4x5x6xf32>, %b: tensor<2x3x
 
 // -----
 
+func.func @matmul_bands_without_triangle(%a: tensor<8x8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+1 {{is cut into bands but has no triangle}}
+  %0 = gpuc.matmul %a, %b bands 2 : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_two_triangles(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>) {
+  // expected-error @+1 {{has a triangle on both its lhs and its result}}
+  %0 = gpuc.matmul %a, %b lhs_triangle gt result_triangle gt bands 2 : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_triangle_with_diagonal(%a: tensor<8x8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+1 {{has a triangle 'ge'; a triangle is gt or lt}}
+  %0 = gpuc.matmul %a, %b lhs_triangle ge bands 2 : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_triangle_with_layout(%q: tensor<2x8x3x4xf32>) {
+  // expected-error @+1 {{has a triangle on its result, which has a layout}}
+  %0 = gpuc.matmul %q, %q transpose_rhs lhs_perm = [0, 2, 1, 3] rhs_perm = [0, 2, 1, 3] result_perm = [0, 2, 1, 3] result_triangle gt bands 2 : (tensor<2x8x3x4xf32>, tensor<2x8x3x4xf32>) -> tensor<2x8x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_triangle_not_square(%a: tensor<8x6xf32>, %b: tensor<6x4xf32>) {
+  // expected-error @+1 {{has a triangle on its lhs, whose matrix is not square}}
+  %0 = gpuc.matmul %a, %b lhs_triangle gt bands 2 : (tensor<8x6xf32>, tensor<6x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_triangle_accumulates(%a: tensor<8x8xf32>, %b: tensor<8x4xf32>, %c: tensor<8x4xf32>) {
+  // expected-error @+1 {{has a triangle and accumulates or adds a bias}}
+  %0 = gpuc.matmul %a, %b plus %c : tensor<8x4xf32> lhs_triangle gt bands 2 : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_triangle_bands(%a: tensor<8x8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+1 {{has a triangle but not 2 to 8 bands of its product's rows}}
+  %0 = gpuc.matmul %a, %b transpose_lhs lhs_triangle lt bands 9 : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
 func.func @matmul_mixed_operands(%a: tensor<2x3xbf16>, %b: tensor<3x5xf32>) {
   // expected-error @+1 {{operands have element types 'bf16' and 'f32'}}
   %0 = gpuc.matmul %a, %b : (tensor<2x3xbf16>, tensor<3x5xf32>) -> tensor<2x5xf32>

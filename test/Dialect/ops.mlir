@@ -66,6 +66,16 @@ func.func @column_windows(%qkv: tensor<2x5x36xf32>) -> (tensor<2x3x5x5xf32>, ten
   return %0, %1 : tensor<2x3x5x5xf32>, tensor<2x5x3x4xf32>
 }
 
+// A causal attention's products in bands that skip its triangle.
+// CHECK-LABEL: func.func @triangles
+func.func @triangles(%q: tensor<2x3x8x4xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8x4xf32>) {
+  // CHECK: gpuc.matmul %{{.+}}, %{{.+}} transpose_rhs result_triangle gt bands 4 : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x8x8xf32>
+  %0 = gpuc.matmul %q, %q transpose_rhs result_triangle gt bands 4 : (tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: gpuc.matmul %{{.+}}, %{{.+}} transpose_lhs lhs_triangle lt bands 2 : (tensor<2x3x8x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x8x4xf32>
+  %1 = gpuc.matmul %0, %q transpose_lhs lhs_triangle lt bands 2 : (tensor<2x3x8x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x8x4xf32>
+  return %0, %1 : tensor<2x3x8x8xf32>, tensor<2x3x8x4xf32>
+}
+
 // CHECK-LABEL: func.func @linear_loss
 func.func @linear_loss(%h: tensor<6x4xf32>, %w: tensor<9x4xf32>, %b: tensor<9xf32>, %y: tensor<6xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<6x4xf32>, tensor<9x4xf32>, tensor<9xf32>, tensor<9x4xf32>) {
   // CHECK: gpuc.linear_cross_entropy %{{.+}}, %{{.+}}, %{{.+}} bias %{{.+}} : tensor<9xf32> reduction = mean ignore_index = -100 : (tensor<6x4xf32>, tensor<9x4xf32>, tensor<6xi64>) -> tensor<f32>

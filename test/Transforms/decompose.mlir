@@ -7,6 +7,8 @@
 // RUN: gpuc-opt %s --gpuc-decompose=loss-chunk-bytes=6750000 -split-input-file | FileCheck %s --check-prefix=EVEN
 // RUN: not gpuc-opt %s --gpuc-decompose=loss-chunk-bytes=0 -split-input-file 2>&1 | FileCheck %s --check-prefix=ZEROBYTES
 // RUN: not gpuc-opt %s --gpuc-decompose=pad-classes=-1 -split-input-file 2>&1 | FileCheck %s --check-prefix=NEGPAD
+// RUN: gpuc-opt %s --gpuc-decompose=triangle-band-rows=2 -split-input-file | FileCheck %s --check-prefix=BANDS
+// RUN: not gpuc-opt %s --gpuc-decompose=triangle-band-rows=-1 -split-input-file 2>&1 | FileCheck %s --check-prefix=NEGBANDS
 // ZEROBYTES: loss-chunk-bytes 0 is not a positive size
 // NEGPAD: pad-classes -1 is negative
 // UNKNOWN: unknown attention lowering 'dense'; the lowerings are gemm and flash
@@ -484,6 +486,64 @@ func.func @low_head(%x: tensor<10x3xbf16>, %w: tensor<12x3xbf16>, %y: tensor<10x
 // EVEN-NOT: gpuc.slice %arg0
 // EVEN-LABEL: func.func @uneven_rows
 // EVEN: gpuc.slice %arg0 starts = [0, 0] limits = [1472, 4]
+// A causal attention's GEMMs in bands (4 bands of 2 rows here): the
+// scores and their gradient are computed where the triangle keeps them
+// (result_triangle), selected before anything reads them; the weights and
+// the scores' gradient are made exactly zero in the triangle, and the
+// products that read them sum only the kept terms (lhs_triangle).
+// BANDS-LABEL: func.func @causal_bands
+// BANDS: %[[S:.+]] = gpuc.matmul %arg0, %arg1 transpose_rhs result_triangle gt bands 4
+// BANDS: %[[Z:.+]] = gpuc.mul %[[S]]
+// BANDS: %[[OUT:.+]] = gpuc.compare gt
+// BANDS: gpuc.select %[[OUT]], %{{.+}}, %[[Z]]
+// BANDS: %[[P:.+]] = gpuc.select %{{.+}}, %[[ZERO:.+]], %{{.+}} : tensor<1x2x8x8xi1>, tensor<1x2x8x8xf32>
+// BANDS: gpuc.matmul %[[P]], %arg2 lhs_triangle gt bands 4
+// BANDS: gpuc.matmul %[[P]], %arg3 transpose_lhs lhs_triangle gt bands 4
+// BANDS: %[[DP:.+]] = gpuc.matmul %arg3, %arg2 transpose_rhs result_triangle gt bands 4
+// BANDS: gpuc.select %{{.+}}, %[[ZERO]], %[[DP]]
+// BANDS: gpuc.matmul %[[DS:.+]], %arg1 lhs_triangle gt bands 4
+// BANDS: gpuc.matmul %[[DS]], %arg0 transpose_lhs lhs_triangle gt bands 4
+// NEGBANDS: triangle-band-rows -1 is negative
+func.func @causal_bands(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>, %do: tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) {
+  %o, %lse = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x8x4xf32>, tensor<1x2x8xf32>
+  %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8xf32>
+  return %o, %dq, %dk, %dv : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>
+}
+
+// -----
+
+// A gradient lowered apart from its forward recomputes the weights from
+// the scores' kept triangle, zero in the other; a keeping `le` mask as an
+// operand excludes the triangle above the diagonal too.
+// BANDS-LABEL: func.func @causal_bands_grad_alone
+// BANDS: gpuc.matmul %arg0, %arg0 transpose_rhs result_triangle gt bands 3
+// BANDS: gpuc.exp
+// BANDS: %[[P:.+]] = gpuc.select
+// BANDS: gpuc.matmul %[[P]], %arg3 transpose_lhs lhs_triangle gt bands 3
+func.func @causal_bands_grad_alone(%q: tensor<1x1x6x4xf32>, %o: tensor<1x1x6x4xf32>, %lse: tensor<1x1x6xf32>, %do: tensor<1x1x6x4xf32>) -> (tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>) {
+  %m = gpuc.constant dense<[[[[true, false, false, false, false, false], [true, true, false, false, false, false], [true, true, true, false, false, false], [true, true, true, true, false, false], [true, true, true, true, true, false], [true, true, true, true, true, true]]]]> : tensor<1x1x6x6xi1>
+  %dq, %dk, %dv = gpuc.attention_grad %q, %q, %q, %o, %lse, %do mask %m : tensor<1x1x6x6xi1> scale = 5.000000e-01 fill = -3.000000e+38 {mask_keeps} : tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6xf32>
+  return %dq, %dk, %dv : tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>
+}
+
+// -----
+
+// Whole GEMMs: a triangle beside a padding mask (a row may keep no key),
+// a fill that leaves the excluded scores a weight, a triangle without the
+// diagonal (the first row keeps no key), and keys fewer than the queries.
+// BANDS-LABEL: func.func @no_bands
+// BANDS-NOT: bands
+// BANDS: return
+func.func @no_bands(%q: tensor<1x1x6x4xf32>, %pad: tensor<1x1x1x6xi1>, %k: tensor<1x1x4x4xf32>) -> (tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>) {
+  %o1, %l1 = gpuc.attention %q, %q, %q mask %pad : tensor<1x1x1x6xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt : tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32> -> tensor<1x1x6x4xf32>, tensor<1x1x6xf32>
+  %o2, %l2 = gpuc.attention %q, %q, %q scale = 5.000000e-01 fill = -1.000000e+04 triangle gt : tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32> -> tensor<1x1x6x4xf32>, tensor<1x1x6xf32>
+  %o3, %l3 = gpuc.attention %q, %q, %q scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle ge : tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32> -> tensor<1x1x6x4xf32>, tensor<1x1x6xf32>
+  %o4, %l4 = gpuc.attention %q, %k, %k scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt : tensor<1x1x6x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32> -> tensor<1x1x6x4xf32>, tensor<1x1x6xf32>
+  return %o1, %o2, %o3, %o4 : tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>
+}
+
+// -----
+
 // EVEN: gpuc.slice %arg0 starts = [1472, 0] limits = [2944, 4]
 // EVEN: gpuc.slice %arg0 starts = [2944, 0] limits = [4288, 4]
 // EVEN-NOT: gpuc.slice %arg0

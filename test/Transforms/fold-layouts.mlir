@@ -204,3 +204,21 @@ func.func @column_slice(%x: tensor<6x9xf32>, %g: tensor<6x3xf32>) -> tensor<5x3x
   %y = gpuc.matmul %a, %g transpose_lhs : (tensor<6x5xf32>, tensor<6x3xf32>) -> tensor<5x3xf32>
   return %y : tensor<5x3xf32>
 }
+
+// -----
+
+// A triangle is of the matrix as stored: the transpose before a triangle's
+// lhs, and after a triangle's result, stay; the other operands fold.
+// CHECK-LABEL: func.func @triangles_keep_their_matrices
+// CHECK: %[[S:.+]] = gpuc.matmul %arg0, %arg0 transpose_rhs lhs_perm = [0, 2, 1, 3] rhs_perm = [0, 2, 1, 3] result_triangle gt bands 2
+// CHECK: gpuc.transpose %[[S]]
+// CHECK: %[[P:.+]] = gpuc.transpose %arg1
+// CHECK: gpuc.matmul %[[P]], %arg0 rhs_perm = [0, 2, 1, 3] lhs_triangle gt bands 2
+func.func @triangles_keep_their_matrices(%x: tensor<2x4x3x8xf32>, %p: tensor<2x4x3x4xf32>) -> (tensor<2x4x3x4xf32>, tensor<2x3x4x8xf32>) {
+  %q = gpuc.transpose %x perm = [0, 2, 1, 3] : tensor<2x4x3x8xf32> -> tensor<2x3x4x8xf32>
+  %s = gpuc.matmul %q, %q transpose_rhs result_triangle gt bands 2 : (tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x4xf32>
+  %st = gpuc.transpose %s perm = [0, 2, 1, 3] : tensor<2x3x4x4xf32> -> tensor<2x4x3x4xf32>
+  %pt = gpuc.transpose %p perm = [0, 2, 1, 3] : tensor<2x4x3x4xf32> -> tensor<2x3x4x4xf32>
+  %o = gpuc.matmul %pt, %q lhs_triangle gt bands 2 : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %st, %o : tensor<2x4x3x4xf32>, tensor<2x3x4x8xf32>
+}

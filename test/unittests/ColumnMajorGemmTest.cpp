@@ -38,7 +38,7 @@ Buffers buffersFor(const GemmStep &g, std::mt19937 &rng) {
     return v;
   };
   return {filled(g.offsetA + g.extent(0)), filled(g.offsetB + g.extent(1)),
-          filled(g.extent(2)), filled(g.n)};
+          filled(g.offsetC + g.extent(2)), filled(g.n)};
 }
 
 /// The step's meaning (PlanSteps.h): per call and batch entry, row-major
@@ -48,7 +48,7 @@ void runRowMajor(const GemmStep &g, Buffers &x, bool bias) {
     for (int64_t p = 0; p < g.batch; ++p) {
       int64_t a0 = g.offsetA + call * g.callStrideA + p * g.strideA;
       int64_t b0 = g.offsetB + call * g.callStrideB + p * g.strideB;
-      int64_t c0 = call * g.callStrideC + p * g.strideC;
+      int64_t c0 = g.offsetC + call * g.callStrideC + p * g.strideC;
       for (int64_t i = 0; i < g.m; ++i)
         for (int64_t j = 0; j < g.n; ++j) {
           double sum = 0;
@@ -133,7 +133,7 @@ void expectSameProducts(const GemmStep &g, bool bias, const std::string &what,
   runRowMajor(g, rowMajor, bias);
   const int64_t limit[] = {(int64_t)(g.offsetA + g.extent(0)),
                            (int64_t)(g.offsetB + g.extent(1)),
-                           (int64_t)g.extent(2)};
+                           (int64_t)(g.offsetC + g.extent(2))};
   runColumnMajor(lt, g.accumulate, columnMajor, bias, limit, what);
   ASSERT_FALSE(::testing::Test::HasFailure());
   for (size_t i = 0; i < rowMajor.c.size(); ++i)
@@ -232,6 +232,29 @@ TEST(ColumnMajorGemm, WindowsAndCallsReadTheirColumnsInPlace) {
   g.ldc = t, g.strideC = d * t, g.callStrideC = h * d * t;
   g.offsetA = 2 * c, g.offsetB = 0;
   expectSameProducts(g, false, "values^T", rng);
+}
+
+TEST(ColumnMajorGemm, BandsStartAtTheirRowsAndColumns) {
+  // A causal attention's products in bands (gemmCalls): of [T, T] scores
+  // for 2 sequences of 3 heads, the band of rows [4, 8) computes columns
+  // [0, 8) of Q K^T into C from row 4; the keys' band of rows [4, 8) of
+  // dS^T Q sums the queries [4, 10) of dS, stored [T, T].
+  std::mt19937 rng(9);
+  const int64_t t = 10, d = 4, h = 3;
+  GemmStep g = compact(4, 8, d, false, true, h);
+  g.lda = d, g.ldb = d, g.ldc = t;
+  g.strideA = t * d, g.strideB = t * d, g.strideC = t * t;
+  g.calls = 2, g.callStrideA = h * t * d, g.callStrideB = h * t * d;
+  g.callStrideC = h * t * t;
+  g.offsetA = 4 * d, g.offsetC = 4 * t;
+  expectSameProducts(g, false, "a band of the scores", rng);
+  GemmStep keys = compact(4, d, 6, true, false, h);
+  keys.lda = t, keys.ldb = d, keys.ldc = d;
+  keys.strideA = t * t, keys.strideB = t * d, keys.strideC = t * d;
+  keys.calls = 2, keys.callStrideA = h * t * t, keys.callStrideB = h * t * d;
+  keys.callStrideC = h * t * d;
+  keys.offsetA = 4 * t + 4, keys.offsetB = 4 * d, keys.offsetC = 4 * d;
+  expectSameProducts(keys, false, "a band of the keys' gradient", rng);
 }
 
 TEST(ColumnMajorGemm, RandomStepsComputeTheirRowMajorProducts) {

@@ -128,6 +128,12 @@ bool checkStepFlags() {
                  << mlir::gpuc::kGpuRowStageBytes << " by default)\n";
     return false;
   }
+  if (attentionBandRows < 0) {
+    llvm::errs() << "gpuc compile: --attention-band-rows "
+                 << (int64_t)attentionBandRows
+                 << " is negative (0 keeps attention's GEMMs whole)\n";
+    return false;
+  }
   if (lossChunkRows < 0) {
     llvm::errs() << "gpuc compile: --loss-chunk-rows " << (int64_t)lossChunkRows
                  << " must be positive (or 0: chosen by the compiler)\n";

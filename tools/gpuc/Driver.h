@@ -119,6 +119,7 @@ extern cl::opt<bool> evalLogits;
 extern cl::opt<bool> noGemmEpilogues;
 extern cl::opt<std::string> attentionOption;
 extern cl::opt<int64_t> lossChunkRows;
+extern cl::opt<int64_t> attentionBandRows;
 extern cl::opt<int64_t> gpuBytesInFlight;
 extern cl::opt<std::string> attentionBlocksPerSm;
 extern cl::opt<int64_t> attentionRowsPerWarp;

@@ -409,6 +409,14 @@ cl::opt<int64_t> lossChunkRows(
         "about 32 MiB, 256 MiB where the artifact has the CUDA target, in at "
         "most 16 chunks of as many rows)"),
     cl::value_desc("rows"), cl::init(0), cl::cat(compileCategory));
+cl::opt<int64_t> attentionBandRows(
+    "attention-band-rows",
+    cl::desc("compile: under the gemm lowering of attention, cut a causal "
+             "mask's GEMMs into bands of about N rows of the scores (at most "
+             "16 bands), each computing only the scores, or summing only the "
+             "terms, its rows keep (default 128: about 44 % fewer products "
+             "at 1,024 tokens; 0: whole GEMMs, to compare)"),
+    cl::value_desc("N"), cl::init(128), cl::cat(compileCategory));
 cl::opt<std::string> padClassesOption(
     "pad-classes",
     cl::desc("compile: run a language model's head over its vocabulary "

@@ -289,9 +289,9 @@ void addStepPipeline(PassManager &pm, StringRef lossOutput,
   // logits' memory counts.
   int64_t chunkBytes =
       targetOrDefault() == "cpu" ? int64_t(32) << 20 : int64_t(256) << 20;
-  pm.addPass(gpuc::createGpucDecompose(
-      gpuc::GpucDecomposeOptions{*attentionLowering("gpuc"), lossChunkRows,
-                                 chunkBytes, *padClasses("gpuc")}));
+  pm.addPass(gpuc::createGpucDecompose(gpuc::GpucDecomposeOptions{
+      *attentionLowering("gpuc"), lossChunkRows, chunkBytes,
+      *padClasses("gpuc"), attentionBandRows}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // Validated by convChannelsLast before any pipeline is built.

@@ -346,6 +346,8 @@ def GpucDecompose : Pass<"gpuc-decompose", "::mlir::ModuleOp"> {
     how gpuc.attention and its gradient run: `gemm` (batched GEMMs around
     row kernels; the gradient recomputes the weights from Q K^T) or `flash`
     (they stay, each a fused kernel of its own that keeps no weight).
+    Under `gemm`, a causal mask's GEMMs come in `triangle-band-rows` bands
+    that skip what its triangle excludes (`gpuc.matmul`'s `bands`).
     `gpuc.linear_cross_entropy_grad` runs over chunks of rows: each chunk's
     logits (a GEMM), its loss and logit gradient (row kernels), its rows of
     the input's gradient (a GEMM writing into its part of the result) and
@@ -367,7 +369,11 @@ def GpucDecompose : Pass<"gpuc-decompose", "::mlir::ModuleOp"> {
            "what a chunk's logits take by default (32 MiB)">,
     Option<"padClasses", "pad-classes", "int64_t", "0",
            "pad a linear cross-entropy's classes to a multiple of this "
-           "(0: never)">
+           "(0: never)">,
+    Option<"triangleBandRows", "triangle-band-rows", "int64_t", "128",
+           "under the gemm lowering, cut a causal attention's GEMMs into "
+           "bands of about this many rows (at most 16 bands) that skip its "
+           "triangle (0: never)">
   ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }

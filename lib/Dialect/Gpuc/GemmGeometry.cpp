@@ -186,3 +186,51 @@ GemmGeometry mlir::gpuc::gemmGeometry(MatmulOp op) {
   assert(succeeded(g) && "gemmGeometry of a matmul that does not verify");
   return *g;
 }
+
+SmallVector<GemmGeometry> mlir::gpuc::gemmCalls(MatmulOp op) {
+  GemmGeometry whole = gemmGeometry(op);
+  std::optional<ComparePredicate> lhsTriangle = op.getLhsTriangle(),
+                                  resultTriangle = op.getResultTriangle();
+  std::optional<int64_t> bands = op.getBands();
+  if (!bands || (!lhsTriangle && !resultTriangle))
+    return {whole};
+  // The triangle's matrix is square and stored as it is read (the verifier
+  // says so), so its rows and columns are the product's as the flags say.
+  SmallVector<GemmGeometry> calls;
+  for (int64_t band = 0; band < *bands; ++band) {
+    int64_t first = whole.m * band / *bands,
+            end = whole.m * (band + 1) / *bands;
+    if (first == end)
+      continue;
+    // The band's columns [c0, c1) and terms [k0, k1).
+    int64_t c0 = 0, c1 = whole.n, k0 = 0, k1 = whole.k;
+    if (resultTriangle) {
+      // Row r needs columns c with !(c P r).
+      if (*resultTriangle == ComparePredicate::gt)
+        c1 = std::min(whole.n, end);
+      else
+        c0 = first;
+    } else if (!whole.transA) {
+      // A [m, k] is zero at (r, l) where l P r.
+      if (*lhsTriangle == ComparePredicate::gt)
+        k1 = std::min(whole.k, end);
+      else
+        k0 = first;
+    } else {
+      // A stored [k, m] is zero at (l, r) where r P l.
+      if (*lhsTriangle == ComparePredicate::gt)
+        k0 = first;
+      else
+        k1 = std::min(whole.k, end);
+    }
+    GemmGeometry g = whole;
+    g.m = end - first;
+    g.n = c1 - c0;
+    g.k = k1 - k0;
+    g.offsetA += whole.transA ? k0 * whole.lda + first : first * whole.lda + k0;
+    g.offsetB += whole.transB ? c0 * whole.ldb + k0 : k0 * whole.ldb + c0;
+    g.offsetC += first * whole.ldc + c0;
+    calls.push_back(g);
+  }
+  return calls;
+}

@@ -654,9 +654,10 @@ OpFoldResult MatmulOp::fold(FoldAdaptor) {
   // (An operand with a layout keeps it: the layout composes with the flag
   // in gpuc-fold-layouts. A window reads columns of the stored operand,
   // which a transpose would not have stored last.)
+  // (A triangle is of the lhs as stored.)
   bool changed = false;
   if (auto t = getLhs().getDefiningOp<TransposeOp>();
-      t && getLhsPerm().empty() && !getLhsWindow() &&
+      t && getLhsPerm().empty() && !getLhsWindow() && !getLhsTriangle() &&
       swapsLastTwo(t.getPerm())) {
     getLhsMutable().assign(t.getInput());
     setTransposeLhs(!getTransposeLhs());

@@ -237,7 +237,44 @@ LogicalResult MatmulOp::verify() {
       return emitOpError()
              << "adds a bias to a result that accumulates or has a layout";
   }
+  if (failed(verifyTriangle(geometry->m)))
+    return failure();
   return verifyResultShape(*this, geometry->result, getResult());
+}
+
+/// A triangle is a causal one (strict, so every row keeps its diagonal) of
+/// a square matrix stored as the product reads or writes it, cut into
+/// bands of at least one row.
+LogicalResult MatmulOp::verifyTriangle(int64_t rows) {
+  std::optional<ComparePredicate> lhs = getLhsTriangle(),
+                                  result = getResultTriangle();
+  if (!lhs && !result) {
+    if (getBands())
+      return emitOpError() << "is cut into bands but has no triangle";
+    return success();
+  }
+  if (lhs && result)
+    return emitOpError() << "has a triangle on both its lhs and its result";
+  ComparePredicate predicate = lhs ? *lhs : *result;
+  if (predicate != ComparePredicate::gt && predicate != ComparePredicate::lt)
+    return emitOpError() << "has a triangle '"
+                         << stringifyComparePredicate(predicate)
+                         << "'; a triangle is gt or lt";
+  StringRef which = lhs ? "lhs" : "result";
+  if (lhs ? !getLhsPerm().empty() || getLhsWindow() : !getResultPerm().empty())
+    return emitOpError() << "has a triangle on its " << which
+                         << ", which has a layout";
+  if (getAcc() || getBias())
+    return emitOpError() << "has a triangle and accumulates or adds a bias";
+  ArrayRef<int64_t> shape = shapeOf(lhs ? getLhs() : getResult());
+  if (shape[shape.size() - 2] != shape.back())
+    return emitOpError() << "has a triangle on its " << which
+                         << ", whose matrix is not square";
+  std::optional<int64_t> bands = getBands();
+  if (!bands || *bands < 2 || *bands > rows)
+    return emitOpError() << "has a triangle but not 2 to " << rows
+                         << " bands of its product's rows";
+  return success();
 }
 
 LogicalResult Conv2DOp::verify() {

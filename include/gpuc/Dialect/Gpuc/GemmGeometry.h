@@ -30,9 +30,9 @@ struct GemmGeometry {
   int64_t lda = 1, ldb = 1, ldc = 1;
   int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
   int64_t calls = 1, callStrideA = 0, callStrideB = 0, callStrideC = 0;
-  /// Where A's and B's first elements lie in their buffers (a window's
-  /// first column).
-  int64_t offsetA = 0, offsetB = 0;
+  /// Where A's, B's and C's first elements lie in their buffers (a
+  /// window's first column; a band's first row and column).
+  int64_t offsetA = 0, offsetB = 0, offsetC = 0;
 };
 
 /// An operand read as a window of its stored rows (`#gpuc.columns`): the
@@ -65,6 +65,12 @@ GemmWindow gemmWindow(ArrayRef<int64_t> stored, ColumnsAttr window);
 
 /// The geometry of a verified matmul.
 GemmGeometry gemmGeometry(MatmulOp op);
+
+/// The library calls of a verified matmul: its geometry, or, for a product
+/// cut into `bands` with a triangle, one call for each band of the result's
+/// rows, reduced to the columns (result triangle) or the terms (lhs
+/// triangle) that some row of the band needs.
+SmallVector<GemmGeometry> gemmCalls(MatmulOp op);
 
 } // namespace mlir::gpuc
 

@@ -437,6 +437,20 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
     the library call's leading dimension `W`, and no kernel copies them
     out.
 
+    `lhs_triangle P` and `result_triangle P` say that a causal attention's
+    product need not compute what its mask excludes. Of the square matrix
+    stored in the lhs's (or the result's) last two dimensions, entry (row
+    r, column c) lies in the triangle where `c P r` (`gt`: above the
+    diagonal; `lt`: below it). `lhs_triangle`: the lhs reads as zero there
+    (the product's producer makes it so: attention's weights and their
+    gradient); `result_triangle`: the result is not computed there, and its
+    value is unspecified (the interpreter writes NaN: every reader selects
+    it away). `bands N` cuts the result's rows into N bands; a band's
+    library call computes only the columns, or sums only the terms, that
+    some row of the band needs (a causal attention's scores, at 8 bands:
+    36 of 64 blocks). The lhs or result with a triangle has no layout or
+    window, and the product neither accumulates nor adds a bias.
+
     ```mlir
     %y = gpuc.matmul %x, %w transpose_rhs
            : (tensor<32x784xf32>, tensor<256x784xf32>) -> tensor<32x256xf32>
@@ -452,6 +466,10 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
            rhs_window = #gpuc.columns<offset = 32, shape = [4, 8]>
            lhs_perm = [0, 2, 1, 3] rhs_perm = [0, 2, 1, 3]
            : (tensor<2x16x96xf32>, tensor<2x16x96xf32>) -> tensor<2x4x16x16xf32>
+    %s = gpuc.matmul %q, %k transpose_rhs result_triangle gt bands 4
+           : (tensor<2x4x512x64xf32>, tensor<2x4x512x64xf32>) -> tensor<2x4x512x512xf32>
+    %o = gpuc.matmul %p, %v lhs_triangle gt bands 4
+           : (tensor<2x4x512x512xf32>, tensor<2x4x512x64xf32>) -> tensor<2x4x512x64xf32>
     ```
   }];
   let arguments = (ins Gpuc_FloatTensor:$lhs, Gpuc_FloatTensor:$rhs,
@@ -462,7 +480,10 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
                        DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$rhs_perm,
                        DefaultValuedProp<ArrayProp<I64Prop>, "::llvm::ArrayRef<int64_t>{}", "::llvm::SmallVector<int64_t>{}">:$result_perm,
                        OptionalAttr<Gpuc_ColumnsAttr>:$lhs_window,
-                       OptionalAttr<Gpuc_ColumnsAttr>:$rhs_window);
+                       OptionalAttr<Gpuc_ColumnsAttr>:$rhs_window,
+                       OptionalAttr<Gpuc_ComparePredicate>:$lhs_triangle,
+                       OptionalAttr<Gpuc_ComparePredicate>:$result_triangle,
+                       OptionalAttr<I64Attr>:$bands);
   let results = (outs Gpuc_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
@@ -470,6 +491,8 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
     (`lhs_perm` `=` $lhs_perm^)? (`rhs_perm` `=` $rhs_perm^)?
     (`result_perm` `=` $result_perm^)? (`plus` $acc^ `:` type($acc))?
     (`bias` $bias^ `:` type($bias))?
+    (`lhs_triangle` $lhs_triangle^)? (`result_triangle` $result_triangle^)?
+    (`bands` $bands^)?
     attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
   }];
   let builders = [
@@ -482,7 +505,9 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
                    CArg<"::llvm::ArrayRef<int64_t>", "{}">:$result_perm), [{
       build($_builder, $_state, result, lhs, rhs, ::mlir::Value(),
             ::mlir::Value(), transpose_lhs, transpose_rhs, lhs_perm, rhs_perm,
-            result_perm, /*lhs_window=*/nullptr, /*rhs_window=*/nullptr);
+            result_perm, /*lhs_window=*/nullptr, /*rhs_window=*/nullptr,
+            /*lhs_triangle=*/nullptr, /*result_triangle=*/nullptr,
+            /*bands=*/nullptr);
     }]>];
   let extraClassDeclaration = [{
     /// Whether any operand or the result has a layout of its own.
@@ -493,6 +518,9 @@ def Gpuc_MatmulOp : Gpuc_Op<"matmul", [DeclareOpInterfaceMethods<Gpuc_GradientOp
     /// The shape of operand `i` (0: lhs, 1: rhs) as the product reads it
     /// before its permutation: the stored shape, or its window's.
     ::llvm::SmallVector<int64_t> readShape(unsigned i);
+    /// The verifier's part for `lhs_triangle`, `result_triangle` and
+    /// `bands`, of a product of `rows` rows.
+    ::mlir::LogicalResult verifyTriangle(int64_t rows);
   }];
   let hasVerifier = 1;
   let hasFolder = 1;

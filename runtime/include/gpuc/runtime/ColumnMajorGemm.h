@@ -81,7 +81,7 @@ inline bool columnMajorGemmOf(const GemmStep &g, ColumnMajorGemm &out,
                batchStride[1],       callStride[1],        g.offsetB};
   out.second = {g.transA ? m : g.k, g.transA ? g.k : m, g.lda,
                 batchStride[0],     callStride[0],      g.offsetA};
-  out.result = {g.n, m, g.ldc, batchStride[2], callStride[2], 0};
+  out.result = {g.n, m, g.ldc, batchStride[2], callStride[2], g.offsetC};
   return true;
 }
 

@@ -146,9 +146,9 @@ struct GemmStep {
   int64_t batch, strideA, strideB, strideC;
   int64_t calls, callStrideA, callStrideB, callStrideC;
   bool accumulate;
-  /// Where A's and B's first elements lie in their buffers (a window of
-  /// a wider tensor's columns); C starts at its buffer's start.
-  int64_t offsetA = 0, offsetB = 0;
+  /// Where A's, B's and C's first elements lie in their buffers (a window
+  /// of a wider tensor's columns; a band of a product's rows).
+  int64_t offsetA = 0, offsetB = 0, offsetC = 0;
 
   int64_t rows(int operand) const {
     return operand == 0   ? (transA ? k : m)
@@ -161,7 +161,7 @@ struct GemmStep {
                           : n;
   }
   int64_t offset(int operand) const {
-    return operand == 0 ? offsetA : operand == 1 ? offsetB : 0;
+    return operand == 0 ? offsetA : operand == 1 ? offsetB : offsetC;
   }
   /// Elements from an operand's first to its last one read or written (a:
   /// 0, b: 1, c: 2), plus one; in 128 bits, so that a damaged plan's
@@ -195,7 +195,8 @@ inline GemmStep gemmStepOf(const nlohmann::json &s) {
           s["call_stride_c"],
           s.value("accumulate", false),
           s.value("a_offset", (int64_t)0),
-          s.value("b_offset", (int64_t)0)};
+          s.value("b_offset", (int64_t)0),
+          s.value("c_offset", (int64_t)0)};
 }
 
 } // namespace gpuc

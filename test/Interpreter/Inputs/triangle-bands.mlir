@@ -1,0 +1,11 @@
+// A causal attention and its gradient (7 queries, so bands of 2, 2 and 3
+// rows at triangle-band-rows=2), with a -inf fill; and one whose mask, a
+// keeping `key <= query` constant, fills with about the lowest float.
+func.func @forward(%q: tensor<1x2x7x4xf32> {gpuc.input = "q"}, %k: tensor<1x2x7x4xf32> {gpuc.input = "k"}, %v: tensor<1x2x7x4xf32> {gpuc.input = "v"}, %do: tensor<1x2x7x4xf32> {gpuc.input = "do"}) -> (tensor<1x2x7x4xf32> {gpuc.output = "o"}, tensor<1x2x7xf32> {gpuc.output = "lse"}, tensor<1x2x7x4xf32> {gpuc.output = "dq"}, tensor<1x2x7x4xf32> {gpuc.output = "dk"}, tensor<1x2x7x4xf32> {gpuc.output = "dv"}, tensor<1x2x7x4xf32> {gpuc.output = "o_kept"}, tensor<1x2x7x4xf32> {gpuc.output = "dq_kept"}, tensor<1x2x7x4xf32> {gpuc.output = "dk_kept"}, tensor<1x2x7x4xf32> {gpuc.output = "dv_kept"}) {
+  %o, %lse = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt : tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32> -> tensor<1x2x7x4xf32>, tensor<1x2x7xf32>
+  %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt : tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7xf32>
+  %m = gpuc.constant dense<[[[[true, false, false, false, false, false, false], [true, true, false, false, false, false, false], [true, true, true, false, false, false, false], [true, true, true, true, false, false, false], [true, true, true, true, true, false, false], [true, true, true, true, true, true, false], [true, true, true, true, true, true, true]]]]> : tensor<1x1x7x7xi1>
+  %o2, %lse2 = gpuc.attention %q, %k, %v mask %m : tensor<1x1x7x7xi1> scale = 5.000000e-01 fill = -3.000000e+38 {mask_keeps} : tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32> -> tensor<1x2x7x4xf32>, tensor<1x2x7xf32>
+  %dq2, %dk2, %dv2 = gpuc.attention_grad %q, %k, %v, %o2, %lse2, %do mask %m : tensor<1x1x7x7xi1> scale = 5.000000e-01 fill = -3.000000e+38 {mask_keeps} : tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7xf32>
+  return %o, %lse, %dq, %dk, %dv, %o2, %dq2, %dk2, %dv2 : tensor<1x2x7x4xf32>, tensor<1x2x7xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>, tensor<1x2x7x4xf32>
+}
