@@ -311,8 +311,6 @@ FailureOr<json> Lowering::libraryCall(Operation *op) {
                 {"ranks", shard.getRanks()},
                 {"pairs", shardPairs(shard.getInput(), shard.getResult())},
                 {"bytes", tensorBytes(shard.getResult())}};
-  if (auto mm = dyn_cast<MatmulOp>(op))
-    return gemmCall(mm, gemmGeometry(mm));
   // Shapes are NCHW (OIHW) whatever the layout; "layout": "nhwc" says the
   // tensors hold their channels innermost (NHWC, OHWI).
   auto conv = [&](StringRef name, Value x, Value w, Value y,
@@ -625,11 +623,9 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
                            {"dst", dst},
                            {"bytes", buffers[dst].bytes}});
       }
-      // A product with a triangle is a call for each band of its rows,
-      // each counting the products it computes.
-      if (auto mm = dyn_cast<MatmulOp>(op);
-          mm && mm.getBands() &&
-          (mm.getLhsTriangle() || mm.getResultTriangle())) {
+      // A product is one call, or with a triangle a call for each band of
+      // its rows, each counting the products it computes.
+      if (auto mm = dyn_cast<MatmulOp>(op)) {
         for (const GemmGeometry &g : gemmCalls(mm)) {
           json step = gemmCall(mm, g);
           step["flops"] = 2 * g.m * g.n * g.k * g.batch * g.calls;

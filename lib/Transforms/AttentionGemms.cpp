@@ -135,8 +135,7 @@ struct Bands {
       mm.setLhsTriangleAttr(attr);
     else
       mm.setResultTriangleAttr(attr);
-    mm.setBandsAttr(
-        IntegerAttr::get(IntegerType::get(mm.getContext(), 64), count));
+    mm.setBandsAttr(Builder(mm.getContext()).getI64IntegerAttr(count));
     return product;
   }
 };
