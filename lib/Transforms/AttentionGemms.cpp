@@ -68,8 +68,10 @@ Value wideAttentionMask(ExprBuilder &B, OpTy op, ArrayRef<int64_t> shape) {
 }
 
 /// A fill at or below which an excluded score weighs nothing in f32: its
-/// exponential against any kept score below 2^70 in magnitude is 0.
-constexpr double kFillWeighingNothing = -1e30;
+/// weight exp(fill - max) is 0 in f32 (below e^-104) unless every kept
+/// score of its row is below fill + 104: below -999,999,896 at -1e9, the
+/// fill of `masked_fill(mask, -1e9)`.
+constexpr double kFillWeighingNothing = -1e9;
 
 /// The comparison `key P query` of the scores an attention's GEMMs may
 /// skip: where its mask excludes exactly a strict triangle of square
