@@ -12,6 +12,7 @@
 #include "gpuc/Dialect/Gpuc/TensorBuilder.h"
 #include "gpuc/Transforms/Constants.h"
 #include "gpuc/Transforms/Passes.h"
+#include "gpuc/Transforms/TriangularMask.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -135,6 +136,23 @@ Value stripNanGuard(Value weights, bool &guarded) {
   return p;
 }
 
+/// Whether a triangular mask `cond` (true keeps a score where `keeps`)
+/// keeps at least one key of every row. A row's kept keys are an interval
+/// at one end of it: its first or last key is kept, or none is.
+bool triangleKeepsAKeyInEveryRow(Value cond, bool keeps) {
+  std::optional<TriangularMask> triangle = matchTriangularMask(cond);
+  if (!triangle)
+    return false;
+  ArrayRef<int64_t> shape = shapeOf(cond);
+  int64_t queries = shape[shape.size() - 2], keys = shape.back();
+  for (int64_t q = 0; q < queries; ++q)
+    if (keys == 0 ||
+        (holdsComparison<int64_t>(triangle->keyVsQuery, 0, q) != keeps &&
+         holdsComparison<int64_t>(triangle->keyVsQuery, keys - 1, q) != keeps))
+      return false;
+  return true;
+}
+
 /// Whether a constant mask keeps at least one key of every row.
 bool keepsAKeyInEveryRow(const Mask &mask) {
   DenseElementsAttr masked = mask.bias;
@@ -148,7 +166,7 @@ bool keepsAKeyInEveryRow(const Mask &mask) {
       cond = b.getInput();
     masked = constantOf(cond);
     if (!masked)
-      return false;
+      return triangleKeepsAKeyInEveryRow(cond, mask.keeps);
     for (bool bit : masked.getValues<bool>())
       bits.push_back(bit != mask.keeps);
   }

@@ -50,6 +50,11 @@ MODELS = {
     # into 2 heads of 16 over 40 positions. The fused attention kernels read
     # them as row windows of the projection's output, in place.
     "qkv16": ("image", (4, 40, 32), "float", (4,), 5, []),
+    # examples/chargpt.onnx: its causal mask is Trilu's comparison of
+    # iotas and its scale a reciprocal, both computed in the step as
+    # exported; the attention formed from them reads no mask.
+    "chargpt": ("tokens", (4, 64), "tokens", (4, 64), 256,
+                ["--class-axis", "-1"]),
     # A linear layer to 3,001 classes, layer-normalized: rows longer than
     # the CPU's lane blocks (sums in float blocks of 1,024, then double),
     # ending in a partial block and a partial group of lanes. Written by

@@ -299,3 +299,28 @@ func.func @reduce_over_split_dims(%x: tensor<32x16xf32>) -> tensor<4x16xf32> {
   %s = gpuc.reduce_sum %r axes = [1] : tensor<4x8x16xf32> -> tensor<4x16xf32>
   return %s : tensor<4x16xf32>
 }
+
+// -----
+
+// The reciprocal of a constant (an exported attention's 1 / sqrt(d),
+// computed in the step) folds to the f32 quotient; of a value, it stays.
+// select(c, true, false) of booleans is c (Trilu of ones, imported);
+// select(c, false, true) stays a select.
+// CHECK-LABEL: func.func @reciprocal_and_boolean_select
+// CHECK-DAG: %[[QUARTER:.+]] = gpuc.constant dense<2.500000e-01> : tensor<f32>
+// CHECK-DAG: %[[THIRD:.+]] = gpuc.constant dense<0.333333343> : tensor<f32>
+// CHECK-DAG: %[[R:.+]] = gpuc.reciprocal %arg0
+// CHECK-DAG: %[[FLIPPED:.+]] = gpuc.select %arg1, %{{.+}}, %{{.+}} : tensor<3xi1>, tensor<3xi1>
+// CHECK: return %[[QUARTER]], %[[THIRD]], %[[R]], %arg1, %[[FLIPPED]]
+func.func @reciprocal_and_boolean_select(%x: tensor<f32>, %c: tensor<3xi1>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<3xi1>, tensor<3xi1>) {
+  %four = gpuc.constant dense<4.000000e+00> : tensor<f32>
+  %three = gpuc.constant dense<3.000000e+00> : tensor<f32>
+  %a = gpuc.reciprocal %four : tensor<f32>
+  %b = gpuc.reciprocal %three : tensor<f32>
+  %r = gpuc.reciprocal %x : tensor<f32>
+  %t = gpuc.constant dense<true> : tensor<3xi1>
+  %f = gpuc.constant dense<false> : tensor<3xi1>
+  %same = gpuc.select %c, %t, %f : tensor<3xi1>, tensor<3xi1>
+  %flipped = gpuc.select %c, %f, %t : tensor<3xi1>, tensor<3xi1>
+  return %a, %b, %r, %same, %flipped : tensor<f32>, tensor<f32>, tensor<f32>, tensor<3xi1>, tensor<3xi1>
+}

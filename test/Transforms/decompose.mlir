@@ -512,6 +512,50 @@ func.func @causal_bands(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: te
 
 // -----
 
+// Masks the step computes from indices, as exported: Trilu's key - query
+// >= 1 (chargpt), PyTorch's is_causal (ones through Trilu, compared with
+// 0), and a diagonal moved by 2, which is no triangle. The first two are
+// `key > query`: the flash lowering marks the triangle and drops the
+// mask; the GEMMs take bands. The third stays a mask read.
+// FLASH-LABEL: func.func @index_masks
+// FLASH: gpuc.attention %arg0, %arg0, %arg0 scale = 5.000000e-01 fill = 0xFFF0000000000000 triangle gt :
+// FLASH: gpuc.attention %arg0, %arg0, %arg0 scale = 5.000000e-01 fill = -3.4028234663852886E+38 triangle gt :
+// FLASH: gpuc.attention %arg0, %arg0, %arg0 mask %{{.+}} : tensor<1x1x6x6xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 :
+// BANDS-LABEL: func.func @index_masks
+// BANDS: transpose_rhs result_triangle gt bands 3
+// BANDS: lhs_triangle gt bands 3
+// BANDS: transpose_rhs result_triangle gt bands 3
+// BANDS: lhs_triangle gt bands 3
+// BANDS-NOT: bands
+// BANDS: return
+func.func @index_masks(%q: tensor<1x1x6x4xf32>) -> (tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>) {
+  %query = gpuc.iota dim = 0 : tensor<6x6xi64>
+  %key = gpuc.iota dim = 1 : tensor<6x6xi64>
+  %offset = gpuc.sub %key, %query : tensor<6x6xi64>
+  %one = gpuc.constant dense<1> : tensor<6x6xi64>
+  %zero = gpuc.constant dense<0> : tensor<6x6xi64>
+  %two = gpuc.constant dense<2> : tensor<6x6xi64>
+  %true = gpuc.constant dense<true> : tensor<6x6xi1>
+  %false = gpuc.constant dense<false> : tensor<6x6xi1>
+  %above = gpuc.compare ge, %offset, %one : tensor<6x6xi64>
+  %trilu = gpuc.select %above, %true, %false : tensor<6x6xi1>, tensor<6x6xi1>
+  %m1 = gpuc.reshape %trilu : tensor<6x6xi1> -> tensor<1x1x6x6xi1>
+  %o1, %l1 = gpuc.attention %q, %q, %q mask %m1 : tensor<1x1x6x6xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32> -> tensor<1x1x6x4xf32>, tensor<1x1x6xf32>
+  %lower = gpuc.compare le, %offset, %zero : tensor<6x6xi64>
+  %ones = gpuc.constant dense<1.0> : tensor<6x6xf32>
+  %zeros = gpuc.constant dense<0.0> : tensor<6x6xf32>
+  %tril = gpuc.select %lower, %ones, %zeros : tensor<6x6xi1>, tensor<6x6xf32>
+  %excluded = gpuc.compare eq, %tril, %zeros : tensor<6x6xf32>
+  %m2 = gpuc.reshape %excluded : tensor<6x6xi1> -> tensor<1x1x6x6xi1>
+  %o2, %l2 = gpuc.attention %q, %q, %q mask %m2 : tensor<1x1x6x6xi1> scale = 5.000000e-01 fill = -3.4028234663852886E+38 : tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32> -> tensor<1x1x6x4xf32>, tensor<1x1x6xf32>
+  %far = gpuc.compare ge, %offset, %two : tensor<6x6xi64>
+  %m3 = gpuc.reshape %far : tensor<6x6xi1> -> tensor<1x1x6x6xi1>
+  %o3, %l3 = gpuc.attention %q, %q, %q mask %m3 : tensor<1x1x6x6xi1> scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32> -> tensor<1x1x6x4xf32>, tensor<1x1x6xf32>
+  return %o1, %o2, %o3 : tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>, tensor<1x1x6x4xf32>
+}
+
+// -----
+
 // A gradient lowered apart from its forward recomputes the weights from
 // the scores' kept triangle, zero in the other; a keeping `le` mask as an
 // operand excludes the triangle above the diagonal too.

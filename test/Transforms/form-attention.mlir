@@ -183,3 +183,69 @@ func.func @additive_select_not_a_mask(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x3x
   %o = gpuc.matmul %p, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32>
   return %o : tensor<2x2x3x4xf32>
 }
+
+// -----
+
+// chargpt's export, canonicalized: the keys transposed by one [0, 2, 3, 1]
+// permutation of their heads' reshape, the scale (a reciprocal computed in
+// the step) folded, and Trilu's mask of iotas, key - query >= 1, selecting
+// -inf. The mask stays the comparison (gpuc-decompose reads it as a
+// triangle); canonicalize composes the keys' two transposes.
+// CHECK-LABEL: func.func @trilu_mask
+// CHECK: %[[ABOVE:.+]] = gpuc.compare ge, %{{.+}}, %{{.+}} : tensor<4x4xi64>
+// CHECK: %[[M:.+]] = gpuc.reshape %[[ABOVE]] : tensor<4x4xi1> -> tensor<1x1x4x4xi1>
+// CHECK: gpuc.attention %{{.+}}, %{{.+}}, %{{.+}} mask %[[M]] : tensor<1x1x4x4xi1> scale = 2.500000e-01 fill = 0xFFF0000000000000 :
+// CHECK-NOT: gpuc.softmax
+func.func @trilu_mask(%q: tensor<2x3x4x8xf32>, %k: tensor<2x4x3x8xf32>, %v: tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32> {
+  %quarter = gpuc.constant dense<2.500000e-01> : tensor<f32>
+  %one = gpuc.constant dense<1> : tensor<4x4xi64>
+  %ninf = gpuc.constant dense<0xFF800000> : tensor<2x3x4x4xf32>
+  %query = gpuc.iota dim = 0 : tensor<4x4xi64>
+  %key = gpuc.iota dim = 1 : tensor<4x4xi64>
+  %offset = gpuc.sub %key, %query : tensor<4x4xi64>
+  %above = gpuc.compare ge, %offset, %one : tensor<4x4xi64>
+  %kt = gpuc.transpose %k perm = [0, 2, 3, 1] : tensor<2x4x3x8xf32> -> tensor<2x3x8x4xf32>
+  %s = gpuc.matmul %q, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %c = gpuc.broadcast %quarter : tensor<f32> -> tensor<2x3x4x4xf32>
+  %scaled = gpuc.mul %s, %c : tensor<2x3x4x4xf32>
+  %wide = gpuc.broadcast %above : tensor<4x4xi1> -> tensor<2x3x4x4xi1>
+  %masked = gpuc.select %wide, %ninf, %scaled : tensor<2x3x4x4xi1>, tensor<2x3x4x4xf32>
+  %p = gpuc.softmax %masked axis = 3 : tensor<2x3x4x4xf32>
+  %o = gpuc.matmul %p, %v : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %o : tensor<2x3x4x8xf32>
+}
+
+// -----
+
+// The dynamo exporter's NaN guard beside a mask of indices: key > query
+// excluded keeps every row's diagonal, so no row is NaN and the guard
+// goes; key >= query excluded leaves the first row no key, so the chain
+// stays.
+// CHECK-LABEL: func.func @index_mask_nan_guard
+// CHECK: gpuc.attention
+// CHECK-NOT: gpuc.attention
+// CHECK: gpuc.softmax
+// CHECK-NOT: gpuc.softmax
+func.func @index_mask_nan_guard(%q: tensor<1x2x3x4xf32>) -> (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) {
+  %zero = gpuc.constant dense<0.000000e+00> : tensor<1x2x3x3xf32>
+  %ninf = gpuc.constant dense<0xFF800000> : tensor<1x2x3x3xf32>
+  %query = gpuc.iota dim = 0 : tensor<3x3xi64>
+  %key = gpuc.iota dim = 1 : tensor<3x3xi64>
+  %after = gpuc.compare gt, %key, %query : tensor<3x3xi64>
+  %from = gpuc.compare ge, %key, %query : tensor<3x3xi64>
+  %s = gpuc.matmul %q, %q transpose_rhs : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x3xf32>
+  %wide = gpuc.broadcast %after : tensor<3x3xi1> -> tensor<1x2x3x3xi1>
+  %masked = gpuc.select %wide, %ninf, %s : tensor<1x2x3x3xi1>, tensor<1x2x3x3xf32>
+  %p = gpuc.softmax %masked axis = 3 : tensor<1x2x3x3xf32>
+  %nan = gpuc.compare ne, %p, %p : tensor<1x2x3x3xf32>
+  %g = gpuc.select %nan, %zero, %p : tensor<1x2x3x3xi1>, tensor<1x2x3x3xf32>
+  %o = gpuc.matmul %g, %q : (tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  %s2 = gpuc.matmul %q, %q transpose_rhs : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x3xf32>
+  %wide2 = gpuc.broadcast %from : tensor<3x3xi1> -> tensor<1x2x3x3xi1>
+  %masked2 = gpuc.select %wide2, %ninf, %s2 : tensor<1x2x3x3xi1>, tensor<1x2x3x3xf32>
+  %p2 = gpuc.softmax %masked2 axis = 3 : tensor<1x2x3x3xf32>
+  %nan2 = gpuc.compare ne, %p2, %p2 : tensor<1x2x3x3xf32>
+  %g2 = gpuc.select %nan2, %zero, %p2 : tensor<1x2x3x3xi1>, tensor<1x2x3x3xf32>
+  %o2 = gpuc.matmul %g2, %q : (tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return %o, %o2 : tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>
+}

@@ -5,11 +5,14 @@
 // no triangle otherwise. Checked for every predicate, for masks one element
 // away from a triangle, as i1 constants (read through DenseElementsAttr)
 // and as frozen f32 buffers in resource blobs compared with a splat
-// (nanoGPT's tril buffer, read where it is stored).
+// (nanoGPT's tril buffer, read where it is stored). Masks computed in the
+// step from indices (Trilu's iotas, PyTorch's is_causal export, aranges)
+// are checked against the interpreter's values of the same expression.
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Transforms/TriangularMask.h"
 #include "gpuc/InitAll.h"
+#include "gpuc/Interpreter/Interpreter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -174,6 +177,142 @@ TEST_F(TriangularMaskTest, FrozenBufferComparedWithSplat) {
         }
       }
     }
+  }
+}
+
+/// Index expressions of a [t, t] mask, as MLIR, the mask last. Each is
+/// given `p` and `c`, the predicate and the integer it compares with.
+std::vector<std::string> indexExpressions(int64_t t, StringRef p, int64_t c) {
+  std::string i64 = llvm::formatv("tensor<{0}x{0}xi64>", t).str();
+  std::string f32 = llvm::formatv("tensor<{0}x{0}xf32>", t).str();
+  std::string iotas = llvm::formatv(
+      "  %q = gpuc.iota dim = 0 : {0}\n  %k = gpuc.iota dim = 1 : {0}\n"
+      "  %c = gpuc.constant dense<{1}> : {0}\n",
+      i64, c);
+  std::string arange;
+  for (int64_t i = 0; i < t; ++i)
+    arange += (i ? ", " : "") + std::to_string(2 * i + 3);
+  return {
+      // Trilu: key - query p c.
+      iotas + llvm::formatv("  %d = gpuc.sub %k, %q : {0}\n"
+                            "  %m = gpuc.compare {1}, %d, %c : {0}\n",
+                            i64, p)
+                  .str(),
+      // query - key p c, then as select(m, true, false).
+      iotas + llvm::formatv(
+                  "  %d = gpuc.sub %q, %k : {0}\n"
+                  "  %b = gpuc.compare {1}, %d, %c : {0}\n"
+                  "  %t = gpuc.constant dense<true> : tensor<{2}x{2}xi1>\n"
+                  "  %f = gpuc.constant dense<false> : tensor<{2}x{2}xi1>\n"
+                  "  %m = gpuc.select %b, %t, %f : tensor<{2}x{2}xi1>, "
+                  "tensor<{2}x{2}xi1>\n",
+                  i64, p, t)
+                  .str(),
+      // PyTorch's is_causal: ones through Trilu, compared with 0.
+      iotas + llvm::formatv(
+                  "  %d = gpuc.sub %k, %q : {0}\n"
+                  "  %b = gpuc.compare le, %d, %c : {0}\n"
+                  "  %one = gpuc.constant dense<1.0> : {1}\n"
+                  "  %zero = gpuc.constant dense<0.0> : {1}\n"
+                  "  %w = gpuc.select %b, %one, %zero : tensor<{2}x{2}xi1>, "
+                  "{1}\n"
+                  "  %m = gpuc.compare {3}, %w, %zero : {1}\n",
+                  i64, f32, t, p)
+                  .str(),
+      // 2 * key + c p 2 * query, in f32 after a cast.
+      iotas + llvm::formatv("  %two = gpuc.constant dense<2> : {0}\n"
+                            "  %k2 = gpuc.mul %k, %two : {0}\n"
+                            "  %q2 = gpuc.mul %two, %q : {0}\n"
+                            "  %kc = gpuc.add %k2, %c : {0}\n"
+                            "  %kf = gpuc.cast %kc : {0} to {1}\n"
+                            "  %qf = gpuc.cast %q2 : {0} to {1}\n"
+                            "  %m = gpuc.compare {2}, %kf, %qf : {1}\n",
+                            i64, f32, p)
+                  .str(),
+      // Aranges (2 i + 3) along the keys and the queries, broadcast:
+      // 2 query p 2 key + c, through a negation.
+      llvm::formatv(
+          "  %a = gpuc.constant dense<[{0}]> : tensor<{1}xi64>\n"
+          "  %col = gpuc.reshape %a : tensor<{1}xi64> -> tensor<{1}x1xi64>\n"
+          "  %rows = gpuc.broadcast %col : tensor<{1}x1xi64> -> {2}\n"
+          "  %keys = gpuc.broadcast %a : tensor<{1}xi64> -> {2}\n"
+          "  %c = gpuc.constant dense<{3}> : {2}\n"
+          "  %nk = gpuc.neg %keys : {2}\n"
+          "  %d = gpuc.sub %rows, %c : {2}\n"
+          "  %e = gpuc.add %d, %nk : {2}\n"
+          "  %zero = gpuc.constant dense<0> : {2}\n"
+          "  %m = gpuc.compare {4}, %e, %zero : {2}\n",
+          arange, t, i64, c, p)
+          .str(),
+  };
+}
+
+TEST_F(TriangularMaskTest, IndexExpressions) {
+  int64_t matched = 0;
+  for (int64_t t : {1, 2, 5, 8}) {
+    std::string mask = llvm::formatv("tensor<{0}x{0}xi1>", t).str();
+    std::string wide = llvm::formatv("tensor<1x1x{0}x{0}xi1>", t).str();
+    for (StringRef p : {"eq", "ne", "lt", "le", "gt", "ge"}) {
+      for (int64_t c = -3; c <= 3; ++c) {
+        for (const std::string &body : indexExpressions(t, p, c)) {
+          // The mask reshaped to rank 4, as an attention reads it.
+          std::string source = llvm::formatv(
+              "func.func @f() -> {0} {{\n{1}"
+              "  %r = gpuc.reshape %m : {2} -> {0}\n"
+              "  return %r : {0}\n}\n",
+              wide, body, mask);
+          std::optional<TriangularMask> match = matchIn(source);
+          ASSERT_TRUE(module);
+          auto f = module->lookupSymbol<func::FuncOp>("f");
+          FailureOr<std::vector<HostTensor>> values = interpret(f, {});
+          ASSERT_TRUE(succeeded(values)) << source;
+          std::vector<bool> bits;
+          for (double v : values->front().data)
+            bits.push_back(v != 0.0);
+          std::optional<ComparePredicate> want = expected(bits, t);
+          // At T 1 several triangles are one mask: the match must be one.
+          if (t > 1)
+            ASSERT_EQ(match.has_value(), want.has_value()) << source;
+          if (match) {
+            EXPECT_EQ(triangle(t, match->keyVsQuery), bits) << source;
+            EXPECT_FALSE(match->parameter);
+            ++matched;
+          }
+        }
+      }
+    }
+  }
+  // Every form above is a triangle for some predicate and integer.
+  EXPECT_GE(matched, 4 * 5 * 4);
+}
+
+/// Index expressions that are not read as triangles: a batch's iota, a
+/// float's inexact indices, a reshape that moves the keys.
+TEST_F(TriangularMaskTest, IndexExpressionsNotRead) {
+  for (const char *source : {
+           // The mask varies along the batch.
+           "func.func @f() -> tensor<2x1x4x4xi1> {\n"
+           "  %b = gpuc.iota dim = 0 : tensor<2x1x4x4xi64>\n"
+           "  %k = gpuc.iota dim = 3 : tensor<2x1x4x4xi64>\n"
+           "  %m = gpuc.compare gt, %k, %b : tensor<2x1x4x4xi64>\n"
+           "  return %m : tensor<2x1x4x4xi1>\n}\n",
+           // bf16 holds the indices of 300 keys inexactly.
+           "func.func @f() -> tensor<1x1x300x300xi1> {\n"
+           "  %q = gpuc.iota dim = 2 : tensor<1x1x300x300xbf16>\n"
+           "  %k = gpuc.iota dim = 3 : tensor<1x1x300x300xbf16>\n"
+           "  %m = gpuc.compare gt, %k, %q : tensor<1x1x300x300xbf16>\n"
+           "  return %m : tensor<1x1x300x300xi1>\n}\n",
+           // A reshape that makes keys of queries.
+           "func.func @f() -> tensor<1x1x4x4xi1> {\n"
+           "  %q = gpuc.iota dim = 0 : tensor<4x4xi64>\n"
+           "  %k = gpuc.iota dim = 1 : tensor<4x4xi64>\n"
+           "  %m = gpuc.compare gt, %k, %q : tensor<4x4xi64>\n"
+           "  %f = gpuc.reshape %m : tensor<4x4xi1> -> tensor<16xi1>\n"
+           "  %r = gpuc.reshape %f : tensor<16xi1> -> tensor<1x1x4x4xi1>\n"
+           "  return %r : tensor<1x1x4x4xi1>\n}\n",
+       }) {
+    std::optional<TriangularMask> match = matchIn(source);
+    EXPECT_FALSE(match.has_value()) << source;
   }
 }
 

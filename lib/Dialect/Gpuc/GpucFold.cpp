@@ -303,6 +303,16 @@ OpFoldResult SqrtOp::fold(FoldAdaptor adaptor) {
       [](ArrayRef<double> a) { return std::sqrt(a[0]); });
 }
 
+/// (Exporters compute an attention's scale as 1 / sqrt(d) at run time:
+/// folded, it is the attention's scale. A double's quotient rounds to the
+/// f32 one a division gives.)
+OpFoldResult ReciprocalOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      getOperation(), adaptor.getOperands(), getType(),
+      [](ArrayRef<APInt>) -> std::optional<APInt> { return std::nullopt; },
+      [](ArrayRef<double> a) { return 1.0 / a[0]; });
+}
+
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
       getOperation(), adaptor.getOperands(), getType(),
@@ -375,6 +385,15 @@ OpFoldResult CompareOp::fold(FoldAdaptor adaptor) {
 OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
   if (getOnTrue() == getOnFalse())
     return getOnTrue();
+  // select(c, true, false) of booleans is c (Trilu of ones, imported).
+  auto onTrueSplat = dyn_cast_if_present<DenseElementsAttr>(adaptor.getOnTrue());
+  auto onFalseSplat =
+      dyn_cast_if_present<DenseElementsAttr>(adaptor.getOnFalse());
+  if (getType().getElementType().isInteger(1) && onTrueSplat &&
+      onFalseSplat && onTrueSplat.isSplat() && onFalseSplat.isSplat() &&
+      onTrueSplat.getSplatValue<bool>() && !onFalseSplat.getSplatValue<bool>() &&
+      getCond().getType() == getType())
+    return getCond();
   auto cond = dyn_cast_if_present<DenseElementsAttr>(adaptor.getCond());
   if (cond && cond.isSplat())
     return cond.getSplatValue<bool>() ? getOnTrue() : getOnFalse();

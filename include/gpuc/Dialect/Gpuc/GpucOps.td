@@ -136,7 +136,9 @@ def Gpuc_SqrtOp : Gpuc_UnaryOp<"sqrt", Gpuc_FloatTensor, "square root"> {
   let hasFolder = 1;
 }
 def Gpuc_RsqrtOp : Gpuc_UnaryOp<"rsqrt", Gpuc_FloatTensor, "1/sqrt(x)">;
-def Gpuc_ReciprocalOp : Gpuc_UnaryOp<"reciprocal", Gpuc_FloatTensor, "1/x">;
+def Gpuc_ReciprocalOp : Gpuc_UnaryOp<"reciprocal", Gpuc_FloatTensor, "1/x"> {
+  let hasFolder = 1;
+}
 def Gpuc_TanhOp : Gpuc_UnaryOp<"tanh", Gpuc_FloatTensor, "hyperbolic tangent">;
 def Gpuc_ErfOp : Gpuc_UnaryOp<"erf", Gpuc_FloatTensor, "error function">;
 def Gpuc_SigmoidOp : Gpuc_UnaryOp<"sigmoid", Gpuc_FloatTensor, "1/(1+exp(-x))">;
