@@ -7,7 +7,9 @@
     ... --gpuc-variant 'whole-gemms=--attention-band-rows 0'
 
 The model is examples/gpt.py's nanoGPT-style GPT (`tiny`, `small`: GPT-2's
-vocabulary around a 4-layer width-384 body, `gpt2`: GPT-2 124M), or with
+vocabulary around a 4-layer width-384 body, `gpt2`: GPT-2 124M; its
+attention nanoGPT's default, scaled_dot_product_attention with is_causal,
+or with `--attention masked` its tril buffer and masked_fill), or with
 `--family hf` Hugging Face's GPT2LMHeadModel of the same sizes (SDPA
 attention, exported by PyTorch's dynamo exporter without its optimizer:
 run this with the Python of `scripts/torch-peer.sh --exporters`), exported
@@ -57,9 +59,9 @@ class HFLogits(torch.nn.Module):
         return self.model(input_ids=tokens, use_cache=False).logits
 
 
-def build(family, preset, seq, seed):
+def build(family, preset, seq, seed, attention="sdpa"):
     if family == "nanogpt":
-        return gpt.build(preset, seq, seed=seed)
+        return gpt.build(preset, seq, seed=seed, sdpa=attention == "sdpa")
     from transformers import GPT2Config, GPT2LMHeadModel
     sizes = gpt.PRESETS[preset]
     config = GPT2Config(
@@ -149,6 +151,12 @@ def main():
                         default="small")
     parser.add_argument("--family", choices=["nanogpt", "hf"],
                         default="nanogpt")
+    parser.add_argument("--attention", choices=["sdpa", "masked"],
+                        default="sdpa",
+                        help="nanoGPT's attention, exported and timed: its "
+                        "flash path (scaled_dot_product_attention with "
+                        "is_causal, PyTorch's fused kernel) or its masked "
+                        "path (the tril buffer and masked_fill)")
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--steps", type=int, default=3,
@@ -177,7 +185,7 @@ def main():
         modes.remove("compile")
     work = args.work or tempfile.mkdtemp(prefix="gpuc-lm-bench-")
     os.makedirs(work, exist_ok=True)
-    model = build(args.family, args.preset, args.seq, 0)
+    model = build(args.family, args.preset, args.seq, 0, args.attention)
     onnx_path = os.path.join(work, "gpt.onnx")
     export(model, args.seq, onnx_path)
     params = sum(p.numel() for p in model.parameters())
@@ -198,12 +206,13 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
         trainers[name] = os.path.join(out, "train")
     out = os.path.join(work, "gpuc")
-    print("%s %s preset: %.1fM parameters, T %d, batch %d, %d threads; gpuc "
+    print("%s %s preset (%s attention): %.1fM parameters, T %d, batch %d, %d threads; gpuc "
           "compile %.1f s; PyTorch %s" %
-          (args.family, args.preset, params / 1e6, args.seq, args.batch, args.threads,
+          (args.family, args.preset, args.attention if args.family ==
+           "nanogpt" else "sdpa", params / 1e6, args.seq, args.batch, args.threads,
            time.perf_counter() - start, torch.__version__))
     ours, theirs, rel = first_step_parity(
-        build(args.family, args.preset, args.seq, 0),
+        build(args.family, args.preset, args.seq, 0, args.attention),
         os.path.join(out, "train"),
         args.batch, args.seq, work)
     print("first step's loss: gpuc %.7f, PyTorch (float64) %.7f, relative "
@@ -217,7 +226,8 @@ def main():
             times[name].append(gpuc_step_time(trainer, args.steps,
                                               args.threads))
         for mode in modes:
-            fresh = build(args.family, args.preset, args.seq, 0)
+            fresh = build(args.family, args.preset, args.seq, 0,
+                          args.attention)
             times[mode].append(torch_step_time(fresh, args.batch, args.seq,
                                                args.steps, mode))
         print("  " + ", ".join("%s %.1f ms" % (k, v[-1])
