@@ -9,9 +9,11 @@
 The model is examples/gpt.py's nanoGPT-style GPT (`tiny`, `small`: GPT-2's
 vocabulary around a 4-layer width-384 body, `gpt2`: GPT-2 124M; its
 attention nanoGPT's default, scaled_dot_product_attention with is_causal,
-or with `--attention masked` its tril buffer and masked_fill), or with
-`--family hf` Hugging Face's GPT2LMHeadModel of the same sizes (SDPA
-attention, exported by PyTorch's dynamo exporter without its optimizer:
+or with `--attention masked` its tril buffer and masked_fill), with
+`--family hf` Hugging Face's GPT2LMHeadModel of the same sizes, or with
+`--family llama` its LlamaForCausalLM (`--preset smollm-135m`: SmolLM's
+135M sizes; both SDPA attention, exported by PyTorch's dynamo exporter
+without its optimizer:
 run this with the Python of `scripts/torch-peer.sh --exporters`), exported
 once; gpuc compiles that ONNX file (CPU target, AdamW) and PyTorch trains
 the module it was exported from, with the same weights. One step is
@@ -59,9 +61,33 @@ class HFLogits(torch.nn.Module):
         return self.model(input_ids=tokens, use_cache=False).logits
 
 
+# Llama-family sizes: SmolLM-135M's (grouped-query attention, 9 query
+# heads over 3 key/value heads; SwiGLU; RMSNorm; rotary positions; a tied
+# head), and a tiny one for tests.
+LLAMA_PRESETS = {
+    "smollm-135m": dict(vocab=49152, width=576, mlp=1536, layers=30,
+                        heads=9, kv_heads=3),
+    "tiny": dict(vocab=1000, width=64, mlp=172, layers=2, heads=4,
+                 kv_heads=2),
+}
+
+
 def build(family, preset, seq, seed, attention="sdpa"):
     if family == "nanogpt":
         return gpt.build(preset, seq, seed=seed, sdpa=attention == "sdpa")
+    if family == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+        sizes = LLAMA_PRESETS[preset]
+        config = LlamaConfig(
+            vocab_size=sizes["vocab"], hidden_size=sizes["width"],
+            intermediate_size=sizes["mlp"],
+            num_hidden_layers=sizes["layers"],
+            num_attention_heads=sizes["heads"],
+            num_key_value_heads=sizes["kv_heads"],
+            max_position_embeddings=seq, tie_word_embeddings=True,
+            attention_dropout=0.0, attn_implementation="sdpa")
+        torch.manual_seed(seed)
+        return HFLogits(LlamaForCausalLM(config)).train()
     from transformers import GPT2Config, GPT2LMHeadModel
     sizes = gpt.PRESETS[preset]
     config = GPT2Config(
@@ -147,9 +173,10 @@ def gpuc_step_time(trainer, steps, threads):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", choices=sorted(gpt.PRESETS),
+    parser.add_argument("--preset",
+                        choices=sorted(set(gpt.PRESETS) | set(LLAMA_PRESETS)),
                         default="small")
-    parser.add_argument("--family", choices=["nanogpt", "hf"],
+    parser.add_argument("--family", choices=["nanogpt", "hf", "llama"],
                         default="nanogpt")
     parser.add_argument("--attention", choices=["sdpa", "masked"],
                         default="sdpa",
@@ -177,6 +204,10 @@ def main():
                         "'whole-gemms=--attention-band-rows 0'")
     parser.add_argument("--work", default=None)
     args = parser.parse_args()
+    presets = LLAMA_PRESETS if args.family == "llama" else gpt.PRESETS
+    if args.preset not in presets:
+        parser.error("--preset %s is not a %s size (%s)" % (
+            args.preset, args.family, ", ".join(sorted(presets))))
     torch.set_num_threads(args.threads)
     modes = [m for m in args.torch_modes.split(",") if m]
     if "compile" in modes and not hasattr(torch, "compile"):

@@ -765,6 +765,7 @@ FailureOr<Operand> DslParser::parseCall(StringRef callee, Location l) {
   };
   std::map<std::string, UnaryBuilder> unaries = {
       {"relu", unary(ReluOp())},       {"tanh", unary(TanhOp())},
+      {"cos", unary(CosOp())},         {"sin", unary(SinOp())},
       {"sigmoid", unary(SigmoidOp())}, {"exp", unary(ExpOp())},
       {"log", unary(LogOp())},         {"sqrt", unary(SqrtOp())},
       {"rsqrt", unary(RsqrtOp())},     {"erf", unary(ErfOp())},

@@ -578,6 +578,12 @@ LogicalResult Interpreter::execute(Operation *op) {
       .Case([&](TanhOp o) {
         return unary(o, [](double x) { return std::tanh(x); });
       })
+      .Case([&](CosOp o) {
+        return unary(o, [](double x) { return std::cos(x); });
+      })
+      .Case([&](SinOp o) {
+        return unary(o, [](double x) { return std::sin(x); });
+      })
       .Case([&](ErfOp o) {
         return unary(o, [](double x) { return std::erf(x); });
       })

@@ -55,6 +55,10 @@ MODELS = {
     # exported; the attention formed from them reads no mask.
     "chargpt": ("tokens", (4, 64), "tokens", (4, 64), 256,
                 ["--class-axis", "-1"]),
+    # Cosines and sines of trainable angles (rotary embeddings' functions,
+    # here on a path with gradients): the math library's cosf and sinf in
+    # the kernels, their vector forms on the CPU.
+    "periodic": ("image", (4, 24), "float", (4,), 3, []),
     # A linear layer to 3,001 classes, layer-normalized: rows longer than
     # the CPU's lane blocks (sums in float blocks of 1,024, then double),
     # ending in a partial block and a partial group of lanes. Written by
@@ -90,7 +94,8 @@ TORCH_MODELS = ("lstm", "bigru", "upsampler", "sequence1d", "vit", "resnet18")
 MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt",
                "recurrent": "test/Codegen/Inputs/recurrent.onnxtxt",
                "embedding": "test/Codegen/Inputs/embedding.onnxtxt",
-               "attention": "test/Codegen/Inputs/attention.onnxtxt"}
+               "attention": "test/Codegen/Inputs/attention.onnxtxt",
+               "periodic": "test/Codegen/Inputs/periodic.onnxtxt"}
 
 
 
@@ -395,7 +400,8 @@ def main():
     p.add_argument("--src", required=True)
     p.add_argument("--models",
                    default="mlp,cnn,transformer,windows,recurrent,attention,"
-                   "attention16,embedding,widehead,widelinear,columns")
+                   "attention16,embedding,widehead,widelinear,columns,"
+                   "periodic")
     p.add_argument("--optimizers", default="sgd,adamw")
     p.add_argument("--precision", default="fp32", choices=sorted(TOLERANCE))
     p.add_argument("--compile-flag", action="append", default=[],

@@ -154,6 +154,8 @@ func.func @forward(%a: tensor<2x3xf32> {gpuc.param = @a}) -> (tensor<2x3xf32> {g
   %9 = gpuc.sqrt %e : tensor<2x3xf32>
   %10 = gpuc.rsqrt %e : tensor<2x3xf32>
   %11 = gpuc.reciprocal %e : tensor<2x3xf32>
+  %12 = gpuc.cos %a : tensor<2x3xf32>
+  %13 = gpuc.sin %a : tensor<2x3xf32>
   %s0 = gpuc.add %0, %1 : tensor<2x3xf32>
   %s1 = gpuc.add %s0, %2 : tensor<2x3xf32>
   %s2 = gpuc.add %s1, %3 : tensor<2x3xf32>
@@ -164,7 +166,9 @@ func.func @forward(%a: tensor<2x3xf32> {gpuc.param = @a}) -> (tensor<2x3xf32> {g
   %s7 = gpuc.add %s6, %8 : tensor<2x3xf32>
   %s8 = gpuc.add %s7, %9 : tensor<2x3xf32>
   %s9 = gpuc.add %s8, %10 : tensor<2x3xf32>
-  %y = gpuc.mul %s9, %11 : tensor<2x3xf32>
+  %s10 = gpuc.add %s9, %12 : tensor<2x3xf32>
+  %s11 = gpuc.mul %s10, %13 : tensor<2x3xf32>
+  %y = gpuc.mul %s11, %11 : tensor<2x3xf32>
   return %y : tensor<2x3xf32>
 })mlir");
 }

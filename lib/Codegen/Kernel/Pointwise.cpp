@@ -163,6 +163,8 @@ FailureOr<std::string> Emitter::compute(Operation *op, Value v,
       .Case([&](RsqrtOp) { return unary(fmt("rsqrtf({0})")); })
       .Case([&](ReciprocalOp) { return unary(fmt("(1.0f / {0})")); })
       .Case([&](TanhOp) { return unary(fmt("tanhf({0})")); })
+      .Case([&](CosOp) { return unary(fmt("cosf({0})")); })
+      .Case([&](SinOp) { return unary(fmt("sinf({0})")); })
       .Case([&](ErfOp) { return unary(fmt("erff({0})")); })
       .Case([&](SigmoidOp) {
         return unary(fmt("(1.0f / (1.0f + gpuc::exponential(-{0})))"));

@@ -313,6 +313,23 @@ OpFoldResult ReciprocalOp::fold(FoldAdaptor adaptor) {
       [](ArrayRef<double> a) { return 1.0 / a[0]; });
 }
 
+/// (A rotary embedding's angles are constants where the shapes are static;
+/// folded in double, each rounds once, where cosf and sinf may differ by a
+/// rounding.)
+OpFoldResult CosOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      getOperation(), adaptor.getOperands(), getType(),
+      [](ArrayRef<APInt>) -> std::optional<APInt> { return std::nullopt; },
+      [](ArrayRef<double> a) { return std::cos(a[0]); });
+}
+
+OpFoldResult SinOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      getOperation(), adaptor.getOperands(), getType(),
+      [](ArrayRef<APInt>) -> std::optional<APInt> { return std::nullopt; },
+      [](ArrayRef<double> a) { return std::sin(a[0]); });
+}
+
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
       getOperation(), adaptor.getOperands(), getType(),

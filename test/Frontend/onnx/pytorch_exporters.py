@@ -13,7 +13,11 @@ check for FileCheck, and exits non-zero on a failed one:
 - Hugging Face's GPT-2 (eager and SDPA attention, contexts of 32 and 1,024)
   through the dynamo exporter steps as PyTorch does, its attention fused,
   takes the weights of a checkpoint save_pretrained writes, and computing
-  its own loss trains on a token file as PyTorch's labels=input_ids does.
+  its own loss trains on a token file as PyTorch's labels=input_ids does;
+- nanoGPT's scaled_dot_product_attention(is_causal=True) export steps as
+  its masked export does, its mask of indices read as the triangle;
+- Hugging Face's Llama (grouped-query attention, rotary positions) steps
+  as PyTorch does, its attention fused and its causal mask a triangle.
 """
 import json
 import os
@@ -368,5 +372,116 @@ for attention in ("gemm", "flash"):
           f"(loss {loss:.7f}, PyTorch float64 {loss64:.7f}, unpadded "
           f"{unpadded:.7f}; parameters within 2x PyTorch float32's distance)")
 
+
+# nanoGPT's default attention, scaled_dot_product_attention(is_causal=True),
+# as the TorchScript exporter writes it: ones through Trilu, compared with
+# 0, computed in the step. Read as the causal triangle, it compiles to the
+# step of the masked export (its tril buffer and masked_fill), bit for bit.
+data = f"{work}/gpt-in"
+steps = {}
+for attention in ("masked", "sdpa"):
+    model = gpt.build("tiny", 32, 0, sdpa=attention == "sdpa")
+    path = f"{work}/gpt-{attention}.onnx"
+    export_models.export(model, torch.randint(0, 1000, (2, 32)), path,
+                         "tokens", 17, quiet=True)
+    steps[attention] = step(path, ["--class-axis", "-1"],
+                            f"{work}/gpt-{attention}", data)
+result = run(gpuc, "compile", f"{work}/gpt-sdpa.onnx", "--batch", 4,
+             "--class-axis", "-1", "--target", "cpu", "--attention", "flash",
+             "--dump-dir", f"{work}/gpt-sdpa-dump", "-o",
+             f"{work}/gpt-sdpa-flash")
+dumps = [open(os.path.join(f"{work}/gpt-sdpa-dump", f)).read()
+         for f in os.listdir(f"{work}/gpt-sdpa-dump")
+         if f.endswith("-gpuc-decompose.mlir")]
+
+
+def marked(dumps):
+    """Attention ops (forward, gradient) after gpuc-decompose, and how many
+    of them are marked `triangle gt` (a causal mask computed from indices,
+    no mask read)."""
+    ops = sum(len(re.findall(r"gpuc\.attention(_grad)? ", d)) for d in dumps)
+    return ops, sum(d.count("triangle gt :") for d in dumps)
+
+
+ops, triangles = marked(dumps)
+masked, sdpa = steps["masked"], steps["sdpa"]
+same = set(sdpa) <= set(masked) and all(
+    np.array_equal(sdpa[f], masked[f]) for f in sdpa)
+check(same and ops > 0 and triangles == ops,
+      f"torchscript gpt sdpa: {triangles} of {ops} attention ops marked "
+      f"triangle gt; one AdamW step identical to the masked export's "
+      f"({len(sdpa)} tensors{'' if same else ', NOT identical'})")
+
+# Hugging Face's Llama (SmolLM's layout, small): grouped-query attention
+# (4 query heads over 2 key/value heads), rotary positions (the cosine and
+# sine of positions, constants), RMSNorm, SwiGLU, a tied head.
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+llama = LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=172,
+                    num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=32,
+                    tie_word_embeddings=True, attn_implementation="sdpa")
+folder = f"{work}/llama"
+data = folder + "-in"
+inputs("gpt", data)
+tokens = torch.from_numpy(np.load(data + "/tokens.npy"))
+labels = torch.from_numpy(np.load(data + "/label.npy"))
+torch.manual_seed(0)
+dynamo_export(Logits(LlamaForCausalLM(llama)).train(), tokens[:2], "tokens",
+              folder + ".onnx", optimize=False)
+flags = ["--class-axis", "-1"]
+result = run(gpuc, "compile", folder + ".onnx", "--batch", 4, "--target",
+             "cpu", "--attention", "flash", *flags, "--dump-dir",
+             folder + "-dump", "-o", folder + "-flash")
+dumps = {f: open(os.path.join(folder + "-dump", f)).read()
+         for f in os.listdir(folder + "-dump")}
+fused = sum(d.count("gpuc.attention ") for f, d in dumps.items()
+            if f.endswith("-gpuc-form-attention.mlir"))
+ops, triangles = marked([d for f, d in dumps.items()
+                         if f.endswith("-gpuc-decompose.mlir")])
+
+
+def llama_step(dtype):
+    torch.manual_seed(0)
+    reference = Logits(LlamaForCausalLM(llama)).train().to(dtype)
+    optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-3,
+                                  weight_decay=0.01)
+    loss = torch.nn.functional.cross_entropy(
+        reference(tokens).reshape(-1, 1000), labels.reshape(-1))
+    loss.backward()
+    optimizer.step()
+    return loss.item(), {n: p.detach().double().numpy()
+                         for n, p in reference.named_parameters()}
+
+
+loss64, exact = llama_step(torch.float64)
+_, single = llama_step(torch.float32)
+
+
+def llama_distance(params):
+    return max(np.max(np.abs(params[n] - exact[n])) /
+               (np.max(np.abs(exact[n])) + 1e-30) for n in exact)
+
+
+for attention in ("gemm", "flash"):
+    ours = step(folder + ".onnx", flags + ["--attention", attention],
+                folder + "-" + attention, data)
+    # The tied embedding is named after the head, as the export names it.
+    mine = {n: ours.get(n + ".npy", ours.get(
+        n.replace("model.model.embed_tokens", "model.lm_head") + ".npy"))
+        for n in exact}
+    missing = [n for n, v in mine.items() if v is None]
+    ours_distance = llama_distance(
+        {n: v.astype(np.float64) for n, v in mine.items()}) \
+        if not missing else float("inf")
+    loss = float(ours["loss.npy"])
+    check(fused == 2 and ops > 0 and triangles == ops and not missing and
+          abs(loss - loss64) / loss64 < 1e-6 and
+          ours_distance <= 2 * llama_distance(single),
+          f"hf llama sdpa, {attention}: {fused} fused attentions, "
+          f"{triangles} of {ops} ops marked triangle gt; one AdamW step "
+          f"as PyTorch's "
+          f"(loss {loss:.7f}, PyTorch float64 {loss64:.7f}; parameters "
+          f"within 2x PyTorch float32's distance{'; missing ' + ', '.join(missing) if missing else ''})")
 
 sys.exit(1 if failed else 0)

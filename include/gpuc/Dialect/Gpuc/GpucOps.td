@@ -140,6 +140,14 @@ def Gpuc_ReciprocalOp : Gpuc_UnaryOp<"reciprocal", Gpuc_FloatTensor, "1/x"> {
   let hasFolder = 1;
 }
 def Gpuc_TanhOp : Gpuc_UnaryOp<"tanh", Gpuc_FloatTensor, "hyperbolic tangent">;
+// (Rotary position embeddings take the cosine and sine of positions times
+// constant frequencies: constants, folded, in a model with static shapes.)
+def Gpuc_CosOp : Gpuc_UnaryOp<"cos", Gpuc_FloatTensor, "cosine"> {
+  let hasFolder = 1;
+}
+def Gpuc_SinOp : Gpuc_UnaryOp<"sin", Gpuc_FloatTensor, "sine"> {
+  let hasFolder = 1;
+}
 def Gpuc_ErfOp : Gpuc_UnaryOp<"erf", Gpuc_FloatTensor, "error function">;
 def Gpuc_SigmoidOp : Gpuc_UnaryOp<"sigmoid", Gpuc_FloatTensor, "1/(1+exp(-x))">;
 def Gpuc_ReluOp : Gpuc_UnaryOp<"relu", Gpuc_FloatTensor, "max(x, 0)">;

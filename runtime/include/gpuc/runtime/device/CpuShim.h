@@ -87,6 +87,8 @@ float logf(float) noexcept;
 float sqrtf(float) noexcept;
 float tanhf(float) noexcept;
 float erff(float) noexcept;
+float cosf(float) noexcept;
+float sinf(float) noexcept;
 float powf(float, float) noexcept;
 float fabsf(float) noexcept;
 double pow(double, double) noexcept;
@@ -109,6 +111,8 @@ __attribute__((__simd__("notinbranch"))) float expf(float) noexcept;
 __attribute__((__simd__("notinbranch"))) float logf(float) noexcept;
 __attribute__((__simd__("notinbranch"))) float erff(float) noexcept;
 __attribute__((__simd__("notinbranch"))) float tanhf(float) noexcept;
+__attribute__((__simd__("notinbranch"))) float cosf(float) noexcept;
+__attribute__((__simd__("notinbranch"))) float sinf(float) noexcept;
 }
 #endif
 
