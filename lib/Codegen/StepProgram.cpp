@@ -375,6 +375,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     if (auto whole = param->getAttrOfType<DenseI64ArrayAttr>(
             GpucDialect::kShardOfAttrName))
       buffers[id].extra["shard_of"] = whole.asArrayRef().vec();
+    if (param->hasAttr(GpucDialect::kUnsavedBufferAttrName))
+      buffers[id].extra["saved"] = false;
     if (auto aliases =
             param->getAttrOfType<ArrayAttr>(GpucDialect::kAliasesAttrName)) {
       json names = json::array();

@@ -50,6 +50,10 @@ bool writeWeights(StepProgram &program, const ArtifactOptions &options) {
       initializers = onnx.floatInitializers();
     for (const nlohmann::json &b : program.plan["buffers"]) {
       std::string name = b["name"], kind = b["kind"];
+      // A buffer no state_dict holds (persistent=False) stays: no --init
+      // file could give it.
+      if (!b.value("saved", true))
+        continue;
       if (b["dtype"] == "F32" &&
           (kind == "param" || (kind == "state" && initializers.count(name))))
         withheld.insert(name);

@@ -132,6 +132,7 @@ LogicalResult OnnxImporter::importBatchNormalization(Node &node) {
     if (!param)
       continue;
     param.setTrainable(false);
+    param->removeAttr(GpucDialect::kFrozenAttrName);
     updates.push_back({param, updated});
   }
   return success();

@@ -584,6 +584,28 @@ bool readDynamoExport(onnx::ModelProto &model, std::string &error) {
     entry->set_value(tied);
   }
 
+  // The module's buffers ("b_rotary_emb_inv_freq: BUFFER
+  // target='rotary_emb.inv_freq' persistent=False"): PyTorch never trains
+  // them, even where a gradient would reach them (a rotary embedding's
+  // frequencies times the positions). Recorded for the importer.
+  std::string buffers;
+  for (llvm::StringRef line : lines) {
+    size_t kind = line.find(": BUFFER target='");
+    if (kind == llvm::StringRef::npos)
+      continue;
+    llvm::StringRef rest = line.drop_front(kind + strlen(": BUFFER target='"));
+    llvm::StringRef target = rest.take_until([](char c) { return c == '\''; });
+    if (!initializers.count(target.str()))
+      continue;
+    bool saved = !rest.contains("persistent=False");
+    buffers += target.str() + (saved ? " saved\n" : " unsaved\n");
+  }
+  if (!buffers.empty()) {
+    onnx::StringStringEntryProto *entry = model.add_metadata_props();
+    entry->set_key(kBuffersKey);
+    entry->set_value(buffers);
+  }
+
   // A batch norm that trains is PyTorch's
   // _native_batch_norm_legit_functional (one in eval mode is
   // _native_batch_norm_legit_no_training), but the exporter writes it with

@@ -583,7 +583,16 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
   SmallVector<std::pair<std::string, DenseElementsAttr>> constants;
   SmallVector<ParameterOp> params;
   std::map<std::string, SmallVector<Attribute>> aliasesOf;
+  std::map<std::string, bool> bufferSaved;
   for (const onnx::StringStringEntryProto &entry : model.metadata_props()) {
+    if (entry.key() == kBuffersKey) {
+      SmallVector<StringRef> lines;
+      StringRef(entry.value()).split(lines, '\n', -1, /*KeepEmpty=*/false);
+      for (StringRef line : lines) {
+        auto [name, saved] = line.split(' ');
+        bufferSaved[name.str()] = saved == "saved";
+      }
+    }
     if (entry.key() != kTiedParametersKey)
       continue;
     SmallVector<StringRef> lines;
@@ -615,6 +624,19 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
         builder, NameLoc::get(builder.getStringAttr(init.name()), fileLoc()),
         init.name(), *type, ArrayRef<char>(bytes->data(), bytes->size()),
         /*trainable=*/true);
+    // A buffer of the exported module is never trained (a batch norm's
+    // running statistics become the step's state at their op's import).
+    auto buffer = bufferSaved.find(init.name());
+    if (buffer != bufferSaved.end()) {
+      param.setTrainable(false);
+      param->setAttr(GpucDialect::kFrozenAttrName,
+                     builder.getStringAttr("a buffer of the exported module "
+                                           "(PyTorch trains only its "
+                                           "parameters)"));
+      if (!buffer->second)
+        param->setAttr(GpucDialect::kUnsavedBufferAttrName,
+                       builder.getUnitAttr());
+    }
     auto aliases = aliasesOf.find(init.name());
     if (aliases != aliasesOf.end())
       param->setAttr(GpucDialect::kAliasesAttrName,

@@ -34,6 +34,11 @@ bool lowerNewerOnnx(onnx::ModelProto &model, std::string &error);
 /// program also lists the initializer KEPT.
 inline constexpr const char *kTiedParametersKey = "gpuc.tied_parameters";
 
+/// The model metadata lowerNewerOnnx adds for the buffers of a dynamo
+/// export that are initializers: lines "NAME saved" or "NAME unsaved" (a
+/// buffer registered with persistent=False, in no state_dict).
+inline constexpr const char *kBuffersKey = "gpuc.buffers";
+
 /// Whether every node of the default domain is an op gpuc imports; else
 /// false, with `error` the importer's message naming the node.
 bool checkSupportedOps(const onnx::ModelProto &model, std::string &error);

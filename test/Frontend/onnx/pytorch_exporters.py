@@ -463,9 +463,17 @@ def llama_distance(params):
                (np.max(np.abs(exact[n])) + 1e-30) for n in exact)
 
 
+inv_freq = dict(Logits(LlamaForCausalLM(llama)).named_buffers())[
+    "model.model.rotary_emb.inv_freq"].numpy()
 for attention in ("gemm", "flash"):
     ours = step(folder + ".onnx", flags + ["--attention", attention],
                 folder + "-" + attention, data)
+    # The rotary frequencies, a buffer a gradient would reach, stay as
+    # they were.
+    kept = ours.get("model.model.rotary_emb.inv_freq.npy")
+    check(kept is not None and np.array_equal(kept, inv_freq),
+          f"hf llama sdpa, {attention}: its rotary frequencies (a buffer) "
+          f"are not trained")
     # The tied embedding is named after the head, as the export names it.
     mine = {n: ours.get(n + ".npy", ours.get(
         n.replace("model.model.embed_tokens", "model.lm_head") + ".npy"))
@@ -483,5 +491,27 @@ for attention in ("gemm", "flash"):
           f"as PyTorch's "
           f"(loss {loss:.7f}, PyTorch float64 {loss64:.7f}; parameters "
           f"within 2x PyTorch float32's distance{'; missing ' + ', '.join(missing) if missing else ''})")
+
+# Its save_pretrained checkpoint into an artifact without weights: the
+# frequencies, in no state_dict (persistent=False), stay in the artifact.
+torch.manual_seed(1)
+pretrained = LlamaForCausalLM(llama)
+pretrained.save_pretrained(folder + "-checkpoint")
+result = run(gpuc, "compile", folder + ".onnx", "--batch", 4, "--target",
+             "cpu", "--no-weights", *flags, "-o", folder + "-noweights")
+if result.returncode == 0:
+    result = run(folder + "-noweights/train", "--device", "cpu", "--init",
+                 folder + "-checkpoint/model.safetensors", "--run-step",
+                 data, "--output-dir", folder + "-init-step")
+with torch.no_grad():
+    expected = torch.nn.functional.cross_entropy(
+        Logits(pretrained.double())(tokens).reshape(-1, 1000),
+        labels.reshape(-1)).item()
+loss = float(np.load(folder + "-init-step/loss.npy")) \
+    if result.returncode == 0 else float("nan")
+check(abs(loss - expected) / expected < 1e-6,
+      f"hf llama checkpoint: --init into --no-weights takes save_pretrained's "
+      f"weights (loss {loss:.7f}, PyTorch float64 {expected:.7f})"
+      f"{'' if result.returncode == 0 else ': ' + result.stderr[-300:]}")
 
 sys.exit(1 if failed else 0)

@@ -58,6 +58,12 @@ def Gpuc_Dialect : Dialect {
     /// weight listed under each of its modules), as an array of strings.
     /// The trainer matches initial weights by these too.
     static constexpr ::llvm::StringLiteral kAliasesAttrName = "gpuc.aliases";
+    /// On a gpuc.parameter: a buffer its module keeps out of its state_dict
+    /// (PyTorch's persistent=False, as rotary embeddings keep their
+    /// frequencies), which no checkpoint holds: the artifact keeps its
+    /// value even where it withholds the weights (--no-weights).
+    static constexpr ::llvm::StringLiteral kUnsavedBufferAttrName =
+        "gpuc.unsaved_buffer";
     /// The value a hyperparameter takes when the runtime is not told one.
     static constexpr ::llvm::StringLiteral kDefaultAttrName = "gpuc.default";
     /// On a gpuc.parameter the optimizer created (moments, momentum
