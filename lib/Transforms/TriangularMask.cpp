@@ -193,12 +193,11 @@ bool holdsExactly(const PlaneValue &value, ShapedType type) {
       std::abs(value.queryCoef) > (int64_t(1) << 31) ||
       std::abs(value.offset) > (int64_t(1) << 52))
     return false;
-  double largest =
-      std::abs((double)value.keyCoef) *
-          (double)(sizeFromEnd(type.getShape(), 1) - 1) +
-      std::abs((double)value.queryCoef) *
-          (double)(sizeFromEnd(type.getShape(), 2) - 1) +
-      std::abs((double)value.offset);
+  double largest = std::abs((double)value.keyCoef) *
+                       (double)(sizeFromEnd(type.getShape(), 1) - 1) +
+                   std::abs((double)value.queryCoef) *
+                       (double)(sizeFromEnd(type.getShape(), 2) - 1) +
+                   std::abs((double)value.offset);
   Type element = type.getElementType();
   if (auto f = dyn_cast<FloatType>(element))
     return largest <= std::ldexp(1.0, f.getFPMantissaWidth());
@@ -246,8 +245,8 @@ std::optional<PlaneValue> compareAffine(ComparePredicate p,
 }
 
 /// `two p c` (or `c p two`) of a two-valued value and a constant.
-PlaneValue compareTwoValued(ComparePredicate p, const PlaneValue &two,
-                            double c, bool twoOnLeft) {
+PlaneValue compareTwoValued(ComparePredicate p, const PlaneValue &two, double c,
+                            bool twoOnLeft) {
   auto holds = [&](double value) {
     return twoOnLeft ? holdsComparison(p, value, c)
                      : holdsComparison(p, c, value);
@@ -406,7 +405,8 @@ std::optional<PlaneValue> planeValueOf(Value v, const Plane &plane,
       result->offset = -result->offset;
     }
   } else if (auto mul = dyn_cast<MulOp>(def)) {
-    std::optional<PlaneValue> l = affine(mul.getLhs()), r = affine(mul.getRhs());
+    std::optional<PlaneValue> l = affine(mul.getLhs()),
+                              r = affine(mul.getRhs());
     if (!l || !r)
       return std::nullopt;
     if (l->isConstant())

@@ -256,11 +256,11 @@ TEST_F(TriangularMaskTest, IndexExpressions) {
       for (int64_t c = -3; c <= 3; ++c) {
         for (const std::string &body : indexExpressions(t, p, c)) {
           // The mask reshaped to rank 4, as an attention reads it.
-          std::string source = llvm::formatv(
-              "func.func @f() -> {0} {{\n{1}"
-              "  %r = gpuc.reshape %m : {2} -> {0}\n"
-              "  return %r : {0}\n}\n",
-              wide, body, mask);
+          std::string source =
+              llvm::formatv("func.func @f() -> {0} {{\n{1}"
+                            "  %r = gpuc.reshape %m : {2} -> {0}\n"
+                            "  return %r : {0}\n}\n",
+                            wide, body, mask);
           std::optional<TriangularMask> match = matchIn(source);
           ASSERT_TRUE(module);
           auto f = module->lookupSymbol<func::FuncOp>("f");

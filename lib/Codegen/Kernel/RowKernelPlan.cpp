@@ -91,8 +91,8 @@ static bool callsTranscendental(Value v, Block &block) {
     if (!def || def->getBlock() != &block || !seen.insert(x).second ||
         isReduction(def))
       continue;
-    if (isa<ExpOp, LogOp, TanhOp, ErfOp, SigmoidOp, PowOp, GeluOp, CosOp, SinOp>(
-            def))
+    if (isa<ExpOp, LogOp, TanhOp, ErfOp, SigmoidOp, PowOp, GeluOp, CosOp,
+            SinOp>(def))
       return true;
     llvm::append_range(worklist, def->getOperands());
   }

@@ -403,13 +403,14 @@ OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
   if (getOnTrue() == getOnFalse())
     return getOnTrue();
   // select(c, true, false) of booleans is c (Trilu of ones, imported).
-  auto onTrueSplat = dyn_cast_if_present<DenseElementsAttr>(adaptor.getOnTrue());
+  auto onTrueSplat =
+      dyn_cast_if_present<DenseElementsAttr>(adaptor.getOnTrue());
   auto onFalseSplat =
       dyn_cast_if_present<DenseElementsAttr>(adaptor.getOnFalse());
-  if (getType().getElementType().isInteger(1) && onTrueSplat &&
-      onFalseSplat && onTrueSplat.isSplat() && onFalseSplat.isSplat() &&
-      onTrueSplat.getSplatValue<bool>() && !onFalseSplat.getSplatValue<bool>() &&
-      getCond().getType() == getType())
+  if (getType().getElementType().isInteger(1) && onTrueSplat && onFalseSplat &&
+      onTrueSplat.isSplat() && onFalseSplat.isSplat() &&
+      onTrueSplat.getSplatValue<bool>() &&
+      !onFalseSplat.getSplatValue<bool>() && getCond().getType() == getType())
     return getCond();
   auto cond = dyn_cast_if_present<DenseElementsAttr>(adaptor.getCond());
   if (cond && cond.isSplat())

@@ -53,7 +53,7 @@ GPUC_UNARY_GRADIENT(RsqrtOp, B.mul(B.scale(g, -0.5), B.mul(y, B.mul(y, y))))
 GPUC_UNARY_GRADIENT(ReciprocalOp, B.neg(B.mul(g, B.mul(y, y))))
 GPUC_UNARY_GRADIENT(TanhOp, B.mul(g, B.sub(B.splat(y, 1), B.mul(y, y))))
 GPUC_UNARY_GRADIENT(CosOp, B.neg(B.mul(g, SinOp::create(builder, getLoc(),
-                                                          x.getType(), x))))
+                                                        x.getType(), x))))
 GPUC_UNARY_GRADIENT(SinOp,
                     B.mul(g, CosOp::create(builder, getLoc(), x.getType(), x)))
 GPUC_UNARY_GRADIENT(ErfOp, B.mul(B.scale(g, 2.0 / std::sqrt(M_PI)),
