@@ -8,7 +8,8 @@
 
 The model is examples/gpt.py's nanoGPT-style GPT (`tiny`, `small`: GPT-2's
 vocabulary around a 4-layer width-384 body, `gpt2`: GPT-2 124M; its
-attention nanoGPT's default, scaled_dot_product_attention with is_causal,
+attention nanoGPT's default, scaled_dot_product_attention with is_causal
+(where PyTorch has it),
 or with `--attention masked` its tril buffer and masked_fill), with
 `--family hf` Hugging Face's GPT2LMHeadModel of the same sizes, or with
 `--family llama` its LlamaForCausalLM (`--preset smollm-135m`: SmolLM's
@@ -178,12 +179,14 @@ def main():
                         default="small")
     parser.add_argument("--family", choices=["nanogpt", "hf", "llama"],
                         default="nanogpt")
+    has_sdpa = hasattr(F, "scaled_dot_product_attention")
     parser.add_argument("--attention", choices=["sdpa", "masked"],
-                        default="sdpa",
+                        default="sdpa" if has_sdpa else "masked",
                         help="nanoGPT's attention, exported and timed: its "
                         "flash path (scaled_dot_product_attention with "
-                        "is_causal, PyTorch's fused kernel) or its masked "
-                        "path (the tril buffer and masked_fill)")
+                        "is_causal, PyTorch's fused kernel; the default "
+                        "where PyTorch has it) or its masked path (the tril "
+                        "buffer and masked_fill)")
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--steps", type=int, default=3,
@@ -204,6 +207,13 @@ def main():
                         "'whole-gemms=--attention-band-rows 0'")
     parser.add_argument("--work", default=None)
     args = parser.parse_args()
+    if args.attention == "sdpa" and not has_sdpa:
+        parser.error("--attention sdpa: PyTorch %s has no "
+                     "scaled_dot_product_attention (scripts/torch-peer.sh "
+                     "installs PyTorch 2.x)" % torch.__version__)
+    if args.family == "nanogpt" and not has_sdpa:
+        print("nanoGPT's attention: its masked path (PyTorch %s has no "
+              "scaled_dot_product_attention)" % torch.__version__)
     presets = LLAMA_PRESETS if args.family == "llama" else gpt.PRESETS
     if args.preset not in presets:
         parser.error("--preset %s is not a %s size (%s)" % (
