@@ -112,6 +112,30 @@ def step(path, flags, folder, data):
             for f in os.listdir(folder + "/step") if f.endswith(".npy")}
 
 
+def reference_step(build, dtype, inputs, labels):
+    """PyTorch's own AdamW step (lr 1e-3, weight decay 0.01, as step()'s)
+    of the module `build()` makes, seeded, in `dtype`: the loss and
+    every parameter after the step, in float64."""
+    torch.manual_seed(0)
+    reference = build().train().to(dtype)
+    optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-3,
+                                  weight_decay=0.01)
+    logits = reference(*inputs)
+    loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    loss.backward()
+    optimizer.step()
+    return loss.item(), {n: p.detach().double().numpy()
+                         for n, p in reference.named_parameters()}
+
+
+def relative_distance(params, exact):
+    """The largest distance of a parameter from `exact`'s, relative to the
+    largest magnitude of `exact`'s."""
+    return max(np.max(np.abs(params[n] - exact[n])) /
+               (np.max(np.abs(exact[n])) + 1e-30) for n in exact)
+
+
 # The TorchScript exporter at newer opsets: the same IR. (Its export of
 # nn.MultiheadAttention takes a remainder of sizes, Mod.)
 for name in ("gpt", "cnn", "resnet18", "transformer"):
@@ -200,24 +224,15 @@ for attention, context in (("eager", 32), ("sdpa", 32), ("sdpa", 1024)):
         if f.endswith("-gpuc-form-attention.mlir"))
     ours = step(folder + ".onnx", flags, folder, data)
 
-    def pytorch_step(dtype):
-        torch.manual_seed(0)
-        reference = Logits(GPT2LMHeadModel(config)).train().to(dtype)
-        optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-3,
-                                      weight_decay=0.01)
-        loss = torch.nn.functional.cross_entropy(
-            reference(tokens).reshape(-1, 1000), labels.reshape(-1))
-        loss.backward()
-        optimizer.step()
-        return loss.item(), {n: p.detach().double().numpy()
-                             for n, p in reference.named_parameters()}
+    def build_gpt2():
+        return Logits(GPT2LMHeadModel(config))
 
-    loss64, exact = pytorch_step(torch.float64)
-    _, single = pytorch_step(torch.float32)
+    loss64, exact = reference_step(build_gpt2, torch.float64, (tokens,),
+                                   labels)
+    _, single = reference_step(build_gpt2, torch.float32, (tokens,), labels)
 
     def distance(params):
-        return max(np.max(np.abs(params[n] - exact[n])) /
-                   (np.max(np.abs(exact[n])) + 1e-30) for n in exact)
+        return relative_distance(params, exact)
 
     # gpuc names the tied embedding after the head, as the export does.
     mine = {n: ours.get(n + ".npy", ours.get(
@@ -332,28 +347,20 @@ torch.onnx.export(Padded(GPT2LMHeadModel(config)).train(),
                   optimize=False)
 
 
-def padded_step(dtype, attention_mask):
-    torch.manual_seed(0)
-    reference = Padded(GPT2LMHeadModel(config)).train().to(dtype)
-    optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-3,
-                                  weight_decay=0.01)
-    loss = torch.nn.functional.cross_entropy(
-        reference(tokens, attention_mask).reshape(-1, 1000),
-        labels.reshape(-1))
-    loss.backward()
-    optimizer.step()
-    return loss.item(), {n: p.detach().double().numpy()
-                         for n, p in reference.named_parameters()}
+def build_padded():
+    return Padded(GPT2LMHeadModel(config))
 
 
-loss64, exact = padded_step(torch.float64, mask)
-unpadded, _ = padded_step(torch.float64, torch.ones_like(mask))
-_, single = padded_step(torch.float32, mask)
+loss64, exact = reference_step(build_padded, torch.float64, (tokens, mask),
+                               labels)
+unpadded, _ = reference_step(build_padded, torch.float64,
+                             (tokens, torch.ones_like(mask)), labels)
+_, single = reference_step(build_padded, torch.float32, (tokens, mask),
+                           labels)
 
 
 def padded_distance(params):
-    return max(np.max(np.abs(params[n] - exact[n])) /
-               (np.max(np.abs(exact[n])) + 1e-30) for n in exact)
+    return relative_distance(params, exact)
 
 
 for attention in ("gemm", "flash"):
@@ -441,26 +448,16 @@ ops, triangles = marked([d for f, d in dumps.items()
                          if f.endswith("-gpuc-decompose.mlir")])
 
 
-def llama_step(dtype):
-    torch.manual_seed(0)
-    reference = Logits(LlamaForCausalLM(llama)).train().to(dtype)
-    optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-3,
-                                  weight_decay=0.01)
-    loss = torch.nn.functional.cross_entropy(
-        reference(tokens).reshape(-1, 1000), labels.reshape(-1))
-    loss.backward()
-    optimizer.step()
-    return loss.item(), {n: p.detach().double().numpy()
-                         for n, p in reference.named_parameters()}
+def build_llama():
+    return Logits(LlamaForCausalLM(llama))
 
 
-loss64, exact = llama_step(torch.float64)
-_, single = llama_step(torch.float32)
+loss64, exact = reference_step(build_llama, torch.float64, (tokens,), labels)
+_, single = reference_step(build_llama, torch.float32, (tokens,), labels)
 
 
 def llama_distance(params):
-    return max(np.max(np.abs(params[n] - exact[n])) /
-               (np.max(np.abs(exact[n])) + 1e-30) for n in exact)
+    return relative_distance(params, exact)
 
 
 inv_freq = dict(Logits(LlamaForCausalLM(llama)).named_buffers())[
