@@ -2,6 +2,7 @@
 #include "Checkpoint.h"
 
 #include "CompiledStep.h"
+#include "Directories.h"
 #include "Metrics.h"
 
 #include "gpuc/runtime/AtomicFile.h"
@@ -147,9 +148,9 @@ std::string checkpointPath(const Options &o) {
 void prepareCheckpointDir(const Options &o) {
   if (o.checkpointDir.empty())
     return;
-  if (mkdir(o.checkpointDir.c_str(), 0755) != 0 && errno != EEXIST)
-    fail("cannot create --checkpoint-dir " + o.checkpointDir + ": " +
-         strerror(errno));
+  std::string error;
+  if (!makeDirectories(o.checkpointDir, error))
+    fail("--checkpoint-dir " + o.checkpointDir + ": " + error);
   // One trainer at a time per checkpoint directory, before anything in it
   // is read: a resume started right after `kill -9` could otherwise read
   // the directory while the killed process is still finishing a write.

@@ -1,5 +1,6 @@
 //===- EventFile.cpp - TensorBoard event files (--tensorboard) ------------===//
 #include "EventFile.h"
+#include "Directories.h"
 
 #include <cerrno>
 #include <chrono>
@@ -110,24 +111,8 @@ EventFile::~EventFile() {
 }
 
 bool EventFile::open(const std::string &dir, std::string &error) {
-  // Every missing parent too, as mkdir -p.
-  for (size_t at = 1; at <= dir.size(); ++at) {
-    if (at < dir.size() && dir[at] != '/')
-      continue;
-    std::string prefix = dir.substr(0, at);
-    struct stat st;
-    if (stat(prefix.c_str(), &st) == 0) {
-      if (!S_ISDIR(st.st_mode)) {
-        error = prefix + " is not a directory";
-        return false;
-      }
-      continue;
-    }
-    if (mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
-      error = "cannot create " + prefix + ": " + strerror(errno);
-      return false;
-    }
-  }
+  if (!makeDirectories(dir, error))
+    return false;
   char host[256] = "localhost";
   gethostname(host, sizeof(host) - 1);
   host[sizeof(host) - 1] = 0;

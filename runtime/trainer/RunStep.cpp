@@ -3,6 +3,7 @@
 
 #include "BufferFill.h"
 #include "CompiledStep.h"
+#include "Directories.h"
 
 #include "gpuc/runtime/Npy.h"
 #include "gpuc/runtime/device/Float16.h"
@@ -16,8 +17,9 @@ int runStep(CompiledStep &s, const Options &o) {
   // One step on given inputs: what tests compare with the interpreter.
   if (o.outputDir.empty())
     fail("--run-step needs --output-dir");
-  mkdir(o.outputDir.c_str(), 0755);
   std::string error;
+  if (!makeDirectories(o.outputDir, error))
+    fail("--output-dir: " + error);
   for (auto &[name, id] :
        s.plan.json["functions"]["train_step"]["inputs"].items()) {
     NpyArray a;
