@@ -10,15 +10,18 @@ using namespace mlir::gpuc;
 using namespace mlir::gpuc::interpreter;
 
 namespace {
-/// Index arithmetic over [B, H, Tq, Tk] scores and the [B, H, T, D] rows.
+/// Index arithmetic over [B, H, Tq, Tk] scores, the [B, H, Tq, D] query
+/// rows and the [B, H / groups, Tk, D] key and value rows (grouped-query
+/// attention: `groups` query heads read each key head).
 struct Geometry {
-  int64_t batch, heads, rows, keys, width, valueWidth;
+  int64_t batch, heads, rows, keys, width, valueWidth, groups;
   int64_t maskStrides[4] = {0, 0, 0, 0};
 
   Geometry(const HostTensor &q, const HostTensor &k, const HostTensor &v,
            const HostTensor *mask)
       : batch(q.shape[0]), heads(q.shape[1]), rows(q.shape[2]),
-        keys(k.shape[2]), width(q.shape[3]), valueWidth(v.shape[3]) {
+        keys(k.shape[2]), width(q.shape[3]), valueWidth(v.shape[3]),
+        groups(q.shape[1] / k.shape[1]) {
     if (!mask)
       return;
     int64_t stride = 1;
@@ -29,6 +32,10 @@ struct Geometry {
   }
   /// The (b, h) slice's first row of a [B, H, n, w] tensor.
   int64_t slice(int64_t bh, int64_t n, int64_t w) const { return bh * n * w; }
+  /// The (b, h) slice's first row of a key or value tensor.
+  int64_t keySlice(int64_t bh, int64_t w) const {
+    return bh / groups * keys * w;
+  }
   bool masked(const HostTensor *mask, const AttentionParams &p, int64_t b,
               int64_t h, int64_t i, int64_t j) const {
     if (p.triangle && holdsComparison(*p.triangle, j, i) != p.maskKeeps)
@@ -59,7 +66,7 @@ void scores(const Geometry &g, const HostTensor &q, const HostTensor &k,
             int64_t i, std::vector<double> &s) {
   int64_t b = bh / g.heads, h = bh % g.heads;
   const double *qi = q.data.data() + g.slice(bh, g.rows, g.width) + i * g.width;
-  const double *kb = k.data.data() + g.slice(bh, g.keys, g.width);
+  const double *kb = k.data.data() + g.keySlice(bh, g.width);
   s.assign(g.keys, 0.0);
   for (int64_t j = 0; j < g.keys; ++j) {
     if (g.masked(mask, p, b, h, i, j)) {
@@ -81,7 +88,7 @@ void mlir::gpuc::interpreter::attentionForward(
   Geometry g(q, k, v, mask);
   std::vector<double> s;
   for (int64_t bh = 0; bh < g.batch * g.heads; ++bh) {
-    const double *vb = v.data.data() + g.slice(bh, g.keys, g.valueWidth);
+    const double *vb = v.data.data() + g.keySlice(bh, g.valueWidth);
     for (int64_t i = 0; i < g.rows; ++i) {
       scores(g, q, k, mask, params, bh, i, s);
       double max = -INFINITY, sum = 0.0;
@@ -113,8 +120,9 @@ void mlir::gpuc::interpreter::attentionBackward(
   for (int64_t bh = 0; bh < g.batch * g.heads; ++bh) {
     int64_t b = bh / g.heads, h = bh % g.heads;
     int64_t qBase = g.slice(bh, g.rows, g.width);
-    int64_t kBase = g.slice(bh, g.keys, g.width);
-    int64_t vBase = g.slice(bh, g.keys, g.valueWidth);
+    // A key head's gradients sum over the query heads of its group.
+    int64_t kBase = g.keySlice(bh, g.width);
+    int64_t vBase = g.keySlice(bh, g.valueWidth);
     int64_t oBase = g.slice(bh, g.rows, g.valueWidth);
     for (int64_t i = 0; i < g.rows; ++i) {
       scores(g, q, k, mask, params, bh, i, s);

@@ -150,6 +150,31 @@ Value zeroInTriangle(ExprBuilder &B, const Bands &bands, Value x) {
   return B.select(excluded, B.splat(x, 0.0), x);
 }
 
+/// Grouped-query attention's keys or values `x` ([B, Hk, T, D]) with each
+/// head repeated for the query heads that read it ([B, heads, T, D]): the
+/// GEMMs take one head of each operand per product.
+Value expandedHeads(ExprBuilder &B, Value x, int64_t heads) {
+  ArrayRef<int64_t> s = TensorBuilder::shapeOf(x);
+  if (s[1] == heads)
+    return x;
+  int64_t groups = heads / s[1];
+  Value single = B.reshape(B.loc, x, {s[0], s[1], 1, s[2], s[3]});
+  Value repeated = B.expand(single, {s[0], s[1], groups, s[2], s[3]});
+  return B.reshape(B.loc, repeated, {s[0], heads, s[2], s[3]});
+}
+
+/// The gradient of expandedHeads: `dx` ([B, H, T, D]) summed over each
+/// key head's group of query heads, to `like`'s shape.
+Value groupSum(ExprBuilder &B, Value dx, Value like) {
+  ArrayRef<int64_t> d = TensorBuilder::shapeOf(dx),
+                    s = TensorBuilder::shapeOf(like);
+  if (d[1] == s[1])
+    return dx;
+  Value grouped =
+      B.reshape(B.loc, dx, {s[0], s[1], d[1] / s[1], s[2], s[3]});
+  return B.sum(grouped, {2}, /*keepDims=*/false);
+}
+
 /// The masked, scaled scores of an attention, in f32: `scale * Q K^T`, and
 /// `fill` where the mask excludes a score.
 template <typename OpTy>
@@ -158,8 +183,9 @@ Value attentionScores(ExprBuilder &B, OpTy op, const Bands &bands) {
                     k = TensorBuilder::shapeOf(op.getKey());
   auto scoresType = RankedTensorType::get(
       {q[0], q[1], q[2], k[2]}, getElementTypeOrSelf(op.getQuery().getType()));
-  Value qk = bands.onResult(MatmulOp::create(
-      B.b, B.loc, scoresType, op.getQuery(), op.getKey(), false, true));
+  Value qk = bands.onResult(
+      MatmulOp::create(B.b, B.loc, scoresType, op.getQuery(),
+                       expandedHeads(B, op.getKey(), q[1]), false, true));
   Value z =
       B.scale(B.castTo(qk, B.b.getF32Type()), op.getScale().convertToDouble());
   if (Value wide = wideAttentionMask(B, op, TensorBuilder::shapeOf(z))) {
@@ -208,16 +234,19 @@ void lowerAttentionGrad(PatternRewriter &rewriter, AttentionGradOp op, Value p,
   ArrayRef<int64_t> shape = TensorBuilder::shapeOf(p);
   auto scoresType = RankedTensorType::get(shape, element);
   Value dout = op.getResultGrad();
+  int64_t heads = shape[1];
+  Value key = expandedHeads(B, op.getKey(), heads);
+  Value value = expandedHeads(B, op.getValue(), heads);
   Value dv = bands.onLhs(MatmulOp::create(
-      rewriter, loc, op.getValue().getType(),
+      rewriter, loc, value.getType(),
       B.castTo(attentionDropout(B, op, p), element), dout, true, false));
   // (The bands leave dP's triangle unwritten.)
   Value dweights = zeroInTriangle(
       B, bands,
       attentionDropout(B, op,
                        B.castTo(bands.onResult(MatmulOp::create(
-                                    rewriter, loc, scoresType, dout,
-                                    op.getValue(), false, true)),
+                                    rewriter, loc, scoresType, dout, value,
+                                    false, true)),
                                 f32)));
   // rowsum(P dP) (= rowsum(dO O)): the weights and their gradient are at
   // hand in this row kernel, where dO O would keep O for backward.
@@ -233,10 +262,11 @@ void lowerAttentionGrad(PatternRewriter &rewriter, AttentionGradOp op, Value p,
   }
   ds = B.castTo(B.scale(ds, op.getScale().convertToDouble()), element);
   Value dq = bands.onLhs(MatmulOp::create(
-      rewriter, loc, op.getQuery().getType(), ds, op.getKey(), false, false));
-  Value dk = bands.onLhs(MatmulOp::create(rewriter, loc, op.getKey().getType(),
-                                          ds, op.getQuery(), true, false));
-  rewriter.replaceOp(op, {dq, dk, dv});
+      rewriter, loc, op.getQuery().getType(), ds, key, false, false));
+  Value dk = bands.onLhs(MatmulOp::create(rewriter, loc, key.getType(), ds,
+                                          op.getQuery(), true, false));
+  rewriter.replaceOp(op, {dq, groupSum(B, dk, op.getKey()),
+                          groupSum(B, dv, op.getValue())});
 }
 
 /// A pattern whose causal GEMMs come in bands of about `bandRows` rows.
@@ -271,10 +301,10 @@ struct DecomposeAttention : BandedPattern<AttentionOp> {
     Value weights = zeroInTriangle(B, bands, B.div(e, B.expand(sum, shape)));
     Value lse = B.reshape(B.loc, B.add(max, B.log(sum)),
                           TensorBuilder::shapeOf(op.getLogsumexp()));
-    Value out = bands.onLhs(
-        MatmulOp::create(rewriter, op.getLoc(), op.getResult().getType(),
-                         B.castTo(attentionDropout(B, op, weights), element),
-                         op.getValue(), false, false));
+    Value out = bands.onLhs(MatmulOp::create(
+        rewriter, op.getLoc(), op.getResult().getType(),
+        B.castTo(attentionDropout(B, op, weights), element),
+        expandedHeads(B, op.getValue(), shape[1]), false, false));
     SmallVector<AttentionGradOp> grads;
     for (Operation *user : op.getResult().getUsers())
       if (auto grad = dyn_cast<AttentionGradOp>(user);

@@ -188,8 +188,35 @@ Value toRank4(TensorBuilder &tb, Location loc, Value v) {
   return tb.reshape(loc, v, wide);
 }
 
-/// The last two dimensions of `v` swapped.
-Value swapLastTwo(PatternRewriter &rewriter, Location loc, Value v) {
+/// Whether `transpose` swaps the last two dimensions only.
+bool swapsLastTwo(TransposeOp transpose) {
+  ArrayRef<int64_t> perm = transpose.getPerm();
+  int64_t rank = perm.size();
+  for (int64_t d = 0; d < rank - 2; ++d)
+    if (perm[d] != d)
+      return false;
+  return rank >= 2 && perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
+}
+
+/// The last two dimensions of `v` swapped. Where `v` is such a swap itself,
+/// or a reshape of leading dimensions of one (PyTorch's decomposition of
+/// scaled_dot_product_attention transposes keys that `repeat_kv` had
+/// expanded), the swap undoes it instead of adding a transpose.
+Value swapLastTwo(TensorBuilder &tb, PatternRewriter &rewriter, Location loc,
+                  Value v) {
+  if (auto transpose = v.getDefiningOp<TransposeOp>();
+      transpose && swapsLastTwo(transpose))
+    return transpose.getInput();
+  if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+    auto transpose = reshape.getInput().getDefiningOp<TransposeOp>();
+    ArrayRef<int64_t> in = shapeOf(reshape.getInput()), out = shapeOf(v);
+    if (transpose && swapsLastTwo(transpose) && in.size() >= 2 &&
+        out.size() >= 2 && in.take_back(2) == out.take_back(2)) {
+      SmallVector<int64_t> shape(out);
+      std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+      return tb.reshape(loc, transpose.getInput(), shape);
+    }
+  }
   ArrayRef<int64_t> shape = shapeOf(v);
   SmallVector<int64_t> perm, swapped(shape);
   for (int64_t d = 0; d < (int64_t)shape.size(); ++d)
@@ -200,6 +227,31 @@ Value swapLastTwo(PatternRewriter &rewriter, Location loc, Value v) {
       rewriter, loc,
       RankedTensorType::get(swapped, getElementTypeOrSelf(v.getType())), v,
       perm);
+}
+
+/// `v` ([B, H, T, D]) as grouped-query attention's key or value rows: a
+/// tensor x of [B, Hk, T, D] whose every head is repeated H / Hk times in
+/// a row, as Hugging Face's `repeat_kv` spells it (x reshaped to [B, Hk, 1,
+/// T, D], broadcast to [B, Hk, g, T, D], reshaped to [B, Hk * g, T, D]).
+/// None where `v` is not such an expansion.
+std::optional<Value> groupedHeads(TensorBuilder &tb, Location loc, Value v) {
+  auto merge = v.getDefiningOp<ReshapeOp>();
+  auto expand = merge ? merge.getInput().getDefiningOp<BroadcastOp>()
+                      : BroadcastOp();
+  if (!expand)
+    return std::nullopt;
+  ArrayRef<int64_t> rows = shapeOf(v), expanded = shapeOf(expand);
+  SmallVector<int64_t> input(shapeOf(expand.getInput()));
+  if (rows.size() != 4 || expanded.size() != 5 || input.size() > 5)
+    return std::nullopt;
+  input.insert(input.begin(), 5 - input.size(), 1);
+  if (expanded[0] != rows[0] || expanded[1] * expanded[2] != rows[1] ||
+      expanded[3] != rows[2] || expanded[4] != rows[3] || input[2] != 1 ||
+      input[0] != expanded[0] || input[1] != expanded[1] ||
+      input[3] != expanded[3] || input[4] != expanded[4])
+    return std::nullopt;
+  return tb.reshape(loc, expand.getInput(),
+                    {expanded[0], expanded[1], expanded[3], expanded[4]});
 }
 
 /// A constant mask at its smallest shape that broadcasts to it: each
@@ -299,15 +351,23 @@ struct FormAttentionPattern : OpRewritePattern<MatmulOp> {
     TensorBuilder tb(rewriter);
     rewriter.setInsertionPoint(pv);
     if (qk.getTransposeLhs())
-      q = swapLastTwo(rewriter, loc, q);
+      q = swapLastTwo(tb, rewriter, loc, q);
     if (!qk.getTransposeRhs())
-      k = swapLastTwo(rewriter, loc, k);
+      k = swapLastTwo(tb, rewriter, loc, k);
     Value v = pv.getRhs();
     if (pv.getTransposeRhs())
-      v = swapLastTwo(rewriter, loc, v);
+      v = swapLastTwo(tb, rewriter, loc, v);
     q = toRank4(tb, loc, q);
     k = toRank4(tb, loc, k);
     v = toRank4(tb, loc, v);
+    // Grouped-query attention reads the key and value heads unexpanded.
+    std::optional<Value> groupedKeys = groupedHeads(tb, loc, k);
+    std::optional<Value> groupedValues = groupedHeads(tb, loc, v);
+    if (groupedKeys && groupedValues &&
+        shapeOf(*groupedKeys)[1] == shapeOf(*groupedValues)[1]) {
+      k = *groupedKeys;
+      v = *groupedValues;
+    }
 
     Value maskValue;
     if (mask && mask->cond) {

@@ -50,6 +50,13 @@ MODELS = {
     # into 2 heads of 16 over 40 positions. The fused attention kernels read
     # them as row windows of the projection's output, in place.
     "qkv16": ("image", (4, 40, 32), "float", (4,), 5, []),
+    # Grouped-query causal self-attention as Hugging Face's Llama exports
+    # it (written by write_gqa16): 4 query heads of 16 over 2 key and value
+    # heads, each repeated for its 2 query heads (`repeat_kv`: Unsqueeze,
+    # Expand, Reshape) and the keys transposed after that, over 42
+    # positions. The attention formed reads the 2 key heads; its keys'
+    # gradients sum over each group.
+    "gqa16": ("image", (4, 42, 32), "float", (4,), 5, []),
     # examples/chargpt.onnx: its causal mask is Trilu's comparison of
     # iotas and its scale a reciprocal, both computed in the step as
     # exported; the attention formed from them reads no mask.
@@ -314,6 +321,58 @@ def write_qkv16(path):
     return save_parsed(path)
 
 
+def write_gqa16(path):
+    """The gqa16 model as ONNX, its weights drawn here."""
+    rng = np.random.default_rng(13)
+    T = 42
+
+    values = uniform_values(rng)
+    tril = causal_mask_text(T)
+    with open(path + ".txt", "w") as f:
+        f.write(ONNX_TEXT_HEADER)
+        f.write("gqa16 (float[N, %d, 32] image) => (float[N, 5] logits)\n" % T)
+        f.write("<float[32, 64] wq = {%s}, float[32, 32] wk = {%s}, "
+                "float[32, 32] wv = {%s}, bool[1, 1, %d, %d] tril = {%s}, "
+                "int64[4] qheads = {0, %d, 4, 16}, "
+                "int64[4] kvheads = {0, %d, 2, 16}, "
+                "int64[1] group_axis = {2}, int64[5] repeat = {1, 1, 2, 1, 1}, "
+                "int64[4] grouped = {0, 4, %d, 16}, "
+                "int64[3] flat = {0, %d, 64}, float[64, 5] head = {%s}, "
+                "float scale = {0.25}, float minus_inf = {-1.0}>\n"
+                % (values(32, 64, scale=0.3), values(32, 32, scale=0.3),
+                   values(32, 32, scale=0.3), T, T, tril, T, T, T, T,
+                   values(64, 5, scale=0.3)))
+        f.write("""{
+  q2 = MatMul(image, wq)
+  q4 = Reshape(q2, qheads)
+  q = Transpose<perm = [0, 2, 1, 3]>(q4)
+  k2 = MatMul(image, wk)
+  k4 = Reshape(k2, kvheads)
+  k = Transpose<perm = [0, 2, 1, 3]>(k4)
+  k5 = Unsqueeze(k, group_axis)
+  ke = Expand(k5, repeat)
+  kr = Reshape(ke, grouped)
+  kt = Transpose<perm = [0, 1, 3, 2]>(kr)
+  v2 = MatMul(image, wv)
+  v4 = Reshape(v2, kvheads)
+  v = Transpose<perm = [0, 2, 1, 3]>(v4)
+  v5 = Unsqueeze(v, group_axis)
+  ve = Expand(v5, repeat)
+  vr = Reshape(ve, grouped)
+  s = MatMul(q, kt)
+  ss = Mul(s, scale)
+  masked = Where(tril, ss, minus_inf)
+  p = Softmax<axis = -1>(masked)
+  y = MatMul(p, vr)
+  yt = Transpose<perm = [0, 2, 1, 3]>(y)
+  y2 = Reshape(yt, flat)
+  pooled = ReduceMean<axes = [1], keepdims = 0>(y2)
+  logits = MatMul(pooled, head)
+}
+""")
+    return save_parsed(path, minus_inf="minus_inf")
+
+
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -348,6 +407,8 @@ def check(args, name, optimizer, work):
         model = write_attention16(os.path.join(work, name + ".onnx"))
     if name == "qkv16":
         model = write_qkv16(os.path.join(work, name + ".onnx"))
+    if name == "gqa16":
+        model = write_gqa16(os.path.join(work, name + ".onnx"))
     out = os.path.join(work, name + "-" + optimizer)
     # The head's logits type changes the step itself: the reference's
     # (import) and the trainer's (compile) step use the same one.

@@ -635,8 +635,24 @@ func.func @attention_rank(%q: tensor<3x5x4xf32>) {
 // -----
 
 func.func @attention_key_width(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x8xf32>, %v: tensor<2x3x7x6xf32>) {
-  // expected-error @+1 {{key 2x3x7x8 must be [2, 3, keys, 4] for query 2x3x5x4}}
+  // expected-error @+1 {{key 2x3x7x8 must be [2, heads dividing 3, keys, 4] for query 2x3x5x4}}
   %o, %l = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x3x5x4xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x6xf32> -> tensor<2x3x5x6xf32>, tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_key_heads(%q: tensor<2x6x5x4xf32>, %k: tensor<2x4x7x4xf32>, %v: tensor<2x4x7x6xf32>) {
+  // expected-error @+1 {{key 2x4x7x4 must be [2, heads dividing 6, keys, 4] for query 2x6x5x4}}
+  %o, %l = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x6x5x4xf32>, tensor<2x4x7x4xf32>, tensor<2x4x7x6xf32> -> tensor<2x6x5x6xf32>, tensor<2x6x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_value_heads(%q: tensor<2x6x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: tensor<2x2x7x6xf32>) {
+  // expected-error @+1 {{value 2x2x7x6 must be [2, 3, 7, width] for key 2x3x7x4}}
+  %o, %l = gpuc.attention %q, %k, %v scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x6x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x2x7x6xf32> -> tensor<2x6x5x6xf32>, tensor<2x6x5xf32>
   return
 }
 

@@ -207,6 +207,16 @@ func.func @attention(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: tenso
   return %o, %dq : tensor<2x3x5x6xf32>, tensor<2x3x5x4xf32>
 }
 
+// Grouped-query attention: three query heads read each key head.
+// CHECK-LABEL: func.func @grouped_attention
+// CHECK: gpuc.attention %arg0, %arg1, %arg2 scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x6x5x4xf32>, tensor<2x2x7x4xf32>, tensor<2x2x7x6xf32> -> tensor<2x6x5x6xf32>, tensor<2x6x5xf32>
+// CHECK: gpuc.attention_grad {{.*}} : tensor<2x6x5x4xf32>, tensor<2x2x7x4xf32>, tensor<2x2x7x6xf32>, tensor<2x6x5x6xf32>, tensor<2x6x5xf32>
+func.func @grouped_attention(%q: tensor<2x6x5x4xf32>, %k: tensor<2x2x7x4xf32>, %v: tensor<2x2x7x6xf32>) -> (tensor<2x6x5x6xf32>, tensor<2x2x7x4xf32>) {
+  %o, %lse = gpuc.attention %q, %k, %v scale = 0.5 fill = 0xFFF0000000000000 : tensor<2x6x5x4xf32>, tensor<2x2x7x4xf32>, tensor<2x2x7x6xf32> -> tensor<2x6x5x6xf32>, tensor<2x6x5xf32>
+  %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %o scale = 0.5 fill = 0xFFF0000000000000 : tensor<2x6x5x4xf32>, tensor<2x2x7x4xf32>, tensor<2x2x7x6xf32>, tensor<2x6x5x6xf32>, tensor<2x6x5xf32>
+  return %o, %dk : tensor<2x6x5x6xf32>, tensor<2x2x7x4xf32>
+}
+
 // CHECK-LABEL: func.func @all_reduce
 // CHECK: %[[G:.+]]:2 = gpuc.all_reduce %arg0, %arg1 bucket = 3 : tensor<10x4xf32>, tensor<10xf32>
 // CHECK: return %[[G]]#0, %[[G]]#1

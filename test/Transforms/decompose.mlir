@@ -200,6 +200,31 @@ func.func @attention_grad(%q: tensor<2x3x6x4xf32>, %k: tensor<2x3x6x4xf32>, %v: 
 
 // -----
 
+// Grouped-query attention's GEMMs read each key and value head repeated for
+// its group of query heads; the keys' and values' gradients sum over the
+// group.
+// CHECK-LABEL: func.func @grouped_attention_grad
+// CHECK: %[[K1:.+]] = gpuc.reshape %arg1 : tensor<2x2x6x4xf32> -> tensor<2x2x1x6x4xf32>
+// CHECK: %[[KG:.+]] = gpuc.broadcast %[[K1]] : tensor<2x2x1x6x4xf32> -> tensor<2x2x3x6x4xf32>
+// CHECK: %[[K:.+]] = gpuc.reshape %[[KG]] : tensor<2x2x3x6x4xf32> -> tensor<2x6x6x4xf32>
+// CHECK: gpuc.matmul %arg0, %[[K]] transpose_rhs
+// CHECK: %[[DV:.+]] = gpuc.matmul {{.+}} transpose_lhs : (tensor<2x6x6x6xf32>, tensor<2x6x6x4xf32>) -> tensor<2x6x6x4xf32>
+// CHECK: %[[DQ:.+]] = gpuc.matmul %[[DS:.+]], %{{.+}} : (tensor<2x6x6x6xf32>, tensor<2x6x6x4xf32>)
+// CHECK: %[[DK:.+]] = gpuc.matmul %[[DS]], %arg0 transpose_lhs
+// CHECK: %[[DKG:.+]] = gpuc.reshape %[[DK]] : tensor<2x6x6x4xf32> -> tensor<2x2x3x6x4xf32>
+// CHECK: %[[DKS:.+]] = gpuc.reduce_sum %[[DKG]] axes = [2] : tensor<2x2x3x6x4xf32> -> tensor<2x2x6x4xf32>
+// CHECK: %[[DVG:.+]] = gpuc.reshape %[[DV]] : tensor<2x6x6x4xf32> -> tensor<2x2x3x6x4xf32>
+// CHECK: %[[DVS:.+]] = gpuc.reduce_sum %[[DVG]] axes = [2] : tensor<2x2x3x6x4xf32> -> tensor<2x2x6x4xf32>
+// CHECK: return %[[DQ]], %[[DKS]], %[[DVS]]
+// FLASH-LABEL: func.func @grouped_attention_grad
+// FLASH: gpuc.attention_grad %arg0, %arg1, %arg2
+func.func @grouped_attention_grad(%q: tensor<2x6x6x4xf32>, %k: tensor<2x2x6x4xf32>, %v: tensor<2x2x6x4xf32>, %o: tensor<2x6x6x4xf32>, %lse: tensor<2x6x6xf32>, %do: tensor<2x6x6x4xf32>) -> (tensor<2x6x6x4xf32>, tensor<2x2x6x4xf32>, tensor<2x2x6x4xf32>) {
+  %dq, %dk, %dv = gpuc.attention_grad %q, %k, %v, %o, %lse, %do scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x6x6x4xf32>, tensor<2x2x6x4xf32>, tensor<2x2x6x4xf32>, tensor<2x6x6x4xf32>, tensor<2x6x6xf32>
+  return %dq, %dk, %dv : tensor<2x6x6x4xf32>, tensor<2x2x6x4xf32>, tensor<2x2x6x4xf32>
+}
+
+// -----
+
 // A causal mask (true where the key comes after the query) is compared
 // from the indices: the row kernel reads no mask.
 // CHECK-LABEL: func.func @causal_attention

@@ -249,3 +249,49 @@ func.func @index_mask_nan_guard(%q: tensor<1x2x3x4xf32>) -> (tensor<1x2x3x4xf32>
   %o2 = gpuc.matmul %g2, %q : (tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
   return %o, %o2 : tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>
 }
+
+// -----
+
+// Hugging Face's Llama: grouped-query attention, `repeat_kv` (a reshape to
+// [B, Hk, 1, T, D], a broadcast over the group, a reshape to the query
+// heads) of the keys and the values, the keys transposed after it. The
+// attention reads the 2 key heads unexpanded; the transposes cancel.
+// CHECK-LABEL: func.func @grouped_query_heads
+// CHECK-NOT: gpuc.transpose
+// CHECK: %[[O:.+]], %{{.+}} = gpuc.attention %arg0, %arg1, %arg2 scale = 2.500000e-01 fill = 0xFFF0000000000000 : tensor<2x6x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32> -> tensor<2x6x5x4xf32>, tensor<2x6x5xf32>
+// CHECK-NOT: gpuc.softmax
+// CHECK: return %[[O]]
+func.func @grouped_query_heads(%q: tensor<2x6x5x4xf32>, %k: tensor<2x2x5x4xf32>, %v: tensor<2x2x5x4xf32>) -> tensor<2x6x5x4xf32> {
+  %c = gpuc.constant dense<2.500000e-01> : tensor<2x6x5x5xf32>
+  %k1 = gpuc.reshape %k : tensor<2x2x5x4xf32> -> tensor<2x2x1x5x4xf32>
+  %kg = gpuc.broadcast %k1 : tensor<2x2x1x5x4xf32> -> tensor<2x2x3x5x4xf32>
+  %kgt = gpuc.transpose %kg perm = [0, 1, 2, 4, 3] : tensor<2x2x3x5x4xf32> -> tensor<2x2x3x4x5xf32>
+  %kt = gpuc.reshape %kgt : tensor<2x2x3x4x5xf32> -> tensor<2x6x4x5xf32>
+  %v1 = gpuc.reshape %v : tensor<2x2x5x4xf32> -> tensor<2x2x1x5x4xf32>
+  %vg = gpuc.broadcast %v1 : tensor<2x2x1x5x4xf32> -> tensor<2x2x3x5x4xf32>
+  %vr = gpuc.reshape %vg : tensor<2x2x3x5x4xf32> -> tensor<2x6x5x4xf32>
+  %s = gpuc.matmul %q, %kt : (tensor<2x6x5x4xf32>, tensor<2x6x4x5xf32>) -> tensor<2x6x5x5xf32>
+  %scaled = gpuc.mul %s, %c : tensor<2x6x5x5xf32>
+  %p = gpuc.softmax %scaled axis = 3 : tensor<2x6x5x5xf32>
+  %o = gpuc.matmul %p, %vr : (tensor<2x6x5x5xf32>, tensor<2x6x5x4xf32>) -> tensor<2x6x5x4xf32>
+  return %o : tensor<2x6x5x4xf32>
+}
+
+// -----
+
+// Keys repeated over a group but values not (a different head count for
+// each): the attention keeps the expanded keys.
+// CHECK-LABEL: func.func @grouped_keys_only
+// CHECK: gpuc.attention %arg0, %{{.+}}, %arg2 scale = 2.500000e-01 fill = 0xFFF0000000000000 : tensor<2x6x5x4xf32>, tensor<2x6x5x4xf32>, tensor<2x6x5x4xf32>
+func.func @grouped_keys_only(%q: tensor<2x6x5x4xf32>, %k: tensor<2x2x5x4xf32>, %v: tensor<2x6x5x4xf32>) -> tensor<2x6x5x4xf32> {
+  %c = gpuc.constant dense<2.500000e-01> : tensor<2x6x5x5xf32>
+  %k1 = gpuc.reshape %k : tensor<2x2x5x4xf32> -> tensor<2x2x1x5x4xf32>
+  %kg = gpuc.broadcast %k1 : tensor<2x2x1x5x4xf32> -> tensor<2x2x3x5x4xf32>
+  %kr = gpuc.reshape %kg : tensor<2x2x3x5x4xf32> -> tensor<2x6x5x4xf32>
+  %kt = gpuc.transpose %kr perm = [0, 1, 3, 2] : tensor<2x6x5x4xf32> -> tensor<2x6x4x5xf32>
+  %s = gpuc.matmul %q, %kt : (tensor<2x6x5x4xf32>, tensor<2x6x4x5xf32>) -> tensor<2x6x5x5xf32>
+  %scaled = gpuc.mul %s, %c : tensor<2x6x5x5xf32>
+  %p = gpuc.softmax %scaled axis = 3 : tensor<2x6x5x5xf32>
+  %o = gpuc.matmul %p, %v : (tensor<2x6x5x5xf32>, tensor<2x6x5x4xf32>) -> tensor<2x6x5x4xf32>
+  return %o : tensor<2x6x5x4xf32>
+}

@@ -42,6 +42,8 @@ struct Case {
   /// Keys past `keys - paddedKeys` excluded from every query (a padding
   /// mask), with a -inf fill.
   int paddedKeys = 0;
+  /// Query heads per key and value head (grouped-query attention).
+  int groups = 1;
 };
 
 /// Whether `key P query` holds for the test's triangle code.
@@ -82,10 +84,12 @@ template <int D, int DV, int Tiles = 1, bool Stored = false,
           bool QuarterBlocks = false>
 void check(const Case &c) {
   const int bh = c.batch * c.heads, qs = D + c.pad, vs = DV + c.pad;
+  // The keys' and values' (batch, head) slices.
+  const int keyHeads = c.heads / c.groups, bk = c.batch * keyHeads;
   std::mt19937 rng(11);
   Tensors t{randomBf16((size_t)bh * c.queries * qs, rng),
-            randomBf16((size_t)bh * c.keys * qs, rng),
-            randomBf16((size_t)bh * c.keys * vs, rng),
+            randomBf16((size_t)bk * c.keys * qs, rng),
+            randomBf16((size_t)bk * c.keys * vs, rng),
             randomBf16((size_t)bh * c.queries * vs, rng)};
   // The pairs excluded; and beside a triangle, the padding mask the
   // kernels read (true excludes unless the triangle's maskKeeps).
@@ -104,10 +108,11 @@ void check(const Case &c) {
   g.heads = c.heads;
   g.queries = c.queries;
   g.keys = c.keys;
+  g.groups = c.groups;
   int64_t q[3] = {(int64_t)c.heads * c.queries * qs, (int64_t)c.queries * qs,
                   qs};
-  int64_t k[3] = {(int64_t)c.heads * c.keys * qs, (int64_t)c.keys * qs, qs};
-  int64_t v[3] = {(int64_t)c.heads * c.keys * vs, (int64_t)c.keys * vs, vs};
+  int64_t k[3] = {(int64_t)keyHeads * c.keys * qs, (int64_t)c.keys * qs, qs};
+  int64_t v[3] = {(int64_t)keyHeads * c.keys * vs, (int64_t)c.keys * vs, vs};
   int64_t o[3] = {(int64_t)c.heads * c.queries * vs, (int64_t)c.queries * vs,
                   vs};
   for (int d = 0; d < 3; ++d) {
@@ -238,9 +243,11 @@ void check(const Case &c) {
   std::vector<double> refOut(out.size()), refLse(lse.size()), refDq(dq.size()),
       refDk(dk.size()), refDv(dv.size());
   for (int b = 0; b < bh; ++b) {
+    // Keys and values are read at the (batch, key head) slice b / groups.
     auto at = [&](const std::vector<gpuc::bf16> &x, int rows, int stride,
                   int row, int col) {
-      return (double)(float)x[((size_t)b * rows + row) * stride + col];
+      int slice = &x == &t.k || &x == &t.v ? b / c.groups : b;
+      return (double)(float)x[((size_t)slice * rows + row) * stride + col];
     };
     std::vector<double> p((size_t)c.queries * c.keys);
     for (int i = 0; i < c.queries; ++i) {
@@ -281,11 +288,11 @@ void check(const Case &c) {
         for (int d = 0; d < D; ++d) {
           refDq[((size_t)b * c.queries + i) * qs + d] +=
               g.scale * ds * at(t.k, c.keys, qs, j, d);
-          refDk[((size_t)b * c.keys + j) * qs + d] +=
+          refDk[((size_t)(b / c.groups) * c.keys + j) * qs + d] +=
               g.scale * ds * at(t.q, c.queries, qs, i, d);
         }
         for (int e = 0; e < DV; ++e)
-          refDv[((size_t)b * c.keys + j) * vs + e] +=
+          refDv[((size_t)(b / c.groups) * c.keys + j) * vs + e] +=
               pij * at(t.dOut, c.queries, vs, i, e);
       }
     }
@@ -443,6 +450,7 @@ TEST(AttentionTensorCores, StoredScoreGradientsMatchDouble) {
 TEST(AttentionBlocks, CausalRowBlocksStartHeaviestFirst) {
   gpuc::AttentionGeometry g{};
   g.heads = 3;
+  g.groups = 1;
   g.queries = g.keys = 1000; // 4 row blocks a head
   g.mask = nullptr;          // compared from the indices
   g.triangle = 5;            // key > query excluded: causal
@@ -482,3 +490,18 @@ TEST(AttentionBlocks, CausalRowBlocksStartHeaviestFirst) {
 }
 
 } // namespace
+
+// Grouped-query attention: each key and value head is read by a group of
+// query heads (SmolLM's 9 over 3), and the keys' launch sums a key row's
+// gradients over its group: causal, in every layout and with the scores'
+// gradients stored, and a cross-attention with a read mask.
+TEST(AttentionTensorCores, GroupedQueryHeadsMatchDouble) {
+  Case causal{1, 6, 300, 300, /*causal=*/true, /*readMask=*/false};
+  causal.groups = 3;
+  check<64, 64>(causal);
+  check<64, 64, 1, false, true>(causal);
+  check<64, 64, 1, true>(causal);
+  Case cross{1, 4, 45, 70, /*causal=*/false, /*readMask=*/true};
+  cross.groups = 2;
+  check<32, 80>(cross);
+}

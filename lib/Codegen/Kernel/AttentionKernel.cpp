@@ -108,6 +108,9 @@ cudnnAttentionOf(Op o, bool bthd, int64_t inputs, ConcatOp joined,
   SmallVector<int64_t, 4> q = attentionShape(o.getQuery(), bthd),
                           k = attentionShape(o.getKey(), bthd),
                           v = attentionShape(o.getValue(), bthd);
+  // (Grouped-query attention's fewer key heads are not described to it.)
+  if (k[1] != q[1])
+    return std::nullopt;
   call.batch = q[0];
   call.heads = q[1];
   call.queries = q[2];
@@ -247,8 +250,9 @@ FailureOr<EmittedKernel> Emitter::emitAttention(Operation *op, StringRef name) {
              << q[3] << " and " << v[3] << " (compile with --attention gemm)";
     int64_t weightCount = q[0] * q[1] * q[2] * k[2];
     line("gpuc::AttentionGeometry g;");
-    line(llvm::formatv("g.heads = {0}; g.queries = {1}; g.keys = {2};", q[1],
-                       q[2], k[2]));
+    line(llvm::formatv(
+        "g.heads = {0}; g.queries = {1}; g.keys = {2}; g.groups = {3};", q[1],
+        q[2], k[2], q[1] / k[1]));
     line(rowStrides("q", o.getQuery(), bthd));
     line(rowStrides("k", o.getKey(), bthd));
     line(rowStrides("v", o.getValue(), bthd));

@@ -30,6 +30,10 @@ inline constexpr int kAttentionKeyTile = 32;
 /// An attention's shape, layout and score rules, filled by the kernel.
 struct AttentionGeometry {
   int32_t heads, queries, keys;
+  /// Query heads per key and value head (grouped-query attention; 1: as
+  /// many key heads as query heads). Query head h reads key head h /
+  /// groups.
+  int32_t groups;
   /// Element (b, h, t, d) of an operand is at b * [0] + h * [1] + t * [2]
   /// + d; the result and its gradient share out's. The operands' gradients
   /// have strides of their own (dq, dk, dv): an operand may be read as a
@@ -238,7 +242,10 @@ __device__ __forceinline__ void attentionKeyGradTile(
 
 /// The block's (batch, head) and first row, for rows of `rows` (the keys
 /// when `rowsAreKeys`, else the queries); false for a block past them (a
-/// launch sized for the longer of queries and keys).
+/// launch sized for the longer of queries and keys). With `keyHeads` the
+/// head is a key head (grouped-query attention's keys' launch, whose block
+/// sums its key rows' gradients over the query heads of the group): the
+/// launch, sized for the query heads, then has blocks to spare.
 ///
 /// Under a triangular mask row blocks differ in work: a causal attention's
 /// last query rows weigh every key, its first a tile of them, and the
@@ -250,29 +257,32 @@ __device__ __forceinline__ void attentionKeyGradTile(
 /// the work over the SMs). Blocks of equal work keep the row order, which
 /// keeps a head's keys in L2 while its blocks run. The CPU's blocks keep
 /// the row order.
-__device__ __forceinline__ bool attentionBlock(const AttentionGeometry &g,
-                                               int64_t rows, bool rowsAreKeys,
-                                               int64_t &b, int64_t &h,
-                                               int64_t &bh, int64_t &first) {
+__device__ __forceinline__ bool
+attentionBlock(const AttentionGeometry &g, int64_t rows, bool rowsAreKeys,
+               int64_t &b, int64_t &h, int64_t &bh, int64_t &first,
+               bool keyHeads = false) {
   int64_t longer = g.queries > g.keys ? g.queries : g.keys;
   int64_t blocksPerHead = (longer + kAttentionRows - 1) / kAttentionRows;
   int64_t rowBlock = blockIdx.x % blocksPerHead;
   bh = blockIdx.x / blocksPerHead;
+  int64_t batchHeads = gridDim.x / blocksPerHead;
 #ifndef GPUC_CPU
   if (g.triangle) {
     // Whether a query excludes the keys after it (a causal mask): its
     // later query rows, and earlier key rows, weigh more.
     bool laterQueriesHeavier = attentionExcluded(g, 0, 0, 0, 1);
-    int64_t batchHeads = gridDim.x / blocksPerHead;
     rowBlock = blockIdx.x / batchHeads;
     bh = blockIdx.x % batchHeads;
     if (laterQueriesHeavier != rowsAreKeys)
       rowBlock = blocksPerHead - 1 - rowBlock;
   }
 #endif
+  int64_t heads = keyHeads ? g.heads / g.groups : g.heads;
+  if (keyHeads && bh >= batchHeads / g.groups)
+    return false;
   first = rowBlock * kAttentionRows;
-  b = bh / g.heads;
-  h = bh % g.heads;
+  b = bh / heads;
+  h = bh % heads;
   return first < rows;
 }
 
@@ -293,8 +303,8 @@ __device__ void attentionForward(const T *q, const T *k, const T *v,
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.queries, false, b, h, bh, first))
     return;
-  const T *kBase = k + b * g.k[0] + h * g.k[1];
-  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  const T *kBase = k + b * g.k[0] + h / g.groups * g.k[1];
+  const T *vBase = v + b * g.v[0] + h / g.groups * g.v[1];
   for (int64_t i = first; i < first + kAttentionRows && i < g.queries; ++i) {
     float qRow[D], acc[DV];
     const T *qi = q + b * g.q[0] + h * g.q[1] + i * g.q[2];
@@ -325,8 +335,8 @@ attentionBackwardQueries(const T *q, const T *k, const T *v, const T *out,
   int64_t b, h, bh, first;
   if (!attentionBlock(g, g.queries, false, b, h, bh, first))
     return;
-  const T *kBase = k + b * g.k[0] + h * g.k[1];
-  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  const T *kBase = k + b * g.k[0] + h / g.groups * g.k[1];
+  const T *vBase = v + b * g.v[0] + h / g.groups * g.v[1];
   for (int64_t i = first; i < first + kAttentionRows && i < g.queries; ++i) {
     float qRow[D], dORow[DV], grad[D];
     int64_t oAt = b * g.out[0] + h * g.out[1] + i * g.out[2];
@@ -360,15 +370,13 @@ __device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
                                       const float *lse, const T *dOut,
                                       const AttentionGeometry &g,
                                       const float *rowDots, T *dk, T *dv) {
-  int64_t b, h, bh, first;
-  if (!attentionBlock(g, g.keys, true, b, h, bh, first))
+  int64_t b, keyHead, keyBh, first;
+  if (!attentionBlock(g, g.keys, true, b, keyHead, keyBh, first, true))
     return;
-  const T *qBase = q + b * g.q[0] + h * g.q[1];
-  const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
   for (int64_t j = first; j < first + kAttentionRows && j < g.keys; ++j) {
     float kRow[D], vRow[DV], gk[D], gv[DV];
-    const T *kj = k + b * g.k[0] + h * g.k[1] + j * g.k[2];
-    const T *vj = v + b * g.v[0] + h * g.v[1] + j * g.v[2];
+    const T *kj = k + b * g.k[0] + keyHead * g.k[1] + j * g.k[2];
+    const T *vj = v + b * g.v[0] + keyHead * g.v[1] + j * g.v[2];
     for (int d = 0; d < D; ++d) {
       kRow[d] = (float)kj[d];
       gk[d] = 0.0f;
@@ -377,16 +385,22 @@ __device__ void attentionBackwardKeys(const T *q, const T *k, const T *v,
       vRow[d] = (float)vj[d];
       gv[d] = 0.0f;
     }
-    for (int64_t i = 0; i < g.queries; i += kAttentionKeyTile) {
-      int count = g.queries - i < kAttentionKeyTile ? (int)(g.queries - i)
-                                                    : kAttentionKeyTile;
-      attentionKeyGradTile<D, DV>(
-          g, b, h, bh, j, kRow, vRow, qBase + i * g.q[2], g.q[2],
-          dOBase + i * g.out[2], g.out[2], lse + bh * g.queries + i,
-          rowDots + bh * g.queries + i, i, count, gk, gv);
+    // The key row's gradients sum over the query heads that read it.
+    for (int member = 0; member < g.groups; ++member) {
+      int64_t h = keyHead * g.groups + member, bh = b * g.heads + h;
+      const T *qBase = q + b * g.q[0] + h * g.q[1];
+      const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
+      for (int64_t i = 0; i < g.queries; i += kAttentionKeyTile) {
+        int count = g.queries - i < kAttentionKeyTile ? (int)(g.queries - i)
+                                                      : kAttentionKeyTile;
+        attentionKeyGradTile<D, DV>(
+            g, b, h, bh, j, kRow, vRow, qBase + i * g.q[2], g.q[2],
+            dOBase + i * g.out[2], g.out[2], lse + bh * g.queries + i,
+            rowDots + bh * g.queries + i, i, count, gk, gv);
+      }
     }
-    T *dkj = dk + b * g.dk[0] + h * g.dk[1] + j * g.dk[2];
-    T *dvj = dv + b * g.dv[0] + h * g.dv[1] + j * g.dv[2];
+    T *dkj = dk + b * g.dk[0] + keyHead * g.dk[1] + j * g.dk[2];
+    T *dvj = dv + b * g.dv[0] + keyHead * g.dv[1] + j * g.dv[2];
     for (int d = 0; d < D; ++d)
       dkj[d] = g.scale * gk[d];
     for (int d = 0; d < DV; ++d)
@@ -441,8 +455,8 @@ __device__ void attentionForwardRows(const T *q, const T *k, const T *v,
   for (int d = 0; d < DV; ++d)
     acc[d] = 0.0f;
   float max = -INFINITY, sum = 0.0f;
-  const T *kBase = k + b * g.k[0] + h * g.k[1];
-  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  const T *kBase = k + b * g.k[0] + h / g.groups * g.k[1];
+  const T *vBase = v + b * g.v[0] + h / g.groups * g.v[1];
   for (int64_t j = 0; j < g.keys; j += kAttentionKeyTile) {
     int count =
         g.keys - j < kAttentionKeyTile ? (int)(g.keys - j) : kAttentionKeyTile;
@@ -491,8 +505,8 @@ __device__ void attentionBackwardQueriesRows(const T *q, const T *k, const T *v,
     rowDots[bh * g.queries + i] = rowDot;
     rowLse = lse[bh * g.queries + i];
   }
-  const T *kBase = k + b * g.k[0] + h * g.k[1];
-  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  const T *kBase = k + b * g.k[0] + h / g.groups * g.k[1];
+  const T *vBase = v + b * g.v[0] + h / g.groups * g.v[1];
   for (int64_t j = 0; j < g.keys; j += kAttentionKeyTile) {
     int count =
         g.keys - j < kAttentionKeyTile ? (int)(g.keys - j) : kAttentionKeyTile;
@@ -520,43 +534,48 @@ __device__ void attentionBackwardKeysRows(const T *q, const T *k, const T *v,
   __shared__ float dOTile[kAttentionKeyTile * DV];
   __shared__ float lseTile[kAttentionKeyTile];
   __shared__ float dotTile[kAttentionKeyTile];
-  int64_t b, h, bh, first;
-  if (!attentionBlock(g, g.keys, true, b, h, bh, first))
+  int64_t b, keyHead, keyBh, first;
+  if (!attentionBlock(g, g.keys, true, b, keyHead, keyBh, first, true))
     return;
   const int64_t j = first + threadIdx.x;
   const bool active = j < g.keys;
   float kRow[D], vRow[DV], gk[D], gv[DV];
   for (int d = 0; d < D; ++d) {
-    kRow[d] =
-        active ? (float)k[b * g.k[0] + h * g.k[1] + j * g.k[2] + d] : 0.0f;
+    kRow[d] = active ? (float)k[b * g.k[0] + keyHead * g.k[1] + j * g.k[2] + d]
+                     : 0.0f;
     gk[d] = 0.0f;
   }
   for (int d = 0; d < DV; ++d) {
-    vRow[d] =
-        active ? (float)v[b * g.v[0] + h * g.v[1] + j * g.v[2] + d] : 0.0f;
+    vRow[d] = active ? (float)v[b * g.v[0] + keyHead * g.v[1] + j * g.v[2] + d]
+                     : 0.0f;
     gv[d] = 0.0f;
   }
-  const T *qBase = q + b * g.q[0] + h * g.q[1];
-  const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
-  for (int64_t i = 0; i < g.queries; i += kAttentionKeyTile) {
-    int count = g.queries - i < kAttentionKeyTile ? (int)(g.queries - i)
-                                                  : kAttentionKeyTile;
-    __syncthreads();
-    attentionStage<D>(qTile, qBase + i * g.q[2], g.q[2], count);
-    attentionStage<DV>(dOTile, dOBase + i * g.out[2], g.out[2], count);
-    for (int t = threadIdx.x; t < count; t += blockDim.x) {
-      lseTile[t] = lse[bh * g.queries + i + t];
-      dotTile[t] = rowDots[bh * g.queries + i + t];
+  // The key rows' gradients sum over the query heads that read them.
+  for (int member = 0; member < g.groups; ++member) {
+    const int64_t h = keyHead * g.groups + member, bh = b * g.heads + h;
+    const T *qBase = q + b * g.q[0] + h * g.q[1];
+    const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
+    for (int64_t i = 0; i < g.queries; i += kAttentionKeyTile) {
+      int count = g.queries - i < kAttentionKeyTile ? (int)(g.queries - i)
+                                                    : kAttentionKeyTile;
+      __syncthreads();
+      attentionStage<D>(qTile, qBase + i * g.q[2], g.q[2], count);
+      attentionStage<DV>(dOTile, dOBase + i * g.out[2], g.out[2], count);
+      for (int t = threadIdx.x; t < count; t += blockDim.x) {
+        lseTile[t] = lse[bh * g.queries + i + t];
+        dotTile[t] = rowDots[bh * g.queries + i + t];
+      }
+      __syncthreads();
+      if (active)
+        attentionKeyGradTile<D, DV>(g, b, h, bh, j, kRow, vRow, qTile, D,
+                                    dOTile, DV, lseTile, dotTile, i, count, gk,
+                                    gv);
     }
-    __syncthreads();
-    if (active)
-      attentionKeyGradTile<D, DV>(g, b, h, bh, j, kRow, vRow, qTile, D, dOTile,
-                                  DV, lseTile, dotTile, i, count, gk, gv);
   }
   if (!active)
     return;
-  T *dkj = dk + b * g.dk[0] + h * g.dk[1] + j * g.dk[2];
-  T *dvj = dv + b * g.dv[0] + h * g.dv[1] + j * g.dv[2];
+  T *dkj = dk + b * g.dk[0] + keyHead * g.dk[1] + j * g.dk[2];
+  T *dvj = dv + b * g.dv[0] + keyHead * g.dv[1] + j * g.dv[2];
   for (int d = 0; d < D; ++d)
     dkj[d] = g.scale * gk[d];
   for (int d = 0; d < DV; ++d)

@@ -469,8 +469,8 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
     return;
   const int t = threadIdx.x & 3;
   const T *qBase = q + b * g.q[0] + h * g.q[1];
-  const T *kBase = k + b * g.k[0] + h * g.k[1];
-  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  const T *kBase = k + b * g.k[0] + h / g.groups * g.k[1];
+  const T *vBase = v + b * g.v[0] + h / g.groups * g.v[1];
   // Scores, their maxima and the fill in base-2 units.
   const float scale2 = g.scale * kLog2e, fill2 = attentionLog2Units(g.fill);
   for (int pass = 0; pass < mmaPasses<Tiles, Warps>(); ++pass) {
@@ -635,8 +635,8 @@ attentionBackwardQueriesMma(const T *q, const T *k, const T *v, const T *out,
     return;
   const int t = threadIdx.x & 3;
   const T *qBase = q + b * g.q[0] + h * g.q[1];
-  const T *kBase = k + b * g.k[0] + h * g.k[1];
-  const T *vBase = v + b * g.v[0] + h * g.v[1];
+  const T *kBase = k + b * g.k[0] + h / g.groups * g.k[1];
+  const T *vBase = v + b * g.v[0] + h / g.groups * g.v[1];
   const T *oBase = out + b * g.out[0] + h * g.out[1];
   const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
   const float scale2 = g.scale * kLog2e;
@@ -745,13 +745,15 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
   unsigned short *tiles = attentionMmaShared<D, DV>();
   // The tile's queries' logsumexp and dot(dO, O), a pair per buffer.
   alignas(16) __shared__ float rowTiles[2][2][QT];
-  int64_t b, h, bh, first;
-  if (!attentionBlock(g, g.keys, true, b, h, bh, first))
+  int64_t b, keyHead, keyBh, first;
+  if (!attentionBlock(g, g.keys, true, b, keyHead, keyBh, first, true))
     return;
-  const T *qBase = q + b * g.q[0] + h * g.q[1];
-  const T *kBase = k + b * g.k[0] + h * g.k[1];
-  const T *vBase = v + b * g.v[0] + h * g.v[1];
-  const T *dOBase = dOut + b * g.out[0] + h * g.out[1];
+  const T *kBase = k + b * g.k[0] + keyHead * g.k[1];
+  const T *vBase = v + b * g.v[0] + keyHead * g.v[1];
+  // The query head whose rows the tiles run over (each of the key head's
+  // group in turn: the key rows' gradients sum over them).
+  int64_t h = 0, bh = 0;
+  const T *qBase = nullptr, *dOBase = nullptr;
   // Scores and the fill in base-2 units.
   const float scale2 = g.scale * kLog2e, fill2 = attentionLog2Units(g.fill);
   for (int pass = 0; pass < mmaPasses<1, Warps>(); ++pass) {
@@ -863,28 +865,34 @@ __device__ void attentionBackwardKeysMma(const T *q, const T *k, const T *v,
       return attentionTileKept(g, i0, i0 + QT, keptBegin,
                                keptBegin + kMmaPassRows);
     };
-    mmaStagedTiles<QT>(
-        g.queries,
-        [&](int64_t i0, int64_t end) {
-          return skipped(i0, end) || !passKept(i0);
-        },
-        stage,
-        [&](int64_t i0, int buffer) {
-          compute(MmaTileKept<true>(), i0, buffer);
-        });
-    mmaStagedTiles<QT>(
-        g.queries,
-        [&](int64_t i0, int64_t end) {
-          return skipped(i0, end) || passKept(i0);
-        },
-        stage,
-        [&](int64_t i0, int buffer) {
-          compute(MmaTileKept<false>(), i0, buffer);
-        });
-    mmaStoreRows<D>(dk + b * g.dk[0] + h * g.dk[1], g.dk[2], gk, key0, g.keys,
-                    g.scale);
-    mmaStoreRows<DV>(dv + b * g.dv[0] + h * g.dv[1], g.dv[2], gv, key0, g.keys,
-                     1.0f);
+    for (int member = 0; member < g.groups; ++member) {
+      h = keyHead * g.groups + member;
+      bh = b * g.heads + h;
+      qBase = q + b * g.q[0] + h * g.q[1];
+      dOBase = dOut + b * g.out[0] + h * g.out[1];
+      mmaStagedTiles<QT>(
+          g.queries,
+          [&](int64_t i0, int64_t end) {
+            return skipped(i0, end) || !passKept(i0);
+          },
+          stage,
+          [&](int64_t i0, int buffer) {
+            compute(MmaTileKept<true>(), i0, buffer);
+          });
+      mmaStagedTiles<QT>(
+          g.queries,
+          [&](int64_t i0, int64_t end) {
+            return skipped(i0, end) || passKept(i0);
+          },
+          stage,
+          [&](int64_t i0, int buffer) {
+            compute(MmaTileKept<false>(), i0, buffer);
+          });
+    }
+    mmaStoreRows<D>(dk + b * g.dk[0] + keyHead * g.dk[1], g.dk[2], gk, key0,
+                    g.keys, g.scale);
+    mmaStoreRows<DV>(dv + b * g.dv[0] + keyHead * g.dv[1], g.dv[2], gv, key0,
+                     g.keys, 1.0f);
   }
 }
 
@@ -919,7 +927,7 @@ attentionQueryGradsFromStoredMma(const T *k, const AttentionGeometry &g,
   if (!attentionBlock(g, g.queries, false, b, h, bh, first))
     return;
   const int lane = threadIdx.x & 31;
-  const T *kBase = k + b * g.k[0] + h * g.k[1];
+  const T *kBase = k + b * g.k[0] + h / g.groups * g.k[1];
   const unsigned short *scoreBase = scoreGrads + bh * g.keys * g.queries;
   for (int pass = 0; pass < kMmaPasses; ++pass) {
     const MmaPass rows = mmaPass(first, pass, g.queries);
