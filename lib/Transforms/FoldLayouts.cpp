@@ -191,25 +191,80 @@ bool onlyMerged(Value v, ArrayRef<Operation *> also = {}) {
   });
 }
 
+/// Whether `op` is elementwise work, whose kernel reads or writes through
+/// a head split or merge beside it (a fused transpose) at no cost.
+bool isElementwise(Operation *op) {
+  return op && op->hasTrait<OpTrait::Elementwise>();
+}
+
+/// Whether an attention operand `v` can be read as stored [B, T, H, D]: a
+/// head split (whose input is stored so), or elementwise work (rotary
+/// positions on the split heads), whose kernel then writes it so.
+bool readableAsRows(Value v) {
+  return swapsHeads(v) || isElementwise(v.getDefiningOp());
+}
+
+/// Whether a gradient `g` can be stored [B, T, H, D]: every reader merges
+/// the heads, or is elementwise work (the rotary positions' gradient)
+/// that reads it through a head split it fuses.
+bool storableAsRows(Value g) {
+  return llvm::all_of(g.getUsers(), [](Operation *user) {
+    return swapsHeads(user->getResult(0)) ||
+           (!isa<TransposeOp>(user) && isElementwise(user));
+  });
+}
+
+/// `v` swapped to [B, T, H, D]: a head split's input, else a head merge of
+/// it (which its producer's kernel fuses).
+Value asRows(Value v) {
+  if (TransposeOp split = swapsHeads(v))
+    return split.getInput();
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  std::swap(shape[1], shape[2]);
+  OpBuilder b(v.getContext());
+  b.setInsertionPointAfterValue(v);
+  return TransposeOp::create(b, v.getLoc(), type.clone(shape), v,
+                             ArrayRef<int64_t>{0, 2, 1, 3})
+      .getResult();
+}
+
 /// `v` as stored [B, T, H, D]: its readers that merged the heads read it
-/// now.
-void storeMerged(Value v) {
+/// now; any other reader (elementwise) reads a head split of it, but those
+/// in `also`, which read it as stored.
+void storeMerged(Value v, ArrayRef<Operation *> also = {}) {
   auto type = cast<RankedTensorType>(v.getType());
   SmallVector<int64_t> shape(type.getShape());
   std::swap(shape[1], shape[2]);
   v.setType(type.clone(shape));
-  for (Operation *user : llvm::make_early_inc_range(v.getUsers()))
-    if (auto t = dyn_cast<TransposeOp>(user)) {
+  Value split;
+  for (OpOperand &use : llvm::make_early_inc_range(v.getUses())) {
+    if (llvm::is_contained(also, use.getOwner()))
+      continue;
+    if (auto t = dyn_cast<TransposeOp>(use.getOwner())) {
       t.getResult().replaceAllUsesWith(v);
       t.erase();
+      continue;
     }
+    if (!split) {
+      OpBuilder b(v.getContext());
+      b.setInsertionPointAfterValue(v);
+      split = TransposeOp::create(b, v.getLoc(), type, v,
+                                  ArrayRef<int64_t>{0, 2, 1, 3});
+    }
+    use.set(split);
+  }
 }
 
 /// An attention whose query, key and value are head splits and whose
 /// result only a head merge reads (and its gradients, the same way) takes
 /// the bthd layout: the fused kernel reads and writes the projections' own
 /// [B, T, H, D] rows. Forward and gradient change together, since the
-/// gradient reads the forward's result.
+/// gradient reads the forward's result. An operand that elementwise work
+/// computes from its head split (Llama's rotary positions on the queries
+/// and keys) is stored [B, T, H, D] by that work's kernel instead, and a
+/// gradient elementwise work reads is read through a head split that its
+/// kernel fuses: the result and its gradient then need no transposes.
 void foldAttentionLayout(AttentionOp forward) {
   if (forward.getBthd())
     return;
@@ -221,24 +276,24 @@ void foldAttentionLayout(AttentionOp forward) {
           grad.getValue() != forward.getValue() ||
           grad.getResult() != forward.getResult() || grad.getBthd() ||
           !swapsHeads(grad.getResultGrad()) ||
-          !onlyMerged(grad.getQueryGrad()) || !onlyMerged(grad.getKeyGrad()) ||
-          !onlyMerged(grad.getValueGrad()))
+          !storableAsRows(grad.getQueryGrad()) ||
+          !storableAsRows(grad.getKeyGrad()) ||
+          !storableAsRows(grad.getValueGrad()))
         return;
       if (!llvm::is_contained(grads, grad))
         grads.push_back(grad);
     }
-  if (!swapsHeads(forward.getQuery()) || !swapsHeads(forward.getKey()) ||
-      !swapsHeads(forward.getValue()) ||
+  if (!readableAsRows(forward.getQuery()) ||
+      !readableAsRows(forward.getKey()) ||
+      !readableAsRows(forward.getValue()) ||
       !onlyMerged(forward.getResult(), grads))
     return;
-  auto split = [](OpOperand &operand) {
-    operand.set(swapsHeads(operand.get()).getInput());
-  };
+  auto split = [](OpOperand &operand) { operand.set(asRows(operand.get())); };
   split(forward.getQueryMutable());
   split(forward.getKeyMutable());
   split(forward.getValueMutable());
   forward.setBthd(true);
-  storeMerged(forward.getResult());
+  storeMerged(forward.getResult(), grads);
   for (Operation *op : grads) {
     auto grad = cast<AttentionGradOp>(op);
     grad.getQueryMutable().assign(forward.getQuery());

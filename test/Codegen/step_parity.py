@@ -55,7 +55,10 @@ MODELS = {
     # heads, each repeated for its 2 query heads (`repeat_kv`: Unsqueeze,
     # Expand, Reshape) and the keys transposed after that, over 42
     # positions. The attention formed reads the 2 key heads; its keys'
-    # gradients sum over each group.
+    # gradients sum over each group. Learned gains on the split query and
+    # key heads stand for rotary positions: elementwise work between the
+    # head split and the attention, whose kernels write (and whose
+    # gradients read) the fused kernels' [B, T, H, D] rows.
     "gqa16": ("image", (4, 42, 32), "float", (4,), 5, []),
     # examples/chargpt.onnx: its causal mask is Trilu's comparison of
     # iotas and its scale a reciprocal, both computed in the step as
@@ -338,17 +341,22 @@ def write_gqa16(path):
                 "int64[1] group_axis = {2}, int64[5] repeat = {1, 1, 2, 1, 1}, "
                 "int64[4] grouped = {0, 4, %d, 16}, "
                 "int64[3] flat = {0, %d, 64}, float[64, 5] head = {%s}, "
+                "float[1, 1, 1, 16] qgain = {%s}, "
+                "float[1, 1, 1, 16] kgain = {%s}, "
                 "float scale = {0.25}, float minus_inf = {-1.0}>\n"
                 % (values(32, 64, scale=0.3), values(32, 32, scale=0.3),
                    values(32, 32, scale=0.3), T, T, tril, T, T, T, T,
-                   values(64, 5, scale=0.3)))
+                   values(64, 5, scale=0.3), values(1, 1, 1, 16, scale=2.0),
+                   values(1, 1, 1, 16, scale=2.0)))
         f.write("""{
   q2 = MatMul(image, wq)
   q4 = Reshape(q2, qheads)
-  q = Transpose<perm = [0, 2, 1, 3]>(q4)
+  qs = Transpose<perm = [0, 2, 1, 3]>(q4)
+  q = Mul(qs, qgain)
   k2 = MatMul(image, wk)
   k4 = Reshape(k2, kvheads)
-  k = Transpose<perm = [0, 2, 1, 3]>(k4)
+  ks = Transpose<perm = [0, 2, 1, 3]>(k4)
+  k = Mul(ks, kgain)
   k5 = Unsqueeze(k, group_axis)
   ke = Expand(k5, repeat)
   kr = Reshape(ke, grouped)

@@ -85,6 +85,37 @@ func.func @attention(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tenso
 
 // -----
 
+// Llama's rotary positions are elementwise work on the split query and key
+// heads (here a gain), and grouped-query attention reads 2 key heads: the
+// work's result is merged back to [B, T, H, D] rows for the attention, its
+// gradient's reader splits the stored rows, and the result is stored as
+// the merge reads it. The transposes that remain meet elementwise work
+// (their kernels fuse them).
+// CHECK-LABEL: func.func @rotary_grouped_attention
+// CHECK: %[[QG:.+]] = gpuc.mul %{{.+}}, %arg4 : tensor<2x6x5x4xf32>
+// CHECK: %[[QR:.+]] = gpuc.transpose %[[QG]] perm = [0, 2, 1, 3] : tensor<2x6x5x4xf32> -> tensor<2x5x6x4xf32>
+// CHECK: %[[O:.+]], %[[L:.+]] = gpuc.attention %[[QR]], %arg1, %arg2 scale = 5.000000e-01 fill = 0xFFF0000000000000 bthd : tensor<2x5x6x4xf32>, tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32> -> tensor<2x5x6x4xf32>, tensor<2x6x5xf32>
+// CHECK: %[[DQ:.+]], %[[DK:.+]], %[[DV:.+]] = gpuc.attention_grad %[[QR]], %arg1, %arg2, %[[O]], %[[L]], %arg3 {{.+}} bthd
+// CHECK: %[[DQH:.+]] = gpuc.transpose %[[DQ]] perm = [0, 2, 1, 3] : tensor<2x5x6x4xf32> -> tensor<2x6x5x4xf32>
+// CHECK: %[[DQG:.+]] = gpuc.mul %[[DQH]], %arg4
+// CHECK: return %[[O]], %[[DQG]], %[[DK]], %[[DV]]
+func.func @rotary_grouped_attention(%q: tensor<2x5x6x4xf32>, %k: tensor<2x5x2x4xf32>, %v: tensor<2x5x2x4xf32>, %dy: tensor<2x5x6x4xf32>, %gain: tensor<2x6x5x4xf32>) -> (tensor<2x5x6x4xf32>, tensor<2x6x5x4xf32>, tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>) {
+  %qh = gpuc.transpose %q perm = [0, 2, 1, 3] : tensor<2x5x6x4xf32> -> tensor<2x6x5x4xf32>
+  %qg = gpuc.mul %qh, %gain : tensor<2x6x5x4xf32>
+  %kh = gpuc.transpose %k perm = [0, 2, 1, 3] : tensor<2x5x2x4xf32> -> tensor<2x2x5x4xf32>
+  %vh = gpuc.transpose %v perm = [0, 2, 1, 3] : tensor<2x5x2x4xf32> -> tensor<2x2x5x4xf32>
+  %o, %lse = gpuc.attention %qg, %kh, %vh scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x6x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32> -> tensor<2x6x5x4xf32>, tensor<2x6x5xf32>
+  %y = gpuc.transpose %o perm = [0, 2, 1, 3] : tensor<2x6x5x4xf32> -> tensor<2x5x6x4xf32>
+  %dyh = gpuc.transpose %dy perm = [0, 2, 1, 3] : tensor<2x5x6x4xf32> -> tensor<2x6x5x4xf32>
+  %dq, %dk, %dv = gpuc.attention_grad %qg, %kh, %vh, %o, %lse, %dyh scale = 5.000000e-01 fill = 0xFFF0000000000000 : tensor<2x6x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x6x5x4xf32>, tensor<2x6x5xf32>
+  %dqg = gpuc.mul %dq, %gain : tensor<2x6x5x4xf32>
+  %dkt = gpuc.transpose %dk perm = [0, 2, 1, 3] : tensor<2x2x5x4xf32> -> tensor<2x5x2x4xf32>
+  %dvt = gpuc.transpose %dv perm = [0, 2, 1, 3] : tensor<2x2x5x4xf32> -> tensor<2x5x2x4xf32>
+  return %y, %dqg, %dkt, %dvt : tensor<2x5x6x4xf32>, tensor<2x6x5x4xf32>, tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>
+}
+
+// -----
+
 // nn.MultiheadAttention stores its heads [T, B*H, D] and attends over
 // [B*H, T, D], reshaped to rank 4 as a batch of one: the reshapes only
 // insert a 1, so they move to the far side of the transposes, and the

@@ -1028,8 +1028,10 @@ def Gpuc_AttentionOp : Gpuc_Op<"attention", [DeclareOpInterfaceMethods<Gpuc_Grad
     AttrSizedOperandSegments]> {
   let summary = "scaled dot-product attention, with its row statistics";
   let description = [{
-    `query` is `B x H x Tq x D`, `key` is `B x H x Tk x D`, `value` is
-    `B x H x Tk x Dv`. Each query row attends to the keys: the scores are
+    `query` is `B x H x Tq x D`, `key` is `B x Hk x Tk x D`, `value` is
+    `B x Hk x Tk x Dv`, where Hk divides H: grouped-query attention's query
+    head h reads key and value head h / (H / Hk) (Hk = H: one each; Hk =
+    1: multi-query attention). Each query row attends to the keys: the scores are
     `scale * q . k`; where the optional `mask` (i1, each dimension 1 or
     `[B, H, Tq, Tk]`'s, read as broadcast) is true a score becomes `fill`
     (or, with `mask_keeps`, where it is false); the weights are the
@@ -1090,7 +1092,8 @@ def Gpuc_AttentionGradOp : Gpuc_Op<"attention_grad", [Pure,
   let description = [{
     From the attention's operands, its `result` and `logsumexp`, and the
     gradient of its result: the weights are recomputed from the scores and
-    `logsumexp` (never stored), and each gradient sums in a fixed order.
+    `logsumexp` (never stored), and each gradient sums in a fixed order;
+    a grouped key or value head's sums over the query heads that read it.
     The attributes are the attention's; with `bthd` the result's gradient
     and the three gradients are stored `B x T x H x D` as well.
 
