@@ -45,50 +45,24 @@ from torch.nn import functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 import gpt  # noqa: E402
+import llama  # noqa: E402
 
 
 def load_average():
     return "%.2f %.2f %.2f" % os.getloadavg()
 
 
-class HFLogits(torch.nn.Module):
-    """Hugging Face's GPT2LMHeadModel as tokens -> logits."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, tokens):
-        return self.model(input_ids=tokens, use_cache=False).logits
-
-
-# Llama-family sizes: SmolLM-135M's (grouped-query attention, 9 query
-# heads over 3 key/value heads; SwiGLU; RMSNorm; rotary positions; a tied
-# head), and a tiny one for tests.
-LLAMA_PRESETS = {
-    "smollm-135m": dict(vocab=49152, width=576, mlp=1536, layers=30,
-                        heads=9, kv_heads=3),
-    "tiny": dict(vocab=1000, width=64, mlp=172, layers=2, heads=4,
-                 kv_heads=2),
-}
+# Hugging Face's models as tokens -> logits (examples/llama.py's wrapper).
+HFLogits = llama.Logits
+# Llama-family sizes (examples/llama.py): SmolLM-135M's, and a tiny one.
+LLAMA_PRESETS = llama.PRESETS
 
 
 def build(family, preset, seq, seed, attention="sdpa"):
     if family == "nanogpt":
         return gpt.build(preset, seq, seed=seed, sdpa=attention == "sdpa")
     if family == "llama":
-        from transformers import LlamaConfig, LlamaForCausalLM
-        sizes = LLAMA_PRESETS[preset]
-        config = LlamaConfig(
-            vocab_size=sizes["vocab"], hidden_size=sizes["width"],
-            intermediate_size=sizes["mlp"],
-            num_hidden_layers=sizes["layers"],
-            num_attention_heads=sizes["heads"],
-            num_key_value_heads=sizes["kv_heads"],
-            max_position_embeddings=seq, tie_word_embeddings=True,
-            attention_dropout=0.0, attn_implementation="sdpa")
-        torch.manual_seed(seed)
-        return HFLogits(LlamaForCausalLM(config)).train()
+        return llama.build(preset, seq, seed)
     from transformers import GPT2Config, GPT2LMHeadModel
     sizes = gpt.PRESETS[preset]
     config = GPT2Config(
@@ -109,11 +83,7 @@ def export(model, seq, path):
     if not isinstance(model, HFLogits):
         gpt.export(model, seq, path)
         return
-    tokens = torch.randint(0, vocabulary(model), (2, seq))
-    torch.onnx.export(model, (tokens,), path, input_names=["tokens"],
-                      output_names=["logits"],
-                      dynamic_shapes=({0: torch.export.Dim("batch")},),
-                      dynamo=True, optimize=False, verbose=False)
+    llama.export(model, seq, path)
 
 
 def torch_step_time(model, batch, seq, steps, mode):

@@ -30,8 +30,8 @@
 #               training runs.
 #   run.sh, gpu_check.py, scale_check.py, stall_check.py, stepcompare.py;
 #   export_models.py,
-#               gpt.py and torchvision_model.py: the PyTorch definitions
-#               (bench peers, and the scale models' weights).
+#               gpt.py, llama.py and torchvision_model.py: the PyTorch
+#               definitions (bench peers, and the scale models' weights).
 #
 # Environment: GPUC (default build/bin/gpuc, built first when missing),
 # GPUC_BUNDLE_QUICK=1 leaves out the large-batch bench artifacts and the
@@ -60,6 +60,7 @@ model_args() { # model -> compile flags
   case $1 in
     transformer) echo "$root/examples/transformer.onnx --class-axis -1" ;;
     gpt2) echo "$scale_models/gpt2-1024.onnx --class-axis -1" ;;
+    smollm) echo "$scale_models/smollm-1024.onnx --class-axis -1" ;;
     resnet50) echo "$scale_models/resnet50.onnx" ;;
     *) echo "$root/examples/$1.onnx" ;;
   esac
@@ -178,7 +179,8 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
   scale_models=${XDG_CACHE_HOME:-$HOME/.cache}/gpuc/scale-models
   mkdir -p "$scale_models"
   stamp=$(cat "$root/examples/gpt.py" "$root/examples/torchvision_model.py" \
-    "$root/examples/export_models.py" | sha256sum | cut -c1-16)
+    "$root/examples/export_models.py" "$root/examples/llama.py" |
+    sha256sum | cut -c1-16)
   if [[ ! -e $scale_models/$stamp ]]; then
     if ! "$python" -c "import torch, torchvision, onnx" 2>/dev/null; then
       echo "gpu-bundle: the real-scale artifacts are exported by PyTorch: $python needs torch, torchvision and onnx (scripts/install-deps.sh); GPUC_BUNDLE_QUICK=1 leaves them out" >&2
@@ -193,12 +195,34 @@ if [[ ${GPUC_BUNDLE_QUICK:-0} != 1 ]]; then
     done
     touch "$scale_models/$stamp"
   fi
+  # SmolLM-135M (Hugging Face's Llama layout: grouped-query attention,
+  # rotary positions, RMSNorm, SwiGLU; T 1024, tied head), exported by
+  # PyTorch 2.x's dynamo exporter, which the Python of `scripts/torch-peer.sh
+  # --exporters` has (install-deps.sh makes it); without it the bundle
+  # leaves SmolLM out. Its scale checks run where GPUC_SCALE_MODELS names
+  # smollm.
+  exporters=${GPUC_EXPORTERS_PYTHON:-/opt/gpuc-exporters/bin/python}
+  exporters_libs=$(find "$(dirname "$(dirname "$exporters")")"/lib/python3*/site-packages/nvidia \
+    -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')/usr/local/cuda/lib64
+  if [[ ! -e $scale_models/smollm-1024.onnx ]]; then
+    if LD_LIBRARY_PATH=$exporters_libs "$exporters" -c "import torch, onnxscript, transformers" 2>/dev/null; then
+      LD_LIBRARY_PATH=$exporters_libs "$exporters" "$root/examples/llama.py" --preset smollm-135m \
+        --seq 1024 -o "$scale_models/smollm-1024.onnx" >"$work/export.log" 2>&1 ||
+        { cat "$work/export.log" >&2; echo "gpu-bundle: exporting llama.py failed" >&2; exit 1; }
+    else
+      echo "gpu-bundle: $exporters cannot import torch, onnxscript and transformers: SmolLM is left out (scripts/torch-peer.sh --exporters installs them)" >&2
+    fi
+  fi
   for spec in gpt2:16 resnet50:256; do
     for precision in fp32 bf16; do
       gpu_artifact "scale-${spec%%:*}-$precision" "${spec%%:*}" "${spec##*:}" \
         adamw "$precision" --no-weights --cuda-arch sm_90
     done
   done
+  if [[ -e $scale_models/smollm-1024.onnx ]]; then
+    gpu_artifact scale-smollm-bf16 smollm 16 adamw bf16 --no-weights \
+      --cuda-arch sm_90
+  fi
   # GPT-2's attention the other way (its default here is the fused
   # kernel on tensor cores): batched GEMMs around a softmax kernel, to
   # time both on one GPU.
@@ -318,7 +342,7 @@ cp "$root/scripts/gpu/run.sh" "$root/scripts/gpu/run-phases.sh" "$root/scripts/g
   "$root/scripts/gpu/scale_check.py" "$root/scripts/gpu/stall_check.py" \
   "$root/test/Codegen/stepcompare.py" \
   "$root/examples/export_models.py" "$root/examples/gpt.py" \
-  "$root/examples/torchvision_model.py" "$out/"
+  "$root/examples/llama.py" "$root/examples/torchvision_model.py" "$out/"
 cp "$root/test/Trainer/accumulate.test.py" "$out/accumulate_compare.py"
 cp "$root/test/Trainer/safetensors_read.py" "$out/"
 chmod +x "$out/run.sh" "$out/run-phases.sh"

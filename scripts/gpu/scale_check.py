@@ -1,6 +1,8 @@
 """run.sh scale: GPT-2 124M (nanoGPT-style, T 1024, tied head) and
 torchvision's ResNet-50 (224x224, 1000 classes) on the GPU, each compiled
-with --no-weights in fp32 and bf16. Here PyTorch makes the weights from the
+with --no-weights in fp32 and bf16; with GPUC_SCALE_MODELS naming smollm,
+Hugging Face's Llama at SmolLM-135M's sizes (grouped-query attention,
+rotary positions; T 1024, tied head) in bf16. Here PyTorch makes the weights from the
 carried definitions (seed 0) and saves them in safetensors; the trainer
 takes them with --init.
 
@@ -35,10 +37,15 @@ PEAKS = {"H100 PCIe": {"fp32": 51.2, "bf16": 756.0},
          "H100": {"fp32": 66.9, "bf16": 989.4},
          "H200": {"fp32": 66.9, "bf16": 989.4},
          "A100": {"fp32": 19.5, "bf16": 312.0}}
-MODELS = {"gpt2": {"unit": "tokens"}, "resnet50": {"unit": "images"}}
-# GPUC_SCALE_MODELS=gpt2 (comma-separated) runs only those.
-if os.environ.get("GPUC_SCALE_MODELS"):
-    MODELS = {m: MODELS[m] for m in os.environ["GPUC_SCALE_MODELS"].split(",")}
+# Per model: what a step's throughput counts, and a language model's
+# vocabulary (its batches' tokens and labels).
+ALL_MODELS = {"gpt2": {"unit": "tokens", "vocab": 50257},
+              "resnet50": {"unit": "images"},
+              "smollm": {"unit": "tokens", "vocab": 49152}}
+# GPUC_SCALE_MODELS=gpt2,smollm (comma-separated) runs those; by default
+# GPT-2 and ResNet-50.
+MODELS = {m: ALL_MODELS[m] for m in
+          (os.environ.get("GPUC_SCALE_MODELS") or "gpt2,resnet50").split(",")}
 HYPER = {"lr": 1e-3, "weight_decay": 0.01, "betas": (0.9, 0.999),
          "eps": 1e-8}
 
@@ -48,6 +55,10 @@ def build(bundle, name, sdpa=False):
     if name == "gpt2":
         import gpt
         return gpt.build("gpt2", 1024, 0, sdpa=sdpa)
+    if name == "smollm":
+        # (Hugging Face's SDPA attention, with its key/value heads grouped.)
+        import llama
+        return llama.build("smollm-135m", 1024, 0)
     import torchvision_model
     return torchvision_model.build("resnet50", 1000, 0)
 
@@ -117,9 +128,10 @@ def batch_of(bundle, artifact):
 def make_batch(name, shape):
     import torch
     g = torch.Generator().manual_seed(1)
-    if name == "gpt2":
-        x = torch.randint(0, 50257, shape, generator=g)
-        y = torch.randint(0, 50257, shape, generator=g)
+    if ALL_MODELS[name]["unit"] == "tokens":
+        vocab = ALL_MODELS[name]["vocab"]
+        x = torch.randint(0, vocab, shape, generator=g)
+        y = torch.randint(0, vocab, shape, generator=g)
     else:
         x = torch.randn(shape, generator=g)
         y = torch.randint(0, 1000, (shape[0],), generator=g)
@@ -164,6 +176,31 @@ def torch_step_results(model, x, y, precision, out, device="cuda"):
     return loss.item()
 
 
+def tied_aliases(model):
+    """Each tied parameter's other names (a tied head's), by the first
+    name, the one named_parameters gives."""
+    names = {}
+    for n, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(n)
+    return {group[0]: group[1:] for group in names.values() if len(group) > 1}
+
+
+def align_tied_names(dirs, got, aliases):
+    """Where the step under test wrote a tied parameter and its moment
+    under another of its names (the exported graph's: Hugging Face's tied
+    head is `lm_head` there), PyTorch's steps in `dirs` take that name."""
+    for first, others in aliases.items():
+        for alias in others:
+            for suffix in (".npy", ".exp_avg.npy"):
+                if (os.path.exists(os.path.join(got, first + suffix)) or
+                        not os.path.exists(os.path.join(got, alias + suffix))):
+                    continue
+                for d in dirs:
+                    if os.path.exists(os.path.join(d, first + suffix)):
+                        os.replace(os.path.join(d, first + suffix),
+                                   os.path.join(d, alias + suffix))
+
+
 def phase_scale_parity(args, results, trainer):
     sys.path.insert(0, args.bundle)
     from stepcompare import TOLERANCE, compare_dirs
@@ -175,7 +212,10 @@ def phase_scale_parity(args, results, trainer):
         if not arts:
             continue
         weights = os.path.join(args.work, name + ".safetensors")
-        export_models.save_state_dict(build(args.bundle, name), weights)
+        model = build(args.bundle, name)
+        export_models.save_state_dict(model, weights)
+        aliases = tied_aliases(model)
+        del model
         # The variants' step at the smallest batch (all but the largest
         # that fits read the same one).
         shape, data_name, label_name = min(
@@ -229,6 +269,7 @@ def phase_scale_parity(args, results, trainer):
                 continue
             losses["gpuc_" + precision] = float(
                 np.load(os.path.join(got, "loss.npy")))
+            align_tied_names([ref, torch_bf16, ref64], got, aliases)
             tol = TOLERANCE[precision_of(precision)]
             fp32 = precision_of(precision) == "fp32"
             n, worst, worst_name, noisy, failures = compare_dirs(
@@ -579,7 +620,7 @@ def phase_scale_bench(args, results, trainer):
                 rows.append({"model": name, "precision": precision,
                              "gpuc_ms": None})
                 continue
-            units = shape[0] * (shape[1] if name == "gpt2" else 1)
+            units = shape[0] * (shape[1] if facts["unit"] == "tokens" else 1)
             peak = peak_tflops(precision_of(precision))
 
             def mfu(ms):

@@ -444,6 +444,11 @@ dumps = {f: open(os.path.join(folder + "-dump", f)).read()
          for f in os.listdir(folder + "-dump")}
 fused = sum(d.count("gpuc.attention ") for f, d in dumps.items()
             if f.endswith("-gpuc-form-attention.mlir"))
+# Grouped-query attention reads the 2 key/value heads as they are: an
+# attention whose query is [B, 4, T, D] and key [B, 2, T, D].
+grouped = sum(len(re.findall(
+    r"gpuc\.attention .*: tensor<\d+x4x\d+x\d+xf32>, tensor<\d+x2x", d))
+    for f, d in dumps.items() if f.endswith("-gpuc-form-attention.mlir"))
 ops, triangles = marked([d for f, d in dumps.items()
                          if f.endswith("-gpuc-decompose.mlir")])
 
@@ -480,10 +485,11 @@ for attention in ("gemm", "flash"):
         {n: v.astype(np.float64) for n, v in mine.items()}) \
         if not missing else float("inf")
     loss = float(ours["loss.npy"])
-    check(fused == 2 and ops > 0 and triangles == ops and not missing and
-          abs(loss - loss64) / loss64 < 1e-6 and
+    check(fused == 2 and grouped == 2 and ops > 0 and triangles == ops and
+          not missing and abs(loss - loss64) / loss64 < 1e-6 and
           ours_distance <= 2 * llama_distance(single),
           f"hf llama sdpa, {attention}: {fused} fused attentions, "
+          f"{grouped} reading 2 key heads for 4 query heads, "
           f"{triangles} of {ops} ops marked triangle gt; one AdamW step "
           f"as PyTorch's "
           f"(loss {loss:.7f}, PyTorch float64 {loss64:.7f}; parameters "
