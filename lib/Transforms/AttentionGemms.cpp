@@ -170,8 +170,7 @@ Value groupSum(ExprBuilder &B, Value dx, Value like) {
                     s = TensorBuilder::shapeOf(like);
   if (d[1] == s[1])
     return dx;
-  Value grouped =
-      B.reshape(B.loc, dx, {s[0], s[1], d[1] / s[1], s[2], s[3]});
+  Value grouped = B.reshape(B.loc, dx, {s[0], s[1], d[1] / s[1], s[2], s[3]});
   return B.sum(grouped, {2}, /*keepDims=*/false);
 }
 
@@ -243,11 +242,11 @@ void lowerAttentionGrad(PatternRewriter &rewriter, AttentionGradOp op, Value p,
   // (The bands leave dP's triangle unwritten.)
   Value dweights = zeroInTriangle(
       B, bands,
-      attentionDropout(B, op,
-                       B.castTo(bands.onResult(MatmulOp::create(
-                                    rewriter, loc, scoresType, dout, value,
-                                    false, true)),
-                                f32)));
+      attentionDropout(
+          B, op,
+          B.castTo(bands.onResult(MatmulOp::create(rewriter, loc, scoresType,
+                                                   dout, value, false, true)),
+                   f32)));
   // rowsum(P dP) (= rowsum(dO O)): the weights and their gradient are at
   // hand in this row kernel, where dO O would keep O for backward.
   Value rowDot = B.sum(B.mul(p, dweights), {3}, true);
@@ -265,8 +264,8 @@ void lowerAttentionGrad(PatternRewriter &rewriter, AttentionGradOp op, Value p,
       rewriter, loc, op.getQuery().getType(), ds, key, false, false));
   Value dk = bands.onLhs(MatmulOp::create(rewriter, loc, key.getType(), ds,
                                           op.getQuery(), true, false));
-  rewriter.replaceOp(op, {dq, groupSum(B, dk, op.getKey()),
-                          groupSum(B, dv, op.getValue())});
+  rewriter.replaceOp(
+      op, {dq, groupSum(B, dk, op.getKey()), groupSum(B, dv, op.getValue())});
 }
 
 /// A pattern whose causal GEMMs come in bands of about `bandRows` rows.

@@ -236,8 +236,8 @@ Value swapLastTwo(TensorBuilder &tb, PatternRewriter &rewriter, Location loc,
 /// None where `v` is not such an expansion.
 std::optional<Value> groupedHeads(TensorBuilder &tb, Location loc, Value v) {
   auto merge = v.getDefiningOp<ReshapeOp>();
-  auto expand = merge ? merge.getInput().getDefiningOp<BroadcastOp>()
-                      : BroadcastOp();
+  auto expand =
+      merge ? merge.getInput().getDefiningOp<BroadcastOp>() : BroadcastOp();
   if (!expand)
     return std::nullopt;
   ArrayRef<int64_t> rows = shapeOf(v), expanded = shapeOf(expand);

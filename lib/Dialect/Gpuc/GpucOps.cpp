@@ -948,10 +948,9 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
   // read by a group of query heads (query head h reads key head h / (H /
   // key heads)).
   if (k[0] != q[0] || k[1] <= 0 || q[1] % k[1] != 0 || k[3] != q[3])
-    return op->emitOpError()
-           << "key " << formatShape(k) << " must be [" << q[0]
-           << ", heads dividing " << q[1] << ", keys, " << q[3]
-           << "] for query " << formatShape(q);
+    return op->emitOpError() << "key " << formatShape(k) << " must be [" << q[0]
+                             << ", heads dividing " << q[1] << ", keys, "
+                             << q[3] << "] for query " << formatShape(q);
   if (v[0] != q[0] || v[1] != k[1] || v[2] != k[2])
     return op->emitOpError()
            << "value " << formatShape(v) << " must be [" << q[0] << ", " << k[1]

@@ -257,10 +257,11 @@ __device__ __forceinline__ void attentionKeyGradTile(
 /// the work over the SMs). Blocks of equal work keep the row order, which
 /// keeps a head's keys in L2 while its blocks run. The CPU's blocks keep
 /// the row order.
-__device__ __forceinline__ bool
-attentionBlock(const AttentionGeometry &g, int64_t rows, bool rowsAreKeys,
-               int64_t &b, int64_t &h, int64_t &bh, int64_t &first,
-               bool keyHeads = false) {
+__device__ __forceinline__ bool attentionBlock(const AttentionGeometry &g,
+                                               int64_t rows, bool rowsAreKeys,
+                                               int64_t &b, int64_t &h,
+                                               int64_t &bh, int64_t &first,
+                                               bool keyHeads = false) {
   int64_t longer = g.queries > g.keys ? g.queries : g.keys;
   int64_t blocksPerHead = (longer + kAttentionRows - 1) / kAttentionRows;
   int64_t rowBlock = blockIdx.x % blocksPerHead;
