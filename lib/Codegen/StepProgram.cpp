@@ -157,19 +157,23 @@ static json cudnnAttentionJson(const CudnnAttentionCall &call,
     operands[operand.name] = {{"arg", operand.arg},
                               {"offset", operand.offset},
                               {"strides", operand.strides}};
-  return {{"direction", call.backward ? "backward" : "forward"},
-          {"batch", call.batch},
-          {"heads", call.heads},
-          {"queries", call.queries},
-          {"keys", call.keys},
-          {"width", call.width},
-          {"value_width", call.valueWidth},
-          {"scale", call.scale},
-          {"causal", call.causal},
-          {"dtype", call.dtype},
-          {"when", call.timed ? "faster" : "agrees"},
-          {"launches", launches},
-          {"operands", operands}};
+  json desc = {{"direction", call.backward ? "backward" : "forward"},
+               {"batch", call.batch},
+               {"heads", call.heads},
+               {"queries", call.queries},
+               {"keys", call.keys},
+               {"width", call.width},
+               {"value_width", call.valueWidth},
+               {"scale", call.scale},
+               {"causal", call.causal},
+               {"dtype", call.dtype},
+               {"when", call.timed ? "faster" : "agrees"},
+               {"launches", launches},
+               {"operands", operands}};
+  // (Grouped-query attention only: without it the keys have `heads`.)
+  if (call.keyHeads != call.heads)
+    desc["key_heads"] = call.keyHeads;
+  return desc;
 }
 
 /// The bytes of `attr` when its storage already is the tensor's layout

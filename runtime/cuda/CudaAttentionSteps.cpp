@@ -32,11 +32,12 @@ std::vector<float> elementsOf(const CudnnAttentionShape &shape,
                               const std::string &name,
                               const std::vector<char> &bytes) {
   const CudnnAttentionShape::Operand &o = shape.operands.at(name);
-  int64_t rows = shape.rowsOf(name), width = shape.widthOf(name);
+  int64_t heads = shape.headsOf(name), rows = shape.rowsOf(name),
+          width = shape.widthOf(name);
   std::vector<float> values;
-  values.reserve(shape.batch * shape.heads * rows * width);
+  values.reserve(shape.batch * heads * rows * width);
   for (int64_t b = 0; b < shape.batch; ++b)
-    for (int64_t h = 0; h < shape.heads; ++h)
+    for (int64_t h = 0; h < heads; ++h)
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < width; ++c) {
           int64_t at = o.offset + b * o.strides[0] + h * o.strides[1] +
@@ -194,11 +195,14 @@ bool CudaDevice::compareCudnnAttention(std::vector<Step> &steps, size_t i,
 
 /// What the log calls the attention of `shape`.
 static std::string attentionText(const CudnnAttentionShape &shape) {
-  char text[160];
+  char text[200], grouped[48] = "";
+  if (shape.keyHeads != shape.heads)
+    snprintf(grouped, sizeof grouped, " over %lld key heads",
+             (long long)shape.keyHeads);
   snprintf(text, sizeof text,
-           "%s, %lld x %lld heads, %lld queries by %lld keys, width %lld%s",
+           "%s, %lld x %lld heads%s, %lld queries by %lld keys, width %lld%s",
            shape.backward ? "backward" : "forward", (long long)shape.batch,
-           (long long)shape.heads, (long long)shape.queries,
+           (long long)shape.heads, grouped, (long long)shape.queries,
            (long long)shape.keys, (long long)shape.width,
            shape.causal ? ", causal" : "");
   return text;

@@ -39,6 +39,9 @@ struct CudnnAttentionShape {
   bool backward = false;
   int64_t batch = 0, heads = 0, queries = 0, keys = 0, width = 0,
           valueWidth = 0;
+  /// The key and value heads: `heads`, or fewer under grouped-query
+  /// attention (query head h reads key head h / (heads / keyHeads)).
+  int64_t keyHeads = 0;
   float scale = 1;
   bool causal = false;
   bool bf16 = true; // else f16
@@ -50,7 +53,8 @@ struct CudnnAttentionShape {
   /// q, k, v, out, lse (forward); and d_out, dq, dk, dv (backward).
   std::map<std::string, Operand> operands;
 
-  /// An operand's rows: its row count and width.
+  /// An operand's heads, rows (its row count) and width.
+  int64_t headsOf(const std::string &name) const;
   int64_t rowsOf(const std::string &name) const;
   int64_t widthOf(const std::string &name) const;
   /// The names of the operands the call writes.

@@ -112,7 +112,7 @@ private:
         fe::graph::Tensor_attributes()
             .set_name(name)
             .set_uid(uidOf(name))
-            .set_dim({shape.batch, shape.heads, shape.rowsOf(name),
+            .set_dim({shape.batch, shape.headsOf(name), shape.rowsOf(name),
                       shape.widthOf(name)})
             .set_stride({o.strides[0], o.strides[1], o.strides[2], 1}));
   }
@@ -124,8 +124,8 @@ private:
     built.bound.push_back(name);
     t->set_output(true)
         .set_uid(uidOf(name))
-        .set_dim(
-            {shape.batch, shape.heads, shape.rowsOf(name), shape.widthOf(name)})
+        .set_dim({shape.batch, shape.headsOf(name), shape.rowsOf(name),
+                  shape.widthOf(name)})
         .set_stride({o.strides[0], o.strides[1], o.strides[2], 1});
     if (name == "lse")
       t->set_data_type(fe::DataType_t::FLOAT);

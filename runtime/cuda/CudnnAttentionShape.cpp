@@ -10,9 +10,18 @@
 namespace gpuc {
 namespace cuda_device {
 
+/// Whether `name` is one of the key-side operands (keys, values and their
+/// gradients).
+static bool keySide(const std::string &name) {
+  return name == "k" || name == "v" || name == "dk" || name == "dv";
+}
+
+int64_t CudnnAttentionShape::headsOf(const std::string &name) const {
+  return keySide(name) ? keyHeads : heads;
+}
+
 int64_t CudnnAttentionShape::rowsOf(const std::string &name) const {
-  bool keyRows = name == "k" || name == "v" || name == "dk" || name == "dv";
-  return keyRows ? keys : queries;
+  return keySide(name) ? keys : queries;
 }
 
 int64_t CudnnAttentionShape::widthOf(const std::string &name) const {
@@ -56,6 +65,16 @@ bool parseCudnnAttention(const nlohmann::json &desc,
       !count("launches", 8, launches))
     return false;
   shape.launches = (int)launches;
+  // (Absent: as many key heads as query heads.)
+  shape.keyHeads = shape.heads;
+  if (desc.contains("key_heads")) {
+    if (!count("key_heads", shape.heads, shape.keyHeads))
+      return false;
+    if (shape.heads % shape.keyHeads != 0)
+      return fail("'key_heads' (" + std::to_string(shape.keyHeads) +
+                  ") does not divide 'heads' (" + std::to_string(shape.heads) +
+                  ")");
+  }
   if (!desc.contains("direction") || !desc["direction"].is_string() ||
       (desc["direction"] != "forward" && desc["direction"] != "backward"))
     return fail("'direction' is not forward or backward");
@@ -107,7 +126,7 @@ bool parseCudnnAttention(const nlohmann::json &desc,
     // Its last element, and the argument's elements.
     size_t element = name == "lse" ? 4 : 2;
     int64_t last = operand.offset + (shape.batch - 1) * operand.strides[0] +
-                   (shape.heads - 1) * operand.strides[1] +
+                   (shape.headsOf(name) - 1) * operand.strides[1] +
                    (shape.rowsOf(name) - 1) * operand.strides[2] +
                    shape.widthOf(name) - 1;
     if (operand.offset < 0 || last < 0 ||

@@ -60,6 +60,9 @@ struct CudnnAttentionCall {
   bool backward = false;
   int64_t batch = 0, heads = 0, queries = 0, keys = 0, width = 0,
           valueWidth = 0;
+  /// The key and value heads (fewer than `heads` under grouped-query
+  /// attention, each read by heads / keyHeads query heads).
+  int64_t keyHeads = 0;
   double scale = 1;
   /// Whether a query sees only the keys up to its own (from the first).
   bool causal = false;

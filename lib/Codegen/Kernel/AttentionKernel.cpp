@@ -108,11 +108,9 @@ cudnnAttentionOf(Op o, bool bthd, int64_t inputs, ConcatOp joined,
   SmallVector<int64_t, 4> q = attentionShape(o.getQuery(), bthd),
                           k = attentionShape(o.getKey(), bthd),
                           v = attentionShape(o.getValue(), bthd);
-  // (Grouped-query attention's fewer key heads are not described to it.)
-  if (k[1] != q[1])
-    return std::nullopt;
   call.batch = q[0];
   call.heads = q[1];
+  call.keyHeads = k[1];
   call.queries = q[2];
   call.keys = k[2];
   call.width = q[3];

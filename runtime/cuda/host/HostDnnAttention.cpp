@@ -56,7 +56,7 @@ private:
     for (const auto &[name, operand] : shape.operands) {
       size_t element = name == "lse" ? 4 : 2;
       int64_t last = operand.offset + (shape.batch - 1) * operand.strides[0] +
-                     (shape.heads - 1) * operand.strides[1] +
+                     (shape.headsOf(name) - 1) * operand.strides[1] +
                      (shape.rowsOf(name) - 1) * operand.strides[2] +
                      shape.widthOf(name);
       if (!host_cuda::isDeviceRange(
@@ -114,65 +114,69 @@ private:
     };
     int64_t T = s.queries, S = s.keys, D = s.width, DV = s.valueWidth;
     std::vector<double> p(S), ds(S);
+    // Query head h reads key head kh = h / group; a key head's gradients
+    // sum over its group.
+    int64_t group = s.heads / s.keyHeads;
     for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t h = 0; h < s.heads; ++h) {
+      for (int64_t kh = 0; kh < s.keyHeads; ++kh) {
         std::vector<double> dk(S * D, 0.0), dv(S * DV, 0.0);
-        for (int64_t i = 0; i < T; ++i) {
-          // The row's weights: softmax of the scaled, masked scores.
-          int64_t seen = s.causal ? std::min(S, i + 1) : S;
-          double most = -INFINITY;
-          for (int64_t j = 0; j < seen; ++j) {
-            double dot = 0;
-            for (int64_t c = 0; c < D; ++c)
-              dot += load("q", b, h, i, c) * load("k", b, h, j, c);
-            p[j] = s.scale * dot;
-            most = std::max(most, p[j]);
-          }
-          double sum = 0;
-          for (int64_t j = 0; j < seen; ++j)
-            sum += std::exp(p[j] - most);
-          double lse = most + std::log(sum);
-          for (int64_t j = 0; j < seen; ++j)
-            p[j] = std::exp(p[j] - lse);
-          if (!backward) {
-            for (int64_t c = 0; c < DV; ++c) {
-              double o = 0;
-              for (int64_t j = 0; j < seen; ++j)
-                o += p[j] * load("v", b, h, j, c);
-              store("out", b, h, i, c, o);
+        for (int64_t h = kh * group; h < (kh + 1) * group; ++h)
+          for (int64_t i = 0; i < T; ++i) {
+            // The row's weights: softmax of the scaled, masked scores.
+            int64_t seen = s.causal ? std::min(S, i + 1) : S;
+            double most = -INFINITY;
+            for (int64_t j = 0; j < seen; ++j) {
+              double dot = 0;
+              for (int64_t c = 0; c < D; ++c)
+                dot += load("q", b, h, i, c) * load("k", b, kh, j, c);
+              p[j] = s.scale * dot;
+              most = std::max(most, p[j]);
             }
-            store("lse", b, h, i, 0, lse);
-            continue;
-          }
-          // dP = dO V^T; dS = P (dP - rowsum(dO O)); dQ = scale dS K,
-          // dK += scale dS^T Q, dV += P^T dO.
-          double rowDot = 0;
-          for (int64_t c = 0; c < DV; ++c)
-            rowDot += load("d_out", b, h, i, c) * load("out", b, h, i, c);
-          for (int64_t j = 0; j < seen; ++j) {
-            double dot = 0;
-            for (int64_t c = 0; c < DV; ++c)
-              dot += load("d_out", b, h, i, c) * load("v", b, h, j, c);
-            ds[j] = p[j] * (dot - rowDot);
-            for (int64_t c = 0; c < DV; ++c)
-              dv[j * DV + c] += p[j] * load("d_out", b, h, i, c);
-            for (int64_t c = 0; c < D; ++c)
-              dk[j * D + c] += s.scale * ds[j] * load("q", b, h, i, c);
-          }
-          for (int64_t c = 0; c < D; ++c) {
-            double dq = 0;
+            double sum = 0;
             for (int64_t j = 0; j < seen; ++j)
-              dq += s.scale * ds[j] * load("k", b, h, j, c);
-            store("dq", b, h, i, c, dq);
+              sum += std::exp(p[j] - most);
+            double lse = most + std::log(sum);
+            for (int64_t j = 0; j < seen; ++j)
+              p[j] = std::exp(p[j] - lse);
+            if (!backward) {
+              for (int64_t c = 0; c < DV; ++c) {
+                double o = 0;
+                for (int64_t j = 0; j < seen; ++j)
+                  o += p[j] * load("v", b, kh, j, c);
+                store("out", b, h, i, c, o);
+              }
+              store("lse", b, h, i, 0, lse);
+              continue;
+            }
+            // dP = dO V^T; dS = P (dP - rowsum(dO O)); dQ = scale dS K,
+            // dK += scale dS^T Q, dV += P^T dO.
+            double rowDot = 0;
+            for (int64_t c = 0; c < DV; ++c)
+              rowDot += load("d_out", b, h, i, c) * load("out", b, h, i, c);
+            for (int64_t j = 0; j < seen; ++j) {
+              double dot = 0;
+              for (int64_t c = 0; c < DV; ++c)
+                dot += load("d_out", b, h, i, c) * load("v", b, kh, j, c);
+              ds[j] = p[j] * (dot - rowDot);
+              for (int64_t c = 0; c < DV; ++c)
+                dv[j * DV + c] += p[j] * load("d_out", b, h, i, c);
+              for (int64_t c = 0; c < D; ++c)
+                dk[j * D + c] += s.scale * ds[j] * load("q", b, h, i, c);
+            }
+            for (int64_t c = 0; c < D; ++c) {
+              double dq = 0;
+              for (int64_t j = 0; j < seen; ++j)
+                dq += s.scale * ds[j] * load("k", b, kh, j, c);
+              store("dq", b, h, i, c, dq);
+            }
           }
-        }
         if (!backward)
           continue;
         for (int64_t j = 0; j < S; ++j) {
           for (int64_t c = 0; c < D; ++c)
-            store("dk", b, h, j, c, dk[j * D + c]);
+            store("dk", b, kh, j, c, dk[j * D + c]);
           for (int64_t c = 0; c < DV; ++c)
-            store("dv", b, h, j, c, dv[j * DV + c]);
+            store("dv", b, kh, j, c, dv[j * DV + c]);
         }
       }
   }
