@@ -418,6 +418,11 @@ TEST(AttentionTensorCores, EveryLayoutGivesTheSameBits) {
       {1, 2, 100, 100, /*causal=*/true, /*readMask=*/false, /*pad=*/4});
   check<64, 64, 2, false, true>(
       {2, 2, 300, 300, /*causal=*/true, /*readMask=*/false});
+  // 150 queries: a warp of 32 rows (128 to 159) holds rows past the last
+  // and so takes no tile as kept, where the warp of 16 rows 128 to 143
+  // keeps the tiles below the diagonal: their scores weigh the same bits.
+  check<64, 64, 1, false, true>(
+      {1, 2, 150, 150, /*causal=*/true, /*readMask=*/false});
 }
 
 // The backward with stored score gradients: the queries' gradients from

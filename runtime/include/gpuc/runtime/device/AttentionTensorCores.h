@@ -533,18 +533,24 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
               // scale the largest scaled score is the scaled largest
               // product (rounding is monotonic), and a weight is
               // 2^(scale2 * s - max) in one fused multiply-add. Other
-              // tiles scale each score.
+              // tiles take their maximum over the scaled scores, but a
+              // present, kept score's weight is that same fused
+              // multiply-add: a score weighs the same bits whether its
+              // tile is kept for the warp's rows or not, which depends on
+              // how many rows a warp owns (16 or 32) and on the rows past
+              // the last query.
               float tileMax[2] = {-INFINITY, -INFINITY};
               GPUC_UNROLL
               for (int n = 0; n < N; ++n) {
                 GPUC_UNROLL
                 for (int i = 0; i < 4; ++i) {
                   unsigned bit = 1u << (n * 4 + i);
+                  float scaled = s[m][n][i];
                   if (!kKept)
-                    s[m][n][i] = (absent[m] & bit)     ? -INFINITY
-                                 : (excluded[m] & bit) ? fill2
-                                                       : scale2 * s[m][n][i];
-                  tileMax[i >> 1] = fmaxf(tileMax[i >> 1], s[m][n][i]);
+                    scaled = (absent[m] & bit)     ? -INFINITY
+                             : (excluded[m] & bit) ? fill2
+                                                   : scale2 * scaled;
+                  tileMax[i >> 1] = fmaxf(tileMax[i >> 1], scaled);
                 }
               }
               float newMax[2];
@@ -576,9 +582,11 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
                 GPUC_UNROLL
                 for (int i = 0; i < 4; ++i) {
                   float shifted = shift[i >> 1];
-                  float p =
-                      attentionExp2(kKept ? fmaf(scale2, s[m][n][i], -shifted)
-                                          : s[m][n][i] - shifted);
+                  unsigned bit = 1u << (n * 4 + i);
+                  float p = attentionExp2(
+                      kKept || !((absent[m] | excluded[m]) & bit)
+                          ? fmaf(scale2, s[m][n][i], -shifted)
+                          : ((absent[m] & bit) ? -INFINITY : fill2) - shifted);
                   sum[m][i >> 1] += p;
                   if (p != 0.0f && g.dropout > 0.0f)
                     p *= attentionKeep(g, bh, row0 + m * kMmaRows + mmaRow(i),
