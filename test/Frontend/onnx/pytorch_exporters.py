@@ -186,17 +186,10 @@ check(result.returncode != 0 and "merged parameters of equal value" in
       message, "dynamo gpt, optimized: refused: " +
       message[message.find("error:"):][:90])
 
-# Hugging Face's GPT-2, as transformers 5 exports it.
+# Hugging Face's GPT-2, as transformers 5 exports it (tokens -> logits
+# through examples/llama.py's wrapper).
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
-
-
-class Logits(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, tokens):
-        return self.model(input_ids=tokens, use_cache=False).logits
+from llama import Logits  # noqa: E402
 
 
 # At GPT-2's context of 1,024 the mask is [4, 1, 1024, 1024]: 4M booleans,
