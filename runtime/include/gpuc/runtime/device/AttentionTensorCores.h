@@ -500,10 +500,17 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
       mmaStagePair<D, DV, Warps * 32>(mmaBuffer<D, DV>(tiles, buffer), kBase,
                                       g.k[2], vBase, g.v[2], j, g.keys);
     };
+    // A tile is kept whole for the warp's present rows: its rows past the
+    // last query (loaded as zeros, never stored) do not count. A kept tile
+    // weighs a score in one rounding fewer than a tile with flags, so the
+    // choice must not depend on how many rows a warp owns (16 or 32, which
+    // the GPU picks by speed): at 150 queries a warp of rows 128 to 159
+    // would otherwise take flags where the warp of rows 128 to 143 keeps.
+    const int64_t presentEnd =
+        row0 + WarpRows < g.queries ? row0 + WarpRows : g.queries;
     auto compute = [&](int64_t j, int buffer) {
       mmaTileBody(
-          scale2 > 0.0f &&
-              attentionTileKept(g, row0, row0 + WarpRows, j, j + KT),
+          scale2 > 0.0f && attentionTileKept(g, row0, presentEnd, j, j + KT),
           [&](auto kept) {
             constexpr bool kKept = decltype(kept)::value;
             const unsigned short *kTile = mmaBuffer<D, DV>(tiles, buffer);
@@ -533,24 +540,18 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
               // scale the largest scaled score is the scaled largest
               // product (rounding is monotonic), and a weight is
               // 2^(scale2 * s - max) in one fused multiply-add. Other
-              // tiles take their maximum over the scaled scores, but a
-              // present, kept score's weight is that same fused
-              // multiply-add: a score weighs the same bits whether its
-              // tile is kept for the warp's rows or not, which depends on
-              // how many rows a warp owns (16 or 32) and on the rows past
-              // the last query.
+              // tiles scale each score.
               float tileMax[2] = {-INFINITY, -INFINITY};
               GPUC_UNROLL
               for (int n = 0; n < N; ++n) {
                 GPUC_UNROLL
                 for (int i = 0; i < 4; ++i) {
                   unsigned bit = 1u << (n * 4 + i);
-                  float scaled = s[m][n][i];
                   if (!kKept)
-                    scaled = (absent[m] & bit)     ? -INFINITY
-                             : (excluded[m] & bit) ? fill2
-                                                   : scale2 * scaled;
-                  tileMax[i >> 1] = fmaxf(tileMax[i >> 1], scaled);
+                    s[m][n][i] = (absent[m] & bit)     ? -INFINITY
+                                 : (excluded[m] & bit) ? fill2
+                                                       : scale2 * s[m][n][i];
+                  tileMax[i >> 1] = fmaxf(tileMax[i >> 1], s[m][n][i]);
                 }
               }
               float newMax[2];
@@ -582,11 +583,9 @@ __device__ void attentionForwardMma(const T *q, const T *k, const T *v,
                 GPUC_UNROLL
                 for (int i = 0; i < 4; ++i) {
                   float shifted = shift[i >> 1];
-                  unsigned bit = 1u << (n * 4 + i);
-                  float p = attentionExp2(
-                      kKept || !((absent[m] | excluded[m]) & bit)
-                          ? fmaf(scale2, s[m][n][i], -shifted)
-                          : ((absent[m] & bit) ? -INFINITY : fill2) - shifted);
+                  float p =
+                      attentionExp2(kKept ? fmaf(scale2, s[m][n][i], -shifted)
+                                          : s[m][n][i] - shifted);
                   sum[m][i >> 1] += p;
                   if (p != 0.0f && g.dropout > 0.0f)
                     p *= attentionKeep(g, bh, row0 + m * kMmaRows + mmaRow(i),
