@@ -214,11 +214,9 @@ bool storableAsRows(Value g) {
   });
 }
 
-/// `v` swapped to [B, T, H, D]: a head split's input, else a head merge of
-/// it (which its producer's kernel fuses).
-Value asRows(Value v) {
-  if (TransposeOp split = swapsHeads(v))
-    return split.getInput();
+/// `v`'s dimensions 1 and 2 swapped (a head split or merge), right after
+/// `v`.
+Value swappedHeads(Value v) {
   auto type = cast<RankedTensorType>(v.getType());
   SmallVector<int64_t> shape(type.getShape());
   std::swap(shape[1], shape[2]);
@@ -227,6 +225,14 @@ Value asRows(Value v) {
   return TransposeOp::create(b, v.getLoc(), type.clone(shape), v,
                              ArrayRef<int64_t>{0, 2, 1, 3})
       .getResult();
+}
+
+/// `v` swapped to [B, T, H, D]: a head split's input, else a head merge of
+/// it (which its producer's kernel fuses).
+Value asRows(Value v) {
+  if (TransposeOp split = swapsHeads(v))
+    return split.getInput();
+  return swappedHeads(v);
 }
 
 /// `v` as stored [B, T, H, D]: its readers that merged the heads read it
@@ -246,12 +252,8 @@ void storeMerged(Value v, ArrayRef<Operation *> also = {}) {
       t.erase();
       continue;
     }
-    if (!split) {
-      OpBuilder b(v.getContext());
-      b.setInsertionPointAfterValue(v);
-      split = TransposeOp::create(b, v.getLoc(), type, v,
-                                  ArrayRef<int64_t>{0, 2, 1, 3});
-    }
+    if (!split)
+      split = swappedHeads(v);
     use.set(split);
   }
 }
