@@ -7,6 +7,8 @@
 
 #include "mlir/IR/TypeUtilities.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace mlir::gpuc;
 
@@ -21,6 +23,28 @@ int64_t mlir::gpuc::elementBytes(Type type) {
 int64_t mlir::gpuc::tensorBytes(Value value) {
   return elementsOf(value) *
          elementBytes(getElementTypeOrSelf(value.getType()));
+}
+
+/// The bytes `use`'s op reads of its operand where it reads only what it
+/// takes (a slice's window, a gather's rows of its table), or nothing.
+static std::optional<int64_t> takenBytes(OpOperand &use) {
+  Operation *user = use.getOwner();
+  auto gather = dyn_cast<GatherOp>(user);
+  if (!isa<SliceOp>(user) && !(gather && &use == &gather.getDataMutable()))
+    return std::nullopt;
+  return elementsOf(user->getResult(0)) *
+         elementBytes(getElementTypeOrSelf(use.get().getType()));
+}
+
+int64_t mlir::gpuc::kernelInputBytes(Value input, Value arg) {
+  int64_t whole = tensorBytes(input), taken = 0;
+  for (OpOperand &use : arg.getUses()) {
+    std::optional<int64_t> bytes = takenBytes(use);
+    if (!bytes)
+      return whole;
+    taken += *bytes;
+  }
+  return std::min(whole, taken);
 }
 
 int64_t mlir::gpuc::flopsOf(Operation *op) {
@@ -84,9 +108,10 @@ nlohmann::json mlir::gpuc::unfusedCost(func::FuncOp func) {
       ++library;
       continue;
     }
-    for (Value operand : op.getOperands())
-      if (!isInlinableConstant(operand))
-        bytes += tensorBytes(operand);
+    for (OpOperand &operand : op.getOpOperands())
+      if (!isInlinableConstant(operand.get()))
+        bytes += std::min(tensorBytes(operand.get()),
+                          takenBytes(operand).value_or(INT64_MAX));
     for (Value result : op.getResults())
       bytes += tensorBytes(result);
   }

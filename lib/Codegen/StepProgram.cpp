@@ -575,8 +575,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
       // copy, is not read.)
       for (auto [input, arg] :
            llvm::zip(fusion.getInputs(), fusion.getBodyBlock().getArguments()))
-        if (!arg.use_empty())
-          bytesRead += tensorBytes(input);
+        bytesRead += kernelInputBytes(input, arg);
       for (Value result : fusion.getResults())
         bytesWritten += tensorBytes(result);
       // A split row kernel's launches share its figures equally (each reads

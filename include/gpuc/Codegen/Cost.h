@@ -1,7 +1,9 @@
 //===- Cost.h - bytes and FLOPs of ops and kernels --------------*- C++ -*-===//
 //
 // What `gpuc compile --report` counts. Bytes are the buffers a kernel reads
-// and writes (each once: inputs and results of the fusion); FLOPs count one
+// and writes (each once: inputs and results of the fusion; of an input the
+// kernel reads only through slices or as a gather's table, what those take);
+// FLOPs count one
 // per element of an elementwise op, one per input element of a reduction,
 // the window per output element of pooling, 2·M·N·K for GEMMs and
 // convolutions. "Unfused" is the same program with one kernel per core op,
@@ -21,6 +23,11 @@ namespace mlir::gpuc {
 int64_t elementBytes(Type type);
 int64_t tensorBytes(Value value);
 int64_t flopsOf(Operation *op);
+/// Bytes a kernel reads of `input` through `arg`, its value inside the
+/// kernel: all of it, or only the elements its slices and gathers take
+/// where those are all that read it (an embedding's table: the rows of the
+/// batch's tokens).
+int64_t kernelInputBytes(Value input, Value arg);
 
 /// {"ops", "library_calls", "bytes_non_gemm", "flops"} of `func` run one
 /// kernel per core op (call before gpuc-form-kernels).
