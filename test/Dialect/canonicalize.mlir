@@ -324,3 +324,40 @@ func.func @reciprocal_and_boolean_select(%x: tensor<f32>, %c: tensor<3xi1>) -> (
   %flipped = gpuc.select %c, %f, %t : tensor<3xi1>, tensor<3xi1>
   return %a, %b, %r, %same, %flipped : tensor<f32>, tensor<f32>, tensor<f32>, tensor<3xi1>, tensor<3xi1>
 }
+
+// -----
+
+// A gather of a run of consecutive indices is a slice of its table (the
+// table itself where the run covers it: a model's position embeddings);
+// negative indices count from the end. Others stay gathers.
+// CHECK-LABEL: func.func @gather_of_range
+// CHECK-SAME: %[[T:[a-z0-9]+]]: tensor<8x4xf32>
+// CHECK: %[[S:.+]] = gpuc.slice %[[T]] starts = [2, 0] limits = [5, 4] strides = [1, 1] : tensor<8x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT: %[[N:.+]] = gpuc.slice %[[T]] starts = [6, 0] limits = [8, 4]
+// CHECK-NEXT: %[[G:.+]] = gpuc.gather %[[T]]
+// CHECK-NEXT: %[[H:.+]] = gpuc.gather %[[T]]
+// CHECK-NEXT: return %[[T]], %[[S]], %[[N]], %[[G]], %[[H]]
+func.func @gather_of_range(%t: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<3x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x2x4xf32>) {
+  %all = gpuc.constant dense<[0, 1, 2, 3, 4, 5, 6, 7]> : tensor<8xi64>
+  %whole = gpuc.gather %t[%all] axis = 0 : (tensor<8x4xf32>, tensor<8xi64>) -> tensor<8x4xf32>
+  %run = gpuc.constant dense<[2, 3, 4]> : tensor<3xi64>
+  %part = gpuc.gather %t[%run] axis = 0 : (tensor<8x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+  %neg = gpuc.constant dense<[-2, -1]> : tensor<2xi64>
+  %end = gpuc.gather %t[%neg] axis = 0 : (tensor<8x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+  %gap = gpuc.constant dense<[1, 3]> : tensor<2xi64>
+  %skip = gpuc.gather %t[%gap] axis = 0 : (tensor<8x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+  %grid = gpuc.constant dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>
+  %rows = gpuc.gather %t[%grid] axis = 0 : (tensor<8x4xf32>, tensor<2x2xi64>) -> tensor<2x2x4xf32>
+  return %whole, %part, %end, %skip, %rows : tensor<8x4xf32>, tensor<3x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x2x4xf32>
+}
+
+// -----
+
+// Along an inner axis too (a column range).
+// CHECK-LABEL: func.func @gather_columns
+// CHECK-NEXT: gpuc.slice %{{.+}} starts = [0, 1] limits = [8, 3] strides = [1, 1] : tensor<8x4xf32> -> tensor<8x2xf32>
+func.func @gather_columns(%t: tensor<8x4xf32>) -> tensor<8x2xf32> {
+  %i = gpuc.constant dense<[1, 2]> : tensor<2xi32>
+  %g = gpuc.gather %t[%i] axis = 1 : (tensor<8x4xf32>, tensor<2xi32>) -> tensor<8x2xf32>
+  return %g : tensor<8x2xf32>
+}

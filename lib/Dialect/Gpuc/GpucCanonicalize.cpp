@@ -202,11 +202,61 @@ struct ReduceOverMergedDims : OpRewritePattern<ReduceOpTy> {
   }
 };
 
+/// gather(x, [s, s+1, ..., s+n-1]) along an axis: the slice of x from s to
+/// s+n there (x itself where that is all of it). A model's positions
+/// (`wpe(arange(T))`) are such a gather; as a slice no kernel copies the
+/// table's rows, and its gradient is a pad where a scatter's was a sum
+/// over groups of rows.
+struct GatherOfRangeIsSlice : OpRewritePattern<GatherOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GatherOp gather,
+                                PatternRewriter &rewriter) const override {
+    auto constant = gather.getIndices().getDefiningOp<ConstantOp>();
+    auto indices = constant
+                       ? dyn_cast<DenseIntElementsAttr>(constant.getValue())
+                       : nullptr;
+    if (!indices || indices.getType().getRank() != 1 || indices.empty())
+      return failure();
+    auto dataType = cast<RankedTensorType>(gather.getData().getType());
+    int64_t axis = gather.getAxis(), extent = dataType.getDimSize(axis);
+    int64_t first = 0, n = indices.getNumElements(), at = 0;
+    for (APInt value : indices.getValues<APInt>()) {
+      int64_t i = value.getSExtValue();
+      if (i < -extent || i >= extent)
+        return failure(); // Left for the run-time check to report.
+      i = i < 0 ? i + extent : i;
+      if (at == 0)
+        first = i;
+      else if (i != first + at)
+        return failure();
+      ++at;
+    }
+    if (first == 0 && n == extent) {
+      rewriter.replaceOp(gather, gather.getData());
+      return success();
+    }
+    int64_t rank = dataType.getRank();
+    SmallVector<int64_t> starts(rank, 0), limits(dataType.getShape()),
+        strides(rank, 1);
+    starts[axis] = first;
+    limits[axis] = first + n;
+    rewriter.replaceOpWithNewOp<SliceOp>(
+        gather, gather.getType(), gather.getData(), starts, limits, strides);
+    return success();
+  }
+};
+
 } // namespace
 
 void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                               MLIRContext *context) {
   results.add<TransposeBeforeLeadingReshape>(context);
+}
+
+void GatherOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                           MLIRContext *context) {
+  results.add<GatherOfRangeIsSlice>(context);
 }
 
 void AddOp::getCanonicalizationPatterns(RewritePatternSet &results,

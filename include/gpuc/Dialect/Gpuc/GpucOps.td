@@ -374,6 +374,7 @@ def Gpuc_GatherOp : Gpuc_Op<"gather", [DeclareOpInterfaceMethods<Gpuc_GradientOp
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Gpuc_PadOp : Gpuc_Op<"pad", [DeclareOpInterfaceMethods<Gpuc_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
