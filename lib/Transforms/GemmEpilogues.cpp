@@ -1,4 +1,4 @@
-//===- GemmEpilogues.cpp - a linear layer's bias added by its GEMM --------===//
+//===- GemmEpilogues.cpp - what a GEMM adds to its product as it stores it ===//
 //
 // A linear layer is a matmul and the broadcast add of its bias. As ops of
 // their own the add is part of the next kernel, or a kernel of its own
@@ -14,6 +14,10 @@
 // added to the f32 sums, rounded once). A 16-bit product whose sum with the
 // bias flows on in f32 (into a GELU) keeps its add: storing the sum in 16
 // bits would round it where the program does not.
+//
+// A sum of products (backward's sum of the input gradients of projections
+// that read one value) becomes GEMMs that each add their product to the sum
+// so far (`plus`: beta = 1 in oneDNN and cuBLASLt).
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
@@ -144,11 +148,57 @@ struct FoldBiasIntoMatmul : OpRewritePattern<AddOp> {
   }
 };
 
+/// Whether `v` is a product that only `add` reads, stored as it is computed
+/// (no layout, triangle or bias): a term a later GEMM can accumulate onto.
+bool isSummedProduct(Value v, AddOp add) {
+  auto mm = v.getDefiningOp<MatmulOp>();
+  return mm && v.hasOneUse() && *v.getUsers().begin() == add &&
+         v.getType() == add.getType() && !mm.getBias() &&
+         mm.getResultPerm().empty() && !mm.getResultTriangle() &&
+         !mm.getLhsTriangle() && !mm.getBands();
+}
+
+/// add(p, q) of two products: q accumulated onto p (`plus`, beta = 1 in
+/// the libraries), which the memory plan places over p. Backward sums the
+/// input gradients of projections that read one value (Llama's query, key
+/// and value, its MLP's gate and up) this way: each GEMM wrote its term and
+/// a kernel read them all to write their sum, where each GEMM now adds its
+/// term to the sum so far as it stores it. Each term joins the sum unrounded
+/// (its f32 sums plus the stored sum, rounded once), where the adds rounded
+/// each product and then each sum.
+struct AccumulateSummedProducts : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp add,
+                                PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      Value sum = add->getOperand(side), term = add->getOperand(1 - side);
+      if (!isSummedProduct(sum, add) || !isSummedProduct(term, add))
+        continue;
+      auto mm = term.getDefiningOp<MatmulOp>();
+      if (mm.getAcc())
+        continue;
+      // At the add, which both products reach.
+      rewriter.setInsertionPoint(add);
+      rewriter.replaceOpWithNewOp<MatmulOp>(
+          add, mm.getResult().getType(), mm.getLhs(), mm.getRhs(), sum,
+          /*bias=*/Value(), mm.getTransposeLhs(), mm.getTransposeRhs(),
+          mm.getLhsPerm(), mm.getRhsPerm(), /*result_perm=*/ArrayRef<int64_t>{},
+          mm.getLhsWindowAttr(), mm.getRhsWindowAttr(),
+          /*lhs_triangle=*/nullptr, /*result_triangle=*/nullptr,
+          /*bands=*/nullptr);
+      rewriter.eraseOp(mm);
+      return success();
+    }
+    return failure();
+  }
+};
+
 struct GpucGemmEpilogues
     : gpuc::impl::GpucGemmEpiloguesBase<GpucGemmEpilogues> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FoldBiasIntoMatmul>(&getContext());
+    patterns.add<FoldBiasIntoMatmul, AccumulateSummedProducts>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -58,7 +58,9 @@ MODELS = {
     # gradients sum over each group. Learned gains on the split query and
     # key heads stand for rotary positions: elementwise work between the
     # head split and the attention, whose kernels write (and whose
-    # gradients read) the fused kernels' [B, T, H, D] rows.
+    # gradients read) the fused kernels' [B, T, H, D] rows. The three
+    # projections read a learned scaling of the input, whose gradient is
+    # their input gradients' sum: GEMMs accumulating onto each other.
     "gqa16": ("image", (4, 42, 32), "float", (4,), 5, []),
     # examples/chargpt.onnx: its causal mask is Trilu's comparison of
     # iotas and its scale a reciprocal, both computed in the step as
@@ -342,18 +344,20 @@ def write_gqa16(path):
                 "int64[4] grouped = {0, 4, %d, 16}, "
                 "int64[3] flat = {0, %d, 64}, float[64, 5] head = {%s}, "
                 "float[1, 1, 1, 16] qgain = {%s}, "
-                "float[1, 1, 1, 16] kgain = {%s}, "
+                "float[1, 1, 1, 16] kgain = {%s}, float[1, 1, 32] xgain = {%s}, "
                 "float scale = {0.25}, float minus_inf = {-1.0}>\n"
                 % (values(32, 64, scale=0.3), values(32, 32, scale=0.3),
                    values(32, 32, scale=0.3), T, T, tril, T, T, T, T,
                    values(64, 5, scale=0.3), values(1, 1, 1, 16, scale=2.0),
-                   values(1, 1, 1, 16, scale=2.0)))
+                   values(1, 1, 1, 16, scale=2.0),
+                   values(1, 1, 32, scale=2.0)))
         f.write("""{
-  q2 = MatMul(image, wq)
+  x = Mul(image, xgain)
+  q2 = MatMul(x, wq)
   q4 = Reshape(q2, qheads)
   qs = Transpose<perm = [0, 2, 1, 3]>(q4)
   q = Mul(qs, qgain)
-  k2 = MatMul(image, wk)
+  k2 = MatMul(x, wk)
   k4 = Reshape(k2, kvheads)
   ks = Transpose<perm = [0, 2, 1, 3]>(k4)
   k = Mul(ks, kgain)
@@ -361,7 +365,7 @@ def write_gqa16(path):
   ke = Expand(k5, repeat)
   kr = Reshape(ke, grouped)
   kt = Transpose<perm = [0, 1, 3, 2]>(kr)
-  v2 = MatMul(image, wv)
+  v2 = MatMul(x, wv)
   v4 = Reshape(v2, kvheads)
   v = Transpose<perm = [0, 2, 1, 3]>(v4)
   v5 = Unsqueeze(v, group_axis)

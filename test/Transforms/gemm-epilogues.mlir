@@ -91,3 +91,45 @@ func.func @not_epilogues(%x: tensor<4x6xf32>, %w: tensor<6x8xf32>, %rows: tensor
   %s4 = gpuc.add %u, %bb : tensor<4x8xf32>
   return %s1, %s2, %r, %s3, %s4 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<16x2xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Backward's sum of three projections' input gradients (query, key and
+// value read one normalized value): each GEMM after the first adds its
+// product to the sum so far (`plus`), and no add is left.
+// CHECK-LABEL: func.func @summed_products
+// CHECK: %[[Q:.+]] = gpuc.matmul %arg0, %arg3 : (tensor<6x8xbf16>, tensor<8x4xbf16>) -> tensor<6x4xbf16>
+// CHECK: %[[K:.+]] = gpuc.matmul %arg1, %arg4 plus %[[Q]] : tensor<6x4xbf16>
+// CHECK: %[[V:.+]] = gpuc.matmul %arg2, %arg5 plus %[[K]] : tensor<6x4xbf16>
+// CHECK-NOT: gpuc.add
+// CHECK: return %[[V]]
+func.func @summed_products(%dq: tensor<6x8xbf16>, %dk: tensor<6x8xbf16>, %dv: tensor<6x8xbf16>, %wq: tensor<8x4xbf16>, %wk: tensor<8x4xbf16>, %wv: tensor<8x4xbf16>) -> tensor<6x4xbf16> {
+  %q = gpuc.matmul %dq, %wq : (tensor<6x8xbf16>, tensor<8x4xbf16>) -> tensor<6x4xbf16>
+  %k = gpuc.matmul %dk, %wk : (tensor<6x8xbf16>, tensor<8x4xbf16>) -> tensor<6x4xbf16>
+  %v = gpuc.matmul %dv, %wv : (tensor<6x8xbf16>, tensor<8x4xbf16>) -> tensor<6x4xbf16>
+  %qk = gpuc.add %q, %k : tensor<6x4xbf16>
+  %s = gpuc.add %qk, %v : tensor<6x4xbf16>
+  return %s : tensor<6x4xbf16>
+}
+
+// -----
+
+// A product something else reads too, a product plus another value, and
+// products with a layout of their own stay as they are: accumulating would
+// copy the sum so far, add a term no GEMM computes, or accumulate into a
+// result the libraries write through a layout.
+// CHECK-LABEL: func.func @products_kept
+// CHECK-NOT: plus
+// CHECK-COUNT-3: gpuc.add
+// CHECK-NOT: plus
+func.func @products_kept(%a: tensor<6x8xf32>, %w: tensor<8x4xf32>, %x: tensor<6x4xf32>, %l: tensor<2x4x3x5xf32>, %r: tensor<2x4x5x6xf32>) -> (tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<2x3x4x6xf32>) {
+  %p = gpuc.matmul %a, %w : (tensor<6x8xf32>, tensor<8x4xf32>) -> tensor<6x4xf32>
+  %q = gpuc.matmul %a, %w : (tensor<6x8xf32>, tensor<8x4xf32>) -> tensor<6x4xf32>
+  %s = gpuc.add %p, %q : tensor<6x4xf32>
+  %o = gpuc.matmul %a, %w : (tensor<6x8xf32>, tensor<8x4xf32>) -> tensor<6x4xf32>
+  %t = gpuc.add %x, %o : tensor<6x4xf32>
+  %m = gpuc.matmul %l, %r result_perm = [0, 2, 1, 3] : (tensor<2x4x3x5xf32>, tensor<2x4x5x6xf32>) -> tensor<2x3x4x6xf32>
+  %n = gpuc.matmul %l, %r result_perm = [0, 2, 1, 3] : (tensor<2x4x3x5xf32>, tensor<2x4x5x6xf32>) -> tensor<2x3x4x6xf32>
+  %u = gpuc.add %m, %n : tensor<2x3x4x6xf32>
+  return %s, %p, %t, %u : tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<2x3x4x6xf32>
+}

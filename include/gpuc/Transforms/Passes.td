@@ -417,7 +417,7 @@ def GpucFoldLayouts : Pass<"gpuc-fold-layouts", "::mlir::ModuleOp"> {
 }
 
 def GpucGemmEpilogues : Pass<"gpuc-gemm-epilogues", "::mlir::ModuleOp"> {
-  let summary = "fold a linear layer's bias add into its matmul's epilogue";
+  let summary = "fold a linear layer's bias add, and sums of products, into GEMMs";
   let description = [{
     `add(product, broadcast(b))`, with `b` a vector over the product's last
     dimension, becomes `gpuc.matmul ... bias %b`: the GEMM library adds the
@@ -429,6 +429,12 @@ def GpucGemmEpilogues : Pass<"gpuc-gemm-epilogues", "::mlir::ModuleOp"> {
     as autocast's linear layer reads it). A 16-bit product whose biased
     sum flows on in f32 (a GELU's input) keeps its add. Runs after
     differentiation: a matmul with a bias has no gradient rule.
+
+    `add(p, q)` of two products that nothing else reads, stored as
+    computed, becomes `gpuc.matmul ... plus %p` for q: the second GEMM adds
+    its f32 sums to the stored p and rounds once (backward's sum of the
+    input gradients of Llama's query, key and value projections, then of
+    its gate and up projections), and no kernel reads the terms to add them.
   }];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
