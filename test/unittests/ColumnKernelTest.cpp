@@ -377,3 +377,61 @@ TEST(ColumnKernelTest, SumAndMeanOfOneValueShareAnAccumulator) {
     EXPECT_EQ(kernel->workspaceBytes, 2 * 64 * (splits + 1) * 8) << src;
   }
 }
+
+// A split column kernel with nothing left for a launch after its partials
+// are combined (a bias's gradient summed beside the per-element gradient it
+// sums, which the first pass stores) takes two launches: the combining
+// one writes each column's result, from the combined partials, where a
+// third launch did. It needs no totals for later launches. A kernel whose
+// per-element result reads its sums (a mean subtracted) keeps three.
+TEST(ColumnKernelTest, CombiningLaunchWritesAKernelsLastResults) {
+  for (bool perElementReadsSum : {false, true}) {
+    std::string t = "tensor<16384x768xf32>", v = "tensor<768xf32>",
+                k = "tensor<1x768xf32>";
+    std::string element =
+        perElementReadsSum
+            ? "    %sk = gpuc.reshape %s : " + v + " -> " + k +
+                  "\n    %sb = gpuc.broadcast %sk : " + k + " -> " + t +
+                  "\n    %g = gpuc.sub %p, %sb : " + t + "\n"
+            : "    %g = gpuc.mul %p, %x : " + t + "\n";
+    std::string source =
+        "func.func @f(%a: " + t + ", %b: " + t + ") -> (" + t + ", " + v +
+        ") {\n  %r:2 = gpuc.fusion(%a, %b) : (" + t + ", " + t + ") -> (" + t +
+        ", " + v + ") {\n  ^bb0(%x: " + t + ", %y: " + t +
+        "):\n    %p = gpuc.mul %x, %y : " + t +
+        "\n    %s = gpuc.reduce_sum %p axes = [0] : " + t + " -> " + v +
+        "\n    %h = gpuc.mul %s, %s : " + v + "\n" + element +
+        "    gpuc.yield %g, %h : " + t + ", " + v +
+        "\n  }\n  return %r#0, %r#1 : " + t + ", " + v + "\n}\n";
+    FailureOr<EmittedKernel> kernel = emitFirstFusion(source);
+    ASSERT_TRUE(succeeded(kernel)) << source;
+    const std::string &src = kernel->source;
+    std::smatch part;
+    ASSERT_TRUE(std::regex_search(
+        src, part, std::regex(R"(const gidx part = blockIdx.x % (\d+);)")))
+        << src;
+    int64_t splits = std::stoll(part[1].str());
+    ASSERT_GT(splits, 1) << src;
+    if (perElementReadsSum) {
+      EXPECT_EQ(kernel->launches, 3) << src;
+      EXPECT_EQ(src.find("gpuc::firstCombinedColumn()"), std::string::npos)
+          << src;
+      continue;
+    }
+    EXPECT_EQ(kernel->launches, 2) << src;
+    EXPECT_EQ(kernel->workspaceBytes, 768 * splits * 8) << src;
+    // Both texts: the combining launch computes the per-row value (the
+    // square of the sum) from the combined partials and one thread a
+    // column stores it; no launch reads totals.
+    std::regex finish(
+        R"(if \(phase == 1\) \{\s*for \(gidx (column\d+) = \(gidx\)gpuc::firstCombinedColumn\(\); \1 < 768; \1 \+= \(gidx\)gpuc::combinedColumnStep\(\)\) \{\s*const double (total\d+) = gpuc::combineColumn<false>\(partials \+ 0, \1, )" +
+        std::to_string(splits) +
+        R"(\);\s*const float (red\d+) = \(float\)\2;\s*if \(gpuc::writesCombinedColumn\(\)\) \{\s*const float (v\d+) = \(\3 \* \3\);\s*out1\[\1\] = \4;)");
+    auto finishes =
+        std::distance(std::sregex_iterator(src.begin(), src.end(), finish),
+                      std::sregex_iterator());
+    EXPECT_EQ(finishes, 2) << src;
+    EXPECT_EQ(src.find("= totals["), std::string::npos) << src;
+    EXPECT_EQ(src.find("phase == 2"), std::string::npos) << src;
+  }
+}

@@ -151,6 +151,10 @@ struct RowKernelPlan {
   /// Whether a warp takes a row on the GPU; whether a launch after each
   /// level combines a split column kernel's partials.
   bool warpRows = false, combined = false;
+  /// Whether the launch that combines a split column kernel's partials
+  /// also writes its per-row results, no later launch having anything to
+  /// do (one level, every per-element result stored by the first pass).
+  bool finishInCombine = false;
   /// The launches that write the per-element and the per-row results.
   int64_t elementPhase = 0, rowPhase = 0;
 };

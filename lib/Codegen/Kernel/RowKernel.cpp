@@ -49,6 +49,54 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
   // slice of the row's elements (every gpuc::columnSlices()-th), the
   // slices' partial results combined in a fixed order (Kernel.h's
   // columnReduceSum).
+  // A reduction's result from its accumulator `acc`: a mean divided by
+  // the row's length, rounded to the result's type.
+  auto reducedValue = [&](Operation *reduce, const std::string &acc) {
+    Value result = reduce->getResult(0);
+    std::string type = registerCType(elementOf(result)).str();
+    return rounded(
+        elementOf(result),
+        isa<ReduceMeanOp>(reduce)
+            ? llvm::formatv("({0})({1} / {2}.0)", type, acc, p.rowLength).str()
+            : llvm::formatv("({0}){1}", type, acc).str());
+  };
+  // The launch combining a split column kernel's partials, where it
+  // finishes the kernel (finishInCombine): each column's partials of each
+  // accumulator combined (a warp's on the GPU, a block's on the CPU), its
+  // per-row values computed from them and written by one thread.
+  auto finishColumns = [&](ArrayRef<size_t> members,
+                           ArrayRef<size_t> levelReductions) -> LogicalResult {
+    std::string column = fresh("column");
+    open(llvm::formatv("for (gidx {0} = (gidx)gpuc::firstCombinedColumn(); "
+                       "{0} < {1}; {0} += (gidx)gpuc::combinedColumnStep())",
+                       column, p.rows));
+    SmallVector<std::string> totals;
+    for (size_t j : members) {
+      totals.push_back(fresh("total"));
+      line(llvm::formatv(
+          "const double {0} = gpuc::combineColumn<{1}>(partials + {2}, {3}, "
+          "{4});",
+          totals.back(), isa<ReduceMaxOp>(reductions[j]) ? "true" : "false",
+          p.slotOf[j] * p.rows * splits, column, splits));
+    }
+    for (size_t j : levelReductions) {
+      size_t m = llvm::find(members,
+                            p.sharedWith[j] < 0 ? j : (size_t)p.sharedWith[j]) -
+                 members.begin();
+      Value result = reductions[j]->getResult(0);
+      std::string reg = fresh("red");
+      line(llvm::formatv("const {0} {1} = {2};",
+                         registerCType(elementOf(result)), reg,
+                         reducedValue(reductions[j], totals[m])));
+      rowValues[result.getAsOpaquePointer()] = reg;
+    }
+    open("if (gpuc::writesCombinedColumn())");
+    if (failed(storeResults(p.perRow, column)))
+      return failure();
+    close();
+    close();
+    return success();
+  };
   SmallVector<std::string> kept;
   // `column`: the CPU's columns; `gpuColumn`: the GPU's.
   auto emitRows = [&](bool column, bool gpuColumn) -> LogicalResult {
@@ -492,7 +540,14 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
                            p.cpuLanes));
         line("const gidx o = oGroup + lane;");
       };
-      if (p.combined) {
+      if (p.finishInCombine) {
+        open(llvm::formatv("if (phase == {0})", reducePhase(level) + 1));
+        if (failed(finishColumns(members, levelReductions)))
+          return failure();
+        line("return;");
+        close();
+        open("else");
+      } else if (p.combined) {
         // An earlier launch combined this row's chunks: one load.
         open(llvm::formatv("if (phase > {0})", reducePhase(level) + 1));
         if (column)
@@ -736,12 +791,7 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
               "gpuc::centeredSquares({0}, {1}, {2}, {3}.0)", acc,
               accOf(llvm::find(members, c->second.mean) - members.begin()),
               shifts[j], p.rowLength);
-        std::string value = rounded(
-            elementOf(result),
-            isa<ReduceMeanOp>(reduce)
-                ? llvm::formatv("({0})({1} / {2}.0)", type, acc, p.rowLength)
-                      .str()
-                : llvm::formatv("({0}){1}", type, acc).str());
+        std::string value = reducedValue(reduce, acc);
         std::string reg = fresh("red");
         if (column) {
           // One per row of the block, read in the rows' later lane loops.
@@ -757,7 +807,10 @@ LogicalResult Emitter::emitRowKernel(ArrayRef<Operation *> reductions,
         rowValues[result.getAsOpaquePointer()] = reg;
       }
     }
-    if (!p.perRow.empty() && column) {
+    if (p.finishInCombine) {
+      // The combining launch wrote the per-row results, and the first
+      // pass the per-element ones.
+    } else if (!p.perRow.empty() && column) {
       if (splits > 1)
         open(llvm::formatv("if (phase == {0} && part == 0)", p.rowPhase));
       openRowLanes();

@@ -630,16 +630,27 @@ Emitter::planRowKernel(ArrayRef<Operation *> reductions, EmittedKernel &kernel,
   // follows each level's launch with one that combines its partials into
   // `totals` (combineColumnPartials): its blocks hold up to 256 rows of up
   // to 1,024 chunks.
+  // A kernel of one level whose per-element results are all stored by the
+  // first pass (a bias's or a norm's weight gradient, alone or beside the
+  // per-element gradient it sums) has nothing left for a launch after the
+  // combining one, which then writes the per-row results itself: a launch
+  // a kernel less (SmolLM-135M's 61 RMSNorm gain sums, GPT-2's layer
+  // norms' and biases' sums).
   p.combined = p.columns && splits > 1;
-  p.elementPhase = p.combined ? 2 * p.levels : p.levels;
+  p.finishInCombine = p.combined && p.levels == 1 && p.centered.empty() &&
+                      !p.reused.value && !p.perRow.empty() &&
+                      p.perElement.empty();
+  p.elementPhase = p.finishInCombine ? 1 : p.combined ? 2 * p.levels : p.levels;
   bool rowsOverwrite = llvm::any_of(p.perRow, writtenInPlace);
-  p.rowPhase = !p.perRow.empty() && !p.perElement.empty() && rowsOverwrite
+  p.rowPhase = !p.finishInCombine && !p.perRow.empty() &&
+                       !p.perElement.empty() && rowsOverwrite
                    ? p.elementPhase + 1
                    : p.elementPhase;
   kernel.launches = splits > 1 ? p.rowPhase + 1 : 1;
   if (splits > 1)
     kernel.workspaceBytes =
-        p.accumulators * p.rows * (splits + (p.combined ? 1 : 0)) * 8;
+        p.accumulators * p.rows *
+        (splits + (p.combined && !p.finishInCombine ? 1 : 0)) * 8;
   // A split kernel's chunks make about kRowKernelBlocks blocks, a wave of
   // 8 blocks an SM on an H100's 132 SMs; past 32 registers a thread an SM
   // holds fewer, and a second wave runs mostly empty (GPT-2's GELU

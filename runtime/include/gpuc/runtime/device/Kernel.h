@@ -269,41 +269,63 @@ __device__ __forceinline__ float maxNaN(float a, float b) {
 __device__ __forceinline__ float minNaN(float a, float b) {
   return (a != a || b != b) ? NAN : (a < b ? a : b);
 }
-/// The combining launch of a split column kernel: `columns` columns'
-/// partials (`splits` a column, one per chunk, consecutive) each reduced,
-/// in a fixed order, into totals[column], which the later launches read,
-/// one load a column. On the GPU a warp takes a column (its lanes every
-/// 32nd partial, then a butterfly); on the CPU a block, in chunk order.
-/// Every block of a later launch adding all of its columns' partials again
-/// cost as much as the pass itself once a block held 256 columns of 1,024
-/// chunks. Maxima propagate NaN, as the passes' do.
+/// The combining launch of a split column kernel: a column's partials
+/// (`splits` of them, one per chunk, consecutive) reduced in a fixed order.
+/// On the GPU a warp takes a column (its lanes every 32nd partial, then a
+/// butterfly, which leaves the total in every lane); on the CPU a block,
+/// in chunk order. Every block of a later launch adding all of its columns'
+/// partials again cost as much as the pass itself once a block held 256
+/// columns of 1,024 chunks. Maxima propagate NaN, as the passes' do.
+template <bool Max>
+__device__ __forceinline__ double combineColumn(const double *partials,
+                                                int64_t column, int splits) {
+  auto op = [](double a, double b) {
+    return !Max ? a + b : ((a != a || b != b) ? a + b : (a > b ? a : b));
+  };
+  double t = Max ? -(double)INFINITY : 0.0;
+#ifdef GPUC_CPU
+  for (int s = 0; s < splits; ++s)
+    t = op(t, partials[column * splits + s]);
+#else
+  for (int s = warpLane(); s < splits; s += 32)
+    t = op(t, partials[column * splits + s]);
+  for (int offset = 16; offset > 0; offset >>= 1)
+    t = op(t, __shfl_xor_sync(0xffffffffu, t, offset));
+#endif
+  return t;
+}
+/// The combining launch's first column here (a warp's on the GPU, a
+/// block's on the CPU), the step to its next, and whether this thread
+/// writes the column's results.
+__device__ __forceinline__ int64_t firstCombinedColumn() {
+#ifdef GPUC_CPU
+  return blockIdx.x;
+#else
+  return warpRow();
+#endif
+}
+__device__ __forceinline__ int64_t combinedColumnStep() {
+#ifdef GPUC_CPU
+  return gridDim.x;
+#else
+  return (int64_t)gridDim.x * (kBlockThreads / 32);
+#endif
+}
+__device__ __forceinline__ bool writesCombinedColumn() {
+  return warpLane() == 0;
+}
+/// `columns` columns' partials each combined (combineColumn) into
+/// totals[column], which the later launches read, one load a column.
 template <bool Max>
 __device__ __forceinline__ void
 combineColumnPartials(const double *partials, double *totals, int64_t columns,
                       int splits) {
-  auto op = [](double a, double b) {
-    return !Max ? a + b : ((a != a || b != b) ? a + b : (a > b ? a : b));
-  };
-  const double identity = Max ? -(double)INFINITY : 0.0;
-#ifdef GPUC_CPU
-  for (int64_t c = blockIdx.x; c < columns; c += gridDim.x) {
-    double t = identity;
-    for (int s = 0; s < splits; ++s)
-      t = op(t, partials[c * splits + s]);
-    totals[c] = t;
-  }
-#else
-  const int64_t warps = (int64_t)gridDim.x * (kBlockThreads / 32);
-  for (int64_t c = warpRow(); c < columns; c += warps) {
-    double t = identity;
-    for (int s = warpLane(); s < splits; s += 32)
-      t = op(t, partials[c * splits + s]);
-    for (int offset = 16; offset > 0; offset >>= 1)
-      t = op(t, __shfl_xor_sync(0xffffffffu, t, offset));
-    if (warpLane() == 0)
+  for (int64_t c = firstCombinedColumn(); c < columns;
+       c += combinedColumnStep()) {
+    double t = combineColumn<Max>(partials, c, splits);
+    if (writesCombinedColumn())
       totals[c] = t;
   }
-#endif
 }
 template <typename T> __device__ __forceinline__ T maxInt(T a, T b) {
   return a > b ? a : b;
