@@ -722,20 +722,6 @@ bool fuseSiblings(func::FuncOp func, Fusing &fusing) {
   return changed;
 }
 
-/// `fusion` without its result `index` (which nothing reads any more), nor
-/// the ops and inputs only that result needed.
-void dropResult(FusionOp fusion, unsigned index) {
-  SmallVector<unsigned> others;
-  for (unsigned k = 0; k < fusion.getNumResults(); ++k)
-    if (k != index)
-      others.push_back(k);
-  OpBuilder builder(fusion);
-  FusionOp slim = cloneFusionResults(builder, fusion, others);
-  for (auto [k, original] : llvm::enumerate(others))
-    fusion.getResult(original).replaceAllUsesWith(slim.getResult(k));
-  fusion.erase();
-}
-
 /// Recomputes result `index` of `producer` inside each kernel that reads it,
 /// instead of storing it, when that is cheap and makes no reader read more
 /// bytes than the result holds: it is pointwise (with broadcasts and
@@ -928,7 +914,7 @@ bool sinkCheapResult(FusionOp producer, unsigned index, Fusing &fusing) {
     producer.erase();
     producer = grown;
   }
-  dropResult(producer, index);
+  dropFusionResult(producer, index);
   return true;
 }
 

@@ -306,8 +306,10 @@ void addStepPipeline(PassManager &pm, StringRef lossOutput,
 /// fewer bytes at some CPU time (its memory-first option).
 void addKernelPipeline(PassManager &pm, bool memoryFirst) {
   pm.addPass(gpuc::createGpucFormKernels());
-  if (!noFuse)
+  if (!noFuse) {
     pm.addPass(gpuc::createGpucFuse(gpuc::GpucFuseOptions{memoryFirst}));
+    pm.addPass(gpuc::createGpucRecomputeReads());
+  }
   if (!noSchedule)
     pm.addPass(gpuc::createGpucSchedule());
 }

@@ -494,6 +494,31 @@ def GpucFuse : Pass<"gpuc-fuse", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucRecomputeReads : Pass<"gpuc-recompute-reads", "::mlir::ModuleOp"> {
+  let summary = "compute a read tensor from what the kernel reads anyway";
+  let description = [{
+    On kernel-formed functions (after gpuc-fuse). A kernel that reads a
+    tensor another kernel computes cheaply (negations, absolute values,
+    ReLU, sums, differences, products, minima and maxima, comparisons,
+    selects, casts and broadcasts) from tensors the first kernel reads
+    already, and from values smaller than it (per-row statistics, biases),
+    computes it instead of loading it. The producer still stores it for
+    its other readers (a ReLU's output, which the next convolution reads),
+    and no more where none is left; the kernel reads fewer bytes, and no
+    large tensor lives longer.
+    Batch norm's backward after a ReLU is the case: its mask read the
+    ReLU's output beside the convolution's output, from which, with the
+    stored mean and reciprocal deviation and the scale and shift, the ReLU's
+    input is a few operations, in each of the kernel's passes. A reader is
+    left as it is where the computed tensor needs a statistic its producer
+    does not store, where the computation has a costlier op (an
+    exponential, a division, a dropout mask), or where the kernel emitter
+    has no schedule for the new kernel. Common operations of the reader's
+    body and the computation are then one.
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//

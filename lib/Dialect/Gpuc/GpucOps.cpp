@@ -787,6 +787,18 @@ FusionOp mlir::gpuc::cloneFusionResults(OpBuilder &builder, FusionOp fusion,
   return clone;
 }
 
+void mlir::gpuc::dropFusionResult(FusionOp fusion, unsigned index) {
+  SmallVector<unsigned> others;
+  for (unsigned k = 0; k < fusion.getNumResults(); ++k)
+    if (k != index)
+      others.push_back(k);
+  OpBuilder builder(fusion);
+  FusionOp slim = cloneFusionResults(builder, fusion, others);
+  for (auto [k, original] : llvm::enumerate(others))
+    fusion.getResult(original).replaceAllUsesWith(slim.getResult(k));
+  fusion.erase();
+}
+
 LogicalResult FusionOp::verify() {
   Block &block = getBodyBlock();
   if (block.getNumArguments() != getInputs().size())

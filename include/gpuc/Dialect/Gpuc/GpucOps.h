@@ -33,6 +33,10 @@ inline ArrayRef<int64_t> shapeOf(Value v) {
 FusionOp cloneFusionResults(OpBuilder &builder, FusionOp fusion,
                             ArrayRef<unsigned> results);
 
+/// Replaces `fusion` by a fusion without its result `index` (which nothing
+/// reads any more), nor the ops and inputs only that result needed.
+void dropFusionResult(FusionOp fusion, unsigned index);
+
 /// A rank-4 attention tensor (query, key, value, result or a gradient of
 /// one) as gpuc.attention reads it, [B, H, T, D]: its type's shape, or,
 /// under the op's `bthd`, its [B, T, H, D] storage with T and H swapped.
