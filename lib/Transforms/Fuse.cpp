@@ -48,6 +48,34 @@ int64_t rowsOf(FusionOp fusion) {
   return 0;
 }
 
+/// Whether `v`, inside a kernel, is an input or at most a few cheap
+/// pointwise ops of inputs and constants (isCheapToRecompute), which
+/// computing again wherever it is read costs about what loading it would.
+bool cheaplyComputed(Value v) {
+  constexpr int kMaxOps = 8;
+  SmallVector<Value> worklist{v};
+  SmallPtrSet<Operation *, 8> ops;
+  while (!worklist.empty()) {
+    Value u = worklist.pop_back_val();
+    Operation *def = u.getDefiningOp();
+    if (!def)
+      continue;
+    if (!isCheapToRecompute(def))
+      return false;
+    if (auto broadcast = dyn_cast<BroadcastOp>(def)) {
+      Value in = broadcast.getInput();
+      if (!isa<BlockArgument>(in) && !isInlinableConstant(in))
+        return false;
+      continue;
+    }
+    if (ops.insert(def).second)
+      llvm::append_range(worklist, def->getOperands());
+    if (ops.size() > kMaxOps)
+      return false;
+  }
+  return true;
+}
+
 /// Whether a value computed inside `fusion` is read at many positions.
 bool recomputesWork(FusionOp fusion, bool memoryFirst) {
   int64_t rows = rowsOf(fusion);
@@ -76,11 +104,14 @@ bool recomputesWork(FusionOp fusion, bool memoryFirst) {
     } else if (isa<AvgPool2DBackwardOp>(op)) {
       if (rows || llvm::any_of(op.getOperands(), computed))
         return true;
-    } else if (isa<MaxPool2DBackwardOp>(op)) {
+    } else if (auto backward = dyn_cast<MaxPool2DBackwardOp>(op)) {
       // Routing by stored indices is two loads per window holding the
       // element, cheap enough to redo in each pass of a row kernel (batch
-      // norm's backward reads the pooling's gradient without storing it).
-      if ((rows && !memoryFirst) || llvm::any_of(op.getOperands(), computed))
+      // norm's backward reads the pooling's gradient without storing it),
+      // and so is an output gradient a few cheap ops compute from inputs
+      // (a ReLU's mask, applied on the pooled side).
+      if ((rows && !memoryFirst) || computed(backward.getIndices()) ||
+          !cheaplyComputed(backward.getGradOutput()))
         return true;
     } else if (auto gather = dyn_cast<GatherOp>(op)) {
       if (rows || computed(gather.getData()))

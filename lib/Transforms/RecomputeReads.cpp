@@ -41,14 +41,6 @@ int64_t numElements(Value v) {
   return getNumElements(cast<RankedTensorType>(v.getType()).getShape());
 }
 
-/// Whether `op` costs a kernel so little that computing it again in each of
-/// its passes is cheaper than a load: no exponential, division or square
-/// root, no random mask.
-bool isCheap(Operation *op) {
-  return isa<NegOp, AbsOp, ReluOp, AddOp, SubOp, MulOp, MaxOp, MinOp, CompareOp,
-             SelectOp, CastOp, BroadcastOp, ConstantOp>(op);
-}
-
 /// How a producer computes one of its results from values outside it: the
 /// ops of its body on the way (`ops`) and the inner values where the way
 /// stops (`leaves`), each standing for a value outside (`outer`): an input
@@ -87,7 +79,7 @@ std::optional<Computation> computationOf(FusionOp producer, unsigned index) {
         continue;
       }
     Operation *def = v.getDefiningOp();
-    if (!isCheap(def))
+    if (!isCheapToRecompute(def))
       return std::nullopt;
     // A broadcast expands a leaf or a constant; expanding a computed value
     // would compute it once per element.

@@ -305,6 +305,8 @@ void addStepPipeline(PassManager &pm, StringRef lossOutput,
 /// `memoryFirst` when the step must fit a budget: gpuc-fuse then stores
 /// fewer bytes at some CPU time (its memory-first option).
 void addKernelPipeline(PassManager &pm, bool memoryFirst) {
+  if (!memoryFirst)
+    pm.addPass(gpuc::createGpucMaskPooledGradients());
   pm.addPass(gpuc::createGpucFormKernels());
   if (!noFuse) {
     pm.addPass(gpuc::createGpucFuse(gpuc::GpucFuseOptions{memoryFirst}));

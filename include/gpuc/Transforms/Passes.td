@@ -439,6 +439,26 @@ def GpucGemmEpilogues : Pass<"gpuc-gemm-epilogues", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
+def GpucMaskPooledGradients : Pass<"gpuc-mask-pooled-gradients",
+                                   "::mlir::ModuleOp"> {
+  let summary = "a ReLU's gradient mask before max pooling's gradient";
+  let description = [{
+    A ReLU before max pooling masks its gradient after the pooling's:
+    `select(x > 0, max_pool2d_backward(argmax(x), dy), 0)` reads x, which
+    the step then keeps from forward. The pooling's gradient routes each
+    window's value to where x is the window's maximum, the pooled value, so
+    the mask taken of the pooled value on the pooled side,
+    `max_pool2d_backward(argmax(x), select(max_pool2d(x) > 0, dy, 0))`, is
+    the same gradient bit for bit (any comparison with a constant, with 0
+    where the mask fails), and backward reads the pooled tensor, which the
+    next layer keeps anyway. Needs the forward's `max_pool2d` of x with the
+    argmax's attributes. Run before gpuc-form-kernels, unless fusion is
+    memory-first (it then never stores x, and batch norm's backward computes
+    the mask from what it reads).
+  }];
+  let dependentDialects = ["::mlir::gpuc::GpucDialect"];
+}
+
 def GpucFormKernels : Pass<"gpuc-form-kernels", "::mlir::ModuleOp"> {
   let summary = "wrap every remaining computing op into its own gpuc.fusion";
   let description = [{

@@ -29,6 +29,11 @@ bool mlir::gpuc::isPointwise(Operation *op) {
   return op->hasTrait<OpTrait::Elementwise>() || isa<DropoutOp>(op);
 }
 
+bool mlir::gpuc::isCheapToRecompute(Operation *op) {
+  return isa<NegOp, AbsOp, ReluOp, AddOp, SubOp, MulOp, MaxOp, MinOp, CompareOp,
+             SelectOp, CastOp, BroadcastOp, ConstantOp>(op);
+}
+
 bool mlir::gpuc::isReduction(Operation *op) {
   return isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op);
 }

@@ -28,6 +28,13 @@ bool isInlinableConstant(Value value);
 /// of the element's index.
 bool isPointwise(Operation *op);
 
+/// Whether a kernel computes `op` so cheaply that computing it again where
+/// it reads it costs less than a load: negations, absolute values, ReLU,
+/// sums, differences, products, minima and maxima, comparisons, selects,
+/// casts, broadcasts and constants; no exponential, division, square root
+/// or random mask.
+bool isCheapToRecompute(Operation *op);
+
 /// reduce_sum, reduce_max, reduce_mean.
 bool isReduction(Operation *op);
 
