@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
+#include "gpuc/Transforms/Constants.h"
 #include "gpuc/Transforms/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -33,16 +34,6 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
-/// The splat float a constant holds, if `v` is one.
-std::optional<APFloat> splatFloat(Value v) {
-  auto constant = v.getDefiningOp<ConstantOp>();
-  auto dense =
-      constant ? dyn_cast<DenseFPElementsAttr>(constant.getValue()) : nullptr;
-  if (!dense || !dense.isSplat())
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>();
-}
-
 /// select(x OP c, max_pool2d_backward(argmax(x), dy), 0) as
 /// max_pool2d_backward(argmax(x), select(max_pool2d(x) OP c, dy, 0)).
 struct MaskBeforeMaxPoolGradient : OpRewritePattern<SelectOp> {
@@ -54,9 +45,11 @@ struct MaskBeforeMaxPoolGradient : OpRewritePattern<SelectOp> {
     auto backward = select.getOnTrue().getDefiningOp<MaxPool2DBackwardOp>();
     if (!compare || !backward || !backward->hasOneUse())
       return failure();
-    std::optional<APFloat> threshold = splatFloat(compare.getRhs());
-    std::optional<APFloat> otherwise = splatFloat(select.getOnFalse());
-    if (!threshold || !otherwise || !otherwise->isZero())
+    DenseElementsAttr threshold = constantOf(compare.getRhs());
+    DenseElementsAttr otherwise = constantOf(select.getOnFalse());
+    std::optional<double> otherwiseValue = splatOf(select.getOnFalse());
+    if (!threshold || !threshold.isSplat() || !otherwiseValue ||
+        *otherwiseValue != 0.0)
       return failure();
     Value x = compare.getLhs();
     auto argmax = backward.getIndices().getDefiningOp<MaxPool2DArgmaxOp>();
@@ -81,12 +74,11 @@ struct MaskBeforeMaxPoolGradient : OpRewritePattern<SelectOp> {
     if (!pooled)
       return failure();
     Location loc = select.getLoc();
-    Value zero = ConstantOp::create(
-        rewriter, loc, DenseElementsAttr::get(gradType, *otherwise));
+    Value zero =
+        ConstantOp::create(rewriter, loc, otherwise.resizeSplat(gradType));
     Value kept = CompareOp::create(
         rewriter, loc, compare.getPredicate(), pooled.getResult(),
-        ConstantOp::create(rewriter, loc,
-                           DenseElementsAttr::get(gradType, *threshold)));
+        ConstantOp::create(rewriter, loc, threshold.resizeSplat(gradType)));
     Value masked =
         SelectOp::create(rewriter, loc, kept, backward.getGradOutput(), zero);
     rewriter.replaceOpWithNewOp<MaxPool2DBackwardOp>(

@@ -37,10 +37,6 @@ using namespace mlir;
 using namespace mlir::gpuc;
 
 namespace {
-int64_t numElements(Value v) {
-  return getNumElements(cast<RankedTensorType>(v.getType()).getShape());
-}
-
 /// How a producer computes one of its results from values outside it: the
 /// ops of its body on the way (`ops`) and the inner values where the way
 /// stops (`leaves`), each standing for a value outside (`outer`): an input
@@ -108,7 +104,7 @@ BlockArgument argumentFor(FusionOp reader, Value outer) {
 bool readElementwise(BlockArgument arg) {
   return llvm::all_of(arg.getUsers(), [&](Operation *user) {
     return isPointwise(user) && llvm::all_of(user->getResults(), [&](Value r) {
-             return numElements(r) == numElements(arg);
+             return getNumElements(shapeOf(r)) == getNumElements(shapeOf(arg));
            });
   });
 }
@@ -117,9 +113,9 @@ bool readElementwise(BlockArgument arg) {
 /// at the size of `read` (smaller ones are per-row values and biases, loaded
 /// once a row or column).
 bool readsEveryLeaf(FusionOp reader, Value read, const Computation &c) {
-  int64_t n = numElements(read);
+  int64_t n = getNumElements(shapeOf(read));
   return llvm::all_of(c.leaves, [&](Value leaf) {
-    if (numElements(leaf) < n)
+    if (getNumElements(shapeOf(leaf)) < n)
       return true;
     BlockArgument arg = argumentFor(reader, c.outer.lookup(leaf));
     return arg && llvm::any_of(arg.getUsers(), [&](Operation *user) {

@@ -189,6 +189,39 @@ func.func @pool_gradient_in_row_kernel(%i: tensor<2x3x4x4xi8>, %dy: tensor<2x3x4
 
 // -----
 
+// Max pooling's gradient reads an output gradient computed in a few cheap
+// ops (the sum of two gradients, masked by the pooled value) at each window
+// it routes: one kernel. An exponential on the way is not cheap: it stays a
+// kernel of its own.
+// CHECK-LABEL: func.func @pool_gradient_of_masked_sum
+// CHECK: gpuc.fusion(%arg1, %arg2, %arg3, %arg0)
+// CHECK: gpuc.compare
+// CHECK: gpuc.select
+// CHECK: gpuc.max_pool2d_backward
+// CHECK-NOT: gpuc.fusion
+// CHECK: return
+// CHECK-LABEL: func.func @pool_gradient_of_exp
+// CHECK: %[[E:.+]] = gpuc.fusion(%arg1)
+// CHECK: gpuc.exp
+// CHECK: gpuc.fusion(%arg0, %[[E]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: gpuc.max_pool2d_backward
+func.func @pool_gradient_of_masked_sum(%i: tensor<2x5x5x3xi8>, %a: tensor<2x5x5x3xf32>, %b: tensor<2x5x5x3xf32>, %p: tensor<2x5x5x3xf32>) -> tensor<2x9x9x3xf32> {
+  %sum = gpuc.add %a, %b : tensor<2x5x5x3xf32>
+  %zero = gpuc.constant dense<0.0> : tensor<2x5x5x3xf32>
+  %kept = gpuc.compare gt, %p, %zero : tensor<2x5x5x3xf32>
+  %dy = gpuc.select %kept, %sum, %zero : tensor<2x5x5x3xi1>, tensor<2x5x5x3xf32>
+  %g = gpuc.max_pool2d_backward %i, %dy kernel = [3, 3] strides = [2, 2] pads = [1, 1, 1, 1] channels_last : tensor<2x5x5x3xi8>, tensor<2x5x5x3xf32> -> tensor<2x9x9x3xf32>
+  return %g : tensor<2x9x9x3xf32>
+}
+func.func @pool_gradient_of_exp(%i: tensor<2x5x5x3xi8>, %a: tensor<2x5x5x3xf32>) -> tensor<2x9x9x3xf32> {
+  %dy = gpuc.exp %a : tensor<2x5x5x3xf32>
+  %g = gpuc.max_pool2d_backward %i, %dy kernel = [3, 3] strides = [2, 2] pads = [1, 1, 1, 1] channels_last : tensor<2x5x5x3xi8>, tensor<2x5x5x3xf32> -> tensor<2x9x9x3xf32>
+  return %g : tensor<2x9x9x3xf32>
+}
+
+// -----
+
 // Must not fuse: the second reduction needs every row of the first, a
 // grid-wide barrier inside one kernel.
 // CHECK-LABEL: func.func @no_grid_barrier
