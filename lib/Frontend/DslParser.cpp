@@ -337,9 +337,9 @@ FailureOr<std::string> DslParser::parseInit(RankedTensorType type,
     advance();
   }
   size_t wanted = llvm::StringSwitch<size_t>(*kind)
-                      .Cases("zeros", "ones", 0)
+                      .Cases({"zeros", "ones"}, 0)
                       .Case("constant", 1)
-                      .Cases("normal", "uniform", 2)
+                      .Cases({"normal", "uniform"}, 2)
                       .Default(99);
   if (wanted == 99)
     return error(initLoc) << "unknown initializer '" << *kind

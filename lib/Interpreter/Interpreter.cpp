@@ -440,7 +440,9 @@ LogicalResult Interpreter::classLoss(OpTy op, bool logits) {
   const HostTensor &x = get(op.getInput());
   const HostTensor &labels = get(op.getLabels());
   AxisView view(x.shape, 1);
-  std::optional<int64_t> ignore = op.getIgnoreIndex();
+  // (As a flag and a number: GCC took the optional for uninitialized.)
+  bool ignoring = op.getIgnoreIndex().has_value();
+  int64_t ignored = op.getIgnoreIndex().value_or(0);
   HostTensor perSample(labels.shape, elementTypeOf(op.getInput()));
   double total = 0.0;
   int64_t counted = 0;
@@ -448,7 +450,7 @@ LogicalResult Interpreter::classLoss(OpTy op, bool logits) {
     for (int64_t in = 0; in < view.inner; ++in) {
       int64_t s = o * view.inner + in;
       int64_t label = (int64_t)labels.data[s];
-      if (ignore && label == *ignore)
+      if (ignoring && label == ignored)
         continue;
       if (label < 0 || label >= view.size)
         return op.emitOpError() << "label " << label << " of sample " << s

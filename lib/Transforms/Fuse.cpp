@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "gpuc/Codegen/Cost.h"
 #include "gpuc/Codegen/KernelEmitter.h"
+#include "gpuc/Dialect/Gpuc/FusionRewrites.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
@@ -899,33 +900,8 @@ bool sinkCheapResult(FusionOp producer, unsigned index, Fusing &fusing) {
   // Each reader again, computing the result from the leaves.
   SmallVector<std::pair<FusionOp, FusionOp>> rebuilt;
   for (FusionOp reader : readers) {
-    OpBuilder builder(reader);
-    SmallVector<Value> inputs;
-    for (Value v : reader.getInputs())
-      if (v != result && !llvm::is_contained(inputs, v))
-        inputs.push_back(v);
-    for (Value leaf : leaves)
-      if (!llvm::is_contained(inputs, outside(leaf)))
-        inputs.push_back(outside(leaf));
-    auto copy = FusionOp::create(builder, reader.getLoc(),
-                                 reader.getResultTypes(), inputs);
-    Block &copyBody = copy.getBodyBlock();
-    auto argFor = [&](Value outer) {
-      return copyBody.getArgument(llvm::find(inputs, outer) - inputs.begin());
-    };
-    OpBuilder inner = OpBuilder::atBlockBegin(&copyBody);
-    IRMapping sliceMapping;
-    for (Value leaf : leaves)
-      sliceMapping.map(leaf, argFor(outside(leaf)));
-    for (Operation &op : body.without_terminator())
-      if (slice.contains(&op))
-        inner.clone(op, sliceMapping);
-    IRMapping mapping;
-    for (auto [outer, arg] :
-         llvm::zip(reader.getInputs(), reader.getBodyBlock().getArguments()))
-      mapping.map(arg,
-                  outer == result ? sliceMapping.lookup(root) : argFor(outer));
-    YieldOp::create(inner, reader.getLoc(), inlineBody(inner, reader, mapping));
+    FusionOp copy = recomputeInputInFusion(reader, result, producer, slice,
+                                           leaves.getArrayRef(), root, outside);
     rebuilt.push_back({reader, copy});
     if (recomputesWork(copy, fusing.memoryFirst) || !fusing.hasSchedule(copy)) {
       for (auto &[original, made] : rebuilt)

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Codegen/KernelEmitter.h"
+#include "gpuc/Dialect/Gpuc/FusionRewrites.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
 #include "gpuc/Dialect/Gpuc/ShapeInference.h"
@@ -129,38 +130,9 @@ bool readsEveryLeaf(FusionOp reader, Value read, const Computation &c) {
 /// emitter has no schedule for it.
 FusionOp recomputeIn(FusionOp reader, Value read, FusionOp producer,
                      const Computation &c) {
-  OpBuilder builder(reader);
-  SmallVector<Value> inputs;
-  for (Value v : reader.getInputs())
-    if (v != read && !llvm::is_contained(inputs, v))
-      inputs.push_back(v);
-  for (Value leaf : c.leaves)
-    if (!llvm::is_contained(inputs, c.outer.lookup(leaf)))
-      inputs.push_back(c.outer.lookup(leaf));
-  auto copy = FusionOp::create(builder, reader.getLoc(),
-                               reader.getResultTypes(), inputs);
-  Block &body = copy.getBodyBlock();
-  auto argFor = [&](Value outer) {
-    return body.getArgument(llvm::find(inputs, outer) - inputs.begin());
-  };
-  OpBuilder inner = OpBuilder::atBlockBegin(&body);
-  IRMapping computed;
-  for (Value leaf : c.leaves)
-    computed.map(leaf, argFor(c.outer.lookup(leaf)));
-  for (Operation &op : producer.getBodyBlock().without_terminator())
-    if (c.ops.contains(&op))
-      inner.clone(op, computed);
-  IRMapping mapping;
-  for (auto [outer, arg] :
-       llvm::zip(reader.getInputs(), reader.getBodyBlock().getArguments()))
-    mapping.map(arg, outer == read ? computed.lookup(c.root) : argFor(outer));
-  for (Operation &op : reader.getBodyBlock().without_terminator())
-    inner.clone(op, mapping);
-  SmallVector<Value> yielded;
-  for (Value v :
-       cast<YieldOp>(reader.getBodyBlock().getTerminator()).getValues())
-    yielded.push_back(mapping.lookup(v));
-  YieldOp::create(inner, reader.getLoc(), yielded);
+  FusionOp copy = recomputeInputInFusion(
+      reader, read, producer, c.ops, c.leaves.getArrayRef(), c.root,
+      [&](Value leaf) { return c.outer.lookup(leaf); });
 
   // The computation and the reader often share their first steps (the
   // normalized input that batch norm's gradient multiplies by).

@@ -33,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "gpuc/Codegen/Cost.h"
+#include "gpuc/Dialect/Gpuc/FusionRewrites.h"
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 #include "gpuc/Dialect/Gpuc/OpKinds.h"
 #include "gpuc/Transforms/BinaryProgram.h"

@@ -271,8 +271,9 @@ TEST_F(TriangularMaskTest, IndexExpressions) {
             bits.push_back(v != 0.0);
           std::optional<ComparePredicate> want = expected(bits, t);
           // At T 1 several triangles are one mask: the match must be one.
-          if (t > 1)
+          if (t > 1) {
             ASSERT_EQ(match.has_value(), want.has_value()) << source;
+          }
           if (match) {
             EXPECT_EQ(triangle(t, match->keyVsQuery), bits) << source;
             EXPECT_FALSE(match->parameter);

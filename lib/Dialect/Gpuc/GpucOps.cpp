@@ -744,61 +744,6 @@ void FusionOp::build(OpBuilder &builder, OperationState &state,
     block->addArgument(input.getType(), input.getLoc());
 }
 
-FusionOp mlir::gpuc::cloneFusionResults(OpBuilder &builder, FusionOp fusion,
-                                        ArrayRef<unsigned> results) {
-  Block &body = fusion.getBodyBlock();
-  auto yield = cast<YieldOp>(body.getTerminator());
-  DenseSet<Operation *> needed;
-  llvm::SmallDenseSet<unsigned> args;
-  SmallVector<Value> worklist;
-  for (unsigned k : results)
-    worklist.push_back(yield.getOperand(k));
-  while (!worklist.empty()) {
-    Value v = worklist.pop_back_val();
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      args.insert(arg.getArgNumber());
-      continue;
-    }
-    if (needed.insert(v.getDefiningOp()).second)
-      llvm::append_range(worklist, v.getDefiningOp()->getOperands());
-  }
-  SmallVector<Value> inputs;
-  SmallVector<unsigned> kept;
-  for (unsigned i = 0; i < body.getNumArguments(); ++i)
-    if (args.contains(i)) {
-      inputs.push_back(fusion.getOperand(i));
-      kept.push_back(i);
-    }
-  SmallVector<Type> types;
-  for (unsigned k : results)
-    types.push_back(fusion.getResult(k).getType());
-  auto clone = FusionOp::create(builder, fusion.getLoc(), types, inputs);
-  IRMapping mapping;
-  for (auto [k, i] : llvm::enumerate(kept))
-    mapping.map(body.getArgument(i), clone.getBodyBlock().getArgument(k));
-  OpBuilder inner = OpBuilder::atBlockEnd(&clone.getBodyBlock());
-  for (Operation &op : body.without_terminator())
-    if (needed.contains(&op))
-      inner.clone(op, mapping);
-  SmallVector<Value> yielded;
-  for (unsigned k : results)
-    yielded.push_back(mapping.lookupOrDefault(yield.getOperand(k)));
-  YieldOp::create(inner, fusion.getLoc(), yielded);
-  return clone;
-}
-
-void mlir::gpuc::dropFusionResult(FusionOp fusion, unsigned index) {
-  SmallVector<unsigned> others;
-  for (unsigned k = 0; k < fusion.getNumResults(); ++k)
-    if (k != index)
-      others.push_back(k);
-  OpBuilder builder(fusion);
-  FusionOp slim = cloneFusionResults(builder, fusion, others);
-  for (auto [k, original] : llvm::enumerate(others))
-    fusion.getResult(original).replaceAllUsesWith(slim.getResult(k));
-  fusion.erase();
-}
-
 LogicalResult FusionOp::verify() {
   Block &block = getBodyBlock();
   if (block.getNumArguments() != getInputs().size())

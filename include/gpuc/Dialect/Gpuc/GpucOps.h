@@ -28,15 +28,6 @@ inline ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
-/// A new fusion at `builder`'s point computing only the given results of
-/// `fusion` (in that order), with only the ops and inputs they need.
-FusionOp cloneFusionResults(OpBuilder &builder, FusionOp fusion,
-                            ArrayRef<unsigned> results);
-
-/// Replaces `fusion` by a fusion without its result `index` (which nothing
-/// reads any more), nor the ops and inputs only that result needed.
-void dropFusionResult(FusionOp fusion, unsigned index);
-
 /// A rank-4 attention tensor (query, key, value, result or a gradient of
 /// one) as gpuc.attention reads it, [B, H, T, D]: its type's shape, or,
 /// under the op's `bthd`, its [B, T, H, D] storage with T and H swapped.
