@@ -50,31 +50,13 @@ int64_t rowsOf(FusionOp fusion) {
 }
 
 /// Whether `v`, inside a kernel, is an input or at most a few cheap
-/// pointwise ops of inputs and constants (isCheapToRecompute), which
-/// computing again wherever it is read costs about what loading it would.
+/// pointwise ops of inputs and constants, which computing again wherever it
+/// is read costs about what loading it would.
 bool cheaplyComputed(Value v) {
   constexpr int kMaxOps = 8;
-  SmallVector<Value> worklist{v};
-  SmallPtrSet<Operation *, 8> ops;
-  while (!worklist.empty()) {
-    Value u = worklist.pop_back_val();
-    Operation *def = u.getDefiningOp();
-    if (!def)
-      continue;
-    if (!isCheapToRecompute(def))
-      return false;
-    if (auto broadcast = dyn_cast<BroadcastOp>(def)) {
-      Value in = broadcast.getInput();
-      if (!isa<BlockArgument>(in) && !isInlinableConstant(in))
-        return false;
-      continue;
-    }
-    if (ops.insert(def).second)
-      llvm::append_range(worklist, def->getOperands());
-    if (ops.size() > kMaxOps)
-      return false;
-  }
-  return true;
+  return cheapComputationOf(
+             v, [](Value) { return false; }, kMaxOps)
+      .has_value();
 }
 
 /// Whether a value computed inside `fusion` is read at many positions.

@@ -62,32 +62,19 @@ std::optional<Computation> computationOf(FusionOp producer, unsigned index) {
         return producer.getResult(k);
     return nullptr;
   };
-  Computation c;
-  c.root = yield.getOperand(index);
-  if (outside(c.root))
+  Value root = yield.getOperand(index);
+  if (outside(root))
     return std::nullopt;
-  SmallVector<Value> worklist{c.root};
-  while (!worklist.empty()) {
-    Value v = worklist.pop_back_val();
-    if (v != c.root)
-      if (Value o = outside(v)) {
-        c.leaves.insert(v);
-        c.outer[v] = o;
-        continue;
-      }
-    Operation *def = v.getDefiningOp();
-    if (!isCheapToRecompute(def))
-      return std::nullopt;
-    // A broadcast expands a leaf or a constant; expanding a computed value
-    // would compute it once per element.
-    if (auto broadcast = dyn_cast<BroadcastOp>(def)) {
-      Value in = broadcast.getInput();
-      if (!outside(in) && !in.getDefiningOp<ConstantOp>())
-        return std::nullopt;
-    }
-    if (c.ops.insert(def))
-      llvm::append_range(worklist, def->getOperands());
-  }
+  std::optional<CheapComputation> cheap =
+      cheapComputationOf(root, [&](Value v) { return outside(v) != nullptr; });
+  if (!cheap)
+    return std::nullopt;
+  Computation c;
+  c.root = root;
+  c.ops = std::move(cheap->ops);
+  c.leaves = std::move(cheap->leaves);
+  for (Value leaf : c.leaves)
+    c.outer[leaf] = outside(leaf);
   return c;
 }
 

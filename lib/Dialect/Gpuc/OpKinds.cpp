@@ -34,6 +34,35 @@ bool mlir::gpuc::isCheapToRecompute(Operation *op) {
              SelectOp, CastOp, BroadcastOp, ConstantOp>(op);
 }
 
+std::optional<CheapComputation>
+mlir::gpuc::cheapComputationOf(Value root, function_ref<bool(Value)> isLeaf,
+                               int64_t maxOps) {
+  CheapComputation c;
+  int64_t counted = 0;
+  SmallVector<Value> worklist{root};
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    Operation *def = v.getDefiningOp();
+    if (!def || (v != root && isLeaf(v))) {
+      c.leaves.insert(v);
+      continue;
+    }
+    if (!isCheapToRecompute(def))
+      return std::nullopt;
+    if (auto broadcast = dyn_cast<BroadcastOp>(def)) {
+      Value in = broadcast.getInput();
+      if (in.getDefiningOp() && !isLeaf(in) && !isInlinableConstant(in))
+        return std::nullopt;
+    }
+    if (!c.ops.insert(def))
+      continue;
+    if (!isa<BroadcastOp, ConstantOp>(def) && ++counted > maxOps)
+      return std::nullopt;
+    llvm::append_range(worklist, def->getOperands());
+  }
+  return c;
+}
+
 bool mlir::gpuc::isReduction(Operation *op) {
   return isa<ReduceSumOp, ReduceMaxOp, ReduceMeanOp>(op);
 }

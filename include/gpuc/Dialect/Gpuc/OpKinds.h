@@ -10,6 +10,11 @@
 
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <limits>
+#include <optional>
 
 namespace mlir::gpuc {
 
@@ -34,6 +39,23 @@ bool isPointwise(Operation *op);
 /// casts, broadcasts and constants; no exponential, division, square root
 /// or random mask.
 bool isCheapToRecompute(Operation *op);
+
+/// How a kernel computes a value in cheap ops from values it reads: the ops
+/// on the way and the leaves where the way stops.
+struct CheapComputation {
+  SetVector<Operation *> ops;
+  SetVector<Value> leaves;
+};
+
+/// How `root`, a value inside a kernel, is computed in cheap ops
+/// (isCheapToRecompute) from leaves: block arguments and the values
+/// `isLeaf` names (not `root` itself), with at most `maxOps` ops besides
+/// broadcasts and constants. A broadcast may only expand a leaf or a splat
+/// constant: expanding a computed value would compute it once an element.
+/// Nothing when another op is on the way.
+std::optional<CheapComputation>
+cheapComputationOf(Value root, function_ref<bool(Value)> isLeaf,
+                   int64_t maxOps = std::numeric_limits<int64_t>::max());
 
 /// reduce_sum, reduce_max, reduce_mean.
 bool isReduction(Operation *op);
