@@ -1,11 +1,15 @@
-//===- Attention.cpp - the interpreter's attention ------------------------===//
+//===- Attention.cpp - the interpreter: attention and its gradient --------===//
 #include "Attention.h"
+#include "Executor.h"
 
 #include "gpuc/runtime/Philox.h"
+
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 #include <vector>
 
+using namespace mlir;
 using namespace mlir::gpuc;
 using namespace mlir::gpuc::interpreter;
 
@@ -153,4 +157,68 @@ void mlir::gpuc::interpreter::attentionBackward(
       }
     }
   }
+}
+
+namespace {
+/// The attributes an attention op shares with its gradient, and its key.
+template <typename OpTy> AttentionParams attentionParams(OpTy op) {
+  AttentionParams p;
+  p.scale = op.getScale().convertToDouble();
+  p.fill = op.getFill().convertToDouble();
+  p.dropout = op.getDropout().convertToDouble();
+  p.maskKeeps = op.getMaskKeeps();
+  p.triangle = op.getMaskTriangle();
+  p.stream = (uint64_t)op.getStream();
+  return p;
+}
+
+} // namespace
+
+std::optional<LogicalResult> Interpreter::executeAttention(Operation *op) {
+  using std::exp;
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](AttentionOp o) {
+        interpreter::AttentionParams params = attentionParams(o);
+        if (Value key = o.getRngKey()) {
+          params.seed = (uint64_t)(int64_t)get(key).data[0];
+          params.step = (uint64_t)(int64_t)get(key).data[1];
+        }
+        // Under bthd the [B, T, H, D] tensors are read as [B, H, T, D].
+        ArrayRef<int64_t> heads =
+            o.getBthd() ? ArrayRef<int64_t>(kSwapHeads) : ArrayRef<int64_t>();
+        HostTensor out = transposed(like(o.getResult()), heads),
+                   lse = like(o.getLogsumexp());
+        interpreter::attentionForward(transposed(get(o.getQuery()), heads),
+                                      transposed(get(o.getKey()), heads),
+                                      transposed(get(o.getValue()), heads),
+                                      o.getMask() ? &get(o.getMask()) : nullptr,
+                                      params, out, lse);
+        set(o.getResult(), transposed(out, heads));
+        set(o.getLogsumexp(), std::move(lse));
+        return success();
+      })
+      .Case([&](AttentionGradOp o) {
+        interpreter::AttentionParams params = attentionParams(o);
+        if (Value key = o.getRngKey()) {
+          params.seed = (uint64_t)(int64_t)get(key).data[0];
+          params.step = (uint64_t)(int64_t)get(key).data[1];
+        }
+        ArrayRef<int64_t> heads =
+            o.getBthd() ? ArrayRef<int64_t>(kSwapHeads) : ArrayRef<int64_t>();
+        HostTensor dq = transposed(like(o.getQueryGrad()), heads),
+                   dk = transposed(like(o.getKeyGrad()), heads),
+                   dv = transposed(like(o.getValueGrad()), heads);
+        interpreter::attentionBackward(
+            transposed(get(o.getQuery()), heads),
+            transposed(get(o.getKey()), heads),
+            transposed(get(o.getValue()), heads),
+            transposed(get(o.getResult()), heads), get(o.getLogsumexp()),
+            transposed(get(o.getResultGrad()), heads),
+            o.getMask() ? &get(o.getMask()) : nullptr, params, dq, dk, dv);
+        set(o.getQueryGrad(), transposed(dq, heads));
+        set(o.getKeyGrad(), transposed(dk, heads));
+        set(o.getValueGrad(), transposed(dv, heads));
+        return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
 }
