@@ -99,21 +99,28 @@ build_target() {
       echo "fuzz.sh: build/ has no gpuc-opt (run scripts/build.sh): the dsl target needs its libraries" >&2
       exit 1
     fi
-    if [[ ! $out/dsl -nt lib/Frontend/DslParser.cpp || ! $out/dsl -nt fuzz/DslFuzzer.cpp ||
-          ! $out/dsl -nt build/lib/libGpucDialect.a ]]; then
+    stale=0
+    for f in lib/Frontend/Dsl* fuzz/DslFuzzer.cpp build/lib/libGpucDialect.a; do
+      [[ $out/dsl -nt $f ]] || stale=1
+    done
+    if ((stale)); then
       echo "fuzz.sh: building dsl with $cxx"
       # The parser instrumented; the dialect and MLIR as gpuc-opt links them
       # (built without RTTI, as LLVM is).
       dslflags=("${flags[@]}" -fno-rtti -fno-exceptions
                 -I/usr/lib/llvm-22/include -Iinclude -Ibuild/include)
       dslflags=("${dslflags[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}")
-      "$cxx" "${dslflags[@]}" -Wno-deprecated-declarations -c lib/Frontend/DslParser.cpp -o "$out/DslParser.o"
+      parser=()
+      for src in lib/Frontend/Dsl*.cpp; do
+        parser+=("$out/$(basename "$src" .cpp).o")
+        "$cxx" "${dslflags[@]}" -Wno-deprecated-declarations -c "$src" -o "${parser[-1]}"
+      done
       "$cxx" "${dslflags[@]}" -c fuzz/DslFuzzer.cpp -o "$out/DslFuzzer.o"
       mapfile -t libs < <(ninja -C build -t commands bin/gpuc-opt | tail -1 |
         tr ' ' '\n' | grep -E '\.a$|^-l' |
         grep -v 'GpucInitAll\|OptLib\|GpucTransforms\|GpucCodegen\|GpucInterpreter\|gpuc_runtime' |
         sed 's|^lib/|build/lib/|')
-      "$cxx" -fsanitize=fuzzer,address,undefined "$out/DslFuzzer.o" "$out/DslParser.o" \
+      "$cxx" -fsanitize=fuzzer,address,undefined "$out/DslFuzzer.o" "${parser[@]}" \
         "${libs[@]}" /usr/lib/llvm-22/lib/libLLVMSupport.a \
         /usr/lib/llvm-22/lib/libLLVMDemangle.a -lz -ltinfo -o "$out/dsl"
     fi
