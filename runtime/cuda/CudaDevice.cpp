@@ -188,12 +188,8 @@ bool CudaDevice::resolveSteps(std::string &error) {
     std::vector<Step> &steps = programs[name];
     for (const auto &s : function["steps"]) {
       Step step;
-      const std::string &op = s["op"].get_ref<const std::string &>();
-      step.label = op == "kernel" ? s["kernel"].get<std::string>() : op;
-      if (!stepKindOf(op, step.kind, error))
+      if (!readStepHeader(name, steps.size(), s, step, error))
         return false;
-      step.time = StepTime::of(name, steps.size(), step.label,
-                               step.kind == StepKind::Kernel, s);
       if (step.kind == StepKind::Kernel) {
         CUresult result =
             cuModuleGetFunction(&step.function, module, step.label.c_str());

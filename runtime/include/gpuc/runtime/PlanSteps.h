@@ -1,12 +1,15 @@
 //===- PlanSteps.h - what every device reads from a plan step ---*- C++ -*-===//
 //
-// The step kinds of plan.json and the geometry of its convolution steps, read
+// The step kinds of plan.json, a step's label, kind and profile entry, and
+// the geometry of its convolution steps, read
 // the same way by the CPU device and the CUDA device plugin (header-only: the
 // plugin links no part of the runtime library).
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPUC_RUNTIME_PLANSTEPS_H
 #define GPUC_RUNTIME_PLANSTEPS_H
+
+#include "gpuc/runtime/StepProfile.h"
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +56,22 @@ inline bool stepKindOf(const std::string &op, StepKind &kind,
     }
   error = "unknown step '" + op + "' in plan.json (recompile)";
   return false;
+}
+
+/// What every device's step starts from, read from plan step `s`, the
+/// `index`th of `function`: its label (a kernel's launch name, else the op),
+/// its kind and its profile entry. False (with `error`) for an op this
+/// runtime does not know.
+template <typename Step>
+bool readStepHeader(const std::string &function, size_t index,
+                    const nlohmann::json &s, Step &step, std::string &error) {
+  const std::string &op = s["op"].get_ref<const std::string &>();
+  step.label = op == "kernel" ? s["kernel"].get<std::string>() : op;
+  if (!stepKindOf(op, step.kind, error))
+    return false;
+  step.time = StepTime::of(function, index, step.label,
+                           step.kind == StepKind::Kernel, s);
+  return true;
 }
 
 /// Bytes per element of a plan buffer's dtype; 0 for one the runtime
