@@ -210,19 +210,6 @@ std::string mergeKey(StringRef kind, ArrayRef<FusionOp> parts,
   return key;
 }
 
-/// Clones `fusion`'s body at `inner` with `mapping` (which maps its block
-/// arguments) and returns the clones of the values it yields.
-SmallVector<Value> inlineBody(OpBuilder &inner, FusionOp fusion,
-                              IRMapping &mapping) {
-  for (Operation &op : fusion.getBodyBlock().without_terminator())
-    inner.clone(op, mapping);
-  SmallVector<Value> values;
-  for (Value v :
-       cast<YieldOp>(fusion.getBodyBlock().getTerminator()).getValues())
-    values.push_back(mapping.lookup(v));
-  return values;
-}
-
 /// Whether `fusion` computes the new value of a parameter or of optimizer or
 /// model state (the step returns one of its results as an update).
 bool isStateUpdate(FusionOp fusion) {

@@ -62,6 +62,17 @@ void mlir::gpuc::dropFusionResult(FusionOp fusion, unsigned index) {
   fusion.erase();
 }
 
+SmallVector<Value> mlir::gpuc::inlineBody(OpBuilder &inner, FusionOp fusion,
+                                          IRMapping &mapping) {
+  for (Operation &op : fusion.getBodyBlock().without_terminator())
+    inner.clone(op, mapping);
+  SmallVector<Value> values;
+  for (Value v :
+       cast<YieldOp>(fusion.getBodyBlock().getTerminator()).getValues())
+    values.push_back(mapping.lookup(v));
+  return values;
+}
+
 FusionOp mlir::gpuc::recomputeInputInFusion(FusionOp reader, Value read,
                                             FusionOp producer,
                                             const SetVector<Operation *> &ops,
@@ -92,12 +103,6 @@ FusionOp mlir::gpuc::recomputeInputInFusion(FusionOp reader, Value read,
   for (auto [outside, arg] :
        llvm::zip(reader.getInputs(), reader.getBodyBlock().getArguments()))
     mapping.map(arg, outside == read ? computed.lookup(root) : argFor(outside));
-  for (Operation &op : reader.getBodyBlock().without_terminator())
-    inner.clone(op, mapping);
-  SmallVector<Value> yielded;
-  for (Value v :
-       cast<YieldOp>(reader.getBodyBlock().getTerminator()).getValues())
-    yielded.push_back(mapping.lookup(v));
-  YieldOp::create(inner, reader.getLoc(), yielded);
+  YieldOp::create(inner, reader.getLoc(), inlineBody(inner, reader, mapping));
   return copy;
 }

@@ -11,6 +11,7 @@
 
 #include "gpuc/Dialect/Gpuc/GpucOps.h"
 
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::gpuc {
@@ -23,6 +24,11 @@ FusionOp cloneFusionResults(OpBuilder &builder, FusionOp fusion,
 /// Replaces `fusion` by a fusion without its result `index` (which nothing
 /// reads any more), nor the ops and inputs only that result needed.
 void dropFusionResult(FusionOp fusion, unsigned index);
+
+/// Clones `fusion`'s body at `inner` with `mapping` (which maps its block
+/// arguments) and returns the clones of the values it yields.
+SmallVector<Value> inlineBody(OpBuilder &inner, FusionOp fusion,
+                              IRMapping &mapping);
 
 /// A new fusion before `reader`, with its results, that computes its input
 /// `read` where it loaded it: `ops`, ops of `producer`'s body (cloned in
