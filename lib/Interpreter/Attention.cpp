@@ -160,6 +160,9 @@ void mlir::gpuc::interpreter::attentionBackward(
 }
 
 namespace {
+/// [B, T, H, D] <-> [B, H, T, D]: an attention's bthd layout.
+constexpr int64_t kSwapHeads[] = {0, 2, 1, 3};
+
 /// The attributes an attention op shares with its gradient, and its key.
 template <typename OpTy> AttentionParams attentionParams(OpTy op) {
   AttentionParams p;

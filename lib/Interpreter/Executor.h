@@ -40,9 +40,6 @@ inline void unravel(int64_t flat, ArrayRef<int64_t> shape, Index &index) {
   }
 }
 
-/// [B, T, H, D] <-> [B, H, T, D]: an attention's bthd layout.
-inline constexpr int64_t kSwapHeads[] = {0, 2, 1, 3};
-
 /// transpose(x, perm): result axis i is x's axis perm[i] (x itself when
 /// `perm` is empty).
 HostTensor transposed(const HostTensor &x, ArrayRef<int64_t> perm);
