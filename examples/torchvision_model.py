@@ -26,15 +26,24 @@ import export_models  # noqa: E402
 
 
 def build(name, classes=1000, seed=0):
-    """torchvision's `name` with `classes` outputs, dropout off (its masks
-    are random on each side of a comparison)."""
+    """torchvision's `name` with `classes` outputs, its dropout and
+    stochastic depth off (their masks are random on each side of a
+    comparison)."""
     torch.manual_seed(seed)
-    kwargs = {}
-    if name.startswith("densenet"):
-        kwargs["drop_rate"] = 0.0
-    elif name.startswith(("mobilenet", "efficientnet")):
-        kwargs["dropout"] = 0.0
-    return getattr(torchvision.models, name)(num_classes=classes, **kwargs)
+    model = getattr(torchvision.models, name)(num_classes=classes)
+    # Zeroed after construction, whatever each builder calls them (DenseNet's
+    # drop_rate, EfficientNet's dropout, ConvNeXt's and Swin's
+    # stochastic_depth_prob): the initialization from the seed is the same.
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        elif isinstance(module, torchvision.ops.StochasticDepth):
+            module.p = 0.0
+    for module in model.modules():
+        if hasattr(module, "drop_rate") and isinstance(module.drop_rate,
+                                                       float):
+            module.drop_rate = 0.0
+    return model
 
 
 def export(model, size, path):

@@ -44,9 +44,11 @@ BATCH = {"mlp": 8, "cnn": 4, "transformer": 4, "activations": 8,
          "decoder": 4, "lstm": 8, "gru": 8,
          "bigru": 8, "upsampler": 4, "sequence1d": 8,
          "vit": 4, "resnet18": 2, "mobilenet_v2": 2,
-         "mobilenet_v3_small": 2}
+         "mobilenet_v3_small": 2, "efficientnet_b0": 2, "convnext_tiny": 2,
+         "swin_t": 2}
 # torchvision's classifiers (10 classes) on small RGB images: the model zoo.
-ZOO = ("resnet18", "mobilenet_v2", "mobilenet_v3_small")
+ZOO = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0",
+       "convnext_tiny", "swin_t")
 
 
 def image_shape(name):

@@ -167,3 +167,24 @@ func.func @forward(%x: tensor<4x2x3x3xf32> {gpuc.input = "x"}, %g: tensor<2xf32>
 // CHECK-NEXT: %[[DBIAS:.+]] = gpuc.reduce_sum %[[G]] axes = [0, 2, 3] : tensor<4x2x3x3xf32> -> tensor<2xf32>
 // CHECK-NOT: gpuc.reduce_
 // CHECK: return {{.*}}, %[[DSCALE]], %[[DBIAS]], {{.*}} : tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<4x2x3x3xf32>
+
+// -----
+
+// A strided slice (rows 1 and 3 of 5, columns 0 and 2 of 4): its gradient
+// pads each strided axis as rows of the stride, [2, 1] to [3, 2] (the
+// elements' row from start / stride, their column start % stride), merges
+// them (6 rows, 4 columns) and drops the row past the input's 5.
+gpuc.parameter @p trainable : tensor<5x4xf32> = dense<1.0> : tensor<5x4xf32>
+func.func @forward(%p: tensor<5x4xf32> {gpuc.param = @p}) -> (tensor<f32> {gpuc.output = "loss"}) {
+  %s = gpuc.slice %p starts = [1, 0] limits = [5, 4] strides = [2, 2] : tensor<5x4xf32> -> tensor<2x2xf32>
+  %sq = gpuc.mul %s, %s : tensor<2x2xf32>
+  %l = gpuc.reduce_sum %sq axes = [0, 1] : tensor<2x2xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[DS:.+]] = gpuc.add
+// CHECK-NEXT: %[[SPLIT:.+]] = gpuc.reshape %[[DS]] : tensor<2x2xf32> -> tensor<2x1x2x1xf32>
+// CHECK-NEXT: %[[PAD:.+]] = gpuc.pad %[[SPLIT]] low = [0, 1, 0, 0] high = [1, 0, 0, 1] value = 0.000000e+00 : tensor<2x1x2x1xf32> -> tensor<3x2x2x2xf32>
+// CHECK-NEXT: %[[MERGED:.+]] = gpuc.reshape %[[PAD]] : tensor<3x2x2x2xf32> -> tensor<6x4xf32>
+// CHECK-NEXT: %[[DP:.+]] = gpuc.slice %[[MERGED]] starts = [0, 0] limits = [5, 4] strides = [1, 1] : tensor<6x4xf32> -> tensor<5x4xf32>
+// CHECK: return {{.*}}, %[[DP]] : tensor<f32>, tensor<5x4xf32>

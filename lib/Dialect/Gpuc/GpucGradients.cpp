@@ -369,17 +369,54 @@ LogicalResult SliceOp::buildGradients(OpBuilder &builder,
   operandGrads.assign(1, Value());
   if (!resultGrads[0] || !wanted[0] || !isFloatTensor(getInput()))
     return success();
-  if (llvm::any_of(getStrides(), [](int64_t s) { return s != 1; }))
-    return emitOpError() << "the gradient of a strided slice is not supported "
-                            "yet; slice with stride 1 or reshape instead";
   ArrayRef<int64_t> input = TensorBuilder::shapeOf(getInput());
   ArrayRef<int64_t> result = TensorBuilder::shapeOf(getResult());
-  SmallVector<int64_t> low(getStarts()), high;
-  for (auto [i, dim] : llvm::enumerate(input))
-    high.push_back(dim - low[i] - result[i]);
-  operandGrads[0] =
-      PadOp::create(builder, getLoc(), getInput().getType(), resultGrads[0],
-                    low, high, builder.getF64FloatAttr(0.0));
+  Location loc = getLoc();
+  auto like = [&](ArrayRef<int64_t> shape) {
+    return cast<RankedTensorType>(getInput().getType()).clone(shape);
+  };
+  // The gradient is the result's gradient padded with zeros back to the
+  // input. An axis of stride s splits into [q, s] (q = ceil(n / s)): its
+  // elements start + i * s are row start / s + i, column start % s, so the
+  // gradient pads rows and columns there, merges them (q * s elements) and
+  // drops what lies past the input (PatchMerging's x[..., 0::2, 1::2, :]).
+  SmallVector<int64_t> split, low, high, merged;
+  bool strided = false;
+  for (auto [d, n] : llvm::enumerate(input)) {
+    int64_t stride = getStrides()[d], start = getStarts()[d], count = result[d];
+    if (stride == 1) {
+      split.push_back(count);
+      low.push_back(start);
+      high.push_back(n - start - count);
+      merged.push_back(n);
+      continue;
+    }
+    strided = true;
+    int64_t rows = (n + stride - 1) / stride;
+    split.append({count, 1});
+    low.append({start / stride, start % stride});
+    high.append({rows - start / stride - count, stride - start % stride - 1});
+    merged.push_back(rows * stride);
+  }
+  if (!strided) {
+    operandGrads[0] =
+        PadOp::create(builder, loc, getInput().getType(), resultGrads[0], low,
+                      high, builder.getF64FloatAttr(0.0));
+    return success();
+  }
+  Value g = ReshapeOp::create(builder, loc, like(split), resultGrads[0]);
+  SmallVector<int64_t> padded;
+  for (auto [i, size] : llvm::enumerate(split))
+    padded.push_back(low[i] + size + high[i]);
+  g = PadOp::create(builder, loc, like(padded), g, low, high,
+                    builder.getF64FloatAttr(0.0));
+  g = ReshapeOp::create(builder, loc, like(merged), g);
+  if (ArrayRef<int64_t>(merged) != input) {
+    SmallVector<int64_t> zeros(input.size(), 0), ones(input.size(), 1);
+    g = SliceOp::create(builder, loc, getInput().getType(), g, zeros, input,
+                        ones);
+  }
+  operandGrads[0] = g;
   return success();
 }
 

@@ -4,8 +4,10 @@
 // shapes. Hugging Face's models build their attention masks from positions:
 // a range, a cumulative sum (which tells packed sequences apart), a gather
 // of index pairs, Not and And of comparisons; PyTorch's export of
-// nn.MultiheadAttention takes a remainder of sizes. These ops are folded
-// into constants at import. A padding mask (an `attention_mask` input) is
+// nn.MultiheadAttention takes a remainder of sizes; torchvision's Swin
+// Transformer numbers its shifted windows' regions by assigning to slices
+// of a zero mask (ScatterND). These ops are folded into constants at
+// import. A padding mask (an `attention_mask` input) is
 // the exception: Not and And of booleans the inputs make become selects,
 // and GatherND of such data at constant index tuples a gather of its rows.
 // The others are refused where an operand is computed from the inputs.
@@ -337,6 +339,96 @@ LogicalResult OnnxImporter::importGatherND(Node &node) {
       });
   if (!folded)
     return nodeError(node) << "GatherND could not be folded";
+  setOutput(node, 0, ConstantOp::create(builder, node.loc, folded));
+  return success();
+}
+
+LogicalResult OnnxImporter::importScatterND(Node &node) {
+  FailureOr<DenseElementsAttr> data = requireConstant(node, node.in(0));
+  FailureOr<DenseElementsAttr> indices =
+      failed(data) ? data : requireConstant(node, node.in(1));
+  FailureOr<DenseElementsAttr> updates =
+      failed(indices) ? indices : requireConstant(node, node.in(2));
+  if (failed(updates))
+    return failure();
+  std::string reduction = node.getString("reduction", "none");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
+      reduction != "max" && reduction != "min")
+    return nodeError(node) << "reduction '" << reduction
+                           << "' is not one of none, add, mul, max, min";
+  Type et = data->getElementType();
+  if (updates->getElementType() != et)
+    return nodeError(node) << "updates of " << updates->getElementType()
+                           << " into data of " << et;
+  bool isFloat = isa<FloatType>(et);
+  if (reduction != "none" && !isFloat &&
+      !(isa<IntegerType>(et) && et.getIntOrFloatBitWidth() > 1))
+    return nodeError(node) << "reduction '" << reduction
+                           << "' takes numbers, not " << et;
+  ArrayRef<int64_t> dataShape = data->getType().getShape();
+  ArrayRef<int64_t> indexShape = indices->getType().getShape();
+  FailureOr<int64_t> depth = gatherNDDepth(node, *indices, dataShape);
+  if (failed(depth))
+    return failure();
+  // Updates: one slice of the data past `depth` for each index tuple.
+  Shape expected(indexShape.drop_back());
+  llvm::append_range(expected, dataShape.drop_front(*depth));
+  if (updates->getType().getShape() != ArrayRef<int64_t>(expected))
+    return nodeError(node) << "updates of shape "
+                           << formatShape(updates->getType().getShape())
+                           << " where the indices and data make "
+                           << formatShape(expected);
+  if (!withinFoldLimit(data->getType()))
+    return nodeError(node) << "ScatterND's data of "
+                           << data->getType().getNumElements()
+                           << " elements is past what import folds ("
+                           << foldedElementsLimit(et) << ")";
+  FailureOr<SmallVector<int64_t>> offsets =
+      indexTupleOffsets(node, *indices, dataShape, *depth);
+  if (failed(offsets))
+    return failure();
+  int64_t sliceSize = getNumElements(dataShape.drop_front(*depth));
+  // Tuples in order, each writing (or reducing into) its slice: the last of
+  // repeated tuples wins under `none`, as in ONNX's reference.
+  auto scatter = [&](auto values, auto combine) {
+    using Element = typename decltype(values)::value_type;
+    auto result = llvm::to_vector(data->getValues<Element>());
+    for (auto [tuple, offset] : llvm::enumerate(*offsets))
+      for (int64_t k = 0; k < sliceSize; ++k)
+        result[offset + k] =
+            combine(result[offset + k], values[tuple * sliceSize + k]);
+    return DenseElementsAttr::get(data->getType(), result);
+  };
+  DenseElementsAttr folded;
+  if (isFloat) {
+    auto values = llvm::to_vector(updates->getValues<APFloat>());
+    folded = scatter(values, [&](APFloat old, const APFloat &v) {
+      if (reduction == "add")
+        old.add(v, APFloat::rmNearestTiesToEven);
+      else if (reduction == "mul")
+        old.multiply(v, APFloat::rmNearestTiesToEven);
+      else if (reduction == "max")
+        old = llvm::maximum(old, v);
+      else if (reduction == "min")
+        old = llvm::minimum(old, v);
+      else
+        old = v;
+      return old;
+    });
+  } else {
+    auto values = llvm::to_vector(updates->getValues<APInt>());
+    folded = scatter(values, [&](APInt old, const APInt &v) {
+      if (reduction == "add")
+        return old + v;
+      if (reduction == "mul")
+        return old * v;
+      if (reduction == "max")
+        return old.sge(v) ? old : v;
+      if (reduction == "min")
+        return old.sle(v) ? old : v;
+      return v;
+    });
+  }
   setOutput(node, 0, ConstantOp::create(builder, node.loc, folded));
   return success();
 }

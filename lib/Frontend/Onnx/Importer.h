@@ -211,6 +211,7 @@ private:
                                                     DenseElementsAttr indices,
                                                     ArrayRef<int64_t> dataShape,
                                                     int64_t depth);
+  LogicalResult importScatterND(Node &node);
   LogicalResult importMod(Node &node);
   LogicalResult importConstant(Node &node);
   LogicalResult importConstantOfShape(Node &node);

@@ -345,6 +345,7 @@ const llvm::StringMap<OpRule> &OnnxImporter::rules() {
       {"Relu", {&I::importUnary<ReluOp>, {6, 13, 14}}},
       {"Reshape", {&I::importReshape, {5, 13, 14}}},
       {"Resize", {&I::importResize, {10, 11, 13}}},
+      {"ScatterND", {&I::importScatterND, {11, 13, 16, 18}}},
       {"Selu", {&I::importActivation, {6}}},
       {"Shape", {&I::importShape, {1, 13, 15}}},
       {"Sigmoid", {&I::importUnary<SigmoidOp>, {6, 13}}},
