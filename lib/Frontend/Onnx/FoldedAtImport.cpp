@@ -378,11 +378,14 @@ LogicalResult OnnxImporter::importScatterND(Node &node) {
                            << formatShape(updates->getType().getShape())
                            << " where the indices and data make "
                            << formatShape(expected);
-  if (!withinFoldLimit(data->getType()))
-    return nodeError(node) << "ScatterND's data of "
-                           << data->getType().getNumElements()
-                           << " elements is past what import folds ("
-                           << foldedElementsLimit(et) << ")";
+  // Both bounded, so are the tuples (a splat's may be any number).
+  for (DenseElementsAttr bounded : {*data, *updates})
+    if (!withinFoldLimit(bounded.getType()))
+      return nodeError(node)
+             << "ScatterND's " << (bounded == *data ? "data" : "updates")
+             << " hold " << bounded.getType().getNumElements()
+             << " elements, past what import folds ("
+             << foldedElementsLimit(et) << ")";
   FailureOr<SmallVector<int64_t>> offsets =
       indexTupleOffsets(node, *indices, dataShape, *depth);
   if (failed(offsets))
