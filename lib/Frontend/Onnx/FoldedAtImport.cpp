@@ -9,7 +9,9 @@
 // of a zero mask (ScatterND). These ops are folded into constants at
 // import. A padding mask (an `attention_mask` input) is
 // the exception: Not and And of booleans the inputs make become selects,
-// and GatherND of such data at constant index tuples a gather of its rows.
+// and GatherND of such data at constant index tuples a gather of its rows,
+// as is GatherElements at constant indices (Hugging Face's BERT picks its
+// token types from a buffer at the positions).
 // The others are refused where an operand is computed from the inputs.
 //
 //===----------------------------------------------------------------------===//
@@ -340,6 +342,66 @@ LogicalResult OnnxImporter::importGatherND(Node &node) {
   if (!folded)
     return nodeError(node) << "GatherND could not be folded";
   setOutput(node, 0, ConstantOp::create(builder, node.loc, folded));
+  return success();
+}
+
+LogicalResult OnnxImporter::importGatherElements(Node &node) {
+  Value data = node.in(0), indexValue = node.in(1);
+  ArrayRef<int64_t> dataShape = shapeOf(data), indexShape = shapeOf(indexValue);
+  FailureOr<int64_t> axis =
+      gpuc::normalizeAxis(node.getInt("axis", 0), dataShape.size(),
+                          [&] { return nodeError(node); });
+  if (failed(axis))
+    return failure();
+  // Each index's element's offset into the data, checked here, and the
+  // data gathered at them (any data: its gradient adds back at each offset
+  // as a gather's does).
+  DenseElementsAttr indices;
+  if (!matchPattern(indexValue, m_Constant(&indices)))
+    return nodeError(node)
+           << "GatherElements takes indices known at import (constants, or "
+              "computed from shapes); these are computed from the model's "
+              "inputs";
+  if (indexShape.size() != dataShape.size())
+    return nodeError(node) << "indices of rank " << indexShape.size()
+                           << " into data of rank " << dataShape.size();
+  for (auto [d, size] : llvm::enumerate(indexShape))
+    if ((int64_t)d != *axis && size > dataShape[d])
+      return nodeError(node) << "indices of shape " << formatShape(indexShape)
+                             << " past data of shape " << formatShape(dataShape)
+                             << " in dimension " << d;
+  if (!withinFoldLimit(indices.getType()))
+    return nodeError(node) << "GatherElements' " << indices.getNumElements()
+                           << " indices are past what import folds ("
+                           << foldedElementsLimit(indices.getElementType())
+                           << ")";
+  SmallVector<int64_t> given;
+  for (const APInt &v : indices.getValues<APInt>())
+    given.push_back(v.getSExtValue());
+  Shape dataStrides = stridesOf(dataShape),
+        indexStrides = stridesOf(indexShape);
+  int64_t size = dataShape[*axis];
+  SmallVector<APInt> offsets;
+  for (auto [at, index] : llvm::enumerate(given)) {
+    if (index < -size || index >= size)
+      return nodeError(node) << "index " << index << " past dimension " << *axis
+                             << " of size " << size;
+    int64_t offset = 0;
+    for (size_t d = 0; d < indexShape.size(); ++d) {
+      int64_t coordinate = ((int64_t)at / indexStrides[d]) % indexShape[d];
+      if ((int64_t)d == *axis)
+        coordinate = index < 0 ? index + size : index;
+      offset += coordinate * dataStrides[d];
+    }
+    offsets.push_back(APInt(64, offset, /*isSigned=*/true));
+  }
+  auto offsetType = RankedTensorType::get(indexShape, builder.getI64Type());
+  Value at = ConstantOp::create(builder, node.loc,
+                                DenseElementsAttr::get(offsetType, offsets));
+  Value flat = reshape(node.loc, data, {getNumElements(dataShape)});
+  setOutput(node, 0,
+            builder.createOrFold<GatherOp>(
+                node.loc, withShape(data, indexShape), flat, at, 0));
   return success();
 }
 

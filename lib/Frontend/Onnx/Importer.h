@@ -217,6 +217,7 @@ private:
   LogicalResult importConstantOfShape(Node &node);
   LogicalResult importShape(Node &node);
   LogicalResult importGather(Node &node);
+  LogicalResult importGatherElements(Node &node);
   LogicalResult importReshape(Node &node);
   LogicalResult importFlatten(Node &node);
   LogicalResult importTranspose(Node &node);

@@ -305,6 +305,7 @@ const llvm::StringMap<OpRule> &OnnxImporter::rules() {
       {"Expand", {&I::importExpand, {8, 13}}},
       {"Flatten", {&I::importFlatten, {1, 9, 11, 13}}},
       {"Gather", {&I::importGather, {1, 11, 13}}},
+      {"GatherElements", {&I::importGatherElements, {11, 13}}},
       {"GatherND", {&I::importGatherND, {11, 12, 13}}},
       {"Gemm", {&I::importGemm, {11, 13}}},
       {"GRU", {&I::importRecurrent, {7, 14}}},

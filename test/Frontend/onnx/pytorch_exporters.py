@@ -510,4 +510,48 @@ check(abs(loss - expected) / expected < 1e-6,
       f"weights (loss {loss:.7f}, PyTorch float64 {expected:.7f})"
       f"{'' if result.returncode == 0 else ': ' + result.stderr[-300:]}")
 
+# Hugging Face's BERT (masked language model, small): attention in both
+# directions, token types picked from a buffer at the positions
+# (GatherElements at indices known at import), a head tied to the
+# embedding through its own transform and bias.
+from transformers import BertConfig, BertForMaskedLM  # noqa: E402
+
+bert = BertConfig(vocab_size=1000, hidden_size=64, intermediate_size=128,
+                  num_hidden_layers=2, num_attention_heads=4,
+                  max_position_embeddings=32, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0,
+                  attn_implementation="sdpa")
+folder = f"{work}/bert"
+
+
+def build_bert():
+    return Logits(BertForMaskedLM(bert))
+
+
+torch.manual_seed(0)
+dynamo_export(build_bert().train(), tokens[:2], "tokens", folder + ".onnx",
+              optimize=False)
+loss64, exact = reference_step(build_bert, torch.float64, (tokens,), labels)
+_, single = reference_step(build_bert, torch.float32, (tokens,), labels)
+try:
+    ours = step(folder + ".onnx", ["--class-axis", "-1"], folder, data)
+    # The export names the tied weight and bias after the decoder.
+    tied = {"model.bert.embeddings.word_embeddings.weight":
+            "model.cls.predictions.decoder.weight",
+            "model.cls.predictions.bias": "model.cls.predictions.decoder.bias"}
+    mine = {n: ours.get(n + ".npy", ours.get(tied.get(n, n) + ".npy"))
+            for n in exact}
+    missing = [n for n, v in mine.items() if v is None]
+    loss = float(ours["loss.npy"])
+    distance = relative_distance(
+        {n: v.astype(np.float64) for n, v in mine.items()}, exact) \
+        if not missing else float("inf")
+except RuntimeError as error:
+    loss, distance, missing = float("nan"), float("inf"), [str(error)[-300:]]
+check(not missing and abs(loss - loss64) / loss64 < 1e-6 and
+      distance <= 2 * relative_distance(single, exact),
+      f"hf bert sdpa: one AdamW step as PyTorch's (loss {loss:.7f}, PyTorch "
+      f"float64 {loss64:.7f}; parameters within 2x PyTorch float32's "
+      f"distance{'; missing ' + ', '.join(missing) if missing else ''})")
+
 sys.exit(1 if failed else 0)
