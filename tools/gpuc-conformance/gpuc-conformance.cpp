@@ -252,13 +252,14 @@ int main(int argc, char **argv) {
     // Resize's roi and scales are its geometry, constants in any model
     // gpuc can compile (PyTorch exports them as Constant nodes).
     // The ops folded at import (lib/Frontend/Onnx/FoldedAtImport.cpp) take
-    // constants, and refuse anything else.
+    // constants, and refuse anything else. (CumSum of an input is a scan,
+    // run here as such; a constant's fold is folded-at-import.onnxtxt's.)
     std::set<std::string> geometry;
     for (const auto &node : model.graph().node()) {
       if (node.op_type() == "Resize")
         for (int i = 1; i < std::min(node.input_size(), 3); ++i)
           geometry.insert(node.input(i));
-      if (llvm::is_contained({"Not", "And", "CumSum", "GatherND", "Mod"},
+      if (llvm::is_contained({"Not", "And", "GatherND", "ScatterND", "Mod"},
                              node.op_type()))
         for (const std::string &input : node.input())
           geometry.insert(input);

@@ -9,7 +9,8 @@
 // of a zero mask (ScatterND). These ops are folded into constants at
 // import. A padding mask (an `attention_mask` input) is
 // the exception: Not and And of booleans the inputs make become selects,
-// and GatherND of such data at constant index tuples a gather of its rows,
+// GatherND of such data at constant index tuples a gather of its rows, and
+// CumSum of it (RoBERTa's positions) a scan of shifted adds,
 // as is GatherElements at constant indices (Hugging Face's BERT picks its
 // token types from a buffer at the positions).
 // The others are refused where an operand is computed from the inputs.
@@ -60,8 +61,9 @@ FailureOr<DenseElementsAttr> OnnxImporter::requireConstant(Node &node,
                  << foldedElementsLimit(IntegerType::get(v.getContext(), 1))
                  << " booleans)";
   return error << "this one is computed from the model's inputs (of such "
-                  "values gpuc runs what a padding mask takes: Not and And "
-                  "of booleans, GatherND at constant index tuples)";
+                  "values gpuc runs what padding masks and positions take: "
+                  "Not and And of booleans, CumSum, GatherND at constant "
+                  "index tuples)";
 }
 
 LogicalResult OnnxImporter::requireConstantOperands(Node &node,
@@ -143,7 +145,71 @@ LogicalResult OnnxImporter::importAnd(Node &node) {
   return success();
 }
 
+/// `v` moved `by` places along `axis` (towards the end, or the start when
+/// `by` is negative), zeros where it has nothing.
+static Value shiftAlong(OpBuilder &builder, Location loc, Value v, int64_t axis,
+                        int64_t by) {
+  auto type = cast<RankedTensorType>(v.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t n = shape[axis], magnitude = std::abs(by);
+  SmallVector<int64_t> starts(shape.size(), 0), limits(shape),
+      strides(shape.size(), 1), low(shape.size(), 0), high(shape.size(), 0);
+  SmallVector<int64_t> kept(shape);
+  kept[axis] = n - magnitude;
+  if (by > 0) {
+    limits[axis] = n - magnitude;
+    low[axis] = magnitude;
+  } else {
+    starts[axis] = magnitude;
+    high[axis] = magnitude;
+  }
+  Value part = builder.createOrFold<SliceOp>(loc, type.clone(kept), v, starts,
+                                             limits, strides);
+  return builder.createOrFold<PadOp>(loc, type, part, low, high,
+                                     builder.getF64FloatAttr(0.0));
+}
+
+/// CumSum of values the model's inputs make (RoBERTa's positions count the
+/// tokens that are not padding): a scan in log2(n) steps, each adding the
+/// running sums moved 1, 2, 4, ... places along the axis (backwards for
+/// `reverse`), then moved one more for `exclusive`. Integers sum exactly;
+/// floats in that tree's order, and the pads, slices and adds carry their
+/// gradient.
+LogicalResult OnnxImporter::scanCumSum(Node &node, int64_t axis, bool exclusive,
+                                       bool reverse) {
+  Value x = node.in(0);
+  Type et = getElementTypeOrSelf(x);
+  if (!isa<FloatType>(et) && !et.isInteger(32) && !et.isInteger(64))
+    return nodeError(node) << "CumSum takes numbers, not " << et;
+  int64_t n = shapeOf(x)[axis], direction = reverse ? -1 : 1;
+  ExprBuilder B(builder, node.loc);
+  Value sums = x;
+  for (int64_t by = 1; by < n; by *= 2)
+    sums =
+        B.add(sums, shiftAlong(builder, node.loc, sums, axis, direction * by));
+  if (exclusive && n > 0)
+    sums = shiftAlong(builder, node.loc, sums, axis, direction);
+  setOutput(node, 0, sums);
+  return success();
+}
+
 LogicalResult OnnxImporter::importCumSum(Node &node) {
+  if (computedFromInputs(node.in(0))) {
+    FailureOr<Shape> axisValue = requireConstantInts(node, 1, "axis");
+    if (failed(axisValue))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(node.in(0));
+    if (shape.empty())
+      return nodeError(node) << "a scalar has no axis to sum along";
+    if (axisValue->size() != 1)
+      return nodeError(node) << "axis must be one integer";
+    FailureOr<int64_t> axis = gpuc::normalizeAxis(
+        (*axisValue)[0], shape.size(), [&] { return nodeError(node); });
+    if (failed(axis))
+      return failure();
+    return scanCumSum(node, *axis, node.getInt("exclusive", 0) != 0,
+                      node.getInt("reverse", 0) != 0);
+  }
   FailureOr<DenseElementsAttr> x = requireConstant(node, node.in(0));
   if (failed(x))
     return failure();
@@ -348,6 +414,8 @@ LogicalResult OnnxImporter::importGatherND(Node &node) {
 LogicalResult OnnxImporter::importGatherElements(Node &node) {
   Value data = node.in(0), indexValue = node.in(1);
   ArrayRef<int64_t> dataShape = shapeOf(data), indexShape = shapeOf(indexValue);
+  if (dataShape.empty())
+    return nodeError(node) << "GatherElements takes data of rank 1 or more";
   FailureOr<int64_t> axis =
       gpuc::normalizeAxis(node.getInt("axis", 0), dataShape.size(),
                           [&] { return nodeError(node); });
@@ -356,7 +424,15 @@ LogicalResult OnnxImporter::importGatherElements(Node &node) {
   // Each index's element's offset into the data, checked here, and the
   // data gathered at them (any data: its gradient adds back at each offset
   // as a gather's does).
-  DenseElementsAttr indices;
+  DenseElementsAttr indices, splat;
+  // Data of one value (RoBERTa's token types, zeros, picked at positions
+  // it counts from the tokens) gives that value at any index.
+  if (matchPattern(data, m_Constant(&splat)) && splat.isSplat()) {
+    auto type = RankedTensorType::get(indexShape, splat.getElementType());
+    setOutput(node, 0,
+              ConstantOp::create(builder, node.loc, splat.resizeSplat(type)));
+    return success();
+  }
   if (!matchPattern(indexValue, m_Constant(&indices)))
     return nodeError(node)
            << "GatherElements takes indices known at import (constants, or "

@@ -199,6 +199,8 @@ private:
   LogicalResult importNot(Node &node);
   LogicalResult importAnd(Node &node);
   LogicalResult importCumSum(Node &node);
+  LogicalResult scanCumSum(Node &node, int64_t axis, bool exclusive,
+                           bool reverse);
   LogicalResult importGatherND(Node &node);
   LogicalResult gatherRowsAtConstantTuples(Node &node,
                                            DenseElementsAttr indices);

@@ -510,48 +510,65 @@ check(abs(loss - expected) / expected < 1e-6,
       f"weights (loss {loss:.7f}, PyTorch float64 {expected:.7f})"
       f"{'' if result.returncode == 0 else ': ' + result.stderr[-300:]}")
 
-# Hugging Face's BERT (masked language model, small): attention in both
-# directions, token types picked from a buffer at the positions
-# (GatherElements at indices known at import), a head tied to the
-# embedding through its own transform and bias.
-from transformers import BertConfig, BertForMaskedLM  # noqa: E402
+# Hugging Face's BERT and RoBERTa (masked language models, small):
+# attention in both directions, token types picked from a buffer at the
+# positions (GatherElements: at indices known at import for BERT; for
+# RoBERTa, whose positions count the tokens that are not padding (CumSum of
+# the inputs, a scan), from a buffer of one value), a head tied to the
+# embedding through a transform of its own. The batch holds padding tokens
+# (RoBERTa's is 1) at a few places.
+from transformers import (BertConfig, BertForMaskedLM,  # noqa: E402
+                          RobertaConfig, RobertaForMaskedLM)
 
-bert = BertConfig(vocab_size=1000, hidden_size=64, intermediate_size=128,
-                  num_hidden_layers=2, num_attention_heads=4,
-                  max_position_embeddings=32, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0,
-                  attn_implementation="sdpa")
-folder = f"{work}/bert"
+padded = tokens.clone()
+padded[0, 5] = padded[1, 0] = padded[3, 31] = 1
+data = f"{work}/masked-lm-in"
+os.makedirs(data, exist_ok=True)
+np.save(data + "/tokens.npy", padded.numpy())
+np.save(data + "/label.npy", labels.numpy())
+for name, config_type, model_type in (("bert", BertConfig, BertForMaskedLM),
+                                      ("roberta", RobertaConfig,
+                                       RobertaForMaskedLM)):
+    config = config_type(vocab_size=1000, hidden_size=64,
+                         intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, max_position_embeddings=40,
+                         hidden_dropout_prob=0.0,
+                         attention_probs_dropout_prob=0.0,
+                         attn_implementation="sdpa")
+    folder = f"{work}/{name}"
+    prefix = "model." + name
 
+    def build_masked_lm():
+        return Logits(model_type(config))
 
-def build_bert():
-    return Logits(BertForMaskedLM(bert))
-
-
-torch.manual_seed(0)
-dynamo_export(build_bert().train(), tokens[:2], "tokens", folder + ".onnx",
-              optimize=False)
-loss64, exact = reference_step(build_bert, torch.float64, (tokens,), labels)
-_, single = reference_step(build_bert, torch.float32, (tokens,), labels)
-try:
-    ours = step(folder + ".onnx", ["--class-axis", "-1"], folder, data)
+    torch.manual_seed(0)
+    dynamo_export(build_masked_lm().train(), padded[:2], "tokens",
+                  folder + ".onnx", optimize=False)
+    loss64, exact = reference_step(build_masked_lm, torch.float64, (padded,),
+                                   labels)
+    _, single = reference_step(build_masked_lm, torch.float32, (padded,),
+                               labels)
     # The export names the tied weight and bias after the decoder.
-    tied = {"model.bert.embeddings.word_embeddings.weight":
-            "model.cls.predictions.decoder.weight",
-            "model.cls.predictions.bias": "model.cls.predictions.decoder.bias"}
-    mine = {n: ours.get(n + ".npy", ours.get(tied.get(n, n) + ".npy"))
-            for n in exact}
-    missing = [n for n, v in mine.items() if v is None]
-    loss = float(ours["loss.npy"])
-    distance = relative_distance(
-        {n: v.astype(np.float64) for n, v in mine.items()}, exact) \
-        if not missing else float("inf")
-except RuntimeError as error:
-    loss, distance, missing = float("nan"), float("inf"), [str(error)[-300:]]
-check(not missing and abs(loss - loss64) / loss64 < 1e-6 and
-      distance <= 2 * relative_distance(single, exact),
-      f"hf bert sdpa: one AdamW step as PyTorch's (loss {loss:.7f}, PyTorch "
-      f"float64 {loss64:.7f}; parameters within 2x PyTorch float32's "
-      f"distance{'; missing ' + ', '.join(missing) if missing else ''})")
+    head = "model.lm_head" if name == "roberta" else "model.cls.predictions"
+    tied = {prefix + ".embeddings.word_embeddings.weight":
+            head + ".decoder.weight", head + ".bias": head + ".decoder.bias"}
+    try:
+        ours = step(folder + ".onnx", ["--class-axis", "-1"], folder, data)
+        mine = {n: ours.get(n + ".npy", ours.get(tied.get(n, n) + ".npy"))
+                for n in exact}
+        missing = [n for n, v in mine.items() if v is None]
+        loss = float(ours["loss.npy"])
+        distance = relative_distance(
+            {n: v.astype(np.float64) for n, v in mine.items()}, exact) \
+            if not missing else float("inf")
+    except RuntimeError as error:
+        loss, distance = float("nan"), float("inf")
+        missing = [str(error)[-300:]]
+    check(not missing and abs(loss - loss64) / loss64 < 1e-6 and
+          distance <= 2 * relative_distance(single, exact),
+          f"hf {name} sdpa: one AdamW step as PyTorch's (loss {loss:.7f}, "
+          f"PyTorch float64 {loss64:.7f}; parameters within 2x PyTorch "
+          f"float32's distance"
+          f"{'; missing ' + ', '.join(missing) if missing else ''})")
 
 sys.exit(1 if failed else 0)
