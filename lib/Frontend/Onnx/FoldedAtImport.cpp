@@ -1,4 +1,4 @@
-//===- FoldedAtImport.cpp - ops gpuc takes on constants only --------------===//
+//===- FoldedAtImport.cpp - masks' and positions' ops, mostly folded ------===//
 //
 // Exporters compute some values from shapes alone, and gpuc compiles static
 // shapes. Hugging Face's models build their attention masks from positions:
@@ -7,13 +7,13 @@
 // nn.MultiheadAttention takes a remainder of sizes; torchvision's Swin
 // Transformer numbers its shifted windows' regions by assigning to slices
 // of a zero mask (ScatterND). These ops are folded into constants at
-// import. A padding mask (an `attention_mask` input) is
-// the exception: Not and And of booleans the inputs make become selects,
-// GatherND of such data at constant index tuples a gather of its rows, and
-// CumSum of it (RoBERTa's positions) a scan of shifted adds,
-// as is GatherElements at constant indices (Hugging Face's BERT picks its
-// token types from a buffer at the positions).
-// The others are refused where an operand is computed from the inputs.
+// import, and refused where an operand is computed from the inputs, but
+// for what padding masks and positions take: Not and And of booleans the
+// inputs make become selects; GatherND of such data at constant index
+// tuples, a gather of its rows; CumSum of them (RoBERTa's positions count
+// the tokens that are not padding), a scan of shifted adds. GatherElements
+// is a gather of any data at constant indices (Hugging Face's BERT picks
+// its token types from a buffer at the positions).
 //
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
@@ -421,12 +421,18 @@ LogicalResult OnnxImporter::importGatherElements(Node &node) {
                           [&] { return nodeError(node); });
   if (failed(axis))
     return failure();
-  // Each index's element's offset into the data, checked here, and the
-  // data gathered at them (any data: its gradient adds back at each offset
-  // as a gather's does).
+  if (indexShape.size() != dataShape.size())
+    return nodeError(node) << "indices of rank " << indexShape.size()
+                           << " into data of rank " << dataShape.size();
+  for (auto [d, size] : llvm::enumerate(indexShape))
+    if ((int64_t)d != *axis && size > dataShape[d])
+      return nodeError(node) << "indices of shape " << formatShape(indexShape)
+                             << " past data of shape " << formatShape(dataShape)
+                             << " in dimension " << d;
+  // Data of one value (RoBERTa's token types, zeros, picked at the
+  // positions it counts from the tokens) is that value wherever it is
+  // picked, whatever the indices.
   DenseElementsAttr indices, splat;
-  // Data of one value (RoBERTa's token types, zeros, picked at positions
-  // it counts from the tokens) gives that value at any index.
   if (matchPattern(data, m_Constant(&splat)) && splat.isSplat()) {
     auto type = RankedTensorType::get(indexShape, splat.getElementType());
     setOutput(node, 0,
@@ -438,14 +444,9 @@ LogicalResult OnnxImporter::importGatherElements(Node &node) {
            << "GatherElements takes indices known at import (constants, or "
               "computed from shapes); these are computed from the model's "
               "inputs";
-  if (indexShape.size() != dataShape.size())
-    return nodeError(node) << "indices of rank " << indexShape.size()
-                           << " into data of rank " << dataShape.size();
-  for (auto [d, size] : llvm::enumerate(indexShape))
-    if ((int64_t)d != *axis && size > dataShape[d])
-      return nodeError(node) << "indices of shape " << formatShape(indexShape)
-                             << " past data of shape " << formatShape(dataShape)
-                             << " in dimension " << d;
+  // Each index's element's offset into the data, checked here, and the
+  // data gathered at them (any data: its gradient adds back at each offset
+  // as a gather's does).
   if (!withinFoldLimit(indices.getType()))
     return nodeError(node) << "GatherElements' " << indices.getNumElements()
                            << " indices are past what import folds ("
