@@ -194,29 +194,10 @@ LogicalResult OnnxImporter::scanCumSum(Node &node, int64_t axis, bool exclusive,
 }
 
 LogicalResult OnnxImporter::importCumSum(Node &node) {
-  if (computedFromInputs(node.in(0))) {
-    FailureOr<Shape> axisValue = requireConstantInts(node, 1, "axis");
-    if (failed(axisValue))
-      return failure();
-    ArrayRef<int64_t> shape = shapeOf(node.in(0));
-    if (shape.empty())
-      return nodeError(node) << "a scalar has no axis to sum along";
-    if (axisValue->size() != 1)
-      return nodeError(node) << "axis must be one integer";
-    FailureOr<int64_t> axis = gpuc::normalizeAxis(
-        (*axisValue)[0], shape.size(), [&] { return nodeError(node); });
-    if (failed(axis))
-      return failure();
-    return scanCumSum(node, *axis, node.getInt("exclusive", 0) != 0,
-                      node.getInt("reverse", 0) != 0);
-  }
-  FailureOr<DenseElementsAttr> x = requireConstant(node, node.in(0));
-  if (failed(x))
-    return failure();
   FailureOr<Shape> axisValue = requireConstantInts(node, 1, "axis");
   if (failed(axisValue))
     return failure();
-  ArrayRef<int64_t> shape = x->getType().getShape();
+  ArrayRef<int64_t> shape = shapeOf(node.in(0));
   if (shape.empty())
     return nodeError(node) << "a scalar has no axis to sum along";
   if (axisValue->size() != 1)
@@ -224,6 +205,12 @@ LogicalResult OnnxImporter::importCumSum(Node &node) {
   FailureOr<int64_t> axis = gpuc::normalizeAxis(
       (*axisValue)[0], shape.size(), [&] { return nodeError(node); });
   if (failed(axis))
+    return failure();
+  if (computedFromInputs(node.in(0)))
+    return scanCumSum(node, *axis, node.getInt("exclusive", 0) != 0,
+                      node.getInt("reverse", 0) != 0);
+  FailureOr<DenseElementsAttr> x = requireConstant(node, node.in(0));
+  if (failed(x))
     return failure();
   bool exclusive = node.getInt("exclusive", 0) != 0;
   bool reverse = node.getInt("reverse", 0) != 0;
@@ -523,8 +510,8 @@ LogicalResult OnnxImporter::importScatterND(Node &node) {
       return nodeError(node)
              << "ScatterND's " << (bounded == *data ? "data" : "updates")
              << " hold " << bounded.getType().getNumElements()
-             << " elements, past what import folds ("
-             << foldedElementsLimit(et) << ")";
+             << " elements, past what import folds (" << foldedElementsLimit(et)
+             << ")";
   FailureOr<SmallVector<int64_t>> offsets =
       indexTupleOffsets(node, *indices, dataShape, *depth);
   if (failed(offsets))
