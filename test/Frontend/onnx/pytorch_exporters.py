@@ -22,7 +22,6 @@ check for FileCheck, and exits non-zero on a failed one:
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -32,21 +31,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                 "examples"))
 import export_models  # noqa: E402
 import gpt  # noqa: E402
+from exporter_steps import (check, dynamo_export, failed,  # noqa: E402
+                            reference_step, relative_distance, run)
+from exporter_steps import step as step_of  # noqa: E402
 
 gpuc, work = sys.argv[1], sys.argv[2]
 os.makedirs(work, exist_ok=True)
-failed = []
 
 
-def check(ok, line):
-    print(("" if ok else "FAILED ") + line, flush=True)
-    if not ok:
-        failed.append(line)
-
-
-def run(*args, **kwargs):
-    return subprocess.run([str(a) for a in args], capture_output=True,
-                          text=True, **kwargs)
+def step(path, flags, folder, data):
+    return step_of(gpuc, path, flags, folder, data)
 
 
 def build(name):
@@ -79,14 +73,6 @@ def inputs(name, folder, context=32):
     np.save(folder + "/label.npy", rng.integers(0, 10, 4))
 
 
-def dynamo_export(model, example, name, path, optimize):
-    model.train()
-    torch.onnx.export(model, (example,), path, input_names=[name],
-                      output_names=["logits"],
-                      dynamic_shapes=({0: torch.export.Dim("batch")},),
-                      dynamo=True, optimize=optimize)
-
-
 def imported_ir(path, flags):
     result = run(gpuc, "import", path, "--batch", 2, *flags)
     if result.returncode:
@@ -94,46 +80,6 @@ def imported_ir(path, flags):
     return "\n".join(re.sub(r" loc\([^)]*\)", "", line)
                      for line in result.stdout.splitlines()
                      if not line.startswith("#loc"))
-
-
-def step(path, flags, folder, data):
-    """One AdamW step: {file: array} of what `train --run-step` writes."""
-    out = folder + "/artifact"
-    result = run(gpuc, "compile", path, "--batch", 4, "--optimizer", "adamw",
-                 "--lr", "0.001", "--weight-decay", "0.01", "--target",
-                 "cpu", "-o", out, *flags)
-    if result.returncode:
-        raise RuntimeError(result.stderr)
-    result = run(out + "/train", "--device", "cpu", "--run-step", data,
-                 "--output-dir", folder + "/step", "--seed", 7, "--step", 1)
-    if result.returncode:
-        raise RuntimeError(result.stderr)
-    return {f: np.load(os.path.join(folder, "step", f))
-            for f in os.listdir(folder + "/step") if f.endswith(".npy")}
-
-
-def reference_step(build, dtype, inputs, labels):
-    """PyTorch's own AdamW step (lr 1e-3, weight decay 0.01, as step()'s)
-    of the module `build()` makes, seeded, in `dtype`: the loss and
-    every parameter after the step, in float64."""
-    torch.manual_seed(0)
-    reference = build().train().to(dtype)
-    optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-3,
-                                  weight_decay=0.01)
-    logits = reference(*inputs)
-    loss = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
-    loss.backward()
-    optimizer.step()
-    return loss.item(), {n: p.detach().double().numpy()
-                         for n, p in reference.named_parameters()}
-
-
-def relative_distance(params, exact):
-    """The largest distance of a parameter from `exact`'s, relative to the
-    largest magnitude of `exact`'s."""
-    return max(np.max(np.abs(params[n] - exact[n])) /
-               (np.max(np.abs(exact[n])) + 1e-30) for n in exact)
 
 
 # The TorchScript exporter at newer opsets: the same IR. (Its export of

@@ -1,0 +1,161 @@
+"""Hugging Face's model families, small, through PyTorch's dynamo
+exporter, against PyTorch's own gradients.
+
+  hf_families.py GPUC WORK_DIR
+
+Run by hf-families.test with the Python of `scripts/torch-peer.sh
+--exporters`. Each family is built from its config (2 layers, width 64,
+4 heads, vocabulary 1,000, no dropout), exported as tokens -> logits,
+compiled for the CPU at batch 4, and stepped once with AdamW on 4 rows of
+32 tokens. A family passes when
+- the loss is PyTorch float64's within 1e-6;
+- every gradient (the step's first moment over 1 - beta1) is within 2x
+  PyTorch float32's distance from float64's, relative to the largest of
+  the parameter's gradient, and a gradient that is zero in exact
+  arithmetic (a key bias without rotary positions, which adds the same
+  amount to a row's scores) is within 1e-6 of the model's largest;
+- a decoder's attentions are fused, one a layer.
+What each family brings is in FAMILIES.
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+import transformers
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                "examples"))
+from exporter_steps import (check, dynamo_export, failed,  # noqa: E402
+                            reference_gradients, step, step_gradients)
+from llama import Logits  # noqa: E402
+
+gpuc, work = sys.argv[1], sys.argv[2]
+os.makedirs(work, exist_ok=True)
+
+SMALL = dict(vocab_size=1000, hidden_size=64, intermediate_size=128,
+             num_hidden_layers=2, num_attention_heads=4,
+             max_position_embeddings=64, attn_implementation="sdpa")
+
+# name: (model type, config, decoder?, {PyTorch name: the export's name of
+# a tied weight}).
+FAMILIES = {
+    # Biases on the query, key and value projections; grouped-query
+    # attention (4 query heads over 2 key/value heads); rotary positions.
+    "qwen2": (transformers.Qwen2ForCausalLM,
+              transformers.Qwen2Config(**SMALL, num_key_value_heads=2),
+              True, {}),
+    "mistral": (transformers.MistralForCausalLM,
+                transformers.MistralConfig(**SMALL, num_key_value_heads=2,
+                                           sliding_window=None),
+                True, {}),
+    # One projection for query, key and value, one for gate and up, split
+    # in the graph.
+    "phi3": (transformers.Phi3ForCausalLM,
+             transformers.Phi3Config(**SMALL, num_key_value_heads=2,
+                                     pad_token_id=0, eos_token_id=0,
+                                     bos_token_id=0),
+             True, {}),
+    # Query, key and value interleaved per head in one projection; rotary
+    # positions on a quarter of each head; attention and MLP in parallel.
+    "gpt_neox": (transformers.GPTNeoXForCausalLM,
+                 transformers.GPTNeoXConfig(**SMALL), True, {}),
+    # GeGLU with tanh's GELU, embeddings scaled by the width's square root,
+    # RMSNorm of 1 + weight, heads of 16 wider than width / heads, a tied
+    # head.
+    "gemma": (transformers.GemmaForCausalLM,
+              transformers.GemmaConfig(**SMALL, num_key_value_heads=2,
+                                       head_dim=16),
+              True, {"model.model.embed_tokens.weight":
+                     "model.lm_head.weight"}),
+    # Attention both ways with key biases; a masked-language-model head
+    # through a transform of its own, tied to the embedding.
+    "distilbert": (transformers.DistilBertForMaskedLM,
+                   transformers.DistilBertConfig(
+                       vocab_size=1000, dim=64, hidden_dim=128, n_layers=2,
+                       n_heads=4, max_position_embeddings=64, dropout=0.0,
+                       attention_dropout=0.0, attn_implementation="sdpa"),
+                   False,
+                   {"model.distilbert.embeddings.word_embeddings.weight":
+                    "model.vocab_projector.weight"}),
+    # Learned positions, offset by 2, counted from the attention mask
+    # (CumSum of the inputs); key biases; ReLU; a tied head.
+    "opt": (transformers.OPTForCausalLM,
+            transformers.OPTConfig(
+                vocab_size=1000, hidden_size=64, ffn_dim=128,
+                num_hidden_layers=2, num_attention_heads=4,
+                max_position_embeddings=64, word_embed_proj_dim=64,
+                dropout=0.0, attention_dropout=0.0,
+                attn_implementation="sdpa"),
+            True, {"model.model.decoder.embed_tokens.weight":
+                   "model.lm_head.weight"}),
+}
+
+rng = np.random.default_rng(1)
+data = f"{work}/in"
+os.makedirs(data, exist_ok=True)
+tokens = rng.integers(0, 1000, (4, 32))
+labels = rng.integers(0, 1000, (4, 32))
+np.save(data + "/tokens.npy", tokens)
+np.save(data + "/label.npy", labels)
+tokens, labels = torch.from_numpy(tokens), torch.from_numpy(labels)
+
+
+def distances(gradients, exact):
+    """{name: the distance of `gradients[name]` from `exact[name]`,
+    relative to the largest of `exact[name]`} over the gradients that are
+    not zero in exact arithmetic, and the largest distance of the others
+    relative to the model's largest gradient."""
+    largest = max(np.max(np.abs(g)) for g in exact.values())
+    relative, zero = {}, 0.0
+    for name, g in exact.items():
+        scale = np.max(np.abs(g))
+        error = np.max(np.abs(gradients[name] - g))
+        if scale < 1e-12 * largest:
+            zero = max(zero, error / largest)
+        else:
+            relative[name] = error / scale
+    return relative, zero
+
+
+for name, (model_type, config, decoder, tied) in FAMILIES.items():
+    def build():
+        return Logits(model_type(config))
+
+    folder = f"{work}/{name}"
+    torch.manual_seed(0)
+    dynamo_export(build(), tokens[:2], "tokens", folder + ".onnx",
+                  optimize=False)
+    loss64, exact = reference_gradients(build, torch.float64, (tokens,),
+                                        labels)
+    _, single = reference_gradients(build, torch.float32, (tokens,), labels)
+    try:
+        ours = step(gpuc, folder + ".onnx",
+                    ["--class-axis", "-1", "--dump-dir", folder + "-dump"],
+                    folder, data)
+        loss = float(ours["loss.npy"])
+        gradients = step_gradients(ours)
+        mine = {n: gradients.get(tied.get(n, n)) for n in exact}
+        missing = [n for n, g in mine.items() if g is None]
+    except RuntimeError as error:
+        loss, missing = float("nan"), [str(error)[-300:]]
+    fused = sum(open(os.path.join(folder + "-dump", f)).read().count(
+        "gpuc.attention ") for f in os.listdir(folder + "-dump")
+        if f.endswith("-gpuc-form-attention.mlir")) \
+        if os.path.isdir(folder + "-dump") else 0
+    if missing:
+        check(False, f"hf {name}: missing {', '.join(missing)}")
+        continue
+    relative, zero = distances(mine, exact)
+    reference, _ = distances(single, exact)
+    worst = max(relative, key=relative.get)
+    check(abs(loss - loss64) / loss64 < 1e-6 and
+          relative[worst] <= 2 * max(reference.values()) and zero < 1e-6 and
+          (fused == 2 or not decoder),
+          f"hf {name}: {fused} fused attentions; loss {loss:.7f} (PyTorch "
+          f"float64 {loss64:.7f}); gradients within "
+          f"{relative[worst] / max(reference.values()):.1f}x PyTorch "
+          f"float32's distance (worst {worst}), zero ones within "
+          f"{zero:.0e}")
+
+sys.exit(1 if failed else 0)
