@@ -4,7 +4,9 @@
 // oneDNN's sgemm; convolutions and their two gradients are oneDNN
 // convolution primitives, created once at load time with the layouts oneDNN
 // prefers (blocked over channels) and reorders from and to the plan's NCHW
-// and OIHW buffers around each call.
+// and OIHW buffers around each call. A depthwise filter gradient oneDNN has
+// no direct kernel for (it would take an im2col and a GEMM per channel) is
+// DepthwiseFilterGradient.cpp's.
 //
 // GEMMs and convolutions of f16/bf16 tensors (mixed precision) are computed
 // converted: the operands are widened to f32 scratch (exact), the f32 path
@@ -20,6 +22,8 @@
 // and falls back to generic kernels on CPUs it does not know.
 //
 //===----------------------------------------------------------------------===//
+#include "DepthwiseFilterGradient.h"
+
 #include "gpuc/runtime/Collective.h"
 #include "gpuc/runtime/Executor.h"
 #include "gpuc/runtime/Numbers.h"
@@ -207,12 +211,20 @@ struct Step {
     /// oneDNN's own working memory, also in the convolution scratch.
     dnnl::memory scratchpad;
     int64_t scratchpadOffset = 0;
+    /// The convolution scratch it needs: its reordered tensors and its
+    /// scratchpad.
+    int64_t scratchBytes = 0;
+    /// oneDNN's name for the implementation it chose ("jit_dw:avx512_core").
+    std::string implementation;
   };
   /// Convolutions run over chunks of the batch (convolutionChunk samples),
   /// so their scratch stays small at any batch: the primitive for a full
   /// chunk and, when the batch is not a multiple of it, for the last one.
   std::shared_ptr<Convolution> convolution, lastChunk;
   int64_t convolutionChunk = 0;
+  /// A depthwise filter gradient computed by depthwiseFilterGradient, not
+  /// oneDNN.
+  bool depthwiseFilter = false;
   float *x = nullptr, *w = nullptr, *y = nullptr;
   /// A GEMM's bias epilogue: `biasElements` (n) values of the result's
   /// type added to every row of C; null without one.
@@ -686,10 +698,23 @@ private:
     chunk.n = step.convolutionChunk;
     if (!(step.convolution = createConvolution(step, chunk, error)))
       return false;
+    // oneDNN has direct depthwise filter gradients for some filters (3x3 in
+    // 2.x); for the others it chose an im2col and a GEMM per channel, which
+    // depthwiseFilterGradient outruns 5-15 times (EfficientNet's 5x5).
+    if (step.kind == StepKind::ConvBackwardFilter && isDepthwise(g) &&
+        step.convolution->implementation.rfind("jit_dw", 0) != 0) {
+      step.convolution.reset();
+      step.depthwiseFilter = true;
+      return true;
+    }
+    convScratchBytes =
+        std::max(convScratchBytes, step.convolution->scratchBytes);
     if (g.n % chunk.n) {
       chunk.n = g.n % chunk.n;
       if (!(step.lastChunk = createConvolution(step, chunk, error)))
         return false;
+      convScratchBytes =
+          std::max(convScratchBytes, step.lastChunk->scratchBytes);
     }
     // Filter gradients of chunks after the first are summed from here.
     if (step.kind == StepKind::ConvBackwardFilter &&
@@ -743,6 +768,7 @@ private:
       } bindings[3];
       if (step.kind == StepKind::Conv) {
         conv->primitive = convolution_forward(forward);
+        conv->implementation = forward.impl_info_str();
         bindings[0] = {DNNL_ARG_SRC, plain(x, dataTag), forward.src_desc(),
                        true};
         bindings[1] = {DNNL_ARG_WEIGHTS, plain(w, wTag), forward.weights_desc(),
@@ -756,6 +782,7 @@ private:
                                             dilates, padL, padR),
             attr, engine, forward);
         conv->primitive = convolution_backward_data(pd);
+        conv->implementation = pd.impl_info_str();
         scratchpad = pd.scratchpad_desc();
         bindings[0] = {DNNL_ARG_DIFF_SRC, plain(x, dataTag), pd.diff_src_desc(),
                        false};
@@ -770,6 +797,7 @@ private:
                                                dilates, padL, padR),
             attr, engine, forward);
         conv->primitive = convolution_backward_weights(pd);
+        conv->implementation = pd.impl_info_str();
         scratchpad = pd.scratchpad_desc();
         bindings[0] = {DNNL_ARG_SRC, plain(x, dataTag), pd.src_desc(), true};
         bindings[1] = {DNNL_ARG_DIFF_WEIGHTS, plain(w, wTag),
@@ -805,7 +833,7 @@ private:
         conv->scratchpad = memory(scratchpad, engine, DNNL_MEMORY_NONE);
         conv->scratchpadOffset = place(scratchpad);
       }
-      convScratchBytes = std::max(convScratchBytes, used);
+      conv->scratchBytes = used;
       return conv;
     } catch (const dnnl::error &e) {
       error = "oneDNN cannot create the convolution of plan step " +
@@ -824,6 +852,8 @@ private:
   /// computed into filterGradient and added.
   void convolve(const Step &s) {
     const ConvGeometry &g = s.conv;
+    if (s.depthwiseFilter)
+      return depthwiseFilterGradient(g, s.x, s.y, s.w);
     int64_t filter = g.k * g.cg * g.kh * g.kw;
     for (int64_t first = 0; first < g.n; first += s.convolutionChunk) {
       bool last = first + s.convolutionChunk > g.n;
