@@ -25,10 +25,18 @@ def run(*args, **kwargs):
 
 
 def dynamo_export(model, example, name, path, optimize):
+    """Exports `model` in training mode with the dynamo exporter, its
+    batch dynamic. `example` and `name` are one input's, or tuples of
+    several inputs' that share the batch."""
+    if not isinstance(example, tuple):
+        example = (example,)
+    if isinstance(name, str):
+        name = (name,)
     model.train()
-    torch.onnx.export(model, (example,), path, input_names=[name],
+    batch = torch.export.Dim("batch")
+    torch.onnx.export(model, example, path, input_names=list(name),
                       output_names=["logits"],
-                      dynamic_shapes=({0: torch.export.Dim("batch")},),
+                      dynamic_shapes=tuple({0: batch} for _ in example),
                       dynamo=True, optimize=optimize)
 
 

@@ -15,7 +15,9 @@ compiled for the CPU at batch 4, and stepped once with AdamW on 4 rows of
   arithmetic (a key bias without rotary positions, which adds the same
   amount to a row's scores) is within 1e-6 of the model's largest;
 - a decoder's attentions are fused, one a layer.
-What each family brings is in FAMILIES.
+What each family brings is in FAMILIES. Then Qwen2 and DistilBERT (a causal
+mask and one both ways) take a padded batch, the padding read from an
+`attention_mask` input, the same way.
 """
 import os
 import sys
@@ -118,42 +120,78 @@ def distances(gradients, exact):
     return relative, zero
 
 
-for name, (model_type, config, decoder, tied) in FAMILIES.items():
-    def build():
-        return Logits(model_type(config))
+class Padded(torch.nn.Module):
+    """A Hugging Face model as (tokens, attention mask) -> logits."""
 
-    folder = f"{work}/{name}"
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens, mask):
+        return self.model(input_ids=tokens, attention_mask=mask,
+                          use_cache=False).logits
+
+
+# Right-padded rows, as a tokenizer pads a batch.
+mask = torch.ones(4, 32, dtype=torch.int64)
+mask[1, 20:] = 0
+mask[3, 7:] = 0
+padded_data = f"{work}/padded-in"
+os.makedirs(padded_data, exist_ok=True)
+np.save(padded_data + "/tokens.npy", tokens.numpy())
+np.save(padded_data + "/mask.npy", mask.numpy())
+np.save(padded_data + "/label.npy", labels.numpy())
+
+runs = [(name, family, False) for name, family in FAMILIES.items()] + \
+    [(name, FAMILIES[name], True) for name in ("qwen2", "distilbert")]
+for name, (model_type, config, decoder, tied), with_mask in runs:
+    def build():
+        model = model_type(config)
+        return Padded(model) if with_mask else Logits(model)
+
+    inputs = (tokens, mask) if with_mask else (tokens,)
+    folder = f"{work}/{name}{'-padded' if with_mask else ''}"
     torch.manual_seed(0)
-    dynamo_export(build(), tokens[:2], "tokens", folder + ".onnx",
-                  optimize=False)
-    loss64, exact = reference_gradients(build, torch.float64, (tokens,),
-                                        labels)
-    _, single = reference_gradients(build, torch.float32, (tokens,), labels)
+    dynamo_export(build(), tuple(t[:2] for t in inputs),
+                  ("tokens", "mask") if with_mask else ("tokens",),
+                  folder + ".onnx", optimize=False)
+    loss64, exact = reference_gradients(build, torch.float64, inputs, labels)
+    _, single = reference_gradients(build, torch.float32, inputs, labels)
+    # The padding matters: without it the loss is another.
+    unpadded = reference_gradients(
+        build, torch.float64, (tokens, torch.ones_like(mask)), labels)[0] \
+        if with_mask else float("nan")
+    if with_mask:
+        name += ", padded batch"
     try:
         ours = step(gpuc, folder + ".onnx",
                     ["--class-axis", "-1", "--dump-dir", folder + "-dump"],
-                    folder, data)
+                    folder, padded_data if with_mask else data)
         loss = float(ours["loss.npy"])
         gradients = step_gradients(ours)
         mine = {n: gradients.get(tied.get(n, n)) for n in exact}
         missing = [n for n, g in mine.items() if g is None]
     except RuntimeError as error:
-        loss, missing = float("nan"), [str(error)[-300:]]
+        check(False, f"hf {name}: {str(error)[-300:]}")
+        continue
     fused = sum(open(os.path.join(folder + "-dump", f)).read().count(
         "gpuc.attention ") for f in os.listdir(folder + "-dump")
         if f.endswith("-gpuc-form-attention.mlir")) \
         if os.path.isdir(folder + "-dump") else 0
     if missing:
-        check(False, f"hf {name}: missing {', '.join(missing)}")
+        check(False, f"hf {name}: no gradient of {', '.join(missing)}")
         continue
     relative, zero = distances(mine, exact)
     reference, _ = distances(single, exact)
     worst = max(relative, key=relative.get)
     check(abs(loss - loss64) / loss64 < 1e-6 and
+          (not with_mask or abs(loss - unpadded) / unpadded > 1e-5) and
           relative[worst] <= 2 * max(reference.values()) and zero < 1e-6 and
           (fused == 2 or not decoder),
           f"hf {name}: {fused} fused attentions; loss {loss:.7f} (PyTorch "
-          f"float64 {loss64:.7f}); gradients within "
+          f"float64 {loss64:.7f}"
+          f"{f', unpadded {unpadded:.7f}' if with_mask else ''}); "
+          f"gradients within "
           f"{relative[worst] / max(reference.values()):.1f}x PyTorch "
           f"float32's distance (worst {worst}), zero ones within "
           f"{zero:.0e}")
