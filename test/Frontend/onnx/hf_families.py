@@ -80,6 +80,33 @@ FAMILIES = {
                    False,
                    {"model.distilbert.embeddings.word_embeddings.weight":
                     "model.vocab_projector.weight"}),
+    # Norms of each query and key head before the rotary positions.
+    "qwen3": (transformers.Qwen3ForCausalLM,
+              transformers.Qwen3Config(**SMALL, num_key_value_heads=2,
+                                       head_dim=16),
+              True, {}),
+    # Multi-query attention: one key/value head for 4 query heads.
+    "gpt_bigcode": (transformers.GPTBigCodeForCausalLM,
+                    transformers.GPTBigCodeConfig(
+                        vocab_size=1000, n_embd=64, n_layer=2, n_head=4,
+                        n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
+                        attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+                        attn_implementation="sdpa"),
+                    True, {"model.transformer.wte.weight":
+                           "model.lm_head.weight"}),
+    # Disentangled attention: scores of content and of relative positions,
+    # the relative ones gathered from a table at each pair's distance.
+    "deberta_v2": (transformers.DebertaV2ForMaskedLM,
+                   transformers.DebertaV2Config(
+                       vocab_size=1000, hidden_size=64,
+                       intermediate_size=128, num_hidden_layers=2,
+                       num_attention_heads=4, hidden_dropout_prob=0.0,
+                       attention_probs_dropout_prob=0.0),
+                   False,
+                   {"model.deberta.embeddings.word_embeddings.weight":
+                    "model.cls.predictions.decoder.weight",
+                    "model.cls.predictions.bias":
+                    "model.cls.predictions.decoder.bias"}),
     # Learned positions, offset by 2, counted from the attention mask
     # (CumSum of the inputs); key biases; ReLU; a tied head.
     "opt": (transformers.OPTForCausalLM,
