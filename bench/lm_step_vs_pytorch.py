@@ -13,8 +13,10 @@ attention nanoGPT's default, scaled_dot_product_attention with is_causal
 or with `--attention masked` its tril buffer and masked_fill), with
 `--family hf` Hugging Face's GPT2LMHeadModel of the same sizes, or with
 `--family llama` its LlamaForCausalLM (`--preset smollm-135m`: SmolLM's
-135M sizes; both SDPA attention, exported by PyTorch's dynamo exporter
-without its optimizer:
+135M sizes), or with `--family bert` its BertForMaskedLM (`--preset
+bert-base`: BERT-base's sizes, 110M, attention both ways; the loss the
+same cross-entropy at every position); each with SDPA attention, exported
+by PyTorch's dynamo exporter without its optimizer:
 run this with the Python of `scripts/torch-peer.sh --exporters`), exported
 once; gpuc compiles that ONNX file (CPU target, AdamW) and PyTorch trains
 the module it was exported from, with the same weights. One step is
@@ -58,11 +60,29 @@ HFLogits = llama.Logits
 LLAMA_PRESETS = llama.PRESETS
 
 
+# BertForMaskedLM sizes: BERT-base's, and a tiny one.
+BERT_PRESETS = {
+    "bert-base": dict(vocab=30522, width=768, mlp=3072, layers=12, heads=12),
+    "bert-tiny": dict(vocab=1000, width=64, mlp=128, layers=2, heads=4),
+}
+
+
 def build(family, preset, seq, seed, attention="sdpa"):
     if family == "nanogpt":
         return gpt.build(preset, seq, seed=seed, sdpa=attention == "sdpa")
     if family == "llama":
         return llama.build(preset, seq, seed)
+    if family == "bert":
+        from transformers import BertConfig, BertForMaskedLM
+        sizes = BERT_PRESETS[preset]
+        config = BertConfig(
+            vocab_size=sizes["vocab"], hidden_size=sizes["width"],
+            intermediate_size=sizes["mlp"], num_hidden_layers=sizes["layers"],
+            num_attention_heads=sizes["heads"],
+            max_position_embeddings=max(seq, 512), hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, attn_implementation="sdpa")
+        torch.manual_seed(seed)
+        return HFLogits(BertForMaskedLM(config)).train()
     from transformers import GPT2Config, GPT2LMHeadModel
     sizes = gpt.PRESETS[preset]
     config = GPT2Config(
@@ -145,9 +165,11 @@ def gpuc_step_time(trainer, steps, threads):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset",
-                        choices=sorted(set(gpt.PRESETS) | set(LLAMA_PRESETS)),
+                        choices=sorted(set(gpt.PRESETS) | set(LLAMA_PRESETS)
+                                       | set(BERT_PRESETS)),
                         default="small")
-    parser.add_argument("--family", choices=["nanogpt", "hf", "llama"],
+    parser.add_argument("--family", choices=["nanogpt", "hf", "llama",
+                                             "bert"],
                         default="nanogpt")
     has_sdpa = hasattr(F, "scaled_dot_product_attention")
     parser.add_argument("--attention", choices=["sdpa", "masked"],
@@ -184,7 +206,8 @@ def main():
     if args.family == "nanogpt" and not has_sdpa:
         print("nanoGPT's attention: its masked path (PyTorch %s has no "
               "scaled_dot_product_attention)" % torch.__version__)
-    presets = LLAMA_PRESETS if args.family == "llama" else gpt.PRESETS
+    presets = {"llama": LLAMA_PRESETS, "bert": BERT_PRESETS}.get(
+        args.family, gpt.PRESETS)
     if args.preset not in presets:
         parser.error("--preset %s is not a %s size (%s)" % (
             args.preset, args.family, ", ".join(sorted(presets))))
