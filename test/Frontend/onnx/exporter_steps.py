@@ -88,14 +88,17 @@ def reference_step(build, dtype, inputs, labels):
 
 
 def reference_gradients(build, dtype, inputs, labels):
-    """The loss and every parameter's gradient, in float64, of the module
-    `build()` makes, seeded, in `dtype`."""
+    """The loss and every trained parameter's gradient (zero where the
+    loss does not reach it), in float64, of the module `build()` makes,
+    seeded, in `dtype`."""
     torch.manual_seed(0)
     reference = build().train().to(dtype)
     loss = _loss(reference, inputs, labels)
     loss.backward()
-    return loss.item(), {n: p.grad.double().numpy()
-                         for n, p in reference.named_parameters()}
+    return loss.item(), {
+        n: (p.grad if p.grad is not None else torch.zeros_like(p))
+        .double().numpy()
+        for n, p in reference.named_parameters() if p.requires_grad}
 
 
 def relative_distance(params, exact):

@@ -17,7 +17,8 @@ compiled for the CPU at batch 4, and stepped once with AdamW on 4 rows of
 - a decoder's attentions are fused, one a layer.
 What each family brings is in FAMILIES. Then Qwen2 and DistilBERT (a causal
 mask and one both ways) take a padded batch, the padding read from an
-`attention_mask` input, the same way.
+`attention_mask` input, and BART, an encoder-decoder, takes source and
+target tokens, the same way.
 """
 import os
 import sys
@@ -120,15 +121,6 @@ FAMILIES = {
                    "model.lm_head.weight"}),
 }
 
-rng = np.random.default_rng(1)
-data = f"{work}/in"
-os.makedirs(data, exist_ok=True)
-tokens = rng.integers(0, 1000, (4, 32))
-labels = rng.integers(0, 1000, (4, 32))
-np.save(data + "/tokens.npy", tokens)
-np.save(data + "/label.npy", labels)
-tokens, labels = torch.from_numpy(tokens), torch.from_numpy(labels)
-
 
 def distances(gradients, exact):
     """{name: the distance of `gradients[name]` from `exact[name]`,
@@ -159,65 +151,108 @@ class Padded(torch.nn.Module):
                           use_cache=False).logits
 
 
+class Seq2Seq(torch.nn.Module):
+    """An encoder-decoder as (source tokens, target tokens) -> logits."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens, target):
+        return self.model(input_ids=tokens, decoder_input_ids=target,
+                          use_cache=False).logits
+
+
+def save(folder, **arrays):
+    """The batch `train --run-step` reads: one .npy file an input."""
+    os.makedirs(folder, exist_ok=True)
+    for name, array in arrays.items():
+        np.save(f"{folder}/{name}.npy", array.numpy())
+    return folder
+
+
+rng = np.random.default_rng(1)
+tokens = torch.from_numpy(rng.integers(0, 1000, (4, 32)))
+labels = torch.from_numpy(rng.integers(0, 1000, (4, 32)))
 # Right-padded rows, as a tokenizer pads a batch.
 mask = torch.ones(4, 32, dtype=torch.int64)
 mask[1, 20:] = 0
 mask[3, 7:] = 0
-padded_data = f"{work}/padded-in"
-os.makedirs(padded_data, exist_ok=True)
-np.save(padded_data + "/tokens.npy", tokens.numpy())
-np.save(padded_data + "/mask.npy", mask.numpy())
-np.save(padded_data + "/label.npy", labels.numpy())
+# A decoder's 24 target tokens for the 32 source tokens.
+target = torch.from_numpy(rng.integers(0, 1000, (4, 24)))
+target_labels = torch.from_numpy(rng.integers(0, 1000, (4, 24)))
 
-runs = [(name, family, False) for name, family in FAMILIES.items()] + \
-    [(name, FAMILIES[name], True) for name in ("qwen2", "distilbert")]
-for name, (model_type, config, decoder, tied), with_mask in runs:
+# (label, wrapper, {input: batch}, labels, family, compared loss); the
+# compared loss, where there is one, is PyTorch's on a batch the step
+# must not give the loss of (the padded batch without its padding).
+runs = [(name, Logits, {"tokens": tokens}, labels, family, None)
+        for name, family in FAMILIES.items()]
+runs += [(name + ", padded batch", Padded, {"tokens": tokens, "mask": mask},
+          labels, FAMILIES[name], {"tokens": tokens,
+                                   "mask": torch.ones_like(mask)})
+         for name in ("qwen2", "distilbert")]
+# BART: an encoder, a causal decoder, and the decoder's attention to the
+# encoder's output; one embedding for both and the head.
+runs.append(("bart", Seq2Seq, {"tokens": tokens, "target": target},
+             target_labels,
+             (transformers.BartForConditionalGeneration,
+              transformers.BartConfig(
+                  vocab_size=1000, d_model=64, encoder_layers=2,
+                  decoder_layers=2, encoder_attention_heads=4,
+                  decoder_attention_heads=4, encoder_ffn_dim=128,
+                  decoder_ffn_dim=128, max_position_embeddings=64,
+                  dropout=0.0, attention_dropout=0.0,
+                  activation_dropout=0.0, attn_implementation="sdpa"),
+              True, {"model.model.shared.weight": "model.lm_head.weight"}),
+             None))
+
+for label, wrapper, batch, run_labels, family, other in runs:
+    model_type, config, decoder, tied = family
+
     def build():
-        model = model_type(config)
-        return Padded(model) if with_mask else Logits(model)
+        return wrapper(model_type(config))
 
-    inputs = (tokens, mask) if with_mask else (tokens,)
-    folder = f"{work}/{name}{'-padded' if with_mask else ''}"
+    folder = f"{work}/{label.replace(', ', '-').replace(' ', '-')}"
+    data = save(folder + "-in", label=run_labels, **batch)
+    inputs = tuple(batch.values())
     torch.manual_seed(0)
-    dynamo_export(build(), tuple(t[:2] for t in inputs),
-                  ("tokens", "mask") if with_mask else ("tokens",),
+    dynamo_export(build(), tuple(t[:2] for t in inputs), tuple(batch),
                   folder + ".onnx", optimize=False)
-    loss64, exact = reference_gradients(build, torch.float64, inputs, labels)
-    _, single = reference_gradients(build, torch.float32, inputs, labels)
+    loss64, exact = reference_gradients(build, torch.float64, inputs,
+                                        run_labels)
+    _, single = reference_gradients(build, torch.float32, inputs, run_labels)
     # The padding matters: without it the loss is another.
-    unpadded = reference_gradients(
-        build, torch.float64, (tokens, torch.ones_like(mask)), labels)[0] \
-        if with_mask else float("nan")
-    if with_mask:
-        name += ", padded batch"
+    unlike = reference_gradients(build, torch.float64,
+                                 tuple(other.values()), run_labels)[0] \
+        if other else float("nan")
     try:
         ours = step(gpuc, folder + ".onnx",
                     ["--class-axis", "-1", "--dump-dir", folder + "-dump"],
-                    folder, padded_data if with_mask else data)
-        loss = float(ours["loss.npy"])
-        gradients = step_gradients(ours)
-        mine = {n: gradients.get(tied.get(n, n)) for n in exact}
-        missing = [n for n, g in mine.items() if g is None]
+                    folder, data)
     except RuntimeError as error:
-        check(False, f"hf {name}: {str(error)[-300:]}")
+        check(False, f"hf {label}: {str(error)[-300:]}")
+        continue
+    loss = float(ours["loss.npy"])
+    gradients = step_gradients(ours)
+    mine = {n: gradients.get(tied.get(n, n)) for n in exact}
+    missing = [n for n, g in mine.items() if g is None]
+    if missing:
+        check(False, f"hf {label}: no gradient of {', '.join(missing)}")
         continue
     fused = sum(open(os.path.join(folder + "-dump", f)).read().count(
         "gpuc.attention ") for f in os.listdir(folder + "-dump")
-        if f.endswith("-gpuc-form-attention.mlir")) \
-        if os.path.isdir(folder + "-dump") else 0
-    if missing:
-        check(False, f"hf {name}: no gradient of {', '.join(missing)}")
-        continue
+        if f.endswith("-gpuc-form-attention.mlir"))
     relative, zero = distances(mine, exact)
     reference, _ = distances(single, exact)
     worst = max(relative, key=relative.get)
+    layers = 2 * (1 + 2 * (wrapper is Seq2Seq))
     check(abs(loss - loss64) / loss64 < 1e-6 and
-          (not with_mask or abs(loss - unpadded) / unpadded > 1e-5) and
+          (not other or abs(loss - unlike) / unlike > 1e-5) and
           relative[worst] <= 2 * max(reference.values()) and zero < 1e-6 and
-          (fused == 2 or not decoder),
-          f"hf {name}: {fused} fused attentions; loss {loss:.7f} (PyTorch "
+          (fused == layers or not decoder),
+          f"hf {label}: {fused} fused attentions; loss {loss:.7f} (PyTorch "
           f"float64 {loss64:.7f}"
-          f"{f', unpadded {unpadded:.7f}' if with_mask else ''}); "
+          f"{f', unpadded {unlike:.7f}' if other else ''}); "
           f"gradients within "
           f"{relative[worst] / max(reference.values()):.1f}x PyTorch "
           f"float32's distance (worst {worst}), zero ones within "
