@@ -60,7 +60,14 @@ HostBuild::HostBuild(const StepProgram &program, ArtifactOptions &options)
                   "-mprefer-vector-width=512",
                   // sqrtf and friends need not set errno: a loop calling
                   // them may then vectorize.
-                  "-fno-math-errno", "-fopenmp", "-std=c++17", "-DGPUC_CPU",
+                  "-fno-math-errno",
+                  // Nothing reads the floating-point exception flags, so a
+                  // comparison or an operation may run where its result is
+                  // not taken: loops with selects (a ReLU's mask, a hard
+                  // swish's gradient, maxima that keep NaN) then vectorize,
+                  // which GCC refuses while a comparison might trap.
+                  // Every value is the same.
+                  "-fno-trapping-math", "-fopenmp", "-std=c++17", "-DGPUC_CPU",
                   "-I", GPUC_RUNTIME_INCLUDE_DIR, "-x", "c++"};
   if (GPUC_CPU_VECTOR_MATH && options.cpu)
     compileFlags.push_back("-DGPUC_CPU_VECTOR_MATH");
