@@ -24,6 +24,19 @@ def run(*args, **kwargs):
                           text=True, **kwargs)
 
 
+class Padded(torch.nn.Module):
+    """A Hugging Face model as (tokens, attention mask) -> logits: its
+    padding read from the mask."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens, mask):
+        return self.model(input_ids=tokens, attention_mask=mask,
+                          use_cache=False).logits
+
+
 def dynamo_export(model, example, name, path, optimize):
     """Exports `model` in training mode with the dynamo exporter, its
     batch dynamic. `example` and `name` are one input's, or tuples of

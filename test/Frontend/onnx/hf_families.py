@@ -29,8 +29,9 @@ import transformers
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                 "examples"))
-from exporter_steps import (check, dynamo_export, failed,  # noqa: E402
-                            reference_gradients, step, step_gradients)
+from exporter_steps import (Padded, check, dynamo_export,  # noqa: E402
+                            failed, reference_gradients, step,
+                            step_gradients)
 from llama import Logits  # noqa: E402
 
 gpuc, work = sys.argv[1], sys.argv[2]
@@ -137,18 +138,6 @@ def distances(gradients, exact):
         else:
             relative[name] = error / scale
     return relative, zero
-
-
-class Padded(torch.nn.Module):
-    """A Hugging Face model as (tokens, attention mask) -> logits."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, tokens, mask):
-        return self.model(input_ids=tokens, attention_mask=mask,
-                          use_cache=False).logits
 
 
 class Seq2Seq(torch.nn.Module):

@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                 "examples"))
 import export_models  # noqa: E402
 import gpt  # noqa: E402
-from exporter_steps import (check, dynamo_export, failed,  # noqa: E402
-                            reference_step, relative_distance, run)
+from exporter_steps import (Padded, check, dynamo_export,  # noqa: E402
+                            failed, reference_step, relative_distance, run)
 from exporter_steps import step as step_of  # noqa: E402
 
 gpuc, work = sys.argv[1], sys.argv[2]
@@ -252,16 +252,6 @@ for attention, context in (("eager", 32), ("sdpa", 32), ("sdpa", 1024)):
 # A padded batch: Hugging Face's mask from an `attention_mask` input (the
 # padding read at each (batch, key) pair, and'ed with the causal mask) is
 # computed at run time, and each lowering of the attention reads it.
-class Padded(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, tokens, mask):
-        return self.model(input_ids=tokens, attention_mask=mask,
-                          use_cache=False).logits
-
-
 config = GPT2Config(attn_implementation="sdpa", vocab_size=1000,
                     n_positions=32, n_embd=64, n_layer=2, n_head=4,
                     bos_token_id=0, eos_token_id=0, resid_pdrop=0.0,
@@ -278,12 +268,8 @@ mask[1, 20:] = 0
 mask[3, 7:] = 0
 np.save(data + "/mask.npy", mask.numpy())
 torch.manual_seed(0)
-batch = torch.export.Dim("batch")
-torch.onnx.export(Padded(GPT2LMHeadModel(config)).train(),
-                  (tokens[:2], mask[:2]), folder + ".onnx",
-                  input_names=["tokens", "mask"], output_names=["logits"],
-                  dynamic_shapes=({0: batch}, {0: batch}), dynamo=True,
-                  optimize=False)
+dynamo_export(Padded(GPT2LMHeadModel(config)), (tokens[:2], mask[:2]),
+              ("tokens", "mask"), folder + ".onnx", optimize=False)
 
 
 def build_padded():
