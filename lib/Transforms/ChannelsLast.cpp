@@ -356,6 +356,7 @@ struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
 };
 
 struct GpucChannelsLast : gpuc::impl::GpucChannelsLastBase<GpucChannelsLast> {
+  using Base::Base;
   void runOnOperation() override {
     SmallVector<Operation *> convolutions;
     getOperation().walk([&](Operation *op) {
@@ -371,6 +372,15 @@ struct GpucChannelsLast : gpuc::impl::GpucChannelsLastBase<GpucChannelsLast> {
     // Without a convolution nothing holds NHWC values to meet: windows
     // alone keep their layout.
     if (convolutions.empty())
+      return;
+    auto grouped = [](Operation *op) {
+      if (auto c = dyn_cast<Conv2DOp>(op))
+        return c.getGroups() > 1;
+      if (auto c = dyn_cast<Conv2DBackwardInputOp>(op))
+        return c.getGroups() > 1;
+      return cast<Conv2DBackwardFilterOp>(op).getGroups() > 1;
+    };
+    if (groupedOnly && llvm::none_of(convolutions, grouped))
       return;
     for (Operation *op : convolutions) {
       if (auto c = dyn_cast<Conv2DOp>(op))

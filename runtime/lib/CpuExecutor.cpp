@@ -2,9 +2,11 @@
 //
 // Generated kernels come from the table linked into the trainer; GEMMs go to
 // oneDNN's sgemm; convolutions and their two gradients are oneDNN
-// convolution primitives, created once at load time with the layouts oneDNN
-// prefers (blocked over channels) and reorders from and to the plan's NCHW
-// and OIHW buffers around each call. A depthwise filter gradient oneDNN has
+// convolution primitives, created once at load time. Channels-last (NHWC)
+// ones read and write the plan's activation buffers as they are; NCHW ones
+// take the layout oneDNN prefers (blocked over channels), with reorders
+// from and to the plan's buffers around each call; filters take oneDNN's
+// layout in both, reordered likewise. A depthwise filter gradient oneDNN has
 // no direct kernel for (it would take an im2col and a GEMM per channel) is
 // DepthwiseFilterGradient.cpp's.
 //
@@ -723,8 +725,28 @@ private:
           std::max(filterGradientFloats, g.k * g.cg * g.kh * g.kw);
     return true;
   }
+  /// oneDNN's direct kernels (jit, brgemm, depthwise) read and write NHWC
+  /// tensors as they are, so a channels-last convolution binds its
+  /// activations and their gradients in the plan's buffers: no reorder of
+  /// an activation, where NCHW ones are reordered into a blocked layout and
+  /// back around every call. Where oneDNN has only its reference kernel for
+  /// NHWC, the convolution takes the layouts oneDNN chooses, as NCHW ones
+  /// do. Filters, small, always take the chosen layout.
   std::shared_ptr<Step::Convolution> createConvolution(const Step &step,
                                                        const ConvGeometry &g,
+                                                       std::string &error) {
+    if (g.channelsLast) {
+      std::string unused;
+      std::shared_ptr<Step::Convolution> conv =
+          createConvolution(step, g, /*storedActivations=*/true, unused);
+      if (conv && conv->implementation.rfind("ref", 0) != 0)
+        return conv;
+    }
+    return createConvolution(step, g, /*storedActivations=*/false, error);
+  }
+  std::shared_ptr<Step::Convolution> createConvolution(const Step &step,
+                                                       const ConvGeometry &g,
+                                                       bool storedActivations,
                                                        std::string &error) {
     using namespace dnnl;
     using tag = memory::format_tag;
@@ -742,11 +764,15 @@ private:
     memory::dims padR = {(g.oh - 1) * g.sy + (g.kh - 1) * g.dy + 1 - g.h - g.py,
                          (g.ow - 1) * g.sx + (g.kw - 1) * g.dx + 1 - g.w -
                              g.px};
+    auto plain = [](const memory::dims &d, tag t) {
+      return memory::desc(d, memory::data_type::f32, t);
+    };
     auto any = [](const memory::dims &d) {
       return memory::desc(d, memory::data_type::f32, tag::any);
     };
-    auto plain = [](const memory::dims &d, tag t) {
-      return memory::desc(d, memory::data_type::f32, t);
+    // The activations' (x, y) layouts the primitive is asked for.
+    auto data = [&](const memory::dims &d) {
+      return storedActivations ? plain(d, dataTag) : any(d);
     };
     // The scratchpad is ours (convScratch), so the device knows every byte
     // it uses.
@@ -756,7 +782,7 @@ private:
       auto forward = convolution_forward::primitive_desc(
           convolution_forward::desc(
               prop_kind::forward_training, algorithm::convolution_direct,
-              any(x), any(w), any(y), strides, dilates, padL, padR),
+              data(x), any(w), data(y), strides, dilates, padL, padR),
           attr, engine);
       memory::desc scratchpad = forward.scratchpad_desc();
       auto conv = std::make_shared<Step::Convolution>();
@@ -778,7 +804,7 @@ private:
       } else if (step.kind == StepKind::ConvBackwardInput) {
         auto pd = convolution_backward_data::primitive_desc(
             convolution_backward_data::desc(algorithm::convolution_direct,
-                                            any(x), any(w), any(y), strides,
+                                            data(x), any(w), data(y), strides,
                                             dilates, padL, padR),
             attr, engine, forward);
         conv->primitive = convolution_backward_data(pd);
@@ -793,8 +819,8 @@ private:
       } else {
         auto pd = convolution_backward_weights::primitive_desc(
             convolution_backward_weights::desc(algorithm::convolution_direct,
-                                               any(x), any(w), any(y), strides,
-                                               dilates, padL, padR),
+                                               data(x), any(w), data(y),
+                                               strides, dilates, padL, padR),
             attr, engine, forward);
         conv->primitive = convolution_backward_weights(pd);
         conv->implementation = pd.impl_info_str();

@@ -66,7 +66,7 @@ bool checkStepFlags() {
     return false;
   }
   if (!ampOptions("gpuc compile") || !attentionLowering("gpuc compile") ||
-      !padClasses("gpuc compile") || !convChannelsLast("gpuc compile"))
+      !padClasses("gpuc compile") || !convLayout("gpuc compile"))
     return false;
   if (gpuBytesInFlight < 0 || gpuBytesInFlight > 1024) {
     llvm::errs() << "gpuc compile: --gpu-bytes-in-flight "

@@ -240,10 +240,12 @@ std::optional<std::string> attentionLowering(StringRef tool);
 /// gpuc-decompose's pad-classes that --pad-classes asks for (auto resolved
 /// by the target), or nullopt after an error naming the flag.
 std::optional<int64_t> padClasses(StringRef tool);
-/// Whether convolutions run channels last, as --conv-layout asks (auto
-/// resolved by the target and precision), or nullopt after an error naming
-/// the flag.
-std::optional<bool> convChannelsLast(StringRef tool);
+/// How convolutions hold their tensors: NCHW, NHWC, or NHWC where the
+/// model has a grouped convolution (and NCHW where it has none).
+enum class ConvLayout { Nchw, Nhwc, NhwcWhereGrouped };
+/// The layout --conv-layout asks for (auto resolved by the target and
+/// precision), or nullopt after an error naming the flag.
+std::optional<ConvLayout> convLayout(StringRef tool);
 /// The training passes: loss, autodiff, optimizer (and mixed precision);
 /// with `scoredOutput`, @eval scores that output's tokens
 /// (gpuc-eval-token-scores).

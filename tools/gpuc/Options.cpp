@@ -321,9 +321,10 @@ cl::opt<std::string> convLayoutOption(
     cl::desc("compile: how convolutions hold their tensors: nchw, nhwc "
              "(channels last, as tensor cores read them; batch norms and "
              "activations between convolutions then run on NHWC tensors too) "
-             "or auto (nhwc when the artifact has the CUDA target and its "
-             "convolutions run on tensor cores: --precision fp16|bf16 or "
-             "--tf32; else nchw)"),
+             "or auto (with the CUDA target: nhwc when its convolutions run "
+             "on tensor cores, --precision fp16|bf16 or --tf32, else nchw; "
+             "on the CPU alone: nhwc when a convolution is grouped or "
+             "depthwise, else nchw)"),
     cl::value_desc("auto|nchw|nhwc"), cl::init("auto"),
     cl::cat(compileCategory));
 cl::opt<int64_t> gpuBytesInFlight(

@@ -201,22 +201,32 @@ std::optional<int64_t> padClasses(StringRef tool) {
   return multiple;
 }
 
-std::optional<bool> convChannelsLast(StringRef tool) {
+std::optional<ConvLayout> convLayout(StringRef tool) {
   StringRef choice = convLayoutOption;
-  if (choice == "nchw" || choice == "nhwc")
-    return choice == "nhwc";
+  if (choice == "nchw")
+    return ConvLayout::Nchw;
+  if (choice == "nhwc")
+    return ConvLayout::Nhwc;
   if (choice != "auto") {
     llvm::errs() << tool << ": --conv-layout " << choice
                  << " is not one of auto, nchw, nhwc\n";
     return std::nullopt;
   }
   // Tensor cores read NHWC; cuDNN reorders NCHW tensors around its
-  // tensor-core kernels (and has few bf16 NCHW algorithms). FMA kernels and
-  // the CPU's library, which reorders either layout into its own blocked
-  // one, gain nothing from it.
+  // tensor-core kernels (and has few bf16 NCHW algorithms). The CPU's
+  // oneDNN reorders NCHW tensors into its blocked layout and back around
+  // every convolution and runs NHWC ones as they are: that pays where the
+  // reorders outweigh the convolution, grouped and depthwise ones
+  // (MobileNet-V3 and EfficientNet-B0 steps a third shorter), and loses
+  // where the network's NHWC batch norms and concatenations cost more than
+  // the reorders of its dense convolutions (DenseNet-121's step a tenth
+  // longer; ResNet-50's even). An artifact with the CUDA target keeps one
+  // layout for both devices: the GPU's.
   bool tensorCores =
       precisionOption != "fp32" || (tf32.getNumOccurrences() && tf32);
-  return targetOrDefault() != "cpu" && tensorCores;
+  if (targetOrDefault() == "cpu")
+    return ConvLayout::NhwcWhereGrouped;
+  return tensorCores ? ConvLayout::Nhwc : ConvLayout::Nchw;
 }
 
 void addTrainingPasses(PassManager &pm, StringRef lossOutput,
@@ -294,9 +304,10 @@ void addStepPipeline(PassManager &pm, StringRef lossOutput,
       *padClasses("gpuc"), attentionBandRows}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  // Validated by convChannelsLast before any pipeline is built.
-  if (*convChannelsLast("gpuc")) {
-    pm.addPass(gpuc::createGpucChannelsLast());
+  // Validated by convLayout before any pipeline is built.
+  if (ConvLayout layout = *convLayout("gpuc"); layout != ConvLayout::Nchw) {
+    pm.addPass(gpuc::createGpucChannelsLast(
+        gpuc::GpucChannelsLastOptions{layout == ConvLayout::NhwcWhereGrouped}));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }

@@ -393,7 +393,17 @@ def GpucChannelsLast : Pass<"gpuc-channels-last", "::mlir::ModuleOp"> {
     reshape. A batch norm between two convolutions is then computed on
     NHWC tensors, with no transpose left. Runs after `gpuc-decompose`
     (batch norms are reductions and elementwise ops by then).
+
+    With `grouped-only` the pass changes nothing unless a convolution is
+    grouped (depthwise included): on the CPU, where a grouped
+    convolution's few operations per byte leave the reorders of NCHW
+    tensors into oneDNN's blocked layout most of its time, and NHWC ones
+    need none.
   }];
+  let options = [
+    Option<"groupedOnly", "grouped-only", "bool", "false",
+           "only when some convolution has groups > 1">
+  ];
   let dependentDialects = ["::mlir::gpuc::GpucDialect"];
 }
 
