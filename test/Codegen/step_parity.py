@@ -110,9 +110,13 @@ MODELS = {
     # are up to 20 times this tolerance from float64's.)
     "convnext_tiny": ("image", (4, 3, 64, 64), "float", (4,), 10, []),
     "swin_t": ("image", (4, 3, 64, 64), "float", (4,), 10, []),
+    # MobileNet-V3-small: 3x3 and 5x5 depthwise convolutions (oneDNN's
+    # direct kernel and gpuc's own filter gradient), squeeze-excitation,
+    # hard swish; channels last on the CPU (--conv-layout auto).
+    "mobilenet_v3_small": ("image", (4, 3, 64, 64), "float", (4,), 10, []),
 }
 TORCH_MODELS = ("lstm", "bigru", "upsampler", "sequence1d", "vit", "resnet18",
-                "convnext_tiny", "swin_t")
+                "convnext_tiny", "swin_t", "mobilenet_v3_small")
 MODEL_FILES = {"windows": "test/Codegen/Inputs/windows.onnxtxt",
                "recurrent": "test/Codegen/Inputs/recurrent.onnxtxt",
                "embedding": "test/Codegen/Inputs/embedding.onnxtxt",
