@@ -97,10 +97,10 @@ TEST(RowKernelTest, FewLongRowsAreSplitAcrossBlocks) {
                 std::string::npos)
           << overwriting->source;
       // The CPU's: each lane's row has its own partial, and the CPU's
-      // totals are the same launch's. A block takes 256 rows (a kilobyte
-      // of each row it reads, 1,024 blocks), and fetches the next rows'
-      // runs 4 rows ahead.
-      EXPECT_NE(src.find("const gidx oGroup = (gidx)(blockIdx.x / 128) * 256;"),
+      // totals are the same launch's. A block takes 1,024 rows (4 KiB of
+      // each row it reads, 256 blocks), and fetches the next rows' runs 2
+      // rows ahead.
+      EXPECT_NE(src.find("const gidx oGroup = (gidx)(blockIdx.x / 128) * 1024;"),
                 std::string::npos)
           << src;
       EXPECT_NE(src.find("acc0Lanes[lane] = (gpuc::Accumulator)totals[0 + "
@@ -108,12 +108,12 @@ TEST(RowKernelTest, FewLongRowsAreSplitAcrossBlocks) {
                 std::string::npos)
           << src;
       EXPECT_NE(src.find("Lanes[lane];"), std::string::npos) << src;
-      EXPECT_NE(src.find("if (r + 4 < rowEnd) {"), std::string::npos) << src;
-      EXPECT_NE(src.find("for (int at = 0; at < 256; at += 16) "
+      EXPECT_NE(src.find("if (r + 2 < rowEnd) {"), std::string::npos) << src;
+      EXPECT_NE(src.find("for (int at = 0; at < 1024; at += 16) "
                          "__builtin_prefetch(&in0["),
                 std::string::npos)
           << src;
-      EXPECT_NE(kernel->cpuLauncher.find("cpuLaunch(1024LL, 1024LL"),
+      EXPECT_NE(kernel->cpuLauncher.find("cpuLaunch(256LL, 1024LL"),
                 std::string::npos)
           << kernel->cpuLauncher;
       continue;
