@@ -232,6 +232,34 @@ struct SinkThroughConcat : OpRewritePattern<ConcatOp> {
   }
 };
 
+/// slice(transpose(x, p)) -> transpose(slice'(x), p), slice' taking each
+/// axis's starts, limits and strides where that axis is in x. A
+/// concatenation's gradient is slices of the gradient of its result:
+/// DenseNet's, without this, were each transposed to NCHW, sliced, and
+/// transposed back into the next convolution (363 transposes a step).
+struct SinkThroughSlice : OpRewritePattern<SliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SliceOp op,
+                                PatternRewriter &rewriter) const override {
+    auto t = op.getInput().getDefiningOp<TransposeOp>();
+    if (!t || !toChannelsFirst(t.getPerm()))
+      return failure();
+    ArrayRef<int64_t> perm = t.getPerm();
+    Shape inverse = inversePermutation(perm);
+    RankedTensorType type = tensorType(op.getResult());
+    auto slice =
+        SliceOp::create(rewriter, op.getLoc(),
+                        type.clone(permuteShape(type.getShape(), inverse)),
+                        t.getInput(), permuteShape(op.getStarts(), inverse),
+                        permuteShape(op.getLimits(), inverse),
+                        permuteShape(op.getStrides(), inverse));
+    rewriter.replaceOp(
+        op, transposed(rewriter, op.getLoc(), slice.getResult(), perm));
+    return success();
+  }
+};
+
 /// A pooling window (or its gradient) over NCHW views of NHWC tensors
 /// becomes the channels-last one: pool(transpose(x, to NCHW)) ->
 /// transpose(pool'(x), to NCHW).
@@ -395,7 +423,7 @@ struct GpucChannelsLast : gpuc::impl::GpucChannelsLastBase<GpucChannelsLast> {
     patterns.add<SinkThroughElementwise, SinkThroughReduction<ReduceSumOp>,
                  SinkThroughReduction<ReduceMaxOp>,
                  SinkThroughReduction<ReduceMeanOp>, SinkThroughConcat,
-                 SinkThroughWindows, TransposeBroadcastInput,
+                 SinkThroughSlice, SinkThroughWindows, TransposeBroadcastInput,
                  HoistThroughCheapElementwise, UnitTransposeToReshape>(context);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();

@@ -192,3 +192,22 @@ func.func @other_transposes(%x: tensor<2x3x4x4xf32>, %w: tensor<4x3x1x1xf32>, %q
   %s = gpuc.mul %h, %half : tensor<2x3x5x4xf32>
   return %y, %s : tensor<2x4x4x4xf32>, tensor<2x3x5x4xf32>
 }
+
+// -----
+
+// A slice along the channels of a convolution's result (a concatenation's
+// gradient is such slices) into the next convolution: taken in NHWC, along
+// axis 3, with no transpose between the two convolutions.
+// CHECK-LABEL: func.func @slice_between_convolutions
+// CHECK: gpuc.conv2d {{.*}} channels_last : (tensor<2x4x4x3xf32>, tensor<8x1x1x3xf32>) -> tensor<2x4x4x8xf32>
+// CHECK-NOT: gpuc.transpose
+// CHECK: gpuc.slice %{{.+}} starts = [0, 0, 0, 2] limits = [2, 4, 4, 6] strides = [1, 1, 1, 1] : tensor<2x4x4x8xf32> -> tensor<2x4x4x4xf32>
+// CHECK-NOT: gpuc.transpose
+// CHECK: gpuc.conv2d {{.*}} channels_last : (tensor<2x4x4x4xf32>, tensor<5x1x1x4xf32>) -> tensor<2x4x4x5xf32>
+// CHECK: gpuc.transpose %{{.+}} perm = [0, 3, 1, 2] : tensor<2x4x4x5xf32> -> tensor<2x5x4x4xf32>
+func.func @slice_between_convolutions(%x: tensor<2x3x4x4xf32>, %w1: tensor<8x3x1x1xf32>, %w2: tensor<5x4x1x1xf32>) -> tensor<2x5x4x4xf32> {
+  %y = gpuc.conv2d %x, %w1 strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<2x3x4x4xf32>, tensor<8x3x1x1xf32>) -> tensor<2x8x4x4xf32>
+  %s = gpuc.slice %y starts = [0, 2, 0, 0] limits = [2, 6, 4, 4] strides = [1, 1, 1, 1] : tensor<2x8x4x4xf32> -> tensor<2x4x4x4xf32>
+  %z = gpuc.conv2d %s, %w2 strides = [1, 1] pads = [0, 0, 0, 0] dilations = [1, 1] groups = 1 : (tensor<2x4x4x4xf32>, tensor<5x4x1x1xf32>) -> tensor<2x5x4x4xf32>
+  return %z : tensor<2x5x4x4xf32>
+}
