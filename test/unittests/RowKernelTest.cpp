@@ -100,8 +100,9 @@ TEST(RowKernelTest, FewLongRowsAreSplitAcrossBlocks) {
       // totals are the same launch's. A block takes 1,024 rows (4 KiB of
       // each row it reads, 256 blocks), and fetches the next rows' runs 2
       // rows ahead.
-      EXPECT_NE(src.find("const gidx oGroup = (gidx)(blockIdx.x / 128) * 1024;"),
-                std::string::npos)
+      EXPECT_NE(
+          src.find("const gidx oGroup = (gidx)(blockIdx.x / 128) * 1024;"),
+          std::string::npos)
           << src;
       EXPECT_NE(src.find("acc0Lanes[lane] = (gpuc::Accumulator)totals[0 + "
                          "o];"),
